@@ -1,0 +1,156 @@
+#include "common/cli/flags.h"
+
+#include <charconv>
+
+namespace bmad::cli {
+
+Flags::Flags(std::string usage) : usage_(std::move(usage)) {}
+
+void Flags::AddString(std::string name, std::string* out, std::string help) {
+  specs_.push_back({std::move(name), Kind::kString, out, std::move(help)});
+}
+void Flags::AddInt(std::string name, int64_t* out, std::string help) {
+  specs_.push_back({std::move(name), Kind::kInt, out, std::move(help)});
+}
+void Flags::AddDouble(std::string name, double* out, std::string help) {
+  specs_.push_back({std::move(name), Kind::kDouble, out, std::move(help)});
+}
+void Flags::AddBool(std::string name, bool* out, std::string help) {
+  specs_.push_back({std::move(name), Kind::kBool, out, std::move(help)});
+}
+void Flags::AddList(std::string name, std::vector<std::string>* out, std::string help) {
+  specs_.push_back({std::move(name), Kind::kList, out, std::move(help)});
+}
+
+Flags::Spec* Flags::Find(const std::string& name) {
+  for (Spec& s : specs_) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+bool Flags::Seen(const std::string& name) const {
+  for (const Spec& s : specs_) {
+    if (s.name == name) return s.seen;
+  }
+  return false;
+}
+
+Status Flags::Assign(Spec& spec, const std::string& value) {
+  spec.seen = true;
+  switch (spec.kind) {
+    case Kind::kString:
+      *static_cast<std::string*>(spec.out) = value;
+      return Status::Ok();
+    case Kind::kList:
+      static_cast<std::vector<std::string>*>(spec.out)->push_back(value);
+      return Status::Ok();
+    case Kind::kInt: {
+      int64_t v = 0;
+      auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+      if (ec != std::errc() || p != value.data() + value.size() || value.empty()) {
+        return InvalidArgument("--" + spec.name + " expects an integer, got '" + value + "'");
+      }
+      *static_cast<int64_t*>(spec.out) = v;
+      return Status::Ok();
+    }
+    case Kind::kDouble: {
+      double v = 0;
+      auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+      if (ec != std::errc() || p != value.data() + value.size() || value.empty()) {
+        return InvalidArgument("--" + spec.name + " expects a number, got '" + value + "'");
+      }
+      *static_cast<double*>(spec.out) = v;
+      return Status::Ok();
+    }
+    case Kind::kBool:
+      if (value == "true" || value == "1") {
+        *static_cast<bool*>(spec.out) = true;
+      } else if (value == "false" || value == "0") {
+        *static_cast<bool*>(spec.out) = false;
+      } else {
+        return InvalidArgument("--" + spec.name + " expects true or false, got '" + value + "'");
+      }
+      return Status::Ok();
+  }
+  return Internal("unreachable");
+}
+
+Status Flags::Parse(const std::vector<std::string>& args, std::vector<std::string>* positional) {
+  bool flags_done = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (flags_done || arg.size() < 2 || arg[0] != '-' || arg == "-") {
+      positional->push_back(arg);
+      continue;
+    }
+    if (arg == "--") {
+      flags_done = true;
+      continue;
+    }
+    if (arg == "-h" || arg == "--help") {
+      help_requested_ = true;
+      continue;
+    }
+    if (!arg.starts_with("--")) return InvalidArgument("unknown flag " + arg + " (see --help)");
+    std::string name = arg.substr(2);
+    std::string value;
+    bool has_value = false;
+    if (const size_t eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      has_value = true;
+    }
+    Spec* spec = Find(name);
+    if (!spec) return InvalidArgument("unknown flag --" + name + " (see --help)");
+    if (spec->kind == Kind::kBool && !has_value) {
+      spec->seen = true;
+      *static_cast<bool*>(spec->out) = true;
+      continue;
+    }
+    if (!has_value) {
+      if (i + 1 >= args.size()) return InvalidArgument("flag --" + name + " needs a value");
+      value = args[++i];
+    }
+    BMAD_RETURN_IF_ERROR(Assign(*spec, value));
+  }
+  return Status::Ok();
+}
+
+std::string Flags::Help() const {
+  std::string out = "usage: " + usage_ + "\n";
+  if (!specs_.empty()) out += "\nflags:\n";
+  for (const Spec& s : specs_) {
+    std::string left = "  --" + s.name;
+    switch (s.kind) {
+      case Kind::kString: left += " TEXT"; break;
+      case Kind::kInt: left += " N"; break;
+      case Kind::kDouble: left += " X"; break;
+      case Kind::kList: left += " VALUE (repeatable)"; break;
+      case Kind::kBool: break;
+    }
+    if (left.size() < 30) left.append(30 - left.size(), ' ');
+    out += left + " " + s.help + "\n";
+  }
+  return out;
+}
+
+Result<std::vector<int64_t>> ParseIntList(const std::string& text, const std::string& what) {
+  std::vector<int64_t> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(start, end - start);
+    int64_t v = 0;
+    auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (ec != std::errc() || p != item.data() + item.size() || item.empty()) {
+      return InvalidArgument(what + " expects comma-separated integers, got '" + text + "'");
+    }
+    out.push_back(v);
+    start = end + 1;
+  }
+  return out;
+}
+
+}  // namespace bmad::cli

@@ -1,0 +1,191 @@
+// The one list of configuration keys. Each visitor (YAML loader, printer, key lister) walks it,
+// so a key's name, default, allowed range and documentation live in exactly one place.
+//
+// A visitor provides:
+//   void Section(std::string_view name, std::string_view doc, Body body)  // body() visits fields
+//   void Field(std::string_view key, T& value, std::string_view doc, Limits<T> limits)
+// for T in {bool, int64_t, double, std::string, std::vector<int64_t>, enums with EnumNames}.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string_view>
+
+#include "common/config/config.h"
+
+namespace bmad {
+
+// Inclusive numeric bounds; for strings `non_empty` and an optional required prefix list.
+template <typename T>
+struct Limits {
+  T min = std::numeric_limits<T>::lowest();
+  T max = std::numeric_limits<T>::max();
+};
+template <>
+struct Limits<std::string> {
+  bool non_empty = false;
+  bool endpoint = false;  // must be a ZeroMQ tcp:// or ipc:// endpoint
+};
+template <>
+struct Limits<bool> {};
+template <>
+struct Limits<std::vector<int64_t>> {
+  int64_t min = 1;
+  int64_t max = std::numeric_limits<int64_t>::max();
+};
+
+inline constexpr int64_t kMaxPort = 65535;
+
+template <typename Visitor>
+void VisitConfig(ServerConfig& c, Visitor& v) {
+  using I = Limits<int64_t>;
+  using D = Limits<double>;
+  using S = Limits<std::string>;
+
+  v.Section("log", "Process logging.", [&] {
+    v.Field("level", c.log.level, "Lowest level written: debug, info, warn, error or off.",
+            Limits<log::Level>{});
+  });
+
+  v.Section("model", "The model every replica serves.", [&] {
+    v.Field("path", c.model.path, "GGUF file the workers load; the coordinator reads its vocabulary.",
+            S{});
+    v.Field("name", c.model.name,
+            "Model id clients name in requests; empty means the file name without its extension.",
+            S{});
+    v.Field("context_length", c.model.context_length,
+            "Longest sequence (prompt + output) in tokens; 0 means the model's own.",
+            I{0, 1 << 24});
+    v.Field("chat_template", c.model.chat_template,
+            "Chat template name (chatml, llama2, llama3, zephyr, plain); empty means the model's "
+            "own when recognised, else chatml.",
+            S{});
+  });
+
+  v.Section("coordinator", "The coordinator process: front doors and replica registry.", [&] {
+    v.Field("client_endpoint", c.coordinator.client_endpoint,
+            "ZeroMQ ROUTER endpoint clients connect to (Cap'n Proto protocol).", S{true, true});
+    v.Field("worker_endpoint", c.coordinator.worker_endpoint,
+            "ZeroMQ ROUTER endpoint worker replicas connect to.", S{true, true});
+    v.Field("http_host", c.coordinator.http_host, "Address the OpenAI-compatible HTTP API binds.",
+            S{true, false});
+    v.Field("http_port", c.coordinator.http_port,
+            "Port of the HTTP API (also serves /metrics); 0 picks a free port.", I{0, kMaxPort});
+    v.Field("liveness_timeout_ms", c.coordinator.liveness_timeout_ms,
+            "A replica with no heartbeat for this long is declared dead and its requests move.",
+            I{50, 3'600'000});
+    v.Field("max_queued_per_priority", c.coordinator.max_queued_per_priority,
+            "Requests admitted but not finished, per priority class; past it, 'overloaded'.",
+            I{1, 1 << 24});
+    v.Field("priority_classes", c.coordinator.priority_classes,
+            "Number of priority classes; class 0 is the most urgent.", I{1, 16});
+    v.Field("max_message_bytes", c.coordinator.max_message_bytes,
+            "Largest protocol message accepted on any socket.", I{1024, 1ll << 31});
+  });
+
+  v.Section("router", "How the coordinator picks a replica.", [&] {
+    v.Field("policy", c.router.policy,
+            "Balancing among candidate replicas: weighted, round_robin or least_loaded.",
+            Limits<RouterPolicy>{});
+    v.Field("weight_queue", c.router.weight_queue, "Weight of queue depth in a replica's load.",
+            D{0.0, 1000.0});
+    v.Field("weight_memory", c.router.weight_memory, "Weight of KV-cache usage in a replica's load.",
+            D{0.0, 1000.0});
+    v.Field("weight_utilization", c.router.weight_utilization,
+            "Weight of compute utilization in a replica's load.", D{0.0, 1000.0});
+    v.Field("long_tail", c.router.long_tail,
+            "Send prompts longer than the rolling quantile to the long-tail pool when one is live.",
+            Limits<bool>{});
+    v.Field("long_tail_quantile", c.router.long_tail_quantile,
+            "Quantile of recent prompt lengths above which a prompt is long-tail.", D{0.5, 0.999});
+    v.Field("long_tail_window", c.router.long_tail_window,
+            "How many recent prompt lengths the quantile is computed over.", I{8, 1 << 20});
+    v.Field("long_tail_min_samples", c.router.long_tail_min_samples,
+            "Prompts seen before any prompt can count as long-tail.", I{1, 1 << 20});
+    v.Field("prefix_affinity", c.router.prefix_affinity,
+            "Prefer the replica that already caches the prompt's leading blocks.", Limits<bool>{});
+    v.Field("prefix_affinity_load_bound", c.router.prefix_affinity_load_bound,
+            "Affinity holds only while that replica's load is at most this factor of the "
+            "least-loaded candidate's (plus one request).",
+            D{1.0, 100.0});
+  });
+
+  v.Section("worker", "Each worker replica.", [&] {
+    v.Field("replica_id", c.worker.replica_id, "Replica name shown in status and metrics labels.",
+            S{true, false});
+    v.Field("pool", c.worker.pool, "Pool this replica serves: normal or long_tail.",
+            Limits<ReplicaPool>{});
+    v.Field("backend", c.worker.backend, "Compute backend: cpu or cuda.", Limits<Backend>{});
+    v.Field("threads", c.worker.threads, "Compute threads per rank; 0 uses every core.",
+            I{0, 1024});
+    v.Field("heartbeat_ms", c.worker.heartbeat_ms, "Interval between heartbeats to the coordinator.",
+            I{10, 600'000});
+    v.Field("arena_bytes", c.worker.arena_bytes,
+            "CPU memory arena for KV blocks and workspace; 0 sizes it from the model and cache.",
+            I{0, 1ll << 42});
+    v.Field("gpu_memory_fraction", c.worker.gpu_memory_fraction,
+            "Share of free GPU memory the device arena reserves at start-up.", D{0.05, 0.99});
+  });
+
+  v.Section("scheduler", "Continuous batching on each replica.", [&] {
+    v.Field("policy", c.scheduler.policy,
+            "continuous (iteration-level, SLO-aware), fcfs (continuous, arrival order) or static "
+            "(a batch runs to completion before the next).",
+            Limits<SchedulerPolicy>{});
+    v.Field("max_batch_tokens", c.scheduler.max_batch_tokens,
+            "Tokens computed per step, prefill chunks included.", I{1, 1 << 20});
+    v.Field("max_seqs", c.scheduler.max_seqs, "Sequences in one step.", I{1, 1 << 16});
+    v.Field("max_wait_ms", c.scheduler.max_wait_ms,
+            "A request waiting longer than this is admitted before any other.", I{1, 3'600'000});
+    v.Field("priority_decay", c.scheduler.priority_decay,
+            "Aging: priority a waiting request gains per second.", D{0.0, 1e6});
+    v.Field("default_slo_ms", c.scheduler.default_slo_ms,
+            "Deadline given to requests that carry none.", I{1, 86'400'000});
+    v.Field("max_waiting", c.scheduler.max_waiting,
+            "Requests waiting on a replica before it refuses new ones.", I{1, 1 << 24});
+  });
+
+  v.Section("cache", "The paged KV cache.", [&] {
+    v.Field("block_size", c.cache.block_size, "Tokens per KV block.", I{1, 1024});
+    v.Field("num_blocks", c.cache.num_blocks, "KV blocks per replica; 0 derives it from kv_bytes.",
+            I{0, 1 << 28});
+    v.Field("kv_bytes", c.cache.kv_bytes, "Memory for KV blocks when num_blocks is 0.",
+            I{1 << 16, 1ll << 42});
+    v.Field("prefix_caching", c.cache.prefix_caching,
+            "Reuse cached blocks of identical prompt prefixes.", Limits<bool>{});
+  });
+
+  v.Section("parallel", "How one replica is split over MPI ranks.", [&] {
+    v.Field("tp", c.parallel.tp, "Tensor-parallel ranks per replica.", I{1, 512});
+    v.Field("pp", c.parallel.pp, "Pipeline stages per replica.", I{1, 512});
+    v.Field("stage_layers", c.parallel.stage_layers,
+            "Layers per pipeline stage (one entry per stage); empty balances by layer count.",
+            Limits<std::vector<int64_t>>{1, 1 << 16});
+    v.Field("micro_batches", c.parallel.micro_batches,
+            "Micro-batches in flight through the pipeline; 0 means pp.", I{0, 64});
+    v.Field("step_timeout_ms", c.parallel.step_timeout_ms,
+            "A step or collective taking longer is a hang: the replica reports and exits.",
+            I{100, 3'600'000});
+  });
+
+  v.Section("metrics", "Prometheus /metrics endpoints.", [&] {
+    v.Field("host", c.metrics.host, "Address the /metrics endpoints bind.", S{true, false});
+    v.Field("coordinator_port", c.metrics.coordinator_port,
+            "Port of the coordinator's /metrics; 0 picks a free port.", I{0, kMaxPort});
+    v.Field("worker_port", c.metrics.worker_port,
+            "Port of the first replica's /metrics; replica i uses worker_port + i; 0 picks free "
+            "ports.",
+            I{0, kMaxPort});
+  });
+
+  v.Section("cluster", "What the launcher starts (deploy/).", [&] {
+    v.Field("normal_replicas", c.cluster.normal_replicas, "Replicas in the normal pool.",
+            I{0, 4096});
+    v.Field("long_tail_replicas", c.cluster.long_tail_replicas, "Replicas in the long-tail pool.",
+            I{0, 4096});
+    v.Field("hostfile", c.cluster.hostfile,
+            "mpirun hostfile for the workers; empty runs everything on this host.", S{});
+  });
+}
+
+}  // namespace bmad

@@ -1,0 +1,581 @@
+#include "common/config/config_loader.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <charconv>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "common/config/config_fields.h"
+
+namespace bmad {
+namespace {
+
+std::string Quote(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+template <typename E>
+std::string EnumChoices() {
+  std::string out;
+  for (const auto& [v, name] : EnumNames<E>::kNames) {
+    if (!out.empty()) out += ", ";
+    out += name;
+  }
+  return out;
+}
+
+// Strict integer parsing; keys ending in _bytes also take KiB/MiB/GiB/TiB (and K/M/G/T) suffixes.
+bool ParseInt64(std::string_view text, bool allow_size_suffix, int64_t* out) {
+  int64_t scale = 1;
+  if (allow_size_suffix) {
+    static const std::pair<std::string_view, int64_t> kSuffixes[] = {
+        {"KiB", 1ll << 10}, {"MiB", 1ll << 20}, {"GiB", 1ll << 30}, {"TiB", 1ll << 40},
+        {"K", 1ll << 10},   {"M", 1ll << 20},   {"G", 1ll << 30},   {"T", 1ll << 40}};
+    for (const auto& [suffix, factor] : kSuffixes) {
+      if (text.size() > suffix.size() && text.ends_with(suffix)) {
+        text.remove_suffix(suffix.size());
+        scale = factor;
+        break;
+      }
+    }
+  }
+  int64_t value = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || ptr != text.data() + text.size() || text.empty()) return false;
+  if (scale != 1) {
+    if (value > INT64_MAX / scale || value < INT64_MIN / scale) return false;
+    value *= scale;
+  }
+  *out = value;
+  return true;
+}
+
+bool ParseDouble(std::string_view text, double* out) {
+  double value = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || ptr != text.data() + text.size() || text.empty()) return false;
+  *out = value;
+  return true;
+}
+
+template <typename T>
+std::string FormatNumber(T v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+// Applies YAML nodes onto a ServerConfig, collecting every error with its position.
+class LoadVisitor {
+ public:
+  LoadVisitor(std::string source, std::vector<ConfigError>* errors)
+      : source_(std::move(source)), errors_(errors) {}
+
+  // Load a whole document (root must be a map or empty).
+  void LoadDocument(const YAML::Node& root, ServerConfig& config) {
+    if (root && !root.IsNull() && !root.IsMap()) {
+      Fail("", root.Mark(), "the top level must be a mapping of sections");
+      return;
+    }
+    root_.reset(root);  // reset rebinds; yaml-cpp's operator= would copy into the tree
+    VisitConfig(config, *this);
+    if (!root_ || root_.IsNull()) return;
+    for (auto it = root_.begin(); it != root_.end(); ++it) {
+      const std::string name = it->first.Scalar();
+      if (!known_sections_.count(name)) {
+        Fail(name, it->first.Mark(), "unknown section " + Quote(name) + SuggestSection());
+      }
+    }
+  }
+
+  // Load one "section.key" value (override form).
+  void LoadOne(std::string_view dotted_key, const YAML::Node& value, ServerConfig& config) {
+    const size_t dot = dotted_key.find('.');
+    if (dot == std::string_view::npos) {
+      Fail(std::string(dotted_key), {}, "an override must name section.key");
+      return;
+    }
+    only_section_ = std::string(dotted_key.substr(0, dot));
+    only_key_ = std::string(dotted_key.substr(dot + 1));
+    only_value_.reset(value);
+    VisitConfig(config, *this);
+    if (!matched_) Fail(std::string(dotted_key), {}, "unknown key");
+  }
+
+  template <typename Body>
+  void Section(std::string_view name, std::string_view /*doc*/, Body body) {
+    section_ = std::string(name);
+    known_sections_.insert(section_);
+    known_keys_.clear();
+    known_keys_order_.clear();
+    if (!only_section_.empty()) {  // override mode
+      if (name == only_section_) body();
+      return;
+    }
+    // Lookups go through const references (yaml-cpp's non-const operator[] inserts keys), and
+    // nodes are rebound with reset() (its operator= copies into the tree).
+    const YAML::Node& root = root_;
+    if (!root || !root.IsMap()) return;
+    const YAML::Node found = root[section_];
+    if (!found || found.IsNull()) return;
+    node_.reset(found);
+    if (!node_.IsMap()) {
+      Fail(section_, node_.Mark(), "expected a mapping of keys");
+      return;
+    }
+    body();
+    for (auto it = node_.begin(); it != node_.end(); ++it) {
+      const std::string key = it->first.Scalar();
+      if (!known_keys_.count(key)) {
+        Fail(section_ + "." + key, it->first.Mark(),
+             "unknown key (known keys: " + KnownKeysList() + ")");
+      }
+    }
+  }
+
+  template <typename T>
+  void Field(std::string_view key, T& value, std::string_view /*doc*/, const Limits<T>& limits) {
+    known_keys_.insert(std::string(key));
+    known_keys_order_.push_back(std::string(key));
+    const std::string path = section_ + "." + std::string(key);
+    if (!only_section_.empty()) {
+      if (key != only_key_) return;
+      matched_ = true;
+      Convert(path, only_value_, value, limits);
+      return;
+    }
+    const YAML::Node& section = node_;
+    const YAML::Node n = section[std::string(key)];
+    if (n) Convert(path, n, value, limits);
+  }
+
+ private:
+  void Fail(std::string key, const YAML::Mark& mark, std::string message) {
+    ConfigError e;
+    e.source = source_;
+    e.key = std::move(key);
+    if (mark.line >= 0) {
+      e.line = mark.line + 1;
+      e.column = mark.column + 1;
+    }
+    e.message = std::move(message);
+    errors_->push_back(std::move(e));
+  }
+
+  std::string KnownKeysList() const {
+    std::string out;
+    for (const auto& k : known_keys_order_) {
+      if (!out.empty()) out += ", ";
+      out += k;
+    }
+    return out;
+  }
+
+  std::string SuggestSection() const {
+    std::string out = " (known sections:";
+    for (const auto& s : known_sections_) out += " " + s;
+    return out + ")";
+  }
+
+  bool RequireScalar(const std::string& path, const YAML::Node& n, const char* what) {
+    if (n.IsScalar()) return true;
+    Fail(path, n.Mark(), std::string("expected ") + what + ", got a " +
+                             (n.IsMap() ? "mapping" : n.IsSequence() ? "list" : "null value"));
+    return false;
+  }
+
+  void Convert(const std::string& path, const YAML::Node& n, int64_t& value,
+               const Limits<int64_t>& limits) {
+    if (!RequireScalar(path, n, "an integer")) return;
+    int64_t v = 0;
+    const bool bytes = path.ends_with("_bytes");
+    if (!ParseInt64(n.Scalar(), bytes, &v)) {
+      Fail(path, n.Mark(),
+           std::string("expected an integer") + (bytes ? " (optionally with KiB/MiB/GiB)" : "") +
+               ", got " + Quote(n.Scalar()));
+      return;
+    }
+    if (v < limits.min || v > limits.max) {
+      Fail(path, n.Mark(), "must be between " + FormatNumber(limits.min) + " and " +
+                               FormatNumber(limits.max) + ", got " + FormatNumber(v));
+      return;
+    }
+    value = v;
+  }
+
+  void Convert(const std::string& path, const YAML::Node& n, double& value,
+               const Limits<double>& limits) {
+    if (!RequireScalar(path, n, "a number")) return;
+    double v = 0;
+    if (!ParseDouble(n.Scalar(), &v)) {
+      Fail(path, n.Mark(), "expected a number, got " + Quote(n.Scalar()));
+      return;
+    }
+    if (!(v >= limits.min && v <= limits.max)) {
+      Fail(path, n.Mark(), "must be between " + FormatNumber(limits.min) + " and " +
+                               FormatNumber(limits.max) + ", got " + FormatNumber(v));
+      return;
+    }
+    value = v;
+  }
+
+  void Convert(const std::string& path, const YAML::Node& n, bool& value, const Limits<bool>&) {
+    if (!RequireScalar(path, n, "true or false")) return;
+    const std::string& s = n.Scalar();
+    if (s == "true") {
+      value = true;
+    } else if (s == "false") {
+      value = false;
+    } else {
+      Fail(path, n.Mark(), "expected true or false, got " + Quote(s));
+    }
+  }
+
+  void Convert(const std::string& path, const YAML::Node& n, std::string& value,
+               const Limits<std::string>& limits) {
+    std::string s;
+    if (!n.IsNull()) {
+      if (!RequireScalar(path, n, "a string")) return;
+      s = n.Scalar();
+    }
+    if (limits.non_empty && s.empty()) {
+      Fail(path, n.Mark(), "must not be empty");
+      return;
+    }
+    if (limits.endpoint && !(s.starts_with("tcp://") || s.starts_with("ipc://") ||
+                             s.starts_with("inproc://"))) {
+      Fail(path, n.Mark(),
+           "expected a ZeroMQ endpoint (tcp://HOST:PORT or ipc://PATH), got " + Quote(s));
+      return;
+    }
+    value = std::move(s);
+  }
+
+  void Convert(const std::string& path, const YAML::Node& n, std::vector<int64_t>& value,
+               const Limits<std::vector<int64_t>>& limits) {
+    if (n.IsNull()) {
+      value.clear();
+      return;
+    }
+    if (!n.IsSequence()) {
+      Fail(path, n.Mark(), "expected a list of integers");
+      return;
+    }
+    std::vector<int64_t> out;
+    bool good = true;
+    for (size_t i = 0; i < n.size(); ++i) {
+      const YAML::Node item = n[i];
+      const std::string item_path = path + "[" + std::to_string(i) + "]";
+      int64_t v = 0;
+      if (!item.IsScalar() || !ParseInt64(item.Scalar(), false, &v)) {
+        Fail(item_path, item.Mark(), "expected an integer");
+        good = false;
+      } else if (v < limits.min || v > limits.max) {
+        Fail(item_path, item.Mark(), "must be between " + FormatNumber(limits.min) + " and " +
+                                         FormatNumber(limits.max) + ", got " + FormatNumber(v));
+        good = false;
+      } else {
+        out.push_back(v);
+      }
+    }
+    if (good) value = std::move(out);
+  }
+
+  template <typename E>
+    requires std::is_enum_v<E>
+  void Convert(const std::string& path, const YAML::Node& n, E& value, const Limits<E>&) {
+    if (!RequireScalar(path, n, "one of " + EnumChoices<E>())) return;
+    if (!EnumFromName(n.Scalar(), &value)) {
+      Fail(path, n.Mark(), "expected one of " + EnumChoices<E>() + ", got " + Quote(n.Scalar()));
+    }
+  }
+  bool RequireScalar(const std::string& path, const YAML::Node& n, const std::string& what) {
+    return RequireScalar(path, n, what.c_str());
+  }
+
+  std::string source_;
+  std::vector<ConfigError>* errors_;
+  YAML::Node root_;
+  YAML::Node node_;
+  std::string section_;
+  std::set<std::string> known_sections_;
+  std::set<std::string> known_keys_;
+  std::vector<std::string> known_keys_order_;
+  // Override mode.
+  std::string only_section_;
+  std::string only_key_;
+  YAML::Node only_value_;
+  bool matched_ = false;
+};
+
+void ApplyOverrides(const std::vector<std::string>& overrides, ServerConfig& config,
+                    std::vector<ConfigError>* errors) {
+  for (const std::string& o : overrides) {
+    const size_t eq = o.find('=');
+    if (eq == std::string::npos) {
+      errors->push_back({"<override>", o, 0, 0, "expected section.key=value"});
+      continue;
+    }
+    YAML::Node value;
+    try {
+      value = YAML::Load(o.substr(eq + 1));
+    } catch (const YAML::Exception& e) {
+      errors->push_back({"<override>", o.substr(0, eq), 0, 0, "bad value: " + e.msg});
+      continue;
+    }
+    if (!value) value = YAML::Node(YAML::NodeType::Null);
+    LoadVisitor visitor("<override>", errors);
+    visitor.LoadOne(o.substr(0, eq), value, config);
+  }
+}
+
+// Finds where a dotted key sits in the document, for cross-key errors.
+YAML::Mark FindMark(const YAML::Node& root, const std::string& dotted) {
+  const size_t dot = dotted.find('.');
+  if (!root || !root.IsMap() || dot == std::string::npos) return YAML::Mark::null_mark();
+  const YAML::Node section = root[dotted.substr(0, dot)];
+  if (!section || !section.IsMap()) return YAML::Mark::null_mark();
+  const YAML::Node key = section[dotted.substr(dot + 1)];
+  return key ? key.Mark() : YAML::Mark::null_mark();
+}
+
+}  // namespace
+
+std::string ConfigError::ToString() const {
+  std::string out = source;
+  if (line > 0) out += ":" + std::to_string(line) + ":" + std::to_string(column);
+  out += ": ";
+  if (!key.empty()) out += key + ": ";
+  out += message;
+  return out;
+}
+
+std::vector<ConfigError> ValidateConfig(const ServerConfig& c) {
+  std::vector<ConfigError> errors;
+  auto fail = [&](std::string key, std::string message) {
+    errors.push_back({"", std::move(key), 0, 0, std::move(message)});
+  };
+  if (c.router.weight_queue + c.router.weight_memory + c.router.weight_utilization <= 0) {
+    fail("router.weight_queue", "the three router weights must not all be 0");
+  }
+  if (!c.parallel.stage_layers.empty() &&
+      static_cast<int64_t>(c.parallel.stage_layers.size()) != c.parallel.pp) {
+    fail("parallel.stage_layers", "has " + std::to_string(c.parallel.stage_layers.size()) +
+                                      " entries but parallel.pp is " +
+                                      std::to_string(c.parallel.pp) + " (one entry per stage)");
+  }
+  if (c.scheduler.max_seqs > c.scheduler.max_batch_tokens) {
+    fail("scheduler.max_seqs", "is " + std::to_string(c.scheduler.max_seqs) +
+                                   ", more than scheduler.max_batch_tokens (" +
+                                   std::to_string(c.scheduler.max_batch_tokens) +
+                                   "): every sequence needs at least one token per step");
+  }
+  if (c.coordinator.client_endpoint == c.coordinator.worker_endpoint) {
+    fail("coordinator.worker_endpoint", "must differ from coordinator.client_endpoint");
+  }
+  const int64_t replicas = c.cluster.normal_replicas + c.cluster.long_tail_replicas;
+  if (replicas < 1) fail("cluster.normal_replicas", "the cluster needs at least one replica");
+  if (c.metrics.worker_port != 0 && c.metrics.worker_port + replicas - 1 > kMaxPort) {
+    fail("metrics.worker_port", "worker_port + replicas - 1 exceeds 65535");
+  }
+  return errors;
+}
+
+ConfigLoad LoadConfigText(std::string_view yaml, std::string_view source_name,
+                          const std::vector<std::string>& overrides) {
+  ConfigLoad load;
+  const std::string source(source_name);
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    ConfigError err{source, "", 0, 0, "YAML syntax error: " + e.msg};
+    if (e.mark.line >= 0) {
+      err.line = e.mark.line + 1;
+      err.column = e.mark.column + 1;
+    }
+    load.errors.push_back(std::move(err));
+    return load;
+  }
+  LoadVisitor visitor(source, &load.errors);
+  visitor.LoadDocument(root, load.config);
+  ApplyOverrides(overrides, load.config, &load.errors);
+  if (load.errors.empty()) {
+    for (ConfigError& e : ValidateConfig(load.config)) {
+      e.source = source;
+      const YAML::Mark mark = FindMark(root, e.key);
+      if (mark.line >= 0) {
+        e.line = mark.line + 1;
+        e.column = mark.column + 1;
+      }
+      load.errors.push_back(std::move(e));
+    }
+  }
+  return load;
+}
+
+ConfigLoad LoadConfigFile(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    ConfigLoad load;
+    load.errors.push_back({path, "", 0, 0, "cannot open the file"});
+    return load;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return LoadConfigText(text.str(), path, overrides);
+}
+
+Result<ServerConfig> ReadConfigFile(const std::string& path,
+                                    const std::vector<std::string>& overrides) {
+  ConfigLoad load = LoadConfigFile(path, overrides);
+  if (load.ok()) return std::move(load.config);
+  std::string message = "invalid configuration:";
+  for (const ConfigError& e : load.errors) message += "\n  " + e.ToString();
+  return InvalidArgument(std::move(message));
+}
+
+namespace {
+
+class DumpVisitor {
+ public:
+  explicit DumpVisitor(YAML::Emitter& out) : out_(out) {}
+
+  template <typename Body>
+  void Section(std::string_view name, std::string_view /*doc*/, Body body) {
+    out_ << YAML::Key << std::string(name) << YAML::Value << YAML::BeginMap;
+    body();
+    out_ << YAML::EndMap;
+  }
+
+  template <typename T>
+  void Field(std::string_view key, const T& value, std::string_view /*doc*/, const Limits<T>&) {
+    out_ << YAML::Key << std::string(key) << YAML::Value;
+    Emit(value);
+  }
+
+ private:
+  void Emit(int64_t v) { out_ << v; }
+  void Emit(double v) { out_ << v; }
+  void Emit(bool v) { out_ << (v ? "true" : "false"); }
+  void Emit(const std::string& v) { out_ << YAML::DoubleQuoted << v; }
+  void Emit(const std::vector<int64_t>& v) {
+    out_ << YAML::Flow << YAML::BeginSeq;
+    for (int64_t x : v) out_ << x;
+    out_ << YAML::EndSeq;
+  }
+  template <typename E>
+    requires std::is_enum_v<E>
+  void Emit(E v) {
+    out_ << std::string(EnumName(v));
+  }
+
+  YAML::Emitter& out_;
+};
+
+class KeyListVisitor {
+ public:
+  template <typename Body>
+  void Section(std::string_view name, std::string_view, Body body) {
+    section_ = std::string(name);
+    body();
+  }
+  template <typename T>
+  void Field(std::string_view key, const T&, std::string_view, const Limits<T>&) {
+    keys.push_back(section_ + "." + std::string(key));
+  }
+  std::vector<std::string> keys;
+
+ private:
+  std::string section_;
+};
+
+class MarkdownVisitor {
+ public:
+  template <typename Body>
+  void Section(std::string_view name, std::string_view doc, Body body) {
+    section_ = std::string(name);
+    out += "### `" + section_ + "`\n\n" + std::string(doc) + "\n\n";
+    out += "| key | default | allowed | meaning |\n|---|---|---|---|\n";
+    body();
+    out += "\n";
+  }
+
+  template <typename T>
+  void Field(std::string_view key, const T& value, std::string_view doc, const Limits<T>& limits) {
+    out += "| `" + section_ + "." + std::string(key) + "` | " + Default(value) + " | " +
+           Allowed(value, limits) + " | " + std::string(doc) + " |\n";
+  }
+
+  std::string out;
+
+ private:
+  static std::string Code(const std::string& s) { return "`" + s + "`"; }
+  static std::string Default(int64_t v) { return Code(std::to_string(v)); }
+  static std::string Default(double v) { return Code(FormatNumber(v)); }
+  static std::string Default(bool v) { return Code(v ? "true" : "false"); }
+  static std::string Default(const std::string& v) { return v.empty() ? "(empty)" : Code(v); }
+  static std::string Default(const std::vector<int64_t>& v) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+    return Code(s + "]");
+  }
+  template <typename E>
+    requires std::is_enum_v<E>
+  static std::string Default(E v) {
+    return Code(std::string(EnumName(v)));
+  }
+
+  static std::string Allowed(int64_t, const Limits<int64_t>& l) {
+    return FormatNumber(l.min) + " to " + FormatNumber(l.max);
+  }
+  static std::string Allowed(double, const Limits<double>& l) {
+    return FormatNumber(l.min) + " to " + FormatNumber(l.max);
+  }
+  static std::string Allowed(bool, const Limits<bool>&) { return "`true`, `false`"; }
+  static std::string Allowed(const std::string&, const Limits<std::string>& l) {
+    if (l.endpoint) return "ZeroMQ endpoint (`tcp://`, `ipc://`)";
+    return l.non_empty ? "non-empty text" : "text";
+  }
+  static std::string Allowed(const std::vector<int64_t>&, const Limits<std::vector<int64_t>>& l) {
+    return "list of integers, each " + FormatNumber(l.min) + " to " + FormatNumber(l.max);
+  }
+  template <typename E>
+    requires std::is_enum_v<E>
+  static std::string Allowed(E, const Limits<E>&) {
+    std::string s;
+    for (const auto& [v, name] : EnumNames<E>::kNames) s += (s.empty() ? "" : ", ") + Code(std::string(name));
+    return s;
+  }
+
+  std::string section_;
+};
+
+}  // namespace
+
+std::string ConfigReferenceMarkdown() {
+  ServerConfig config;
+  MarkdownVisitor visitor;
+  VisitConfig(config, visitor);
+  return visitor.out;
+}
+
+std::string DumpConfigYaml(const ServerConfig& config) {
+  ServerConfig copy = config;  // VisitConfig takes a mutable reference; printing never mutates
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  DumpVisitor visitor(out);
+  VisitConfig(copy, visitor);
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+std::vector<std::string> ListConfigKeys() {
+  ServerConfig config;
+  KeyListVisitor visitor;
+  VisitConfig(config, visitor);
+  return visitor.keys;
+}
+
+}  // namespace bmad

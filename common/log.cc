@@ -1,0 +1,127 @@
+#include "common/log.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <mutex>
+
+namespace bmad::log {
+namespace {
+
+std::atomic<int> g_level{static_cast<int>(Level::kInfo)};
+std::mutex g_sink_mutex;
+Sink g_sink;  // guarded by g_sink_mutex
+
+bool NeedsQuotes(std::string_view v) {
+  if (v.empty()) return true;
+  for (char c : v) {
+    if (c == ' ' || c == '"' || c == '=' || c == '\n' || c == '\t') return true;
+  }
+  return false;
+}
+
+void AppendValue(std::string& out, std::string_view v) {
+  if (!NeedsQuotes(v)) {
+    out += v;
+    return;
+  }
+  out += '"';
+  for (char c : v) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+}
+
+}  // namespace
+
+std::string_view LevelName(Level level) {
+  switch (level) {
+    case Level::kDebug: return "DEBUG";
+    case Level::kInfo: return "INFO";
+    case Level::kWarn: return "WARN";
+    case Level::kError: return "ERROR";
+    case Level::kOff: return "OFF";
+  }
+  return "?";
+}
+
+Result<Level> ParseLevel(std::string_view name) {
+  std::string lower;
+  for (char c : name) lower += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  if (lower == "debug") return Level::kDebug;
+  if (lower == "info") return Level::kInfo;
+  if (lower == "warn" || lower == "warning") return Level::kWarn;
+  if (lower == "error") return Level::kError;
+  if (lower == "off") return Level::kOff;
+  return InvalidArgument("unknown log level '" + std::string(name) +
+                         "' (expected debug, info, warn, error or off)");
+}
+
+void SetLevel(Level level) { g_level.store(static_cast<int>(level), std::memory_order_relaxed); }
+Level GetLevel() { return static_cast<Level>(g_level.load(std::memory_order_relaxed)); }
+
+Field::Field(std::string_view k, double v) : key(k) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  value = buf;
+}
+
+std::string FormatLine(Level level, std::string_view component, std::string_view message,
+                       Fields fields) {
+  using namespace std::chrono;
+  const auto now = system_clock::now();
+  const std::time_t secs = system_clock::to_time_t(now);
+  const auto millis = duration_cast<milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char stamp[64];
+  std::snprintf(stamp, sizeof stamp, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<int>(millis));
+  std::string line;
+  line.reserve(96 + message.size());
+  line += stamp;
+  line += ' ';
+  std::string_view name = LevelName(level);
+  line += name;
+  line.append(6 - name.size(), ' ');
+  line += component;
+  line += ": ";
+  line += message;
+  for (const Field& f : fields) {
+    line += ' ';
+    line += f.key;
+    line += '=';
+    AppendValue(line, f.value);
+  }
+  return line;
+}
+
+void Write(Level level, std::string_view component, std::string_view message, Fields fields) {
+  if (!Enabled(level) || level == Level::kOff) return;
+  std::string line = FormatLine(level, component, message, fields);
+  std::lock_guard<std::mutex> lock(g_sink_mutex);
+  if (g_sink) {
+    g_sink(line);
+    return;
+  }
+  line += '\n';
+  std::fwrite(line.data(), 1, line.size(), stderr);
+}
+
+void SetSink(Sink sink) {
+  std::lock_guard<std::mutex> lock(g_sink_mutex);
+  g_sink = std::move(sink);
+}
+
+}  // namespace bmad::log

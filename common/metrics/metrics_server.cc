@@ -1,0 +1,61 @@
+#include "common/metrics/metrics_server.h"
+
+#include <httplib.h>
+
+#include <thread>
+
+namespace bmad::metrics {
+
+struct MetricsServer::Impl {
+  httplib::Server server;
+  std::thread thread;
+};
+
+MetricsServer::MetricsServer(const Registry& registry) : registry_(registry) {}
+
+MetricsServer::~MetricsServer() { Stop(); }
+
+Status MetricsServer::Start(const std::string& host, int port) {
+  if (impl_) return FailedPrecondition("metrics server already started");
+  auto impl = std::make_unique<Impl>();
+  // httplib's default sets SO_REUSEPORT, which lets a second server share a busy port
+  // silently; a taken port must be an error instead.
+  impl->server.set_socket_options([](int sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
+  impl->server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(registry_.RenderText(), kTextContentType);
+  });
+  impl->server.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("ok\n", "text/plain");
+  });
+  int bound = -1;
+  if (port == 0) {
+    bound = impl->server.bind_to_any_port(host);
+  } else if (impl->server.bind_to_port(host, port)) {
+    bound = port;
+  }
+  if (bound <= 0) {
+    return IoError("cannot serve /metrics on " + host + ":" + std::to_string(port) +
+                   " (address in use or not available)");
+  }
+  port_ = bound;
+  host_ = host;
+  impl->thread = std::thread([server = &impl->server] { server->listen_after_bind(); });
+  impl_ = std::move(impl);
+  return Status::Ok();
+}
+
+void MetricsServer::Stop() {
+  if (!impl_) return;
+  impl_->server.stop();
+  if (impl_->thread.joinable()) impl_->thread.join();
+  impl_.reset();
+}
+
+std::string MetricsServer::url() const {
+  return "http://" + host_ + ":" + std::to_string(port_) + "/metrics";
+}
+
+}  // namespace bmad::metrics

@@ -1,0 +1,36 @@
+// Serves a Registry at GET /metrics (and GET /health) over HTTP on its own thread.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "common/metrics/registry.h"
+#include "common/status.h"
+
+namespace bmad::metrics {
+
+class MetricsServer {
+ public:
+  explicit MetricsServer(const Registry& registry);
+  ~MetricsServer();  // stops the server
+  MetricsServer(const MetricsServer&) = delete;
+  MetricsServer& operator=(const MetricsServer&) = delete;
+
+  // Binds host:port (port 0 picks a free one) and starts serving. kIoError names the address
+  // when the bind fails (port taken, bad host).
+  Status Start(const std::string& host, int port);
+  void Stop();
+
+  int port() const { return port_; }
+  // "http://host:port/metrics"
+  std::string url() const;
+
+ private:
+  struct Impl;
+  const Registry& registry_;
+  std::unique_ptr<Impl> impl_;
+  std::string host_;
+  int port_ = 0;
+};
+
+}  // namespace bmad::metrics

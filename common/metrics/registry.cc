@@ -1,0 +1,151 @@
+#include "common/metrics/registry.h"
+
+#include <prometheus/text_serializer.h>
+
+#include <stdexcept>
+
+namespace bmad::metrics {
+namespace {
+
+bool ValidName(std::string_view name, bool allow_colon) {
+  if (name.empty()) return false;
+  for (size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    const bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+                       (allow_colon && c == ':');
+    const bool digit = c >= '0' && c <= '9';
+    if (!(alpha || (digit && i > 0))) return false;
+  }
+  return true;
+}
+
+void CheckName(std::string_view name, std::string_view kind_suffix_rule, bool is_counter,
+               bool is_histogram) {
+  auto fail = [&](const std::string& why) {
+    throw std::invalid_argument("metric '" + std::string(name) + "': " + why);
+  };
+  if (!name.starts_with("bmad_")) fail("name must start with bmad_");
+  if (!ValidName(name, true)) fail("name has characters outside [a-zA-Z0-9_:]");
+  if (is_counter && !name.ends_with("_total")) fail("a counter's name must end in _total");
+  if (is_histogram) {
+    static constexpr std::string_view kUnits[] = {"_seconds", "_tokens",  "_bytes",
+                                                  "_sequences", "_blocks", "_ratio"};
+    bool has_unit = false;
+    for (auto unit : kUnits) has_unit = has_unit || name.ends_with(unit);
+    if (!has_unit) fail(std::string("a histogram's name must end in its unit ") +
+                        std::string(kind_suffix_rule));
+  }
+}
+
+std::vector<std::string> LabelNames(const Labels& labels) {
+  std::vector<std::string> names;
+  for (const auto& [k, v] : labels) {
+    if (!ValidName(k, false) || k.starts_with("__")) {
+      throw std::invalid_argument("invalid label name '" + k + "'");
+    }
+    names.push_back(k);
+  }
+  return names;
+}
+
+std::vector<prometheus::ClientMetric::Label> ToPrometheus(const Labels& labels) {
+  std::vector<prometheus::ClientMetric::Label> out;
+  for (const auto& [k, v] : labels) out.push_back({k, v});
+  return out;
+}
+
+}  // namespace
+
+Registry::Series& Registry::GetSeries(std::string_view name, std::string_view help, Kind kind,
+                                      const std::vector<double>* buckets, const Labels& labels) {
+  CheckName(name, "(_seconds, _tokens, _bytes, _sequences, _blocks, _ratio)",
+            kind == Kind::kCounter, kind == Kind::kHistogram);
+  std::vector<std::string> label_names = LabelNames(labels);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = families_.find(name);
+  if (it == families_.end()) {
+    Family family{kind, std::string(help), buckets ? *buckets : std::vector<double>{},
+                  label_names, {}};
+    it = families_.emplace(std::string(name), std::move(family)).first;
+  }
+  Family& family = it->second;
+  if (family.kind != kind) {
+    throw std::invalid_argument("metric '" + std::string(name) + "' exists with another type");
+  }
+  if (family.label_names != label_names) {
+    throw std::invalid_argument("metric '" + std::string(name) +
+                                "': every series must have the same label names");
+  }
+  if (buckets && family.buckets != *buckets) {
+    throw std::invalid_argument("metric '" + std::string(name) + "' exists with other buckets");
+  }
+  auto [sit, inserted] = family.series.try_emplace(labels);
+  Series& series = sit->second;
+  if (inserted) {
+    series.labels = labels;
+    switch (kind) {
+      case Kind::kCounter: series.counter = std::make_unique<Counter>(); break;
+      case Kind::kGauge: series.gauge = std::make_unique<Gauge>(); break;
+      case Kind::kHistogram: series.histogram = std::make_unique<Histogram>(family.buckets); break;
+    }
+  }
+  return series;
+}
+
+Counter& Registry::GetCounter(std::string_view name, std::string_view help, const Labels& labels) {
+  return *GetSeries(name, help, Kind::kCounter, nullptr, labels).counter;
+}
+
+Gauge& Registry::GetGauge(std::string_view name, std::string_view help, const Labels& labels) {
+  return *GetSeries(name, help, Kind::kGauge, nullptr, labels).gauge;
+}
+
+Histogram& Registry::GetHistogram(std::string_view name, std::string_view help,
+                                  const std::vector<double>& buckets, const Labels& labels) {
+  return *GetSeries(name, help, Kind::kHistogram, &buckets, labels).histogram;
+}
+
+std::vector<prometheus::MetricFamily> Registry::Collect() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<prometheus::MetricFamily> out;
+  out.reserve(families_.size());
+  for (const auto& [name, family] : families_) {
+    prometheus::MetricFamily mf;
+    mf.name = name;
+    mf.help = family.help;
+    switch (family.kind) {
+      case Kind::kCounter: mf.type = prometheus::MetricType::Counter; break;
+      case Kind::kGauge: mf.type = prometheus::MetricType::Gauge; break;
+      case Kind::kHistogram: mf.type = prometheus::MetricType::Histogram; break;
+    }
+    for (const auto& [labels, series] : family.series) {
+      prometheus::ClientMetric m;
+      m.label = ToPrometheus(labels);
+      switch (family.kind) {
+        case Kind::kCounter: m.counter.value = series.counter->Value(); break;
+        case Kind::kGauge: m.gauge.value = series.gauge->Value(); break;
+        case Kind::kHistogram: {
+          const Histogram::Snapshot s = series.histogram->Read();
+          m.histogram.sample_count = s.count;
+          m.histogram.sample_sum = s.sum;
+          for (size_t i = 0; i < s.upper_bounds.size(); ++i) {
+            m.histogram.bucket.push_back({s.cumulative_counts[i], s.upper_bounds[i]});
+          }
+          m.histogram.bucket.push_back(
+              {s.count, std::numeric_limits<double>::infinity()});
+          break;
+        }
+      }
+      mf.metric.push_back(std::move(m));
+    }
+    out.push_back(std::move(mf));
+  }
+  return out;
+}
+
+std::string Registry::RenderText() const {
+  prometheus::TextSerializer serializer;
+  return serializer.Serialize(Collect());
+}
+
+}  // namespace bmad::metrics

@@ -1,0 +1,60 @@
+#include "common/proto/frames.h"
+
+#include <vector>
+
+#include <zmq_addon.hpp>
+
+namespace bmad::proto {
+
+zmq::message_t EncodeFrame(const Message& message) {
+  const std::string bytes = Encode(message);
+  return zmq::message_t(bytes.data(), bytes.size());
+}
+
+Status SendMessage(zmq::socket_t& socket, const Message& message, std::string_view routing_id) {
+  try {
+    if (!routing_id.empty()) {
+      zmq::message_t id(routing_id.data(), routing_id.size());
+      if (!socket.send(id, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
+        return Unavailable("peer queue full");
+      }
+    }
+    zmq::message_t frame = EncodeFrame(message);
+    if (!socket.send(frame, zmq::send_flags::dontwait)) return Unavailable("peer queue full");
+  } catch (const zmq::error_t& e) {
+    // EHOSTUNREACH with ZMQ_ROUTER_MANDATORY: the peer is gone.
+    return Unavailable(std::string("send failed: ") + e.what());
+  }
+  return Status::Ok();
+}
+
+std::optional<Incoming> ReceiveMessage(zmq::socket_t& socket, bool routed, size_t max_bytes) {
+  std::vector<zmq::message_t> frames;
+  try {
+    const auto got = zmq::recv_multipart(socket, std::back_inserter(frames));
+    if (!got) return std::nullopt;
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EAGAIN || e.num() == EINTR) return std::nullopt;
+    Incoming in;
+    in.message = Unavailable(std::string("receive failed: ") + e.what());
+    return in;
+  }
+  Incoming in;
+  size_t first = 0;
+  if (routed) {
+    if (frames.empty()) return std::nullopt;
+    in.routing_id = frames[0].to_string();
+    first = 1;
+  }
+  const size_t payload_frames = frames.size() - first;
+  if (payload_frames != 1) {
+    in.message = InvalidArgument("expected exactly one message frame, got " +
+                                 std::to_string(payload_frames));
+    return in;
+  }
+  const zmq::message_t& frame = frames[first];
+  in.message = Decode(frame.data(), frame.size(), max_bytes);
+  return in;
+}
+
+}  // namespace bmad::proto

@@ -1,0 +1,37 @@
+// Protocol messages over ZeroMQ multipart frames.
+//
+// Layout: a ROUTER socket sees [routing id][envelope]; a DEALER sees [envelope]. Anything else
+// (extra frames, an empty envelope) is rejected with a Status, and the routing id is still
+// returned so the ROUTER side can answer the sender with an error.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <zmq.hpp>
+
+#include "common/proto/codec.h"
+#include "common/proto/messages.h"
+#include "common/status.h"
+
+namespace bmad::proto {
+
+zmq::message_t EncodeFrame(const Message& message);
+
+// Sends one message; on a ROUTER socket pass the peer's routing id. Never blocks: a full peer
+// queue or an unknown routing id yields kUnavailable.
+Status SendMessage(zmq::socket_t& socket, const Message& message,
+                   std::string_view routing_id = {});
+
+struct Incoming {
+  std::string routing_id;               // empty on DEALER sockets
+  Result<Message> message = Internal("nothing decoded");
+};
+
+// Receives one multipart message if one is ready within the socket's receive timeout
+// (std::nullopt when none is). `routed` says whether the socket is a ROUTER.
+std::optional<Incoming> ReceiveMessage(zmq::socket_t& socket, bool routed,
+                                       size_t max_bytes = kDefaultMaxMessageBytes);
+
+}  // namespace bmad::proto

@@ -1,0 +1,216 @@
+// Plain C++ forms of every protocol message (see bmad.capnp for the field documentation).
+//
+// The rest of the code base never touches Cap'n Proto readers: codec.cc decodes a frame eagerly
+// into these structs inside one try block, so malformed input can only ever surface as a Status
+// from Decode, never later as an exception deep in a handler.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "common/config/config.h"
+#include "common/status.h"
+
+namespace bmad::proto {
+
+inline constexpr uint16_t kProtocolVersion = 1;
+
+enum class FinishReason : uint8_t { kNone = 0, kStop, kLength, kCancelled, kError };
+std::string_view FinishReasonName(FinishReason reason);  // "stop", "length", ... ("" for none)
+
+struct SamplingParams {
+  float temperature = 1.0f;
+  int32_t top_k = 0;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  float repetition_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  uint64_t seed = 0;
+  bool has_seed = false;
+  uint32_t max_tokens = 16;
+  std::vector<uint32_t> stop_token_ids;
+  std::vector<std::string> stop_strings;
+  bool logprobs = false;
+  bool ignore_eos = false;
+  friend bool operator==(const SamplingParams&, const SamplingParams&) = default;
+};
+
+struct Usage {
+  uint32_t prompt_tokens = 0;
+  uint32_t completion_tokens = 0;
+  uint32_t cached_prompt_tokens = 0;
+  friend bool operator==(const Usage&, const Usage&) = default;
+};
+
+struct Submit {
+  std::string client_request_id;
+  std::string model;
+  bool prompt_is_tokens = false;  // which of the next two fields holds the prompt
+  std::string prompt_text;
+  std::vector<uint32_t> prompt_tokens;
+  SamplingParams sampling;
+  int32_t priority = 1;
+  uint32_t slo_ms = 0;
+  bool stream = true;
+  friend bool operator==(const Submit&, const Submit&) = default;
+};
+
+struct Cancel {
+  std::string client_request_id;
+  uint64_t request_id = 0;
+  friend bool operator==(const Cancel&, const Cancel&) = default;
+};
+
+struct Accepted {
+  std::string client_request_id;
+  uint64_t request_id = 0;
+  uint32_t prompt_tokens = 0;
+  friend bool operator==(const Accepted&, const Accepted&) = default;
+};
+
+struct TokenChunk {
+  uint64_t request_id = 0;
+  std::string client_request_id;
+  uint32_t sequence = 0;
+  uint32_t token_offset = 0;
+  std::vector<uint32_t> token_ids;
+  std::string text;
+  std::vector<float> logprobs;
+  FinishReason finish_reason = FinishReason::kNone;
+  Usage usage;
+  friend bool operator==(const TokenChunk&, const TokenChunk&) = default;
+};
+
+struct ErrorMessage {
+  StatusCode code = StatusCode::kInternal;
+  std::string message;
+  uint64_t request_id = 0;
+  std::string client_request_id;
+  uint32_t retry_after_ms = 0;
+  friend bool operator==(const ErrorMessage&, const ErrorMessage&) = default;
+};
+
+struct StatusQuery {
+  friend bool operator==(const StatusQuery&, const StatusQuery&) = default;
+};
+
+struct LoadStats {
+  uint32_t running = 0;
+  uint32_t waiting = 0;
+  float kv_usage = 0.0f;
+  float utilization = 0.0f;
+  uint32_t kv_free_blocks = 0;
+  uint32_t kv_total_blocks = 0;
+  uint64_t steps_total = 0;
+  uint64_t generated_tokens_total = 0;
+  uint32_t max_seqs = 0;
+  friend bool operator==(const LoadStats&, const LoadStats&) = default;
+};
+
+struct ReplicaInfo {
+  std::string replica_id;
+  ReplicaPool pool = ReplicaPool::kNormal;
+  uint32_t tp = 1;
+  uint32_t pp = 1;
+  uint32_t kv_blocks = 0;
+  uint32_t block_size = 0;
+  uint32_t max_seqs = 0;
+  std::string model_name;
+  uint32_t context_length = 0;
+  std::string metrics_address;
+  bool live = false;
+  LoadStats load;
+  uint32_t in_flight = 0;
+  uint64_t routed_total = 0;
+  friend bool operator==(const ReplicaInfo&, const ReplicaInfo&) = default;
+};
+
+struct ClusterStatus {
+  std::string model_name;
+  std::vector<ReplicaInfo> replicas;
+  uint32_t queued = 0;
+  uint32_t in_flight = 0;
+  uint64_t requests_total = 0;
+  friend bool operator==(const ClusterStatus&, const ClusterStatus&) = default;
+};
+
+struct Register {
+  ReplicaInfo info;
+  uint64_t incarnation = 0;
+  friend bool operator==(const Register&, const Register&) = default;
+};
+
+struct RegisterAck {
+  bool accepted = false;
+  std::string message;
+  friend bool operator==(const RegisterAck&, const RegisterAck&) = default;
+};
+
+struct Heartbeat {
+  std::string replica_id;
+  LoadStats load;
+  std::vector<uint64_t> active_request_ids;
+  friend bool operator==(const Heartbeat&, const Heartbeat&) = default;
+};
+
+struct Assign {
+  uint64_t request_id = 0;
+  std::vector<uint32_t> prompt_tokens;
+  std::vector<uint32_t> generated_tokens;
+  SamplingParams sampling;
+  int32_t priority = 1;
+  uint32_t slo_ms = 0;
+  uint64_t arrival_unix_ms = 0;
+  friend bool operator==(const Assign&, const Assign&) = default;
+};
+
+struct WorkerCancel {
+  uint64_t request_id = 0;
+  friend bool operator==(const WorkerCancel&, const WorkerCancel&) = default;
+};
+
+struct Drain {
+  friend bool operator==(const Drain&, const Drain&) = default;
+};
+
+struct Shutdown {
+  std::string reason;
+  friend bool operator==(const Shutdown&, const Shutdown&) = default;
+};
+
+struct NewSequence {
+  uint64_t seq_id = 0;
+  std::vector<uint32_t> tokens;
+  friend bool operator==(const NewSequence&, const NewSequence&) = default;
+};
+
+struct ScheduledSequence {
+  uint64_t seq_id = 0;
+  uint32_t position = 0;
+  uint32_t num_tokens = 0;
+  std::vector<uint32_t> append_tokens;
+  std::vector<uint32_t> new_block_ids;
+  bool want_logits = false;
+  friend bool operator==(const ScheduledSequence&, const ScheduledSequence&) = default;
+};
+
+struct StepPlan {
+  uint64_t step = 0;
+  std::vector<NewSequence> new_sequences;
+  std::vector<ScheduledSequence> scheduled;
+  std::vector<uint64_t> released;
+  bool shutdown = false;
+  friend bool operator==(const StepPlan&, const StepPlan&) = default;
+};
+
+using Message = std::variant<Submit, Cancel, Accepted, TokenChunk, ErrorMessage, StatusQuery,
+                             ClusterStatus, Register, RegisterAck, Heartbeat, Assign, WorkerCancel,
+                             Drain, Shutdown, StepPlan>;
+
+// The message's kind as a short name ("submit", "token_chunk", ...), for logs and errors.
+std::string_view MessageName(const Message& message);
+
+}  // namespace bmad::proto

@@ -1,0 +1,46 @@
+#include "kernels/cuda/device_info.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include "kernels/cuda/cuda_status.h"
+
+namespace bmad::cuda {
+
+Result<std::vector<DeviceInfo>> ListDevices() {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count == 0) {
+    return Unavailable(std::string("no usable CUDA device: ") +
+                       (err != cudaSuccess ? cudaGetErrorString(err) : "device count is 0"));
+  }
+  std::vector<DeviceInfo> devices;
+  for (int i = 0; i < count; ++i) {
+    cudaDeviceProp prop{};
+    BMAD_CUDA_CHECK(cudaGetDeviceProperties(&prop, i));
+    DeviceInfo d;
+    d.index = i;
+    d.name = prop.name;
+    d.compute_capability = prop.major * 10 + prop.minor;
+    d.total_bytes = prop.totalGlobalMem;
+    BMAD_CUDA_CHECK(cudaSetDevice(i));
+    BMAD_CUDA_CHECK(cudaMemGetInfo(&d.free_bytes, &d.total_bytes));
+    devices.push_back(d);
+  }
+  return devices;
+}
+
+std::string LibraryVersions() {
+  int major = 0, minor = 0, patch = 0;
+  cublasGetProperty(MAJOR_VERSION, &major);
+  cublasGetProperty(MINOR_VERSION, &minor);
+  cublasGetProperty(PATCH_LEVEL, &patch);
+  int nccl = 0;
+  ncclGetVersion(&nccl);
+  return "cuBLAS " + std::to_string(major) + "." + std::to_string(minor) + "." +
+         std::to_string(patch) + ", NCCL " + std::to_string(nccl / 10000) + "." +
+         std::to_string((nccl / 100) % 100) + "." + std::to_string(nccl % 100);
+}
+
+}  // namespace bmad::cuda

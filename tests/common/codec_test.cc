@@ -1,0 +1,199 @@
+#include "common/proto/codec.h"
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "bmad.capnp.h"
+
+namespace bmad::proto {
+namespace {
+
+std::vector<Message> SampleMessages() {
+  SamplingParams sampling;
+  sampling.temperature = 0.7f;
+  sampling.top_k = 40;
+  sampling.top_p = 0.9f;
+  sampling.min_p = 0.05f;
+  sampling.repetition_penalty = 1.1f;
+  sampling.presence_penalty = 0.2f;
+  sampling.frequency_penalty = 0.3f;
+  sampling.seed = 1234;
+  sampling.has_seed = true;
+  sampling.max_tokens = 77;
+  sampling.stop_token_ids = {2, 13};
+  sampling.stop_strings = {"\n\n", "END"};
+  sampling.logprobs = true;
+
+  Submit text_submit{"c-1", "stories", false, "Once upon a time", {}, sampling, 0, 1500, true};
+  Submit token_submit{"c-2", "", true, "", {1, 403, 407}, {}, 2, 0, false};
+  TokenChunk chunk{42, "c-1", 3, 17, {261, 378}, " a time", {-0.5f, -1.25f},
+                   FinishReason::kLength, Usage{5, 20, 4}};
+  ReplicaInfo info;
+  info.replica_id = "r0";
+  info.pool = ReplicaPool::kLongTail;
+  info.tp = 2;
+  info.pp = 2;
+  info.kv_blocks = 4096;
+  info.block_size = 16;
+  info.max_seqs = 64;
+  info.model_name = "stories";
+  info.context_length = 512;
+  info.metrics_address = "127.0.0.1:9500";
+  info.live = true;
+  info.load = LoadStats{3, 4, 0.5f, 0.75f, 100, 200, 9, 99, 64};
+  info.in_flight = 7;
+  info.routed_total = 70;
+  StepPlan plan;
+  plan.step = 5;
+  plan.new_sequences = {NewSequence{9, {1, 2, 3}}};
+  plan.scheduled = {ScheduledSequence{9, 0, 3, {}, {1}, true},
+                    ScheduledSequence{8, 40, 1, {77}, {}, true}};
+  plan.released = {4, 6};
+  return {text_submit,
+          token_submit,
+          Cancel{"c-1", 42},
+          Accepted{"c-1", 42, 5},
+          chunk,
+          ErrorMessage{StatusCode::kResourceExhausted, "overloaded", 42, "c-1", 250},
+          StatusQuery{},
+          ClusterStatus{"stories", {info, info}, 3, 4, 1000},
+          Register{info, 77},
+          RegisterAck{true, "welcome"},
+          Heartbeat{"r0", info.load, {42, 43}},
+          Assign{42, {1, 2, 3}, {4, 5}, sampling, 1, 2000, 1700000000000},
+          WorkerCancel{42},
+          Drain{},
+          Shutdown{"bye"},
+          plan};
+}
+
+TEST(CodecTest, EveryMessageRoundTrips) {
+  std::vector<Message> messages = SampleMessages();
+  ASSERT_EQ(messages.size(), std::variant_size_v<Message> + 1);  // two submits
+  for (const Message& m : messages) {
+    const std::string bytes = Encode(m);
+    EXPECT_EQ(bytes.size() % 8, 0u);
+    Result<Message> back = Decode(bytes.data(), bytes.size());
+    ASSERT_TRUE(back.ok()) << MessageName(m) << ": " << back.status().ToString();
+    EXPECT_TRUE(*back == m) << MessageName(m);
+  }
+}
+
+TEST(CodecTest, TextKeepsEmbeddedNulBytes) {
+  TokenChunk chunk;
+  chunk.text = std::string("a\0b", 3);  // the <0x00> byte token decodes to a NUL
+  const std::string bytes = Encode(chunk);
+  Result<Message> back = Decode(bytes.data(), bytes.size());
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(std::get<TokenChunk>(*back).text, std::string("a\0b", 3));
+}
+
+TEST(CodecTest, DecodesUnalignedBuffers) {
+  const std::string bytes = Encode(Cancel{"x", 1});
+  std::string shifted = " " + bytes;
+  Result<Message> back = Decode(shifted.data() + 1, bytes.size());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+}
+
+TEST(CodecTest, RejectsEmptyTruncatedAndTrailing) {
+  EXPECT_EQ(Decode("", 0).status().code(), StatusCode::kDataLoss);
+  const std::string bytes = Encode(SampleMessages()[0]);
+  for (size_t cut : {size_t{3}, size_t{8}, size_t{16}, bytes.size() - 8, bytes.size() - 1}) {
+    Result<Message> r = Decode(bytes.data(), cut);
+    EXPECT_FALSE(r.ok()) << "cut at " << cut;
+    EXPECT_EQ(r.status().code(), StatusCode::kDataLoss) << r.status().ToString();
+  }
+  std::string trailing = bytes + std::string(8, '\0');
+  EXPECT_EQ(Decode(trailing.data(), trailing.size()).status().code(), StatusCode::kDataLoss);
+}
+
+TEST(CodecTest, RejectsOversizedMessages) {
+  const std::string bytes = Encode(SampleMessages()[0]);
+  Result<Message> r = Decode(bytes.data(), bytes.size(), bytes.size() - 8);
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(r.status().message().find("exceeds the limit"), std::string::npos);
+}
+
+std::string EncodeRaw(capnp::MallocMessageBuilder& builder) {
+  auto words = capnp::messageToFlatArray(builder);
+  auto bytes = words.asBytes();
+  return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+}
+
+TEST(CodecTest, RejectsOtherProtocolVersions) {
+  capnp::MallocMessageBuilder builder;
+  auto env = builder.initRoot<wire::Envelope>();
+  env.setVersion(kProtocolVersion + 1);
+  env.getBody().initDrain();
+  const std::string bytes = EncodeRaw(builder);
+  Result<Message> r = Decode(bytes.data(), bytes.size());
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(r.status().message().find("protocol version 2"), std::string::npos);
+}
+
+TEST(CodecTest, RejectsOutOfRangeEnumsAndCodes) {
+  {
+    capnp::MallocMessageBuilder builder;
+    auto env = builder.initRoot<wire::Envelope>();
+    env.setVersion(kProtocolVersion);
+    env.getBody().initError().setCode(999);
+    const std::string bytes = EncodeRaw(builder);
+    Result<Message> r = Decode(bytes.data(), bytes.size());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("error code 999"), std::string::npos);
+  }
+  {
+    capnp::MallocMessageBuilder builder;
+    auto env = builder.initRoot<wire::Envelope>();
+    env.setVersion(kProtocolVersion);
+    env.getBody().initTokenChunk().setFinishReason(static_cast<wire::FinishReason>(40));
+    const std::string bytes = EncodeRaw(builder);
+    EXPECT_EQ(Decode(bytes.data(), bytes.size()).status().code(), StatusCode::kInvalidArgument);
+  }
+}
+
+TEST(CodecTest, RandomGarbageNeverCrashes) {
+  std::mt19937_64 rng(7);
+  int decoded = 0;
+  for (int i = 0; i < 20000; ++i) {
+    const size_t words = rng() % 16;
+    std::string buf(words * 8 + (i % 7 == 0 ? rng() % 8 : 0), '\0');
+    for (char& c : buf) c = static_cast<char>(rng());
+    Result<Message> r = Decode(buf.data(), buf.size());
+    if (r.ok()) {
+      ++decoded;
+      const std::string again = Encode(*r);  // whatever decodes must encode again
+      EXPECT_TRUE(Decode(again.data(), again.size()).ok());
+    }
+  }
+  SUCCEED() << decoded << " random buffers happened to decode";
+}
+
+TEST(CodecTest, MutatedMessagesNeverCrash) {
+  std::mt19937_64 rng(11);
+  const std::vector<Message> samples = SampleMessages();
+  for (int i = 0; i < 20000; ++i) {
+    std::string bytes = Encode(samples[rng() % samples.size()]);
+    const int flips = 1 + static_cast<int>(rng() % 4);
+    for (int f = 0; f < flips; ++f) bytes[rng() % bytes.size()] ^= static_cast<char>(1 << (rng() % 8));
+    if (rng() % 4 == 0) bytes.resize(bytes.size() - 8 * (1 + rng() % 2));
+    Result<Message> r = Decode(bytes.data(), bytes.size());
+    if (r.ok()) {
+      const std::string again = Encode(*r);
+      EXPECT_TRUE(Decode(again.data(), again.size()).ok());
+    }
+  }
+}
+
+TEST(CodecTest, NamesAndFinishReasons) {
+  EXPECT_EQ(MessageName(Message{Drain{}}), "drain");
+  EXPECT_EQ(MessageName(Message{StepPlan{}}), "step_plan");
+  EXPECT_EQ(FinishReasonName(FinishReason::kStop), "stop");
+  EXPECT_EQ(FinishReasonName(FinishReason::kNone), "");
+}
+
+}  // namespace
+}  // namespace bmad::proto

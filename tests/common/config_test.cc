@@ -1,0 +1,198 @@
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "common/config/config_loader.h"
+
+namespace bmad {
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(ConfigTest, EmptyDocumentGivesDefaults) {
+  ConfigLoad load = LoadConfigText("", "empty.yaml");
+  ASSERT_TRUE(load.ok()) << load.errors[0].ToString();
+  EXPECT_EQ(load.config.scheduler.max_batch_tokens, 512);
+  EXPECT_EQ(load.config.scheduler.max_wait_ms, 200);
+  EXPECT_EQ(load.config.cache.block_size, 16);
+  EXPECT_EQ(load.config.router.policy, RouterPolicy::kWeighted);
+  EXPECT_DOUBLE_EQ(load.config.router.weight_queue, 0.6);
+}
+
+TEST(ConfigTest, LoadsEveryKindOfValue) {
+  const char* yaml = R"(
+log:
+  level: debug
+model:
+  path: /models/m.gguf
+scheduler:
+  policy: static
+  max_batch_tokens: 1024
+  priority_decay: 2.5
+cache:
+  kv_bytes: 64MiB
+  prefix_caching: false
+parallel:
+  pp: 2
+  stage_layers: [3, 2]
+worker:
+  pool: long_tail
+)";
+  ConfigLoad load = LoadConfigText(yaml, "t.yaml");
+  ASSERT_TRUE(load.ok()) << load.errors[0].ToString();
+  const ServerConfig& c = load.config;
+  EXPECT_EQ(c.log.level, log::Level::kDebug);
+  EXPECT_EQ(c.model.path, "/models/m.gguf");
+  EXPECT_EQ(c.scheduler.policy, SchedulerPolicy::kStatic);
+  EXPECT_EQ(c.scheduler.max_batch_tokens, 1024);
+  EXPECT_DOUBLE_EQ(c.scheduler.priority_decay, 2.5);
+  EXPECT_EQ(c.cache.kv_bytes, 64ll << 20);
+  EXPECT_FALSE(c.cache.prefix_caching);
+  EXPECT_EQ(c.parallel.stage_layers, (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(c.worker.pool, ReplicaPool::kLongTail);
+}
+
+TEST(ConfigTest, ReportsEveryProblemWithKeyAndPosition) {
+  const char* yaml =
+      "scheduler:\n"
+      "  max_seqs: 8\n"
+      "  max_batch_tokens: lots\n"     // line 3: wrong type
+      "  bogus_key: 1\n"               // line 4: unknown key
+      "cache:\n"
+      "  block_size: 0\n"              // line 6: out of range
+      "router:\n"
+      "  policy: random\n";            // line 8: bad enum
+  ConfigLoad load = LoadConfigText(yaml, "bad.yaml");
+  ASSERT_EQ(load.errors.size(), 4u);
+  auto find = [&](const std::string& key) -> const ConfigError* {
+    for (const auto& e : load.errors)
+      if (e.key == key) return &e;
+    return nullptr;
+  };
+  const ConfigError* type = find("scheduler.max_batch_tokens");
+  ASSERT_NE(type, nullptr);
+  EXPECT_EQ(type->line, 3);
+  EXPECT_EQ(type->column, 21);
+  EXPECT_NE(type->message.find("expected an integer"), std::string::npos);
+  EXPECT_EQ(type->ToString(),
+            "bad.yaml:3:21: scheduler.max_batch_tokens: expected an integer, got 'lots'");
+  const ConfigError* unknown = find("scheduler.bogus_key");
+  ASSERT_NE(unknown, nullptr);
+  EXPECT_EQ(unknown->line, 4);
+  EXPECT_NE(unknown->message.find("unknown key"), std::string::npos);
+  EXPECT_NE(unknown->message.find("max_wait_ms"), std::string::npos);  // lists known keys
+  const ConfigError* range = find("cache.block_size");
+  ASSERT_NE(range, nullptr);
+  EXPECT_EQ(range->line, 6);
+  EXPECT_NE(range->message.find("between 1 and 1024"), std::string::npos);
+  const ConfigError* choice = find("router.policy");
+  ASSERT_NE(choice, nullptr);
+  EXPECT_NE(choice->message.find("weighted, round_robin, least_loaded"), std::string::npos);
+  // A bad value leaves the default in place.
+  EXPECT_EQ(load.config.cache.block_size, 16);
+}
+
+TEST(ConfigTest, UnknownSectionAndStructuralErrors) {
+  ConfigLoad load = LoadConfigText("shceduler:\n  max_seqs: 2\nlog: 5\n", "s.yaml");
+  ASSERT_EQ(load.errors.size(), 2u);
+  EXPECT_EQ(load.errors[0].key, "log");
+  EXPECT_NE(load.errors[0].message.find("expected a mapping"), std::string::npos);
+  EXPECT_EQ(load.errors[1].key, "shceduler");
+  EXPECT_EQ(load.errors[1].line, 1);
+  EXPECT_NE(load.errors[1].message.find("unknown section"), std::string::npos);
+
+  ConfigLoad top = LoadConfigText("- a\n- b\n", "list.yaml");
+  ASSERT_EQ(top.errors.size(), 1u);
+  EXPECT_NE(top.errors[0].message.find("top level"), std::string::npos);
+
+  ConfigLoad list = LoadConfigText("parallel:\n  stage_layers: [1, x]\n  tp: [2]\n", "l.yaml");
+  ASSERT_EQ(list.errors.size(), 2u);
+  EXPECT_EQ(list.errors[0].key, "parallel.tp");
+  EXPECT_EQ(list.errors[1].key, "parallel.stage_layers[1]");
+}
+
+TEST(ConfigTest, SyntaxErrorHasPosition) {
+  ConfigLoad load = LoadConfigText("scheduler:\n  max_seqs: [1, 2\n", "syntax.yaml");
+  ASSERT_EQ(load.errors.size(), 1u);
+  EXPECT_GT(load.errors[0].line, 0);
+  EXPECT_NE(load.errors[0].message.find("YAML syntax error"), std::string::npos);
+}
+
+TEST(ConfigTest, CrossKeyRulesPointAtTheKey) {
+  ConfigLoad load = LoadConfigText("parallel:\n  pp: 3\n  stage_layers: [1, 2]\n", "x.yaml");
+  ASSERT_EQ(load.errors.size(), 1u);
+  EXPECT_EQ(load.errors[0].key, "parallel.stage_layers");
+  EXPECT_EQ(load.errors[0].line, 3);
+  EXPECT_NE(load.errors[0].message.find("parallel.pp is 3"), std::string::npos);
+
+  ConfigLoad seqs =
+      LoadConfigText("scheduler:\n  max_seqs: 100\n  max_batch_tokens: 10\n", "y.yaml");
+  ASSERT_EQ(seqs.errors.size(), 1u);
+  EXPECT_EQ(seqs.errors[0].key, "scheduler.max_seqs");
+}
+
+TEST(ConfigTest, OverridesApplyAfterTheFile) {
+  ConfigLoad load = LoadConfigText("worker:\n  replica_id: a\n", "o.yaml",
+                                   {"worker.replica_id=b", "parallel.stage_layers=[2]",
+                                    "worker.pool=long_tail"});
+  ASSERT_TRUE(load.ok()) << load.errors[0].ToString();
+  EXPECT_EQ(load.config.worker.replica_id, "b");
+  EXPECT_EQ(load.config.parallel.stage_layers, std::vector<int64_t>{2});
+  EXPECT_EQ(load.config.worker.pool, ReplicaPool::kLongTail);
+
+  ConfigLoad bad = LoadConfigText("", "o.yaml", {"worker.nope=1", "noequals", "cache.block_size=x"});
+  ASSERT_EQ(bad.errors.size(), 3u);
+  EXPECT_EQ(bad.errors[0].key, "worker.nope");
+  EXPECT_EQ(bad.errors[0].source, "<override>");
+}
+
+TEST(ConfigTest, DumpLoadsBackToTheSameConfig) {
+  ServerConfig config;
+  config.model.path = "/m with space.gguf";
+  config.parallel.pp = 2;
+  config.parallel.stage_layers = {4, 8};
+  config.router.weight_memory = 0.25;
+  config.scheduler.policy = SchedulerPolicy::kFcfs;
+  const std::string yaml = DumpConfigYaml(config);
+  ConfigLoad load = LoadConfigText(yaml, "dump.yaml");
+  ASSERT_TRUE(load.ok()) << load.errors[0].ToString() << "\n" << yaml;
+  EXPECT_EQ(DumpConfigYaml(load.config), yaml);
+  EXPECT_EQ(load.config.model.path, "/m with space.gguf");
+  EXPECT_EQ(load.config.parallel.stage_layers, (std::vector<int64_t>{4, 8}));
+}
+
+TEST(ConfigTest, MissingFileIsAnError) {
+  ConfigLoad load = LoadConfigFile("/nonexistent/bmad.yaml");
+  ASSERT_EQ(load.errors.size(), 1u);
+  EXPECT_NE(load.errors[0].ToString().find("cannot open"), std::string::npos);
+  Result<ServerConfig> r = ReadConfigFile("/nonexistent/bmad.yaml");
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ConfigTest, EveryKeyIsDocumentedWithItsDefault) {
+  const std::string doc = ReadFile(std::string(BMAD_SOURCE_DIR) + "/docs/configuration.md");
+  ASSERT_FALSE(doc.empty());
+  for (const std::string& key : ListConfigKeys()) {
+    EXPECT_NE(doc.find("`" + key + "`"), std::string::npos)
+        << key << " is missing from docs/configuration.md";
+  }
+  EXPECT_NE(doc.find(ConfigReferenceMarkdown()), std::string::npos)
+      << "docs/configuration.md's key reference is stale: replace it with the output of "
+         "`build/bin/bmad config docs`";
+}
+
+TEST(ConfigTest, ShippedExampleConfigsAreValid) {
+  for (const char* file : {"/deploy/config/local.yaml"}) {
+    ConfigLoad load = LoadConfigFile(std::string(BMAD_SOURCE_DIR) + file);
+    EXPECT_TRUE(load.ok()) << file << ": " << (load.ok() ? "" : load.errors[0].ToString());
+  }
+}
+
+}  // namespace
+}  // namespace bmad

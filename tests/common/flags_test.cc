@@ -1,0 +1,66 @@
+#include "common/cli/flags.h"
+
+#include <gtest/gtest.h>
+
+namespace bmad::cli {
+namespace {
+
+TEST(FlagsTest, ParsesEveryKind) {
+  std::string model;
+  int64_t n = 0;
+  double t = 0;
+  bool verbose = false;
+  std::vector<std::string> stops;
+  Flags flags("test");
+  flags.AddString("model", &model, "m");
+  flags.AddInt("max-tokens", &n, "n");
+  flags.AddDouble("temperature", &t, "t");
+  flags.AddBool("verbose", &verbose, "v");
+  flags.AddList("stop", &stops, "s");
+  std::vector<std::string> positional;
+  ASSERT_TRUE(flags
+                  .Parse({"--model", "a.gguf", "--max-tokens=32", "pos", "--temperature", "0.5",
+                          "--verbose", "--stop", "x", "--stop=y", "--", "--not-a-flag"},
+                         &positional)
+                  .ok());
+  EXPECT_EQ(model, "a.gguf");
+  EXPECT_EQ(n, 32);
+  EXPECT_DOUBLE_EQ(t, 0.5);
+  EXPECT_TRUE(verbose);
+  EXPECT_EQ(stops, (std::vector<std::string>{"x", "y"}));
+  EXPECT_EQ(positional, (std::vector<std::string>{"pos", "--not-a-flag"}));
+  EXPECT_TRUE(flags.Seen("model"));
+}
+
+TEST(FlagsTest, ErrorsNameTheFlag) {
+  int64_t n = 0;
+  Flags flags("test");
+  flags.AddInt("max-tokens", &n, "n");
+  std::vector<std::string> positional;
+  Status s = flags.Parse({"--max-tokens", "many"}, &positional);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("--max-tokens"), std::string::npos);
+  EXPECT_NE(flags.Parse({"--bogus"}, &positional).message().find("--bogus"), std::string::npos);
+  EXPECT_NE(flags.Parse({"--max-tokens"}, &positional).message().find("needs a value"),
+            std::string::npos);
+}
+
+TEST(FlagsTest, HelpListsFlags) {
+  int64_t n = 0;
+  Flags flags("bmad thing");
+  flags.AddInt("count", &n, "How many.");
+  std::vector<std::string> positional;
+  ASSERT_TRUE(flags.Parse({"--help"}, &positional).ok());
+  EXPECT_TRUE(flags.help_requested());
+  EXPECT_NE(flags.Help().find("--count N"), std::string::npos);
+}
+
+TEST(FlagsTest, IntList) {
+  EXPECT_EQ(*ParseIntList("1,8,32", "--batch"), (std::vector<int64_t>{1, 8, 32}));
+  EXPECT_FALSE(ParseIntList("1,,2", "--batch").ok());
+  EXPECT_FALSE(ParseIntList("", "--batch").ok());
+  EXPECT_NE(ParseIntList("x", "--batch").status().message().find("--batch"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace bmad::cli

@@ -1,0 +1,73 @@
+#include "common/log.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace bmad::log {
+namespace {
+
+class LogTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SetSink([this](std::string_view line) { lines_.emplace_back(line); });
+  }
+  void TearDown() override {
+    SetSink(nullptr);
+    SetLevel(Level::kInfo);
+  }
+  std::vector<std::string> lines_;
+};
+
+TEST_F(LogTest, LineHasTimeLevelComponentAndFields) {
+  SetLevel(Level::kDebug);
+  Info("scheduler", "admitted", {{"req", 12}, {"tokens", 40}, {"who", "a b"}});
+  ASSERT_EQ(lines_.size(), 1u);
+  const std::string& line = lines_[0];
+  // 2026-11-29T17:40:01.123Z INFO  scheduler: admitted req=12 tokens=40 who="a b"
+  EXPECT_EQ(line[4], '-');
+  EXPECT_EQ(line[10], 'T');
+  EXPECT_NE(line.find("Z INFO  scheduler: admitted req=12 tokens=40 who=\"a b\""),
+            std::string::npos)
+      << line;
+}
+
+TEST_F(LogTest, LevelFilters) {
+  SetLevel(Level::kWarn);
+  Info("x", "hidden");
+  Debug("x", "hidden");
+  Warn("x", "shown");
+  Error("x", "shown too");
+  ASSERT_EQ(lines_.size(), 2u);
+  EXPECT_NE(lines_[0].find("WARN"), std::string::npos);
+  EXPECT_NE(lines_[1].find("ERROR"), std::string::npos);
+  SetLevel(Level::kOff);
+  Error("x", "nothing");
+  EXPECT_EQ(lines_.size(), 2u);
+}
+
+TEST_F(LogTest, QuotesAndEscapesValues) {
+  Info("c", "m", {{"empty", ""}, {"eq", "a=b"}, {"nl", "x\ny"}, {"q", "say \"hi\""}});
+  ASSERT_EQ(lines_.size(), 1u);
+  EXPECT_NE(lines_[0].find("empty=\"\" eq=\"a=b\" nl=\"x\\ny\" q=\"say \\\"hi\\\"\""),
+            std::string::npos)
+      << lines_[0];
+}
+
+TEST_F(LogTest, FieldTypes) {
+  Info("c", "m", {{"b", true}, {"d", 0.25}, {"s", InvalidArgument("bad")}});
+  EXPECT_NE(lines_[0].find("b=true d=0.25 s=\"INVALID_ARGUMENT: bad\""), std::string::npos)
+      << lines_[0];
+}
+
+TEST(LogLevelTest, Parse) {
+  EXPECT_EQ(*ParseLevel("debug"), Level::kDebug);
+  EXPECT_EQ(*ParseLevel("WARNING"), Level::kWarn);
+  EXPECT_EQ(*ParseLevel("Error"), Level::kError);
+  Result<Level> bad = ParseLevel("loud");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("loud"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace bmad::log

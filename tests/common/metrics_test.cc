@@ -1,0 +1,104 @@
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <thread>
+
+#include "common/metrics/metrics_server.h"
+#include "common/metrics/registry.h"
+
+namespace bmad::metrics {
+namespace {
+
+TEST(MetricsTest, NamesFollowTheRules) {
+  Registry r;
+  EXPECT_THROW(r.GetCounter("requests_total", "h"), std::invalid_argument);  // no prefix
+  EXPECT_THROW(r.GetCounter("bmad_requests", "h"), std::invalid_argument);   // no _total
+  EXPECT_THROW(r.GetHistogram("bmad_latency", "h", LatencySecondsBuckets()),
+               std::invalid_argument);  // no unit
+  EXPECT_THROW(r.GetGauge("bmad_bad-name", "h"), std::invalid_argument);
+  EXPECT_THROW(r.GetGauge("bmad_x", "h", {{"__reserved", "1"}}), std::invalid_argument);
+  EXPECT_NO_THROW(r.GetCounter("bmad_requests_total", "h"));
+  EXPECT_THROW(r.GetGauge("bmad_requests_total", "h"), std::invalid_argument);  // type clash
+  r.GetGauge("bmad_kv_usage_ratio", "h", {{"replica", "a"}});
+  EXPECT_THROW(r.GetGauge("bmad_kv_usage_ratio", "h", {{"pool", "a"}}),
+               std::invalid_argument);  // label names differ
+}
+
+TEST(MetricsTest, SameNameAndLabelsIsTheSameObject) {
+  Registry r;
+  Counter& a = r.GetCounter("bmad_tokens_total", "h", {{"kind", "prompt"}});
+  Counter& b = r.GetCounter("bmad_tokens_total", "h", {{"kind", "prompt"}});
+  Counter& c = r.GetCounter("bmad_tokens_total", "h", {{"kind", "generation"}});
+  EXPECT_EQ(&a, &b);
+  EXPECT_NE(&a, &c);
+}
+
+TEST(MetricsTest, HistogramBucketsAreCumulativeAndLessOrEqual) {
+  Histogram h({0.1, 1.0, 10.0});
+  for (double v : {0.05, 0.1, 0.5, 1.0, 5.0, 50.0}) h.Observe(v);
+  Histogram::Snapshot s = h.Read();
+  EXPECT_EQ(s.cumulative_counts, (std::vector<uint64_t>{2, 4, 5, 6}));
+  EXPECT_EQ(s.count, 6u);
+  EXPECT_DOUBLE_EQ(s.sum, 56.65);
+}
+
+TEST(MetricsTest, RendersPrometheusText) {
+  Registry r;
+  r.GetCounter("bmad_requests_total", "Requests finished.", {{"status", "ok"}}).Increment(41);
+  r.GetGauge("bmad_kv_usage_ratio", "KV usage.", {{"replica", "r0"}}).Set(0.25);
+  Histogram& h = r.GetHistogram("bmad_ttft_seconds", "TTFT.", {0.5, 1.0});
+  h.Observe(0.2);
+  h.Observe(0.7);
+  const std::string text = r.RenderText();
+  EXPECT_NE(text.find("# TYPE bmad_requests_total counter"), std::string::npos) << text;
+  EXPECT_NE(text.find("bmad_requests_total{status=\"ok\"} 41"), std::string::npos) << text;
+  EXPECT_NE(text.find("bmad_kv_usage_ratio{replica=\"r0\"} 0.25"), std::string::npos) << text;
+  EXPECT_NE(text.find("bmad_ttft_seconds_bucket{le=\"0.5\"} 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("bmad_ttft_seconds_bucket{le=\"1\"} 2"), std::string::npos) << text;
+  EXPECT_NE(text.find("bmad_ttft_seconds_bucket{le=\"+Inf\"} 2"), std::string::npos) << text;
+  EXPECT_NE(text.find("bmad_ttft_seconds_count 2"), std::string::npos) << text;
+}
+
+TEST(MetricsTest, ConcurrentUpdatesAreNotLost) {
+  Registry r;
+  Counter& c = r.GetCounter("bmad_events_total", "h");
+  Histogram& h = r.GetHistogram("bmad_sizes_tokens", "h", TokenCountBuckets());
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 50000; ++i) {
+        c.Increment();
+        h.Observe(static_cast<double>(i % 100));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_DOUBLE_EQ(c.Value(), 200000.0);
+  EXPECT_EQ(h.Read().count, 200000u);
+}
+
+TEST(MetricsServerTest, ServesMetricsOnAPickedPort) {
+  Registry r;
+  r.GetCounter("bmad_hits_total", "h").Increment(3);
+  MetricsServer server(r);
+  ASSERT_TRUE(server.Start("127.0.0.1", 0).ok());
+  ASSERT_GT(server.port(), 0);
+  httplib::Client client("127.0.0.1", server.port());
+  auto res = client.Get("/metrics");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->get_header_value("Content-Type"), kTextContentType);
+  EXPECT_NE(res->body.find("bmad_hits_total 3"), std::string::npos);
+  EXPECT_EQ(client.Get("/health")->status, 200);
+  EXPECT_EQ(client.Get("/nope")->status, 404);
+
+  // A second server on the same port fails with a clear error.
+  MetricsServer clash(r);
+  Status s = clash.Start("127.0.0.1", server.port());
+  EXPECT_EQ(s.code(), StatusCode::kIoError);
+  EXPECT_NE(s.message().find(std::to_string(server.port())), std::string::npos);
+  server.Stop();
+}
+
+}  // namespace
+}  // namespace bmad::metrics

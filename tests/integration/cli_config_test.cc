@@ -1,0 +1,79 @@
+// `bmad config check` as a user runs it: one error per problem with key and line, exit codes.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "tests/support/paths.h"
+#include "tests/support/process.h"
+
+namespace bmad::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct CliRun {
+  int status;
+  std::string output;
+};
+
+CliRun RunBmad(const std::vector<std::string>& args, const std::string& dir) {
+  std::vector<std::string> argv = {BinaryPath("bmad")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  ChildProcess p;
+  EXPECT_TRUE(p.Start(argv, dir + "/out.log")) << p.error();
+  auto status = p.Wait(30s);
+  EXPECT_TRUE(status.has_value());
+  return {status.value_or(-1), p.ReadLog()};
+}
+
+TEST(CliConfigCheck, BadFilePrintsOneErrorPerProblem) {
+  const std::string dir = MakeTempDir("bmad-cli-");
+  {
+    std::ofstream f(dir + "/bad.yaml");
+    f << "scheduler:\n"
+         "  max_batch_tokens: many\n"   // wrong type, line 2
+         "  colour: blue\n"             // unknown key, line 3
+         "cache:\n"
+         "  block_size: 100000\n";      // out of range, line 5
+  }
+  CliRun r = RunBmad({"config", "check", dir + "/bad.yaml"}, dir);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("bad.yaml:2:21: scheduler.max_batch_tokens: expected an integer"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("bad.yaml:3:3: scheduler.colour: unknown key"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("bad.yaml:5:15: cache.block_size: must be between 1 and 1024"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("3 errors"), std::string::npos) << r.output;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CliConfigCheck, GoodFilePrintsEffectiveConfig) {
+  const std::string dir = MakeTempDir("bmad-cli-");
+  CliRun r = RunBmad({"config", "check", std::string(BMAD_SOURCE_DIR) + "/deploy/config/local.yaml"},
+                  dir);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("is valid"), std::string::npos);
+  EXPECT_NE(r.output.find("max_batch_tokens:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("block_size: 16"), std::string::npos) << r.output;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CliConfigCheck, UsageErrors) {
+  const std::string dir = MakeTempDir("bmad-cli-");
+  EXPECT_EQ(RunBmad({"config", "check"}, dir).status, 2);
+  EXPECT_EQ(RunBmad({"config", "check", "--frobnicate", "x"}, dir).status, 2);
+  CliRun missing = RunBmad({"config", "check", "/nonexistent.yaml"}, dir);
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_NE(missing.output.find("cannot open"), std::string::npos);
+  CliRun unknown = RunBmad({"frobnicate"}, dir);
+  EXPECT_EQ(unknown.status, 2);
+  EXPECT_NE(unknown.output.find("unknown command"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace bmad::testing
