@@ -1,0 +1,44 @@
+// Q8_0, ggml's 8-bit block format: 32 int8 values sharing one F16 scale, x = scale * q.
+// Reference quantization and dequantization (the writer and the tests use these; the matmul
+// kernels read blocks in place and never expand a whole matrix).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "common/half.h"
+
+namespace bmad::kernels {
+
+inline constexpr int kQ8_0Block = 32;
+
+struct BlockQ8_0 {
+  uint16_t scale;  // F16
+  int8_t q[kQ8_0Block];
+};
+static_assert(sizeof(BlockQ8_0) == 34, "Q8_0 blocks are 34 bytes");
+
+// n must be a multiple of 32. Same arithmetic as ggml's reference quantizer: scale = max|x|/127,
+// q = round-half-away(x / scale).
+inline void QuantizeRowQ8_0(const float* x, int64_t n, BlockQ8_0* out) {
+  for (int64_t b = 0; b < n / kQ8_0Block; ++b) {
+    const float* xb = x + b * kQ8_0Block;
+    float amax = 0.0f;
+    for (int j = 0; j < kQ8_0Block; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    out[b].scale = FloatToHalf(d);
+    for (int j = 0; j < kQ8_0Block; ++j) {
+      out[b].q[j] = static_cast<int8_t>(std::lround(xb[j] * id));
+    }
+  }
+}
+
+inline void DequantizeRowQ8_0(const BlockQ8_0* in, int64_t n, float* y) {
+  for (int64_t b = 0; b < n / kQ8_0Block; ++b) {
+    const float d = HalfToFloat(in[b].scale);
+    for (int j = 0; j < kQ8_0Block; ++j) y[b * kQ8_0Block + j] = d * static_cast<float>(in[b].q[j]);
+  }
+}
+
+}  // namespace bmad::kernels
