@@ -1,0 +1,99 @@
+// The op interface every compute backend implements (cpu/ now, cuda/ later). Each op is
+// defined once here, with its shapes; backends differ only in how they compute it.
+//
+// Conventions: activations are F32, row-major, one row per token ([tokens, features]);
+// pointers refer to the backend's memory (host memory for the CPU backend, device memory for
+// CUDA). Ops do not allocate on their hot path after their first call at a given size, and do not
+// fail: shapes are validated by the caller (the model) once, at load time.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "kernels/weight_matrix.h"
+
+namespace bmad::kernels {
+
+struct RopeConfig {
+  int64_t rope_dim = 0;        // leading dims of each head that rotate (<= head_dim, even)
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;     // linear position scaling: positions are multiplied by this
+};
+
+// One layer's paged KV cache, stored as F16:
+//   k, v: [num_blocks][n_kv_heads][block_size][head_dim]
+// A sequence's token at position p lives in block block_table[p / block_size], slot
+// p % block_size.
+struct KvLayerView {
+  uint16_t* k = nullptr;
+  uint16_t* v = nullptr;
+  int64_t num_blocks = 0;
+  int64_t n_kv_heads = 0;
+  int64_t block_size = 0;
+  int64_t head_dim = 0;
+};
+
+// One sequence's part of a batch: its new tokens are rows [row_begin, row_begin + row_count) of
+// the batch's activations, at positions start_pos ... start_pos + row_count - 1.
+struct AttentionSequence {
+  int64_t row_begin = 0;
+  int64_t row_count = 0;
+  int32_t start_pos = 0;
+  std::span<const int32_t> block_table;  // covers positions [0, start_pos + row_count)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+
+  // out[i, :] = table row ids[i], as F32.                       out: [ids.size(), table.cols]
+  virtual void Embedding(const WeightMatrix& table, std::span<const int32_t> ids, float* out) = 0;
+
+  // out[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * weight.  x, out: [rows, dim]
+  virtual void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps,
+                       float* out) = 0;
+
+  // Rotates, in place, the first rope_dim dims of every head of every row by its position
+  // (adjacent pairs (2i, 2i+1), llama's "normal" RoPE).  x: [positions.size(), n_heads * head_dim]
+  virtual void Rope(float* x, std::span<const int32_t> positions, int64_t n_heads,
+                    int64_t head_dim, const RopeConfig& rope) = 0;
+
+  // y = x · Wᵀ.                                  x: [m, w.cols]   y: [m, w.rows]
+  // F16 weights multiply F16-rounded activations and Q8_0 weights F32 activations; both
+  // accumulate in F32.
+  virtual void MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y) = 0;
+
+  // out = silu(gate) * up, element-wise.                          [n]
+  virtual void SwiGlu(const float* gate, const float* up, int64_t n, float* out) = 0;
+
+  // x += y, element-wise.                                         [n]
+  virtual void Add(float* x, const float* y, int64_t n) = 0;
+
+  // Row-wise softmax in place.                                    x: [rows, n]
+  virtual void Softmax(float* x, int64_t rows, int64_t n) = 0;
+
+  // out[r] = index of the largest x[r, :] (the lowest index on ties).  x: [rows, n]
+  virtual void Argmax(const float* x, int64_t rows, int64_t n, int32_t* out) = 0;
+
+  // Writes each sequence's new keys and values into its cache slots (converted to F16).
+  //   k, v: [total rows, n_kv_heads * head_dim]
+  virtual void StoreKv(const KvLayerView& cache, const float* k, const float* v,
+                       std::span<const AttentionSequence> sequences) = 0;
+
+  // Causal attention for sequences with several new tokens (prefill, chunked or not): each new
+  // token attends to every cached position <= its own (earlier chunks included). StoreKv must
+  // have stored this step's keys and values first.
+  //   q, out: [total rows, n_heads * head_dim]; n_heads a multiple of cache.n_kv_heads (GQA)
+  virtual void AttentionPrefill(const KvLayerView& cache, const float* q,
+                                std::span<const AttentionSequence> sequences, int64_t n_heads,
+                                float scale, float* out) = 0;
+
+  // Attention for sequences with exactly one new token each (decode).
+  virtual void AttentionDecode(const KvLayerView& cache, const float* q,
+                               std::span<const AttentionSequence> sequences, int64_t n_heads,
+                               float scale, float* out) = 0;
+};
+
+}  // namespace bmad::kernels

@@ -1,0 +1,273 @@
+#include "kernels/cpu/cpu_backend.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace bmad::kernels {
+namespace {
+
+// Below this many elements an element-wise op runs on the calling thread alone.
+constexpr int64_t kParallelElements = 1 << 15;
+// Query rows per prefill attention task.
+constexpr int64_t kPrefillRowsPerTask = 16;
+
+}  // namespace
+
+struct CpuBackend::AttentionTask {
+  const AttentionSequence* seq;
+  int64_t kv_head;
+  int64_t row_lo;
+  int64_t row_hi;
+};
+
+CpuBackend::CpuBackend(const CpuBackendOptions& options)
+    : simd_(options.simd ? *options.simd : cpu::BestSimdKernels()),
+      pool_(options.threads > 0 ? options.threads : cpu::AvailableCores()),
+      matmul_(pool_, simd_),
+      scratch_(static_cast<size_t>(pool_.size())) {
+  // Our pool parallelizes around sgemm; OpenBLAS's own threads would only compete with it.
+  openblas_set_num_threads(1);
+}
+
+CpuBackend::~CpuBackend() = default;
+
+uint64_t CpuBackend::buffer_allocations() const {
+  return matmul_.buffer_allocations() + scratch_allocations_.load();
+}
+
+float* CpuBackend::Scratch(int thread, size_t floats) {
+  std::vector<float>& buf = scratch_[static_cast<size_t>(thread)];
+  if (buf.size() < floats) {
+    buf.resize(floats);
+    scratch_allocations_.fetch_add(1, std::memory_order_relaxed);
+  }
+  return buf.data();
+}
+
+void CpuBackend::Embedding(const WeightMatrix& table, std::span<const int32_t> ids, float* out) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    simd_.dequant_row(table.type, table.Row(ids[i]), table.cols, out + i * table.cols);
+  }
+}
+
+void CpuBackend::RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps,
+                         float* out) {
+  auto norm_rows = [&](int64_t begin, int64_t end, int) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* xr = x + r * dim;
+      float* o = out + r * dim;
+      const float sum = simd_.dot(xr, xr, dim);
+      const float scale = 1.0f / std::sqrt(sum / static_cast<float>(dim) + eps);
+      for (int64_t i = 0; i < dim; ++i) o[i] = xr[i] * scale * weight[i];
+    }
+  };
+  if (rows * dim < kParallelElements) {
+    norm_rows(0, rows, 0);
+  } else {
+    pool_.ParallelFor(rows, 4, norm_rows);
+  }
+}
+
+void CpuBackend::Rope(float* x, std::span<const int32_t> positions, int64_t n_heads,
+                      int64_t head_dim, const RopeConfig& rope) {
+  const int64_t half = rope.rope_dim / 2;
+  const int64_t rows = static_cast<int64_t>(positions.size());
+  auto rotate_rows = [&](int64_t begin, int64_t end, int) {
+    float cos_sin[2 * 256];
+    for (int64_t t = begin; t < end; ++t) {
+      const float pos = static_cast<float>(positions[static_cast<size_t>(t)]) * rope.freq_scale;
+      for (int64_t i = 0; i < half; ++i) {
+        const double inv_freq =
+            std::pow(double(rope.freq_base), -2.0 * double(i) / double(rope.rope_dim));
+        const double theta = double(pos) * inv_freq;
+        cos_sin[2 * i] = static_cast<float>(std::cos(theta));
+        cos_sin[2 * i + 1] = static_cast<float>(std::sin(theta));
+      }
+      for (int64_t h = 0; h < n_heads; ++h) {
+        float* v = x + (t * n_heads + h) * head_dim;
+        for (int64_t i = 0; i < half; ++i) {
+          const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
+          const float x0 = v[2 * i], x1 = v[2 * i + 1];
+          v[2 * i] = x0 * c - x1 * s;
+          v[2 * i + 1] = x0 * s + x1 * c;
+        }
+      }
+    }
+  };
+  if (rows * n_heads * head_dim < kParallelElements) {
+    rotate_rows(0, rows, 0);
+  } else {
+    pool_.ParallelFor(rows, 4, rotate_rows);
+  }
+}
+
+void CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y) {
+  matmul_.Run(x, m, w, y);
+}
+
+void CpuBackend::SwiGlu(const float* gate, const float* up, int64_t n, float* out) {
+  auto run = [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) {
+      const float g = gate[i];
+      out[i] = g / (1.0f + std::exp(-g)) * up[i];
+    }
+  };
+  if (n < kParallelElements) {
+    run(0, n, 0);
+  } else {
+    pool_.ParallelFor(n, 4096, run);
+  }
+}
+
+void CpuBackend::Add(float* x, const float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
+void CpuBackend::Softmax(float* x, int64_t rows, int64_t n) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = x + r * n;
+    const float mx = *std::max_element(row, row + n);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; ++i) {
+      row[i] = std::exp(row[i] - mx);
+      sum += row[i];
+    }
+    const float inv = 1.0f / sum;
+    for (int64_t i = 0; i < n; ++i) row[i] *= inv;
+  }
+}
+
+void CpuBackend::Argmax(const float* x, int64_t rows, int64_t n, int32_t* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = x + r * n;
+    out[r] = static_cast<int32_t>(std::max_element(row, row + n) - row);
+  }
+}
+
+void CpuBackend::StoreKv(const KvLayerView& c, const float* k, const float* v,
+                         std::span<const AttentionSequence> sequences) {
+  const int64_t width = c.n_kv_heads * c.head_dim;
+  for (const AttentionSequence& s : sequences) {
+    for (int64_t t = 0; t < s.row_count; ++t) {
+      const int64_t pos = s.start_pos + t;
+      const int64_t block = s.block_table[static_cast<size_t>(pos / c.block_size)];
+      const int64_t slot = pos % c.block_size;
+      const int64_t row = s.row_begin + t;
+      for (int64_t h = 0; h < c.n_kv_heads; ++h) {
+        const int64_t at = ((block * c.n_kv_heads + h) * c.block_size + slot) * c.head_dim;
+        simd_.float_to_half(k + row * width + h * c.head_dim, c.head_dim, c.k + at);
+        simd_.float_to_half(v + row * width + h * c.head_dim, c.head_dim, c.v + at);
+      }
+    }
+  }
+}
+
+// Online-softmax attention of query rows [row_lo, row_hi) of one sequence, for the query heads
+// that share `kv_head`. Keys and values are read block by block through the block table and
+// converted to F32 once per block for all of those rows and heads.
+void CpuBackend::AttendTile(const KvLayerView& c, const float* q, const AttentionSequence& seq,
+                            int64_t kv_head, int64_t row_lo, int64_t row_hi, int64_t n_heads,
+                            float scale, float* out, int thread) {
+  const int64_t hd = c.head_dim;
+  const int64_t bs = c.block_size;
+  const int64_t group = n_heads / c.n_kv_heads;
+  const int64_t n_rows = row_hi - row_lo;
+  const int64_t n_q = n_rows * group;  // (row, head) pairs
+  // Scratch: K block, V block, one score per block slot, accumulators, running max and sum.
+  float* kf = Scratch(thread, static_cast<size_t>(2 * bs * hd + bs + n_q * (hd + 2)));
+  float* vf = kf + bs * hd;
+  float* scores = vf + bs * hd;
+  float* acc = scores + bs;
+  float* run_max = acc + n_q * hd;
+  float* run_sum = run_max + n_q;
+  std::fill(acc, acc + n_q * hd, 0.0f);
+  std::fill(run_max, run_max + n_q, -std::numeric_limits<float>::infinity());
+  std::fill(run_sum, run_sum + n_q, 0.0f);
+
+  const int64_t last_pos = seq.start_pos + row_hi - 1;  // the tile's latest query position
+  const int64_t n_blocks = last_pos / bs + 1;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const int64_t block = seq.block_table[static_cast<size_t>(b)];
+    const int64_t first = b * bs;
+    const int64_t n_tok = std::min(bs, last_pos + 1 - first);
+    const int64_t at = (block * c.n_kv_heads + kv_head) * bs * hd;
+    simd_.half_to_float(c.k + at, n_tok * hd, kf);
+    simd_.half_to_float(c.v + at, n_tok * hd, vf);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const int64_t pos = seq.start_pos + row_lo + r;
+      const int64_t valid = std::min(n_tok, pos + 1 - first);  // causal mask
+      if (valid <= 0) continue;
+      for (int64_t j = 0; j < group; ++j) {
+        const int64_t h = kv_head * group + j;
+        const float* qh = q + ((seq.row_begin + row_lo + r) * n_heads + h) * hd;
+        const int64_t qi = r * group + j;
+        float block_max = -std::numeric_limits<float>::infinity();
+        for (int64_t t = 0; t < valid; ++t) {
+          scores[t] = simd_.dot(qh, kf + t * hd, hd) * scale;
+          block_max = std::max(block_max, scores[t]);
+        }
+        float* a = acc + qi * hd;
+        const float new_max = std::max(run_max[qi], block_max);
+        const float correction = std::exp(run_max[qi] - new_max);
+        if (correction != 1.0f) {
+          for (int64_t d = 0; d < hd; ++d) a[d] *= correction;
+        }
+        float sum = run_sum[qi] * correction;
+        for (int64_t t = 0; t < valid; ++t) {
+          const float p = std::exp(scores[t] - new_max);
+          sum += p;
+          simd_.axpy(p, vf + t * hd, a, hd);
+        }
+        run_sum[qi] = sum;
+        run_max[qi] = new_max;
+      }
+    }
+  }
+  for (int64_t r = 0; r < n_rows; ++r) {
+    for (int64_t j = 0; j < group; ++j) {
+      const int64_t h = kv_head * group + j;
+      const int64_t qi = r * group + j;
+      float* o = out + ((seq.row_begin + row_lo + r) * n_heads + h) * hd;
+      const float inv = 1.0f / run_sum[qi];
+      for (int64_t d = 0; d < hd; ++d) o[d] = acc[qi * hd + d] * inv;
+    }
+  }
+}
+
+void CpuBackend::RunAttention(const KvLayerView& cache, const float* q,
+                              std::span<const AttentionSequence> sequences, int64_t n_heads,
+                              float scale, int64_t rows_per_task, float* out) {
+  tasks_.clear();
+  for (const AttentionSequence& s : sequences) {
+    for (int64_t h = 0; h < cache.n_kv_heads; ++h) {
+      for (int64_t lo = 0; lo < s.row_count; lo += rows_per_task) {
+        tasks_.push_back({&s, h, lo, std::min(s.row_count, lo + rows_per_task)});
+      }
+    }
+  }
+  pool_.ParallelFor(static_cast<int64_t>(tasks_.size()), 1,
+                    [&](int64_t begin, int64_t end, int thread) {
+                      for (int64_t i = begin; i < end; ++i) {
+                        const AttentionTask& t = tasks_[static_cast<size_t>(i)];
+                        AttendTile(cache, q, *t.seq, t.kv_head, t.row_lo, t.row_hi, n_heads,
+                                   scale, out, thread);
+                      }
+                    });
+}
+
+void CpuBackend::AttentionPrefill(const KvLayerView& cache, const float* q,
+                                  std::span<const AttentionSequence> sequences, int64_t n_heads,
+                                  float scale, float* out) {
+  RunAttention(cache, q, sequences, n_heads, scale, kPrefillRowsPerTask, out);
+}
+
+void CpuBackend::AttentionDecode(const KvLayerView& cache, const float* q,
+                                 std::span<const AttentionSequence> sequences, int64_t n_heads,
+                                 float scale, float* out) {
+  RunAttention(cache, q, sequences, n_heads, scale, 1, out);
+}
+
+}  // namespace bmad::kernels

@@ -1,0 +1,68 @@
+// The CPU backend: every op of kernels/backend.h, vectorized (AVX-512 when the CPU has it) and
+// spread over a pool of threads. OpenBLAS provides sgemm for prefill-sized matrix products.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/simd_kernels.h"
+#include "kernels/cpu/thread_pool.h"
+
+namespace bmad::kernels {
+
+struct CpuBackendOptions {
+  int threads = 0;                          // 0: every core this process may use
+  const cpu::SimdKernels* simd = nullptr;   // nullptr: the best the CPU supports
+};
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(const CpuBackendOptions& options = {});
+  ~CpuBackend() override;
+
+  std::string_view name() const override { return "cpu"; }
+  int threads() const { return pool_.size(); }
+  const char* isa() const { return simd_.isa; }
+  // Buffers the backend grew since it was made (matmul tiles, attention scratch).
+  uint64_t buffer_allocations() const;
+
+  void Embedding(const WeightMatrix& table, std::span<const int32_t> ids, float* out) override;
+  void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps,
+               float* out) override;
+  void Rope(float* x, std::span<const int32_t> positions, int64_t n_heads, int64_t head_dim,
+            const RopeConfig& rope) override;
+  void MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y) override;
+  void SwiGlu(const float* gate, const float* up, int64_t n, float* out) override;
+  void Add(float* x, const float* y, int64_t n) override;
+  void Softmax(float* x, int64_t rows, int64_t n) override;
+  void Argmax(const float* x, int64_t rows, int64_t n, int32_t* out) override;
+  void StoreKv(const KvLayerView& cache, const float* k, const float* v,
+               std::span<const AttentionSequence> sequences) override;
+  void AttentionPrefill(const KvLayerView& cache, const float* q,
+                        std::span<const AttentionSequence> sequences, int64_t n_heads, float scale,
+                        float* out) override;
+  void AttentionDecode(const KvLayerView& cache, const float* q,
+                       std::span<const AttentionSequence> sequences, int64_t n_heads, float scale,
+                       float* out) override;
+
+ private:
+  struct AttentionTask;
+  void RunAttention(const KvLayerView& cache, const float* q,
+                    std::span<const AttentionSequence> sequences, int64_t n_heads, float scale,
+                    int64_t rows_per_task, float* out);
+  void AttendTile(const KvLayerView& cache, const float* q, const AttentionSequence& seq,
+                  int64_t kv_head, int64_t row_lo, int64_t row_hi, int64_t n_heads, float scale,
+                  float* out, int thread);
+  float* Scratch(int thread, size_t floats);
+
+  const cpu::SimdKernels& simd_;
+  cpu::ThreadPool pool_;
+  cpu::MatMulEngine matmul_;
+  std::vector<std::vector<float>> scratch_;  // per thread
+  std::vector<AttentionTask> tasks_;
+  std::atomic<uint64_t> scratch_allocations_{0};
+};
+
+}  // namespace bmad::kernels

@@ -1,0 +1,106 @@
+#include "kernels/cpu/matmul.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+
+namespace bmad::kernels::cpu {
+namespace {
+
+// Rows of W per parallel task in the dot-product regimes: enough work to amortize the handout,
+// small enough to balance 2-64 threads.
+constexpr int64_t kRowsPerTask = 64;
+
+}  // namespace
+
+MatMulEngine::MatMulEngine(ThreadPool& pool, const SimdKernels& simd)
+    : pool_(pool), simd_(simd), thread_buffers_(static_cast<size_t>(pool.size())) {}
+
+float* MatMulEngine::ThreadBuffer(int thread, size_t floats) {
+  std::vector<float>& buf = thread_buffers_[static_cast<size_t>(thread)];
+  if (buf.size() < floats) {
+    buf.resize(floats);
+    buffer_allocations_.fetch_add(1, std::memory_order_relaxed);
+  }
+  return buf.data();
+}
+
+void MatMulEngine::Run(const float* x, int64_t m, const WeightMatrix& w, float* y) {
+  if (m <= 0 || w.rows <= 0) return;
+  const int64_t k = w.cols;
+  if (w.type == WeightType::kF16) {
+    // llama.cpp multiplies F16 weights by F16-rounded activations; doing the same keeps our
+    // greedy output token-for-token equal to it.
+    const size_t n = static_cast<size_t>(m * k);
+    if (rounded_x_.size() < n) {
+      rounded_x_.resize(n);
+      ++buffer_allocations_;
+    }
+    std::copy(x, x + n, rounded_x_.begin());
+    simd_.round_half(rounded_x_.data(), static_cast<int64_t>(n));
+    x = rounded_x_.data();
+  }
+  if (m >= kSgemmMinRows) {
+    RunSgemm(x, m, w, y);
+  } else {
+    RunDot(x, m, w, y);
+  }
+}
+
+void MatMulEngine::RunSgemm(const float* x, int64_t m, const WeightMatrix& w, float* y) {
+  const int64_t k = w.cols;
+  const int64_t n = w.rows;
+  if (w.type == WeightType::kF32) {
+    // About four tiles per thread, for balance.
+    const int64_t tile = std::max<int64_t>(16, (n / (4 * pool_.size()) + 15) / 16 * 16);
+    pool_.ParallelFor((n + tile - 1) / tile, 1, [&](int64_t begin, int64_t end, int) {
+      for (int64_t t = begin; t < end; ++t) {
+        const int64_t r0 = t * tile;
+        const int64_t rows = std::min(tile, n - r0);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m),
+                    static_cast<int>(rows), static_cast<int>(k), 1.0f, x, static_cast<int>(k),
+                    reinterpret_cast<const float*>(w.Row(r0)), static_cast<int>(k), 0.0f,
+                    y + r0, static_cast<int>(n));
+      }
+    });
+    return;
+  }
+  // A tile of dequantized rows that stays within ~256 KiB of L2.
+  const int64_t tile = std::clamp<int64_t>((65536 / k) / 16 * 16, 16, 256);
+  pool_.ParallelFor((n + tile - 1) / tile, 1, [&](int64_t begin, int64_t end, int thread) {
+    float* buf = ThreadBuffer(thread, static_cast<size_t>(tile * k));
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t r0 = t * tile;
+      const int64_t rows = std::min(tile, n - r0);
+      for (int64_t r = 0; r < rows; ++r) simd_.dequant_row(w.type, w.Row(r0 + r), k, buf + r * k);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m),
+                  static_cast<int>(rows), static_cast<int>(k), 1.0f, x, static_cast<int>(k), buf,
+                  static_cast<int>(k), 0.0f, y + r0, static_cast<int>(n));
+    }
+  });
+}
+
+void MatMulEngine::RunDot(const float* x, int64_t m, const WeightMatrix& w, float* y) {
+  const int64_t k = w.cols;
+  const int64_t n = w.rows;
+  const int64_t tasks = (n + kRowsPerTask - 1) / kRowsPerTask;
+  // With more than one activation row and converted weights, convert each weight row once into
+  // the thread's buffer and reuse it for every activation row.
+  const bool convert_first = m > 4 && w.type != WeightType::kF32;
+  pool_.ParallelFor(tasks, 1, [&](int64_t begin, int64_t end, int thread) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t r0 = t * kRowsPerTask;
+      const int64_t rows = std::min(kRowsPerTask, n - r0);
+      if (convert_first) {
+        float* buf = ThreadBuffer(thread, static_cast<size_t>(kRowsPerTask * k));
+        for (int64_t r = 0; r < rows; ++r) simd_.dequant_row(w.type, w.Row(r0 + r), k, buf + r * k);
+        simd_.dot_rows(WeightType::kF32, reinterpret_cast<const uint8_t*>(buf),
+                       static_cast<size_t>(k) * sizeof(float), rows, x, k, m, k, y + r0, n);
+      } else {
+        simd_.dot_rows(w.type, w.Row(r0), w.row_bytes, rows, x, k, m, k, y + r0, n);
+      }
+    }
+  });
+}
+
+}  // namespace bmad::kernels::cpu

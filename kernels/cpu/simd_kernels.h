@@ -1,0 +1,52 @@
+// Inner loops compiled for specific instruction sets (simd_kernels_avx512.cc is built with
+// AVX-512 flags and only called when the CPU has AVX-512; the scalar versions run anywhere).
+// Each function handles a block of work handed out by the parallel drivers in matmul.cc and
+// friends; none allocates or spawns threads.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/weight_matrix.h"
+
+namespace bmad::kernels::cpu {
+
+// y[c * ldy + r] = dot(x[c * ldx ...], row r of w) for r in [0, rows), c in [0, cols).
+// `w` points at the first row; rows are w_stride bytes apart; k inputs each.
+using DotRowsFn = void (*)(WeightType type, const uint8_t* w, size_t w_stride, int64_t rows,
+                           const float* x, int64_t ldx, int64_t cols, int64_t k, float* y,
+                           int64_t ldy);
+
+// n elements of one weight row, dequantized to F32.
+using DequantRowFn = void (*)(WeightType type, const uint8_t* row, int64_t n, float* out);
+
+// x[i] = nearest half-precision value of x[i].
+using RoundHalfFn = void (*)(float* x, int64_t n);
+
+// Half <-> float for KV cache rows.
+using HalfToFloatFn = void (*)(const uint16_t* in, int64_t n, float* out);
+using FloatToHalfFn = void (*)(const float* in, int64_t n, uint16_t* out);
+
+// dot(a, b) over n floats; and y += alpha * x over n floats (attention inner loops).
+using DotFn = float (*)(const float* a, const float* b, int64_t n);
+using AxpyFn = void (*)(float alpha, const float* x, float* y, int64_t n);
+
+struct SimdKernels {
+  const char* isa;
+  DotRowsFn dot_rows;
+  DequantRowFn dequant_row;
+  RoundHalfFn round_half;
+  HalfToFloatFn half_to_float;
+  FloatToHalfFn float_to_half;
+  DotFn dot;
+  AxpyFn axpy;
+};
+
+// The best kernels this CPU supports (AVX-512 when present, else portable C++).
+const SimdKernels& BestSimdKernels();
+// The portable kernels (tests compare both).
+const SimdKernels& ScalarSimdKernels();
+// nullptr when the CPU lacks AVX-512F/BW/VL/DQ, F16C and FMA.
+const SimdKernels* Avx512SimdKernels();
+
+}  // namespace bmad::kernels::cpu

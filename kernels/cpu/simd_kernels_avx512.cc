@@ -1,0 +1,203 @@
+// AVX-512 inner loops. This file is compiled with -mavx512f/bw/vl/dq -mf16c -mfma, so it must
+// not define or instantiate inline functions shared with other files (the linker could keep
+// this file's AVX-512 copy for everyone): it includes only intrinsics and fixed-width types and
+// keeps everything in an anonymous namespace.
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/cpu/simd_kernels.h"
+
+namespace bmad::kernels::cpu {
+namespace {
+
+struct Q8Block {  // ggml block_q8_0 (see kernels/q8_0.h)
+  uint16_t scale;
+  int8_t q[32];
+};
+static_assert(sizeof(Q8Block) == 34, "Q8_0 block layout");
+
+inline __mmask16 TailMask(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
+
+// Loads 16 consecutive weights starting at element i of a row, as F32.
+struct LoadF32 {
+  static __m512 Load(const uint8_t* row, int64_t i) {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + i);
+  }
+  static __m512 LoadTail(const uint8_t* row, int64_t i, __mmask16 m) {
+    return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + i);
+  }
+};
+struct LoadF16 {
+  static __m512 Load(const uint8_t* row, int64_t i) {
+    return _mm512_cvtph_ps(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(row) + i)));
+  }
+  static __m512 LoadTail(const uint8_t* row, int64_t i, __mmask16 m) {
+    return _mm512_cvtph_ps(
+        _mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + i));
+  }
+};
+struct LoadQ8 {  // k is always a multiple of 32 for Q8_0, so there is no tail
+  static __m512 Load(const uint8_t* row, int64_t i) {
+    const Q8Block* b = reinterpret_cast<const Q8Block*>(row) + (i >> 5);
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->q + (i & 31)));
+    const __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q));
+    return _mm512_mul_ps(f, _mm512_set1_ps(_cvtsh_ss(b->scale)));
+  }
+  static __m512 LoadTail(const uint8_t* row, int64_t i, __mmask16) { return Load(row, i); }
+};
+
+// RM weight rows x RN activation rows, dot products over k.
+template <int RM, int RN, typename Loader>
+inline void DotTile(const uint8_t* w, size_t w_stride, const float* x, int64_t ldx, int64_t k,
+                    float* y, int64_t ldy) {
+  __m512 acc[RM][RN];
+  for (int r = 0; r < RM; ++r)
+    for (int c = 0; c < RN; ++c) acc[r][c] = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= k; i += 16) {
+    __m512 wv[RM];
+    for (int r = 0; r < RM; ++r) wv[r] = Loader::Load(w + r * w_stride, i);
+    for (int c = 0; c < RN; ++c) {
+      const __m512 xv = _mm512_loadu_ps(x + c * ldx + i);
+      for (int r = 0; r < RM; ++r) acc[r][c] = _mm512_fmadd_ps(wv[r], xv, acc[r][c]);
+    }
+  }
+  if (i < k) {
+    const __mmask16 m = TailMask(k - i);
+    __m512 wv[RM];
+    for (int r = 0; r < RM; ++r) wv[r] = Loader::LoadTail(w + r * w_stride, i, m);
+    for (int c = 0; c < RN; ++c) {
+      const __m512 xv = _mm512_maskz_loadu_ps(m, x + c * ldx + i);
+      for (int r = 0; r < RM; ++r) acc[r][c] = _mm512_fmadd_ps(wv[r], xv, acc[r][c]);
+    }
+  }
+  for (int r = 0; r < RM; ++r)
+    for (int c = 0; c < RN; ++c) y[c * ldy + r] = _mm512_reduce_add_ps(acc[r][c]);
+}
+
+// Covers `cols` activation rows in chunks of up to RN for a block of RM weight rows.
+template <int RM, typename Loader>
+inline void DotRowBlock(const uint8_t* w, size_t w_stride, const float* x, int64_t ldx,
+                        int64_t cols, int64_t k, float* y, int64_t ldy) {
+  int64_t c = 0;
+  for (; c + 4 <= cols; c += 4) DotTile<RM, 4, Loader>(w, w_stride, x + c * ldx, ldx, k, y + c * ldy, ldy);
+  switch (cols - c) {
+    case 3: DotTile<RM, 3, Loader>(w, w_stride, x + c * ldx, ldx, k, y + c * ldy, ldy); break;
+    case 2: DotTile<RM, 2, Loader>(w, w_stride, x + c * ldx, ldx, k, y + c * ldy, ldy); break;
+    case 1: DotTile<RM, 1, Loader>(w, w_stride, x + c * ldx, ldx, k, y + c * ldy, ldy); break;
+    default: break;
+  }
+}
+
+template <typename Loader>
+void DotRowsTyped(const uint8_t* w, size_t w_stride, int64_t rows, const float* x, int64_t ldx,
+                  int64_t cols, int64_t k, float* y, int64_t ldy) {
+  int64_t r = 0;
+  if (cols == 1) {
+    // Matrix-vector: memory-bound, so stream 8 rows at once.
+    for (; r + 8 <= rows; r += 8) DotTile<8, 1, Loader>(w + r * w_stride, w_stride, x, ldx, k, y + r, ldy);
+  }
+  for (; r + 4 <= rows; r += 4) DotRowBlock<4, Loader>(w + r * w_stride, w_stride, x, ldx, cols, k, y + r, ldy);
+  for (; r < rows; ++r) DotRowBlock<1, Loader>(w + r * w_stride, w_stride, x, ldx, cols, k, y + r, ldy);
+}
+
+void DotRowsAvx512(WeightType type, const uint8_t* w, size_t w_stride, int64_t rows,
+                   const float* x, int64_t ldx, int64_t cols, int64_t k, float* y, int64_t ldy) {
+  switch (type) {
+    case WeightType::kF32: DotRowsTyped<LoadF32>(w, w_stride, rows, x, ldx, cols, k, y, ldy); break;
+    case WeightType::kF16: DotRowsTyped<LoadF16>(w, w_stride, rows, x, ldx, cols, k, y, ldy); break;
+    case WeightType::kQ8_0: DotRowsTyped<LoadQ8>(w, w_stride, rows, x, ldx, cols, k, y, ldy); break;
+  }
+}
+
+void DequantRowAvx512(WeightType type, const uint8_t* row, int64_t n, float* out) {
+  int64_t i = 0;
+  switch (type) {
+    case WeightType::kF32:
+      for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, LoadF32::Load(row, i));
+      if (i < n) _mm512_mask_storeu_ps(out + i, TailMask(n - i), LoadF32::LoadTail(row, i, TailMask(n - i)));
+      break;
+    case WeightType::kF16:
+      for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, LoadF16::Load(row, i));
+      if (i < n) _mm512_mask_storeu_ps(out + i, TailMask(n - i), LoadF16::LoadTail(row, i, TailMask(n - i)));
+      break;
+    case WeightType::kQ8_0:
+      for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, LoadQ8::Load(row, i));
+      break;
+  }
+}
+
+void RoundHalfAvx512(float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i h = _mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm512_storeu_ps(x + i, _mm512_cvtph_ps(h));
+  }
+  if (i < n) {
+    const __mmask16 m = TailMask(n - i);
+    const __m256i h = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, x + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm512_mask_storeu_ps(x + i, m, _mm512_cvtph_ps(h));
+  }
+}
+
+void HalfToFloatAvx512(const uint16_t* in, int64_t n, float* out) {
+  DequantRowAvx512(WeightType::kF16, reinterpret_cast<const uint8_t*>(in), n, out);
+}
+
+void FloatToHalfAvx512(const float* in, int64_t n, uint16_t* out) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
+                        _mm512_cvtps_ph(_mm512_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT));
+  }
+  if (i < n) {
+    const __mmask16 m = TailMask(n - i);
+    _mm256_mask_storeu_epi16(out + i, m,
+                             _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, in + i), _MM_FROUND_TO_NEAREST_INT));
+  }
+}
+
+float DotAvx512(const float* a, const float* b, int64_t n) {
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc0);
+    acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), acc1);
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? static_cast<__mmask16>(0xffff) : TailMask(n - i);
+    acc0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), acc0);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+}
+
+void AxpyAvx512(float alpha, const float* x, float* y, int64_t n) {
+  const __m512 a = _mm512_set1_ps(alpha);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    _mm512_storeu_ps(y + i, _mm512_fmadd_ps(a, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+  }
+  if (i < n) {
+    const __mmask16 m = TailMask(n - i);
+    _mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(a, _mm512_maskz_loadu_ps(m, x + i),
+                                                    _mm512_maskz_loadu_ps(m, y + i)));
+  }
+}
+
+const SimdKernels kAvx512Kernels{"avx512",        DotRowsAvx512,     DequantRowAvx512,
+                                 RoundHalfAvx512, HalfToFloatAvx512, FloatToHalfAvx512,
+                                 DotAvx512,       AxpyAvx512};
+
+}  // namespace
+
+const SimdKernels* Avx512SimdKernels() {
+  __builtin_cpu_init();
+  const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                  __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
+  return ok ? &kAvx512Kernels : nullptr;
+}
+
+}  // namespace bmad::kernels::cpu

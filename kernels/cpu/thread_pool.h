@@ -1,0 +1,56 @@
+// A fixed set of compute threads that run one parallel loop at a time. The calling thread takes
+// part, so a pool of N threads starts N-1 workers. Workers spin briefly after a loop (the next
+// op usually follows within microseconds) and then sleep, so an idle engine burns no CPU.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace bmad::kernels::cpu {
+
+class ThreadPool {
+ public:
+  // fn(begin, end, thread): handles tasks [begin, end); thread is in [0, size()).
+  using RangeFn = std::function<void(int64_t begin, int64_t end, int thread)>;
+
+  explicit ThreadPool(int num_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return num_threads_; }
+
+  // Runs fn over [0, n_tasks) in chunks of `grain` tasks, handed out dynamically; returns when
+  // every task is done. A one-thread pool, or a loop of at most one grain, runs as a single
+  // call on the caller's thread. Not reentrant: one loop at a time, from one caller thread.
+  void ParallelFor(int64_t n_tasks, int64_t grain, const RangeFn& fn);
+
+ private:
+  void WorkerLoop(int thread);
+  void RunChunks(int thread);
+
+  const int num_threads_;
+  std::vector<std::thread> workers_;
+
+  // The current loop.
+  const RangeFn* fn_ = nullptr;
+  int64_t n_tasks_ = 0;
+  int64_t grain_ = 1;
+  std::atomic<int64_t> next_task_{0};
+  std::atomic<int> busy_workers_{0};
+
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> stop_{false};
+  std::mutex mutex_;
+  std::condition_variable wake_;
+};
+
+// Cores this process may use (sched affinity), at least 1.
+int AvailableCores();
+
+}  // namespace bmad::kernels::cpu

@@ -1,0 +1,184 @@
+#include "kernels/reference/reference_backend.h"
+
+#include <cmath>
+#include <vector>
+
+#include "common/half.h"
+#include "kernels/q8_0.h"
+
+namespace bmad::kernels {
+
+void DequantizeRow(const WeightMatrix& w, int64_t r, float* out) {
+  const uint8_t* row = w.Row(r);
+  switch (w.type) {
+    case WeightType::kF32:
+      for (int64_t c = 0; c < w.cols; ++c) out[c] = reinterpret_cast<const float*>(row)[c];
+      break;
+    case WeightType::kF16:
+      for (int64_t c = 0; c < w.cols; ++c) {
+        out[c] = HalfToFloat(reinterpret_cast<const uint16_t*>(row)[c]);
+      }
+      break;
+    case WeightType::kQ8_0:
+      DequantizeRowQ8_0(reinterpret_cast<const BlockQ8_0*>(row), w.cols, out);
+      break;
+  }
+}
+
+void ReferenceBackend::Embedding(const WeightMatrix& table, std::span<const int32_t> ids,
+                                 float* out) {
+  for (size_t i = 0; i < ids.size(); ++i) DequantizeRow(table, ids[i], out + i * table.cols);
+}
+
+void ReferenceBackend::RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim,
+                               float eps, float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    double sum = 0;
+    for (int64_t i = 0; i < dim; ++i) sum += double(x[r * dim + i]) * x[r * dim + i];
+    const double scale = 1.0 / std::sqrt(sum / double(dim) + eps);
+    for (int64_t i = 0; i < dim; ++i) {
+      out[r * dim + i] = static_cast<float>(x[r * dim + i] * scale * weight[i]);
+    }
+  }
+}
+
+void ReferenceBackend::Rope(float* x, std::span<const int32_t> positions, int64_t n_heads,
+                            int64_t head_dim, const RopeConfig& rope) {
+  for (size_t t = 0; t < positions.size(); ++t) {
+    const double pos = double(positions[t]) * rope.freq_scale;
+    for (int64_t h = 0; h < n_heads; ++h) {
+      float* head = x + (int64_t(t) * n_heads + h) * head_dim;
+      for (int64_t i = 0; i < rope.rope_dim / 2; ++i) {
+        const double theta =
+            pos * std::pow(double(rope.freq_base), -2.0 * double(i) / double(rope.rope_dim));
+        const double c = std::cos(theta), s = std::sin(theta);
+        const double x0 = head[2 * i], x1 = head[2 * i + 1];
+        head[2 * i] = static_cast<float>(x0 * c - x1 * s);
+        head[2 * i + 1] = static_cast<float>(x0 * s + x1 * c);
+      }
+    }
+  }
+}
+
+void ReferenceBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y) {
+  std::vector<float> row(static_cast<size_t>(w.cols));
+  for (int64_t r = 0; r < w.rows; ++r) {
+    DequantizeRow(w, r, row.data());
+    for (int64_t i = 0; i < m; ++i) {
+      double acc = 0;
+      for (int64_t c = 0; c < w.cols; ++c) {
+        float xv = x[i * w.cols + c];
+        if (w.type == WeightType::kF16) xv = RoundToHalf(xv);
+        acc += double(xv) * row[c];
+      }
+      y[i * w.rows + r] = static_cast<float>(acc);
+    }
+  }
+}
+
+void ReferenceBackend::SwiGlu(const float* gate, const float* up, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = gate[i];
+    out[i] = static_cast<float>(g / (1.0 + std::exp(-g)) * up[i]);
+  }
+}
+
+void ReferenceBackend::Add(float* x, const float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
+void ReferenceBackend::Softmax(float* x, int64_t rows, int64_t n) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = x + r * n;
+    double mx = row[0];
+    for (int64_t i = 1; i < n; ++i) mx = std::max(mx, double(row[i]));
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += std::exp(row[i] - mx);
+    for (int64_t i = 0; i < n; ++i) row[i] = static_cast<float>(std::exp(row[i] - mx) / sum);
+  }
+}
+
+void ReferenceBackend::Argmax(const float* x, int64_t rows, int64_t n, int32_t* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; ++i) {
+      if (x[r * n + i] > x[r * n + best]) best = i;
+    }
+    out[r] = static_cast<int32_t>(best);
+  }
+}
+
+void ReferenceBackend::StoreKv(const KvLayerView& c, const float* k, const float* v,
+                               std::span<const AttentionSequence> sequences) {
+  const int64_t width = c.n_kv_heads * c.head_dim;
+  for (const AttentionSequence& s : sequences) {
+    for (int64_t t = 0; t < s.row_count; ++t) {
+      const int64_t pos = s.start_pos + t;
+      const int64_t row = s.row_begin + t;
+      for (int64_t h = 0; h < c.n_kv_heads; ++h) {
+        for (int64_t d = 0; d < c.head_dim; ++d) {
+          const int64_t idx = KvIndex(c, s.block_table, pos, h, d);
+          c.k[idx] = FloatToHalf(k[row * width + h * c.head_dim + d]);
+          c.v[idx] = FloatToHalf(v[row * width + h * c.head_dim + d]);
+        }
+      }
+    }
+  }
+}
+
+namespace {
+
+void AttendAll(const KvLayerView& c, const float* q, std::span<const AttentionSequence> sequences,
+               int64_t n_heads, float scale, float* out) {
+  const int64_t group = n_heads / c.n_kv_heads;
+  const int64_t hd = c.head_dim;
+  for (const AttentionSequence& s : sequences) {
+    for (int64_t t = 0; t < s.row_count; ++t) {
+      const int64_t row = s.row_begin + t;
+      const int64_t last = s.start_pos + t;  // causal: positions 0..last
+      for (int64_t h = 0; h < n_heads; ++h) {
+        const int64_t kvh = h / group;
+        const float* qh = q + (row * n_heads + h) * hd;
+        std::vector<double> scores(static_cast<size_t>(last + 1));
+        double mx = -INFINITY;
+        for (int64_t p = 0; p <= last; ++p) {
+          double dot = 0;
+          for (int64_t d = 0; d < hd; ++d) {
+            dot += double(qh[d]) * HalfToFloat(c.k[KvIndex(c, s.block_table, p, kvh, d)]);
+          }
+          scores[p] = dot * scale;
+          mx = std::max(mx, scores[p]);
+        }
+        double sum = 0;
+        for (double& sc : scores) {
+          sc = std::exp(sc - mx);
+          sum += sc;
+        }
+        float* oh = out + (row * n_heads + h) * hd;
+        for (int64_t d = 0; d < hd; ++d) {
+          double acc = 0;
+          for (int64_t p = 0; p <= last; ++p) {
+            acc += scores[p] * HalfToFloat(c.v[KvIndex(c, s.block_table, p, kvh, d)]);
+          }
+          oh[d] = static_cast<float>(acc / sum);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void ReferenceBackend::AttentionPrefill(const KvLayerView& cache, const float* q,
+                                        std::span<const AttentionSequence> sequences,
+                                        int64_t n_heads, float scale, float* out) {
+  AttendAll(cache, q, sequences, n_heads, scale, out);
+}
+
+void ReferenceBackend::AttentionDecode(const KvLayerView& cache, const float* q,
+                                       std::span<const AttentionSequence> sequences,
+                                       int64_t n_heads, float scale, float* out) {
+  AttendAll(cache, q, sequences, n_heads, scale, out);
+}
+
+}  // namespace bmad::kernels

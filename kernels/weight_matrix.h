@@ -1,0 +1,42 @@
+// A weight matrix as the kernels see it: `rows` output features, each a contiguous run of
+// `cols` input features (ggml's [cols, rows] layout, which is how GGUF stores llama weights).
+// The data is never owned here: it points into a mapped GGUF file or an arena.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace bmad::kernels {
+
+enum class WeightType { kF32, kF16, kQ8_0 };
+
+std::string_view WeightTypeName(WeightType type);
+// Bytes of one row of `cols` elements (Q8_0: cols must be a multiple of 32).
+size_t RowBytes(WeightType type, int64_t cols);
+
+struct WeightMatrix {
+  WeightType type = WeightType::kF32;
+  const void* data = nullptr;
+  int64_t rows = 0;        // output features
+  int64_t cols = 0;        // input features, contiguous
+  size_t row_bytes = 0;    // stride between rows
+
+  const uint8_t* Row(int64_t r) const {
+    return static_cast<const uint8_t*>(data) + static_cast<size_t>(r) * row_bytes;
+  }
+  // Rows [begin, begin + count): the slice a tensor-parallel rank owns when splitting outputs.
+  WeightMatrix RowSlice(int64_t begin, int64_t count) const {
+    WeightMatrix s = *this;
+    s.data = Row(begin);
+    s.rows = count;
+    return s;
+  }
+};
+
+inline WeightMatrix MakeWeightMatrix(WeightType type, const void* data, int64_t rows,
+                                     int64_t cols) {
+  return WeightMatrix{type, data, rows, cols, RowBytes(type, cols)};
+}
+
+}  // namespace bmad::kernels

@@ -1,0 +1,269 @@
+// Every op of the CPU backend against the reference backend (plain double-precision loops), on
+// random data with odd sizes and ragged batches, with the AVX-512 kernels (when the CPU has them)
+// and the portable ones, on 1 and 3 threads.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "common/half.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/q8_0.h"
+#include "kernels/reference/reference_backend.h"
+
+namespace bmad::kernels {
+namespace {
+
+struct Variant {
+  const char* name;
+  const cpu::SimdKernels* simd;
+  int threads;
+};
+
+std::vector<Variant> Variants() {
+  std::vector<Variant> v = {{"scalar-1t", &cpu::ScalarSimdKernels(), 1},
+                            {"scalar-3t", &cpu::ScalarSimdKernels(), 3}};
+  if (const cpu::SimdKernels* avx = cpu::Avx512SimdKernels()) {
+    v.push_back({"avx512-1t", avx, 1});
+    v.push_back({"avx512-3t", avx, 3});
+  }
+  return v;
+}
+
+std::vector<float> Random(size_t n, uint64_t seed, float scale = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// A weight matrix of the given type with its storage.
+struct OwnedWeights {
+  std::vector<uint8_t> bytes;
+  WeightMatrix view;
+};
+
+OwnedWeights MakeWeights(WeightType type, int64_t rows, int64_t cols, uint64_t seed) {
+  const std::vector<float> values = Random(static_cast<size_t>(rows * cols), seed, 0.5f);
+  OwnedWeights w;
+  w.bytes.resize(RowBytes(type, cols) * static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    uint8_t* row = w.bytes.data() + RowBytes(type, cols) * static_cast<size_t>(r);
+    const float* src = values.data() + r * cols;
+    switch (type) {
+      case WeightType::kF32: std::memcpy(row, src, static_cast<size_t>(cols) * 4); break;
+      case WeightType::kF16:
+        for (int64_t c = 0; c < cols; ++c) reinterpret_cast<uint16_t*>(row)[c] = FloatToHalf(src[c]);
+        break;
+      case WeightType::kQ8_0: QuantizeRowQ8_0(src, cols, reinterpret_cast<BlockQ8_0*>(row)); break;
+    }
+  }
+  w.view = MakeWeightMatrix(type, w.bytes.data(), rows, cols);
+  return w;
+}
+
+void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, double tol,
+                 const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double worst = 0;
+  size_t at = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::fabs(double(got[i]) - want[i]) / (1.0 + std::fabs(want[i]));
+    if (!(err <= worst)) {
+      worst = err;
+      at = i;
+    }
+  }
+  EXPECT_LE(worst, tol) << what << ": index " << at << " got " << got[at] << " want " << want[at];
+}
+
+class BackendOpsTest : public ::testing::TestWithParam<Variant> {
+ protected:
+  void SetUp() override {
+    CpuBackendOptions options;
+    options.simd = GetParam().simd;
+    options.threads = GetParam().threads;
+    cpu_ = std::make_unique<CpuBackend>(options);
+  }
+  std::unique_ptr<CpuBackend> cpu_;
+  ReferenceBackend ref_;
+};
+
+TEST_P(BackendOpsTest, MatMulAllTypesAndShapes) {
+  struct Shape {
+    int64_t m, n, k;
+  };
+  const Shape shapes[] = {{1, 1, 8},    {1, 17, 64},   {2, 5, 96},    {3, 130, 32},
+                          {5, 64, 172}, {7, 33, 768},  {16, 70, 64},  {31, 9, 160},
+                          {32, 40, 64}, {33, 129, 96}, {70, 300, 32}, {1, 1000, 768}};
+  uint64_t seed = 1;
+  for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kQ8_0}) {
+    for (const Shape& s : shapes) {
+      if (type == WeightType::kQ8_0 && s.k % kQ8_0Block != 0) continue;
+      OwnedWeights w = MakeWeights(type, s.n, s.k, ++seed);
+      const std::vector<float> x = Random(static_cast<size_t>(s.m * s.k), ++seed);
+      std::vector<float> got(static_cast<size_t>(s.m * s.n), -7.0f), want(got.size());
+      cpu_->MatMul(x.data(), s.m, w.view, got.data());
+      ref_.MatMul(x.data(), s.m, w.view, want.data());
+      // Sums of k products of magnitude <= 0.5: allow F32 rounding over k terms.
+      ExpectClose(got, want, 2e-6 * double(s.k),
+                  std::string(WeightTypeName(type)) + " m=" + std::to_string(s.m) +
+                      " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k));
+    }
+  }
+}
+
+TEST_P(BackendOpsTest, EmbeddingNormRopeSwiGluSoftmaxArgmax) {
+  for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kQ8_0}) {
+    OwnedWeights table = MakeWeights(type, 50, 64, 3);
+    const std::vector<int32_t> ids = {0, 49, 7, 7, 23};
+    std::vector<float> got(ids.size() * 64), want(got.size());
+    cpu_->Embedding(table.view, ids, got.data());
+    ref_.Embedding(table.view, ids, want.data());
+    ExpectClose(got, want, 0, "embedding");
+  }
+  for (int64_t dim : {8, 64, 97, 768}) {
+    const int64_t rows = 5;
+    const auto x = Random(static_cast<size_t>(rows * dim), 9);
+    const auto weight = Random(static_cast<size_t>(dim), 10);
+    std::vector<float> got(x.size()), want(x.size());
+    cpu_->RmsNorm(x.data(), weight.data(), rows, dim, 1e-5f, got.data());
+    ref_.RmsNorm(x.data(), weight.data(), rows, dim, 1e-5f, want.data());
+    ExpectClose(got, want, 1e-5, "rmsnorm dim " + std::to_string(dim));
+  }
+  for (auto [head_dim, rope_dim] : {std::pair<int64_t, int64_t>{8, 8}, {64, 64}, {64, 32}}) {
+    const int64_t heads = 3;
+    const std::vector<int32_t> pos = {0, 1, 5, 511, 4000};
+    auto x = Random(pos.size() * static_cast<size_t>(heads * head_dim), 11);
+    auto want = x;
+    RopeConfig rope{rope_dim, 10000.0f, 0.5f};
+    cpu_->Rope(x.data(), pos, heads, head_dim, rope);
+    ref_.Rope(want.data(), pos, heads, head_dim, rope);
+    ExpectClose(x, want, 2e-5, "rope");
+  }
+  {
+    const auto g = Random(1000, 12, 6.0f), u = Random(1000, 13);
+    std::vector<float> got(1000), want(1000);
+    cpu_->SwiGlu(g.data(), u.data(), 1000, got.data());
+    ref_.SwiGlu(g.data(), u.data(), 1000, want.data());
+    ExpectClose(got, want, 1e-6, "swiglu");
+    auto a = g, b = g;
+    cpu_->Add(a.data(), u.data(), 1000);
+    ref_.Add(b.data(), u.data(), 1000);
+    ExpectClose(a, b, 0, "add");
+  }
+  {
+    auto x = Random(3 * 101, 14, 20.0f);
+    auto want = x;
+    cpu_->Softmax(x.data(), 3, 101);
+    ref_.Softmax(want.data(), 3, 101);
+    ExpectClose(x, want, 1e-6, "softmax");
+    std::vector<float> logits = {1, 5, 5, 2, -1, 0, 0, -3};  // a tie: the lowest index wins
+    int32_t got[2], expect[2];
+    cpu_->Argmax(logits.data(), 2, 4, got);
+    ref_.Argmax(logits.data(), 2, 4, expect);
+    EXPECT_EQ(got[0], 1);
+    EXPECT_EQ(got[1], 1);
+    EXPECT_EQ(got[0], expect[0]);
+  }
+}
+
+// A paged cache with scattered block ids and ragged sequences.
+struct CacheFixture {
+  int64_t n_kv_heads, head_dim, block_size, num_blocks;
+  std::vector<uint16_t> k, v;
+  KvLayerView View() {
+    return KvLayerView{k.data(), v.data(), num_blocks, n_kv_heads, block_size, head_dim};
+  }
+};
+
+void RunAttentionCase(Backend& cpu, Backend& ref, int64_t n_heads, int64_t n_kv_heads,
+                      int64_t head_dim, int64_t block_size, const std::vector<int32_t>& start_pos,
+                      const std::vector<int32_t>& counts, bool decode, uint64_t seed) {
+  const int64_t width_q = n_heads * head_dim, width_kv = n_kv_heads * head_dim;
+  int64_t num_blocks = 1;  // block 0 is reserved
+  std::vector<std::vector<int32_t>> tables;
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  for (size_t s = 0; s < start_pos.size(); ++s) {
+    const int64_t blocks = (start_pos[s] + counts[s] + block_size - 1) / block_size;
+    tables.emplace_back();
+    for (int64_t b = 0; b < blocks; ++b) tables.back().push_back(static_cast<int32_t>(num_blocks++));
+  }
+  // Scatter: permute block ids across sequences so tables are not contiguous.
+  std::vector<int32_t> perm(static_cast<size_t>(num_blocks - 1));
+  std::iota(perm.begin(), perm.end(), 1);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  for (auto& t : tables)
+    for (auto& b : t) b = perm[static_cast<size_t>(b - 1)];
+
+  CacheFixture c{n_kv_heads, head_dim, block_size, num_blocks, {}, {}};
+  const size_t cache_elems = static_cast<size_t>(num_blocks * n_kv_heads * block_size * head_dim);
+  c.k.assign(cache_elems, 0);
+  c.v.assign(cache_elems, 0);
+  // Earlier context (positions < start_pos) stored through the reference.
+  std::vector<AttentionSequence> history, now;
+  int64_t hist_rows = 0, rows = 0;
+  for (size_t s = 0; s < start_pos.size(); ++s) {
+    history.push_back({hist_rows, start_pos[s], 0, tables[s]});
+    hist_rows += start_pos[s];
+    now.push_back({rows, counts[s], start_pos[s], tables[s]});
+    rows += counts[s];
+  }
+  const auto hk = Random(static_cast<size_t>(hist_rows * width_kv), seed + 1);
+  const auto hv = Random(static_cast<size_t>(hist_rows * width_kv), seed + 2);
+  KvLayerView view = c.View();
+  ref.StoreKv(view, hk.data(), hv.data(), history);
+  CacheFixture c_ref = c;
+  KvLayerView view_ref = c_ref.View();
+
+  const auto q = Random(static_cast<size_t>(rows * width_q), seed + 3);
+  const auto k = Random(static_cast<size_t>(rows * width_kv), seed + 4);
+  const auto v = Random(static_cast<size_t>(rows * width_kv), seed + 5);
+  cpu.StoreKv(view, k.data(), v.data(), now);
+  ref.StoreKv(view_ref, k.data(), v.data(), now);
+  ASSERT_EQ(c.k, c_ref.k);
+  ASSERT_EQ(c.v, c_ref.v);
+  std::vector<float> got(static_cast<size_t>(rows * width_q)), want(got.size());
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  if (decode) {
+    cpu.AttentionDecode(view, q.data(), now, n_heads, scale, got.data());
+    ref.AttentionDecode(view_ref, q.data(), now, n_heads, scale, want.data());
+  } else {
+    cpu.AttentionPrefill(view, q.data(), now, n_heads, scale, got.data());
+    ref.AttentionPrefill(view_ref, q.data(), now, n_heads, scale, want.data());
+  }
+  ExpectClose(got, want, 2e-5,
+              std::string(decode ? "decode" : "prefill") + " heads " + std::to_string(n_heads) +
+                  "/" + std::to_string(n_kv_heads) + " hd " + std::to_string(head_dim) + " bs " +
+                  std::to_string(block_size));
+}
+
+TEST_P(BackendOpsTest, PagedAttentionDecode) {
+  // One new token per sequence, ragged context lengths, GQA groups of 1, 2 and 4.
+  RunAttentionCase(*cpu_, ref_, 8, 8, 8, 16, {0, 5, 16, 40}, {1, 1, 1, 1}, true, 21);
+  RunAttentionCase(*cpu_, ref_, 8, 4, 8, 4, {3, 0, 100}, {1, 1, 1}, true, 22);
+  RunAttentionCase(*cpu_, ref_, 12, 3, 64, 16, {200, 1, 17, 63, 64}, {1, 1, 1, 1, 1}, true, 23);
+  RunAttentionCase(*cpu_, ref_, 4, 2, 20, 1, {7, 2}, {1, 1}, true, 24);
+}
+
+TEST_P(BackendOpsTest, PagedAttentionPrefillWholeAndChunked) {
+  RunAttentionCase(*cpu_, ref_, 8, 4, 8, 16, {0}, {37}, false, 31);                  // whole
+  RunAttentionCase(*cpu_, ref_, 8, 4, 8, 16, {20, 0, 33}, {15, 5, 40}, false, 32);   // chunks
+  RunAttentionCase(*cpu_, ref_, 12, 12, 64, 16, {0, 128}, {70, 17}, false, 33);
+  RunAttentionCase(*cpu_, ref_, 6, 2, 16, 3, {1, 9}, {2, 11}, false, 34);
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, BackendOpsTest, ::testing::ValuesIn(Variants()),
+                         [](const auto& info) {
+                           std::string n = info.param.name;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace bmad::kernels
