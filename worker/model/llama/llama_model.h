@@ -1,0 +1,74 @@
+// A Llama-family decoder over a paged KV cache: one call computes one engine step for a batch
+// of sequences, each with its new tokens, their positions and its block table (the interface
+// the scheduler drives). Prefill, chunked prefill and decode are the same call; a step may mix
+// them.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "kernels/backend.h"
+#include "worker/model/gguf/gguf_file.h"
+#include "worker/model/kv_cache.h"
+#include "worker/model/llama/llama_config.h"
+#include "worker/model/llama/llama_weights.h"
+
+namespace bmad::model {
+
+// One sequence's share of a step.
+struct SequenceStep {
+  std::span<const int32_t> tokens;       // tokens computed this step (a prompt chunk, or one)
+  int32_t start_pos = 0;                 // position of tokens[0]; earlier positions are cached
+  std::span<const int32_t> block_table;  // the sequence's blocks, covering every position
+  bool want_logits = false;              // return logits for the last token
+};
+
+class LlamaModel {
+ public:
+  // Opens, validates and maps `path`. Errors name the file and what is wrong.
+  static Result<std::unique_ptr<LlamaModel>> Load(const std::string& path,
+                                                  kernels::Backend& backend);
+
+  const LlamaConfig& config() const { return config_; }
+  const gguf::GgufFile& file() const { return *file_; }
+  const LlamaWeights& weights() const { return weights_; }
+
+  // The KV cache shape this model needs for `num_blocks` blocks of `block_size` tokens.
+  KvCacheShape CacheShape(int64_t num_blocks, int64_t block_size) const;
+
+  // Sizes the step workspace for up to `max_tokens` tokens and `max_seqs` sequences per step, so
+  // steps within those bounds allocate nothing.
+  void Reserve(int64_t max_tokens, int64_t max_seqs);
+
+  // Computes one step and writes the logits of every sequence with want_logits, in step order,
+  // to `logits` ([that count, n_vocab]). kInvalidArgument for a malformed step (token id out of
+  // range, position past the context, block table too short or naming a block outside the cache).
+  Status Forward(std::span<const SequenceStep> steps, const KvCache& cache, float* logits);
+
+  // Workspace growths since Load (the engine reports system allocations after warm-up).
+  uint64_t workspace_allocations() const { return workspace_allocations_; }
+
+ private:
+  LlamaModel(std::unique_ptr<gguf::GgufFile> file, LlamaConfig config, LlamaWeights weights,
+             kernels::Backend& backend);
+  Status Validate(std::span<const SequenceStep> steps, const KvCache& cache) const;
+  void Grow(std::vector<float>& buffer, size_t floats);
+  void RunLayer(int64_t layer, int64_t n_tokens, const KvCache& cache);
+
+  std::unique_ptr<gguf::GgufFile> file_;
+  LlamaConfig config_;
+  LlamaWeights weights_;
+  kernels::Backend& backend_;
+  kernels::RopeConfig rope_;
+
+  // Step workspace: [tokens, width] activations.
+  std::vector<float> x_, h_, q_, k_, v_, attn_, proj_, gate_, up_, last_;
+  std::vector<int32_t> ids_, positions_;
+  std::vector<kernels::AttentionSequence> prefill_seqs_, decode_seqs_;
+  uint64_t workspace_allocations_ = 0;
+};
+
+}  // namespace bmad::model
