@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <chrono>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -13,8 +14,13 @@
 
 namespace bmad::kernels::cpu {
 namespace {
-// About 50-100 µs of spinning before a worker sleeps.
-constexpr int kSpinIterations = 20000;
+
+// How long a worker spins for the next loop before it sleeps.
+constexpr auto kSpinTime = std::chrono::microseconds(2000);
+
+uint32_t Generation(uint64_t state) { return static_cast<uint32_t>(state >> 32); }
+uint32_t NextChunk(uint64_t state) { return static_cast<uint32_t>(state); }
+
 }  // namespace
 
 int AvailableCores() {
@@ -32,17 +38,26 @@ ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_.store(true);
-    generation_.fetch_add(1);
   }
   wake_.notify_all();
   for (auto& w : workers_) w.join();
 }
 
-void ThreadPool::RunChunks(int thread) {
-  while (true) {
-    const int64_t begin = next_task_.fetch_add(grain_, std::memory_order_relaxed);
-    if (begin >= n_tasks_) break;
+void ThreadPool::RunChunks(uint32_t gen, int thread) {
+  uint64_t s = state_.load(std::memory_order_acquire);
+  while (Generation(s) == gen) {
+    const uint32_t chunk = NextChunk(s);
+    // Read after observing `gen`: if a newer loop has started since, the claim below fails.
+    if (chunk >= n_chunks_) return;
+    if (!state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel,
+                                      std::memory_order_acquire)) {
+      continue;
+    }
+    // The chunk is ours; the caller waits for it, so the loop's fields stay valid.
+    const int64_t begin = int64_t{chunk} * grain_;
     (*fn_)(begin, std::min(n_tasks_, begin + grain_), thread);
+    chunks_done_.fetch_add(1, std::memory_order_acq_rel);
+    s = state_.load(std::memory_order_acquire);
   }
 }
 
@@ -56,36 +71,40 @@ void ThreadPool::ParallelFor(int64_t n_tasks, int64_t grain, const RangeFn& fn) 
   fn_ = &fn;
   n_tasks_ = n_tasks;
   grain_ = grain;
-  next_task_.store(0, std::memory_order_relaxed);
-  busy_workers_.store(num_threads_ - 1, std::memory_order_relaxed);
-  {
-    // The lock orders the job fields before the generation bump for sleeping workers.
-    std::lock_guard<std::mutex> lock(mutex_);
-    generation_.fetch_add(1, std::memory_order_release);
+  n_chunks_ = static_cast<uint32_t>((n_tasks + grain - 1) / grain);
+  chunks_done_.store(0, std::memory_order_relaxed);
+  const uint32_t gen = Generation(state_.load(std::memory_order_relaxed)) + 1;
+  state_.store(uint64_t{gen} << 32, std::memory_order_release);
+  if (sleepers_.load(std::memory_order_acquire) > 0) {
+    { std::lock_guard<std::mutex> lock(mutex_); }  // orders the store before sleepers re-check
+    wake_.notify_all();
   }
-  wake_.notify_all();
-  RunChunks(0);
-  while (busy_workers_.load(std::memory_order_acquire) != 0) BMAD_CPU_RELAX();
-  fn_ = nullptr;
+  RunChunks(gen, 0);
+  while (chunks_done_.load(std::memory_order_acquire) != n_chunks_) BMAD_CPU_RELAX();
 }
 
 void ThreadPool::WorkerLoop(int thread) {
-  uint64_t seen = 0;
-  while (true) {
-    uint64_t gen = generation_.load(std::memory_order_acquire);
-    for (int i = 0; i < kSpinIterations && gen == seen; ++i) {
+  uint32_t seen = 0;
+  while (!stop_.load(std::memory_order_acquire)) {
+    uint32_t gen = Generation(state_.load(std::memory_order_acquire));
+    const auto spin_until = std::chrono::steady_clock::now() + kSpinTime;
+    for (int i = 1; gen == seen; ++i) {
       BMAD_CPU_RELAX();
-      gen = generation_.load(std::memory_order_acquire);
+      gen = Generation(state_.load(std::memory_order_acquire));
+      if (i % 256 == 0 && std::chrono::steady_clock::now() > spin_until) break;
     }
     if (gen == seen) {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
-      gen = generation_.load(std::memory_order_acquire);
+      sleepers_.fetch_add(1, std::memory_order_acq_rel);
+      wake_.wait(lock, [&] {
+        return stop_.load() || Generation(state_.load(std::memory_order_acquire)) != seen;
+      });
+      sleepers_.fetch_sub(1, std::memory_order_acq_rel);
+      if (stop_.load()) return;
+      gen = Generation(state_.load(std::memory_order_acquire));
     }
     seen = gen;
-    if (stop_.load()) return;
-    RunChunks(thread);
-    busy_workers_.fetch_sub(1, std::memory_order_acq_rel);
+    RunChunks(gen, thread);
   }
 }
 

@@ -1,6 +1,12 @@
 // A fixed set of compute threads that run one parallel loop at a time. The calling thread takes
-// part, so a pool of N threads starts N-1 workers. Workers spin briefly after a loop (the next
-// op usually follows within microseconds) and then sleep, so an idle engine burns no CPU.
+// part, so a pool of N threads starts N-1 workers.
+//
+// Chunks are claimed from one atomic word holding (loop generation, next chunk), so a worker
+// that wakes late can never take a chunk of a loop that is over, and the caller never waits for
+// a worker that has nothing to do: it waits only for chunks already claimed. On a busy machine,
+// where a worker may not be scheduled for milliseconds, the caller simply does the work itself.
+// Workers spin briefly between loops (the ops of one engine step follow each other within
+// microseconds, and waking a sleeping thread costs far more), then sleep.
 #pragma once
 
 #include <atomic>
@@ -32,19 +38,22 @@ class ThreadPool {
 
  private:
   void WorkerLoop(int thread);
-  void RunChunks(int thread);
+  // Claims and runs chunks of the loop of generation `gen` until none are left.
+  void RunChunks(uint32_t gen, int thread);
 
   const int num_threads_;
   std::vector<std::thread> workers_;
 
-  // The current loop.
+  // The current loop; written by the caller before it publishes a new generation.
   const RangeFn* fn_ = nullptr;
   int64_t n_tasks_ = 0;
   int64_t grain_ = 1;
-  std::atomic<int64_t> next_task_{0};
-  std::atomic<int> busy_workers_{0};
+  uint32_t n_chunks_ = 0;
+  // (generation << 32) | next chunk index.
+  std::atomic<uint64_t> state_{0};
+  std::atomic<uint32_t> chunks_done_{0};
 
-  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};
   std::mutex mutex_;
   std::condition_variable wake_;
