@@ -15,6 +15,11 @@ constexpr uint64_t kMaxDims = 4;
 // Sanity bounds: far above any real model, low enough that a corrupt count fails fast.
 constexpr uint64_t kMaxTensors = 1u << 20;
 constexpr uint64_t kMaxKeyValues = 1u << 20;
+// Metadata arrays (vocabularies, merges) hold at most a few hundred thousand entries; each
+// costs ~24 bytes here, so a corrupt count must not make us allocate gigabytes.
+constexpr uint64_t kMaxArrayElements = 1u << 24;
+// ggml's GGML_MAX_NAME: tensor names are shorter than 64 bytes.
+constexpr size_t kMaxTensorName = 63;
 
 // A bounds-checked little-endian reader over the mapped bytes.
 class Cursor {
@@ -227,6 +232,10 @@ Status GgufFile::Parse() {
       // Every element takes at least its fixed size (strings: their 8-byte length).
       const uint64_t min_bytes = elem_size ? elem_size : 8;
       if (count > c.remaining() / min_bytes) return truncated("array '" + key_str + "'");
+      if (count > kMaxArrayElements) {
+        return DataLoss(path_ + ": metadata array '" + key_str + "' has an implausible " +
+                        std::to_string(count) + " elements");
+      }
       value.array.resize(count);
       for (uint64_t j = 0; j < count; ++j) {
         if (!ReadScalar(c, value.array_type, &value.array[j])) {
@@ -258,6 +267,10 @@ Status GgufFile::Parse() {
     std::string_view name;
     if (!c.ReadString(&name)) return truncated("the name of tensor #" + std::to_string(i));
     t.name = std::string(name);
+    if (t.name.size() > kMaxTensorName) {
+      return DataLoss(path_ + ": tensor name '" + t.name.substr(0, 80) + "...' is longer than " +
+                      std::to_string(kMaxTensorName) + " bytes");
+    }
     uint32_t n_dims = 0;
     if (!c.Read(&n_dims)) return truncated("the shape of '" + t.name + "'");
     if (n_dims == 0 || n_dims > kMaxDims) {
@@ -287,8 +300,14 @@ Status GgufFile::Parse() {
                       " has a first dimension " + std::to_string(t.shape[0]) +
                       " that is not a multiple of " + std::to_string(traits->block_elements));
     }
-    t.nbytes = elements / static_cast<uint64_t>(traits->block_elements) *
-               static_cast<uint64_t>(traits->block_bytes);
+    const uint64_t blocks = elements / static_cast<uint64_t>(traits->block_elements);
+    // A byte size that wrapped around would pass the bounds check below while the shape still
+    // promises 2^62 elements: reject it here.
+    if (blocks > UINT64_MAX / static_cast<uint64_t>(traits->block_bytes)) {
+      return DataLoss(path_ + ": tensor '" + t.name + "' is too large (" +
+                      std::to_string(elements) + " elements of " + std::string(traits->name) + ")");
+    }
+    t.nbytes = blocks * static_cast<uint64_t>(traits->block_bytes);
     if (t.offset % alignment_ != 0) {
       return DataLoss(path_ + ": tensor '" + t.name + "' data offset " +
                       std::to_string(t.offset) + " is not aligned to " +

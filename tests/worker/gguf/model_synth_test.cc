@@ -1,0 +1,357 @@
+// Synthesized models: the keys, types and shapes llama.cpp expects, deterministic weights with
+// the intended values, the vocabulary, and the spec's validation.
+#include "worker/model/synth/model_synth.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/half.h"
+#include "kernels/q8_0.h"
+#include "tests/support/paths.h"
+#include "worker/model/gguf/gguf_file.h"
+#include "worker/model/synth/synth_weights.h"
+
+namespace bmad::synth {
+namespace {
+
+using gguf::GgufFile;
+using gguf::TensorInfo;
+using gguf::ValueType;
+using ::testing::HasSubstr;
+
+SynthSpec SmallSpec(SynthDtype dtype) {
+  SynthSpec spec;
+  spec.layers = 2;
+  spec.dim = 64;
+  spec.heads = 4;
+  spec.kv_heads = 2;
+  spec.ffn = 96;
+  spec.vocab = 300;
+  spec.ctx = 128;
+  spec.dtype = dtype;
+  spec.seed = 7;
+  spec.name = "small";
+  return spec;
+}
+
+std::string BuildBytes(const SynthSpec& spec) {
+  gguf::GgufWriter writer;
+  Status s = BuildSynthModel(spec, writer);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  auto bytes = writer.WriteToString();
+  EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
+  return bytes.ok() ? *bytes : std::string();
+}
+
+std::unique_ptr<GgufFile> Build(const SynthSpec& spec) {
+  auto file = GgufFile::FromBytes(BuildBytes(spec), "synth.gguf");
+  EXPECT_TRUE(file.ok()) << file.status().ToString();
+  return file.ok() ? std::move(file).value() : nullptr;
+}
+
+// The values the generator intended for one matrix of a built model.
+std::vector<float> Intended(const SynthSpec& spec, const TensorInfo& t, float stddev) {
+  return RandomMatrixValues({TensorSeed(spec.seed, t.name), t.shape[0], t.shape[1], stddev});
+}
+
+std::vector<float> F32Data(const TensorInfo& t) {
+  std::vector<float> v(static_cast<size_t>(t.elements()));
+  std::memcpy(v.data(), t.data, v.size() * sizeof(float));
+  return v;
+}
+
+TEST(ModelSynthTest, WritesLlamaKeysWithTheTypesLlamaCppRequires) {
+  auto file = Build(SmallSpec(SynthDtype::kF16));
+  ASSERT_NE(file, nullptr);
+  EXPECT_EQ(*file->GetString("general.architecture"), "llama");
+  EXPECT_EQ(*file->GetString("general.name"), "small");
+  const std::vector<std::pair<std::string, int64_t>> uint32_keys = {
+      {"general.file_type", 1},
+      {"llama.context_length", 128},
+      {"llama.embedding_length", 64},
+      {"llama.block_count", 2},
+      {"llama.feed_forward_length", 96},
+      {"llama.rope.dimension_count", 16},
+      {"llama.attention.head_count", 4},
+      {"llama.attention.head_count_kv", 2},
+      {"llama.vocab_size", 300},
+      {"tokenizer.ggml.bos_token_id", 1},
+      {"tokenizer.ggml.eos_token_id", 2},
+      {"tokenizer.ggml.unknown_token_id", 0},
+  };
+  for (const auto& [key, value] : uint32_keys) {
+    ASSERT_TRUE(file->Has(key)) << key;
+    EXPECT_EQ(file->Find(key)->type, ValueType::kUint32) << key;
+    EXPECT_EQ(*file->GetInt(key), value) << key;
+  }
+  EXPECT_EQ(file->Find("llama.attention.layer_norm_rms_epsilon")->type, ValueType::kFloat32);
+  EXPECT_EQ(*file->GetFloat("llama.attention.layer_norm_rms_epsilon"),
+            static_cast<double>(1e-5f));
+  EXPECT_EQ(*file->GetFloat("llama.rope.freq_base"), 10000.0);
+  EXPECT_EQ(*file->GetString("tokenizer.ggml.model"), "llama");
+  EXPECT_EQ(file->Find("tokenizer.ggml.scores")->array_type, ValueType::kFloat32);
+  EXPECT_EQ(file->Find("tokenizer.ggml.token_type")->array_type, ValueType::kInt32);
+  EXPECT_EQ(file->GetStringArray("tokenizer.ggml.tokens")->size(), 300u);
+  EXPECT_FALSE(file->Has("general.alignment"));
+  EXPECT_EQ(file->alignment(), 32u);
+
+  EXPECT_EQ(*Build(SmallSpec(SynthDtype::kF32))->GetInt("general.file_type"), 0);
+  EXPECT_EQ(*Build(SmallSpec(SynthDtype::kQ8_0))->GetInt("general.file_type"), 7);
+}
+
+TEST(ModelSynthTest, WritesEveryTensorWithLlamaCppNamesAndShapes) {
+  const SynthSpec spec = SmallSpec(SynthDtype::kQ8_0);
+  auto file = Build(spec);
+  ASSERT_NE(file, nullptr);
+  ASSERT_EQ(file->tensors().size(), 3u + 9u * 2u);
+  const std::vector<std::pair<std::string, std::string>> matrices = {
+      {"token_embd.weight", "[64, 300]"}, {"output.weight", "[64, 300]"},
+      {"attn_q.weight", "[64, 64]"},      {"attn_k.weight", "[64, 32]"},
+      {"attn_v.weight", "[64, 32]"},      {"attn_output.weight", "[64, 64]"},
+      {"ffn_gate.weight", "[64, 96]"},    {"ffn_up.weight", "[64, 96]"},
+      {"ffn_down.weight", "[96, 64]"}};
+  for (const auto& [name, shape] : matrices) {
+    const bool global = name == "token_embd.weight" || name == "output.weight";
+    for (int layer = 0; layer < (global ? 1 : 2); ++layer) {
+      const std::string full = global ? name : "blk." + std::to_string(layer) + "." + name;
+      const TensorInfo* t = file->FindTensor(full);
+      ASSERT_NE(t, nullptr) << full;
+      EXPECT_EQ(t->ShapeString(), shape) << full;
+      EXPECT_EQ(t->type_name(), "q8_0") << full;
+    }
+  }
+  for (const std::string name : {"blk.0.attn_norm.weight", "blk.0.ffn_norm.weight",
+                                 "blk.1.attn_norm.weight", "blk.1.ffn_norm.weight",
+                                 "output_norm.weight"}) {
+    const TensorInfo* t = file->FindTensor(name);
+    ASSERT_NE(t, nullptr) << name;
+    EXPECT_EQ(t->ShapeString(), "[64]");
+    EXPECT_EQ(t->type_name(), "f32");
+    EXPECT_EQ(F32Data(*t), std::vector<float>(64, 1.0f)) << name;
+  }
+  int64_t parameters = 0;
+  for (const TensorInfo& t : file->tensors()) parameters += t.elements();
+  EXPECT_EQ(parameters, SynthParameterCount(spec, 300));
+}
+
+TEST(ModelSynthTest, SameSeedIsByteIdenticalAnotherSeedDiffers) {
+  const SynthSpec spec = SmallSpec(SynthDtype::kF16);
+  const std::string a = BuildBytes(spec);
+  EXPECT_EQ(a, BuildBytes(spec));
+  SynthSpec other = spec;
+  other.seed = 8;
+  const std::string b = BuildBytes(other);
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_NE(a, b);
+
+  // The file on disk is the same bytes.
+  const std::string dir = bmad::testing::MakeTempDir("model_synth_");
+  ASSERT_TRUE(SynthesizeModel(spec, dir + "/m.gguf").ok());
+  std::ifstream in(dir + "/m.gguf", std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_EQ(ss.str(), a);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ModelSynthTest, F32WeightsAreTheIntendedValuesWithTheIntendedSpread) {
+  const SynthSpec spec = SmallSpec(SynthDtype::kF32);
+  auto file = Build(spec);
+  ASSERT_NE(file, nullptr);
+  const auto stats = [](const std::vector<float>& v) {
+    double sum = 0, sq = 0;
+    for (float x : v) {
+      sum += x;
+      sq += static_cast<double>(x) * x;
+    }
+    const double mean = sum / static_cast<double>(v.size());
+    return std::make_pair(mean, std::sqrt(sq / static_cast<double>(v.size()) - mean * mean));
+  };
+  const TensorInfo* embd = file->FindTensor("token_embd.weight");
+  const std::vector<float> embd_values = F32Data(*embd);
+  EXPECT_EQ(embd_values, Intended(spec, *embd, 1.0f));
+  auto [mean, stddev] = stats(embd_values);
+  EXPECT_NEAR(mean, 0.0, 0.02);
+  EXPECT_NEAR(stddev, 1.0, 0.03);
+  for (float x : embd_values) EXPECT_LT(std::fabs(x), std::sqrt(3.0f));
+
+  const TensorInfo* down = file->FindTensor("blk.1.ffn_down.weight");
+  const std::vector<float> down_values = F32Data(*down);
+  EXPECT_EQ(down_values, Intended(spec, *down, 1.0f / std::sqrt(96.0f)));
+  std::tie(mean, stddev) = stats(down_values);
+  EXPECT_NEAR(stddev, 1.0 / std::sqrt(96.0), 0.005);
+  // Every tensor draws its own stream.
+  EXPECT_NE(F32Data(*file->FindTensor("blk.0.attn_q.weight")),
+            F32Data(*file->FindTensor("blk.1.attn_q.weight")));
+}
+
+TEST(ModelSynthTest, F16WeightsAreTheIntendedValuesRounded) {
+  const SynthSpec spec = SmallSpec(SynthDtype::kF16);
+  auto file = Build(spec);
+  ASSERT_NE(file, nullptr);
+  const TensorInfo* t = file->FindTensor("blk.0.attn_k.weight");
+  const std::vector<float> intended = Intended(spec, *t, 1.0f / 8.0f);
+  std::vector<uint16_t> halves(intended.size());
+  ASSERT_EQ(t->nbytes, halves.size() * 2);
+  std::memcpy(halves.data(), t->data, t->nbytes);
+  for (size_t i = 0; i < halves.size(); ++i) {
+    ASSERT_EQ(HalfToFloat(halves[i]), RoundToHalf(intended[i])) << i;
+  }
+}
+
+TEST(ModelSynthTest, Q8_0BlocksDequantizeCloseToTheIntendedValues) {
+  const SynthSpec spec = SmallSpec(SynthDtype::kQ8_0);
+  auto file = Build(spec);
+  ASSERT_NE(file, nullptr);
+  for (const std::string name : {"token_embd.weight", "blk.1.ffn_down.weight"}) {
+    const TensorInfo* t = file->FindTensor(name);
+    ASSERT_NE(t, nullptr);
+    const float stddev = name == "token_embd.weight" ? 1.0f : 1.0f / std::sqrt(96.0f);
+    const std::vector<float> intended = Intended(spec, *t, stddev);
+    const size_t blocks = intended.size() / kernels::kQ8_0Block;
+    ASSERT_EQ(t->nbytes, blocks * sizeof(kernels::BlockQ8_0));
+    std::vector<kernels::BlockQ8_0> q(blocks);
+    std::memcpy(q.data(), t->data, t->nbytes);
+    std::vector<float> restored(intended.size());
+    kernels::DequantizeRowQ8_0(q.data(), static_cast<int64_t>(intended.size()), restored.data());
+    for (size_t b = 0; b < blocks; ++b) {
+      float amax = 0;
+      for (int j = 0; j < kernels::kQ8_0Block; ++j) {
+        amax = std::max(amax, std::fabs(intended[b * 32 + j]));
+      }
+      // The scale is amax/127 rounded to F16; each value is within half a step of the exact
+      // scale, plus what the scale's rounding costs at |q| <= 127.
+      const float exact = amax / 127.0f;
+      const float scale = HalfToFloat(q[b].scale);
+      EXPECT_NEAR(scale, exact, exact * 1e-3f) << b;
+      const float bound = 0.5f * exact + 127.0f * std::fabs(scale - exact) + 1e-6f;
+      for (int j = 0; j < kernels::kQ8_0Block; ++j) {
+        ASSERT_NEAR(restored[b * 32 + j], intended[b * 32 + j], bound)
+            << name << " block " << b << " element " << j;
+      }
+    }
+  }
+}
+
+TEST(ModelSynthTest, CopiesTheVocabularyFromAnotherModel) {
+  const std::string source_path =
+      bmad::testing::SharedModelsDir() + "/llama-2-tiny-random.gguf";
+  auto source = GgufFile::Open(source_path);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  SynthSpec spec = SmallSpec(SynthDtype::kF32);
+  spec.layers = 1;
+  spec.dim = 32;
+  spec.heads = 2;
+  spec.kv_heads = 2;
+  spec.ffn = 32;
+  spec.vocab = 0;
+  spec.vocab_from = source_path;
+  auto file = Build(spec);
+  ASSERT_NE(file, nullptr);
+  EXPECT_EQ(*file->GetInt("llama.vocab_size"), 32000);
+  EXPECT_EQ(file->FindTensor("token_embd.weight")->ShapeString(), "[32, 32000]");
+  EXPECT_EQ(file->FindTensor("output.weight")->ShapeString(), "[32, 32000]");
+  int copied = 0;
+  for (const auto& [key, value] : (*source)->metadata()) {
+    if (key.rfind("tokenizer.", 0) != 0) continue;
+    ++copied;
+    const gguf::MetadataValue* mine = file->Find(key);
+    ASSERT_NE(mine, nullptr) << key;
+    EXPECT_EQ(mine->type, value.type) << key;
+    EXPECT_EQ(mine->array_type, value.array_type) << key;
+    EXPECT_TRUE(mine->scalar == value.scalar) << key;
+    EXPECT_TRUE(mine->array == value.array) << key;
+  }
+  EXPECT_GE(copied, 7);
+  EXPECT_EQ((*file->GetStringArray("tokenizer.ggml.tokens"))[9038], "\xe2\x96\x81Once");
+
+  spec.vocab = 32000;  // equal to the source: fine
+  EXPECT_NE(Build(spec), nullptr);
+  spec.vocab = 512;
+  gguf::GgufWriter writer;
+  Status s = BuildSynthModel(spec, writer);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("32000"));
+  EXPECT_THAT(s.message(), HasSubstr("llama-2-tiny-random.gguf"));
+}
+
+TEST(ModelSynthTest, VocabFromErrors) {
+  SynthSpec spec = SmallSpec(SynthDtype::kF32);
+  spec.vocab = 0;
+  spec.vocab_from = "/nonexistent/vocab.gguf";
+  gguf::GgufWriter writer;
+  EXPECT_EQ(BuildSynthModel(spec, writer).code(), StatusCode::kNotFound);
+
+  // A GGUF file without a vocabulary.
+  const std::string dir = bmad::testing::MakeTempDir("model_synth_");
+  gguf::GgufWriter empty;
+  empty.SetString("general.architecture", "llama");
+  ASSERT_TRUE(empty.WriteFile(dir + "/novocab.gguf").ok());
+  spec.vocab_from = dir + "/novocab.gguf";
+  gguf::GgufWriter writer2;
+  Status s = BuildSynthModel(spec, writer2);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("novocab.gguf"));
+  EXPECT_THAT(s.message(), HasSubstr("tokenizer.ggml.tokens"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ModelSynthTest, ValidationNamesTheProblem) {
+  struct Case {
+    const char* what;
+    void (*mutate)(SynthSpec&);
+    const char* expected;
+  };
+  const Case cases[] = {
+      {"no layers", [](SynthSpec& s) { s.layers = 0; }, "layers"},
+      {"too many layers", [](SynthSpec& s) { s.layers = kMaxLayers + 1; }, "layers"},
+      {"negative dim", [](SynthSpec& s) { s.dim = -64; }, "dim"},
+      {"huge dim", [](SynthSpec& s) { s.dim = kMaxDim * 2; }, "dim"},
+      {"no heads", [](SynthSpec& s) { s.heads = 0; }, "heads"},
+      {"kv over heads", [](SynthSpec& s) { s.kv_heads = 8; }, "kv_heads"},
+      {"no kv heads", [](SynthSpec& s) { s.kv_heads = 0; }, "kv_heads"},
+      {"no ffn", [](SynthSpec& s) { s.ffn = 0; }, "ffn"},
+      {"no ctx", [](SynthSpec& s) { s.ctx = 0; }, "ctx"},
+      {"dim not divisible", [](SynthSpec& s) { s.dim = 66; }, "not divisible by heads"},
+      {"heads not divisible", [](SynthSpec& s) { s.heads = 4; s.kv_heads = 3; },
+       "not divisible by kv_heads"},
+      {"odd head dim", [](SynthSpec& s) { s.dim = 60; }, "must be even"},
+      {"q8_0 dim", [](SynthSpec& s) { s.dtype = SynthDtype::kQ8_0; s.dim = 48; },
+       "multiples of 32"},
+      {"q8_0 ffn", [](SynthSpec& s) { s.dtype = SynthDtype::kQ8_0; s.ffn = 100; },
+       "multiples of 32"},
+      {"small vocab", [](SynthSpec& s) { s.vocab = 258; }, "vocab"},
+      {"no vocab", [](SynthSpec& s) { s.vocab = 0; }, "vocab"},
+      {"too many parameters",
+       [](SynthSpec& s) { s.layers = 1024; s.dim = 65536; s.heads = 512; s.kv_heads = 512; },
+       "parameters"},
+  };
+  EXPECT_TRUE(ValidateSynthSpec(SmallSpec(SynthDtype::kF16)).ok());
+  for (const Case& c : cases) {
+    SynthSpec spec = SmallSpec(SynthDtype::kF16);
+    c.mutate(spec);
+    Status s = ValidateSynthSpec(spec);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << c.what;
+    EXPECT_THAT(s.message(), HasSubstr(c.expected)) << c.what;
+    gguf::GgufWriter writer;
+    EXPECT_EQ(BuildSynthModel(spec, writer).code(), StatusCode::kInvalidArgument) << c.what;
+    EXPECT_EQ(writer.tensor_count(), 0u) << c.what;
+  }
+  EXPECT_EQ(*ParseSynthDtype("q8_0"), SynthDtype::kQ8_0);
+  EXPECT_THAT(ParseSynthDtype("bf16").status().message(), HasSubstr("f32, f16 or q8_0"));
+}
+
+TEST(ModelSynthTest, WriteFailureNamesThePath) {
+  Status s = SynthesizeModel(SmallSpec(SynthDtype::kF16), "/nonexistent-dir/m.gguf");
+  EXPECT_EQ(s.code(), StatusCode::kIoError);
+  EXPECT_THAT(s.message(), HasSubstr("/nonexistent-dir/m.gguf"));
+}
+
+}  // namespace
+}  // namespace bmad::synth

@@ -1,0 +1,205 @@
+#include "worker/model/synth/model_synth.h"
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "worker/model/gguf/gguf_file.h"
+#include "worker/model/synth/synth_vocab.h"
+#include "worker/model/synth/synth_weights.h"
+
+namespace bmad::synth {
+namespace {
+
+using gguf::TensorType;
+
+TensorType MatrixType(SynthDtype dtype) {
+  switch (dtype) {
+    case SynthDtype::kF32: return TensorType::kF32;
+    case SynthDtype::kF16: return TensorType::kF16;
+    case SynthDtype::kQ8_0: return TensorType::kQ8_0;
+  }
+  return TensorType::kF32;
+}
+
+// general.file_type (llama.cpp's LLAMA_FTYPE_ALL_F32, MOSTLY_F16, MOSTLY_Q8_0).
+uint32_t FileType(SynthDtype dtype) {
+  switch (dtype) {
+    case SynthDtype::kF32: return 0;
+    case SynthDtype::kF16: return 1;
+    case SynthDtype::kQ8_0: return 7;
+  }
+  return 0;
+}
+
+Status CheckRange(const char* field, int64_t value, int64_t lo, int64_t hi) {
+  if (value < lo || value > hi) {
+    return InvalidArgument(std::string(field) + " must be in [" + std::to_string(lo) + ", " +
+                           std::to_string(hi) + "], got " + std::to_string(value));
+  }
+  return Status::Ok();
+}
+
+Status CheckParameterCount(const SynthSpec& spec, int64_t vocab) {
+  const int64_t params = SynthParameterCount(spec, vocab);
+  if (params > kMaxParameters) {
+    return InvalidArgument("the model would have " + std::to_string(params) +
+                           " parameters, over the limit of " + std::to_string(kMaxParameters));
+  }
+  return Status::Ok();
+}
+
+// A weight matrix of ggml shape [in, out] with random values of standard deviation `stddev`.
+Status AddMatrix(gguf::GgufWriter& writer, const std::string& name, int64_t in, int64_t out,
+                 float stddev, const SynthSpec& spec) {
+  const TensorType type = MatrixType(spec.dtype);
+  const RandomMatrixSpec matrix{TensorSeed(spec.seed, name), in, out, stddev};
+  return writer.AddTensor(name, {in, out}, type, [matrix, type](std::span<uint8_t> bytes) {
+    return EncodeRandomMatrix(matrix, type, bytes);
+  });
+}
+
+// An RMSNorm weight: F32 ones (the identity scale), whatever the matrices' type.
+Status AddNorm(gguf::GgufWriter& writer, const std::string& name, int64_t dim) {
+  const std::vector<float> ones(static_cast<size_t>(dim), 1.0f);
+  std::vector<uint8_t> bytes(ones.size() * sizeof(float));
+  std::memcpy(bytes.data(), ones.data(), bytes.size());
+  return writer.AddTensor(name, {dim}, TensorType::kF32, std::move(bytes));
+}
+
+}  // namespace
+
+std::string_view SynthDtypeName(SynthDtype dtype) {
+  switch (dtype) {
+    case SynthDtype::kF32: return "f32";
+    case SynthDtype::kF16: return "f16";
+    case SynthDtype::kQ8_0: return "q8_0";
+  }
+  return "?";
+}
+
+Result<SynthDtype> ParseSynthDtype(std::string_view name) {
+  for (SynthDtype d : {SynthDtype::kF32, SynthDtype::kF16, SynthDtype::kQ8_0}) {
+    if (name == SynthDtypeName(d)) return d;
+  }
+  return InvalidArgument("unknown dtype '" + std::string(name) + "' (expected f32, f16 or q8_0)");
+}
+
+Status ValidateSynthSpec(const SynthSpec& spec) {
+  BMAD_RETURN_IF_ERROR(CheckRange("layers", spec.layers, 1, kMaxLayers));
+  BMAD_RETURN_IF_ERROR(CheckRange("dim", spec.dim, 1, kMaxDim));
+  BMAD_RETURN_IF_ERROR(CheckRange("heads", spec.heads, 1, kMaxHeads));
+  BMAD_RETURN_IF_ERROR(CheckRange("kv_heads", spec.kv_heads, 1, spec.heads));
+  BMAD_RETURN_IF_ERROR(CheckRange("ffn", spec.ffn, 1, kMaxFfn));
+  BMAD_RETURN_IF_ERROR(CheckRange("ctx", spec.ctx, 1, kMaxContext));
+  if (spec.dim % spec.heads != 0) {
+    return InvalidArgument("dim " + std::to_string(spec.dim) + " is not divisible by heads " +
+                           std::to_string(spec.heads));
+  }
+  if (spec.heads % spec.kv_heads != 0) {
+    return InvalidArgument("heads " + std::to_string(spec.heads) +
+                           " is not divisible by kv_heads " + std::to_string(spec.kv_heads));
+  }
+  const int64_t head_dim = spec.dim / spec.heads;
+  if (head_dim % 2 != 0) {
+    return InvalidArgument("the head dimension dim/heads = " + std::to_string(head_dim) +
+                           " must be even (RoPE rotates pairs)");
+  }
+  if (spec.dtype == SynthDtype::kQ8_0 && (spec.dim % 32 != 0 || spec.ffn % 32 != 0)) {
+    return InvalidArgument("q8_0 needs dim and ffn to be multiples of 32, got dim " +
+                           std::to_string(spec.dim) + " and ffn " + std::to_string(spec.ffn));
+  }
+  if (spec.vocab_from.empty()) {
+    BMAD_RETURN_IF_ERROR(CheckRange("vocab", spec.vocab, kMinGeneratedVocabulary, kMaxVocabulary));
+    BMAD_RETURN_IF_ERROR(CheckParameterCount(spec, spec.vocab));
+  } else {
+    // 0 means "the size of the copied vocabulary", checked once it is read.
+    BMAD_RETURN_IF_ERROR(CheckRange("vocab", spec.vocab, 0, kMaxVocabulary));
+    BMAD_RETURN_IF_ERROR(CheckParameterCount(spec, spec.vocab));
+  }
+  return Status::Ok();
+}
+
+int64_t SynthParameterCount(const SynthSpec& spec, int64_t vocab) {
+  const int64_t head_dim = spec.heads > 0 ? spec.dim / spec.heads : 0;
+  const int64_t kv_dim = spec.kv_heads * head_dim;
+  const int64_t per_layer = 2 * spec.dim                          // attn_norm, ffn_norm
+                            + 2 * spec.dim * spec.dim             // attn_q, attn_output
+                            + 2 * spec.dim * kv_dim               // attn_k, attn_v
+                            + 3 * spec.dim * spec.ffn;            // ffn_gate, ffn_up, ffn_down
+  return 2 * vocab * spec.dim + spec.dim + spec.layers * per_layer;
+}
+
+Status BuildSynthModel(const SynthSpec& spec, gguf::GgufWriter& writer) {
+  BMAD_RETURN_IF_ERROR(ValidateSynthSpec(spec));
+  const int64_t head_dim = spec.dim / spec.heads;
+  const int64_t kv_dim = spec.kv_heads * head_dim;
+
+  writer.SetString("general.architecture", "llama");
+  writer.SetString("general.name", spec.name);
+  writer.SetUint32("general.file_type", FileType(spec.dtype));
+  // Architecture keys come before the vocabulary, whose size is only known after reading it.
+  writer.SetUint32("llama.context_length", static_cast<uint32_t>(spec.ctx));
+  writer.SetUint32("llama.embedding_length", static_cast<uint32_t>(spec.dim));
+  writer.SetUint32("llama.block_count", static_cast<uint32_t>(spec.layers));
+  writer.SetUint32("llama.feed_forward_length", static_cast<uint32_t>(spec.ffn));
+  writer.SetUint32("llama.rope.dimension_count", static_cast<uint32_t>(head_dim));
+  writer.SetUint32("llama.attention.head_count", static_cast<uint32_t>(spec.heads));
+  writer.SetUint32("llama.attention.head_count_kv", static_cast<uint32_t>(spec.kv_heads));
+  writer.SetFloat32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  writer.SetFloat32("llama.rope.freq_base", 10000.0f);
+  writer.SetUint32("llama.vocab_size", 0);  // placeholder, keeps the key's place
+
+  int64_t vocab = spec.vocab;
+  if (spec.vocab_from.empty()) {
+    BMAD_ASSIGN_OR_RETURN(const Vocabulary generated, MakeByteLevelVocabulary(spec.vocab));
+    SetVocabulary(generated, writer);
+  } else {
+    BMAD_ASSIGN_OR_RETURN(std::unique_ptr<gguf::GgufFile> source,
+                          gguf::GgufFile::Open(spec.vocab_from));
+    BMAD_ASSIGN_OR_RETURN(const int64_t copied, CopyVocabulary(*source, writer));
+    if (vocab != 0 && vocab != copied) {
+      return InvalidArgument("vocab " + std::to_string(vocab) + " differs from the " +
+                             std::to_string(copied) + " tokens of " + spec.vocab_from +
+                             " (leave --vocab out to use its size)");
+    }
+    vocab = copied;
+    BMAD_RETURN_IF_ERROR(CheckParameterCount(spec, vocab));
+  }
+  writer.SetUint32("llama.vocab_size", static_cast<uint32_t>(vocab));
+
+  const float in_dim_stddev = 1.0f / std::sqrt(static_cast<float>(spec.dim));
+  const float in_ffn_stddev = 1.0f / std::sqrt(static_cast<float>(spec.ffn));
+  BMAD_RETURN_IF_ERROR(AddMatrix(writer, "token_embd.weight", spec.dim, vocab, 1.0f, spec));
+  for (int64_t layer = 0; layer < spec.layers; ++layer) {
+    const std::string blk = "blk." + std::to_string(layer) + ".";
+    BMAD_RETURN_IF_ERROR(AddNorm(writer, blk + "attn_norm.weight", spec.dim));
+    BMAD_RETURN_IF_ERROR(AddMatrix(writer, blk + "attn_q.weight", spec.dim, spec.dim,
+                                   in_dim_stddev, spec));
+    BMAD_RETURN_IF_ERROR(AddMatrix(writer, blk + "attn_k.weight", spec.dim, kv_dim,
+                                   in_dim_stddev, spec));
+    BMAD_RETURN_IF_ERROR(AddMatrix(writer, blk + "attn_v.weight", spec.dim, kv_dim,
+                                   in_dim_stddev, spec));
+    BMAD_RETURN_IF_ERROR(AddMatrix(writer, blk + "attn_output.weight", spec.dim, spec.dim,
+                                   in_dim_stddev, spec));
+    BMAD_RETURN_IF_ERROR(AddNorm(writer, blk + "ffn_norm.weight", spec.dim));
+    BMAD_RETURN_IF_ERROR(AddMatrix(writer, blk + "ffn_gate.weight", spec.dim, spec.ffn,
+                                   in_dim_stddev, spec));
+    BMAD_RETURN_IF_ERROR(AddMatrix(writer, blk + "ffn_up.weight", spec.dim, spec.ffn,
+                                   in_dim_stddev, spec));
+    BMAD_RETURN_IF_ERROR(AddMatrix(writer, blk + "ffn_down.weight", spec.ffn, spec.dim,
+                                   in_ffn_stddev, spec));
+  }
+  BMAD_RETURN_IF_ERROR(AddNorm(writer, "output_norm.weight", spec.dim));
+  BMAD_RETURN_IF_ERROR(AddMatrix(writer, "output.weight", spec.dim, vocab, in_dim_stddev, spec));
+  return Status::Ok();
+}
+
+Status SynthesizeModel(const SynthSpec& spec, const std::string& out_path) {
+  gguf::GgufWriter writer;
+  BMAD_RETURN_IF_ERROR(BuildSynthModel(spec, writer));
+  return writer.WriteFile(out_path);
+}
+
+}  // namespace bmad::synth
