@@ -1,0 +1,310 @@
+#include "worker/model/tokenizer/tokenizer.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <queue>
+#include <utility>
+
+#include "worker/model/tokenizer/utf8.h"
+
+namespace bmad::tokenizer {
+namespace {
+
+// SentencePiece writes a space as U+2581 LOWER ONE EIGHTH BLOCK inside pieces.
+constexpr std::string_view kEscapedSpace = "\xE2\x96\x81";
+
+std::string EscapeSpaces(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() + text.size() / 4);
+  for (char c : text) {
+    if (c == ' ') {
+      out.append(kEscapedSpace);
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+std::string UnescapeSpaces(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  size_t pos = 0;
+  while (pos < text.size()) {
+    if (text.compare(pos, kEscapedSpace.size(), kEscapedSpace) == 0) {
+      out.push_back(' ');
+      pos += kEscapedSpace.size();
+    } else {
+      out.push_back(text[pos++]);
+    }
+  }
+  return out;
+}
+
+// The bytes C's isspace() accepts in the "C" locale (llama.cpp's RSTRIP test).
+bool IsAsciiSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return c - 'A' + 10;  // ValidateVocabulary admits only hex digits here
+}
+
+std::string ComputePiece(const std::string& text, TokenType type) {
+  switch (type) {
+    case TokenType::kNormal:
+      return UnescapeSpaces(text);
+    case TokenType::kByte:  // "<0xHH>"
+      return std::string(1, static_cast<char>(HexValue(text[3]) * 16 + HexValue(text[4])));
+    case TokenType::kUserDefined:
+      return text;
+    case TokenType::kUndefined:
+    case TokenType::kUnknown:
+    case TokenType::kControl:
+    case TokenType::kUnused:
+      break;
+  }
+  return "";
+}
+
+// One character, or several merged ones, of the text being encoded: a node of a doubly linked
+// list over the text (indices; -1 ends the list). A symbol merged into its left neighbour keeps
+// length 0.
+struct Symbol {
+  int64_t prev;
+  int64_t next;
+  size_t begin;
+  size_t length;
+};
+
+// A candidate merge of two adjacent symbols whose concatenation is the token with `score`.
+struct Merge {
+  float score;
+  int64_t left;
+  int64_t right;
+  size_t length;  // of the concatenation when proposed; a mismatch later means it is stale
+};
+
+// Orders the max-heap: the highest score first and, between equal scores, the leftmost pair,
+// the order llama.cpp's `llm_bigram_spm::comparator` gives.
+struct MergeLess {
+  bool operator()(const Merge& a, const Merge& b) const {
+    return a.score < b.score || (a.score == b.score && a.left > b.left);
+  }
+};
+
+}  // namespace
+
+Result<Tokenizer> Tokenizer::Create(Vocabulary vocabulary) {
+  BMAD_RETURN_IF_ERROR(ValidateVocabulary(vocabulary));
+  return Tokenizer(std::move(vocabulary));
+}
+
+Result<Tokenizer> LoadTokenizer(const gguf::GgufFile& file) {
+  Result<Vocabulary> vocabulary = LoadVocabulary(file);
+  if (!vocabulary.ok()) return vocabulary.status();
+  return Tokenizer::Create(std::move(vocabulary).value());
+}
+
+Tokenizer::Tokenizer(Vocabulary vocabulary) : vocabulary_(std::move(vocabulary)) {
+  const Vocabulary& v = vocabulary_;
+  const int32_t n = v.size();
+
+  id_by_text_.reserve(static_cast<size_t>(n));
+  pieces_.reserve(static_cast<size_t>(n));
+  for (int32_t id = 0; id < n; ++id) {
+    id_by_text_.emplace(v.texts[id], id);
+    pieces_.push_back(ComputePiece(v.texts[id], v.types[id]));
+  }
+
+  // llama.cpp's byte_to_token: "<0xHH>" (upper-case hex), else the one-byte text. Where it
+  // would abort, the unknown token stands in.
+  byte_tokens_.resize(256);
+  for (int byte = 0; byte < 256; ++byte) {
+    char spelled[7];
+    std::snprintf(spelled, sizeof(spelled), "<0x%02X>", byte);
+    int32_t id = FindToken(spelled);
+    if (id == kNoToken) id = FindToken(std::string(1, static_cast<char>(byte)));
+    byte_tokens_[byte] = id == kNoToken ? v.unk_id : id;
+  }
+
+  for (int32_t id = 0; id < n; ++id) {
+    const TokenType type = v.types[id];
+    if (type == TokenType::kControl || type == TokenType::kUserDefined ||
+        type == TokenType::kUnknown) {
+      special_tokens_.push_back(id);
+    }
+  }
+  // Longest first, so "<|im_end|>" is not cut short by a shorter token that it contains.
+  // llama.cpp's std::sort leaves equal lengths in no defined order; lower ids first here.
+  std::stable_sort(special_tokens_.begin(), special_tokens_.end(),
+                   [&](int32_t a, int32_t b) { return v.texts[a].size() > v.texts[b].size(); });
+
+  is_end_of_generation_.assign(static_cast<size_t>(n), false);
+  if (v.eos_id != kNoToken) is_end_of_generation_[v.eos_id] = true;
+  for (int32_t id : v.end_of_generation_ids) is_end_of_generation_[id] = true;
+  strips_right_space_.assign(static_cast<size_t>(n), false);
+  for (int32_t id : v.rstrip_ids) strips_right_space_[id] = true;
+}
+
+int32_t Tokenizer::FindToken(std::string_view text) const {
+  auto it = id_by_text_.find(text);
+  return it == id_by_text_.end() ? kNoToken : it->second;
+}
+
+std::vector<Tokenizer::Fragment> Tokenizer::SplitAtSpecialTokens(std::string_view text,
+                                                                 bool parse_special) const {
+  std::vector<Fragment> fragments;
+  if (text.empty()) return fragments;
+  fragments.push_back({kNoToken, 0, text.size()});
+
+  // One special token at a time over all text fragments, like llama.cpp's
+  // tokenizer_st_partition: the order of the tokens decides overlapping matches.
+  std::vector<Fragment> next;
+  for (int32_t special : special_tokens_) {
+    const TokenType type = vocabulary_.types[special];
+    // User-defined tokens are always cut out; control and unknown ones only when asked.
+    if (!parse_special && (type == TokenType::kControl || type == TokenType::kUnknown)) continue;
+    const std::string& needle = vocabulary_.texts[special];
+
+    next.clear();
+    for (const Fragment& fragment : fragments) {
+      if (fragment.token != kNoToken) {
+        next.push_back(fragment);
+        continue;
+      }
+      const size_t end = fragment.begin + fragment.length;
+      const std::string_view searched = text.substr(0, end);
+      size_t pos = fragment.begin;
+      while (pos < end) {
+        const size_t match = searched.find(needle, pos);
+        if (match == std::string_view::npos) break;
+        if (match > pos) next.push_back({kNoToken, pos, match - pos});
+        next.push_back({special, match, needle.size()});
+        pos = match + needle.size();
+        if (strips_right_space_[special]) {
+          while (pos < end && IsAsciiSpace(text[pos])) ++pos;
+        }
+      }
+      if (pos < end) next.push_back({kNoToken, pos, end - pos});
+    }
+    fragments.swap(next);
+  }
+  return fragments;
+}
+
+void Tokenizer::EncodeEscapedText(std::string_view text, std::vector<int32_t>& out) const {
+  if (text.empty()) return;
+
+  // Characters as llama.cpp cuts them: by the lead byte alone, clipped at the end.
+  std::vector<Symbol> symbols;
+  symbols.reserve(text.size());
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t length =
+        std::min(SentencePieceCharLength(static_cast<unsigned char>(text[pos])), text.size() - pos);
+    const auto index = static_cast<int64_t>(symbols.size());
+    symbols.push_back({index - 1, index + 1, pos, length});
+    pos += length;
+  }
+  symbols.back().next = -1;
+
+  std::priority_queue<Merge, std::vector<Merge>, MergeLess> queue;
+  const auto propose = [&](int64_t left, int64_t right) {
+    if (left < 0 || right < 0) return;
+    const size_t length = symbols[left].length + symbols[right].length;
+    const int32_t id = FindToken(text.substr(symbols[left].begin, length));
+    if (id == kNoToken) return;
+    queue.push({vocabulary_.scores[id], left, right, length});
+  };
+  for (size_t i = 1; i < symbols.size(); ++i) {
+    propose(static_cast<int64_t>(i) - 1, static_cast<int64_t>(i));
+  }
+
+  while (!queue.empty()) {
+    const Merge merge = queue.top();
+    queue.pop();
+    Symbol& left = symbols[merge.left];
+    Symbol& right = symbols[merge.right];
+    // Stale: one side was merged away or grew since this merge was proposed.
+    if (left.length == 0 || right.length == 0 || left.length + right.length != merge.length) {
+      continue;
+    }
+    left.length += right.length;
+    right.length = 0;
+    left.next = right.next;
+    if (right.next >= 0) symbols[right.next].prev = merge.left;
+    propose(left.prev, merge.left);
+    propose(merge.left, left.next);
+  }
+
+  // Symbol 0 is never merged away, so the list starts there.
+  for (int64_t i = 0; i >= 0; i = symbols[i].next) {
+    const std::string_view piece = text.substr(symbols[i].begin, symbols[i].length);
+    const int32_t id = FindToken(piece);
+    if (id != kNoToken) {
+      out.push_back(id);
+      continue;
+    }
+    for (char byte : piece) {
+      const int32_t byte_id = byte_tokens_[static_cast<unsigned char>(byte)];
+      if (byte_id != kNoToken) out.push_back(byte_id);  // no byte, one-byte or unknown token
+    }
+  }
+}
+
+std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_special,
+                                       bool parse_special) const {
+  std::vector<int32_t> out;
+  out.reserve(text.size() / 3 + 2);
+  if (add_special && vocabulary_.add_bos) out.push_back(vocabulary_.bos_id);
+
+  // The space prefix goes before the first text and before every text after a special token:
+  // SentencePiece sees each such text as the start of a sentence.
+  bool after_special = true;
+  std::string escaped;
+  for (const Fragment& fragment : SplitAtSpecialTokens(text, parse_special)) {
+    if (fragment.token != kNoToken) {
+      out.push_back(fragment.token);
+      after_special = true;
+      continue;
+    }
+    escaped.clear();
+    if (vocabulary_.add_space_prefix && after_special) escaped.append(kEscapedSpace);
+    escaped.append(EscapeSpaces(text.substr(fragment.begin, fragment.length)));
+    EncodeEscapedText(escaped, out);
+    after_special = false;
+  }
+
+  if (add_special && vocabulary_.add_eos) out.push_back(vocabulary_.eos_id);
+  return out;
+}
+
+std::string Tokenizer::TokenPiece(int32_t id) const {
+  if (id < 0 || id >= vocab_size()) return "";
+  return pieces_[id];
+}
+
+std::string Tokenizer::Decode(std::span<const int32_t> ids) const {
+  std::string out;
+  bool strip_space = vocabulary_.add_space_prefix;
+  for (int32_t id : ids) {
+    const std::string_view piece =
+        id >= 0 && id < vocab_size() ? std::string_view(pieces_[id]) : std::string_view();
+    // Only the very first token loses a space, even when its piece is empty (a BOS).
+    if (strip_space && !piece.empty() && piece.front() == ' ') {
+      out.append(piece.substr(1));
+    } else {
+      out.append(piece);
+    }
+    strip_space = false;
+  }
+  return out;
+}
+
+bool Tokenizer::IsEndOfGeneration(int32_t id) const {
+  return id >= 0 && id < vocab_size() && is_end_of_generation_[id];
+}
+
+}  // namespace bmad::tokenizer

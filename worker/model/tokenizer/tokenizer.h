@@ -1,0 +1,101 @@
+// Text <-> token ids for a SentencePiece-style ("llama") vocabulary, giving exactly the ids of
+// llama.cpp (b9586) `llama_tokenize` and the text of its `llama_token_to_piece` /
+// `llama_detokenize` with special = false.
+//
+// Encoding, in llama.cpp's order:
+//   1. Special tokens found in the text are cut out first: with parse_special, every control,
+//      unknown and user-defined token text; without it, user-defined ones only. Longer texts
+//      are matched first (equal lengths: lower id first).
+//   2. Each remaining piece of text gets a leading space when it is the first piece or follows
+//      a special token (if add_space_prefix), and its spaces become U+2581.
+//   3. Characters are merged pairwise, always the adjacent pair whose concatenation is the
+//      highest-scoring token (ties: the leftmost pair), until no pair forms a token.
+//   4. A character that is no token becomes its byte tokens <0xHH> (or, with no byte token, the
+//      one-byte token, else the unknown token, else nothing; llama.cpp aborts there instead).
+//   5. BOS before and EOS after, when add_special and the vocabulary says so.
+// Invalid UTF-8 is cut into characters by its lead bytes, as llama.cpp does, and ends up as
+// byte tokens; nothing about the input can make Encode fail.
+//
+// Thread-safety: an immutable object once built; any number of threads may call any method.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "common/status.h"
+#include "worker/model/gguf/gguf_file.h"
+#include "worker/model/tokenizer/vocabulary.h"
+
+namespace bmad::tokenizer {
+
+class Tokenizer {
+ public:
+  // kInvalidArgument (from ValidateVocabulary) when the vocabulary is inconsistent.
+  static Result<Tokenizer> Create(Vocabulary vocabulary);
+
+  // `add_special`: BOS/EOS as the vocabulary asks. `parse_special`: control and unknown token
+  // texts in `text` (e.g. "</s>") become those tokens; otherwise they are tokenized as text.
+  std::vector<int32_t> Encode(std::string_view text, bool add_special = true,
+                              bool parse_special = true) const;
+
+  // What the token contributes to text: U+2581 becomes a space, a byte token its raw byte (so
+  // a piece may be part of a UTF-8 character), user-defined tokens their text; control,
+  // unknown, unused and undefined tokens, and ids outside the vocabulary, give "".
+  std::string TokenPiece(int32_t id) const;
+
+  // The pieces concatenated, minus one leading space of the first token's piece when the
+  // vocabulary adds a space prefix (llama_detokenize with remove_special = unparse_special =
+  // false). So Decode(Encode(x, false)) == x; with a BOS first, its empty piece is the first
+  // and the text keeps the space: Decode(Encode(x)) == " " + x, as in llama.cpp. Bytes are
+  // returned as the tokens give them, which may be invalid UTF-8 (see StreamingDetokenizer).
+  std::string Decode(std::span<const int32_t> ids) const;
+
+  // eos and the vocabulary's other end-of-generation tokens; false outside the vocabulary.
+  bool IsEndOfGeneration(int32_t id) const;
+
+  int32_t bos() const { return vocabulary_.bos_id; }  // kNoToken when there is none
+  int32_t eos() const { return vocabulary_.eos_id; }  // kNoToken when there is none
+  int32_t vocab_size() const { return vocabulary_.size(); }
+  const Vocabulary& vocabulary() const { return vocabulary_; }
+
+ private:
+  // Hashes string_view and string alike, so lookups of substrings allocate nothing.
+  struct TextHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view text) const { return std::hash<std::string_view>{}(text); }
+  };
+  using TextIndex = std::unordered_map<std::string, int32_t, TextHash, std::equal_to<>>;
+
+  // A run of input text, or a special token found in it.
+  struct Fragment {
+    int32_t token;  // kNoToken for text
+    size_t begin;
+    size_t length;
+  };
+
+  explicit Tokenizer(Vocabulary vocabulary);
+
+  // Step 1 of Encode: splits `text` at the special tokens.
+  std::vector<Fragment> SplitAtSpecialTokens(std::string_view text, bool parse_special) const;
+  // Steps 2-4 for one piece of text that already has its spaces escaped.
+  void EncodeEscapedText(std::string_view text, std::vector<int32_t>& out) const;
+  int32_t FindToken(std::string_view text) const;
+
+  Vocabulary vocabulary_;
+  TextIndex id_by_text_;
+  std::vector<std::string> pieces_;         // TokenPiece of every id
+  std::vector<int32_t> byte_tokens_;        // the token for each byte value, 256 entries
+  std::vector<int32_t> special_tokens_;     // matched in the text, longest first
+  std::vector<bool> is_end_of_generation_;  // by id
+  std::vector<bool> strips_right_space_;    // by id
+};
+
+// Loads the vocabulary of a GGUF file and builds its tokenizer (LoadVocabulary's errors).
+Result<Tokenizer> LoadTokenizer(const gguf::GgufFile& file);
+
+}  // namespace bmad::tokenizer

@@ -1,0 +1,60 @@
+#include "worker/model/tokenizer/utf8.h"
+
+namespace bmad::tokenizer {
+
+size_t SentencePieceCharLength(unsigned char lead) {
+  static constexpr size_t kLengthByHighNibble[16] = {1, 1, 1, 1, 1, 1, 1, 1,
+                                                     1, 1, 1, 1, 2, 2, 3, 4};
+  return kLengthByHighNibble[lead >> 4];
+}
+
+Utf8Scan ScanUtf8(std::string_view bytes) {
+  const auto byte = [&](size_t i) { return static_cast<unsigned char>(bytes[i]); };
+  const unsigned char lead = byte(0);
+  if (lead < 0x80) return {Utf8Status::kComplete, 1};
+
+  // The allowed range of the second byte depends on the lead (Unicode Table 3-7); this is what
+  // excludes overlong forms, surrogates and code points above U+10FFFF.
+  size_t length = 0;
+  unsigned char second_min = 0x80;
+  unsigned char second_max = 0xBF;
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3;
+    if (lead == 0xE0) second_min = 0xA0;
+    if (lead == 0xED) second_max = 0x9F;
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4;
+    if (lead == 0xF0) second_min = 0x90;
+    if (lead == 0xF4) second_max = 0x8F;
+  } else {
+    return {Utf8Status::kInvalid, 1};  // a continuation byte, C0, C1 or F5..FF
+  }
+
+  for (size_t i = 1; i < length; ++i) {
+    if (i >= bytes.size()) return {Utf8Status::kIncomplete, bytes.size()};
+    const unsigned char min = i == 1 ? second_min : 0x80;
+    const unsigned char max = i == 1 ? second_max : 0xBF;
+    if (byte(i) < min || byte(i) > max) return {Utf8Status::kInvalid, i};
+  }
+  return {Utf8Status::kComplete, length};
+}
+
+std::string ToValidUtf8(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size());
+  size_t pos = 0;
+  while (pos < bytes.size()) {
+    const Utf8Scan scan = ScanUtf8(bytes.substr(pos));
+    if (scan.status == Utf8Status::kComplete) {
+      out.append(bytes.substr(pos, scan.length));
+    } else {
+      out.append(kReplacementCharacter);
+    }
+    pos += scan.length;
+  }
+  return out;
+}
+
+}  // namespace bmad::tokenizer
