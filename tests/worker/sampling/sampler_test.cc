@@ -1,0 +1,513 @@
+#include "worker/sampling/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <set>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace bmad::sampling {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+const std::vector<int32_t> kNoTokens;
+
+proto::SamplingParams Params(float temperature, uint64_t seed = 1234) {
+  proto::SamplingParams params;
+  params.temperature = temperature;
+  params.seed = seed;
+  params.has_seed = true;
+  return params;
+}
+
+int32_t Next(Sampler& sampler, const std::vector<float>& logits,
+             const std::vector<int32_t>& prompt = kNoTokens,
+             const std::vector<int32_t>& generated = kNoTokens) {
+  Result<SampleResult> result = sampler.Sample(logits, prompt, generated);
+  EXPECT_TRUE(result.ok()) << result.status().ToString();
+  return result.ok() ? result->token_id : -1;
+}
+
+// Empirical frequency of each token over `draws` draws from the same logits.
+std::vector<double> Frequencies(Sampler& sampler, const std::vector<float>& logits, int draws) {
+  std::vector<double> counts(logits.size(), 0.0);
+  for (int i = 0; i < draws; ++i) {
+    const int32_t token = Next(sampler, logits);
+    if (token < 0) break;
+    counts[static_cast<size_t>(token)] += 1.0;
+  }
+  for (double& c : counts) c /= draws;
+  return counts;
+}
+
+std::vector<double> Softmax(const std::vector<float>& logits, double temperature) {
+  const double max = *std::max_element(logits.begin(), logits.end());
+  std::vector<double> p(logits.size());
+  double sum = 0.0;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    p[i] = std::exp((logits[i] - max) / temperature);
+    sum += p[i];
+  }
+  for (double& x : p) x /= sum;
+  return p;
+}
+
+// Probabilities normalised over `keep` only.
+std::vector<double> Restricted(std::vector<double> p, const std::set<size_t>& keep) {
+  double sum = 0.0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (!keep.count(i)) p[i] = 0.0;
+    sum += p[i];
+  }
+  for (double& x : p) x /= sum;
+  return p;
+}
+
+// With 100k draws one standard deviation is at most 0.0016: 0.01 is over six of them.
+void ExpectFrequencies(const std::vector<double>& observed, const std::vector<double>& expected) {
+  ASSERT_EQ(observed.size(), expected.size());
+  for (size_t i = 0; i < observed.size(); ++i) {
+    EXPECT_NEAR(observed[i], expected[i], 0.01) << "token " << i;
+    if (expected[i] == 0.0) {
+      EXPECT_EQ(observed[i], 0.0) << "token " << i;
+    }
+  }
+}
+
+// Logits whose softmax (temperature 1) is `p`.
+std::vector<float> LogitsOf(const std::vector<double>& p) {
+  std::vector<float> logits;
+  for (double x : p) logits.push_back(static_cast<float>(std::log(x)));
+  return logits;
+}
+
+// Random logits drawn from few distinct values, so that ties are common.
+std::vector<float> TiedLogits(std::mt19937_64& rng, size_t vocab) {
+  std::vector<float> logits(vocab);
+  for (float& l : logits) l = static_cast<float>(rng() % 16) * 0.5f - 4.0f;
+  return logits;
+}
+
+int32_t FirstArgmax(const std::vector<float>& logits) {
+  return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+}
+
+TEST(Sampler, GreedyIsTheArgmaxWithTiesToTheLowestId) {
+  std::mt19937_64 rng(1);
+  Sampler sampler(Params(0.0f), 0);
+  EXPECT_TRUE(sampler.greedy());
+  for (int trial = 0; trial < 200; ++trial) {
+    const std::vector<float> logits = TiedLogits(rng, 1 + rng() % 500);
+    ASSERT_EQ(Next(sampler, logits), FirstArgmax(logits));
+  }
+  EXPECT_EQ(Next(sampler, {1.0f, 5.0f, 5.0f, 5.0f}), 1);
+  EXPECT_EQ(Next(sampler, {-kInf, -2.0f, -kInf}), 1);
+}
+
+TEST(Sampler, GreedyDoesNotDependOnTheSeed) {
+  Sampler a(Params(0.0f, 1), 0);
+  Sampler b(Params(0.0f, 2), 0);
+  const std::vector<float> logits = {0.1f, 0.3f, 0.2f};
+  for (int i = 0; i < 10; ++i) ASSERT_EQ(Next(a, logits), Next(b, logits));
+}
+
+TEST(Sampler, TheSameSeedGivesTheSameTokensAndOtherSeedsDiffer) {
+  std::mt19937_64 rng(5);
+  std::vector<std::vector<float>> steps;
+  for (int i = 0; i < 200; ++i) steps.push_back(TiedLogits(rng, 64));
+  auto run = [&](uint64_t seed) {
+    Sampler sampler(Params(1.0f, seed), 0);
+    std::vector<int32_t> tokens;
+    for (const auto& logits : steps) tokens.push_back(Next(sampler, logits));
+    return tokens;
+  };
+  EXPECT_EQ(run(42), run(42));
+  EXPECT_NE(run(42), run(43));
+}
+
+TEST(Sampler, WithoutASeedTheDefaultSeedIsUsed) {
+  proto::SamplingParams unseeded = Params(1.0f, 99);
+  unseeded.has_seed = false;
+  Sampler a(unseeded, 7);
+  Sampler b(Params(1.0f, 7), 12345);  // has_seed: the default seed is ignored
+  Sampler c(unseeded, 8);
+  EXPECT_EQ(a.seed(), 7u);
+  EXPECT_EQ(b.seed(), 7u);
+  const std::vector<float> logits(50, 0.0f);
+  std::vector<int32_t> ta, tb, tc;
+  for (int i = 0; i < 100; ++i) {
+    ta.push_back(Next(a, logits));
+    tb.push_back(Next(b, logits));
+    tc.push_back(Next(c, logits));
+  }
+  EXPECT_EQ(ta, tb);
+  EXPECT_NE(ta, tc);
+}
+
+// The generator and the uniform are specified exactly (sampler.h), so this sequence is the same
+// on every platform; a change here changes every seeded request's output.
+TEST(Sampler, AFixedSeedGivesAFixedSequence) {
+  Sampler sampler(Params(1.0f, 2024), 0);
+  const std::vector<float> logits = {0.0f, 1.0f, 2.0f, 3.0f};
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 16; ++i) tokens.push_back(Next(sampler, logits));
+  EXPECT_EQ(tokens, (std::vector<int32_t>{3, 3, 2, 2, 0, 2, 3, 3, 2, 3, 3, 3, 3, 3, 1, 2}));
+}
+
+TEST(Sampler, FrequenciesMatchSoftmaxOfLogitsOverTemperature) {
+  const std::vector<float> logits = {1.0f, 2.0f, 0.5f, -1.0f, 1.5f, -kInf};
+  for (float temperature : {0.5f, 1.0f, 1.7f}) {
+    SCOPED_TRACE(temperature);
+    Sampler sampler(Params(temperature), 0);  // top_k = 0, top_p = 1: the full distribution
+    ExpectFrequencies(Frequencies(sampler, logits, 100000), Softmax(logits, temperature));
+  }
+}
+
+TEST(Sampler, ATopKLargerThanTheVocabularyKeepsEverything) {
+  const std::vector<float> logits = {0.5f, 0.0f, 1.0f};
+  proto::SamplingParams params = Params(1.0f);
+  params.top_k = 1000;
+  Sampler sampler(params, 0);
+  ExpectFrequencies(Frequencies(sampler, logits, 100000), Softmax(logits, 1.0));
+}
+
+TEST(Sampler, TopKOneIsGreedy) {
+  std::mt19937_64 rng(3);
+  proto::SamplingParams params = Params(1.3f);
+  params.top_k = 1;
+  Sampler sampler(params, 0);
+  for (int trial = 0; trial < 200; ++trial) {
+    const std::vector<float> logits = TiedLogits(rng, 1 + rng() % 500);
+    ASSERT_EQ(Next(sampler, logits), FirstArgmax(logits));
+  }
+}
+
+TEST(Sampler, TopKKeepsTheKBestAndRenormalises) {
+  const std::vector<float> logits = {1.0f, 3.0f, 2.0f, 0.5f, 2.5f};
+  proto::SamplingParams params = Params(1.0f);
+  params.top_k = 2;
+  Sampler sampler(params, 0);
+  ExpectFrequencies(Frequencies(sampler, logits, 100000), Restricted(Softmax(logits, 1.0), {1, 4}));
+}
+
+TEST(Sampler, TopKBreaksTiesTowardsLowerIds) {
+  proto::SamplingParams params = Params(1.0f);
+  params.top_k = 2;
+  Sampler sampler(params, 0);
+  const std::vector<float> logits = {1.0f, 2.0f, 1.0f, 2.0f, 2.0f};
+  ExpectFrequencies(Frequencies(sampler, logits, 20000), {0.0, 0.5, 0.0, 0.5, 0.0});
+}
+
+TEST(Sampler, ATinyTopPAlwaysGivesTheTopToken) {
+  std::mt19937_64 rng(4);
+  proto::SamplingParams params = Params(1.5f);
+  params.top_p = 1e-6f;
+  Sampler sampler(params, 0);
+  for (int trial = 0; trial < 200; ++trial) {
+    const std::vector<float> logits = TiedLogits(rng, 1 + rng() % 500);
+    ASSERT_EQ(Next(sampler, logits), FirstArgmax(logits));
+  }
+}
+
+TEST(Sampler, TopPKeepsTheSmallestSetReachingIt) {
+  const std::vector<double> p = {0.15, 0.5, 0.05, 0.3};
+  proto::SamplingParams params = Params(1.0f);
+  params.top_p = 0.7f;  // 0.5 < 0.7 <= 0.5 + 0.3
+  Sampler sampler(params, 0);
+  ExpectFrequencies(Frequencies(sampler, LogitsOf(p), 100000), Restricted(p, {1, 3}));
+}
+
+TEST(Sampler, TopPOverALargeVocabularyKeepsExactlyTheNucleus) {
+  constexpr size_t kVocab = 5000;
+  std::mt19937_64 rng(6);
+  std::normal_distribution<double> normal(0.0, 2.0);  // implementation-defined, but only data
+  std::vector<float> logits(kVocab);
+  for (float& l : logits) l = static_cast<float>(normal(rng));
+  const std::vector<double> p = Softmax(logits, 1.0);
+  std::vector<size_t> order(kVocab);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return p[a] > p[b]; });
+  // The nucleus for 0.9, widened by a hair so float rounding cannot matter at its edge.
+  std::set<size_t> nucleus;
+  double mass = 0.0;
+  for (size_t i : order) {
+    nucleus.insert(i);
+    mass += p[i];
+    if (mass >= 0.9 + 1e-4) break;
+  }
+  ASSERT_GT(nucleus.size(), 200u);  // several rounds of the chunked partial sort
+  ASSERT_LT(nucleus.size(), kVocab / 2);
+
+  proto::SamplingParams params = Params(1.0f);
+  params.top_p = 0.9f;
+  Sampler sampler(params, 0);
+  size_t top_count = 0;
+  constexpr int kDraws = 4000;
+  for (int i = 0; i < kDraws; ++i) {
+    const int32_t token = Next(sampler, logits);
+    ASSERT_TRUE(nucleus.count(static_cast<size_t>(token))) << token;
+    if (static_cast<size_t>(token) == order[0]) ++top_count;
+  }
+  // The top token's renormalised probability is p / 0.9; 4000 draws: loose bound.
+  EXPECT_NEAR(static_cast<double>(top_count) / kDraws, p[order[0]] / 0.9, 0.03);
+}
+
+TEST(Sampler, MinPDropsTokensBelowAFractionOfTheTop) {
+  const std::vector<double> p = {0.5, 0.3, 0.15, 0.05};
+  proto::SamplingParams params = Params(1.0f);
+  params.min_p = 0.2f;  // threshold 0.1: drops 0.05 only
+  Sampler sampler(params, 0);
+  ExpectFrequencies(Frequencies(sampler, LogitsOf(p), 100000), Restricted(p, {0, 1, 2}));
+}
+
+TEST(Sampler, MinPOneKeepsOnlyTheTop) {
+  proto::SamplingParams params = Params(2.0f);
+  params.min_p = 1.0f;
+  Sampler sampler(params, 0);
+  ExpectFrequencies(Frequencies(sampler, {0.2f, 0.9f, 0.8f}, 5000), {0.0, 1.0, 0.0});
+}
+
+TEST(Sampler, TopKAppliesBeforeTopP) {
+  const std::vector<double> p = {0.4, 0.3, 0.2, 0.1};
+  proto::SamplingParams params = Params(1.0f);
+  params.top_k = 3;    // {0.444, 0.333, 0.222} after renormalising
+  params.top_p = 0.75f;  // reached by two of those (on the full distribution it would take three)
+  Sampler sampler(params, 0);
+  ExpectFrequencies(Frequencies(sampler, LogitsOf(p), 100000), Restricted(p, {0, 1}));
+}
+
+TEST(Sampler, ATinyTemperatureIsGreedy) {
+  std::mt19937_64 rng(8);
+  Sampler sampler(Params(1e-4f), 0);
+  for (int trial = 0; trial < 100; ++trial) {
+    std::vector<float> logits(100);  // distinct values 0.1 apart, shuffled
+    for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>(i) * 0.1f;
+    std::shuffle(logits.begin(), logits.end(), rng);
+    ASSERT_EQ(Next(sampler, logits), FirstArgmax(logits));
+  }
+}
+
+TEST(Sampler, MinusInfinityIsNeverChosen) {
+  std::vector<float> logits(40, 0.0f);
+  for (size_t i = 0; i < logits.size(); i += 2) logits[i] = -kInf;
+  struct Config {
+    float temperature;
+    int32_t top_k;  // 30: more than the 20 finite logits
+    float top_p;
+  };
+  for (const Config& config : {Config{0.0f, 0, 1.0f}, Config{2.0f, 0, 1.0f},
+                               Config{2.0f, 30, 1.0f}, Config{2.0f, 0, 0.99f},
+                               Config{2.0f, 30, 0.99f}}) {
+    proto::SamplingParams params = Params(config.temperature);
+    params.top_k = config.top_k;
+    params.top_p = config.top_p;
+    Sampler sampler(params, 0);
+    std::set<int32_t> seen;
+    for (int i = 0; i < 5000; ++i) {
+      const int32_t token = Next(sampler, logits);
+      ASSERT_EQ(token % 2, 1);
+      seen.insert(token);
+    }
+    // Every finite token remains possible (top_p 0.99 of 20 equal tokens keeps all 20).
+    EXPECT_EQ(seen.size(), config.temperature == 0.0f ? 1u : 20u);
+  }
+}
+
+TEST(Sampler, RepetitionPenaltyFlipsTheGreedyChoice) {
+  proto::SamplingParams params = Params(0.0f);
+  params.repetition_penalty = 2.0f;
+  Sampler sampler(params, 0);
+  const std::vector<float> logits = {2.0f, 1.5f, 0.0f};  // 2 / 2 = 1 < 1.5
+  EXPECT_EQ(Next(sampler, logits), 0);
+  EXPECT_EQ(Next(sampler, logits, {0}, {}), 1);  // the prompt counts
+  EXPECT_EQ(Next(sampler, logits, {2}, {0}), 1);  // and the output
+  EXPECT_EQ(Next(sampler, {-1.0f, -1.5f}, {}, {0}), 1);  // -1 * 2 = -2 < -1.5
+}
+
+TEST(Sampler, PresenceAndFrequencyPenaltiesCountTheOutputOnly) {
+  proto::SamplingParams presence = Params(0.0f);
+  presence.presence_penalty = 0.5f;
+  Sampler p(presence, 0);
+  EXPECT_EQ(Next(p, {1.0f, 0.8f}, {0, 0}, {}), 0);  // prompt only: no penalty
+  EXPECT_EQ(Next(p, {1.0f, 0.8f}, {0, 0}, {0}), 1);  // 0.5 < 0.8
+
+  proto::SamplingParams frequency = Params(0.0f);
+  frequency.frequency_penalty = 0.15f;
+  Sampler f(frequency, 0);
+  EXPECT_EQ(Next(f, {1.0f, 0.8f}, {}, {0}), 0);     // 0.85 > 0.8
+  EXPECT_EQ(Next(f, {1.0f, 0.8f}, {}, {0, 0}), 1);  // 0.70 < 0.8
+}
+
+TEST(Sampler, PenaltiesShapeTheSampledDistribution) {
+  proto::SamplingParams params = Params(1.0f);
+  params.presence_penalty = 1.0f;
+  Sampler sampler(params, 0);
+  const std::vector<float> logits = {0.0f, 0.0f};
+  const std::vector<int32_t> generated = {0};
+  int zeros = 0;
+  constexpr int kDraws = 100000;
+  for (int i = 0; i < kDraws; ++i) zeros += Next(sampler, logits, {}, generated) == 0;
+  const double expected = std::exp(-1.0) / (1.0 + std::exp(-1.0));
+  EXPECT_NEAR(static_cast<double>(zeros) / kDraws, expected, 0.01);
+}
+
+// The engine's loop: each step appends the chosen token. The incrementally counting Sampler must
+// choose what a fresh Sampler (counting from scratch) chooses, including after a rollback.
+TEST(Sampler, IncrementalPenaltyCountsMatchAFreshRecount) {
+  std::mt19937_64 rng(9);
+  proto::SamplingParams params = Params(0.0f);
+  params.repetition_penalty = 1.3f;
+  params.presence_penalty = 0.2f;
+  params.frequency_penalty = 0.1f;
+  Sampler running(params, 0);
+  const std::vector<int32_t> prompt = {1, 2, 3, 2};
+  std::vector<int32_t> generated;
+  for (int step = 0; step < 300; ++step) {
+    if (step == 150) generated.resize(40);  // e.g. rejected speculative tokens
+    std::vector<float> logits(30);
+    for (float& l : logits) l = static_cast<float>(rng() % 100) * 0.05f;
+    Sampler fresh(params, 0);
+    const int32_t expected = Next(fresh, logits, prompt, generated);
+    ASSERT_EQ(Next(running, logits, prompt, generated), expected) << "step " << step;
+    generated.push_back(expected);
+  }
+}
+
+TEST(Sampler, LogprobIsTheRawLogSoftmaxOfTheChosenToken) {
+  proto::SamplingParams params = Params(0.0f);
+  params.logprobs = true;
+  Sampler sampler(params, 0);
+  Result<SampleResult> result =
+      sampler.Sample(std::vector<float>{1.0f, 2.0f, 3.0f, -kInf}, kNoTokens, kNoTokens);
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result->token_id, 2);
+  ASSERT_TRUE(result->logprob.has_value());
+  const double expected = 3.0 - std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0));
+  EXPECT_NEAR(*result->logprob, expected, 1e-6);  // -0.4076
+}
+
+TEST(Sampler, LogprobIgnoresPenaltiesTemperatureAndFilters) {
+  proto::SamplingParams params = Params(0.6f);
+  params.logprobs = true;
+  params.repetition_penalty = 1.5f;
+  params.frequency_penalty = 0.3f;
+  params.top_k = 3;
+  Sampler sampler(params, 0);
+  const std::vector<float> logits = {0.5f, 1.5f, -0.5f, 1.0f, 0.0f};
+  double norm = 0.0;
+  for (float l : logits) norm += std::exp(static_cast<double>(l));
+  for (int i = 0; i < 50; ++i) {
+    Result<SampleResult> result = sampler.Sample(logits, kNoTokens, std::vector<int32_t>{1, 1});
+    ASSERT_TRUE(result.ok());
+    ASSERT_TRUE(result->logprob.has_value());
+    const double expected = logits[static_cast<size_t>(result->token_id)] - std::log(norm);
+    ASSERT_NEAR(*result->logprob, expected, 1e-6);
+  }
+}
+
+TEST(Sampler, LogprobIsOnlyComputedWhenRequested) {
+  Sampler sampler(Params(0.0f), 0);
+  Result<SampleResult> result = sampler.Sample(std::vector<float>{1.0f}, kNoTokens, kNoTokens);
+  ASSERT_TRUE(result.ok());
+  EXPECT_FALSE(result->logprob.has_value());
+}
+
+TEST(Sampler, BadLogitsAreErrorsNotCrashes) {
+  for (float temperature : {0.0f, 1.0f}) {
+    Sampler sampler(Params(temperature), 0);
+    Result<SampleResult> empty = sampler.Sample({}, kNoTokens, kNoTokens);
+    EXPECT_EQ(empty.status().code(), StatusCode::kInvalidArgument);
+
+    Result<SampleResult> nan = sampler.Sample(
+        std::vector<float>{0.0f, 1.0f, std::nanf("")}, kNoTokens, kNoTokens);
+    EXPECT_EQ(nan.status().code(), StatusCode::kInternal);
+    EXPECT_THAT(nan.status().message(), HasSubstr("token 2 is nan"));
+
+    Result<SampleResult> inf =
+        sampler.Sample(std::vector<float>{kInf, 1.0f}, kNoTokens, kNoTokens);
+    EXPECT_EQ(inf.status().code(), StatusCode::kInternal);
+    EXPECT_THAT(inf.status().message(), HasSubstr("token 0 is +inf"));
+
+    Result<SampleResult> banned =
+        sampler.Sample(std::vector<float>{-kInf, -kInf}, kNoTokens, kNoTokens);
+    EXPECT_EQ(banned.status().code(), StatusCode::kInternal);
+    EXPECT_THAT(banned.status().message(), HasSubstr("-inf"));
+  }
+}
+
+TEST(Sampler, HistoryIsCheckedOnlyWhenAPenaltyReadsIt) {
+  const std::vector<float> logits = {0.0f, 0.4f};
+  const std::vector<int32_t> bad = {0, 7};
+  Sampler plain(Params(0.0f), 0);
+  EXPECT_TRUE(plain.Sample(logits, bad, bad).ok());
+
+  proto::SamplingParams params = Params(0.0f);
+  params.frequency_penalty = 0.5f;
+  Sampler penalized(params, 0);
+  Result<SampleResult> result = penalized.Sample(logits, kNoTokens, bad);
+  EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(result.status().message(), HasSubstr("token id 7 at position 1"));
+  EXPECT_EQ(Next(penalized, logits, {}, {1}), 0);  // recovers: 0.4 - 0.5 < 0
+}
+
+// Results depend only on the logits, the history and how many draws came before: not on the
+// sizes and filters of earlier calls (scratch buffers are reused), nor on failed calls.
+TEST(Sampler, ResultsDoNotDependOnEarlierCallsBeyondTheDrawCount) {
+  proto::SamplingParams params = Params(1.0f, 77);
+  params.top_k = 5;
+  params.top_p = 0.95f;
+  params.min_p = 0.01f;
+  params.repetition_penalty = 1.2f;
+  std::mt19937_64 rng(10);
+  std::vector<float> big(2000);
+  for (float& l : big) l = static_cast<float>(rng() % 1000) * 0.01f;
+  std::vector<std::vector<float>> small;
+  for (int i = 0; i < 100; ++i) small.push_back(TiedLogits(rng, 10));
+
+  Sampler a(params, 0);
+  Sampler b(params, 0);
+  Next(a, big, {5, 6, 7}, {1999});                     // a large, penalized first call
+  Next(b, small[0], {}, {});                           // a small, unpenalized one
+  EXPECT_FALSE(a.Sample({}, kNoTokens, kNoTokens).ok());  // failed calls draw nothing
+  EXPECT_FALSE(b.Sample(std::vector<float>{std::nanf("")}, kNoTokens, kNoTokens).ok());
+  std::vector<int32_t> history_a, history_b;
+  for (const auto& logits : small) {
+    history_a.push_back(Next(a, logits, {1}, history_a));
+    history_b.push_back(Next(b, logits, {1}, history_b));
+  }
+  EXPECT_EQ(history_a, history_b);
+}
+
+TEST(Sampler, InvalidParamsAreTamedNotTrusted) {
+  const std::vector<float> logits = {0.5f, 2.0f, 1.0f};
+  proto::SamplingParams nan = Params(std::nanf(""));
+  nan.top_p = std::nanf("");
+  nan.min_p = std::nanf("");
+  nan.repetition_penalty = std::nanf("");
+  nan.presence_penalty = kInf;
+  nan.frequency_penalty = -kInf;
+  Sampler nan_sampler(nan, 0);
+  EXPECT_TRUE(nan_sampler.greedy());
+  EXPECT_EQ(Next(nan_sampler, logits, {1}, {1, 1}), 1);
+
+  proto::SamplingParams extreme = Params(1.0f);
+  extreme.top_k = -3;
+  extreme.top_p = 0.0f;  // still keeps one token
+  extreme.min_p = 7.0f;
+  extreme.repetition_penalty = -1.0f;
+  Sampler extreme_sampler(extreme, 0);
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(Next(extreme_sampler, logits, {}, {1}), 1);
+
+  Sampler hot(Params(kInf), 0);
+  EXPECT_TRUE(hot.greedy());
+}
+
+}  // namespace
+}  // namespace bmad::sampling

@@ -1,0 +1,162 @@
+#include "worker/sampling/sampling_params_validation.h"
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace bmad::sampling {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int32_t kVocab = 32000;
+constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+struct Case {
+  std::string name;
+  std::function<void(proto::SamplingParams&)> mutate;
+  std::vector<std::string> message_parts;  // each must appear in the error message
+};
+
+void ExpectRejected(const Case& c) {
+  proto::SamplingParams params;
+  c.mutate(params);
+  const Status status = ValidateSamplingParams(params, kVocab);
+  ASSERT_FALSE(status.ok()) << c.name;
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << c.name;
+  for (const std::string& part : c.message_parts) {
+    EXPECT_THAT(status.message(), HasSubstr(part)) << c.name;
+  }
+}
+
+TEST(ValidateSamplingParams, DefaultsAreValid) {
+  EXPECT_TRUE(ValidateSamplingParams(proto::SamplingParams{}, kVocab).ok());
+}
+
+TEST(ValidateSamplingParams, RejectsEachBadFieldNamingItAndItsRange) {
+  const std::vector<Case> cases = {
+      {"temperature < 0", [](auto& p) { p.temperature = -0.1f; },
+       {"'temperature'", "[0, 2]", "-0.1"}},
+      {"temperature > 2", [](auto& p) { p.temperature = 2.5f; }, {"'temperature'", "2.5"}},
+      {"temperature nan", [](auto& p) { p.temperature = kNan; }, {"'temperature'", "nan"}},
+      {"temperature inf", [](auto& p) { p.temperature = kInf; }, {"'temperature'", "inf"}},
+      {"top_k < 0", [](auto& p) { p.top_k = -1; }, {"'top_k'", ">= 0", "-1"}},
+      {"top_p = 0", [](auto& p) { p.top_p = 0.0f; }, {"'top_p'", "(0, 1]", "got 0"}},
+      {"top_p < 0", [](auto& p) { p.top_p = -0.5f; }, {"'top_p'"}},
+      {"top_p > 1", [](auto& p) { p.top_p = 1.01f; }, {"'top_p'", "1.01"}},
+      {"top_p nan", [](auto& p) { p.top_p = kNan; }, {"'top_p'", "nan"}},
+      {"top_p -inf", [](auto& p) { p.top_p = -kInf; }, {"'top_p'", "-inf"}},
+      {"min_p < 0", [](auto& p) { p.min_p = -0.01f; }, {"'min_p'", "[0, 1]"}},
+      {"min_p > 1", [](auto& p) { p.min_p = 1.5f; }, {"'min_p'", "1.5"}},
+      {"min_p nan", [](auto& p) { p.min_p = kNan; }, {"'min_p'", "nan"}},
+      {"repetition_penalty 0", [](auto& p) { p.repetition_penalty = 0.0f; },
+       {"'repetition_penalty'", "(0, inf)"}},
+      {"repetition_penalty < 0", [](auto& p) { p.repetition_penalty = -1.0f; },
+       {"'repetition_penalty'"}},
+      {"repetition_penalty nan", [](auto& p) { p.repetition_penalty = kNan; },
+       {"'repetition_penalty'", "nan"}},
+      {"repetition_penalty inf", [](auto& p) { p.repetition_penalty = kInf; },
+       {"'repetition_penalty'", "inf"}},
+      {"presence_penalty > 2", [](auto& p) { p.presence_penalty = 2.01f; },
+       {"'presence_penalty'", "[-2, 2]"}},
+      {"presence_penalty < -2", [](auto& p) { p.presence_penalty = -3.0f; },
+       {"'presence_penalty'", "-3"}},
+      {"presence_penalty nan", [](auto& p) { p.presence_penalty = kNan; },
+       {"'presence_penalty'", "nan"}},
+      {"presence_penalty -inf", [](auto& p) { p.presence_penalty = -kInf; },
+       {"'presence_penalty'"}},
+      {"frequency_penalty > 2", [](auto& p) { p.frequency_penalty = 7.0f; },
+       {"'frequency_penalty'", "[-2, 2]"}},
+      {"frequency_penalty nan", [](auto& p) { p.frequency_penalty = kNan; },
+       {"'frequency_penalty'", "nan"}},
+      {"frequency_penalty inf", [](auto& p) { p.frequency_penalty = kInf; },
+       {"'frequency_penalty'"}},
+      {"max_tokens 0", [](auto& p) { p.max_tokens = 0; }, {"'max_tokens'", ">= 1"}},
+      {"stop token = vocab", [](auto& p) { p.stop_token_ids = {2, kVocab}; },
+       {"'stop_token_ids[1]'", "32000", "[0, 32000)"}},
+      {"stop token huge", [](auto& p) { p.stop_token_ids = {0xFFFFFFFFu}; },
+       {"'stop_token_ids[0]'", "4294967295"}},
+      {"too many stop tokens",
+       [](auto& p) { p.stop_token_ids.assign(kMaxStopTokenIds + 1, 1u); },
+       {"'stop_token_ids'", "at most 64"}},
+      {"too many stop strings",
+       [](auto& p) { p.stop_strings.assign(kMaxStopStrings + 1, "x"); },
+       {"'stop'", "9 strings", "at most 8"}},
+      {"empty stop string", [](auto& p) { p.stop_strings = {"ok", ""}; }, {"'stop[1]'", "empty"}},
+      {"long stop string",
+       [](auto& p) { p.stop_strings = {std::string(kMaxStopStringBytes + 1, 'a')}; },
+       {"'stop[0]'", "129 bytes", "at most 128"}},
+      {"invalid utf-8 stop string", [](auto& p) { p.stop_strings = {"a\xC3"}; },
+       {"'stop[0]'", "UTF-8"}},
+  };
+  for (const Case& c : cases) ExpectRejected(c);
+}
+
+TEST(ValidateSamplingParams, AcceptsTheBoundaries) {
+  const std::vector<std::function<void(proto::SamplingParams&)>> mutations = {
+      [](auto& p) { p.temperature = 0.0f; },
+      [](auto& p) { p.temperature = 2.0f; },
+      [](auto& p) { p.top_k = 0; },
+      [](auto& p) { p.top_k = kVocab * 4; },  // more than the vocabulary: no filtering
+      [](auto& p) { p.top_p = 1e-6f; },
+      [](auto& p) { p.top_p = 1.0f; },
+      [](auto& p) { p.min_p = 0.0f; },
+      [](auto& p) { p.min_p = 1.0f; },
+      [](auto& p) { p.repetition_penalty = 1e-3f; },
+      [](auto& p) { p.repetition_penalty = 50.0f; },
+      [](auto& p) { p.presence_penalty = -2.0f; },
+      [](auto& p) { p.frequency_penalty = 2.0f; },
+      [](auto& p) { p.max_tokens = 1; },
+      [](auto& p) { p.stop_token_ids = {0, kVocab - 1}; },
+      [](auto& p) { p.stop_token_ids.assign(kMaxStopTokenIds, 7u); },
+      [](auto& p) { p.stop_strings.assign(kMaxStopStrings, "\n\n"); },
+      [](auto& p) { p.stop_strings = {std::string(kMaxStopStringBytes, 'z')}; },
+      [](auto& p) { p.stop_strings = {"Ende", "終わり", "🛑"}; },
+  };
+  for (size_t i = 0; i < mutations.size(); ++i) {
+    proto::SamplingParams params;
+    mutations[i](params);
+    EXPECT_TRUE(ValidateSamplingParams(params, kVocab).ok())
+        << "case " << i << ": " << ValidateSamplingParams(params, kVocab).ToString();
+  }
+}
+
+TEST(ValidateSamplingParams, RejectsANonPositiveVocabulary) {
+  for (int32_t vocab : {0, -5}) {
+    const Status status = ValidateSamplingParams(proto::SamplingParams{}, vocab);
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(status.message(), HasSubstr("vocab_size"));
+  }
+}
+
+TEST(IsValidUtf8, AcceptsWellFormedText) {
+  EXPECT_TRUE(IsValidUtf8(""));
+  EXPECT_TRUE(IsValidUtf8("plain ascii\n"));
+  EXPECT_TRUE(IsValidUtf8("caf\xC3\xA9"));              // U+00E9
+  EXPECT_TRUE(IsValidUtf8("\xE2\x82\xAC"));             // U+20AC
+  EXPECT_TRUE(IsValidUtf8("\xF0\x9F\x9B\x91"));         // U+1F6D1
+  EXPECT_TRUE(IsValidUtf8("\xF4\x8F\xBF\xBF"));         // U+10FFFF, the last code point
+  EXPECT_TRUE(IsValidUtf8(std::string_view("a\0b", 3)));  // NUL is a character
+}
+
+TEST(IsValidUtf8, RejectsMalformedText) {
+  EXPECT_FALSE(IsValidUtf8("\x80"));                  // lone continuation byte
+  EXPECT_FALSE(IsValidUtf8("\xC3"));                  // truncated
+  EXPECT_FALSE(IsValidUtf8("\xE2\x82"));              // truncated
+  EXPECT_FALSE(IsValidUtf8("\xC3\x28"));              // bad continuation
+  EXPECT_FALSE(IsValidUtf8("\xC0\xAF"));              // overlong '/'
+  EXPECT_FALSE(IsValidUtf8("\xE0\x80\xAF"));          // overlong
+  EXPECT_FALSE(IsValidUtf8("\xED\xA0\x80"));          // surrogate U+D800
+  EXPECT_FALSE(IsValidUtf8("\xF4\x90\x80\x80"));      // above U+10FFFF
+  EXPECT_FALSE(IsValidUtf8("\xF8\x88\x80\x80\x80"));  // 5-byte form
+  EXPECT_FALSE(IsValidUtf8("\xFF"));
+}
+
+}  // namespace
+}  // namespace bmad::sampling

@@ -1,0 +1,24 @@
+#include "worker/sampling/penalties.h"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace bmad::sampling {
+
+void ApplyPenalties(const Penalties& penalties, const TokenOccurrences& occurrences,
+                    std::span<float> logits) {
+  // Every seen token occurs in the prompt or the output, so the repetition penalty applies to
+  // all of them; presence and frequency only to those in the output.
+  for (int32_t token : occurrences.seen_tokens()) {
+    float& logit = logits[static_cast<size_t>(token)];
+    if (penalties.repetition != 1.0f) {
+      logit = logit > 0.0f ? logit / penalties.repetition : logit * penalties.repetition;
+    }
+    const uint32_t count = occurrences.generated_count(token);
+    if (count > 0) {
+      logit -= penalties.presence + penalties.frequency * static_cast<float>(count);
+    }
+  }
+}
+
+}  // namespace bmad::sampling

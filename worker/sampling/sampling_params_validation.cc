@@ -1,0 +1,124 @@
+#include "worker/sampling/sampling_params_validation.h"
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+namespace bmad::sampling {
+namespace {
+
+std::string FormatFloat(float value) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", static_cast<double>(value));
+  return buf;
+}
+
+// `range` is the human-readable interval, e.g. "[0, 2]".
+Status BadNumber(const char* field, const char* range, float value) {
+  return InvalidArgument(std::string("'") + field + "' must be a finite number in " + range +
+                         "; got " + FormatFloat(value));
+}
+
+// Each check is written so that NaN fails it: comparisons with NaN are false.
+bool InClosed(float value, float lo, float hi) {
+  return std::isfinite(value) && value >= lo && value <= hi;
+}
+
+}  // namespace
+
+bool IsValidUtf8(std::string_view bytes) {
+  size_t i = 0;
+  while (i < bytes.size()) {
+    const auto lead = static_cast<uint8_t>(bytes[i]);
+    if (lead < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t length = 0;
+    uint32_t code_point = 0;
+    uint32_t min_code_point = 0;
+    if ((lead & 0xE0) == 0xC0) {
+      length = 2, code_point = lead & 0x1F, min_code_point = 0x80;
+    } else if ((lead & 0xF0) == 0xE0) {
+      length = 3, code_point = lead & 0x0F, min_code_point = 0x800;
+    } else if ((lead & 0xF8) == 0xF0) {
+      length = 4, code_point = lead & 0x07, min_code_point = 0x10000;
+    } else {
+      return false;  // a continuation byte, or 0xF8..0xFF
+    }
+    if (bytes.size() - i < length) return false;
+    for (size_t k = 1; k < length; ++k) {
+      const auto next = static_cast<uint8_t>(bytes[i + k]);
+      if ((next & 0xC0) != 0x80) return false;
+      code_point = (code_point << 6) | (next & 0x3F);
+    }
+    if (code_point < min_code_point || code_point > 0x10FFFF) return false;
+    if (code_point >= 0xD800 && code_point <= 0xDFFF) return false;
+    i += length;
+  }
+  return true;
+}
+
+Status ValidateSamplingParams(const proto::SamplingParams& params, int32_t vocab_size) {
+  if (vocab_size <= 0) {
+    return InvalidArgument("vocab_size must be positive; got " + std::to_string(vocab_size));
+  }
+  if (!InClosed(params.temperature, 0.0f, kMaxTemperature)) {
+    return BadNumber("temperature", "[0, 2]", params.temperature);
+  }
+  if (params.top_k < 0) {
+    return InvalidArgument("'top_k' must be >= 0 (0 disables it); got " +
+                           std::to_string(params.top_k));
+  }
+  if (!(std::isfinite(params.top_p) && params.top_p > 0.0f && params.top_p <= 1.0f)) {
+    return BadNumber("top_p", "(0, 1]", params.top_p);
+  }
+  if (!InClosed(params.min_p, 0.0f, 1.0f)) {
+    return BadNumber("min_p", "[0, 1]", params.min_p);
+  }
+  if (!(std::isfinite(params.repetition_penalty) && params.repetition_penalty > 0.0f)) {
+    return BadNumber("repetition_penalty", "(0, inf)", params.repetition_penalty);
+  }
+  if (!InClosed(params.presence_penalty, -kMaxAbsPresenceFrequencyPenalty,
+                kMaxAbsPresenceFrequencyPenalty)) {
+    return BadNumber("presence_penalty", "[-2, 2]", params.presence_penalty);
+  }
+  if (!InClosed(params.frequency_penalty, -kMaxAbsPresenceFrequencyPenalty,
+                kMaxAbsPresenceFrequencyPenalty)) {
+    return BadNumber("frequency_penalty", "[-2, 2]", params.frequency_penalty);
+  }
+  if (params.max_tokens < 1) {
+    return InvalidArgument("'max_tokens' must be >= 1; got 0");
+  }
+  if (params.stop_token_ids.size() > kMaxStopTokenIds) {
+    return InvalidArgument("'stop_token_ids' holds " +
+                           std::to_string(params.stop_token_ids.size()) + " ids; at most " +
+                           std::to_string(kMaxStopTokenIds) + " are allowed");
+  }
+  for (size_t i = 0; i < params.stop_token_ids.size(); ++i) {
+    const uint32_t id = params.stop_token_ids[i];
+    if (id >= static_cast<uint32_t>(vocab_size)) {
+      return InvalidArgument("'stop_token_ids[" + std::to_string(i) + "]' is " +
+                             std::to_string(id) + ", outside the vocabulary [0, " +
+                             std::to_string(vocab_size) + ")");
+    }
+  }
+  if (params.stop_strings.size() > kMaxStopStrings) {
+    return InvalidArgument("'stop' holds " + std::to_string(params.stop_strings.size()) +
+                           " strings; at most " + std::to_string(kMaxStopStrings) +
+                           " are allowed");
+  }
+  for (size_t i = 0; i < params.stop_strings.size(); ++i) {
+    const std::string& stop = params.stop_strings[i];
+    const std::string field = "'stop[" + std::to_string(i) + "]'";
+    if (stop.empty()) return InvalidArgument(field + " is empty; stop strings must be non-empty");
+    if (stop.size() > kMaxStopStringBytes) {
+      return InvalidArgument(field + " is " + std::to_string(stop.size()) + " bytes; at most " +
+                             std::to_string(kMaxStopStringBytes) + " are allowed");
+    }
+    if (!IsValidUtf8(stop)) return InvalidArgument(field + " is not valid UTF-8");
+  }
+  return Status::Ok();
+}
+
+}  // namespace bmad::sampling

@@ -1,0 +1,48 @@
+// Admission check of a request's sampling parameters, answered the way an OpenAI-compatible
+// server answers: the first offending field, its allowed range and the value received.
+//
+// Numbers arrive from the wire (JSON or Cap'n Proto), so NaN and infinities are possible and are
+// rejected here; the Sampler and the StopStringMatcher may then assume sane values (they still
+// never misbehave on insane ones, see sampler.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "common/proto/messages.h"
+#include "common/status.h"
+
+namespace bmad::sampling {
+
+// OpenAI's documented range for temperature; 0 means greedy.
+inline constexpr float kMaxTemperature = 2.0f;
+// OpenAI's range for presence_penalty and frequency_penalty is [-2, 2].
+inline constexpr float kMaxAbsPresenceFrequencyPenalty = 2.0f;
+// OpenAI accepts up to 4 stop strings; we accept a few more for clients that add their own.
+// Each one costs a little per streamed chunk (see stop_string_matcher.h), hence the bounds.
+inline constexpr size_t kMaxStopStrings = 8;
+inline constexpr size_t kMaxStopStringBytes = 128;
+// Bounds the per-request work of checking stop token ids (each is a vocabulary id).
+inline constexpr size_t kMaxStopTokenIds = 64;
+
+// OK, or kInvalidArgument whose message names the first bad field, e.g.
+// "'top_p' must be a finite number in (0, 1]; got nan". Checks:
+//   temperature         finite, in [0, 2] (0 = greedy)
+//   top_k               >= 0 (0 = off; larger than the vocabulary means off too)
+//   top_p               finite, in (0, 1]
+//   min_p               finite, in [0, 1]
+//   repetition_penalty  finite, > 0 (1 = off)
+//   presence_penalty    finite, in [-2, 2]
+//   frequency_penalty   finite, in [-2, 2]
+//   max_tokens          >= 1 (the engine checks it against the context length)
+//   stop_token_ids      at most 64, each in [0, vocab_size)
+//   stop_strings        at most 8, each non-empty, at most 128 bytes, valid UTF-8
+// `vocab_size` must be positive (kInvalidArgument otherwise).
+Status ValidateSamplingParams(const proto::SamplingParams& params, int32_t vocab_size);
+
+// True when `bytes` is well-formed UTF-8 (no overlong forms, surrogates or code points above
+// U+10FFFF), the definition of RFC 3629.
+bool IsValidUtf8(std::string_view bytes);
+
+}  // namespace bmad::sampling
