@@ -1,0 +1,54 @@
+#include "worker/engine/output_processor.h"
+
+#include <algorithm>
+
+namespace bmad::engine {
+
+OutputProcessor::OutputProcessor(const tokenizer::Tokenizer& tokenizer,
+                                 const proto::SamplingParams& params, int64_t max_new_tokens,
+                                 std::vector<int32_t> already_generated)
+    : tokenizer_(tokenizer),
+      detokenizer_(tokenizer),
+      stop_strings_(params.stop_strings),
+      stop_token_ids_(params.stop_token_ids),
+      ignore_eos_(params.ignore_eos),
+      max_new_tokens_(max_new_tokens),
+      generated_(std::move(already_generated)) {
+  // Tokens streamed before a migration were already detokenized for the client; run them
+  // through the detokenizer and stop-string matcher silently so that state continues exactly.
+  for (int32_t t : generated_) stop_strings_.Feed(detokenizer_.Feed(t));
+}
+
+TokenOutcome OutputProcessor::Complete(std::string text, proto::FinishReason reason) {
+  finished_ = true;
+  if (reason != proto::FinishReason::kStop || !stop_strings_.stopped()) {
+    // Whatever the detokenizer and the matcher still hold is part of the output.
+    text += stop_strings_.Feed(detokenizer_.Flush()).text;
+    if (!stop_strings_.stopped()) text += stop_strings_.Flush();
+  }
+  return TokenOutcome{std::move(text), true, reason};
+}
+
+TokenOutcome OutputProcessor::OnToken(int32_t token) {
+  if (finished_) return TokenOutcome{"", true, proto::FinishReason::kNone};
+  generated_.push_back(token);
+  const bool stop_token =
+      std::find(stop_token_ids_.begin(), stop_token_ids_.end(), static_cast<uint32_t>(token)) !=
+      stop_token_ids_.end();
+  if (stop_token || (!ignore_eos_ && tokenizer_.IsEndOfGeneration(token))) {
+    return Complete("", proto::FinishReason::kStop);  // the stop token itself adds no text
+  }
+  sampling::StopFeedResult fed = stop_strings_.Feed(detokenizer_.Feed(token));
+  if (fed.stopped) return Complete(std::move(fed.text), proto::FinishReason::kStop);
+  if (static_cast<int64_t>(generated_.size()) >= max_new_tokens_) {
+    return Complete(std::move(fed.text), proto::FinishReason::kLength);
+  }
+  return TokenOutcome{std::move(fed.text), false, proto::FinishReason::kNone};
+}
+
+std::string OutputProcessor::Finish() {
+  if (finished_) return "";
+  return Complete("", proto::FinishReason::kCancelled).text;
+}
+
+}  // namespace bmad::engine

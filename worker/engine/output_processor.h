@@ -1,0 +1,53 @@
+// Turns one sequence's sampled tokens into the text a client sees and decides when the
+// sequence is finished: end-of-generation and stop token ids, stop strings (held back until
+// they can no longer match, cut off when they do), max_tokens and the context length. Text
+// only ever contains whole UTF-8 characters.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/proto/messages.h"
+#include "worker/model/tokenizer/streaming_detokenizer.h"
+#include "worker/model/tokenizer/tokenizer.h"
+#include "worker/sampling/stop_string_matcher.h"
+
+namespace bmad::engine {
+
+struct TokenOutcome {
+  std::string text;  // text to send now (may be empty)
+  bool finished = false;
+  proto::FinishReason reason = proto::FinishReason::kNone;
+};
+
+class OutputProcessor {
+ public:
+  // `max_new_tokens`: the most tokens this sequence may generate (max_tokens, already capped by
+  // the context length left after the prompt). `already_generated`: tokens a previous replica
+  // generated (request migration); they count towards max_tokens and are not emitted again.
+  OutputProcessor(const tokenizer::Tokenizer& tokenizer, const proto::SamplingParams& params,
+                  int64_t max_new_tokens, std::vector<int32_t> already_generated = {});
+
+  // Accounts for one sampled token.
+  TokenOutcome OnToken(int32_t token);
+  // Ends the sequence early (cancel, error): returns text still held back, if any.
+  std::string Finish();
+
+  const std::vector<int32_t>& generated() const { return generated_; }
+  bool finished() const { return finished_; }
+
+ private:
+  TokenOutcome Complete(std::string text, proto::FinishReason reason);
+
+  const tokenizer::Tokenizer& tokenizer_;
+  tokenizer::StreamingDetokenizer detokenizer_;
+  sampling::StopStringMatcher stop_strings_;
+  std::vector<uint32_t> stop_token_ids_;
+  bool ignore_eos_;
+  int64_t max_new_tokens_;
+  std::vector<int32_t> generated_;
+  bool finished_ = false;
+};
+
+}  // namespace bmad::engine

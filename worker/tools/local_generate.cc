@@ -1,0 +1,190 @@
+#include "worker/tools/local_generate.h"
+
+#include <chrono>
+#include <cstdio>
+#include <numeric>
+#include <random>
+
+#include "common/cli/flags.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "worker/engine/output_processor.h"
+#include "worker/model/llama/llama_model.h"
+#include "worker/model/tokenizer/tokenizer.h"
+#include "worker/sampling/sampler.h"
+#include "worker/sampling/sampling_params_validation.h"
+
+namespace bmad::tools {
+namespace {
+
+constexpr int64_t kBlockSize = 16;
+
+double SecondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+Result<LocalGenerateStats> LocalGenerate(const LocalGenerateOptions& o,
+                                         const std::function<void(std::string_view)>& on_text) {
+  kernels::CpuBackendOptions backend_options;
+  backend_options.threads = static_cast<int>(o.threads);
+  kernels::CpuBackend backend(backend_options);
+  BMAD_ASSIGN_OR_RETURN(std::unique_ptr<model::LlamaModel> model,
+                        model::LlamaModel::Load(o.model_path, backend));
+  BMAD_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::LoadTokenizer(model->file()));
+  const model::LlamaConfig& c = model->config();
+  if (tok.vocab_size() != c.n_vocab) {
+    return InvalidArgument(o.model_path + ": the vocabulary has " +
+                           std::to_string(tok.vocab_size()) + " tokens but the model " +
+                           std::to_string(c.n_vocab));
+  }
+  BMAD_RETURN_IF_ERROR(sampling::ValidateSamplingParams(o.sampling, tok.vocab_size()));
+
+  const std::vector<int32_t> prompt = tok.Encode(o.prompt);
+  if (prompt.empty()) return InvalidArgument("the prompt is empty (and the model adds no BOS)");
+  const int64_t room = c.n_ctx_train - static_cast<int64_t>(prompt.size());
+  if (room < 1) {
+    return OutOfRange("the prompt has " + std::to_string(prompt.size()) +
+                      " tokens; the model's context length is " + std::to_string(c.n_ctx_train));
+  }
+  const int64_t max_new = std::min<int64_t>(o.sampling.max_tokens, room);
+  const int64_t total = static_cast<int64_t>(prompt.size()) + max_new;
+  const int64_t blocks = (total + kBlockSize - 1) / kBlockSize;
+  model::KvCache cache(model->CacheShape(blocks + 1, kBlockSize));
+  std::vector<int32_t> table(static_cast<size_t>(blocks));
+  std::iota(table.begin(), table.end(), 1);  // block 0 stays reserved, as in the worker
+  model->Reserve(o.prefill_chunk, 1);
+
+  sampling::Sampler sampler(o.sampling, std::random_device{}());
+  engine::OutputProcessor output(tok, o.sampling, max_new);
+  std::vector<float> logits(static_cast<size_t>(c.n_vocab));
+  LocalGenerateStats stats;
+  stats.prompt_tokens = static_cast<int64_t>(prompt.size());
+
+  auto start = std::chrono::steady_clock::now();
+  for (size_t done = 0; done < prompt.size();) {
+    const size_t take = std::min(prompt.size() - done, static_cast<size_t>(o.prefill_chunk));
+    const model::SequenceStep step{std::span<const int32_t>(prompt).subspan(done, take),
+                                   static_cast<int32_t>(done), table,
+                                   done + take == prompt.size()};
+    BMAD_RETURN_IF_ERROR(model->Forward(std::span(&step, 1), cache, logits.data()));
+    done += take;
+  }
+  stats.prefill_seconds = SecondsSince(start);
+
+  start = std::chrono::steady_clock::now();
+  int32_t position = static_cast<int32_t>(prompt.size());
+  while (true) {
+    BMAD_ASSIGN_OR_RETURN(sampling::SampleResult s,
+                          sampler.Sample(logits, prompt, output.generated()));
+    if (s.logprob) stats.logprobs.push_back(*s.logprob);
+    engine::TokenOutcome outcome = output.OnToken(s.token_id);
+    if (!outcome.text.empty()) on_text(outcome.text);
+    if (outcome.finished) {
+      stats.finish_reason = outcome.reason;
+      break;
+    }
+    const model::SequenceStep step{std::span<const int32_t>(&s.token_id, 1), position, table,
+                                   true};
+    BMAD_RETURN_IF_ERROR(model->Forward(std::span(&step, 1), cache, logits.data()));
+    ++position;
+  }
+  stats.decode_seconds = SecondsSince(start);
+  stats.generated_ids = output.generated();
+  stats.generated_tokens = static_cast<int64_t>(stats.generated_ids.size());
+  return stats;
+}
+
+namespace {
+
+int RunGenerate(const std::vector<std::string>& args) {
+  LocalGenerateOptions o;
+  int64_t max_tokens = 128, top_k = 0, seed = -1;
+  double temperature = 0.0, top_p = 1.0, min_p = 0.0, repetition = 1.0, presence = 0.0,
+         frequency = 0.0;
+  bool ignore_eos = false, quiet = false, show_ids = false;
+  std::vector<std::string> stops;
+  cli::Flags flags("bmad generate --model FILE.gguf --prompt TEXT [flags]");
+  flags.AddString("model", &o.model_path, "GGUF model to run in this process.");
+  flags.AddString("prompt", &o.prompt, "Text to continue.");
+  flags.AddInt("max-tokens", &max_tokens, "Most tokens to generate (default 128).");
+  flags.AddDouble("temperature", &temperature, "0 (the default) is greedy.");
+  flags.AddInt("top-k", &top_k, "Keep the k most likely tokens (0: off).");
+  flags.AddDouble("top-p", &top_p, "Nucleus sampling mass (1: off).");
+  flags.AddDouble("min-p", &min_p, "Drop tokens below min-p times the top probability.");
+  flags.AddDouble("repetition-penalty", &repetition, "Penalty for repeated tokens (1: off).");
+  flags.AddDouble("presence-penalty", &presence, "OpenAI presence penalty (0: off).");
+  flags.AddDouble("frequency-penalty", &frequency, "OpenAI frequency penalty (0: off).");
+  flags.AddInt("seed", &seed, "Seed for sampling (same seed, same output).");
+  flags.AddList("stop", &stops, "Stop when this text is generated (repeatable).");
+  flags.AddBool("ignore-eos", &ignore_eos, "Keep generating past the end-of-text token.");
+  flags.AddInt("threads", &o.threads, "Compute threads (default: every core).");
+  flags.AddBool("ids", &show_ids, "Also print the generated token ids (JSON) to stderr.");
+  flags.AddBool("quiet", &quiet, "No statistics on stderr.");
+  std::vector<std::string> positional;
+  Status s = flags.Parse(args, &positional);
+  if (flags.help_requested()) {
+    std::printf("%s", flags.Help().c_str());
+    return 0;
+  }
+  if (s.ok() && o.model_path.empty()) s = InvalidArgument("--model is required");
+  if (s.ok() && !flags.Seen("prompt")) s = InvalidArgument("--prompt is required");
+  if (s.ok() && !positional.empty()) s = InvalidArgument("unexpected argument '" + positional[0] + "'");
+  if (s.ok() && (max_tokens < 1 || max_tokens > (1 << 24))) {
+    s = InvalidArgument("--max-tokens must be between 1 and 16777216");
+  }
+  if (!s.ok()) {
+    std::fprintf(stderr, "bmad generate: %s\n", s.message().c_str());
+    return 2;
+  }
+  o.sampling.max_tokens = static_cast<uint32_t>(max_tokens);
+  o.sampling.temperature = static_cast<float>(temperature);
+  o.sampling.top_k = static_cast<int32_t>(top_k);
+  o.sampling.top_p = static_cast<float>(top_p);
+  o.sampling.min_p = static_cast<float>(min_p);
+  o.sampling.repetition_penalty = static_cast<float>(repetition);
+  o.sampling.presence_penalty = static_cast<float>(presence);
+  o.sampling.frequency_penalty = static_cast<float>(frequency);
+  o.sampling.stop_strings = stops;
+  o.sampling.ignore_eos = ignore_eos;
+  if (seed >= 0) {
+    o.sampling.seed = static_cast<uint64_t>(seed);
+    o.sampling.has_seed = true;
+  }
+  auto stats = LocalGenerate(o, [](std::string_view text) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  });
+  std::printf("\n");
+  if (!stats.ok()) {
+    std::fprintf(stderr, "bmad generate: %s\n", stats.status().message().c_str());
+    return 1;
+  }
+  if (show_ids) {
+    std::string ids = "[";
+    for (size_t i = 0; i < stats->generated_ids.size(); ++i) {
+      ids += (i ? ", " : "") + std::to_string(stats->generated_ids[i]);
+    }
+    std::fprintf(stderr, "%s]\n", ids.c_str());
+  }
+  if (!quiet) {
+    std::fprintf(stderr,
+                 "[%lld prompt tokens, %.1f tok/s prefill; %lld generated, %.1f tok/s; finish: %s]\n",
+                 static_cast<long long>(stats->prompt_tokens),
+                 double(stats->prompt_tokens) / std::max(stats->prefill_seconds, 1e-9),
+                 static_cast<long long>(stats->generated_tokens),
+                 double(stats->generated_tokens) / std::max(stats->decode_seconds, 1e-9),
+                 std::string(proto::FinishReasonName(stats->finish_reason)).c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::vector<cli::Command> LocalGenerateCommands() {
+  return {{{"generate"},
+           "Generate text: --model FILE runs the model in this process.",
+           RunGenerate}};
+}
+
+}  // namespace bmad::tools
