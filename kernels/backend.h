@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string_view>
 
@@ -43,10 +44,21 @@ struct AttentionSequence {
   std::span<const int32_t> block_table;  // covers positions [0, start_pos + row_count)
 };
 
+// A weight matrix in the layout and memory a backend's MatMul is fastest with, and the storage
+// that keeps it alive (null when the view points into the caller's memory).
+struct PreparedWeight {
+  WeightMatrix view;
+  std::shared_ptr<const void> storage;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string_view name() const = 0;
+
+  // Called once per matrix at load time: re-lays out (CPU: packed panels) or uploads (GPU) a
+  // kRows matrix for MatMul. Never dequantizes: a Q8_0 matrix stays 8-bit.
+  virtual PreparedWeight PrepareMatMulWeight(const WeightMatrix& w) = 0;
 
   // out[i, :] = table row ids[i], as F32.                       out: [ids.size(), table.cols]
   virtual void Embedding(const WeightMatrix& table, std::span<const int32_t> ids, float* out) = 0;
@@ -61,8 +73,9 @@ class Backend {
                     int64_t head_dim, const RopeConfig& rope) = 0;
 
   // y = x · Wᵀ.                                  x: [m, w.cols]   y: [m, w.rows]
-  // F16 weights multiply F16-rounded activations and Q8_0 weights F32 activations; both
-  // accumulate in F32.
+  // w is kRows or what PrepareMatMulWeight returned. F16 weights multiply F16-rounded
+  // activations and Q8_0 weights F32 activations; both accumulate in F32. For prepared
+  // weights the result of each row of y does not depend on m (batch invariance).
   virtual void MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y) = 0;
 
   // out = silu(gate) * up, element-wise.                          [n]

@@ -11,21 +11,30 @@ namespace bmad::kernels {
 
 enum class WeightType { kF32, kF16, kQ8_0 };
 
+// How the bytes are laid out.
+//  kRows:     row r is a contiguous run of `cols` elements (GGUF's layout).
+//  kPanels16: the CPU backend's packed layout (kernels/cpu/packed_weights.h): groups of 16
+//             rows stored k-major, so one vector load gives one input feature of 16 outputs.
+enum class WeightLayout { kRows, kPanels16 };
+
 std::string_view WeightTypeName(WeightType type);
 // Bytes of one row of `cols` elements (Q8_0: cols must be a multiple of 32).
 size_t RowBytes(WeightType type, int64_t cols);
 
 struct WeightMatrix {
   WeightType type = WeightType::kF32;
+  WeightLayout layout = WeightLayout::kRows;
   const void* data = nullptr;
   int64_t rows = 0;        // output features
   int64_t cols = 0;        // input features, contiguous
   size_t row_bytes = 0;    // stride between rows
 
+  // kRows only.
   const uint8_t* Row(int64_t r) const {
     return static_cast<const uint8_t*>(data) + static_cast<size_t>(r) * row_bytes;
   }
-  // Rows [begin, begin + count): the slice a tensor-parallel rank owns when splitting outputs.
+  // Rows [begin, begin + count): the slice a tensor-parallel rank owns when splitting outputs
+  // (kRows only).
   WeightMatrix RowSlice(int64_t begin, int64_t count) const {
     WeightMatrix s = *this;
     s.data = Row(begin);
@@ -36,7 +45,7 @@ struct WeightMatrix {
 
 inline WeightMatrix MakeWeightMatrix(WeightType type, const void* data, int64_t rows,
                                      int64_t cols) {
-  return WeightMatrix{type, data, rows, cols, RowBytes(type, cols)};
+  return WeightMatrix{type, WeightLayout::kRows, data, rows, cols, RowBytes(type, cols)};
 }
 
 }  // namespace bmad::kernels

@@ -1,5 +1,7 @@
 #include "kernels/cpu/cpu_backend.h"
 
+#include "kernels/cpu/packed_weights.h"
+
 #include <cblas.h>
 
 #include <algorithm>
@@ -26,7 +28,7 @@ struct CpuBackend::AttentionTask {
 CpuBackend::CpuBackend(const CpuBackendOptions& options)
     : simd_(options.simd ? *options.simd : cpu::BestSimdKernels()),
       pool_(options.threads > 0 ? options.threads : cpu::AvailableCores()),
-      matmul_(pool_, simd_),
+      matmul_(pool_, simd_, options.sgemm_for_rows_layout),
       scratch_(static_cast<size_t>(pool_.size())) {
   // Our pool parallelizes around sgemm; OpenBLAS's own threads would only compete with it.
   openblas_set_num_threads(1);
@@ -45,6 +47,13 @@ float* CpuBackend::Scratch(int thread, size_t floats) {
     scratch_allocations_.fetch_add(1, std::memory_order_relaxed);
   }
   return buf.data();
+}
+
+PreparedWeight CpuBackend::PrepareMatMulWeight(const WeightMatrix& w) {
+  if (w.layout == WeightLayout::kPanels16) return {w, nullptr};
+  auto packed = std::make_shared<cpu::PackedWeights>(cpu::PackWeights(w));
+  const WeightMatrix view = packed->view;
+  return {view, std::shared_ptr<const void>(packed, packed->storage.get())};
 }
 
 void CpuBackend::Embedding(const WeightMatrix& table, std::span<const int32_t> ids, float* out) {

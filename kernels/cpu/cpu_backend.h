@@ -15,6 +15,10 @@ namespace bmad::kernels {
 struct CpuBackendOptions {
   int threads = 0;                          // 0: every core this process may use
   const cpu::SimdKernels* simd = nullptr;   // nullptr: the best the CPU supports
+  // Prefill-sized products of unprepared (kRows) weights through OpenBLAS sgemm on
+  // dequantized tiles. Off by default: prepared (packed) weights are faster and batch
+  // invariant; sgemm's summation order depends on the batch.
+  bool sgemm_for_rows_layout = false;
 };
 
 class CpuBackend final : public Backend {
@@ -23,6 +27,7 @@ class CpuBackend final : public Backend {
   ~CpuBackend() override;
 
   std::string_view name() const override { return "cpu"; }
+  PreparedWeight PrepareMatMulWeight(const WeightMatrix& w) override;
   int threads() const { return pool_.size(); }
   const char* isa() const { return simd_.isa; }
   // Buffers the backend grew since it was made (matmul tiles, attention scratch).

@@ -4,17 +4,24 @@
 
 #include <algorithm>
 
+#include "kernels/cpu/packed_weights.h"
+
 namespace bmad::kernels::cpu {
 namespace {
 
 // Rows of W per parallel task in the dot-product regimes: enough work to amortize the handout,
 // small enough to balance 2-64 threads.
 constexpr int64_t kRowsPerTask = 64;
+// Packed panels per parallel task: 192 outputs.
+constexpr int64_t kPanelsPerTask = 12;  // divisible by every NP the kernel uses (12, 6, 4, 3, 2)
 
 }  // namespace
 
-MatMulEngine::MatMulEngine(ThreadPool& pool, const SimdKernels& simd)
-    : pool_(pool), simd_(simd), thread_buffers_(static_cast<size_t>(pool.size())) {}
+MatMulEngine::MatMulEngine(ThreadPool& pool, const SimdKernels& simd, bool sgemm_for_rows_layout)
+    : pool_(pool),
+      simd_(simd),
+      sgemm_for_rows_layout_(sgemm_for_rows_layout),
+      thread_buffers_(static_cast<size_t>(pool.size())) {}
 
 float* MatMulEngine::ThreadBuffer(int thread, size_t floats) {
   std::vector<float>& buf = thread_buffers_[static_cast<size_t>(thread)];
@@ -40,11 +47,29 @@ void MatMulEngine::Run(const float* x, int64_t m, const WeightMatrix& w, float* 
     simd_.round_half(rounded_x_.data(), static_cast<int64_t>(n));
     x = rounded_x_.data();
   }
-  if (m >= kSgemmMinRows) {
+  if (w.layout == WeightLayout::kPanels16) {
+    RunPanels(x, m, w, y);
+  } else if (sgemm_for_rows_layout_ && m >= kSgemmMinRows) {
     RunSgemm(x, m, w, y);
   } else {
     RunDot(x, m, w, y);
   }
+}
+
+void MatMulEngine::RunPanels(const float* x, int64_t m, const WeightMatrix& w, float* y) {
+  const int64_t k = w.cols;
+  const int64_t n = w.rows;
+  const int64_t panels = PanelCount(n);
+  const int64_t tasks = (panels + kPanelsPerTask - 1) / kPanelsPerTask;
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  pool_.ParallelFor(tasks, 1, [&](int64_t begin, int64_t end, int) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t p0 = t * kPanelsPerTask;
+      const int64_t rows = std::min(kPanelsPerTask * kPanelRows, n - p0 * kPanelRows);
+      simd_.panel_gemm(w.type, base + static_cast<size_t>(p0) * w.row_bytes, w.row_bytes, rows,
+                       x, k, m, k, y + p0 * kPanelRows, n);
+    }
+  });
 }
 
 void MatMulEngine::RunSgemm(const float* x, int64_t m, const WeightMatrix& w, float* y) {

@@ -1,14 +1,14 @@
 // y = x · Wᵀ on the CPU for F32, F16 and Q8_0 weights (see Backend::MatMul for the contract).
 //
-// Three regimes, by the number of activation rows m (tokens in the step):
-//  - m >= kSgemmMinRows (prefill): W is dequantized a tile of rows at a time into a per-thread
-//    buffer that stays in L2, and OpenBLAS sgemm multiplies the whole activation matrix by it.
-//  - 1 < m < kSgemmMinRows (batched decode): register-blocked dot products (4 weight rows x up to
-//    4 activation rows per tile); F16/Q8_0 rows are dequantized once per tile of rows into
-//    the thread's buffer first, so each weight is converted once however many rows use it.
-//  - m == 1 (single-sequence decode, memory-bound): 8 weight rows streamed at a time,
-//    converted in registers.
-// Work is split over the thread pool by rows of W; OpenBLAS itself runs single-threaded.
+// Packed weights (the normal case, see packed_weights.h): groups of 12 panels (192 outputs) are
+// handed to the threads; each multiplies its panels by every activation row with register tiles
+// of 16*NP outputs x RN rows (NP*RN <= 24 accumulators), converting F16/Q8_0 in registers.
+// Every output is one FMA chain over the inputs in order, so a row's result is bit-identical
+// whatever else is in the batch, and whether a prompt is prefilled in one step or in chunks.
+//
+// Row-layout weights (tests, and matrices nobody prepared): register-blocked dot products, or,
+// when enabled, OpenBLAS sgemm on dequantized tiles for m >= kSgemmMinRows (faster than the dot
+// products for prefill, but its summation order depends on m).
 #pragma once
 
 #include <atomic>
@@ -25,7 +25,7 @@ class MatMulEngine {
  public:
   static constexpr int64_t kSgemmMinRows = 32;
 
-  MatMulEngine(ThreadPool& pool, const SimdKernels& simd);
+  MatMulEngine(ThreadPool& pool, const SimdKernels& simd, bool sgemm_for_rows_layout);
 
   void Run(const float* x, int64_t m, const WeightMatrix& w, float* y);
 
@@ -34,11 +34,13 @@ class MatMulEngine {
 
  private:
   float* ThreadBuffer(int thread, size_t floats);
+  void RunPanels(const float* x, int64_t m, const WeightMatrix& w, float* y);
   void RunSgemm(const float* x, int64_t m, const WeightMatrix& w, float* y);
   void RunDot(const float* x, int64_t m, const WeightMatrix& w, float* y);
 
   ThreadPool& pool_;
   const SimdKernels& simd_;
+  const bool sgemm_for_rows_layout_;
   std::vector<float> rounded_x_;
   std::vector<std::vector<float>> thread_buffers_;
   std::atomic<uint64_t> buffer_allocations_{0};

@@ -17,6 +17,13 @@ using DotRowsFn = void (*)(WeightType type, const uint8_t* w, size_t w_stride, i
                            const float* x, int64_t ldx, int64_t cols, int64_t k, float* y,
                            int64_t ldy);
 
+// y[c * ldy + r] for c in [0, cols), r in [0, rows): the product of x's rows with the weight
+// rows held by consecutive packed panels starting at `panels` (see packed_weights.h).
+// Each output is one FMA chain over the inputs in order, whatever `cols` is.
+using PanelGemmFn = void (*)(WeightType type, const uint8_t* panels, size_t panel_stride,
+                             int64_t rows, const float* x, int64_t ldx, int64_t cols, int64_t k,
+                             float* y, int64_t ldy);
+
 // n elements of one weight row, dequantized to F32.
 using DequantRowFn = void (*)(WeightType type, const uint8_t* row, int64_t n, float* out);
 
@@ -34,6 +41,7 @@ using AxpyFn = void (*)(float alpha, const float* x, float* y, int64_t n);
 struct SimdKernels {
   const char* isa;
   DotRowsFn dot_rows;
+  PanelGemmFn panel_gemm;
   DequantRowFn dequant_row;
   RoundHalfFn round_half;
   HalfToFloatFn half_to_float;

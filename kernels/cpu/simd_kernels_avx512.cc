@@ -17,6 +17,8 @@ struct Q8Block {  // ggml block_q8_0 (see kernels/q8_0.h)
 };
 static_assert(sizeof(Q8Block) == 34, "Q8_0 block layout");
 
+inline int64_t MinI64(int64_t a, int64_t b) { return a < b ? a : b; }
+
 inline __mmask16 TailMask(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
 
 // Loads 16 consecutive weights starting at element i of a row, as F32.
@@ -112,6 +114,114 @@ void DotRowsAvx512(WeightType type, const uint8_t* w, size_t w_stride, int64_t r
   }
 }
 
+// ---- packed panels (see packed_weights.h) ----
+
+// Loads input feature i of the 16 rows of one panel, as F32.
+struct PanelF32 {
+  static __m512 Load(const uint8_t* panel, int64_t i) {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(panel) + i * 16);
+  }
+};
+struct PanelF16 {
+  static __m512 Load(const uint8_t* panel, int64_t i) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(
+        reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(panel) + i * 16)));
+  }
+};
+struct PanelQ8 {
+  static constexpr int64_t kBlockBytes = 16 * 4 + 32 * 16;
+  static __m512 Load(const uint8_t* panel, int64_t i) {
+    const uint8_t* block = panel + (i >> 5) * kBlockBytes;
+    const __m512 scale = _mm512_loadu_ps(reinterpret_cast<const float*>(block));
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 64 + (i & 31) * 16));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), scale);
+  }
+};
+
+// NP panels (16 NP outputs) x RN activation rows: one accumulator per (panel, row), each a
+// single FMA chain over the inputs in order.
+template <int NP, int RN, typename Loader>
+inline void PanelTile(const uint8_t* panels, size_t stride, int64_t rows, const float* x,
+                      int64_t ldx, int64_t k, float* y, int64_t ldy) {
+  __m512 acc[NP][RN];
+  for (int p = 0; p < NP; ++p)
+    for (int c = 0; c < RN; ++c) acc[p][c] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < k; ++i) {
+    __m512 w[NP];
+    for (int p = 0; p < NP; ++p) w[p] = Loader::Load(panels + p * stride, i);
+    for (int c = 0; c < RN; ++c) {
+      const __m512 xb = _mm512_set1_ps(x[c * ldx + i]);
+      for (int p = 0; p < NP; ++p) acc[p][c] = _mm512_fmadd_ps(w[p], xb, acc[p][c]);
+    }
+  }
+  for (int p = 0; p < NP; ++p) {
+    const int64_t valid = rows - p * 16;
+    if (valid <= 0) break;
+    const __mmask16 m = valid >= 16 ? static_cast<__mmask16>(0xffff) : TailMask(valid);
+    for (int c = 0; c < RN; ++c) _mm512_mask_storeu_ps(y + c * ldy + p * 16, m, acc[p][c]);
+  }
+}
+
+// All activation rows for NP panels: chunks of up to min(12, 24 / NP) rows.
+template <int NP, typename Loader>
+inline void PanelColumns(const uint8_t* panels, size_t stride, int64_t rows, const float* x,
+                         int64_t ldx, int64_t cols, int64_t k, float* y, int64_t ldy) {
+  constexpr int kChunk = 24 / NP < 12 ? 24 / NP : 12;
+  int64_t c = 0;
+  for (; c + kChunk <= cols; c += kChunk) {
+    PanelTile<NP, kChunk, Loader>(panels, stride, rows, x + c * ldx, ldx, k, y + c * ldy, ldy);
+  }
+  const int64_t left = cols - c;
+  x += c * ldx;
+  y += c * ldy;
+  switch (left) {
+#define BMAD_PANEL_CASE(n) \
+  case n: if constexpr (n < kChunk) PanelTile<NP, n, Loader>(panels, stride, rows, x, ldx, k, y, ldy); break;
+    BMAD_PANEL_CASE(1) BMAD_PANEL_CASE(2) BMAD_PANEL_CASE(3) BMAD_PANEL_CASE(4)
+    BMAD_PANEL_CASE(5) BMAD_PANEL_CASE(6) BMAD_PANEL_CASE(7) BMAD_PANEL_CASE(8)
+    BMAD_PANEL_CASE(9) BMAD_PANEL_CASE(10) BMAD_PANEL_CASE(11)
+#undef BMAD_PANEL_CASE
+    default: break;
+  }
+}
+
+template <typename Loader>
+void PanelGemmTyped(const uint8_t* panels, size_t stride, int64_t rows, const float* x,
+                    int64_t ldx, int64_t cols, int64_t k, float* y, int64_t ldy) {
+  const int64_t n_panels = (rows + 15) / 16;
+  // As many panels at once as keep NP x RN <= 24 accumulators: few activation rows get more
+  // panels, so there are enough independent FMA chains and each converted weight vector feeds
+  // more FMAs.
+  const int64_t rn = cols < 12 ? cols : 12;
+  const int np = rn == 1 ? 12 : (rn <= 3 ? 6 : (rn <= 6 ? 4 : (rn <= 8 ? 3 : 2)));
+  int64_t p = 0;
+  for (; p + np <= n_panels; p += np) {
+    const int64_t r = MinI64(rows - p * 16, np * 16);
+    const uint8_t* base = panels + p * stride;
+    float* yp = y + p * 16;
+    switch (np) {
+      case 12: PanelColumns<12, Loader>(base, stride, r, x, ldx, cols, k, yp, ldy); break;
+      case 6: PanelColumns<6, Loader>(base, stride, r, x, ldx, cols, k, yp, ldy); break;
+      case 4: PanelColumns<4, Loader>(base, stride, r, x, ldx, cols, k, yp, ldy); break;
+      case 3: PanelColumns<3, Loader>(base, stride, r, x, ldx, cols, k, yp, ldy); break;
+      default: PanelColumns<2, Loader>(base, stride, r, x, ldx, cols, k, yp, ldy); break;
+    }
+  }
+  for (; p < n_panels; ++p) {
+    const int64_t r = MinI64(rows - p * 16, 16);
+    PanelColumns<1, Loader>(panels + p * stride, stride, r, x, ldx, cols, k, y + p * 16, ldy);
+  }
+}
+
+void PanelGemmAvx512(WeightType type, const uint8_t* panels, size_t stride, int64_t rows,
+                     const float* x, int64_t ldx, int64_t cols, int64_t k, float* y, int64_t ldy) {
+  switch (type) {
+    case WeightType::kF32: PanelGemmTyped<PanelF32>(panels, stride, rows, x, ldx, cols, k, y, ldy); break;
+    case WeightType::kF16: PanelGemmTyped<PanelF16>(panels, stride, rows, x, ldx, cols, k, y, ldy); break;
+    case WeightType::kQ8_0: PanelGemmTyped<PanelQ8>(panels, stride, rows, x, ldx, cols, k, y, ldy); break;
+  }
+}
+
 void DequantRowAvx512(WeightType type, const uint8_t* row, int64_t n, float* out) {
   int64_t i = 0;
   switch (type) {
@@ -186,7 +296,8 @@ void AxpyAvx512(float alpha, const float* x, float* y, int64_t n) {
   }
 }
 
-const SimdKernels kAvx512Kernels{"avx512",        DotRowsAvx512,     DequantRowAvx512,
+const SimdKernels kAvx512Kernels{"avx512",        DotRowsAvx512,     PanelGemmAvx512,
+                                 DequantRowAvx512,
                                  RoundHalfAvx512, HalfToFloatAvx512, FloatToHalfAvx512,
                                  DotAvx512,       AxpyAvx512};
 

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "common/half.h"
+#include "kernels/cpu/packed_weights.h"
 #include "kernels/cpu/simd_kernels.h"
 #include "kernels/q8_0.h"
 
@@ -44,6 +45,19 @@ void DotRowsScalar(WeightType type, const uint8_t* w, size_t w_stride, int64_t r
   }
 }
 
+void PanelGemmScalar(WeightType type, const uint8_t* panels, size_t panel_stride, int64_t rows,
+                     const float* x, int64_t ldx, int64_t cols, int64_t k, float* y,
+                     int64_t ldy) {
+  const WeightMatrix w{type, WeightLayout::kPanels16, panels, rows, k, panel_stride};
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      float acc = 0.0f;
+      for (int64_t i = 0; i < k; ++i) acc = std::fma(PackedElement(w, r, i), x[c * ldx + i], acc);
+      y[c * ldy + r] = acc;
+    }
+  }
+}
+
 void RoundHalfScalar(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = RoundToHalf(x[i]);
 }
@@ -69,7 +83,8 @@ void AxpyScalar(float alpha, const float* x, float* y, int64_t n) {
 }  // namespace
 
 const SimdKernels& ScalarSimdKernels() {
-  static const SimdKernels kKernels{"scalar",         DotRowsScalar,     DequantRowScalar,
+  static const SimdKernels kKernels{"scalar",         DotRowsScalar,     PanelGemmScalar,
+                                    DequantRowScalar,
                                     RoundHalfScalar,  HalfToFloatScalar, FloatToHalfScalar,
                                     DotScalar,        AxpyScalar};
   return kKernels;

@@ -4,11 +4,16 @@
 #include <vector>
 
 #include "common/half.h"
+#include "kernels/cpu/packed_weights.h"
 #include "kernels/q8_0.h"
 
 namespace bmad::kernels {
 
 void DequantizeRow(const WeightMatrix& w, int64_t r, float* out) {
+  if (w.layout == WeightLayout::kPanels16) {
+    for (int64_t c = 0; c < w.cols; ++c) out[c] = cpu::PackedElement(w, r, c);
+    return;
+  }
   const uint8_t* row = w.Row(r);
   switch (w.type) {
     case WeightType::kF32:

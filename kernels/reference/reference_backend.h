@@ -10,6 +10,7 @@ namespace bmad::kernels {
 class ReferenceBackend final : public Backend {
  public:
   std::string_view name() const override { return "reference"; }
+  PreparedWeight PrepareMatMulWeight(const WeightMatrix& w) override { return {w, nullptr}; }
   void Embedding(const WeightMatrix& table, std::span<const int32_t> ids, float* out) override;
   void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps,
                float* out) override;
@@ -30,7 +31,7 @@ class ReferenceBackend final : public Backend {
                        float* out) override;
 };
 
-// Row r of a weight matrix as F32 (dequantized).
+// Row r of a weight matrix as F32 (dequantized), in either layout.
 void DequantizeRow(const WeightMatrix& w, int64_t r, float* out);
 
 // Index of element (position, head, dim) of a layer's K or V cache.

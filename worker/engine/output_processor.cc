@@ -5,10 +5,11 @@
 namespace bmad::engine {
 
 OutputProcessor::OutputProcessor(const tokenizer::Tokenizer& tokenizer,
-                                 const proto::SamplingParams& params, int64_t max_new_tokens,
+                                 const proto::SamplingParams& params,
+                                 std::span<const int32_t> prompt, int64_t max_new_tokens,
                                  std::vector<int32_t> already_generated)
     : tokenizer_(tokenizer),
-      detokenizer_(tokenizer),
+      detokenizer_(tokenizer, /*decodes_sequence_start=*/tokenizer.Decode(prompt).empty()),
       stop_strings_(params.stop_strings),
       stop_token_ids_(params.stop_token_ids),
       ignore_eos_(params.ignore_eos),

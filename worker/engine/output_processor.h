@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -23,11 +24,14 @@ struct TokenOutcome {
 
 class OutputProcessor {
  public:
+  // `prompt`: the prompt's token ids (when they hold no text, e.g. BOS alone, the output is the
+  // start of the text and loses its first leading space, as a whole-sequence decode would).
   // `max_new_tokens`: the most tokens this sequence may generate (max_tokens, already capped by
   // the context length left after the prompt). `already_generated`: tokens a previous replica
   // generated (request migration); they count towards max_tokens and are not emitted again.
   OutputProcessor(const tokenizer::Tokenizer& tokenizer, const proto::SamplingParams& params,
-                  int64_t max_new_tokens, std::vector<int32_t> already_generated = {});
+                  std::span<const int32_t> prompt, int64_t max_new_tokens,
+                  std::vector<int32_t> already_generated = {});
 
   // Accounts for one sampled token.
   TokenOutcome OnToken(int32_t token);

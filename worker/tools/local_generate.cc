@@ -56,7 +56,7 @@ Result<LocalGenerateStats> LocalGenerate(const LocalGenerateOptions& o,
   model->Reserve(o.prefill_chunk, 1);
 
   sampling::Sampler sampler(o.sampling, std::random_device{}());
-  engine::OutputProcessor output(tok, o.sampling, max_new);
+  engine::OutputProcessor output(tok, o.sampling, prompt, max_new);
   std::vector<float> logits(static_cast<size_t>(c.n_vocab));
   LocalGenerateStats stats;
   stats.prompt_tokens = static_cast<int64_t>(prompt.size());

@@ -10,6 +10,7 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::string& path,
   BMAD_ASSIGN_OR_RETURN(std::unique_ptr<gguf::GgufFile> file, gguf::GgufFile::Open(path));
   BMAD_ASSIGN_OR_RETURN(LlamaConfig config, ReadLlamaConfig(*file));
   BMAD_ASSIGN_OR_RETURN(LlamaWeights weights, MapLlamaWeights(*file, config));
+  PrepareForBackend(weights, backend);
   return std::unique_ptr<LlamaModel>(
       new LlamaModel(std::move(file), std::move(config), std::move(weights), backend));
 }

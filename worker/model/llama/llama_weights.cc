@@ -89,4 +89,18 @@ Result<LlamaWeights> MapLlamaWeights(const gguf::GgufFile& file, const LlamaConf
   return w;
 }
 
+void PrepareForBackend(LlamaWeights& w, kernels::Backend& backend) {
+  auto prepare = [&](kernels::WeightMatrix& m) {
+    kernels::PreparedWeight p = backend.PrepareMatMulWeight(m);
+    m = p.view;
+    if (p.storage) w.prepared.push_back(std::move(p.storage));
+  };
+  prepare(w.output);
+  for (LlamaLayerWeights& l : w.layers) {
+    for (kernels::WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+      prepare(*m);
+    }
+  }
+}
+
 }  // namespace bmad::model

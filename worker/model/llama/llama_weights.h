@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "kernels/backend.h"
 #include "kernels/weight_matrix.h"
 #include "worker/model/gguf/gguf_file.h"
 #include "worker/model/llama/llama_config.h"
@@ -31,11 +32,16 @@ struct LlamaWeights {
   const float* output_norm = nullptr;
   std::vector<LlamaLayerWeights> layers;
   std::vector<std::unique_ptr<float[]>> owned;  // converted norm vectors
+  std::vector<std::shared_ptr<const void>> prepared;  // backend-prepared matrices
   size_t bytes = 0;                              // weight bytes referenced
 };
 
 // Maps every tensor the model needs. Errors name the tensor: missing (kInvalidArgument), wrong
 // shape (kInvalidArgument), or a type bmad does not compute with (kUnimplemented).
 Result<LlamaWeights> MapLlamaWeights(const gguf::GgufFile& file, const LlamaConfig& config);
+
+// Replaces every matrix MatMul reads (all but the embedding table, which stays in file layout
+// for row lookups) by the backend's prepared form, keeping its storage alive in `prepared`.
+void PrepareForBackend(LlamaWeights& weights, kernels::Backend& backend);
 
 }  // namespace bmad::model

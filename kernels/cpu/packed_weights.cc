@@ -1,0 +1,93 @@
+#include "kernels/cpu/packed_weights.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "common/half.h"
+#include "kernels/q8_0.h"
+
+namespace bmad::kernels::cpu {
+namespace {
+
+void FreeAligned(uint8_t* p) { std::free(p); }
+
+constexpr size_t kQ8BlockBytes = 16 * sizeof(float) + 32 * 16;  // scales + values
+
+}  // namespace
+
+size_t PanelBytes(WeightType type, int64_t cols) {
+  switch (type) {
+    case WeightType::kF32: return static_cast<size_t>(cols) * kPanelRows * 4;
+    case WeightType::kF16: return static_cast<size_t>(cols) * kPanelRows * 2;
+    case WeightType::kQ8_0: return static_cast<size_t>(cols / kQ8_0Block) * kQ8BlockBytes;
+  }
+  return 0;
+}
+
+PackedWeights PackWeights(const WeightMatrix& w) {
+  PackedWeights out;
+  const size_t panel = PanelBytes(w.type, w.cols);
+  const int64_t panels = PanelCount(w.rows);
+  out.bytes = panel * static_cast<size_t>(panels);
+  auto* data = static_cast<uint8_t*>(std::aligned_alloc(64, (out.bytes + 63) / 64 * 64));
+  std::memset(data, 0, out.bytes);
+  out.storage = {data, FreeAligned};
+  for (int64_t r = 0; r < w.rows; ++r) {
+    uint8_t* p = data + static_cast<size_t>(r / kPanelRows) * panel;
+    const int64_t lane = r % kPanelRows;
+    const uint8_t* row = w.Row(r);
+    switch (w.type) {
+      case WeightType::kF32:
+        for (int64_t c = 0; c < w.cols; ++c) {
+          std::memcpy(p + (c * kPanelRows + lane) * 4, row + c * 4, 4);
+        }
+        break;
+      case WeightType::kF16:
+        for (int64_t c = 0; c < w.cols; ++c) {
+          std::memcpy(p + (c * kPanelRows + lane) * 2, row + c * 2, 2);
+        }
+        break;
+      case WeightType::kQ8_0: {
+        const auto* blocks = reinterpret_cast<const BlockQ8_0*>(row);
+        for (int64_t b = 0; b < w.cols / kQ8_0Block; ++b) {
+          uint8_t* pb = p + static_cast<size_t>(b) * kQ8BlockBytes;
+          const float scale = HalfToFloat(blocks[b].scale);
+          std::memcpy(pb + lane * 4, &scale, 4);
+          for (int j = 0; j < kQ8_0Block; ++j) {
+            pb[16 * sizeof(float) + j * kPanelRows + lane] = static_cast<uint8_t>(blocks[b].q[j]);
+          }
+        }
+        break;
+      }
+    }
+  }
+  out.view = WeightMatrix{w.type, WeightLayout::kPanels16, data, w.rows, w.cols, panel};
+  return out;
+}
+
+float PackedElement(const WeightMatrix& w, int64_t r, int64_t c) {
+  const auto* p = static_cast<const uint8_t*>(w.data) + static_cast<size_t>(r / kPanelRows) * w.row_bytes;
+  const int64_t lane = r % kPanelRows;
+  switch (w.type) {
+    case WeightType::kF32: {
+      float v;
+      std::memcpy(&v, p + (c * kPanelRows + lane) * 4, 4);
+      return v;
+    }
+    case WeightType::kF16: {
+      uint16_t h;
+      std::memcpy(&h, p + (c * kPanelRows + lane) * 2, 2);
+      return HalfToFloat(h);
+    }
+    case WeightType::kQ8_0: {
+      const uint8_t* pb = p + static_cast<size_t>(c / kQ8_0Block) * kQ8BlockBytes;
+      float scale;
+      std::memcpy(&scale, pb + lane * 4, 4);
+      const auto q = static_cast<int8_t>(pb[16 * sizeof(float) + (c % kQ8_0Block) * kPanelRows + lane]);
+      return scale * static_cast<float>(q);
+    }
+  }
+  return 0;
+}
+
+}  // namespace bmad::kernels::cpu

@@ -1,0 +1,41 @@
+// The CPU backend's packed weight layout (WeightLayout::kPanels16).
+//
+// Rows are grouped into panels of 16 (the last one zero-padded). A panel stores its 16 rows
+// k-major, so the matmul kernel reads one input feature of 16 outputs with one vector load and
+// multiplies it by one broadcast activation: no horizontal sums, every output accumulated in
+// input order by one FMA chain. That fixed order is what makes results independent of how many
+// rows a step has (batch invariance), and the layout streams through memory panel by panel.
+//
+//   F32:  float  [k][16]                                  panel bytes = 64 k
+//   F16:  uint16 [k][16]                                  panel bytes = 32 k
+//   Q8_0: for each block of 32 inputs: float scale[16], then int8 [32][16]
+//                                                         panel bytes = 18 k
+// Packing copies (no dequantization): Q8_0 stays 8-bit, F16 stays 16-bit.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "kernels/weight_matrix.h"
+
+namespace bmad::kernels::cpu {
+
+inline constexpr int64_t kPanelRows = 16;
+
+size_t PanelBytes(WeightType type, int64_t cols);
+inline int64_t PanelCount(int64_t rows) { return (rows + kPanelRows - 1) / kPanelRows; }
+
+struct PackedWeights {
+  std::unique_ptr<uint8_t[], void (*)(uint8_t*)> storage{nullptr, nullptr};  // 64-byte aligned
+  size_t bytes = 0;
+  WeightMatrix view;  // layout kPanels16; row_bytes holds the panel stride
+};
+
+// Packs a kRows matrix. Q8_0 needs cols % 32 == 0 (as GGUF guarantees).
+PackedWeights PackWeights(const WeightMatrix& rows_layout);
+
+// Element (r, c) of a packed matrix as F32 (tests and the reference backend).
+float PackedElement(const WeightMatrix& packed, int64_t r, int64_t c);
+
+}  // namespace bmad::kernels::cpu

@@ -1,0 +1,206 @@
+// Batching must not change results: a batch of ragged sequences gives the logits each sequence
+// gives alone, prefill in chunks gives the logits of prefill in one go, and the CPU backend
+// agrees with the reference backend on a whole model.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/reference/reference_backend.h"
+#include "tests/support/paths.h"
+#include "worker/model/llama/llama_model.h"
+#include "worker/model/synth/model_synth.h"
+
+namespace bmad::model {
+namespace {
+
+constexpr int64_t kBlockSize = 16;
+
+std::string StoriesPath() { return testing::SharedModelsDir() + "/stories260K.gguf"; }
+
+// A synthetic F32 model with grouped-query attention (8 query heads, 2 KV heads).
+std::string GqaModelPath() {
+  static const std::string path = [] {
+    const std::string dir = testing::MakeTempDir("bmad-model-");
+    synth::SynthSpec spec;
+    spec.layers = 3;
+    spec.dim = 64;
+    spec.heads = 8;
+    spec.kv_heads = 2;
+    spec.ffn = 96;
+    spec.vocab = 300;
+    spec.ctx = 256;
+    spec.dtype = synth::SynthDtype::kF32;
+    spec.seed = 7;
+    const std::string p = dir + "/gqa.gguf";
+    EXPECT_TRUE(synth::SynthesizeModel(spec, p).ok());
+    return p;
+  }();
+  return path;
+}
+
+// Each sequence owns a disjoint range of blocks of one shared cache.
+struct Sequences {
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::vector<int32_t>> tables;
+};
+
+Sequences MakeSequences(const std::vector<int>& lengths, int64_t vocab, uint64_t seed) {
+  Sequences s;
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  int32_t next_block = 1;
+  for (int len : lengths) {
+    std::vector<int32_t> p;
+    for (int i = 0; i < len; ++i) p.push_back(static_cast<int32_t>(rng() % vocab));
+    s.prompts.push_back(p);
+    std::vector<int32_t> t;
+    for (int b = 0; b < 8; ++b) t.push_back(next_block++);
+    s.tables.push_back(t);
+  }
+  return s;
+}
+
+double MaxAbsDiff(const float* a, const float* b, int64_t n) {
+  double worst = 0;
+  for (int64_t i = 0; i < n; ++i) worst = std::max(worst, double(std::fabs(a[i] - b[i])));
+  return worst;
+}
+
+void CheckBatchEqualsAlone(const std::string& path) {
+  kernels::CpuBackend backend;
+  auto loaded = LlamaModel::Load(path, backend);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  LlamaModel& m = **loaded;
+  const int64_t V = m.config().n_vocab;
+  const Sequences seqs = MakeSequences({1, 3, 7, 16, 17, 33, 40, 5}, V, 11);
+  const size_t n = seqs.prompts.size();
+
+  // Alone: each sequence in its own cache, prefill then 4 greedy decode steps.
+  std::vector<std::vector<float>> alone(n);
+  std::vector<std::vector<int32_t>> alone_tokens(n);
+  for (size_t i = 0; i < n; ++i) {
+    KvCache cache(m.CacheShape(8 * static_cast<int64_t>(n) + 1, kBlockSize));
+    std::vector<float> logits(static_cast<size_t>(V));
+    std::vector<int32_t> input = seqs.prompts[i];
+    int32_t pos = 0;
+    for (int step = 0; step < 5; ++step) {
+      const SequenceStep st{input, pos, seqs.tables[i], true};
+      ASSERT_TRUE(m.Forward(std::span(&st, 1), cache, logits.data()).ok());
+      alone[i].insert(alone[i].end(), logits.begin(), logits.end());
+      pos += static_cast<int32_t>(input.size());
+      const int32_t next = static_cast<int32_t>(
+          std::max_element(logits.begin(), logits.end()) - logits.begin());
+      alone_tokens[i].push_back(next);
+      input = {next};
+    }
+  }
+
+  // Batched: all eight prefill together (ragged), then decode together, feeding the tokens
+  // the lone runs chose so both see the same inputs.
+  KvCache cache(m.CacheShape(8 * static_cast<int64_t>(n) + 1, kBlockSize));
+  std::vector<float> logits(n * static_cast<size_t>(V));
+  std::vector<int32_t> pos(n, 0);
+  for (int step = 0; step < 5; ++step) {
+    std::vector<SequenceStep> steps;
+    std::vector<std::vector<int32_t>> inputs(n);
+    for (size_t i = 0; i < n; ++i) {
+      inputs[i] = step == 0 ? seqs.prompts[i] : std::vector<int32_t>{alone_tokens[i][static_cast<size_t>(step - 1)]};
+      steps.push_back({inputs[i], pos[i], seqs.tables[i], true});
+    }
+    ASSERT_TRUE(m.Forward(steps, cache, logits.data()).ok());
+    for (size_t i = 0; i < n; ++i) {
+      const float* want = alone[i].data() + static_cast<size_t>(step) * V;
+      // The issue asks for 1e-4; packed-weight matmuls and the tile-independent attention make
+      // the results bit-identical (batch invariance), so hold them to that.
+      EXPECT_EQ(MaxAbsDiff(logits.data() + i * V, want, V), 0.0)
+          << path << " sequence " << i << " step " << step;
+      pos[i] += static_cast<int32_t>(inputs[i].size());
+    }
+  }
+}
+
+TEST(LlamaBatchTest, EightRaggedSequencesMatchEachAlone) {
+  CheckBatchEqualsAlone(StoriesPath());
+  CheckBatchEqualsAlone(GqaModelPath());
+}
+
+TEST(LlamaBatchTest, ChunkedPrefillMatchesOneGo) {
+  for (const std::string& path : {StoriesPath(), GqaModelPath()}) {
+    kernels::CpuBackend backend;
+    auto loaded = LlamaModel::Load(path, backend);
+    ASSERT_TRUE(loaded.ok());
+    LlamaModel& m = **loaded;
+    const int64_t V = m.config().n_vocab;
+    const Sequences seqs = MakeSequences({100}, V, 5);
+    const std::vector<int32_t>& prompt = seqs.prompts[0];
+    auto run = [&](const std::vector<size_t>& chunks, std::vector<float>* last_logits,
+                   std::vector<float>* decode_logits) {
+      KvCache cache(m.CacheShape(16, kBlockSize));
+      std::vector<float> logits(static_cast<size_t>(V));
+      size_t done = 0;
+      for (size_t c : chunks) {
+        const SequenceStep st{std::span<const int32_t>(prompt).subspan(done, c),
+                              static_cast<int32_t>(done), seqs.tables[0], done + c == prompt.size()};
+        ASSERT_TRUE(m.Forward(std::span(&st, 1), cache, logits.data()).ok());
+        done += c;
+      }
+      *last_logits = logits;
+      const int32_t next = 42;
+      const SequenceStep st{std::span<const int32_t>(&next, 1), static_cast<int32_t>(done),
+                            seqs.tables[0], true};
+      ASSERT_TRUE(m.Forward(std::span(&st, 1), cache, logits.data()).ok());
+      *decode_logits = logits;
+    };
+    std::vector<float> one_last, one_next;
+    run({100}, &one_last, &one_next);
+    for (const std::vector<size_t>& chunks :
+         {std::vector<size_t>{7, 32, 61}, {50, 50}, {1, 1, 98}, {16, 16, 16, 16, 16, 20}}) {
+      std::vector<float> last, next;
+      run(chunks, &last, &next);
+      EXPECT_EQ(MaxAbsDiff(last.data(), one_last.data(), V), 0.0) << path;
+      EXPECT_EQ(MaxAbsDiff(next.data(), one_next.data(), V), 0.0) << path;
+    }
+  }
+}
+
+TEST(LlamaBatchTest, CpuBackendMatchesReferenceBackendOnWholeModel) {
+  kernels::CpuBackend cpu;
+  kernels::ReferenceBackend ref;
+  auto a = LlamaModel::Load(GqaModelPath(), cpu);
+  auto b = LlamaModel::Load(GqaModelPath(), ref);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const int64_t V = (*a)->config().n_vocab;
+  const Sequences seqs = MakeSequences({9, 30}, V, 3);
+  KvCache ca((*a)->CacheShape(20, kBlockSize)), cb((*b)->CacheShape(20, kBlockSize));
+  std::vector<SequenceStep> steps = {{seqs.prompts[0], 0, seqs.tables[0], true},
+                                     {seqs.prompts[1], 0, seqs.tables[1], true}};
+  std::vector<float> la(2 * static_cast<size_t>(V)), lb(la.size());
+  ASSERT_TRUE((*a)->Forward(steps, ca, la.data()).ok());
+  ASSERT_TRUE((*b)->Forward(steps, cb, lb.data()).ok());
+  EXPECT_LE(MaxAbsDiff(la.data(), lb.data(), 2 * V), 1e-4);
+}
+
+TEST(LlamaBatchTest, MalformedStepsAreErrors) {
+  kernels::CpuBackend backend;
+  auto loaded = LlamaModel::Load(StoriesPath(), backend);
+  ASSERT_TRUE(loaded.ok());
+  LlamaModel& m = **loaded;
+  KvCache cache(m.CacheShape(4, kBlockSize));
+  std::vector<float> logits(512);
+  const std::vector<int32_t> table = {1, 2, 3};
+  auto forward = [&](std::vector<int32_t> tokens, int32_t pos, std::vector<int32_t> t) {
+    const SequenceStep st{tokens, pos, t, true};
+    return m.Forward(std::span(&st, 1), cache, logits.data());
+  };
+  EXPECT_NE(forward({600}, 0, table).message().find("token id 600"), std::string::npos);
+  EXPECT_NE(forward({-1}, 0, table).message().find("outside the vocabulary"), std::string::npos);
+  EXPECT_EQ(forward({1}, 511, table).code(), StatusCode::kInvalidArgument);  // table too short
+  EXPECT_EQ(forward({1, 2}, 511, std::vector<int32_t>(40, 1)).code(), StatusCode::kOutOfRange);
+  EXPECT_NE(forward({1}, 0, {9}).message().find("block 9"), std::string::npos);
+  EXPECT_NE(forward({}, 0, table).message().find("no tokens"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace bmad::model
