@@ -1,0 +1,104 @@
+#include "worker/memory/arena.h"
+
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+#include "worker/memory/alignment.h"
+#include "worker/memory/system_allocations.h"
+
+namespace bmad::memory {
+namespace {
+
+std::string SizeText(size_t bytes) {
+  return HumanBytes(bytes) + " (" + std::to_string(bytes) + " B)";
+}
+
+}  // namespace
+
+std::string HumanBytes(size_t bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double value = static_cast<double>(bytes);
+  size_t unit = 0;
+  while (value >= 1024.0 && unit + 1 < std::size(kUnits)) {
+    value /= 1024.0;
+    ++unit;
+  }
+  char text[32];
+  if (unit == 0) {
+    std::snprintf(text, sizeof(text), "%zu B", bytes);
+  } else {
+    std::snprintf(text, sizeof(text), "%.2f %s", value, kUnits[unit]);
+  }
+  return text;
+}
+
+Arena::Arena(void* base, size_t capacity, bool owns_memory)
+    : base_(base), capacity_(capacity), owns_memory_(owns_memory) {}
+
+Arena::~Arena() {
+  if (owns_memory_) munmap(base_, capacity_);
+}
+
+Result<std::unique_ptr<Arena>> Arena::ReserveHost(size_t bytes) {
+  if (bytes == 0) return InvalidArgument("arena: cannot reserve 0 bytes");
+  // No MAP_NORESERVE: with the kernel's default overcommit policy an impossible reservation
+  // then fails here, at start-up, instead of as an out-of-memory kill in the middle of serving.
+  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED) {
+    const int error = errno;
+    return ResourceExhausted("arena: cannot reserve " + SizeText(bytes) +
+                             " of host memory: mmap: " + std::strerror(error));
+  }
+  SystemAllocations::Record(bytes);
+  return std::unique_ptr<Arena>(new Arena(base, bytes, /*owns_memory=*/true));
+}
+
+std::unique_ptr<Arena> Arena::Wrap(void* base, size_t bytes) {
+  if (base == nullptr || RangeWrapsAround(base, bytes)) bytes = 0;
+  return std::unique_ptr<Arena>(new Arena(base, bytes, /*owns_memory=*/false));
+}
+
+Result<Region> Arena::Carve(std::string name, size_t bytes, size_t alignment) {
+  if (name.empty()) return InvalidArgument("arena: a region needs a name");
+  for (const Region& region : regions_) {
+    if (region.name == name) return InvalidArgument("arena: region '" + name + "' exists already");
+  }
+  if (bytes == 0) return InvalidArgument("arena: region '" + name + "' asks for 0 bytes");
+  if (!IsPowerOfTwo(alignment)) {
+    return InvalidArgument("arena: region '" + name + "': alignment " +
+                           std::to_string(alignment) + " is not a power of two");
+  }
+  const size_t left = capacity_ - used_;
+  const size_t padding = PaddingToAlign(AddressOf(base_) + used_, alignment);
+  if (padding > left || bytes > left - padding) {
+    return ResourceExhausted("arena: region '" + name + "' asks for " + SizeText(bytes) +
+                             " aligned to " + std::to_string(alignment) + " but only " +
+                             SizeText(left) + " of " + SizeText(capacity_) + " are left");
+  }
+  Region region{std::move(name), OffsetAddress(base_, used_ + padding), bytes};
+  used_ += padding + bytes;
+  regions_.push_back(region);
+  return region;
+}
+
+std::string Arena::Describe() const {
+  char address[32];
+  std::snprintf(address, sizeof(address), "0x%" PRIxPTR, AddressOf(base_));
+  std::string out = owns_memory_ ? "host arena " : "wrapped arena ";
+  out += SizeText(capacity_) + " at " + address + ":";
+  if (regions_.empty()) out += " no regions";
+  for (size_t i = 0; i < regions_.size(); ++i) {
+    const Region& region = regions_[i];
+    out += i == 0 ? " " : ", ";
+    out += region.name + " " + SizeText(region.bytes) + " at +" +
+           std::to_string(AddressOf(region.base) - AddressOf(base_));
+  }
+  out += "; free " + SizeText(remaining());
+  return out;
+}
+
+}  // namespace bmad::memory
