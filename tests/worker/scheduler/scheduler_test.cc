@@ -1,0 +1,328 @@
+// The scheduler with a fake executor and no model: each step "computes" its chunks and every
+// chunk that samples gets a made-up token; a request finishes after its output length.
+#include "worker/scheduler/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+namespace bmad::sched {
+namespace {
+
+struct FakeExecutor {
+  std::map<uint64_t, int64_t> output_len;  // tokens to generate per request
+  std::map<uint64_t, std::vector<int32_t>> generated;
+  std::vector<SchedulerOutput> steps;
+
+  // Runs one step; returns its output.
+  SchedulerOutput Step(Scheduler& s) {
+    SchedulerOutput out = s.Schedule();
+    std::vector<SampledToken> sampled;
+    for (const ScheduledChunk& c : out.chunks) {
+      if (!c.samples) continue;
+      auto& gen = generated[c.seq_id];
+      // A token that depends only on how much was generated: recompute gives the same output.
+      const int32_t token = static_cast<int32_t>(1000 + gen.size());
+      gen.push_back(token);
+      sampled.push_back({c.seq_id, token, static_cast<int64_t>(gen.size()) >= output_len[c.seq_id]});
+    }
+    s.OnStepDone(out, sampled);
+    steps.push_back(out);
+    return out;
+  }
+};
+
+SchedulerConfig Config(int64_t budget, int64_t max_seqs, SchedulerPolicy policy = SchedulerPolicy::kContinuous) {
+  SchedulerConfig c;
+  c.policy = policy;
+  c.max_batch_tokens = budget;
+  c.max_seqs = max_seqs;
+  c.max_wait_ms = 200;
+  c.priority_decay = 1.0;
+  c.default_slo_ms = 10000;
+  c.max_waiting = 100;
+  return c;
+}
+
+SequenceRequest Request(uint64_t id, int64_t prompt_len, int32_t priority, int64_t arrival_ms,
+                        int32_t first_token = 0) {
+  SequenceRequest r;
+  r.id = id;
+  for (int64_t i = 0; i < prompt_len; ++i) r.prompt.push_back(first_token + static_cast<int32_t>(i));
+  r.priority = priority;
+  r.arrival_ms = arrival_ms;
+  return r;
+}
+
+const ScheduledChunk* ChunkOf(const SchedulerOutput& out, uint64_t id) {
+  for (const auto& c : out.chunks)
+    if (c.seq_id == id) return &c;
+  return nullptr;
+}
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void Make(const SchedulerConfig& config, int64_t num_blocks, int64_t block_size = 4,
+            bool prefix_caching = true) {
+    kv_ = std::make_unique<kv::KvBlockManager>(kv::KvBlockManagerOptions{num_blocks, block_size, prefix_caching});
+    sched_ = std::make_unique<Scheduler>(config, *kv_, clock_);
+  }
+  void Add(SequenceRequest r, int64_t output_len) {
+    exec_.output_len[r.id] = output_len;
+    ASSERT_TRUE(sched_->Add(std::move(r)).ok());
+  }
+  void RunToCompletion(int max_steps = 10000) {
+    for (int i = 0; i < max_steps && sched_->HasWork(); ++i) {
+      exec_.Step(*sched_);
+      ASSERT_TRUE(kv_->CheckInvariants().ok()) << kv_->CheckInvariants().ToString();
+      clock_.AdvanceMillis(10);
+    }
+    ASSERT_FALSE(sched_->HasWork());
+  }
+  ManualClock clock_{1'000'000'000};
+  std::unique_ptr<kv::KvBlockManager> kv_;
+  std::unique_ptr<Scheduler> sched_;
+  FakeExecutor exec_;
+};
+
+TEST_F(SchedulerTest, ContinuousAdmissionJoinsRunningBatch) {
+  Make(Config(64, 8), 64);
+  Add(Request(1, 10, 1, 0), 5);
+  Add(Request(2, 6, 1, 0), 5);
+  SchedulerOutput s1 = exec_.Step(*sched_);
+  ASSERT_EQ(s1.chunks.size(), 2u);
+  EXPECT_EQ(s1.num_tokens, 16);
+  Add(Request(3, 12, 1, 0, /*first_token=*/500), 3);  // no prefix shared with 1 and 2
+  SchedulerOutput s2 = exec_.Step(*sched_);
+  // Two decodes and the newcomer's whole prompt in the same step.
+  ASSERT_EQ(s2.chunks.size(), 3u);
+  EXPECT_EQ(ChunkOf(s2, 1)->num_tokens, 1);
+  EXPECT_EQ(ChunkOf(s2, 2)->num_tokens, 1);
+  EXPECT_EQ(ChunkOf(s2, 3)->num_tokens, 12);
+  EXPECT_TRUE(ChunkOf(s2, 3)->samples);
+  RunToCompletion();
+  EXPECT_EQ(exec_.generated[1].size(), 5u);
+  EXPECT_EQ(exec_.generated[3].size(), 3u);
+}
+
+TEST_F(SchedulerTest, ChunkedPrefillStaysWithinBudgetAndDecodesNeverWait) {
+  Make(Config(16, 8), 128);
+  Add(Request(1, 4, 1, 0), 30);
+  exec_.Step(*sched_);  // request 1 prefilled; it decodes from now on
+  Add(Request(2, 100, 1, 0), 2);
+  int prefill_steps = 0;
+  for (int i = 0; i < 10; ++i) {
+    SchedulerOutput out = exec_.Step(*sched_);
+    EXPECT_LE(out.num_tokens, 16);
+    const ScheduledChunk* decode = ChunkOf(out, 1);
+    ASSERT_NE(decode, nullptr) << "step " << i << ": the decode waited behind a prefill";
+    EXPECT_EQ(decode->num_tokens, 1);
+    if (const ScheduledChunk* p = ChunkOf(out, 2); p && p->num_tokens > 1) {
+      ++prefill_steps;
+      EXPECT_EQ(p->num_tokens, std::min<int64_t>(15, 100 - p->start));
+      EXPECT_EQ(p->samples, p->start + p->num_tokens == 100);
+    }
+  }
+  EXPECT_EQ(prefill_steps, 7);  // 100 prompt tokens at 15 per step
+  RunToCompletion();
+}
+
+TEST_F(SchedulerTest, PriorityClassesOrderAdmission) {
+  Make(Config(10, 8), 64);
+  const int64_t now = clock_.NowMillis();  // just arrived: no aging, no max-wait guard
+  Add(Request(1, 10, 2, now, 100), 1);      // distinct tokens: no prefix reuse between them
+  Add(Request(2, 10, 0, now, 200), 1);
+  Add(Request(3, 10, 1, now, 300), 1);
+  std::vector<uint64_t> order;
+  for (int i = 0; i < 3; ++i) order.push_back(exec_.Step(*sched_).chunks.at(0).seq_id);
+  EXPECT_EQ(order, (std::vector<uint64_t>{2, 3, 1}));
+}
+
+TEST_F(SchedulerTest, AgingLetsALowClassRequestOvertakeANewerUrgentOne) {
+  SchedulerConfig c = Config(10, 8);
+  c.max_wait_ms = 1'000'000;  // isolate aging from the max-wait guard
+  c.priority_decay = 1.0;     // one class per second of waiting
+  Make(c, 64);
+  const int64_t now = clock_.NowMillis();
+  Sequence old_low, new_urgent;
+  old_low.priority = 2;
+  old_low.arrival_ms = now - 3000;  // waited 3 s: +3 beats the 2 classes it is behind
+  old_low.deadline_ms = old_low.arrival_ms + 100000;
+  new_urgent.priority = 0;
+  new_urgent.arrival_ms = now;
+  new_urgent.deadline_ms = now + 100000;
+  EXPECT_GT(sched_->EffectivePriority(old_low, now), sched_->EffectivePriority(new_urgent, now));
+  Add(Request(1, 10, 2, now - 3000, 100), 1);
+  Add(Request(2, 10, 0, now, 200), 1);
+  EXPECT_EQ(exec_.Step(*sched_).chunks.at(0).seq_id, 1u);
+  // Without the wait, class wins.
+  Add(Request(3, 10, 2, clock_.NowMillis(), 300), 1);
+  Add(Request(4, 10, 0, clock_.NowMillis(), 400), 1);
+  RunToCompletion();
+}
+
+TEST_F(SchedulerTest, MaxWaitGuardGoesFirst) {
+  SchedulerConfig c = Config(10, 8);
+  c.priority_decay = 0.0;  // no aging: only the guard can help the old request
+  Make(c, 64);
+  const int64_t now = clock_.NowMillis();
+  Add(Request(1, 10, 0, now), 1);        // urgent
+  Add(Request(2, 10, 5, now - 250), 1);  // lowest class, waited past max_wait_ms (200)
+  EXPECT_EQ(exec_.Step(*sched_).chunks.at(0).seq_id, 2u);
+}
+
+TEST_F(SchedulerTest, DeadlinePressureRaisesPriority) {
+  SchedulerConfig c = Config(10, 8);
+  c.priority_decay = 0.0;
+  c.max_wait_ms = 1'000'000;
+  Make(c, 64);
+  const int64_t now = clock_.NowMillis();
+  SequenceRequest relaxed = Request(1, 10, 1, now - 100);
+  relaxed.slo_ms = 100000;
+  SequenceRequest tight = Request(2, 10, 1, now - 100);
+  tight.slo_ms = 110;  // 10 ms left
+  Add(relaxed, 1);
+  Add(tight, 1);
+  EXPECT_EQ(exec_.Step(*sched_).chunks.at(0).seq_id, 2u);
+}
+
+TEST_F(SchedulerTest, PreemptionFreesBlocksAndRecomputes) {
+  // 9 usable blocks of 4 tokens. Two sequences of 8 prompt tokens (2 blocks) each generate 12
+  // tokens (20 tokens = 5 blocks each): they cannot both finish in 9 blocks.
+  Make(Config(64, 8), 10, 4, /*prefix_caching=*/false);
+  Add(Request(1, 8, 1, clock_.NowMillis(), 0), 12);
+  Add(Request(2, 8, 1, clock_.NowMillis(), 100), 12);
+  SchedulerOutput s1 = exec_.Step(*sched_);
+  ASSERT_EQ(s1.chunks.size(), 2u);
+  EXPECT_EQ(kv_->GetStats().used_blocks, 4);  // 2 + 2 blocks
+  bool saw_preemption = false;
+  for (int i = 0; i < 200 && sched_->HasWork(); ++i) {
+    SchedulerOutput out = exec_.Step(*sched_);
+    ASSERT_TRUE(kv_->CheckInvariants().ok());
+    if (!out.preempted.empty()) {
+      saw_preemption = true;
+      // The most recently admitted (request 2) goes, and all its blocks are freed at once:
+      // request 1 holds exactly the blocks its tokens need.
+      EXPECT_EQ(out.preempted, std::vector<uint64_t>{2});
+      const Sequence* one = sched_->Find(1);
+      EXPECT_EQ(kv_->GetStats().used_blocks,
+                (one->num_computed + ChunkOf(out, 1)->num_tokens + 3) / 4);
+      EXPECT_EQ(sched_->Find(2)->state, SequenceState::kWaiting);
+      EXPECT_EQ(sched_->Find(2)->num_computed, 0);
+    }
+    clock_.AdvanceMillis(10);
+  }
+  EXPECT_TRUE(saw_preemption);
+  EXPECT_FALSE(sched_->HasWork());
+  // Recompute lost nothing: both produced their full outputs, the same tokens as without
+  // preemption.
+  std::vector<int32_t> expected;
+  for (int i = 0; i < 12; ++i) expected.push_back(1000 + i);
+  EXPECT_EQ(exec_.generated[1], expected);
+  EXPECT_EQ(exec_.generated[2], expected);
+  EXPECT_GE(sched_->stats().preemptions_total, 1u);
+  EXPECT_EQ(kv_->GetStats().used_blocks, 0);
+}
+
+TEST_F(SchedulerTest, LowerPriorityIsPreemptedFirst) {
+  Make(Config(64, 8), 10, 4, false);
+  Add(Request(1, 8, 2, clock_.NowMillis(), 0), 12);    // admitted first, low class
+  Add(Request(2, 8, 0, clock_.NowMillis(), 100), 12);  // urgent
+  // Both are admitted in step 1 (request 2 first by priority, request 1 second).
+  bool saw = false;
+  for (int i = 0; i < 200 && sched_->HasWork() && !saw; ++i) {
+    SchedulerOutput out = exec_.Step(*sched_);
+    if (!out.preempted.empty()) {
+      EXPECT_EQ(out.preempted, std::vector<uint64_t>{1});
+      saw = true;
+    }
+  }
+  EXPECT_TRUE(saw);
+  RunToCompletion();
+}
+
+TEST_F(SchedulerTest, CancelFreesBlocksAtOnce) {
+  Make(Config(64, 8), 32);
+  Add(Request(1, 20, 1, 0), 100);
+  Add(Request(2, 10, 1, 0), 100);
+  exec_.Step(*sched_);
+  EXPECT_EQ(kv_->GetStats().used_blocks, 5 + 3);
+  EXPECT_TRUE(sched_->Remove(1));
+  EXPECT_EQ(kv_->GetStats().used_blocks, 3);
+  EXPECT_FALSE(sched_->Remove(1));
+  Add(Request(3, 4, 1, 0), 1);
+  EXPECT_TRUE(sched_->Remove(3));  // a waiting request too
+  EXPECT_EQ(sched_->stats().waiting, 0);
+  EXPECT_TRUE(sched_->Remove(2));
+  EXPECT_EQ(kv_->GetStats().used_blocks, 0);
+  EXPECT_FALSE(sched_->HasWork());
+}
+
+TEST_F(SchedulerTest, EveryBlockIsFreeWhenAllFinish) {
+  Make(Config(32, 6), 40);
+  for (uint64_t id = 1; id <= 20; ++id) {
+    Add(Request(id, static_cast<int64_t>(3 + id * 2), static_cast<int32_t>(id % 3),
+                clock_.NowMillis(), static_cast<int32_t>(id * 1000)),
+        static_cast<int64_t>(1 + id % 7));
+  }
+  RunToCompletion();
+  const auto stats = kv_->GetStats();
+  EXPECT_EQ(stats.used_blocks, 0);
+  EXPECT_EQ(stats.free_blocks, kv_->NumUsableBlocks());
+  for (uint64_t id = 1; id <= 20; ++id) {
+    EXPECT_EQ(static_cast<int64_t>(exec_.generated[id].size()), static_cast<int64_t>(1 + id % 7));
+  }
+}
+
+TEST_F(SchedulerTest, PrefixReuseSkipsCachedBlocks) {
+  Make(Config(64, 8), 32, 4);
+  Add(Request(1, 13, 1, 0, 0), 1);
+  RunToCompletion();
+  // Same first 12 tokens (3 full blocks): the second request computes only the rest.
+  Add(Request(2, 14, 1, clock_.NowMillis(), 0), 1);
+  SchedulerOutput out = exec_.Step(*sched_);
+  ASSERT_EQ(out.chunks.size(), 1u);
+  EXPECT_EQ(out.chunks[0].start, 12);
+  EXPECT_EQ(out.chunks[0].num_tokens, 2);
+  EXPECT_EQ(sched_->Find(2), nullptr);  // finished (output length 1)
+}
+
+TEST_F(SchedulerTest, FcfsIgnoresPriority) {
+  Make(Config(10, 8, SchedulerPolicy::kFcfs), 64);
+  Add(Request(1, 10, 2, 0), 1);
+  Add(Request(2, 10, 0, 5), 1);
+  EXPECT_EQ(exec_.Step(*sched_).chunks.at(0).seq_id, 1u);
+}
+
+TEST_F(SchedulerTest, StaticBatchingRunsABatchToCompletion) {
+  Make(Config(64, 2, SchedulerPolicy::kStatic), 64);
+  Add(Request(1, 4, 1, 0), 2);
+  Add(Request(2, 4, 1, 1), 6);
+  Add(Request(3, 4, 1, 2), 1);
+  SchedulerOutput s1 = exec_.Step(*sched_);
+  EXPECT_EQ(s1.chunks.size(), 2u);  // batch {1, 2}
+  // Request 1 finishes after 2 tokens; request 3 still waits until request 2 is done too.
+  for (int i = 0; i < 5; ++i) {
+    SchedulerOutput out = exec_.Step(*sched_);
+    EXPECT_EQ(ChunkOf(out, 3), nullptr) << "step " << i;
+  }
+  SchedulerOutput next = exec_.Step(*sched_);
+  ASSERT_NE(ChunkOf(next, 3), nullptr);
+  RunToCompletion();
+}
+
+TEST_F(SchedulerTest, BadRequestsAndFullQueue) {
+  SchedulerConfig c = Config(64, 8);
+  c.max_waiting = 2;
+  Make(c, 64);
+  EXPECT_EQ(sched_->Add(Request(1, 0, 1, 0)).code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(sched_->Add(Request(1, 3, 1, 0)).ok());
+  EXPECT_EQ(sched_->Add(Request(1, 3, 1, 0)).code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(sched_->Add(Request(2, 3, 1, 0)).ok());
+  Status full = sched_->Add(Request(3, 3, 1, 0));
+  EXPECT_EQ(full.code(), StatusCode::kResourceExhausted);
+}
+
+}  // namespace
+}  // namespace bmad::sched

@@ -1,0 +1,226 @@
+#include "worker/scheduler/scheduler.h"
+
+#include <algorithm>
+
+namespace bmad::sched {
+
+Scheduler::Scheduler(const SchedulerConfig& config, kv::KvBlockManager& kv, const Clock& clock)
+    : config_(config), kv_(kv), clock_(clock) {}
+
+Status Scheduler::Add(SequenceRequest r) {
+  if (r.prompt.empty()) return InvalidArgument("request " + std::to_string(r.id) + " has an empty prompt");
+  if (sequences_.count(r.id)) {
+    return InvalidArgument("request " + std::to_string(r.id) + " is already scheduled");
+  }
+  if (static_cast<int64_t>(waiting_.size()) >= config_.max_waiting) {
+    return ResourceExhausted("replica queue is full (" + std::to_string(waiting_.size()) +
+                             " requests waiting)");
+  }
+  auto seq = std::make_unique<Sequence>();
+  seq->id = r.id;
+  seq->num_prompt_tokens = static_cast<int64_t>(r.prompt.size());
+  seq->tokens = std::move(r.prompt);
+  seq->tokens.insert(seq->tokens.end(), r.generated.begin(), r.generated.end());
+  seq->priority = r.priority;
+  seq->arrival_ms = r.arrival_ms;
+  seq->deadline_ms = r.arrival_ms + (r.slo_ms > 0 ? r.slo_ms : config_.default_slo_ms);
+  seq->state = SequenceState::kWaiting;
+  waiting_.push_back(seq.get());
+  sequences_.emplace(r.id, std::move(seq));
+  return Status::Ok();
+}
+
+bool Scheduler::Starving(const Sequence& seq, int64_t now_ms) const {
+  return now_ms - seq.arrival_ms >= config_.max_wait_ms;
+}
+
+double Scheduler::EffectivePriority(const Sequence& seq, int64_t now_ms) const {
+  // Class first (one class is worth one second of aging at priority_decay 1), then waiting
+  // time, then how close the deadline is (0 while the whole SLO is left, 1 at the deadline,
+  // more when it has passed).
+  const double waited_s = static_cast<double>(now_ms - seq.arrival_ms) / 1000.0;
+  const double slo = std::max<double>(1.0, static_cast<double>(seq.deadline_ms - seq.arrival_ms));
+  const double pressure = 1.0 - static_cast<double>(seq.deadline_ms - now_ms) / slo;
+  return -static_cast<double>(seq.priority) + config_.priority_decay * waited_s +
+         std::max(0.0, pressure);
+}
+
+void Scheduler::SortWaiting(int64_t now_ms) {
+  if (config_.policy != SchedulerPolicy::kContinuous) {
+    std::stable_sort(waiting_.begin(), waiting_.end(), [](const Sequence* a, const Sequence* b) {
+      return a->arrival_ms < b->arrival_ms;
+    });
+    return;
+  }
+  std::stable_sort(waiting_.begin(), waiting_.end(), [&](const Sequence* a, const Sequence* b) {
+    const bool sa = Starving(*a, now_ms), sb = Starving(*b, now_ms);
+    if (sa != sb) return sa;                                  // starving first
+    if (sa) return a->arrival_ms < b->arrival_ms;             // oldest starving first
+    const double pa = EffectivePriority(*a, now_ms), pb = EffectivePriority(*b, now_ms);
+    if (pa != pb) return pa > pb;
+    return a->arrival_ms < b->arrival_ms;
+  });
+}
+
+Sequence* Scheduler::PickVictim(std::span<Sequence* const> candidates, int64_t now_ms) const {
+  Sequence* victim = nullptr;
+  for (Sequence* s : candidates) {
+    if (!victim) {
+      victim = s;
+      continue;
+    }
+    if (config_.policy == SchedulerPolicy::kContinuous) {
+      const double ps = EffectivePriority(*s, now_ms), pv = EffectivePriority(*victim, now_ms);
+      if (ps != pv) {
+        if (ps < pv) victim = s;
+        continue;
+      }
+    }
+    if (s->admitted_order > victim->admitted_order) victim = s;  // most recently admitted
+  }
+  return victim;
+}
+
+void Scheduler::Preempt(Sequence* seq, SchedulerOutput* out) {
+  kv_.Free(seq->id);
+  seq->num_computed = 0;
+  seq->state = SequenceState::kWaiting;
+  ++seq->preemptions;
+  ++preemptions_total_;
+  running_.erase(std::find(running_.begin(), running_.end(), seq));
+  waiting_.push_back(seq);
+  out->preempted.push_back(seq->id);
+}
+
+void Scheduler::ScheduleRunning(SchedulerOutput* out, int64_t* budget, int64_t* slots,
+                                int64_t now_ms) {
+  // Decodes first (one token each, latency-critical), then prompts being prefilled.
+  std::vector<Sequence*> order = running_;
+  std::stable_sort(order.begin(), order.end(), [](const Sequence* a, const Sequence* b) {
+    if (a->decoding() != b->decoding()) return a->decoding();
+    return a->admitted_order < b->admitted_order;
+  });
+  for (size_t i = 0; i < order.size(); ++i) {
+    Sequence* seq = order[i];
+    if (seq->state != SequenceState::kRunning) continue;  // preempted earlier in this loop
+    if (seq->remaining() <= 0) continue;  // its sampled token never came back (engine error)
+    if (*budget <= 0 || *slots <= 0) break;
+    const int64_t n = std::min(seq->remaining(), *budget);
+    bool fits = kv_.Reserve(seq->id, seq->num_computed + n);
+    while (!fits) {
+      // Victims: running sequences not yet given a chunk this step, this one included.
+      std::vector<Sequence*> candidates;
+      for (size_t j = i; j < order.size(); ++j) {
+        if (order[j]->state == SequenceState::kRunning) candidates.push_back(order[j]);
+      }
+      Sequence* victim = PickVictim(candidates, now_ms);
+      Preempt(victim, out);
+      if (victim == seq) break;
+      fits = kv_.Reserve(seq->id, seq->num_computed + n);
+    }
+    if (!fits) continue;
+    out->chunks.push_back({seq->id, seq->num_computed, n, seq->num_computed + n ==
+                                                              static_cast<int64_t>(seq->tokens.size())});
+    *budget -= n;
+    *slots -= 1;
+  }
+}
+
+void Scheduler::AdmitWaiting(SchedulerOutput* out, int64_t* budget, int64_t* slots,
+                             int64_t now_ms) {
+  SortWaiting(now_ms);
+  size_t admitted = 0;
+  for (Sequence* seq : waiting_) {
+    if (*budget <= 0 || *slots <= 0) break;
+    if (std::find(out->preempted.begin(), out->preempted.end(), seq->id) != out->preempted.end()) {
+      continue;  // just lost its blocks; it gets them back in a later step
+    }
+    Result<int64_t> reused = kv_.StartSequence(seq->id, seq->tokens);
+    if (!reused.ok()) break;  // cannot happen for a waiting sequence; stop admitting to be safe
+    seq->num_computed = *reused;
+    const int64_t n = std::min(seq->remaining(), *budget);
+    if (!kv_.Reserve(seq->id, seq->num_computed + n)) {
+      kv_.Free(seq->id);  // its reused prefix blocks go back to the cache
+      seq->num_computed = 0;
+      break;  // admission never preempts; keep strict priority order
+    }
+    seq->reused_prefix_tokens = *reused;
+    seq->state = SequenceState::kRunning;
+    seq->admitted_order = next_admission_++;
+    running_.push_back(seq);
+    out->chunks.push_back({seq->id, seq->num_computed, n,
+                           seq->num_computed + n == static_cast<int64_t>(seq->tokens.size())});
+    *budget -= n;
+    *slots -= 1;
+    ++admitted;
+  }
+  if (admitted > 0) {
+    waiting_.erase(std::remove_if(waiting_.begin(), waiting_.end(),
+                                  [](const Sequence* s) { return s->state == SequenceState::kRunning; }),
+                   waiting_.end());
+  }
+}
+
+SchedulerOutput Scheduler::Schedule() {
+  SchedulerOutput out;
+  out.step = ++step_;
+  const int64_t now_ms = clock_.NowMillis();
+  int64_t budget = config_.max_batch_tokens;
+  int64_t slots = config_.max_seqs;
+  const bool batch_running = !running_.empty();
+  ScheduleRunning(&out, &budget, &slots, now_ms);
+  // Static batching admits a new batch only when the previous one has completely finished.
+  if (config_.policy != SchedulerPolicy::kStatic || !batch_running) {
+    AdmitWaiting(&out, &budget, &slots, now_ms);
+  }
+  for (const ScheduledChunk& c : out.chunks) out.num_tokens += c.num_tokens;
+  return out;
+}
+
+void Scheduler::Release(Sequence* seq) {
+  kv_.Free(seq->id);
+  auto& list = seq->state == SequenceState::kRunning ? running_ : waiting_;
+  list.erase(std::find(list.begin(), list.end(), seq));
+  sequences_.erase(seq->id);
+}
+
+void Scheduler::OnStepDone(const SchedulerOutput& output, std::span<const SampledToken> sampled) {
+  for (const ScheduledChunk& c : output.chunks) {
+    auto it = sequences_.find(c.seq_id);
+    if (it == sequences_.end()) continue;  // removed while the step ran
+    Sequence* seq = it->second.get();
+    if (seq->state != SequenceState::kRunning || seq->num_computed != c.start) continue;
+    seq->num_computed += c.num_tokens;
+    kv_.MarkComputed(seq->id, seq->tokens, seq->num_computed);
+  }
+  for (const SampledToken& s : sampled) {
+    auto it = sequences_.find(s.seq_id);
+    if (it == sequences_.end()) continue;
+    Sequence* seq = it->second.get();
+    if (s.finished) {
+      Release(seq);
+      continue;
+    }
+    seq->tokens.push_back(s.token);
+  }
+  for (Sequence* seq : running_) kv_.SetHeldTokens(seq->id, seq->num_computed);
+}
+
+bool Scheduler::Remove(uint64_t id) {
+  auto it = sequences_.find(id);
+  if (it == sequences_.end()) return false;
+  Release(it->second.get());
+  return true;
+}
+
+const Sequence* Scheduler::Find(uint64_t id) const {
+  auto it = sequences_.find(id);
+  return it == sequences_.end() ? nullptr : it->second.get();
+}
+
+SchedulerStats Scheduler::stats() const {
+  return SchedulerStats{static_cast<int64_t>(running_.size()), static_cast<int64_t>(waiting_.size()),
+                        preemptions_total_, step_};
+}
+
+}  // namespace bmad::sched

@@ -1,0 +1,111 @@
+// Iteration-level continuous batching: every step has a token budget (max_batch_tokens) and a
+// sequence cap (max_seqs). Running sequences are served first — decodes, then the next chunk of
+// prompts already being prefilled — and the rest of the budget admits waiting sequences by
+// effective priority, their prompts prefilled in chunks so a long prompt never stalls decodes.
+// There are no prefill and decode phases: each sequence's num_computed chases its token count.
+//
+// Priority (policy `continuous`): a request's effective priority grows with its class (0 most
+// urgent), with its waiting time (priority_decay per second) and as its deadline nears; a
+// request that has waited longer than max_wait_ms goes before every other (oldest first), so
+// nothing starves. `fcfs` admits in arrival order. `static` forms a batch (up to max_seqs, in
+// arrival order) only when none is running and runs it to completion.
+//
+// Out of KV blocks: the lowest-priority, most recently admitted running sequence is preempted:
+// its blocks are freed and it waits again, to be recomputed from its tokens later (its prefix
+// may still be cached). Admission never preempts.
+//
+// Pure logic over the KV block manager and a clock; single-threaded (the engine's thread).
+#pragma once
+
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/config/config.h"
+#include "common/status.h"
+#include "worker/kv/kv_block_manager.h"
+#include "worker/scheduler/sequence.h"
+
+namespace bmad::sched {
+
+// One sequence's share of a step.
+struct ScheduledChunk {
+  uint64_t seq_id = 0;
+  int64_t start = 0;       // position of the first token computed
+  int64_t num_tokens = 0;
+  bool samples = false;    // reaches the last known token: a new token is sampled after it
+};
+
+struct SchedulerOutput {
+  uint64_t step = 0;
+  std::vector<ScheduledChunk> chunks;
+  std::vector<uint64_t> preempted;  // moved back to waiting (KV freed) while planning this step
+  int64_t num_tokens = 0;
+  bool empty() const { return chunks.empty(); }
+};
+
+// What executing a chunk that samples produced.
+struct SampledToken {
+  uint64_t seq_id = 0;
+  int32_t token = -1;
+  bool finished = false;  // the engine's stop conditions say the sequence is done
+};
+
+struct SchedulerStats {
+  int64_t running = 0;
+  int64_t waiting = 0;
+  uint64_t preemptions_total = 0;
+  uint64_t steps_total = 0;
+};
+
+class Scheduler {
+ public:
+  Scheduler(const SchedulerConfig& config, kv::KvBlockManager& kv, const Clock& clock);
+
+  // Queues a request. kInvalidArgument (empty prompt, duplicate id), kResourceExhausted (more
+  // than max_waiting requests waiting).
+  Status Add(SequenceRequest request);
+
+  // Plans the next step (empty when there is nothing to run or nothing fits).
+  SchedulerOutput Schedule();
+
+  // Records what the step computed: every chunk's tokens are now cached; chunks that sampled
+  // append their token (or release the sequence when finished). `sampled` holds one entry per
+  // chunk with samples == true, in any order.
+  void OnStepDone(const SchedulerOutput& output, std::span<const SampledToken> sampled);
+
+  // Releases a sequence at once, waiting or running (cancel, error). False when unknown.
+  bool Remove(uint64_t id);
+
+  const Sequence* Find(uint64_t id) const;
+  std::span<const kv::BlockId> BlockTable(uint64_t id) const { return kv_.BlockTable(id); }
+  SchedulerStats stats() const;
+  bool HasWork() const { return !running_.empty() || !waiting_.empty(); }
+  const SchedulerConfig& config() const { return config_; }
+
+  // The order key of a waiting sequence (exposed for tests): higher goes first.
+  double EffectivePriority(const Sequence& seq, int64_t now_ms) const;
+
+ private:
+  bool Starving(const Sequence& seq, int64_t now_ms) const;
+  void SortWaiting(int64_t now_ms);
+  Sequence* PickVictim(std::span<Sequence* const> candidates, int64_t now_ms) const;
+  void Preempt(Sequence* seq, SchedulerOutput* out);
+  void ScheduleRunning(SchedulerOutput* out, int64_t* budget, int64_t* slots, int64_t now_ms);
+  void AdmitWaiting(SchedulerOutput* out, int64_t* budget, int64_t* slots, int64_t now_ms);
+  void Release(Sequence* seq);
+
+  SchedulerConfig config_;
+  kv::KvBlockManager& kv_;
+  const Clock& clock_;
+  std::unordered_map<uint64_t, std::unique_ptr<Sequence>> sequences_;
+  std::vector<Sequence*> running_;  // admission order
+  std::vector<Sequence*> waiting_;
+  uint64_t next_admission_ = 1;
+  uint64_t step_ = 0;
+  uint64_t preemptions_total_ = 0;
+};
+
+}  // namespace bmad::sched

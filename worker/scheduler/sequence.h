@@ -1,0 +1,38 @@
+// What the scheduler knows about one request: its tokens, how many are computed (in the KV
+// cache), and what decides its turn (priority class, deadline, arrival, admission order).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace bmad::sched {
+
+struct SequenceRequest {
+  uint64_t id = 0;
+  std::vector<int32_t> prompt;
+  std::vector<int32_t> generated;  // already generated elsewhere (a migrated request): context too
+  int32_t priority = 1;            // class; 0 is the most urgent
+  int64_t slo_ms = 0;              // deadline after arrival; 0: the scheduler's default
+  int64_t arrival_ms = 0;          // on the scheduler's clock
+};
+
+enum class SequenceState { kWaiting, kRunning };
+
+struct Sequence {
+  uint64_t id = 0;
+  std::vector<int32_t> tokens;     // every known token: prompt, then generated
+  int64_t num_prompt_tokens = 0;   // the original prompt's length
+  int64_t num_computed = 0;        // leading tokens whose KV is cached
+  int32_t priority = 1;
+  int64_t arrival_ms = 0;
+  int64_t deadline_ms = 0;
+  uint64_t admitted_order = 0;     // larger = admitted more recently
+  int64_t preemptions = 0;
+  int64_t reused_prefix_tokens = 0;  // prefix-cache hit at the latest admission
+  SequenceState state = SequenceState::kWaiting;
+
+  int64_t remaining() const { return static_cast<int64_t>(tokens.size()) - num_computed; }
+  bool decoding() const { return remaining() == 1 && num_computed > 0; }
+};
+
+}  // namespace bmad::sched
