@@ -22,10 +22,12 @@ struct RopeConfig {
   float freq_scale = 1.0f;     // linear position scaling: positions are multiplied by this
 };
 
-// One layer's paged KV cache, stored as F16:
-//   k, v: [num_blocks][n_kv_heads][block_size][head_dim]
-// A sequence's token at position p lives in block block_table[p / block_size], slot
-// p % block_size.
+// One layer's paged KV cache, stored as F16. Within a block, this layer's keys are
+// [n_kv_heads][block_size][head_dim] (values likewise); consecutive blocks are `block_stride`
+// elements apart (blocks hold every layer, so a block is one unit of the KV pool). A
+// sequence's token at position p lives in block block_table[p / block_size], slot
+// p % block_size:
+//   k[block * block_stride + (head * block_size + slot) * head_dim + d]
 struct KvLayerView {
   uint16_t* k = nullptr;
   uint16_t* v = nullptr;
@@ -33,6 +35,11 @@ struct KvLayerView {
   int64_t n_kv_heads = 0;
   int64_t block_size = 0;
   int64_t head_dim = 0;
+  int64_t block_stride = 0;  // elements
+
+  int64_t Offset(int64_t block, int64_t head, int64_t slot) const {
+    return block * block_stride + (head * block_size + slot) * head_dim;
+  }
 };
 
 // One sequence's part of a batch: its new tokens are rows [row_begin, row_begin + row_count) of
@@ -55,6 +62,10 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string_view name() const = 0;
+
+  // Times the backend had to grow its internal scratch (matmul tiles, attention buffers) since it
+  // was made; after warm-up it stays flat (the engine exports it with its system allocations).
+  virtual uint64_t buffer_allocations() const { return 0; }
 
   // Called once per matrix at load time: re-lays out (CPU: packed panels) or uploads (GPU) a
   // kRows matrix for MatMul. Never dequantizes: a Q8_0 matrix stays 8-bit.

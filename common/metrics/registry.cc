@@ -57,9 +57,17 @@ std::vector<prometheus::ClientMetric::Label> ToPrometheus(const Labels& labels) 
 }  // namespace
 
 Registry::Series& Registry::GetSeries(std::string_view name, std::string_view help, Kind kind,
-                                      const std::vector<double>* buckets, const Labels& labels) {
-  CheckName(name, "(_seconds, _tokens, _bytes, _sequences, _blocks, _ratio)",
-            kind == Kind::kCounter, kind == Kind::kHistogram);
+                                      const std::vector<double>* buckets, const Labels& labels,
+                                      bool compatibility) {
+  if (compatibility) {
+    if (!name.starts_with("vllm:") || !ValidName(name, true)) {
+      throw std::invalid_argument("compatibility metric '" + std::string(name) +
+                                  "' must be a valid name starting with vllm:");
+    }
+  } else {
+    CheckName(name, "(_seconds, _tokens, _bytes, _sequences, _blocks, _ratio)",
+              kind == Kind::kCounter, kind == Kind::kHistogram);
+  }
   std::vector<std::string> label_names = LabelNames(labels);
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = families_.find(name);
@@ -103,6 +111,11 @@ Gauge& Registry::GetGauge(std::string_view name, std::string_view help, const La
 Histogram& Registry::GetHistogram(std::string_view name, std::string_view help,
                                   const std::vector<double>& buckets, const Labels& labels) {
   return *GetSeries(name, help, Kind::kHistogram, &buckets, labels).histogram;
+}
+
+Gauge& Registry::GetCompatibilityGauge(std::string_view name, std::string_view help,
+                                       const Labels& labels) {
+  return *GetSeries(name, help, Kind::kGauge, nullptr, labels, /*compatibility=*/true).gauge;
 }
 
 std::vector<prometheus::MetricFamily> Registry::Collect() const {

@@ -40,6 +40,11 @@ class Registry : public prometheus::Collectable {
   Histogram& GetHistogram(std::string_view name, std::string_view help,
                           const std::vector<double>& buckets, const Labels& labels = {});
 
+  // A gauge under another server's name, for tools that read those names unchanged (llm-d's
+  // inference scheduler reads vLLM's `vllm:` gauges). Only the "vllm:" prefix is accepted.
+  Gauge& GetCompatibilityGauge(std::string_view name, std::string_view help,
+                               const Labels& labels = {});
+
   // prometheus::Collectable: a snapshot of every family, sorted by name.
   std::vector<prometheus::MetricFamily> Collect() const override;
 
@@ -63,7 +68,8 @@ class Registry : public prometheus::Collectable {
   };
 
   Series& GetSeries(std::string_view name, std::string_view help, Kind kind,
-                    const std::vector<double>* buckets, const Labels& labels);
+                    const std::vector<double>* buckets, const Labels& labels,
+                    bool compatibility = false);
 
   mutable std::mutex mutex_;
   std::map<std::string, Family, std::less<>> families_;

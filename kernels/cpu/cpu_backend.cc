@@ -166,7 +166,7 @@ void CpuBackend::StoreKv(const KvLayerView& c, const float* k, const float* v,
       const int64_t slot = pos % c.block_size;
       const int64_t row = s.row_begin + t;
       for (int64_t h = 0; h < c.n_kv_heads; ++h) {
-        const int64_t at = ((block * c.n_kv_heads + h) * c.block_size + slot) * c.head_dim;
+        const int64_t at = c.Offset(block, h, slot);
         simd_.float_to_half(k + row * width + h * c.head_dim, c.head_dim, c.k + at);
         simd_.float_to_half(v + row * width + h * c.head_dim, c.head_dim, c.v + at);
       }
@@ -202,7 +202,7 @@ void CpuBackend::AttendTile(const KvLayerView& c, const float* q, const Attentio
     const int64_t block = seq.block_table[static_cast<size_t>(b)];
     const int64_t first = b * bs;
     const int64_t n_tok = std::min(bs, last_pos + 1 - first);
-    const int64_t at = (block * c.n_kv_heads + kv_head) * bs * hd;
+    const int64_t at = c.Offset(block, kv_head, 0);
     simd_.half_to_float(c.k + at, n_tok * hd, kf);
     simd_.half_to_float(c.v + at, n_tok * hd, vf);
     for (int64_t r = 0; r < n_rows; ++r) {

@@ -30,8 +30,7 @@ class CpuBackend final : public Backend {
   PreparedWeight PrepareMatMulWeight(const WeightMatrix& w) override;
   int threads() const { return pool_.size(); }
   const char* isa() const { return simd_.isa; }
-  // Buffers the backend grew since it was made (matmul tiles, attention scratch).
-  uint64_t buffer_allocations() const;
+  uint64_t buffer_allocations() const override;
 
   void Embedding(const WeightMatrix& table, std::span<const int32_t> ids, float* out) override;
   void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps,

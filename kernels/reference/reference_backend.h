@@ -38,7 +38,7 @@ void DequantizeRow(const WeightMatrix& w, int64_t r, float* out);
 inline int64_t KvIndex(const KvLayerView& c, std::span<const int32_t> block_table, int64_t pos,
                        int64_t head, int64_t dim) {
   const int64_t block = block_table[static_cast<size_t>(pos / c.block_size)];
-  return ((block * c.n_kv_heads + head) * c.block_size + pos % c.block_size) * c.head_dim + dim;
+  return c.Offset(block, head, pos % c.block_size) + dim;
 }
 
 }  // namespace bmad::kernels

@@ -24,6 +24,17 @@ TEST(MetricsTest, NamesFollowTheRules) {
                std::invalid_argument);  // label names differ
 }
 
+TEST(MetricsTest, CompatibilityGaugesTakeOnlyVllmNames) {
+  Registry r;
+  r.GetCompatibilityGauge("vllm:num_requests_waiting", "h").Set(3);
+  r.GetCompatibilityGauge("vllm:cache_config_info", "h", {{"block_size", "16"}}).Set(1);
+  EXPECT_THROW(r.GetCompatibilityGauge("sglang:num_queue_reqs", "h"), std::invalid_argument);
+  EXPECT_THROW(r.GetCompatibilityGauge("vllm:bad name", "h"), std::invalid_argument);
+  const std::string text = r.RenderText();
+  EXPECT_NE(text.find("vllm:num_requests_waiting 3"), std::string::npos) << text;
+  EXPECT_NE(text.find("vllm:cache_config_info{block_size=\"16\"} 1"), std::string::npos) << text;
+}
+
 TEST(MetricsTest, SameNameAndLabelsIsTheSameObject) {
   Registry r;
   Counter& a = r.GetCounter("bmad_tokens_total", "h", {{"kind", "prompt"}});

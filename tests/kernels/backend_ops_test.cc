@@ -211,7 +211,8 @@ struct CacheFixture {
   int64_t n_kv_heads, head_dim, block_size, num_blocks;
   std::vector<uint16_t> k, v;
   KvLayerView View() {
-    return KvLayerView{k.data(), v.data(), num_blocks, n_kv_heads, block_size, head_dim};
+    return KvLayerView{k.data(), v.data(), num_blocks, n_kv_heads,
+                       block_size, head_dim, n_kv_heads * block_size * head_dim};
   }
 };
 

@@ -2,8 +2,12 @@
 
 namespace bmad::model {
 
+int64_t KvCacheShape::ElementsPerBlock() const {
+  return 2 * n_layers * n_kv_heads * block_size * head_dim;
+}
+
 size_t KvCacheShape::BytesPerBlock() const {
-  return static_cast<size_t>(2 * n_layers * n_kv_heads * block_size * head_dim) * sizeof(uint16_t);
+  return static_cast<size_t>(ElementsPerBlock()) * sizeof(uint16_t);
 }
 
 KvCache::KvCache(const KvCacheShape& shape, void* memory)
@@ -13,15 +17,15 @@ KvCache::KvCache(const KvCacheShape& shape)
     : shape_(shape), owned_(new uint16_t[shape.Bytes() / sizeof(uint16_t)]), base_(owned_.get()) {}
 
 kernels::KvLayerView KvCache::Layer(int64_t layer) const {
-  const size_t per_tensor =
-      static_cast<size_t>(shape_.num_blocks * shape_.n_kv_heads * shape_.block_size * shape_.head_dim);
-  uint16_t* k = base_ + static_cast<size_t>(2 * layer) * per_tensor;
+  const int64_t per_tensor = shape_.n_kv_heads * shape_.block_size * shape_.head_dim;
+  uint16_t* k = base_ + 2 * layer * per_tensor;
   return kernels::KvLayerView{k,
                               k + per_tensor,
                               shape_.num_blocks,
                               shape_.n_kv_heads,
                               shape_.block_size,
-                              shape_.head_dim};
+                              shape_.head_dim,
+                              shape_.ElementsPerBlock()};
 }
 
 }  // namespace bmad::model

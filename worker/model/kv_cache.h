@@ -1,6 +1,8 @@
-// The KV cache's memory: for every layer, keys and values of `num_blocks` blocks of
-// `block_size` tokens, stored as F16 in the layout kernels::KvLayerView describes. Which block
-// belongs to which sequence is the KV block manager's business (worker/kv), not this class's.
+// The KV cache's memory: `num_blocks` blocks of `block_size` tokens, stored as F16. A block is
+// one contiguous unit holding every layer's keys and values for its tokens,
+//   [layer][K, V][n_kv_heads][block_size][head_dim],
+// so the memory pool hands out whole blocks; kernels::KvLayerView is one layer's view of it.
+// Which block belongs to which sequence is the KV block manager's business (worker/kv).
 #pragma once
 
 #include <cstddef>
@@ -19,6 +21,7 @@ struct KvCacheShape {
   int64_t head_dim = 0;
 
   size_t BytesPerBlock() const;  // all layers, K and V
+  int64_t ElementsPerBlock() const;
   size_t Bytes() const { return BytesPerBlock() * static_cast<size_t>(num_blocks); }
 };
 

