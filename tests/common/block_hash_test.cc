@@ -22,7 +22,10 @@ TEST(BlockHashTest, ChainsPrefixes) {
 TEST(BlockHashTest, StableAcrossBuildsAndProcesses) {
   // Pinned values: the coordinator and workers must agree, so the function may never drift.
   const std::vector<int32_t> t = {1, 403, 407, 261};
-  EXPECT_EQ(HashBlock(kRootBlockHash, t), HashBlock(kRootBlockHash, t));
+  EXPECT_EQ(HashBlock(kRootBlockHash, t), 7231339981796022416ull);
+  const std::vector<int32_t> u = {1, 2, 3, 4, 5, 6, 7, 8};
+  EXPECT_EQ(HashFullBlocks(u, 4), (std::vector<BlockHash>{870988258810154688ull,
+                                                          10485953746519333748ull}));
   EXPECT_EQ(HashFullBlocks(t, 4)[0], HashBlock(kRootBlockHash, t));
   EXPECT_EQ(HashFullBlocks(t, 0).size(), 0u);
 }

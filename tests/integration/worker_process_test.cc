@@ -1,0 +1,253 @@
+// The real bmad-worker process driven by a fake coordinator: a ZeroMQ ROUTER in the test,
+// speaking the protocol. Registration, heartbeats, assignments streamed back token by token
+// (greedy output equal to llama.cpp's reference and to `bmad generate`), bad assignments, cancel
+// (blocks freed: the worker's /metrics shows it), garbage on the socket, drain and exit.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <fstream>
+#include <regex>
+
+#include "common/proto/frames.h"
+#include "tests/support/paths.h"
+#include "tests/support/process.h"
+#include "worker/tools/local_generate.h"
+
+namespace bmad::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+const std::vector<uint32_t> kPrompt = {1, 403, 407, 261, 378};  // "Once upon a time"
+const std::vector<uint32_t> kGreedy32 = {432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426,
+                                         338, 401, 396, 267, 337, 410, 408, 419, 292, 411, 322,
+                                         265, 282, 295, 433, 426, 385, 328, 432, 358, 394};
+
+class FakeCoordinator {
+ public:
+  FakeCoordinator() {
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.set(zmq::sockopt::rcvtimeo, 100);
+    socket_.set(zmq::sockopt::router_mandatory, 1);
+    socket_.bind("tcp://127.0.0.1:*");
+    endpoint_ = socket_.get(zmq::sockopt::last_endpoint);
+  }
+  const std::string& endpoint() const { return endpoint_; }
+
+  // Next message of type T within `timeout` (others are collected in `seen`).
+  template <typename T>
+  std::optional<T> Expect(std::chrono::milliseconds timeout = 20s) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto in = proto::ReceiveMessage(socket_, true);
+      if (!in || !in->message.ok()) continue;
+      worker_id_ = in->routing_id;
+      if (auto* m = std::get_if<T>(&*in->message)) return *m;
+      if (auto* hb = std::get_if<proto::Heartbeat>(&*in->message)) last_heartbeat_ = *hb;
+    }
+    return std::nullopt;
+  }
+  void Send(const proto::Message& m) { ASSERT_TRUE(proto::SendMessage(socket_, m, worker_id_).ok()); }
+  void SendRaw(const std::string& bytes) {
+    socket_.send(zmq::buffer(worker_id_), zmq::send_flags::sndmore);
+    socket_.send(zmq::buffer(bytes), zmq::send_flags::none);
+  }
+  // Token chunks of one request until it finishes (checks sequence numbers and offsets).
+  // Offsets count the whole output, so a migrated request's start after its earlier tokens.
+  std::vector<proto::TokenChunk> Collect(uint64_t request_id, uint32_t first_offset = 0) {
+    std::vector<proto::TokenChunk> chunks;
+    uint32_t offset = first_offset;
+    while (auto c = Expect<proto::TokenChunk>()) {
+      if (c->request_id != request_id) continue;
+      EXPECT_EQ(c->sequence, chunks.size());
+      EXPECT_EQ(c->token_offset, offset);
+      offset += static_cast<uint32_t>(c->token_ids.size());
+      chunks.push_back(*c);
+      if (c->finish_reason != proto::FinishReason::kNone) break;
+    }
+    return chunks;
+  }
+  proto::Heartbeat last_heartbeat_;
+
+ private:
+  zmq::context_t context_;
+  zmq::socket_t socket_{context_, zmq::socket_type::router};
+  std::string endpoint_;
+  std::string worker_id_;
+};
+
+std::string WriteConfig(const std::string& dir, const std::string& endpoint) {
+  const std::string path = dir + "/worker.yaml";
+  std::ofstream f(path);
+  f << "model:\n  path: " << SharedModelsDir() << "/stories260K.gguf\n"
+    << "coordinator:\n  worker_endpoint: " << endpoint << "\n"
+    << "  client_endpoint: tcp://127.0.0.1:1\n"
+    << "worker:\n  replica_id: test-replica\n  heartbeat_ms: 50\n  threads: 1\n"
+    << "cache:\n  block_size: 16\n  num_blocks: 64\n"
+    << "metrics:\n  worker_port: 0\n";
+  return path;
+}
+
+std::string Text(const std::vector<proto::TokenChunk>& chunks) {
+  std::string t;
+  for (const auto& c : chunks) t += c.text;
+  return t;
+}
+
+std::vector<uint32_t> Ids(const std::vector<proto::TokenChunk>& chunks) {
+  std::vector<uint32_t> ids;
+  for (const auto& c : chunks) ids.insert(ids.end(), c.token_ids.begin(), c.token_ids.end());
+  return ids;
+}
+
+proto::Assign Greedy(uint64_t id, std::vector<uint32_t> prompt, uint32_t max_tokens) {
+  proto::Assign a;
+  a.request_id = id;
+  a.prompt_tokens = std::move(prompt);
+  a.sampling.temperature = 0;
+  a.sampling.max_tokens = max_tokens;
+  return a;
+}
+
+TEST(WorkerProcessTest, ServesAFakeCoordinator) {
+  FakeCoordinator coord;
+  const std::string dir = MakeTempDir("bmad-worker-");
+  ChildProcess worker;
+  ASSERT_TRUE(worker.Start({BinaryPath("bmad-worker"), "--config", WriteConfig(dir, coord.endpoint()),
+                            "--max-run-ms", "120000"},
+                           dir + "/worker.log"))
+      << worker.error();
+
+  auto reg = coord.Expect<proto::Register>();
+  ASSERT_TRUE(reg.has_value()) << worker.ReadLog();
+  EXPECT_EQ(reg->info.replica_id, "test-replica");
+  EXPECT_EQ(reg->info.model_name, "stories260K");
+  EXPECT_EQ(reg->info.block_size, 16u);
+  EXPECT_EQ(reg->info.kv_blocks, 63u);
+  EXPECT_EQ(reg->info.context_length, 512u);
+  coord.Send(proto::RegisterAck{true, "welcome"});
+  ASSERT_TRUE(coord.Expect<proto::Heartbeat>().has_value());
+
+  // Greedy generation streamed token by token equals llama.cpp's reference.
+  coord.Send(Greedy(7, kPrompt, 32));
+  std::vector<proto::TokenChunk> chunks = coord.Collect(7);
+  ASSERT_FALSE(chunks.empty());
+  EXPECT_EQ(Ids(chunks), kGreedy32);
+  EXPECT_EQ(Text(chunks), ", there was a little girl named Lily. She loved to play outside in the park. One day, she saw");
+  EXPECT_EQ(chunks.back().finish_reason, proto::FinishReason::kLength);
+  EXPECT_EQ(chunks.back().usage.prompt_tokens, 5u);
+  EXPECT_EQ(chunks.back().usage.completion_tokens, 32u);
+
+  // ...and equals `bmad generate --model` in this process.
+  tools::LocalGenerateOptions local;
+  local.model_path = SharedModelsDir() + "/stories260K.gguf";
+  local.prompt = "Once upon a time";
+  local.sampling.temperature = 0;
+  local.sampling.max_tokens = 32;
+  std::string local_text;
+  auto stats = tools::LocalGenerate(local, [&](std::string_view t) { local_text += t; });
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(Text(chunks), local_text);
+
+  // A migrated request continues after the tokens already streamed: the same text follows.
+  proto::Assign resumed = Greedy(8, kPrompt, 32);
+  resumed.generated_tokens.assign(kGreedy32.begin(), kGreedy32.begin() + 10);
+  coord.Send(resumed);
+  std::vector<proto::TokenChunk> rest = coord.Collect(8, /*first_offset=*/10);
+  ASSERT_FALSE(rest.empty());
+  EXPECT_EQ(rest.front().sequence, 0u);  // chunk numbers are this replica's
+  EXPECT_EQ(Ids(rest), std::vector<uint32_t>(kGreedy32.begin() + 10, kGreedy32.end()));
+
+  // Bad assignments are refused with the request id and a reason; the worker goes on.
+  coord.Send(Greedy(9, {1, 99999}, 4));
+  auto err = coord.Expect<proto::ErrorMessage>();
+  ASSERT_TRUE(err.has_value());
+  EXPECT_EQ(err->request_id, 9u);
+  EXPECT_NE(err->message.find("token id 99999"), std::string::npos) << err->message;
+  proto::Assign negative = Greedy(10, kPrompt, 4);
+  negative.sampling.top_p = -1;
+  coord.Send(negative);
+  err = coord.Expect<proto::ErrorMessage>();
+  ASSERT_TRUE(err.has_value());
+  EXPECT_NE(err->message.find("top_p"), std::string::npos) << err->message;
+  coord.Send(Greedy(11, std::vector<uint32_t>(600, 5), 4));  // longer than the context (512)
+  err = coord.Expect<proto::ErrorMessage>();
+  ASSERT_TRUE(err.has_value());
+  EXPECT_EQ(err->code, StatusCode::kOutOfRange);
+
+  // Garbage on the socket is logged and ignored.
+  coord.SendRaw("this is not a protocol message");
+  coord.Send(Greedy(12, kPrompt, 3));
+  EXPECT_EQ(Ids(coord.Collect(12)), std::vector<uint32_t>(kGreedy32.begin(), kGreedy32.begin() + 3));
+
+  // Cancelling mid-stream frees the request's blocks (visible in the worker's metrics).
+  proto::Assign long_request = Greedy(13, {1}, 400);
+  long_request.sampling.ignore_eos = true;
+  coord.Send(long_request);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(coord.Expect<proto::TokenChunk>().has_value());
+  coord.Send(proto::WorkerCancel{13});
+  bool cancelled = false;
+  while (auto c = coord.Expect<proto::TokenChunk>()) {
+    if (c->request_id == 13 && c->finish_reason != proto::FinishReason::kNone) {
+      EXPECT_EQ(c->finish_reason, proto::FinishReason::kCancelled);
+      cancelled = true;
+      break;
+    }
+  }
+  EXPECT_TRUE(cancelled);
+  const std::string metrics_address = reg->info.metrics_address;
+  const int metrics_port = std::stoi(metrics_address.substr(metrics_address.find(':') + 1));
+  httplib::Client http("127.0.0.1", metrics_port);
+  std::string metrics;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto res = http.Get("/metrics");
+        metrics = res ? res->body : "";
+        return metrics.find("bmad_worker_kv_usage_ratio{replica=\"test-replica\"} 0\n") != std::string::npos;
+      },
+      10s))
+      << metrics;
+  EXPECT_NE(metrics.find("bmad_worker_requests_finished_total{reason=\"cancelled\",replica=\"test-replica\"} 1"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("vllm:num_requests_running{replica=\"test-replica\"} 0"), std::string::npos);
+  EXPECT_NE(metrics.find("vllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"64\""), std::string::npos);
+  // The heartbeat agrees: nothing active.
+  ASSERT_TRUE(WaitFor([&] {
+    coord.Expect<proto::Heartbeat>(200ms);
+    return coord.last_heartbeat_.active_request_ids.empty();
+  }, 10s));
+
+  // Drain: running requests finish, then the process exits cleanly.
+  coord.Send(Greedy(14, kPrompt, 8));
+  coord.Send(proto::Drain{});
+  EXPECT_EQ(coord.Collect(14).back().finish_reason, proto::FinishReason::kLength);
+  auto status = worker.Wait(20s);
+  ASSERT_TRUE(status.has_value()) << worker.ReadLog();
+  EXPECT_EQ(*status, 0) << worker.ReadLog();
+}
+
+TEST(WorkerProcessTest, BadStartupIsOneClearError) {
+  const std::string dir = MakeTempDir("bmad-worker-");
+  {
+    std::ofstream f(dir + "/bad.yaml");
+    f << "model:\n  path: /nonexistent/model.gguf\nmetrics:\n  worker_port: 0\n";
+  }
+  ChildProcess worker;
+  ASSERT_TRUE(worker.Start({BinaryPath("bmad-worker"), "--config", dir + "/bad.yaml"}, dir + "/w.log"));
+  auto status = worker.Wait(20s);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(*status, 1);
+  EXPECT_NE(worker.ReadLog().find("/nonexistent/model.gguf"), std::string::npos) << worker.ReadLog();
+  ChildProcess cuda;
+  ASSERT_TRUE(cuda.Start({BinaryPath("bmad-worker"), "--config", dir + "/bad.yaml", "--set",
+                          "worker.backend=cuda", "--set", "model.path=" + SharedModelsDir() + "/stories260K.gguf"},
+                         dir + "/c.log"));
+  status = cuda.Wait(20s);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(*status, 1);
+  EXPECT_NE(cuda.ReadLog().find("cuda"), std::string::npos) << cuda.ReadLog();
+}
+
+}  // namespace
+}  // namespace bmad::testing

@@ -1,0 +1,307 @@
+#include "worker/engine/engine.h"
+
+#include <algorithm>
+#include <random>
+
+#include "worker/sampling/sampling_params_validation.h"
+
+namespace bmad::engine {
+
+struct Engine::RequestState {
+  RequestState(uint64_t request_id, std::vector<int32_t> prompt_tokens,
+               const proto::SamplingParams& params, uint64_t seed,
+               const tokenizer::Tokenizer& tok, int64_t max_new, std::vector<int32_t> generated)
+      : id(request_id),
+        prompt(std::move(prompt_tokens)),
+        sampler(params, seed),
+        output(tok, params, prompt, max_new, std::move(generated)),
+        want_logprobs(params.logprobs) {}
+
+  uint64_t id;
+  std::vector<int32_t> prompt;
+  sampling::Sampler sampler;
+  OutputProcessor output;
+  bool want_logprobs;
+  int64_t arrival_ns = 0;
+  int64_t admitted_ns = 0;
+  int64_t first_token_ns = 0;
+  int64_t last_token_ns = 0;
+  int64_t cached_prompt_tokens = 0;
+};
+
+Engine::Engine(const EngineOptions& options, model::LlamaModel& model, model::KvCache& cache,
+               const tokenizer::Tokenizer& tokenizer, kernels::Backend& backend,
+               const Clock& clock, EngineMetrics* metrics)
+    : options_(options),
+      model_(model),
+      cache_(cache),
+      tokenizer_(tokenizer),
+      backend_(backend),
+      clock_(clock),
+      metrics_(metrics),
+      context_length_(options.context_length > 0
+                          ? std::min(options.context_length, model.config().n_ctx_train)
+                          : model.config().n_ctx_train),
+      kv_(kv::KvBlockManagerOptions{options.num_blocks, options.block_size, options.prefix_caching}),
+      scheduler_(options.scheduler, kv_, clock),
+      default_seed_(std::random_device{}()) {
+  // Size every step buffer for the largest step up front, so steps never allocate.
+  model_.Reserve(options.scheduler.max_batch_tokens, options.scheduler.max_seqs);
+  steps_.reserve(static_cast<size_t>(options.scheduler.max_seqs));
+  sampling_chunks_.reserve(static_cast<size_t>(options.scheduler.max_seqs));
+  sampled_.reserve(static_cast<size_t>(options.scheduler.max_seqs));
+  logits_.resize(static_cast<size_t>(options.scheduler.max_seqs * model.config().n_vocab));
+  window_start_nanos_ = clock_.NowNanos();
+}
+
+Engine::~Engine() = default;
+
+Status Engine::Add(EngineRequest r) {
+  const std::string which = "request " + std::to_string(r.id);
+  if (draining_) return FailedPrecondition("replica is draining; not accepting " + which);
+  if (requests_.count(r.id)) return InvalidArgument(which + " is already running here");
+  if (r.prompt.empty()) return InvalidArgument(which + ": the prompt is empty");
+  const int32_t vocab = tokenizer_.vocab_size();
+  for (const auto* list : {&r.prompt, &r.generated}) {
+    for (int32_t t : *list) {
+      if (t < 0 || t >= vocab) {
+        return InvalidArgument(which + ": token id " + std::to_string(t) +
+                               " is outside the vocabulary (0.." + std::to_string(vocab - 1) + ")");
+      }
+    }
+  }
+  BMAD_RETURN_IF_ERROR(sampling::ValidateSamplingParams(r.sampling, vocab).WithContext(which));
+  const auto known = static_cast<int64_t>(r.prompt.size() + r.generated.size());
+  if (known >= context_length_) {
+    return OutOfRange(which + ": the prompt has " + std::to_string(known) +
+                      " tokens; the context length is " + std::to_string(context_length_) +
+                      " (prompt plus at least one generated token)");
+  }
+  const int64_t already = static_cast<int64_t>(r.generated.size());
+  if (already >= static_cast<int64_t>(r.sampling.max_tokens)) {
+    return InvalidArgument(which + " has already generated its max_tokens");
+  }
+  const int64_t max_new =
+      std::min<int64_t>(r.sampling.max_tokens, context_length_ - static_cast<int64_t>(r.prompt.size()));
+  const uint64_t seed = default_seed_ ^ (r.id * 0x9e3779b97f4a7c15ull);
+  auto state = std::make_unique<RequestState>(r.id, r.prompt, r.sampling, seed, tokenizer_,
+                                              max_new, r.generated);
+  state->arrival_ns = clock_.NowNanos();
+  sched::SequenceRequest seq{r.id, std::move(r.prompt), std::move(r.generated), r.priority,
+                             r.slo_ms, clock_.NowMillis()};
+  BMAD_RETURN_IF_ERROR(scheduler_.Add(std::move(seq)));
+  requests_.emplace(state->id, std::move(state));
+  UpdateGauges();
+  return Status::Ok();
+}
+
+bool Engine::Cancel(uint64_t id, RequestOutput* final_output) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return false;
+  scheduler_.Remove(id);
+  RequestState& r = *it->second;
+  RequestOutput out;
+  out.id = id;
+  out.text = r.output.Finish();
+  out.finished = true;
+  out.reason = proto::FinishReason::kCancelled;
+  out.token_offset = static_cast<int64_t>(r.output.generated().size());
+  out.usage = proto::Usage{static_cast<uint32_t>(r.prompt.size()),
+                           static_cast<uint32_t>(r.output.generated().size()),
+                           static_cast<uint32_t>(r.cached_prompt_tokens)};
+  FinishMetrics(r, proto::FinishReason::kCancelled);
+  requests_.erase(it);
+  if (final_output) *final_output = std::move(out);
+  UpdateGauges();
+  return true;
+}
+
+void Engine::PrepareBatch(const sched::SchedulerOutput& plan) {
+  steps_.clear();
+  sampling_chunks_.clear();
+  for (const sched::ScheduledChunk& c : plan.chunks) {
+    const sched::Sequence* seq = scheduler_.Find(c.seq_id);
+    steps_.push_back({std::span<const int32_t>(seq->tokens).subspan(static_cast<size_t>(c.start),
+                                                                     static_cast<size_t>(c.num_tokens)),
+                      static_cast<int32_t>(c.start), scheduler_.BlockTable(c.seq_id), c.samples});
+    if (c.samples) sampling_chunks_.push_back(&c);
+  }
+}
+
+Status Engine::Sample(const sched::SchedulerOutput& plan, std::vector<RequestOutput>* outputs) {
+  (void)plan;
+  sampled_.clear();
+  const int64_t vocab = model_.config().n_vocab;
+  const int64_t now = clock_.NowNanos();
+  for (size_t i = 0; i < sampling_chunks_.size(); ++i) {
+    const uint64_t id = sampling_chunks_[i]->seq_id;
+    RequestState& r = *requests_.at(id);
+    const std::span<const float> row(logits_.data() + static_cast<size_t>(i) * vocab,
+                                     static_cast<size_t>(vocab));
+    RequestOutput out;
+    out.id = id;
+    out.token_offset = static_cast<int64_t>(r.output.generated().size());
+    Result<sampling::SampleResult> s = r.sampler.Sample(row, r.prompt, r.output.generated());
+    if (!s.ok()) {
+      out.finished = true;
+      out.reason = proto::FinishReason::kError;
+      out.error = s.status().ToString();
+      sampled_.push_back({id, -1, true});
+    } else {
+      TokenOutcome outcome = r.output.OnToken(s->token_id);
+      out.token_ids.push_back(s->token_id);
+      if (r.want_logprobs && s->logprob) out.logprobs.push_back(*s->logprob);
+      out.text = std::move(outcome.text);
+      out.finished = outcome.finished;
+      out.reason = outcome.reason;
+      sampled_.push_back({id, s->token_id, outcome.finished});
+      ++generated_total_;
+      if (metrics_) {
+        metrics_->generation_tokens.Increment();
+        if (r.first_token_ns == 0) {
+          metrics_->time_to_first_token.Observe(double(now - r.arrival_ns) * 1e-9);
+        } else {
+          metrics_->inter_token_latency.Observe(double(now - r.last_token_ns) * 1e-9);
+        }
+      }
+    }
+    if (r.first_token_ns == 0) r.first_token_ns = now;
+    r.last_token_ns = now;
+    if (out.finished) {
+      out.usage = proto::Usage{static_cast<uint32_t>(r.prompt.size()),
+                               static_cast<uint32_t>(r.output.generated().size()),
+                               static_cast<uint32_t>(r.cached_prompt_tokens)};
+      FinishMetrics(r, out.reason);
+    }
+    outputs->push_back(std::move(out));
+  }
+  return Status::Ok();
+}
+
+void Engine::FinishMetrics(const RequestState& r, proto::FinishReason reason) {
+  if (!metrics_) return;
+  metrics_->Finished(reason).Increment();
+  metrics_->e2e_latency.Observe(double(clock_.NowNanos() - r.arrival_ns) * 1e-9);
+  metrics_->prompt_tokens_per_request.Observe(double(r.prompt.size()));
+  metrics_->generation_tokens_per_request.Observe(double(r.output.generated().size()));
+}
+
+Status Engine::Step(std::vector<RequestOutput>* outputs) {
+  const int64_t start = clock_.NowNanos();
+  // Schedule.
+  const kv::KvBlockManager::Stats kv_before = kv_.GetStats();
+  sched::SchedulerOutput plan = scheduler_.Schedule();
+  if (metrics_ && !plan.preempted.empty()) metrics_->preemptions.Increment(double(plan.preempted.size()));
+  if (plan.empty()) {
+    UpdateGauges();
+    return Status::Ok();
+  }
+  for (const sched::ScheduledChunk& c : plan.chunks) {
+    RequestState& r = *requests_.at(c.seq_id);
+    if (r.admitted_ns == 0) {
+      r.admitted_ns = start;
+      r.cached_prompt_tokens = c.start;
+      if (metrics_) {
+        metrics_->queue_wait.Observe(double(start - r.arrival_ns) * 1e-9);
+        metrics_->prompt_tokens.Increment(double(r.prompt.size()));
+      }
+    }
+  }
+  // Prepare the batch and execute it.
+  PrepareBatch(plan);
+  Status executed = model_.Forward(steps_, cache_, logits_.data());
+  if (!executed.ok()) {
+    // A malformed step is a bug, not the requests' fault, but they cannot continue: fail them
+    // with the reason and keep serving the rest.
+    for (const sched::ScheduledChunk& c : plan.chunks) {
+      auto it = requests_.find(c.seq_id);
+      if (it == requests_.end()) continue;
+      RequestOutput out;
+      out.id = c.seq_id;
+      out.finished = true;
+      out.reason = proto::FinishReason::kError;
+      out.error = executed.ToString();
+      FinishMetrics(*it->second, out.reason);
+      outputs->push_back(std::move(out));
+      scheduler_.Remove(c.seq_id);
+      requests_.erase(it);
+    }
+    return Status::Ok();
+  }
+  // Sample, then update the scheduler and emit.
+  const size_t first_output = outputs->size();
+  BMAD_RETURN_IF_ERROR(Sample(plan, outputs));
+  scheduler_.OnStepDone(plan, sampled_);
+  for (size_t i = first_output; i < outputs->size(); ++i) {
+    if ((*outputs)[i].finished) requests_.erase((*outputs)[i].id);
+  }
+  const int64_t end = clock_.NowNanos();
+  busy_nanos_ += end - start;
+  if (metrics_) {
+    metrics_->step_seconds.Observe(double(end - start) * 1e-9);
+    metrics_->step_tokens.Observe(double(plan.num_tokens));
+    metrics_->batch_sequences.Observe(double(plan.chunks.size()));
+    const kv::KvBlockManager::Stats kv_after = kv_.GetStats();
+    metrics_->prefix_query_tokens.Increment(double(kv_after.prefix_query_tokens - kv_before.prefix_query_tokens));
+    metrics_->prefix_hit_tokens.Increment(double(kv_after.prefix_hit_tokens - kv_before.prefix_hit_tokens));
+    metrics_->kv_evictions.Increment(double(kv_after.evictions - kv_before.evictions));
+  }
+  UpdateGauges();
+  return Status::Ok();
+}
+
+void Engine::UpdateGauges() {
+  // Utilization: share of wall time spent in steps, over windows of about a second.
+  const int64_t now = clock_.NowNanos();
+  const int64_t window = now - window_start_nanos_;
+  if (window >= 1'000'000'000) {
+    utilization_ = static_cast<float>(std::min(1.0, double(busy_nanos_) / double(window)));
+    busy_nanos_ = 0;
+    window_start_nanos_ = now;
+  }
+  if (!metrics_) return;
+  const sched::SchedulerStats s = scheduler_.stats();
+  const kv::KvBlockManager::Stats kv = kv_.GetStats();
+  metrics_->requests_running.Set(double(s.running));
+  metrics_->requests_waiting.Set(double(s.waiting));
+  metrics_->vllm_running.Set(double(s.running));
+  metrics_->vllm_waiting.Set(double(s.waiting));
+  metrics_->kv_usage.Set(kv.usage);
+  metrics_->vllm_kv_usage.Set(kv.usage);
+  metrics_->vllm_gpu_cache_usage.Set(kv.usage);
+  metrics_->kv_free_blocks.Set(double(kv_.NumFreeBlocks()));
+  metrics_->kv_waste.Set(kv.allocated_slots > 0
+                             ? double(kv.allocated_slots - kv.held_tokens) / double(kv.allocated_slots)
+                             : 0.0);
+  metrics_->system_allocations.Set(double(SystemAllocations()));
+}
+
+std::vector<uint64_t> Engine::ActiveRequestIds() const {
+  std::vector<uint64_t> ids;
+  ids.reserve(requests_.size());
+  for (const auto& [id, r] : requests_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+proto::LoadStats Engine::Load() const {
+  const sched::SchedulerStats s = scheduler_.stats();
+  const kv::KvBlockManager::Stats kv = kv_.GetStats();
+  proto::LoadStats l;
+  l.running = static_cast<uint32_t>(s.running);
+  l.waiting = static_cast<uint32_t>(s.waiting);
+  l.kv_usage = static_cast<float>(kv.usage);
+  l.utilization = utilization_;
+  l.kv_free_blocks = static_cast<uint32_t>(kv_.NumFreeBlocks());
+  l.kv_total_blocks = static_cast<uint32_t>(kv_.NumUsableBlocks());
+  l.steps_total = s.steps_total;
+  l.generated_tokens_total = generated_total_;
+  l.max_seqs = static_cast<uint32_t>(options_.scheduler.max_seqs);
+  return l;
+}
+
+uint64_t Engine::SystemAllocations() const {
+  return backend_.buffer_allocations() + model_.workspace_allocations() + buffer_growths_;
+}
+
+}  // namespace bmad::engine

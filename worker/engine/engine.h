@@ -1,0 +1,128 @@
+// The serving engine of one replica: requests in, token chunks out, one step at a time.
+//
+// A step reads as its stages:
+//   Schedule      the scheduler picks this step's chunks (decodes first, then prefill chunks)
+//   PrepareBatch  each chunk becomes a model::SequenceStep (tokens, positions, block table)
+//   Execute       one forward pass over the whole batch
+//   Sample        each sequence that reached its last known token samples its next one
+//   Update        the scheduler records computed tokens and new tokens; finished ones release
+//   Emit          detokenized text (stop strings held back) goes out as RequestOutputs
+//
+// The CPU backend computes on every core, with the engine's thread as one of the compute
+// threads, so the stages run back to back; nothing is allocated per step once warm.
+// Single-threaded: one thread owns the engine (the worker's event loop).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/proto/messages.h"
+#include "common/status.h"
+#include "kernels/backend.h"
+#include "worker/engine/engine_metrics.h"
+#include "worker/engine/output_processor.h"
+#include "worker/kv/kv_block_manager.h"
+#include "worker/model/kv_cache.h"
+#include "worker/model/llama/llama_model.h"
+#include "worker/model/tokenizer/tokenizer.h"
+#include "worker/sampling/sampler.h"
+#include "worker/scheduler/scheduler.h"
+
+namespace bmad::engine {
+
+struct EngineRequest {
+  uint64_t id = 0;
+  std::vector<int32_t> prompt;
+  std::vector<int32_t> generated;  // streamed by another replica before a migration
+  proto::SamplingParams sampling;
+  int32_t priority = 1;
+  int64_t slo_ms = 0;
+};
+
+// One request's new output since the last step (becomes a proto::TokenChunk).
+struct RequestOutput {
+  uint64_t id = 0;
+  std::vector<int32_t> token_ids;
+  std::vector<float> logprobs;
+  std::string text;
+  bool finished = false;
+  proto::FinishReason reason = proto::FinishReason::kNone;
+  std::string error;  // when reason is kError
+  int64_t token_offset = 0;  // index in the whole output of token_ids[0]
+  proto::Usage usage;        // on the last output
+};
+
+struct EngineOptions {
+  SchedulerConfig scheduler;
+  int64_t block_size = 16;
+  int64_t num_blocks = 0;       // KV blocks (block 0 reserved)
+  bool prefix_caching = true;
+  int64_t context_length = 0;   // 0: the model's
+};
+
+class Engine {
+ public:
+  // `metrics` may be null (tests, benchmarks).
+  Engine(const EngineOptions& options, model::LlamaModel& model, model::KvCache& cache,
+         const tokenizer::Tokenizer& tokenizer, kernels::Backend& backend, const Clock& clock,
+         EngineMetrics* metrics);
+  ~Engine();
+
+  // Validates and queues a request. kInvalidArgument naming the problem (sampling parameters,
+  // token ids outside the vocabulary, empty prompt), kOutOfRange (prompt longer than the context),
+  // kResourceExhausted (queue full), kFailedPrecondition (draining).
+  Status Add(EngineRequest request);
+  // Drops a request at once (its KV blocks are freed); returns its final output, or false when
+  // the request is unknown.
+  bool Cancel(uint64_t id, RequestOutput* final_output);
+  // Runs one step; appends new outputs (empty when there was nothing to do).
+  Status Step(std::vector<RequestOutput>* outputs);
+
+  bool HasWork() const { return scheduler_.HasWork(); }
+  void StartDraining() { draining_ = true; }
+  bool draining() const { return draining_; }
+  std::vector<uint64_t> ActiveRequestIds() const;
+  proto::LoadStats Load() const;
+  uint64_t SystemAllocations() const;
+  const kv::KvBlockManager& kv() const { return kv_; }
+  const sched::Scheduler& scheduler() const { return scheduler_; }
+  int64_t context_length() const { return context_length_; }
+
+ private:
+  struct RequestState;
+
+  void PrepareBatch(const sched::SchedulerOutput& plan);
+  Status Sample(const sched::SchedulerOutput& plan, std::vector<RequestOutput>* outputs);
+  void UpdateGauges();
+  void FinishMetrics(const RequestState& r, proto::FinishReason reason);
+
+  EngineOptions options_;
+  model::LlamaModel& model_;
+  model::KvCache& cache_;
+  const tokenizer::Tokenizer& tokenizer_;
+  kernels::Backend& backend_;
+  const Clock& clock_;
+  EngineMetrics* metrics_;
+  int64_t context_length_;
+  kv::KvBlockManager kv_;
+  sched::Scheduler scheduler_;
+  std::unordered_map<uint64_t, std::unique_ptr<RequestState>> requests_;
+  bool draining_ = false;
+  uint64_t default_seed_;
+
+  // Step buffers, reused.
+  std::vector<model::SequenceStep> steps_;
+  std::vector<const sched::ScheduledChunk*> sampling_chunks_;
+  std::vector<sched::SampledToken> sampled_;
+  std::vector<float> logits_;
+  uint64_t buffer_growths_ = 0;
+  uint64_t generated_total_ = 0;
+  int64_t busy_nanos_ = 0;       // recent compute time, for utilization
+  int64_t window_start_nanos_ = 0;
+  float utilization_ = 0;
+};
+
+}  // namespace bmad::engine

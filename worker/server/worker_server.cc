@@ -1,0 +1,303 @@
+#include "worker/server/worker_server.h"
+
+#include <filesystem>
+#include <random>
+#include <unordered_map>
+
+#include <zmq.hpp>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/metrics/metrics_server.h"
+#include "common/metrics/registry.h"
+#include "common/proto/frames.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "worker/engine/engine.h"
+#include "worker/model/llama/llama_model.h"
+#include "worker/model/tokenizer/tokenizer.h"
+
+namespace bmad::worker {
+namespace {
+
+constexpr const char* kLog = "worker";
+
+std::string ModelName(const ServerConfig& c) {
+  if (!c.model.name.empty()) return c.model.name;
+  return std::filesystem::path(c.model.path).stem().string();
+}
+
+std::string Hex(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+}  // namespace
+
+struct WorkerServer::Impl {
+  ServerConfig config;
+  WorkerRunOptions options;
+  SystemClock& clock = SystemClock::Instance();
+  std::unique_ptr<kernels::Backend> backend;
+  std::unique_ptr<model::LlamaModel> model;
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer;
+  std::unique_ptr<model::KvCache> cache;
+  metrics::Registry registry;
+  std::unique_ptr<metrics::MetricsServer> metrics_server;
+  std::unique_ptr<engine::EngineMetrics> engine_metrics;
+  std::unique_ptr<engine::Engine> engine;
+  zmq::context_t context{1};
+  std::unique_ptr<zmq::socket_t> socket;
+  uint64_t incarnation = 0;
+  std::string model_name;
+  int64_t num_blocks = 0;
+  std::atomic<bool> stop_requested{false};
+  bool registered = false;
+  int64_t last_register_ns = 0;
+  int64_t last_heartbeat_ns = 0;
+  std::unordered_map<uint64_t, uint32_t> chunk_sequence;  // next TokenChunk.sequence per request
+  std::vector<engine::RequestOutput> outputs;
+
+  Status Load();
+  proto::ReplicaInfo Info() const;
+  void Send(const proto::Message& m);
+  void SendRegister();
+  void SendHeartbeat();
+  void SendOutput(engine::RequestOutput& out);
+  // Returns false when the worker must stop.
+  bool Handle(proto::Message& m);
+};
+
+Status WorkerServer::Impl::Load() {
+  const ServerConfig& c = config;
+  if (c.model.path.empty()) return InvalidArgument("model.path is not set (the GGUF file to serve)");
+  if (c.worker.backend == Backend::kCuda) {
+    return Unimplemented("backend 'cuda' is not available in this build of the worker; use "
+                         "worker.backend: cpu");
+  }
+  kernels::CpuBackendOptions backend_options;
+  backend_options.threads = static_cast<int>(c.worker.threads);
+  backend = std::make_unique<kernels::CpuBackend>(backend_options);
+  BMAD_ASSIGN_OR_RETURN(model, model::LlamaModel::Load(c.model.path, *backend));
+  BMAD_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::LoadTokenizer(model->file()));
+  if (tok.vocab_size() != model->config().n_vocab) {
+    return InvalidArgument(c.model.path + ": the vocabulary has " + std::to_string(tok.vocab_size()) +
+                           " tokens but the model " + std::to_string(model->config().n_vocab));
+  }
+  tokenizer = std::make_unique<tokenizer::Tokenizer>(std::move(tok));
+  model_name = ModelName(c);
+
+  const model::KvCacheShape one = model->CacheShape(1, c.cache.block_size);
+  num_blocks = c.cache.num_blocks > 0
+                   ? c.cache.num_blocks
+                   : static_cast<int64_t>(static_cast<size_t>(c.cache.kv_bytes) / one.BytesPerBlock());
+  if (num_blocks < 2) {
+    return InvalidArgument("cache.kv_bytes " + std::to_string(c.cache.kv_bytes) +
+                           " holds no KV block (one block needs " +
+                           std::to_string(one.BytesPerBlock()) + " bytes)");
+  }
+  cache = std::make_unique<model::KvCache>(model->CacheShape(num_blocks, c.cache.block_size));
+
+  metrics_server = std::make_unique<metrics::MetricsServer>(registry);
+  const int port = c.metrics.worker_port == 0
+                       ? 0
+                       : static_cast<int>(c.metrics.worker_port) + options.replica_index;
+  BMAD_RETURN_IF_ERROR(metrics_server->Start(c.metrics.host, port));
+  engine_metrics = std::make_unique<engine::EngineMetrics>(registry, c.worker.replica_id,
+                                                           c.cache.block_size, num_blocks);
+  engine::EngineOptions eo;
+  eo.scheduler = c.scheduler;
+  eo.block_size = c.cache.block_size;
+  eo.num_blocks = num_blocks;
+  eo.prefix_caching = c.cache.prefix_caching;
+  eo.context_length = c.model.context_length;
+  engine = std::make_unique<engine::Engine>(eo, *model, *cache, *tokenizer, *backend, clock,
+                                            engine_metrics.get());
+
+  incarnation = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
+  socket = std::make_unique<zmq::socket_t>(context, zmq::socket_type::dealer);
+  socket->set(zmq::sockopt::linger, 0);
+  socket->set(zmq::sockopt::sndhwm, 100000);
+  socket->set(zmq::sockopt::rcvhwm, 100000);
+  socket->set(zmq::sockopt::routing_id, c.worker.replica_id + "/" + Hex(incarnation));
+  socket->connect(c.coordinator.worker_endpoint);
+  log::Info(kLog, "replica ready",
+            {{"replica", c.worker.replica_id},
+             {"pool", std::string(EnumName(c.worker.pool))},
+             {"model", model->config().Summary()},
+             {"kv_blocks", num_blocks},
+             {"block_size", c.cache.block_size},
+             {"metrics", metrics_server->url()},
+             {"coordinator", c.coordinator.worker_endpoint}});
+  return Status::Ok();
+}
+
+proto::ReplicaInfo WorkerServer::Impl::Info() const {
+  proto::ReplicaInfo i;
+  i.replica_id = config.worker.replica_id;
+  i.pool = config.worker.pool;
+  i.tp = static_cast<uint32_t>(config.parallel.tp);
+  i.pp = static_cast<uint32_t>(config.parallel.pp);
+  i.kv_blocks = static_cast<uint32_t>(num_blocks - 1);
+  i.block_size = static_cast<uint32_t>(config.cache.block_size);
+  i.max_seqs = static_cast<uint32_t>(config.scheduler.max_seqs);
+  i.model_name = model_name;
+  i.context_length = static_cast<uint32_t>(engine->context_length());
+  i.metrics_address = config.metrics.host + ":" + std::to_string(metrics_server->port());
+  i.load = engine->Load();
+  return i;
+}
+
+void WorkerServer::Impl::Send(const proto::Message& m) {
+  Status s = proto::SendMessage(*socket, m);
+  if (!s.ok()) log::Warn(kLog, "cannot send to the coordinator", {{"message", proto::MessageName(m)}, {"error", s}});
+}
+
+void WorkerServer::Impl::SendRegister() {
+  Send(proto::Register{Info(), incarnation});
+  last_register_ns = clock.NowNanos();
+}
+
+void WorkerServer::Impl::SendHeartbeat() {
+  Send(proto::Heartbeat{config.worker.replica_id, engine->Load(), engine->ActiveRequestIds()});
+  last_heartbeat_ns = clock.NowNanos();
+}
+
+void WorkerServer::Impl::SendOutput(engine::RequestOutput& out) {
+  uint32_t& seq = chunk_sequence[out.id];
+  if (out.reason == proto::FinishReason::kError) {
+    Send(proto::ErrorMessage{StatusCode::kInternal, out.error, out.id, "", 0});
+  } else {
+    proto::TokenChunk chunk;
+    chunk.request_id = out.id;
+    chunk.sequence = seq++;
+    chunk.token_offset = static_cast<uint32_t>(out.token_offset);
+    chunk.token_ids.assign(out.token_ids.begin(), out.token_ids.end());
+    chunk.text = std::move(out.text);
+    chunk.logprobs = std::move(out.logprobs);
+    chunk.finish_reason = out.reason;
+    chunk.usage = out.usage;
+    Send(chunk);
+  }
+  if (out.finished) chunk_sequence.erase(out.id);
+}
+
+bool WorkerServer::Impl::Handle(proto::Message& m) {
+  if (auto* a = std::get_if<proto::Assign>(&m)) {
+    engine::EngineRequest r;
+    r.id = a->request_id;
+    r.prompt.assign(a->prompt_tokens.begin(), a->prompt_tokens.end());
+    r.generated.assign(a->generated_tokens.begin(), a->generated_tokens.end());
+    r.sampling = a->sampling;
+    r.priority = a->priority;
+    r.slo_ms = a->slo_ms;
+    const uint64_t id = r.id;
+    Status s = engine->Add(std::move(r));
+    if (!s.ok()) {
+      log::Warn(kLog, "assignment refused", {{"request", id}, {"error", s}});
+      Send(proto::ErrorMessage{s.code(), s.message(), id, "", 0});
+    }
+  } else if (auto* c = std::get_if<proto::WorkerCancel>(&m)) {
+    engine::RequestOutput final_output;
+    if (engine->Cancel(c->request_id, &final_output)) SendOutput(final_output);
+  } else if (std::holds_alternative<proto::Drain>(m)) {
+    log::Info(kLog, "draining: finishing running requests, accepting none");
+    engine->StartDraining();
+  } else if (auto* sd = std::get_if<proto::Shutdown>(&m)) {
+    log::Info(kLog, "shutdown requested by the coordinator", {{"reason", sd->reason}});
+    return false;
+  } else if (auto* ack = std::get_if<proto::RegisterAck>(&m)) {
+    if (!ack->accepted) {
+      log::Error(kLog, "the coordinator refused this replica", {{"reason", ack->message}});
+      return false;
+    }
+    if (!registered) log::Info(kLog, "registered with the coordinator");
+    registered = true;
+  } else if (auto* err = std::get_if<proto::ErrorMessage>(&m)) {
+    if (err->code == StatusCode::kNotFound) {
+      // The coordinator restarted and does not know us: register again.
+      registered = false;
+      SendRegister();
+    } else {
+      log::Warn(kLog, "error from the coordinator", {{"message", err->message}});
+    }
+  } else {
+    log::Warn(kLog, "unexpected message from the coordinator",
+              {{"message", proto::MessageName(m)}});
+  }
+  return true;
+}
+
+WorkerServer::WorkerServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+WorkerServer::~WorkerServer() = default;
+
+Result<std::unique_ptr<WorkerServer>> WorkerServer::Create(const ServerConfig& config,
+                                                           const WorkerRunOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->config = config;
+  impl->options = options;
+  BMAD_RETURN_IF_ERROR(impl->Load());
+  return std::unique_ptr<WorkerServer>(new WorkerServer(std::move(impl)));
+}
+
+void WorkerServer::RequestStop() { impl_->stop_requested.store(true); }
+
+int WorkerServer::metrics_port() const { return impl_->metrics_server->port(); }
+
+Status WorkerServer::Run() {
+  Impl& w = *impl_;
+  const int64_t heartbeat_ns = w.config.worker.heartbeat_ms * 1'000'000;
+  const int64_t start_ns = w.clock.NowNanos();
+  const size_t max_bytes = static_cast<size_t>(w.config.coordinator.max_message_bytes);
+  w.SendRegister();
+  w.SendHeartbeat();
+  bool stopping = false;
+  while (true) {
+    const int64_t now = w.clock.NowNanos();
+    if (w.options.max_run_ms > 0 && now - start_ns > w.options.max_run_ms * 1'000'000) {
+      log::Warn(kLog, "stopping: max run time reached");
+      break;
+    }
+    if (w.stop_requested.load() && !w.engine->draining()) {
+      log::Info(kLog, "stop requested: draining");
+      w.engine->StartDraining();
+    }
+    if (w.engine->draining() && !w.engine->HasWork()) break;
+    // Until registered, ask again every heartbeat interval (the coordinator may start later).
+    if (!w.registered && now - w.last_register_ns > heartbeat_ns) w.SendRegister();
+    if (now - w.last_heartbeat_ns >= heartbeat_ns) w.SendHeartbeat();
+
+    // Wait for messages only when there is nothing to compute.
+    const int64_t wait_ms = w.engine->HasWork()
+                                ? 0
+                                : std::max<int64_t>(1, (w.last_heartbeat_ns + heartbeat_ns - now) / 1'000'000);
+    zmq::pollitem_t item{static_cast<void*>(*w.socket), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::milliseconds(wait_ms));
+    if (item.revents & ZMQ_POLLIN) {
+      w.socket->set(zmq::sockopt::rcvtimeo, 0);
+      while (auto in = proto::ReceiveMessage(*w.socket, /*routed=*/false, max_bytes)) {
+        if (!in->message.ok()) {
+          log::Warn(kLog, "undecodable message from the coordinator", {{"error", in->message.status()}});
+          continue;
+        }
+        if (!w.Handle(*in->message)) {
+          stopping = true;
+          break;
+        }
+      }
+    }
+    if (stopping) break;
+    if (w.engine->HasWork()) {
+      w.outputs.clear();
+      Status s = w.engine->Step(&w.outputs);
+      if (!s.ok()) log::Error(kLog, "engine step failed", {{"error", s}});
+      for (engine::RequestOutput& out : w.outputs) w.SendOutput(out);
+    }
+  }
+  // A final heartbeat tells the coordinator what is left (nothing, after a drain).
+  w.SendHeartbeat();
+  log::Info(kLog, "replica stopped", {{"replica", w.config.worker.replica_id}});
+  return Status::Ok();
+}
+
+}  // namespace bmad::worker
