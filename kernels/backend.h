@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -58,6 +59,14 @@ struct PreparedWeight {
   std::shared_ptr<const void> storage;
 };
 
+// Where a backend takes its memory from. Unset hooks mean the system allocator; the worker
+// points them at its arena so the hot path never reaches the OS.
+struct MemoryHooks {
+  std::function<void*(size_t bytes)> allocate_weights;  // prepared weights; never freed
+  std::function<void*(size_t bytes)> allocate_scratch;  // growable per-thread scratch
+  std::function<void(void* p)> free_scratch;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -66,6 +75,15 @@ class Backend {
   // Times the backend had to grow its internal scratch (matmul tiles, attention buffers) since it
   // was made; after warm-up it stays flat (the engine exports it with its system allocations).
   virtual uint64_t buffer_allocations() const { return 0; }
+
+  // Must be called before the first PrepareMatMulWeight or op; what the hooks allocate from must
+  // outlive the backend (it returns scratch memory when destroyed).
+  virtual void SetMemoryHooks(MemoryHooks hooks) { (void)hooks; }
+  // Bytes PrepareMatMulWeight(w) will take from allocate_weights (0 when it keeps `w`'s memory).
+  virtual size_t PreparedBytes(const WeightMatrix& w) const {
+    (void)w;
+    return 0;
+  }
 
   // Called once per matrix at load time: re-lays out (CPU: packed panels) or uploads (GPU) a
   // kRows matrix for MatMul. Never dequantizes: a Q8_0 matrix stays 8-bit.

@@ -28,30 +28,30 @@ struct CpuBackend::AttentionTask {
 CpuBackend::CpuBackend(const CpuBackendOptions& options)
     : simd_(options.simd ? *options.simd : cpu::BestSimdKernels()),
       pool_(options.threads > 0 ? options.threads : cpu::AvailableCores()),
-      matmul_(pool_, simd_, options.sgemm_for_rows_layout),
-      scratch_(static_cast<size_t>(pool_.size())) {
+      scratch_(pool_.size() + 1),
+      matmul_(pool_, simd_, scratch_, options.sgemm_for_rows_layout) {
+  tasks_.reserve(4096);
   // Our pool parallelizes around sgemm; OpenBLAS's own threads would only compete with it.
   openblas_set_num_threads(1);
 }
 
 CpuBackend::~CpuBackend() = default;
 
-uint64_t CpuBackend::buffer_allocations() const {
-  return matmul_.buffer_allocations() + scratch_allocations_.load();
+uint64_t CpuBackend::buffer_allocations() const { return scratch_.growths(); }
+
+void CpuBackend::SetMemoryHooks(MemoryHooks hooks) {
+  hooks_ = hooks;
+  scratch_.SetHooks(hooks);
 }
 
-float* CpuBackend::Scratch(int thread, size_t floats) {
-  std::vector<float>& buf = scratch_[static_cast<size_t>(thread)];
-  if (buf.size() < floats) {
-    buf.resize(floats);
-    scratch_allocations_.fetch_add(1, std::memory_order_relaxed);
-  }
-  return buf.data();
+size_t CpuBackend::PreparedBytes(const WeightMatrix& w) const {
+  if (w.layout == WeightLayout::kPanels16) return 0;
+  return cpu::PanelBytes(w.type, w.cols) * static_cast<size_t>(cpu::PanelCount(w.rows));
 }
 
 PreparedWeight CpuBackend::PrepareMatMulWeight(const WeightMatrix& w) {
   if (w.layout == WeightLayout::kPanels16) return {w, nullptr};
-  auto packed = std::make_shared<cpu::PackedWeights>(cpu::PackWeights(w));
+  auto packed = std::make_shared<cpu::PackedWeights>(cpu::PackWeights(w, hooks_.allocate_weights));
   const WeightMatrix view = packed->view;
   return {view, std::shared_ptr<const void>(packed, packed->storage.get())};
 }
@@ -186,7 +186,7 @@ void CpuBackend::AttendTile(const KvLayerView& c, const float* q, const Attentio
   const int64_t n_rows = row_hi - row_lo;
   const int64_t n_q = n_rows * group;  // (row, head) pairs
   // Scratch: K block, V block, one score per block slot, accumulators, running max and sum.
-  float* kf = Scratch(thread, static_cast<size_t>(2 * bs * hd + bs + n_q * (hd + 2)));
+  float* kf = scratch_.Get(thread, static_cast<size_t>(2 * bs * hd + bs + n_q * (hd + 2)));
   float* vf = kf + bs * hd;
   float* scores = vf + bs * hd;
   float* acc = scores + bs;

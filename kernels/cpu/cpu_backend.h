@@ -7,6 +7,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/scratch_buffers.h"
 #include "kernels/cpu/simd_kernels.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -31,6 +32,8 @@ class CpuBackend final : public Backend {
   int threads() const { return pool_.size(); }
   const char* isa() const { return simd_.isa; }
   uint64_t buffer_allocations() const override;
+  void SetMemoryHooks(MemoryHooks hooks) override;
+  size_t PreparedBytes(const WeightMatrix& w) const override;
 
   void Embedding(const WeightMatrix& table, std::span<const int32_t> ids, float* out) override;
   void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps,
@@ -59,14 +62,12 @@ class CpuBackend final : public Backend {
   void AttendTile(const KvLayerView& cache, const float* q, const AttentionSequence& seq,
                   int64_t kv_head, int64_t row_lo, int64_t row_hi, int64_t n_heads, float scale,
                   float* out, int thread);
-  float* Scratch(int thread, size_t floats);
-
   const cpu::SimdKernels& simd_;
   cpu::ThreadPool pool_;
+  cpu::ScratchBuffers scratch_;  // one slot per thread, plus the matmul's input slot
   cpu::MatMulEngine matmul_;
-  std::vector<std::vector<float>> scratch_;  // per thread
+  MemoryHooks hooks_;
   std::vector<AttentionTask> tasks_;
-  std::atomic<uint64_t> scratch_allocations_{0};
 };
 
 }  // namespace bmad::kernels

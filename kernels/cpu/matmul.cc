@@ -17,20 +17,9 @@ constexpr int64_t kPanelsPerTask = 12;  // divisible by every NP the kernel uses
 
 }  // namespace
 
-MatMulEngine::MatMulEngine(ThreadPool& pool, const SimdKernels& simd, bool sgemm_for_rows_layout)
-    : pool_(pool),
-      simd_(simd),
-      sgemm_for_rows_layout_(sgemm_for_rows_layout),
-      thread_buffers_(static_cast<size_t>(pool.size())) {}
-
-float* MatMulEngine::ThreadBuffer(int thread, size_t floats) {
-  std::vector<float>& buf = thread_buffers_[static_cast<size_t>(thread)];
-  if (buf.size() < floats) {
-    buf.resize(floats);
-    buffer_allocations_.fetch_add(1, std::memory_order_relaxed);
-  }
-  return buf.data();
-}
+MatMulEngine::MatMulEngine(ThreadPool& pool, const SimdKernels& simd, ScratchBuffers& scratch,
+                           bool sgemm_for_rows_layout)
+    : pool_(pool), simd_(simd), scratch_(scratch), sgemm_for_rows_layout_(sgemm_for_rows_layout) {}
 
 void MatMulEngine::Run(const float* x, int64_t m, const WeightMatrix& w, float* y) {
   if (m <= 0 || w.rows <= 0) return;
@@ -39,13 +28,10 @@ void MatMulEngine::Run(const float* x, int64_t m, const WeightMatrix& w, float* 
     // llama.cpp multiplies F16 weights by F16-rounded activations; doing the same keeps our
     // greedy output token-for-token equal to it.
     const size_t n = static_cast<size_t>(m * k);
-    if (rounded_x_.size() < n) {
-      rounded_x_.resize(n);
-      ++buffer_allocations_;
-    }
-    std::copy(x, x + n, rounded_x_.begin());
-    simd_.round_half(rounded_x_.data(), static_cast<int64_t>(n));
-    x = rounded_x_.data();
+    float* rounded = scratch_.Get(pool_.size(), n);
+    std::copy(x, x + n, rounded);
+    simd_.round_half(rounded, static_cast<int64_t>(n));
+    x = rounded;
   }
   if (w.layout == WeightLayout::kPanels16) {
     RunPanels(x, m, w, y);
@@ -93,7 +79,7 @@ void MatMulEngine::RunSgemm(const float* x, int64_t m, const WeightMatrix& w, fl
   // A tile of dequantized rows that stays within ~256 KiB of L2.
   const int64_t tile = std::clamp<int64_t>((65536 / k) / 16 * 16, 16, 256);
   pool_.ParallelFor((n + tile - 1) / tile, 1, [&](int64_t begin, int64_t end, int thread) {
-    float* buf = ThreadBuffer(thread, static_cast<size_t>(tile * k));
+    float* buf = scratch_.Get(thread, static_cast<size_t>(tile * k));
     for (int64_t t = begin; t < end; ++t) {
       const int64_t r0 = t * tile;
       const int64_t rows = std::min(tile, n - r0);
@@ -117,7 +103,7 @@ void MatMulEngine::RunDot(const float* x, int64_t m, const WeightMatrix& w, floa
       const int64_t r0 = t * kRowsPerTask;
       const int64_t rows = std::min(kRowsPerTask, n - r0);
       if (convert_first) {
-        float* buf = ThreadBuffer(thread, static_cast<size_t>(kRowsPerTask * k));
+        float* buf = scratch_.Get(thread, static_cast<size_t>(kRowsPerTask * k));
         for (int64_t r = 0; r < rows; ++r) simd_.dequant_row(w.type, w.Row(r0 + r), k, buf + r * k);
         simd_.dot_rows(WeightType::kF32, reinterpret_cast<const uint8_t*>(buf),
                        static_cast<size_t>(k) * sizeof(float), rows, x, k, m, k, y + r0, n);

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/scratch_buffers.h"
 #include "kernels/cpu/simd_kernels.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/weight_matrix.h"
@@ -25,25 +26,21 @@ class MatMulEngine {
  public:
   static constexpr int64_t kSgemmMinRows = 32;
 
-  MatMulEngine(ThreadPool& pool, const SimdKernels& simd, bool sgemm_for_rows_layout);
+  // `scratch` has one slot per pool thread plus one (the last) for the rounded input.
+  MatMulEngine(ThreadPool& pool, const SimdKernels& simd, ScratchBuffers& scratch,
+               bool sgemm_for_rows_layout);
 
   void Run(const float* x, int64_t m, const WeightMatrix& w, float* y);
 
-  // Growth of internal buffers counts as a system allocation (the engine reports these).
-  uint64_t buffer_allocations() const { return buffer_allocations_.load(); }
-
  private:
-  float* ThreadBuffer(int thread, size_t floats);
   void RunPanels(const float* x, int64_t m, const WeightMatrix& w, float* y);
   void RunSgemm(const float* x, int64_t m, const WeightMatrix& w, float* y);
   void RunDot(const float* x, int64_t m, const WeightMatrix& w, float* y);
 
   ThreadPool& pool_;
   const SimdKernels& simd_;
+  ScratchBuffers& scratch_;
   const bool sgemm_for_rows_layout_;
-  std::vector<float> rounded_x_;
-  std::vector<std::vector<float>> thread_buffers_;
-  std::atomic<uint64_t> buffer_allocations_{0};
 };
 
 }  // namespace bmad::kernels::cpu

@@ -10,6 +10,7 @@ namespace bmad::kernels::cpu {
 namespace {
 
 void FreeAligned(uint8_t* p) { std::free(p); }
+void FreeNothing(uint8_t*) {}
 
 constexpr size_t kQ8BlockBytes = 16 * sizeof(float) + 32 * 16;  // scales + values
 
@@ -24,14 +25,15 @@ size_t PanelBytes(WeightType type, int64_t cols) {
   return 0;
 }
 
-PackedWeights PackWeights(const WeightMatrix& w) {
+PackedWeights PackWeights(const WeightMatrix& w, const std::function<void*(size_t)>& allocate) {
   PackedWeights out;
   const size_t panel = PanelBytes(w.type, w.cols);
   const int64_t panels = PanelCount(w.rows);
   out.bytes = panel * static_cast<size_t>(panels);
-  auto* data = static_cast<uint8_t*>(std::aligned_alloc(64, (out.bytes + 63) / 64 * 64));
+  const size_t rounded = (out.bytes + 63) / 64 * 64;
+  auto* data = static_cast<uint8_t*>(allocate ? allocate(rounded) : std::aligned_alloc(64, rounded));
   std::memset(data, 0, out.bytes);
-  out.storage = {data, FreeAligned};
+  out.storage = {data, allocate ? FreeNothing : FreeAligned};
   for (int64_t r = 0; r < w.rows; ++r) {
     uint8_t* p = data + static_cast<size_t>(r / kPanelRows) * panel;
     const int64_t lane = r % kPanelRows;

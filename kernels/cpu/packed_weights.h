@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "kernels/weight_matrix.h"
@@ -32,8 +33,11 @@ struct PackedWeights {
   WeightMatrix view;  // layout kPanels16; row_bytes holds the panel stride
 };
 
-// Packs a kRows matrix. Q8_0 needs cols % 32 == 0 (as GGUF guarantees).
-PackedWeights PackWeights(const WeightMatrix& rows_layout);
+// Packs a kRows matrix. Q8_0 needs cols % 32 == 0 (as GGUF guarantees). `allocate`, when set,
+// provides the memory (64-byte aligned, owned by the caller: never freed here); otherwise it
+// comes from the system allocator and is freed with the PackedWeights.
+PackedWeights PackWeights(const WeightMatrix& rows_layout,
+                          const std::function<void*(size_t bytes)>& allocate = nullptr);
 
 // Element (r, c) of a packed matrix as F32 (tests and the reference backend).
 float PackedElement(const WeightMatrix& packed, int64_t r, int64_t c);

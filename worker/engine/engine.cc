@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <random>
 
+#include "worker/memory/system_allocations.h"
 #include "worker/sampling/sampling_params_validation.h"
 
 namespace bmad::engine {
@@ -46,7 +47,7 @@ Engine::Engine(const EngineOptions& options, model::LlamaModel& model, model::Kv
       scheduler_(options.scheduler, kv_, clock),
       default_seed_(std::random_device{}()) {
   // Size every step buffer for the largest step up front, so steps never allocate.
-  model_.Reserve(options.scheduler.max_batch_tokens, options.scheduler.max_seqs);
+  if (!options.workspace) model_.Reserve(options.scheduler.max_batch_tokens, options.scheduler.max_seqs);
   steps_.reserve(static_cast<size_t>(options.scheduler.max_seqs));
   sampling_chunks_.reserve(static_cast<size_t>(options.scheduler.max_seqs));
   sampled_.reserve(static_cast<size_t>(options.scheduler.max_seqs));
@@ -209,7 +210,8 @@ Status Engine::Step(std::vector<RequestOutput>* outputs) {
   }
   // Prepare the batch and execute it.
   PrepareBatch(plan);
-  Status executed = model_.Forward(steps_, cache_, logits_.data());
+  if (options_.workspace) options_.workspace->Reset();
+  Status executed = model_.Forward(steps_, cache_, logits_.data(), options_.workspace);
   if (!executed.ok()) {
     // A malformed step is a bug, not the requests' fault, but they cannot continue: fail them
     // with the reason and keep serving the rest.
@@ -301,7 +303,8 @@ proto::LoadStats Engine::Load() const {
 }
 
 uint64_t Engine::SystemAllocations() const {
-  return backend_.buffer_allocations() + model_.workspace_allocations() + buffer_growths_;
+  return memory::SystemAllocations::Count() + backend_.buffer_allocations() +
+         model_.workspace_allocations() + buffer_growths_;
 }
 
 }  // namespace bmad::engine

@@ -25,6 +25,7 @@
 #include "worker/engine/engine_metrics.h"
 #include "worker/engine/output_processor.h"
 #include "worker/kv/kv_block_manager.h"
+#include "worker/memory/bump_allocator.h"
 #include "worker/model/kv_cache.h"
 #include "worker/model/llama/llama_model.h"
 #include "worker/model/tokenizer/tokenizer.h"
@@ -61,6 +62,8 @@ struct EngineOptions {
   int64_t num_blocks = 0;       // KV blocks (block 0 reserved)
   bool prefix_caching = true;
   int64_t context_length = 0;   // 0: the model's
+  // Per-step activations come from here when set (reset at the start of every step).
+  memory::BumpAllocator* workspace = nullptr;
 };
 
 class Engine {
@@ -86,6 +89,8 @@ class Engine {
   bool draining() const { return draining_; }
   std::vector<uint64_t> ActiveRequestIds() const;
   proto::LoadStats Load() const;
+  // Allocations from the OS/malloc by the engine's memory since start: the memory subsystem's
+  // fallbacks, backend scratch growth and model workspace growth. Flat once warm.
   uint64_t SystemAllocations() const;
   const kv::KvBlockManager& kv() const { return kv_; }
   const sched::Scheduler& scheduler() const { return scheduler_; }

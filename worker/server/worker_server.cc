@@ -15,6 +15,7 @@
 #include "worker/engine/engine.h"
 #include "worker/model/llama/llama_model.h"
 #include "worker/model/tokenizer/tokenizer.h"
+#include "worker/server/replica_memory.h"
 
 namespace bmad::worker {
 namespace {
@@ -38,6 +39,7 @@ struct WorkerServer::Impl {
   ServerConfig config;
   WorkerRunOptions options;
   SystemClock& clock = SystemClock::Instance();
+  std::unique_ptr<ReplicaMemory> memory;  // declared first: outlives everything using it
   std::unique_ptr<kernels::Backend> backend;
   std::unique_ptr<model::LlamaModel> model;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer;
@@ -78,7 +80,7 @@ Status WorkerServer::Impl::Load() {
   kernels::CpuBackendOptions backend_options;
   backend_options.threads = static_cast<int>(c.worker.threads);
   backend = std::make_unique<kernels::CpuBackend>(backend_options);
-  BMAD_ASSIGN_OR_RETURN(model, model::LlamaModel::Load(c.model.path, *backend));
+  BMAD_ASSIGN_OR_RETURN(model, model::LlamaModel::Open(c.model.path, *backend));
   BMAD_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::LoadTokenizer(model->file()));
   if (tok.vocab_size() != model->config().n_vocab) {
     return InvalidArgument(c.model.path + ": the vocabulary has " + std::to_string(tok.vocab_size()) +
@@ -96,7 +98,23 @@ Status WorkerServer::Impl::Load() {
                            " holds no KV block (one block needs " +
                            std::to_string(one.BytesPerBlock()) + " bytes)");
   }
-  cache = std::make_unique<model::KvCache>(model->CacheShape(num_blocks, c.cache.block_size));
+  // One arena for weights, KV blocks, step activations and kernel scratch.
+  const model::LlamaConfig& mc = model->config();
+  ReplicaMemorySizes sizes;
+  sizes.weights_bytes = model->PreparedWeightBytes();
+  sizes.kv_block_bytes = one.BytesPerBlock();
+  sizes.kv_blocks = num_blocks;
+  sizes.workspace_bytes =
+      model::LlamaModel::WorkspaceBytes(mc, c.scheduler.max_batch_tokens, c.scheduler.max_seqs);
+  const int64_t widest = std::max({mc.n_embd, mc.n_ff, mc.q_dim()});
+  sizes.scratch_bytes = static_cast<size_t>(4 * c.scheduler.max_batch_tokens * widest) * sizeof(float) +
+                        (size_t{16} << 20);
+  BMAD_ASSIGN_OR_RETURN(memory, ReplicaMemory::Create(sizes, static_cast<size_t>(c.worker.arena_bytes)));
+  backend->SetMemoryHooks(memory->BackendHooks());
+  model->PrepareWeights();
+  cache = std::make_unique<model::KvCache>(model->CacheShape(num_blocks, c.cache.block_size),
+                                           memory->KvMemory());
+  log::Info(kLog, "memory reserved", {{"arena", memory->Describe()}});
 
   metrics_server = std::make_unique<metrics::MetricsServer>(registry);
   const int port = c.metrics.worker_port == 0
@@ -111,6 +129,7 @@ Status WorkerServer::Impl::Load() {
   eo.num_blocks = num_blocks;
   eo.prefix_caching = c.cache.prefix_caching;
   eo.context_length = c.model.context_length;
+  eo.workspace = &memory->workspace();
   engine = std::make_unique<engine::Engine>(eo, *model, *cache, *tokenizer, *backend, clock,
                                             engine_metrics.get());
 

@@ -5,14 +5,40 @@
 
 namespace bmad::model {
 
-Result<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::string& path,
+Result<std::unique_ptr<LlamaModel>> LlamaModel::Open(const std::string& path,
                                                      kernels::Backend& backend) {
   BMAD_ASSIGN_OR_RETURN(std::unique_ptr<gguf::GgufFile> file, gguf::GgufFile::Open(path));
   BMAD_ASSIGN_OR_RETURN(LlamaConfig config, ReadLlamaConfig(*file));
   BMAD_ASSIGN_OR_RETURN(LlamaWeights weights, MapLlamaWeights(*file, config));
-  PrepareForBackend(weights, backend);
   return std::unique_ptr<LlamaModel>(
       new LlamaModel(std::move(file), std::move(config), std::move(weights), backend));
+}
+
+Result<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::string& path,
+                                                     kernels::Backend& backend) {
+  BMAD_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model, Open(path, backend));
+  model->PrepareWeights();
+  return model;
+}
+
+size_t LlamaModel::PreparedWeightBytes() const {
+  size_t bytes = backend_.PreparedBytes(weights_.output);
+  for (const LlamaLayerWeights& l : weights_.layers) {
+    for (const kernels::WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+      bytes += (backend_.PreparedBytes(*m) + 63) / 64 * 64;
+    }
+  }
+  return bytes + 64;
+}
+
+void LlamaModel::PrepareWeights() { PrepareForBackend(weights_, backend_); }
+
+size_t LlamaModel::WorkspaceBytes(const LlamaConfig& c, int64_t max_tokens, int64_t max_seqs) {
+  const auto t = static_cast<size_t>(max_tokens);
+  const size_t floats = t * static_cast<size_t>(4 * c.n_embd + 2 * c.q_dim() + 2 * c.kv_dim() + 2 * c.n_ff) +
+                        static_cast<size_t>(max_seqs * c.n_embd);
+  // Each of the 12 buffers is 64-byte aligned.
+  return floats * sizeof(float) + 2 * t * sizeof(int32_t) + 12 * 64;
 }
 
 LlamaModel::LlamaModel(std::unique_ptr<gguf::GgufFile> file, LlamaConfig config,
@@ -38,19 +64,19 @@ void LlamaModel::Grow(std::vector<float>& buffer, size_t floats) {
 void LlamaModel::Reserve(int64_t max_tokens, int64_t max_seqs) {
   const auto t = static_cast<size_t>(max_tokens);
   const LlamaConfig& c = config_;
-  Grow(x_, t * c.n_embd);
-  Grow(h_, t * c.n_embd);
-  Grow(q_, t * c.q_dim());
-  Grow(k_, t * c.kv_dim());
-  Grow(v_, t * c.kv_dim());
-  Grow(attn_, t * c.q_dim());
-  Grow(proj_, t * c.n_embd);
-  Grow(gate_, t * c.n_ff);
-  Grow(up_, t * c.n_ff);
-  Grow(last_, static_cast<size_t>(max_seqs) * c.n_embd);
-  if (ids_.size() < t) {
-    ids_.resize(t);
-    positions_.resize(t);
+  Grow(own_x_, t * c.n_embd);
+  Grow(own_h_, t * c.n_embd);
+  Grow(own_q_, t * c.q_dim());
+  Grow(own_k_, t * c.kv_dim());
+  Grow(own_v_, t * c.kv_dim());
+  Grow(own_attn_, t * c.q_dim());
+  Grow(own_proj_, t * c.n_embd);
+  Grow(own_gate_, t * c.n_ff);
+  Grow(own_up_, t * c.n_ff);
+  Grow(own_last_, static_cast<size_t>(max_seqs) * c.n_embd);
+  if (own_ids_.size() < t) {
+    own_ids_.resize(t);
+    own_positions_.resize(t);
     ++workspace_allocations_;
   }
   if (prefill_seqs_.capacity() < static_cast<size_t>(max_seqs)) {
@@ -58,6 +84,40 @@ void LlamaModel::Reserve(int64_t max_tokens, int64_t max_seqs) {
     decode_seqs_.reserve(static_cast<size_t>(max_seqs));
     ++workspace_allocations_;
   }
+}
+
+void LlamaModel::BindOwnBuffers() {
+  x_ = own_x_.data();
+  h_ = own_h_.data();
+  q_ = own_q_.data();
+  k_ = own_k_.data();
+  v_ = own_v_.data();
+  attn_ = own_attn_.data();
+  proj_ = own_proj_.data();
+  gate_ = own_gate_.data();
+  up_ = own_up_.data();
+  last_ = own_last_.data();
+  ids_ = own_ids_.data();
+  positions_ = own_positions_.data();
+}
+
+void LlamaModel::BindWorkspace(memory::BumpAllocator& ws, int64_t n, int64_t n_seqs) {
+  const LlamaConfig& c = config_;
+  auto floats = [&](int64_t count) {
+    return static_cast<float*>(ws.Allocate(static_cast<size_t>(count) * sizeof(float)));
+  };
+  x_ = floats(n * c.n_embd);
+  h_ = floats(n * c.n_embd);
+  q_ = floats(n * c.q_dim());
+  k_ = floats(n * c.kv_dim());
+  v_ = floats(n * c.kv_dim());
+  attn_ = floats(n * c.q_dim());
+  proj_ = floats(n * c.n_embd);
+  gate_ = floats(n * c.n_ff);
+  up_ = floats(n * c.n_ff);
+  last_ = floats(n_seqs * c.n_embd);
+  ids_ = static_cast<int32_t*>(ws.Allocate(static_cast<size_t>(n) * sizeof(int32_t)));
+  positions_ = static_cast<int32_t*>(ws.Allocate(static_cast<size_t>(n) * sizeof(int32_t)));
 }
 
 Status LlamaModel::Validate(std::span<const SequenceStep> steps, const KvCache& cache) const {
@@ -105,43 +165,48 @@ void LlamaModel::RunLayer(int64_t layer, int64_t n, const KvCache& cache) {
   const LlamaConfig& c = config_;
   const LlamaLayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
   kernels::Backend& b = backend_;
-  const std::span<const int32_t> positions(positions_.data(), static_cast<size_t>(n));
+  const std::span<const int32_t> positions(positions_, static_cast<size_t>(n));
 
   // Attention block.
-  b.RmsNorm(x_.data(), w.attn_norm, n, c.n_embd, c.rms_eps, h_.data());
-  b.MatMul(h_.data(), n, w.wq, q_.data());
-  b.MatMul(h_.data(), n, w.wk, k_.data());
-  b.MatMul(h_.data(), n, w.wv, v_.data());
-  b.Rope(q_.data(), positions, c.n_head, c.head_dim, rope_);
-  b.Rope(k_.data(), positions, c.n_head_kv, c.head_dim, rope_);
+  b.RmsNorm(x_, w.attn_norm, n, c.n_embd, c.rms_eps, h_);
+  b.MatMul(h_, n, w.wq, q_);
+  b.MatMul(h_, n, w.wk, k_);
+  b.MatMul(h_, n, w.wv, v_);
+  b.Rope(q_, positions, c.n_head, c.head_dim, rope_);
+  b.Rope(k_, positions, c.n_head_kv, c.head_dim, rope_);
   const kernels::KvLayerView kv = cache.Layer(layer);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  b.StoreKv(kv, k_.data(), v_.data(), prefill_seqs_);
-  b.StoreKv(kv, k_.data(), v_.data(), decode_seqs_);
+  b.StoreKv(kv, k_, v_, prefill_seqs_);
+  b.StoreKv(kv, k_, v_, decode_seqs_);
   if (!prefill_seqs_.empty()) {
-    b.AttentionPrefill(kv, q_.data(), prefill_seqs_, c.n_head, scale, attn_.data());
+    b.AttentionPrefill(kv, q_, prefill_seqs_, c.n_head, scale, attn_);
   }
   if (!decode_seqs_.empty()) {
-    b.AttentionDecode(kv, q_.data(), decode_seqs_, c.n_head, scale, attn_.data());
+    b.AttentionDecode(kv, q_, decode_seqs_, c.n_head, scale, attn_);
   }
-  b.MatMul(attn_.data(), n, w.wo, proj_.data());
-  b.Add(x_.data(), proj_.data(), n * c.n_embd);
+  b.MatMul(attn_, n, w.wo, proj_);
+  b.Add(x_, proj_, n * c.n_embd);
 
   // MLP block.
-  b.RmsNorm(x_.data(), w.ffn_norm, n, c.n_embd, c.rms_eps, h_.data());
-  b.MatMul(h_.data(), n, w.w_gate, gate_.data());
-  b.MatMul(h_.data(), n, w.w_up, up_.data());
-  b.SwiGlu(gate_.data(), up_.data(), n * c.n_ff, gate_.data());
-  b.MatMul(gate_.data(), n, w.w_down, proj_.data());
-  b.Add(x_.data(), proj_.data(), n * c.n_embd);
+  b.RmsNorm(x_, w.ffn_norm, n, c.n_embd, c.rms_eps, h_);
+  b.MatMul(h_, n, w.w_gate, gate_);
+  b.MatMul(h_, n, w.w_up, up_);
+  b.SwiGlu(gate_, up_, n * c.n_ff, gate_);
+  b.MatMul(gate_, n, w.w_down, proj_);
+  b.Add(x_, proj_, n * c.n_embd);
 }
 
 Status LlamaModel::Forward(std::span<const SequenceStep> steps, const KvCache& cache,
-                           float* logits) {
+                           float* logits, memory::BumpAllocator* workspace) {
   BMAD_RETURN_IF_ERROR(Validate(steps, cache));
   int64_t n = 0;
   for (const SequenceStep& s : steps) n += static_cast<int64_t>(s.tokens.size());
-  Reserve(n, static_cast<int64_t>(steps.size()));
+  if (workspace) {
+    BindWorkspace(*workspace, n, static_cast<int64_t>(steps.size()));
+  } else {
+    Reserve(n, static_cast<int64_t>(steps.size()));
+    BindOwnBuffers();
+  }
 
   prefill_seqs_.clear();
   decode_seqs_.clear();
@@ -158,8 +223,8 @@ Status LlamaModel::Forward(std::span<const SequenceStep> steps, const KvCache& c
   }
 
   const LlamaConfig& c = config_;
-  backend_.Embedding(weights_.token_embd, std::span<const int32_t>(ids_.data(), static_cast<size_t>(n)),
-                     x_.data());
+  backend_.Embedding(weights_.token_embd, std::span<const int32_t>(ids_, static_cast<size_t>(n)),
+                     x_);
   for (int64_t l = 0; l < c.n_layer; ++l) RunLayer(l, n, cache);
 
   // Logits only for the last token of the sequences that sample this step.
@@ -168,13 +233,13 @@ Status LlamaModel::Forward(std::span<const SequenceStep> steps, const KvCache& c
   for (const SequenceStep& s : steps) {
     row += static_cast<int64_t>(s.tokens.size());
     if (!s.want_logits) continue;
-    std::copy_n(x_.data() + (row - 1) * c.n_embd, c.n_embd, last_.data() + n_logits * c.n_embd);
+    std::copy_n(x_ + (row - 1) * c.n_embd, c.n_embd, last_ + n_logits * c.n_embd);
     ++n_logits;
   }
   if (n_logits == 0) return Status::Ok();
-  backend_.RmsNorm(last_.data(), weights_.output_norm, n_logits, c.n_embd, c.rms_eps,
-                   last_.data());
-  backend_.MatMul(last_.data(), n_logits, weights_.output, logits);
+  backend_.RmsNorm(last_, weights_.output_norm, n_logits, c.n_embd, c.rms_eps,
+                   last_);
+  backend_.MatMul(last_, n_logits, weights_.output, logits);
   return Status::Ok();
 }
 

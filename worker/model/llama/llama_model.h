@@ -14,6 +14,7 @@
 #include "worker/model/gguf/gguf_file.h"
 #include "worker/model/kv_cache.h"
 #include "worker/model/llama/llama_config.h"
+#include "worker/memory/bump_allocator.h"
 #include "worker/model/llama/llama_weights.h"
 
 namespace bmad::model {
@@ -28,9 +29,21 @@ struct SequenceStep {
 
 class LlamaModel {
  public:
-  // Opens, validates and maps `path`. Errors name the file and what is wrong.
+  // Opens, validates and maps `path`, then prepares the weights for the backend. Errors name
+  // the file and what is wrong.
   static Result<std::unique_ptr<LlamaModel>> Load(const std::string& path,
                                                   kernels::Backend& backend);
+  // The two halves of Load, for callers that size memory in between: Open maps the file
+  // without preparing anything; PreparedWeightBytes says what PrepareWeights will take from the
+  // backend's weight memory.
+  static Result<std::unique_ptr<LlamaModel>> Open(const std::string& path,
+                                                  kernels::Backend& backend);
+  size_t PreparedWeightBytes() const;
+  void PrepareWeights();
+
+  // Bytes a step of `max_tokens` tokens and `max_seqs` sequences takes from a workspace
+  // allocator (Forward's `workspace`).
+  static size_t WorkspaceBytes(const LlamaConfig& config, int64_t max_tokens, int64_t max_seqs);
 
   const LlamaConfig& config() const { return config_; }
   const gguf::GgufFile& file() const { return *file_; }
@@ -46,7 +59,10 @@ class LlamaModel {
   // Computes one step and writes the logits of every sequence with want_logits, in step order,
   // to `logits` ([that count, n_vocab]). kInvalidArgument for a malformed step (token id out of
   // range, position past the context, block table too short or naming a block outside the cache).
-  Status Forward(std::span<const SequenceStep> steps, const KvCache& cache, float* logits);
+  // With a `workspace`, the step's activations are carved from it (the caller resets it between
+  // steps); without one the model keeps its own buffers (Reserve).
+  Status Forward(std::span<const SequenceStep> steps, const KvCache& cache, float* logits,
+                 memory::BumpAllocator* workspace = nullptr);
 
   // Workspace growths since Load (the engine reports system allocations after warm-up).
   uint64_t workspace_allocations() const { return workspace_allocations_; }
@@ -56,6 +72,8 @@ class LlamaModel {
              kernels::Backend& backend);
   Status Validate(std::span<const SequenceStep> steps, const KvCache& cache) const;
   void Grow(std::vector<float>& buffer, size_t floats);
+  void BindOwnBuffers();
+  void BindWorkspace(memory::BumpAllocator& workspace, int64_t n_tokens, int64_t n_seqs);
   void RunLayer(int64_t layer, int64_t n_tokens, const KvCache& cache);
 
   std::unique_ptr<gguf::GgufFile> file_;
@@ -64,9 +82,13 @@ class LlamaModel {
   kernels::Backend& backend_;
   kernels::RopeConfig rope_;
 
-  // Step workspace: [tokens, width] activations.
-  std::vector<float> x_, h_, q_, k_, v_, attn_, proj_, gate_, up_, last_;
-  std::vector<int32_t> ids_, positions_;
+  // Step activations, [tokens, width]: pointers into the workspace or into own_* below.
+  float *x_ = nullptr, *h_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr,
+        *attn_ = nullptr, *proj_ = nullptr, *gate_ = nullptr, *up_ = nullptr, *last_ = nullptr;
+  int32_t *ids_ = nullptr, *positions_ = nullptr;
+  std::vector<float> own_x_, own_h_, own_q_, own_k_, own_v_, own_attn_, own_proj_, own_gate_,
+      own_up_, own_last_;
+  std::vector<int32_t> own_ids_, own_positions_;
   std::vector<kernels::AttentionSequence> prefill_seqs_, decode_seqs_;
   uint64_t workspace_allocations_ = 0;
 };

@@ -1,0 +1,38 @@
+#include "kernels/cpu/scratch_buffers.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace bmad::kernels::cpu {
+
+ScratchBuffers::ScratchBuffers(int threads) : slots_(static_cast<size_t>(threads)) {}
+
+ScratchBuffers::~ScratchBuffers() {
+  for (Slot& s : slots_) Release(s);
+}
+
+void ScratchBuffers::Release(Slot& slot) {
+  if (!slot.data) return;
+  if (hooks_.free_scratch) {
+    hooks_.free_scratch(slot.data);
+  } else {
+    std::free(slot.data);
+  }
+  slot = Slot{};
+}
+
+float* ScratchBuffers::Get(int thread, size_t floats) {
+  Slot& slot = slots_[static_cast<size_t>(thread)];
+  if (slot.capacity >= floats) return slot.data;
+  Release(slot);
+  // Grow with headroom so a slowly rising size settles after a few growths.
+  const size_t capacity = std::max<size_t>(1024, floats + floats / 2);
+  const size_t bytes = (capacity * sizeof(float) + 63) / 64 * 64;
+  void* p = hooks_.allocate_scratch ? hooks_.allocate_scratch(bytes) : std::aligned_alloc(64, bytes);
+  slot.data = static_cast<float*>(p);
+  slot.capacity = p ? capacity : 0;
+  growths_.fetch_add(1, std::memory_order_relaxed);
+  return slot.data;
+}
+
+}  // namespace bmad::kernels::cpu

@@ -1,0 +1,81 @@
+#include "worker/server/replica_memory.h"
+
+#include <cstdlib>
+
+#include "common/log.h"
+#include "worker/memory/system_allocations.h"
+
+namespace bmad::worker {
+namespace {
+
+size_t Align(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+}  // namespace
+
+size_t ReplicaMemorySizes::Total() const {
+  // Each carve may lose up to its alignment (256) to padding.
+  return Align(weights_bytes, 256) + kv_block_bytes * static_cast<size_t>(kv_blocks) +
+         Align(workspace_bytes, 256) + Align(scratch_bytes, 256) + 4 * 256;
+}
+
+Result<std::unique_ptr<ReplicaMemory>> ReplicaMemory::Create(const ReplicaMemorySizes& sizes,
+                                                             size_t arena_bytes) {
+  const size_t needed = sizes.Total();
+  if (arena_bytes != 0 && arena_bytes < needed) {
+    return InvalidArgument(
+        "worker.arena_bytes is " + memory::HumanBytes(arena_bytes) + " but this replica needs " +
+        memory::HumanBytes(needed) + ": weights " + memory::HumanBytes(sizes.weights_bytes) +
+        " + KV cache " + memory::HumanBytes(sizes.kv_block_bytes * static_cast<size_t>(sizes.kv_blocks)) +
+        " + workspace " + memory::HumanBytes(sizes.workspace_bytes) + " + scratch " +
+        memory::HumanBytes(sizes.scratch_bytes) + " (lower cache.kv_bytes or raise arena_bytes)");
+  }
+  std::unique_ptr<ReplicaMemory> m(new ReplicaMemory());
+  BMAD_ASSIGN_OR_RETURN(m->arena_, memory::Arena::ReserveHost(arena_bytes ? arena_bytes : needed));
+  BMAD_ASSIGN_OR_RETURN(m->weights_, m->arena_->Carve("weights", std::max<size_t>(sizes.weights_bytes, 64)));
+  BMAD_ASSIGN_OR_RETURN(memory::Region kv, m->arena_->Carve("kv", sizes.kv_block_bytes * static_cast<size_t>(sizes.kv_blocks)));
+  BMAD_ASSIGN_OR_RETURN(memory::FixedBlockPool pool, memory::FixedBlockPool::Create(kv, sizes.kv_block_bytes));
+  m->kv_pool_.emplace(std::move(pool));
+  BMAD_ASSIGN_OR_RETURN(memory::Region ws, m->arena_->Carve("workspace", std::max<size_t>(sizes.workspace_bytes, 64)));
+  m->workspace_ = std::make_unique<memory::BumpAllocator>(ws);
+  BMAD_ASSIGN_OR_RETURN(memory::Region scratch, m->arena_->Carve("scratch", std::max<size_t>(sizes.scratch_bytes, 1 << 16)));
+  BMAD_ASSIGN_OR_RETURN(memory::BuddyAllocator buddy, memory::BuddyAllocator::Create(scratch));
+  m->scratch_.emplace(std::move(buddy));
+  return m;
+}
+
+void* ReplicaMemory::AllocateWeights(size_t bytes) {
+  const size_t start = Align(weights_used_, 64);
+  if (start + bytes <= weights_.bytes) {
+    weights_used_ = start + bytes;
+    return static_cast<char*>(weights_.base) + start;
+  }
+  // The estimate was short: fall back (counted) rather than fail a load that can still work.
+  memory::SystemAllocations::Record(bytes);
+  log::Warn("memory", "weights region too small; using the system allocator", {{"bytes", bytes}});
+  return std::aligned_alloc(64, Align(bytes, 64));
+}
+
+void* ReplicaMemory::AllocateScratch(size_t bytes) {
+  {
+    std::lock_guard<std::mutex> lock(scratch_mutex_);
+    Result<void*> p = scratch_->Allocate(bytes);
+    if (p.ok()) return *p;
+  }
+  memory::SystemAllocations::Record(bytes);
+  return std::aligned_alloc(64, Align(bytes, 64));
+}
+
+void ReplicaMemory::FreeScratch(void* p) {
+  std::lock_guard<std::mutex> lock(scratch_mutex_);
+  if (!scratch_->Free(p).ok()) std::free(p);  // came from the fallback
+}
+
+kernels::MemoryHooks ReplicaMemory::BackendHooks() {
+  kernels::MemoryHooks hooks;
+  hooks.allocate_weights = [this](size_t bytes) { return AllocateWeights(bytes); };
+  hooks.allocate_scratch = [this](size_t bytes) { return AllocateScratch(bytes); };
+  hooks.free_scratch = [this](void* p) { FreeScratch(p); };
+  return hooks;
+}
+
+}  // namespace bmad::worker
