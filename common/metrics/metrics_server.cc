@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <chrono>
 #include <thread>
 
 namespace bmad::metrics {
@@ -43,6 +44,11 @@ Status MetricsServer::Start(const std::string& host, int port) {
   port_ = bound;
   host_ = host;
   impl->thread = std::thread([server = &impl->server] { server->listen_after_bind(); });
+  // httplib's stop() does nothing before the listen loop has started, so a Stop() right after
+  // Start() would leave the loop running forever: wait until it runs (bounded).
+  for (int i = 0; i < 2000 && !impl->server.is_running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   impl_ = std::move(impl);
   return Status::Ok();
 }

@@ -15,17 +15,12 @@
 #include "worker/engine/engine.h"
 #include "worker/model/llama/llama_model.h"
 #include "worker/model/tokenizer/tokenizer.h"
-#include "worker/server/replica_memory.h"
+#include "worker/server/replica.h"
 
 namespace bmad::worker {
 namespace {
 
 constexpr const char* kLog = "worker";
-
-std::string ModelName(const ServerConfig& c) {
-  if (!c.model.name.empty()) return c.model.name;
-  return std::filesystem::path(c.model.path).stem().string();
-}
 
 std::string Hex(uint64_t v) {
   char buf[17];
@@ -39,20 +34,13 @@ struct WorkerServer::Impl {
   ServerConfig config;
   WorkerRunOptions options;
   SystemClock& clock = SystemClock::Instance();
-  std::unique_ptr<ReplicaMemory> memory;  // declared first: outlives everything using it
-  std::unique_ptr<kernels::Backend> backend;
-  std::unique_ptr<model::LlamaModel> model;
-  std::unique_ptr<tokenizer::Tokenizer> tokenizer;
-  std::unique_ptr<model::KvCache> cache;
   metrics::Registry registry;
   std::unique_ptr<metrics::MetricsServer> metrics_server;
-  std::unique_ptr<engine::EngineMetrics> engine_metrics;
-  std::unique_ptr<engine::Engine> engine;
+  std::unique_ptr<Replica> replica;
+  engine::Engine* engine = nullptr;
   zmq::context_t context{1};
   std::unique_ptr<zmq::socket_t> socket;
   uint64_t incarnation = 0;
-  std::string model_name;
-  int64_t num_blocks = 0;
   std::atomic<bool> stop_requested{false};
   bool registered = false;
   int64_t last_register_ns = 0;
@@ -72,66 +60,13 @@ struct WorkerServer::Impl {
 
 Status WorkerServer::Impl::Load() {
   const ServerConfig& c = config;
-  if (c.model.path.empty()) return InvalidArgument("model.path is not set (the GGUF file to serve)");
-  if (c.worker.backend == Backend::kCuda) {
-    return Unimplemented("backend 'cuda' is not available in this build of the worker; use "
-                         "worker.backend: cpu");
-  }
-  kernels::CpuBackendOptions backend_options;
-  backend_options.threads = static_cast<int>(c.worker.threads);
-  backend = std::make_unique<kernels::CpuBackend>(backend_options);
-  BMAD_ASSIGN_OR_RETURN(model, model::LlamaModel::Open(c.model.path, *backend));
-  BMAD_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::LoadTokenizer(model->file()));
-  if (tok.vocab_size() != model->config().n_vocab) {
-    return InvalidArgument(c.model.path + ": the vocabulary has " + std::to_string(tok.vocab_size()) +
-                           " tokens but the model " + std::to_string(model->config().n_vocab));
-  }
-  tokenizer = std::make_unique<tokenizer::Tokenizer>(std::move(tok));
-  model_name = ModelName(c);
-
-  const model::KvCacheShape one = model->CacheShape(1, c.cache.block_size);
-  num_blocks = c.cache.num_blocks > 0
-                   ? c.cache.num_blocks
-                   : static_cast<int64_t>(static_cast<size_t>(c.cache.kv_bytes) / one.BytesPerBlock());
-  if (num_blocks < 2) {
-    return InvalidArgument("cache.kv_bytes " + std::to_string(c.cache.kv_bytes) +
-                           " holds no KV block (one block needs " +
-                           std::to_string(one.BytesPerBlock()) + " bytes)");
-  }
-  // One arena for weights, KV blocks, step activations and kernel scratch.
-  const model::LlamaConfig& mc = model->config();
-  ReplicaMemorySizes sizes;
-  sizes.weights_bytes = model->PreparedWeightBytes();
-  sizes.kv_block_bytes = one.BytesPerBlock();
-  sizes.kv_blocks = num_blocks;
-  sizes.workspace_bytes =
-      model::LlamaModel::WorkspaceBytes(mc, c.scheduler.max_batch_tokens, c.scheduler.max_seqs);
-  const int64_t widest = std::max({mc.n_embd, mc.n_ff, mc.q_dim()});
-  sizes.scratch_bytes = static_cast<size_t>(4 * c.scheduler.max_batch_tokens * widest) * sizeof(float) +
-                        (size_t{16} << 20);
-  BMAD_ASSIGN_OR_RETURN(memory, ReplicaMemory::Create(sizes, static_cast<size_t>(c.worker.arena_bytes)));
-  backend->SetMemoryHooks(memory->BackendHooks());
-  model->PrepareWeights();
-  cache = std::make_unique<model::KvCache>(model->CacheShape(num_blocks, c.cache.block_size),
-                                           memory->KvMemory());
-  log::Info(kLog, "memory reserved", {{"arena", memory->Describe()}});
-
   metrics_server = std::make_unique<metrics::MetricsServer>(registry);
   const int port = c.metrics.worker_port == 0
                        ? 0
                        : static_cast<int>(c.metrics.worker_port) + options.replica_index;
   BMAD_RETURN_IF_ERROR(metrics_server->Start(c.metrics.host, port));
-  engine_metrics = std::make_unique<engine::EngineMetrics>(registry, c.worker.replica_id,
-                                                           c.cache.block_size, num_blocks);
-  engine::EngineOptions eo;
-  eo.scheduler = c.scheduler;
-  eo.block_size = c.cache.block_size;
-  eo.num_blocks = num_blocks;
-  eo.prefix_caching = c.cache.prefix_caching;
-  eo.context_length = c.model.context_length;
-  eo.workspace = &memory->workspace();
-  engine = std::make_unique<engine::Engine>(eo, *model, *cache, *tokenizer, *backend, clock,
-                                            engine_metrics.get());
+  BMAD_ASSIGN_OR_RETURN(replica, Replica::Create(c, &registry, clock));
+  engine = &replica->engine();
 
   incarnation = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
   socket = std::make_unique<zmq::socket_t>(context, zmq::socket_type::dealer);
@@ -143,9 +78,10 @@ Status WorkerServer::Impl::Load() {
   log::Info(kLog, "replica ready",
             {{"replica", c.worker.replica_id},
              {"pool", std::string(EnumName(c.worker.pool))},
-             {"model", model->config().Summary()},
-             {"kv_blocks", num_blocks},
+             {"model", replica->model().config().Summary()},
+             {"kv_blocks", replica->num_blocks()},
              {"block_size", c.cache.block_size},
+             {"memory", replica->MemorySummary()},
              {"metrics", metrics_server->url()},
              {"coordinator", c.coordinator.worker_endpoint}});
   return Status::Ok();
@@ -157,10 +93,10 @@ proto::ReplicaInfo WorkerServer::Impl::Info() const {
   i.pool = config.worker.pool;
   i.tp = static_cast<uint32_t>(config.parallel.tp);
   i.pp = static_cast<uint32_t>(config.parallel.pp);
-  i.kv_blocks = static_cast<uint32_t>(num_blocks - 1);
+  i.kv_blocks = static_cast<uint32_t>(replica->num_blocks() - 1);
   i.block_size = static_cast<uint32_t>(config.cache.block_size);
   i.max_seqs = static_cast<uint32_t>(config.scheduler.max_seqs);
-  i.model_name = model_name;
+  i.model_name = replica->model_name();
   i.context_length = static_cast<uint32_t>(engine->context_length());
   i.metrics_address = config.metrics.host + ":" + std::to_string(metrics_server->port());
   i.load = engine->Load();

@@ -1,0 +1,75 @@
+#include "worker/server/replica.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "kernels/cpu/cpu_backend.h"
+
+namespace bmad::worker {
+
+Replica::~Replica() = default;
+
+Result<std::unique_ptr<Replica>> Replica::Create(const ServerConfig& c, metrics::Registry* registry,
+                                                 const Clock& clock) {
+  if (c.model.path.empty()) return InvalidArgument("model.path is not set (the GGUF file to serve)");
+  if (c.worker.backend == Backend::kCuda) {
+    return Unimplemented("backend 'cuda' is not available in this build of the worker; use "
+                         "worker.backend: cpu");
+  }
+  std::unique_ptr<Replica> r(new Replica());
+  kernels::CpuBackendOptions backend_options;
+  backend_options.threads = static_cast<int>(c.worker.threads);
+  r->backend_ = std::make_unique<kernels::CpuBackend>(backend_options);
+  BMAD_ASSIGN_OR_RETURN(r->model_, model::LlamaModel::Open(c.model.path, *r->backend_));
+  BMAD_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::LoadTokenizer(r->model_->file()));
+  const model::LlamaConfig& mc = r->model_->config();
+  if (tok.vocab_size() != mc.n_vocab) {
+    return InvalidArgument(c.model.path + ": the vocabulary has " + std::to_string(tok.vocab_size()) +
+                           " tokens but the model " + std::to_string(mc.n_vocab));
+  }
+  r->tokenizer_ = std::make_unique<tokenizer::Tokenizer>(std::move(tok));
+  r->model_name_ = !c.model.name.empty() ? c.model.name
+                                         : std::filesystem::path(c.model.path).stem().string();
+
+  const size_t block_bytes = r->model_->CacheShape(1, c.cache.block_size).BytesPerBlock();
+  r->num_blocks_ = c.cache.num_blocks > 0
+                       ? c.cache.num_blocks
+                       : static_cast<int64_t>(static_cast<size_t>(c.cache.kv_bytes) / block_bytes);
+  if (r->num_blocks_ < 2) {
+    return InvalidArgument("cache.kv_bytes " + std::to_string(c.cache.kv_bytes) +
+                           " holds no KV block (one block needs " + std::to_string(block_bytes) +
+                           " bytes)");
+  }
+  // One arena for weights, KV blocks, step activations and kernel scratch.
+  ReplicaMemorySizes sizes;
+  sizes.weights_bytes = r->model_->PreparedWeightBytes();
+  sizes.kv_block_bytes = block_bytes;
+  sizes.kv_blocks = r->num_blocks_;
+  sizes.workspace_bytes =
+      model::LlamaModel::WorkspaceBytes(mc, c.scheduler.max_batch_tokens, c.scheduler.max_seqs);
+  const int64_t widest = std::max({mc.n_embd, mc.n_ff, mc.q_dim()});
+  sizes.scratch_bytes =
+      static_cast<size_t>(4 * c.scheduler.max_batch_tokens * widest) * sizeof(float) + (size_t{16} << 20);
+  BMAD_ASSIGN_OR_RETURN(r->memory_,
+                        ReplicaMemory::Create(sizes, static_cast<size_t>(c.worker.arena_bytes)));
+  r->backend_->SetMemoryHooks(r->memory_->BackendHooks());
+  r->model_->PrepareWeights();
+  r->cache_ = std::make_unique<model::KvCache>(r->model_->CacheShape(r->num_blocks_, c.cache.block_size),
+                                               r->memory_->KvMemory());
+  if (registry) {
+    r->metrics_ = std::make_unique<engine::EngineMetrics>(*registry, c.worker.replica_id,
+                                                          c.cache.block_size, r->num_blocks_);
+  }
+  engine::EngineOptions eo;
+  eo.scheduler = c.scheduler;
+  eo.block_size = c.cache.block_size;
+  eo.num_blocks = r->num_blocks_;
+  eo.prefix_caching = c.cache.prefix_caching;
+  eo.context_length = c.model.context_length;
+  eo.workspace = &r->memory_->workspace();
+  r->engine_ = std::make_unique<engine::Engine>(eo, *r->model_, *r->cache_, *r->tokenizer_,
+                                                *r->backend_, clock, r->metrics_.get());
+  return r;
+}
+
+}  // namespace bmad::worker

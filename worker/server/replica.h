@@ -1,0 +1,53 @@
+// Everything one replica runs on, built from the config: the compute backend, the arena, the
+// model with its prepared weights, the tokenizer, the KV cache and the engine. The worker
+// process and the in-process tools (`bmad bench serve`) build replicas the same way.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "common/clock.h"
+#include "common/config/config.h"
+#include "common/metrics/registry.h"
+#include "common/status.h"
+#include "kernels/backend.h"
+#include "worker/engine/engine.h"
+#include "worker/engine/engine_metrics.h"
+#include "worker/model/kv_cache.h"
+#include "worker/model/llama/llama_model.h"
+#include "worker/model/tokenizer/tokenizer.h"
+#include "worker/server/replica_memory.h"
+
+namespace bmad::worker {
+
+class Replica {
+ public:
+  // `registry` may be null (no metrics). Errors name what is wrong: the model file, the
+  // backend, the memory sizes.
+  static Result<std::unique_ptr<Replica>> Create(const ServerConfig& config,
+                                                 metrics::Registry* registry, const Clock& clock);
+  ~Replica();
+
+  engine::Engine& engine() { return *engine_; }
+  const model::LlamaModel& model() const { return *model_; }
+  const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
+  const std::string& model_name() const { return model_name_; }
+  int64_t num_blocks() const { return num_blocks_; }
+  std::string MemorySummary() const { return memory_->Describe(); }
+
+ private:
+  Replica() = default;
+
+  // Declaration order is destruction order in reverse: the memory outlives its users.
+  std::unique_ptr<ReplicaMemory> memory_;
+  std::unique_ptr<kernels::Backend> backend_;
+  std::unique_ptr<model::LlamaModel> model_;
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  std::unique_ptr<model::KvCache> cache_;
+  std::unique_ptr<engine::EngineMetrics> metrics_;
+  std::unique_ptr<engine::Engine> engine_;
+  std::string model_name_;
+  int64_t num_blocks_ = 0;
+};
+
+}  // namespace bmad::worker

@@ -1,0 +1,240 @@
+#include "worker/tools/bench_serve.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "common/cli/flags.h"
+#include "worker/server/replica.h"
+#include "worker/tools/length_distribution.h"
+
+namespace bmad::tools {
+namespace {
+
+struct Planned {
+  double arrival_s = 0;
+  std::vector<int32_t> prompt;
+  int64_t output_len = 0;
+  // Observed.
+  double first_token_s = -1;
+  double last_token_s = 0;
+  double finish_s = -1;
+  int64_t tokens = 0;
+};
+
+}  // namespace
+
+std::string BenchServeResult::Json(const BenchServeOptions& o) const {
+  char head[512];
+  std::snprintf(head, sizeof head,
+                "{\"bench\":\"serve\",\"scheduler\":\"%s\",\"rate\":%.3f,\"requests\":%lld,"
+                "\"prompt_len\":\"%s\",\"output_len\":\"%s\",\"shared_prefix\":%lld,"
+                "\"duration_s\":%.3f,\"requests_per_s\":%.3f,\"output_tokens_per_s\":%.2f,"
+                "\"total_tokens_per_s\":%.2f,",
+                std::string(EnumName(o.policy)).c_str(), o.rate, static_cast<long long>(requests),
+                o.prompt_len.c_str(), o.output_len.c_str(), static_cast<long long>(o.shared_prefix),
+                duration_s, requests_per_s, output_tokens_per_s, total_tokens_per_s);
+  char tail[256];
+  std::snprintf(tail, sizeof tail,
+                ",\"kv_waste_mean\":%.4f,\"kv_waste_max\":%.4f,\"preemptions\":%llu,"
+                "\"prefix_hit_ratio\":%.4f}",
+                kv_waste_mean, kv_waste_max, static_cast<unsigned long long>(preemptions),
+                prefix_hit_ratio);
+  return std::string(head) + "\"ttft_ms\":" + ttft_s.Json(1000) + ",\"itl_ms\":" + itl_s.Json(1000) +
+         ",\"e2e_ms\":" + e2e_s.Json(1000) + tail;
+}
+
+Result<BenchServeResult> RunBenchServe(const BenchServeOptions& o) {
+  if (o.requests < 1) return InvalidArgument("--requests must be at least 1");
+  if (o.shared_prefix < 0) return InvalidArgument("--shared-prefix must not be negative");
+  BMAD_ASSIGN_OR_RETURN(LengthDistribution prompt_len, LengthDistribution::Parse(o.prompt_len, "--prompt-len"));
+  BMAD_ASSIGN_OR_RETURN(LengthDistribution output_len, LengthDistribution::Parse(o.output_len, "--output-len"));
+
+  ServerConfig config;
+  config.model.path = o.model_path;
+  config.worker.threads = o.threads;
+  config.scheduler.policy = o.policy;
+  config.scheduler.max_batch_tokens = o.max_batch_tokens;
+  config.scheduler.max_seqs = o.max_seqs;
+  config.scheduler.max_waiting = std::max<int64_t>(o.requests, 1);
+  config.cache.kv_bytes = o.kv_bytes;
+  config.cache.block_size = o.block_size;
+  config.cache.prefix_caching = o.prefix_caching;
+  SystemClock& clock = SystemClock::Instance();
+  BMAD_ASSIGN_OR_RETURN(std::unique_ptr<worker::Replica> replica,
+                        worker::Replica::Create(config, nullptr, clock));
+  engine::Engine& engine = replica->engine();
+  const int64_t vocab = replica->model().config().n_vocab;
+  if (o.shared_prefix + prompt_len.max() + output_len.max() > engine.context_length()) {
+    return OutOfRange("shared prefix + longest prompt + longest output exceed the context length " +
+                      std::to_string(engine.context_length()));
+  }
+
+  // The whole workload, fixed by the seed: arrival times, prompts, output lengths.
+  std::mt19937_64 rng(o.seed);
+  std::exponential_distribution<double> gap(o.rate > 0 ? o.rate : 1.0);
+  std::vector<int32_t> prefix;
+  for (int64_t i = 0; i < o.shared_prefix; ++i) prefix.push_back(static_cast<int32_t>(3 + rng() % (vocab - 3)));
+  std::vector<Planned> plan(static_cast<size_t>(o.requests));
+  double t = 0;
+  for (Planned& p : plan) {
+    if (o.rate > 0) t += gap(rng);
+    p.arrival_s = o.rate > 0 ? t : 0;
+    p.prompt = prefix;
+    const int64_t n = prompt_len.Sample(rng);
+    for (int64_t i = 0; i < n; ++i) p.prompt.push_back(static_cast<int32_t>(3 + rng() % (vocab - 3)));
+    p.output_len = output_len.Sample(rng);
+  }
+
+  std::vector<double> itl;
+  double waste_sum = 0, waste_max = 0;
+  int64_t waste_samples = 0;
+  const uint64_t preempt_start = engine.scheduler().stats().preemptions_total;
+  const auto kv_start = engine.kv().GetStats();
+  const auto start = std::chrono::steady_clock::now();
+  auto now_s = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  size_t next = 0, done = 0;
+  std::vector<engine::RequestOutput> outputs;
+  while (done < plan.size()) {
+    const double now = now_s();
+    while (next < plan.size() && plan[next].arrival_s <= now) {
+      engine::EngineRequest r;
+      r.id = next + 1;
+      r.prompt = plan[next].prompt;
+      r.sampling.temperature = 0;
+      r.sampling.ignore_eos = true;
+      r.sampling.max_tokens = static_cast<uint32_t>(plan[next].output_len);
+      BMAD_RETURN_IF_ERROR(engine.Add(std::move(r)));
+      ++next;
+    }
+    if (!engine.HasWork()) {
+      if (next < plan.size()) {
+        std::this_thread::sleep_for(std::chrono::duration<double>(
+            std::max(0.0, std::min(0.05, plan[next].arrival_s - now))));
+      }
+      continue;
+    }
+    outputs.clear();
+    BMAD_RETURN_IF_ERROR(engine.Step(&outputs));
+    const double after = now_s();
+    const auto kv = engine.kv().GetStats();
+    if (kv.allocated_slots > 0) {
+      const double w = double(kv.allocated_slots - kv.held_tokens) / double(kv.allocated_slots);
+      waste_sum += w;
+      waste_max = std::max(waste_max, w);
+      ++waste_samples;
+    }
+    for (const engine::RequestOutput& out : outputs) {
+      Planned& p = plan[out.id - 1];
+      for (size_t k = 0; k < out.token_ids.size(); ++k) {
+        if (p.first_token_s < 0) {
+          p.first_token_s = after;
+        } else {
+          itl.push_back(after - p.last_token_s);
+        }
+        p.last_token_s = after;
+        ++p.tokens;
+      }
+      if (out.finished) {
+        p.finish_s = after;
+        ++done;
+      }
+    }
+  }
+
+  BenchServeResult r;
+  r.requests = o.requests;
+  r.duration_s = now_s();
+  int64_t out_tokens = 0, in_tokens = 0;
+  std::vector<double> ttft, e2e;
+  for (const Planned& p : plan) {
+    out_tokens += p.tokens;
+    in_tokens += static_cast<int64_t>(p.prompt.size());
+    ttft.push_back(p.first_token_s - p.arrival_s);
+    e2e.push_back(p.finish_s - p.arrival_s);
+  }
+  r.requests_per_s = double(o.requests) / r.duration_s;
+  r.output_tokens_per_s = double(out_tokens) / r.duration_s;
+  r.total_tokens_per_s = double(out_tokens + in_tokens) / r.duration_s;
+  r.ttft_s = LatencySummary::Of(ttft);
+  r.itl_s = LatencySummary::Of(itl);
+  r.e2e_s = LatencySummary::Of(e2e);
+  r.kv_waste_mean = waste_samples ? waste_sum / double(waste_samples) : 0;
+  r.kv_waste_max = waste_max;
+  r.preemptions = engine.scheduler().stats().preemptions_total - preempt_start;
+  const auto kv_end = engine.kv().GetStats();
+  const double queried = double(kv_end.prefix_query_tokens - kv_start.prefix_query_tokens);
+  r.prefix_hit_ratio = queried > 0 ? double(kv_end.prefix_hit_tokens - kv_start.prefix_hit_tokens) / queried : 0;
+  return r;
+}
+
+namespace {
+
+int RunBenchServeCommand(const std::vector<std::string>& args) {
+  BenchServeOptions o;
+  std::string scheduler = "continuous";
+  int64_t seed = 1;
+  bool no_prefix_caching = false;
+  cli::Flags flags(
+      "bmad bench serve --model FILE.gguf [--scheduler continuous|fcfs|static] [--rate R] "
+      "[--requests N] [--prompt-len DIST] [--output-len DIST] [--shared-prefix TOKENS]");
+  flags.AddString("model", &o.model_path, "GGUF model to serve in this process.");
+  flags.AddString("scheduler", &scheduler, "continuous, fcfs or static (default continuous).");
+  flags.AddDouble("rate", &o.rate, "Poisson arrival rate, requests/s (0: all at once).");
+  flags.AddInt("requests", &o.requests, "Requests to send (default 64).");
+  flags.AddString("prompt-len", &o.prompt_len, "Prompt tokens: N, A-B or A,B,C (default 32-512).");
+  flags.AddString("output-len", &o.output_len, "Output tokens: N, A-B or A,B,C (default 32-128).");
+  flags.AddInt("shared-prefix", &o.shared_prefix, "Tokens every prompt starts with (default 0).");
+  flags.AddInt("threads", &o.threads, "Compute threads (default: every core).");
+  flags.AddInt("max-batch-tokens", &o.max_batch_tokens, "Token budget per step (default 512).");
+  flags.AddInt("max-seqs", &o.max_seqs, "Sequences per step (default 64).");
+  flags.AddInt("kv-bytes", &o.kv_bytes, "KV cache bytes (default 256 MiB).");
+  flags.AddBool("no-prefix-caching", &no_prefix_caching, "Turn prefix reuse off.");
+  flags.AddInt("seed", &seed, "Workload seed (default 1).");
+  std::vector<std::string> positional;
+  Status s = flags.Parse(args, &positional);
+  if (flags.help_requested()) {
+    std::printf("%s", flags.Help().c_str());
+    return 0;
+  }
+  if (s.ok() && o.model_path.empty()) s = InvalidArgument("--model is required");
+  if (s.ok() && !EnumFromName(scheduler, &o.policy)) {
+    s = InvalidArgument("--scheduler must be continuous, fcfs or static, got '" + scheduler + "'");
+  }
+  if (!s.ok()) {
+    std::fprintf(stderr, "bmad bench serve: %s\n", s.message().c_str());
+    return 2;
+  }
+  o.seed = static_cast<uint64_t>(seed);
+  o.prefix_caching = !no_prefix_caching;
+  auto r = RunBenchServe(o);
+  if (!r.ok()) {
+    std::fprintf(stderr, "bmad bench serve: %s\n", r.status().message().c_str());
+    return 1;
+  }
+  std::printf("scheduler %s, rate %.2f req/s, %lld requests in %.1f s\n", scheduler.c_str(), o.rate,
+              static_cast<long long>(r->requests), r->duration_s);
+  std::printf("throughput: %.2f req/s, %.1f output tok/s, %.1f total tok/s\n", r->requests_per_s,
+              r->output_tokens_per_s, r->total_tokens_per_s);
+  std::printf("time to first token ms: p50 %.1f  p99 %.1f\n", r->ttft_s.p50 * 1000, r->ttft_s.p99 * 1000);
+  std::printf("inter-token latency ms: p50 %.1f  p99 %.1f\n", r->itl_s.p50 * 1000, r->itl_s.p99 * 1000);
+  std::printf("end-to-end latency ms:  p50 %.1f  p99 %.1f\n", r->e2e_s.p50 * 1000, r->e2e_s.p99 * 1000);
+  std::printf("KV waste: mean %.2f%%, max %.2f%%; preemptions %llu; prefix-cache hits %.1f%%\n",
+              100 * r->kv_waste_mean, 100 * r->kv_waste_max,
+              static_cast<unsigned long long>(r->preemptions), 100 * r->prefix_hit_ratio);
+  std::printf("%s\n", r->Json(o).c_str());
+  return 0;
+}
+
+}  // namespace
+
+std::vector<cli::Command> BenchServeCommands() {
+  return {{{"bench", "serve"},
+           "Serve an open-loop Poisson load in this process; latency and throughput.",
+           RunBenchServeCommand}};
+}
+
+}  // namespace bmad::tools

@@ -1,0 +1,52 @@
+// `bmad bench serve`: the serving engine in this process under an open-loop Poisson load, as a
+// replica would see it: requests arrive at their scheduled times whatever the engine is doing,
+// and latency counts from the scheduled arrival. Prints throughput, time to first token,
+// inter-token latency, end-to-end latency, KV waste and prefix-cache hits; the last line is one
+// JSON object.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/cli/command.h"
+#include "common/config/config.h"
+#include "common/status.h"
+#include "worker/tools/latency_summary.h"
+
+namespace bmad::tools {
+
+struct BenchServeOptions {
+  std::string model_path;
+  SchedulerPolicy policy = SchedulerPolicy::kContinuous;
+  double rate = 1.0;                 // requests per second (Poisson); <= 0: all at time 0
+  int64_t requests = 64;
+  std::string prompt_len = "32-512";
+  std::string output_len = "32-128";
+  int64_t shared_prefix = 0;         // tokens every prompt starts with
+  int64_t threads = 0;
+  int64_t max_batch_tokens = 512;
+  int64_t max_seqs = 64;
+  int64_t kv_bytes = 256ll << 20;
+  int64_t block_size = 16;
+  bool prefix_caching = true;
+  uint64_t seed = 1;
+};
+
+struct BenchServeResult {
+  int64_t requests = 0;
+  double duration_s = 0;
+  double requests_per_s = 0;
+  double output_tokens_per_s = 0;
+  double total_tokens_per_s = 0;
+  LatencySummary ttft_s, itl_s, e2e_s;
+  double kv_waste_mean = 0, kv_waste_max = 0;
+  uint64_t preemptions = 0;
+  double prefix_hit_ratio = 0;
+  std::string Json(const BenchServeOptions& o) const;
+};
+
+Result<BenchServeResult> RunBenchServe(const BenchServeOptions& options);
+
+std::vector<cli::Command> BenchServeCommands();
+
+}  // namespace bmad::tools

@@ -1,0 +1,28 @@
+// Token-count distributions for load generators: "128" (always 128), "32-512" (uniform
+// integers), "64,128,512" (one of them, uniformly).
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace bmad::tools {
+
+class LengthDistribution {
+ public:
+  // kInvalidArgument naming `flag` for anything else, or a length below 1.
+  static Result<LengthDistribution> Parse(const std::string& text, const std::string& flag);
+  int64_t Sample(std::mt19937_64& rng) const;
+  int64_t max() const;
+  const std::string& text() const { return text_; }
+
+ private:
+  std::string text_;
+  int64_t low_ = 1, high_ = 1;    // uniform range when choices_ is empty
+  std::vector<int64_t> choices_;
+};
+
+}  // namespace bmad::tools
