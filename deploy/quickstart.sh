@@ -1,15 +1,95 @@
 #!/usr/bin/env bash
-# The main job: builds bmad and runs the most complete thing it can do today.
-# (It grows with the project: a local cluster serving a model once the serving path exists.)
+# The main job: a local bmad cluster serving a model, with requests through it.
+#
+#   ./deploy/quickstart.sh [MODEL.gguf] [--keep]     start, send requests, stop (--keep: leave it up)
+#   ./deploy/quickstart.sh --stop                    stop a cluster left running with --keep
+#
+# It installs what is missing, builds bmad, starts the coordinator and two worker replicas with
+# mpirun (one in the long-tail pool), sends a few requests through the ZeroMQ socket and through
+# the OpenAI-compatible HTTP API, prints the answers and the /metrics addresses, and stops
+# everything. Without a model it writes a small random-weight one with `bmad model synth`: its text
+# is noise, but every part of the path is real.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root=$(pwd)
+state=/tmp/bmad-quickstart
+model=""
+keep=0
+for arg in "$@"; do
+  case "$arg" in
+    --keep) keep=1 ;;
+    --stop) exec ./deploy/cluster.sh stop --state "$state" ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -*) echo "quickstart: unknown flag $arg" >&2; exit 2 ;;
+    *) model=$arg ;;
+  esac
+done
+
 ./deploy/install-deps.sh
-if [ ! -x build/bin/bmad ] || [ "${BMAD_REBUILD:-1}" = "1" ]; then
-  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-  cmake --build build -j"$(nproc)" --target bmad >/dev/null
+echo "== building (first run: a few minutes)"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$(nproc)" --target bmad bmad-coordinator bmad-worker >/dev/null
+bin=$root/build/bin
+
+mkdir -p "$state"
+if [ -z "$model" ]; then
+  model=$state/random-llama.gguf
+  if [ ! -f "$model" ]; then
+    "$bin/bmad" model synth --out "$model" --layers 4 --dim 256 --heads 8 --kv-heads 4 --ffn 512 \
+      --vocab 4096 --ctx 1024 --seed 7 >/dev/null
+  fi
+  echo "== no model given: serving $model, a random-weight Llama (its text will be noise)"
 fi
-echo "== bmad config check deploy/config/local.yaml"
-build/bin/bmad config check deploy/config/local.yaml
+[ -f "$model" ] || { echo "quickstart: no such model file: $model" >&2; exit 2; }
+
+# Free ports on 127.0.0.1 (so a second cluster or another server never collides).
+free_port() {
+  while true; do
+    p=$(( (RANDOM << 2 | RANDOM % 4) % 30000 + 20000 ))
+    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
+  done
+}
+http_port=$(free_port)
+sets=(--set "model.path=$model" --set "coordinator.http_port=$http_port"
+      --set "coordinator.client_endpoint=tcp://127.0.0.1:$(free_port)"
+      --set "coordinator.worker_endpoint=tcp://127.0.0.1:$(free_port)"
+      --set "metrics.coordinator_port=$(free_port)" --set "metrics.worker_port=$(free_port)")
+config=$root/deploy/config/local.yaml
+./deploy/cluster.sh start --config "$config" "${sets[@]}" --state "$state" --bin "$bin"
+trap '[ $keep -eq 1 ] || ./deploy/cluster.sh stop --state "$state" >/dev/null' EXIT
+
+echo "== waiting for both replicas"
+for _ in $(seq 300); do
+  live=$(curl -fsS "http://127.0.0.1:$http_port/metrics" 2>/dev/null | awk '/^bmad_coordinator_live_replicas /{print $2}')
+  [ "${live:-0}" = "2" ] && break
+  sleep 0.2
+done
+[ "${live:-0}" = "2" ] || { echo "quickstart: replicas did not come up; logs in $state" >&2; tail -n 20 "$state"/*.log >&2; exit 1; }
+
+client=$("$bin/bmad" config get coordinator.client_endpoint "$config" "${sets[@]}")
 echo
-echo "== bmad --help"
-build/bin/bmad --help
+echo "== through the ZeroMQ socket: bmad generate --coordinator $client"
+"$bin/bmad" generate --coordinator "$client" --prompt "Once upon a time" --max-tokens 24 --temperature 0
+echo
+echo "== through HTTP: POST /v1/completions"
+curl -fsS "http://127.0.0.1:$http_port/v1/completions" -H 'Content-Type: application/json' \
+  -d '{"prompt": "Once upon a time", "max_tokens": 24, "temperature": 0}'
+echo
+echo "== through HTTP: POST /v1/chat/completions (streaming)"
+curl -fsSN "http://127.0.0.1:$http_port/v1/chat/completions" -H 'Content-Type: application/json' \
+  -d '{"messages": [{"role": "user", "content": "Tell me a story."}], "max_tokens": 16, "stream": true}' | head -n 6
+echo
+echo "== cluster status"
+"$bin/bmad" status --coordinator "$client"
+echo
+echo "metrics: coordinator http://127.0.0.1:$http_port/metrics"
+for f in "$state"/replica-*.log; do
+  grep -o 'metrics=http[^ ]*' "$f" | head -n 1 | sed "s|^metrics=|  $(basename "$f" .log): |"
+done
+if [ $keep -eq 1 ]; then
+  echo
+  echo "cluster left running: http://127.0.0.1:$http_port   (stop it with ./deploy/quickstart.sh --stop)"
+else
+  echo
+  echo "== stopping"
+fi

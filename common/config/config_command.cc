@@ -42,6 +42,30 @@ int RunConfigCheck(const std::vector<std::string>& args) {
   return 0;
 }
 
+int RunConfigGet(const std::vector<std::string>& args) {
+  std::vector<std::string> overrides;
+  cli::Flags flags("bmad config get section.key FILE [--set section.key=value]...");
+  flags.AddList("set", &overrides, "Override one key after loading the file.");
+  std::vector<std::string> positional;
+  if (Status s = flags.Parse(args, &positional); !s.ok() || positional.size() != 2) {
+    std::fprintf(stderr, "bmad config get: %s\n%s", s.ok() ? "expected KEY and FILE" : s.message().c_str(),
+                 flags.Help().c_str());
+    return 2;
+  }
+  Result<ServerConfig> config = ReadConfigFile(positional[1], overrides);
+  if (!config.ok()) {
+    std::fprintf(stderr, "bmad config get: %s\n", config.status().message().c_str());
+    return 1;
+  }
+  Result<std::string> value = GetConfigValue(*config, positional[0]);
+  if (!value.ok()) {
+    std::fprintf(stderr, "bmad config get: %s\n", value.status().message().c_str());
+    return 1;
+  }
+  std::printf("%s\n", value->c_str());
+  return 0;
+}
+
 int RunConfigDocs(const std::vector<std::string>& args) {
   if (!args.empty()) {
     std::fprintf(stderr, "usage: bmad config docs   (prints the key reference as Markdown)\n");
@@ -57,7 +81,8 @@ std::vector<cli::Command> ConfigCommands() {
   return {{{"config", "check"}, "Validate a config file and print the effective configuration.",
            RunConfigCheck},
           {{"config", "docs"}, "Print every config key with its default as Markdown.",
-           RunConfigDocs}};
+           RunConfigDocs},
+          {{"config", "get"}, "Print one key's effective value (for scripts).", RunConfigGet}};
 }
 
 }  // namespace bmad

@@ -552,7 +552,51 @@ class MarkdownVisitor {
   std::string section_;
 };
 
+class GetVisitor {
+ public:
+  explicit GetVisitor(std::string key) : key_(std::move(key)) {}
+  template <typename Body>
+  void Section(std::string_view name, std::string_view, Body body) {
+    section_ = std::string(name);
+    body();
+  }
+  template <typename T>
+  void Field(std::string_view key, const T& value, std::string_view, const Limits<T>&) {
+    if (section_ + "." + std::string(key) != key_) return;
+    found = true;
+    text = Text(value);
+  }
+  bool found = false;
+  std::string text;
+
+ private:
+  static std::string Text(int64_t v) { return std::to_string(v); }
+  static std::string Text(double v) { return FormatNumber(v); }
+  static std::string Text(bool v) { return v ? "true" : "false"; }
+  static std::string Text(const std::string& v) { return v; }
+  static std::string Text(const std::vector<int64_t>& v) {
+    std::string s;
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+    return s;
+  }
+  template <typename E>
+    requires std::is_enum_v<E>
+  static std::string Text(E v) {
+    return std::string(EnumName(v));
+  }
+  std::string key_;
+  std::string section_;
+};
+
 }  // namespace
+
+Result<std::string> GetConfigValue(const ServerConfig& config, const std::string& dotted_key) {
+  ServerConfig copy = config;
+  GetVisitor visitor(dotted_key);
+  VisitConfig(copy, visitor);
+  if (!visitor.found) return NotFound("unknown config key '" + dotted_key + "'");
+  return visitor.text;
+}
 
 std::string ConfigReferenceMarkdown() {
   ServerConfig config;

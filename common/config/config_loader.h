@@ -45,6 +45,10 @@ std::vector<ConfigError> ValidateConfig(const ServerConfig& config);
 // The effective configuration as YAML, every key present (docs/configuration.md explains them).
 std::string DumpConfigYaml(const ServerConfig& config);
 
+// The value of one key as shell-friendly text (strings unquoted, lists comma-separated);
+// kNotFound for an unknown key.
+Result<std::string> GetConfigValue(const ServerConfig& config, const std::string& dotted_key);
+
 // Every key as "section.key", in declaration order.
 std::vector<std::string> ListConfigKeys();
 

@@ -1,0 +1,271 @@
+#include "coordinator/http/chat_template.h"
+
+#include <array>
+#include <utility>
+
+namespace bmad::http {
+namespace {
+
+struct NamedTemplate {
+  std::string_view name;
+  ChatTemplate chat_template;
+};
+
+constexpr std::array<NamedTemplate, 8> kTemplates = {{
+    {"chatml", ChatTemplate::kChatML},
+    {"llama2", ChatTemplate::kLlama2},
+    {"llama3", ChatTemplate::kLlama3},
+    {"mistral", ChatTemplate::kMistral},
+    {"zephyr", ChatTemplate::kZephyr},
+    {"phi3", ChatTemplate::kPhi3},
+    {"gemma", ChatTemplate::kGemma},
+    {"plain", ChatTemplate::kPlain},
+}};
+
+bool Contains(std::string_view text, std::string_view marker) {
+  return text.find(marker) != std::string_view::npos;
+}
+
+// Jinja's `| trim` and Python's str.strip() remove Unicode whitespace; ASCII whitespace is
+// what occurs in practice, and stripping it alone never splits a UTF-8 character.
+std::string_view Strip(std::string_view text) {
+  constexpr std::string_view kSpace = " \t\n\r\f\v";
+  const size_t begin = text.find_first_not_of(kSpace);
+  if (begin == std::string_view::npos) return {};
+  const size_t end = text.find_last_not_of(kSpace);
+  return text.substr(begin, end - begin + 1);
+}
+
+std::string MessageName(size_t index) { return "'messages[" + std::to_string(index) + "]'"; }
+
+// Formats that take a system message only first and then strictly alternate user/assistant.
+bool RequiresAlternation(ChatTemplate chat_template) {
+  return chat_template == ChatTemplate::kLlama2 || chat_template == ChatTemplate::kMistral ||
+         chat_template == ChatTemplate::kGemma;
+}
+
+// Each format's own writer. The formats that alternate take the leading system message apart
+// (`system`, null when there is none) from the user/assistant `turns`, validated to alternate
+// from a user message; the others take every message in order.
+using Messages = std::span<const ChatMessage>;
+
+std::string RenderChatML(Messages messages, bool add_generation_prompt) {
+  std::string out;
+  for (const ChatMessage& m : messages) {
+    out += "<|im_start|>";
+    out += ChatRoleName(m.role);
+    out += '\n';
+    out += m.content;
+    out += "<|im_end|>\n";
+  }
+  if (add_generation_prompt) out += "<|im_start|>assistant\n";
+  return out;
+}
+
+std::string RenderLlama3(Messages messages, bool add_generation_prompt) {
+  std::string out;
+  for (const ChatMessage& m : messages) {
+    out += "<|start_header_id|>";
+    out += ChatRoleName(m.role);
+    out += "<|end_header_id|>\n\n";
+    out += Strip(m.content);
+    out += "<|eot_id|>";
+  }
+  if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+  return out;
+}
+
+// Zephyr and Phi-3 differ only in the end-of-turn token (and Phi-3's closing end-of-text).
+std::string RenderPipeTagged(Messages messages, std::string_view end_of_turn) {
+  std::string out;
+  for (const ChatMessage& m : messages) {
+    out += "<|";
+    out += ChatRoleName(m.role);
+    out += "|>\n";
+    out += m.content;
+    out += end_of_turn;
+    out += '\n';
+  }
+  return out;
+}
+
+std::string RenderPlain(Messages messages, bool add_generation_prompt) {
+  std::string out;
+  for (const ChatMessage& m : messages) {
+    switch (m.role) {
+      case ChatRole::kSystem: out += "System: "; break;
+      case ChatRole::kUser: out += "User: "; break;
+      case ChatRole::kAssistant: out += "Assistant: "; break;
+    }
+    out += m.content;
+    out += '\n';
+  }
+  if (add_generation_prompt) out += "Assistant:";
+  return out;
+}
+
+std::string RenderLlama2(const ChatMessage* system, Messages turns) {
+  std::string out;
+  for (size_t i = 0; i < turns.size(); ++i) {
+    const ChatMessage& m = turns[i];
+    if (m.role == ChatRole::kUser) {
+      std::string content;
+      if (i == 0 && system != nullptr) {
+        content = "<<SYS>>\n" + system->content + "\n<</SYS>>\n\n";
+      }
+      content += m.content;
+      // The first BOS is the tokenizer's; later user turns open with their own.
+      if (i != 0) out += "<s>";
+      out += "[INST] ";
+      out += Strip(content);
+      out += " [/INST]";
+    } else {
+      out += ' ';
+      out += Strip(m.content);
+      out += " </s>";
+    }
+  }
+  return out;
+}
+
+std::string RenderMistral(const ChatMessage* system, Messages turns) {
+  std::string out;
+  for (size_t i = 0; i < turns.size(); ++i) {
+    const ChatMessage& m = turns[i];
+    if (m.role == ChatRole::kUser) {
+      out += " [INST] ";
+      if (i == 0 && system != nullptr) {
+        out += system->content;
+        out += "\n\n";
+      }
+      out += m.content;
+      out += " [/INST]";
+    } else {
+      out += ' ';
+      out += m.content;
+      out += "</s>";
+    }
+  }
+  return out;
+}
+
+std::string RenderGemma(const ChatMessage* system, Messages turns, bool add_generation_prompt) {
+  std::string out;
+  for (size_t i = 0; i < turns.size(); ++i) {
+    const ChatMessage& m = turns[i];
+    out += m.role == ChatRole::kUser ? "<start_of_turn>user\n" : "<start_of_turn>model\n";
+    if (i == 0 && system != nullptr) {
+      out += system->content;
+      out += "\n\n";
+    }
+    out += Strip(m.content);
+    out += "<end_of_turn>\n";
+  }
+  if (add_generation_prompt) out += "<start_of_turn>model\n";
+  return out;
+}
+
+}  // namespace
+
+std::string_view ChatRoleName(ChatRole role) {
+  switch (role) {
+    case ChatRole::kSystem: return "system";
+    case ChatRole::kUser: return "user";
+    case ChatRole::kAssistant: return "assistant";
+  }
+  return "user";
+}
+
+std::string_view ChatTemplateName(ChatTemplate chat_template) {
+  for (const NamedTemplate& t : kTemplates) {
+    if (t.chat_template == chat_template) return t.name;
+  }
+  return "chatml";
+}
+
+Result<ChatTemplate> ChatTemplateByName(std::string_view name) {
+  for (const NamedTemplate& t : kTemplates) {
+    if (t.name == name) return t.chat_template;
+  }
+  std::string known;
+  for (const NamedTemplate& t : kTemplates) {
+    if (!known.empty()) known += ", ";
+    known += t.name;
+  }
+  return InvalidArgument("unknown chat template '" + std::string(name) + "'; known: " + known);
+}
+
+ChatTemplate DetectChatTemplate(std::string_view jinja) {
+  if (Contains(jinja, "<|im_start|>")) return ChatTemplate::kChatML;
+  if (Contains(jinja, "<|start_header_id|>")) return ChatTemplate::kLlama3;
+  if (Contains(jinja, "<start_of_turn>")) return ChatTemplate::kGemma;
+  if (Contains(jinja, "[INST]")) {
+    return Contains(jinja, "<<SYS>>") ? ChatTemplate::kLlama2 : ChatTemplate::kMistral;
+  }
+  if (Contains(jinja, "<|user|>")) {
+    return Contains(jinja, "<|end|>") ? ChatTemplate::kPhi3 : ChatTemplate::kZephyr;
+  }
+  return kDefaultChatTemplate;
+}
+
+Status ValidateChatMessages(ChatTemplate chat_template, std::span<const ChatMessage> messages) {
+  if (messages.empty()) return InvalidArgument("'messages' must be a non-empty array");
+  if (!RequiresAlternation(chat_template)) return Status::Ok();
+
+  const std::string_view name = ChatTemplateName(chat_template);
+  const size_t first_turn = messages[0].role == ChatRole::kSystem ? 1 : 0;
+  if (first_turn == messages.size()) {
+    return InvalidArgument("'messages' holds only a system message; the " + std::string(name) +
+                           " chat template needs a user message after it");
+  }
+  for (size_t i = first_turn; i < messages.size(); ++i) {
+    const ChatRole role = messages[i].role;
+    if (role == ChatRole::kSystem) {
+      return InvalidArgument(MessageName(i) + ": the " + std::string(name) +
+                             " chat template accepts a system message only as the first message");
+    }
+    const ChatRole expected = (i - first_turn) % 2 == 0 ? ChatRole::kUser : ChatRole::kAssistant;
+    if (role != expected) {
+      return InvalidArgument(MessageName(i) + " has role '" + std::string(ChatRoleName(role)) +
+                             "' where '" + std::string(ChatRoleName(expected)) +
+                             "' is expected: the " + std::string(name) +
+                             " chat template needs user and assistant messages to alternate, "
+                             "starting with user (after an optional first system message)");
+    }
+  }
+  return Status::Ok();
+}
+
+Result<std::string> ApplyChatTemplate(ChatTemplate chat_template,
+                                      std::span<const ChatMessage> messages,
+                                      bool add_generation_prompt) {
+  BMAD_RETURN_IF_ERROR(ValidateChatMessages(chat_template, messages));
+  // The alternating formats fold a leading system message into the first user turn.
+  const ChatMessage* system = nullptr;
+  Messages turns = messages;
+  if (RequiresAlternation(chat_template) && messages[0].role == ChatRole::kSystem) {
+    system = &messages[0];
+    turns = messages.subspan(1);
+  }
+  switch (chat_template) {
+    case ChatTemplate::kChatML: return RenderChatML(messages, add_generation_prompt);
+    case ChatTemplate::kLlama2: return RenderLlama2(system, turns);
+    case ChatTemplate::kLlama3: return RenderLlama3(messages, add_generation_prompt);
+    case ChatTemplate::kMistral: return RenderMistral(system, turns);
+    case ChatTemplate::kZephyr: {
+      std::string out = RenderPipeTagged(messages, "</s>");
+      if (add_generation_prompt) out += "<|assistant|>\n";
+      return out;
+    }
+    case ChatTemplate::kPhi3: {
+      std::string out = RenderPipeTagged(messages, "<|end|>");
+      out += add_generation_prompt ? "<|assistant|>\n" : "<|endoftext|>";
+      return out;
+    }
+    case ChatTemplate::kGemma: return RenderGemma(system, turns, add_generation_prompt);
+    case ChatTemplate::kPlain: return RenderPlain(messages, add_generation_prompt);
+  }
+  return Internal("unknown chat template " + std::to_string(static_cast<int>(chat_template)));
+}
+
+}  // namespace bmad::http

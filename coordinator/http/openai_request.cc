@@ -1,0 +1,445 @@
+#include "coordinator/http/openai_request.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "coordinator/http/json_fields.h"
+
+namespace bmad::http {
+namespace {
+
+using internal::AsInteger;
+using internal::Json;
+using internal::JsonFields;
+using internal::MustBe;
+using internal::NumberRange;
+using internal::Quoted;
+
+// vLLM's default bound on logprobs and top_logprobs (OpenAI's own is 5 and 20).
+constexpr int64_t kMaxLogprobs = 20;
+// Token ids are int32 in the tokenizer; the vocabulary check is the coordinator's.
+constexpr int64_t kMaxTokenId = std::numeric_limits<int32_t>::max() - 1;
+constexpr uint32_t kDefaultCompletionMaxTokens = 16;  // OpenAI's default for /v1/completions
+constexpr std::string_view kTokenId = "a token id (an integer >= 0)";
+
+std::string Count(size_t n) { return std::to_string(n); }
+
+Status CheckPromptText(std::string_view name, const std::string& text,
+                       const RequestLimits& limits) {
+  if (text.empty()) return InvalidArgument(Quoted(name) + " must not be empty");
+  if (text.size() > limits.max_prompt_bytes) {
+    return InvalidArgument(Quoted(name) + " is " + Count(text.size()) + " bytes; at most " +
+                           Count(limits.max_prompt_bytes) + " are allowed");
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<uint32_t>> ReadTokenIds(const Json& array, std::string_view name,
+                                           const RequestLimits& limits) {
+  if (array.empty()) return InvalidArgument(Quoted(name) + " must not be empty");
+  if (limits.max_model_len != 0 && array.size() > limits.max_model_len) {
+    return OutOfRange(Quoted(name) + " holds " + Count(array.size()) +
+                      " tokens, more than the model's context length of " +
+                      Count(limits.max_model_len) + " tokens");
+  }
+  std::vector<uint32_t> ids;
+  ids.reserve(array.size());
+  for (size_t i = 0; i < array.size(); ++i) {
+    const std::optional<int64_t> id = AsInteger(array[i]);
+    if (!id || *id < 0 || *id > kMaxTokenId) {
+      return MustBe(std::string(name) + "[" + Count(i) + "]", kTokenId, array[i]);
+    }
+    ids.push_back(static_cast<uint32_t>(*id));
+  }
+  return ids;
+}
+
+// /v1/completions' prompt: a string, token ids, or a one-element list of either.
+Status ReadPrompt(const JsonFields& body, const RequestLimits& limits, CompletionRequest& request) {
+  const Json* prompt = body.Find("prompt");
+  if (prompt == nullptr) return InvalidArgument("'prompt' is required");
+  if (prompt->is_string()) {
+    request.prompt_text = prompt->get<std::string>();
+    return CheckPromptText("prompt", request.prompt_text, limits);
+  }
+  if (!prompt->is_array()) {
+    return MustBe("prompt", "a string or an array of token ids", *prompt);
+  }
+  if (prompt->empty()) return InvalidArgument("'prompt' must not be empty");
+  const Json& first = prompt->front();
+  if (!first.is_string() && !first.is_array()) {
+    BMAD_ASSIGN_OR_RETURN(request.prompt_tokens, ReadTokenIds(*prompt, "prompt", limits));
+    request.prompt_is_tokens = true;
+    return Status::Ok();
+  }
+  // A list of prompts: every element must be of the first one's kind.
+  for (size_t i = 1; i < prompt->size(); ++i) {
+    const Json& element = (*prompt)[i];
+    if (first.is_string() && !element.is_string()) {
+      return MustBe("prompt[" + Count(i) + "]", "a string like 'prompt[0]'", element);
+    }
+    if (first.is_array() && !element.is_array()) {
+      return MustBe("prompt[" + Count(i) + "]", "an array of token ids like 'prompt[0]'", element);
+    }
+  }
+  if (prompt->size() > 1) {
+    return InvalidArgument("'prompt' holds " + Count(prompt->size()) +
+                           " prompts; batched prompts are not supported: send one request per "
+                           "prompt");
+  }
+  if (first.is_string()) {
+    request.prompt_text = first.get<std::string>();
+    return CheckPromptText("prompt[0]", request.prompt_text, limits);
+  }
+  BMAD_ASSIGN_OR_RETURN(request.prompt_tokens, ReadTokenIds(first, "prompt[0]", limits));
+  request.prompt_is_tokens = true;
+  return Status::Ok();
+}
+
+Result<ChatRole> ReadRole(const JsonFields& message) {
+  const std::string name = message.Name("role");
+  const Json* role = message.Find("role");
+  if (role == nullptr) return InvalidArgument(Quoted(name) + " is required");
+  constexpr std::string_view kRoles = "one of 'system', 'developer', 'user', 'assistant'";
+  if (!role->is_string()) return MustBe(name, kRoles, *role);
+  const std::string& text = role->get_ref<const std::string&>();
+  // OpenAI's "developer" is the system message under a new name (o1 and later models).
+  if (text == "system" || text == "developer") return ChatRole::kSystem;
+  if (text == "user") return ChatRole::kUser;
+  if (text == "assistant") return ChatRole::kAssistant;
+  if (text == "tool" || text == "function") {
+    return InvalidArgument(Quoted(name) + " '" + text +
+                           "' is not supported: this server runs no tools");
+  }
+  return MustBe(name, kRoles, *role);
+}
+
+// A message's content: a string, or text parts joined with "\n" (as vLLM joins them).
+Result<std::string> ReadContent(const JsonFields& message, ChatRole role) {
+  const std::string name = message.Name("content");
+  const Json* content = message.Find("content");
+  if (content == nullptr) {
+    // An assistant turn may carry only tool calls, hence no content.
+    if (role == ChatRole::kAssistant) return std::string();
+    return InvalidArgument(Quoted(name) + " is required");
+  }
+  if (content->is_string()) return content->get<std::string>();
+  if (!content->is_array()) {
+    return MustBe(name, "a string or an array of content parts", *content);
+  }
+  std::string text;
+  for (size_t j = 0; j < content->size(); ++j) {
+    const std::string part_name = name + "[" + Count(j) + "]";
+    const Json& part_json = (*content)[j];
+    if (!part_json.is_object()) {
+      return MustBe(part_name, "an object {\"type\": \"text\", \"text\": ...}", part_json);
+    }
+    const JsonFields part(part_json, part_name + ".");
+    const Json* type = part.Find("type");
+    if (type == nullptr) return InvalidArgument(Quoted(part.Name("type")) + " is required");
+    if (!type->is_string() || *type != "text") {
+      return MustBe(part.Name("type"), "\"text\" (only text content is supported)", *type);
+    }
+    BMAD_ASSIGN_OR_RETURN(const std::optional<std::string> part_text, part.String("text"));
+    if (!part_text) return InvalidArgument(Quoted(part.Name("text")) + " is required");
+    if (j > 0) text += '\n';
+    text += *part_text;
+  }
+  return text;
+}
+
+Result<std::vector<ChatMessage>> ReadMessages(const JsonFields& body, const RequestLimits& limits) {
+  const Json* messages = body.Find("messages");
+  constexpr std::string_view kWhat = "a non-empty array";
+  if (messages == nullptr) {
+    return InvalidArgument("'messages' is required; it must be " + std::string(kWhat));
+  }
+  if (!messages->is_array()) return MustBe("messages", kWhat, *messages);
+  if (messages->empty()) {
+    return InvalidArgument("'messages' must be " + std::string(kWhat) + ", got []");
+  }
+  std::vector<ChatMessage> out;
+  out.reserve(messages->size());
+  size_t content_bytes = 0;
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const std::string name = "messages[" + Count(i) + "]";
+    const Json& message_json = (*messages)[i];
+    if (!message_json.is_object()) return MustBe(name, "an object {role, content}", message_json);
+    const JsonFields message(message_json, name + ".");
+    ChatMessage m;
+    BMAD_ASSIGN_OR_RETURN(m.role, ReadRole(message));
+    BMAD_ASSIGN_OR_RETURN(m.content, ReadContent(message, m.role));
+    content_bytes += m.content.size();
+    if (content_bytes > limits.max_prompt_bytes) {
+      return InvalidArgument("'messages' hold more than " + Count(limits.max_prompt_bytes) +
+                             " bytes of content, the most allowed");
+    }
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+// Reads the float parameter `key` into `target` when it is set (`target` keeps its default
+// otherwise).
+Status ReadFloat(const JsonFields& body, std::string_view key, NumberRange range,
+                 std::string_view what, float& target) {
+  BMAD_ASSIGN_OR_RETURN(const std::optional<double> value, body.Number(key, range, what));
+  if (!value) return Status::Ok();
+  // In range as a double may still round out of it as a float: 1e-50 becomes 0, which top_p's
+  // (0, 1] excludes and the workers would refuse.
+  const float narrowed = static_cast<float>(*value);
+  if (!range.Contains(narrowed)) return MustBe(body.Name(key), what, *body.Find(key));
+  target = narrowed;
+  return Status::Ok();
+}
+
+Status ReadSampling(const JsonFields& body, proto::SamplingParams& s) {
+  BMAD_RETURN_IF_ERROR(ReadFloat(body, "temperature", {0, sampling::kMaxTemperature},
+                                 "a number in [0, 2]", s.temperature));
+  BMAD_RETURN_IF_ERROR(ReadFloat(body, "top_p", {0, 1, true}, "a number in (0, 1]", s.top_p));
+  BMAD_RETURN_IF_ERROR(ReadFloat(body, "min_p", {0, 1}, "a number in [0, 1]", s.min_p));
+  BMAD_RETURN_IF_ERROR(ReadFloat(body, "repetition_penalty",
+                                 {0, std::numeric_limits<float>::max(), true}, "a number > 0",
+                                 s.repetition_penalty));
+  constexpr float kPenalty = sampling::kMaxAbsPresenceFrequencyPenalty;
+  BMAD_RETURN_IF_ERROR(ReadFloat(body, "presence_penalty", {-kPenalty, kPenalty},
+                                 "a number in [-2, 2]", s.presence_penalty));
+  BMAD_RETURN_IF_ERROR(ReadFloat(body, "frequency_penalty", {-kPenalty, kPenalty},
+                                 "a number in [-2, 2]", s.frequency_penalty));
+  // vLLM spells "no top-k" -1; the workers spell it 0.
+  BMAD_ASSIGN_OR_RETURN(const std::optional<int64_t> top_k,
+                        body.Integer("top_k", -1, std::numeric_limits<int32_t>::max(),
+                                     "an integer >= -1 (-1 or 0: no limit)"));
+  if (top_k) s.top_k = static_cast<int32_t>(std::max<int64_t>(*top_k, 0));
+  BMAD_ASSIGN_OR_RETURN(const std::optional<int64_t> seed,
+                        body.Integer("seed", std::numeric_limits<int64_t>::min(),
+                                     std::numeric_limits<int64_t>::max(), "a 64-bit integer"));
+  if (seed) {
+    s.seed = static_cast<uint64_t>(*seed);  // any bit pattern seeds as well as another
+    s.has_seed = true;
+  }
+  BMAD_ASSIGN_OR_RETURN(const std::optional<bool> ignore_eos, body.Bool("ignore_eos"));
+  s.ignore_eos = ignore_eos.value_or(false);
+  return Status::Ok();
+}
+
+Result<std::optional<uint32_t>> ReadMaxTokens(const JsonFields& body, std::string_view key,
+                                              const RequestLimits& limits) {
+  BMAD_ASSIGN_OR_RETURN(
+      const std::optional<int64_t> value,
+      body.Integer(key, 1, std::numeric_limits<int64_t>::max(), "a positive integer"));
+  if (!value) return std::optional<uint32_t>();
+  if (limits.max_model_len != 0 && *value > limits.max_model_len) {
+    return InvalidArgument(Quoted(key) + " is " + std::to_string(*value) +
+                           ", more than the model's context length of " +
+                           Count(limits.max_model_len) + " tokens");
+  }
+  if (*value > std::numeric_limits<uint32_t>::max()) {
+    return InvalidArgument(Quoted(key) + " is " + std::to_string(*value) + "; at most " +
+                           std::to_string(std::numeric_limits<uint32_t>::max()) + " is allowed");
+  }
+  return std::optional<uint32_t>(static_cast<uint32_t>(*value));
+}
+
+Result<std::vector<std::string>> ReadStop(const JsonFields& body, const RequestLimits& limits) {
+  const Json* stop = body.Find("stop");
+  if (stop == nullptr) return std::vector<std::string>();
+  constexpr std::string_view kWhat = "a string or an array of strings";
+  std::vector<std::string> strings;
+  if (stop->is_string()) {
+    strings.push_back(stop->get<std::string>());
+  } else if (stop->is_array()) {
+    if (stop->size() > limits.max_stop_strings) {
+      return InvalidArgument("'stop' holds " + Count(stop->size()) + " strings; at most " +
+                             Count(limits.max_stop_strings) + " are allowed");
+    }
+    for (size_t i = 0; i < stop->size(); ++i) {
+      if (!(*stop)[i].is_string()) return MustBe("stop[" + Count(i) + "]", "a string", (*stop)[i]);
+      strings.push_back((*stop)[i].get<std::string>());
+    }
+  } else {
+    return MustBe("stop", kWhat, *stop);
+  }
+  for (size_t i = 0; i < strings.size(); ++i) {
+    const std::string name = stop->is_string() ? "stop" : "stop[" + Count(i) + "]";
+    if (strings[i].empty()) return InvalidArgument(Quoted(name) + " must not be empty");
+    if (strings[i].size() > limits.max_stop_string_bytes) {
+      return InvalidArgument(Quoted(name) + " is " + Count(strings[i].size()) + " bytes; at most " +
+                             Count(limits.max_stop_string_bytes) + " are allowed");
+    }
+  }
+  return strings;
+}
+
+Result<std::vector<uint32_t>> ReadStopTokenIds(const JsonFields& body) {
+  const Json* ids = body.Find("stop_token_ids");
+  if (ids == nullptr) return std::vector<uint32_t>();
+  if (!ids->is_array()) return MustBe("stop_token_ids", "an array of token ids", *ids);
+  if (ids->size() > sampling::kMaxStopTokenIds) {
+    return InvalidArgument("'stop_token_ids' holds " + Count(ids->size()) + " ids; at most " +
+                           Count(sampling::kMaxStopTokenIds) + " are allowed");
+  }
+  std::vector<uint32_t> out;
+  out.reserve(ids->size());
+  for (size_t i = 0; i < ids->size(); ++i) {
+    const std::optional<int64_t> id = AsInteger((*ids)[i]);
+    if (!id || *id < 0 || *id > kMaxTokenId) {
+      return MustBe("stop_token_ids[" + Count(i) + "]", kTokenId, (*ids)[i]);
+    }
+    out.push_back(static_cast<uint32_t>(*id));
+  }
+  return out;
+}
+
+// Completions ask with an integer (how many alternatives); chat with a boolean plus
+// top_logprobs.
+Status ReadLogprobs(const JsonFields& body, bool chat, CompletionRequest& request) {
+  const std::string range = "an integer in [0, " + std::to_string(kMaxLogprobs) + "]";
+  if (!chat) {
+    BMAD_ASSIGN_OR_RETURN(const std::optional<int64_t> n,
+                          body.Integer("logprobs", 0, kMaxLogprobs, range));
+    request.sampling.logprobs = n.has_value();
+    request.top_logprobs = static_cast<uint32_t>(n.value_or(0));
+    return Status::Ok();
+  }
+  BMAD_ASSIGN_OR_RETURN(const std::optional<bool> logprobs, body.Bool("logprobs"));
+  BMAD_ASSIGN_OR_RETURN(const std::optional<int64_t> top,
+                        body.Integer("top_logprobs", 0, kMaxLogprobs, range));
+  request.sampling.logprobs = logprobs.value_or(false);
+  request.top_logprobs = static_cast<uint32_t>(top.value_or(0));
+  if (request.top_logprobs > 0 && !request.sampling.logprobs) {
+    return InvalidArgument("'top_logprobs' needs 'logprobs' set to true");
+  }
+  return Status::Ok();
+}
+
+Status ReadStreaming(const JsonFields& body, CompletionRequest& request) {
+  BMAD_ASSIGN_OR_RETURN(const std::optional<bool> stream, body.Bool("stream"));
+  request.stream = stream.value_or(false);
+  const Json* options = body.Find("stream_options");
+  if (options == nullptr) return Status::Ok();
+  if (!options->is_object()) return MustBe("stream_options", "an object", *options);
+  if (!request.stream) {
+    return InvalidArgument("'stream_options' is only allowed when 'stream' is true");
+  }
+  const JsonFields fields(*options, "stream_options.");
+  BMAD_ASSIGN_OR_RETURN(const std::optional<bool> include_usage, fields.Bool("include_usage"));
+  request.include_usage = include_usage.value_or(false);
+  return Status::Ok();
+}
+
+// n, best_of and echo ask for what one choice per request without the prompt cannot give.
+Status ReadChoiceShape(const JsonFields& body, bool chat) {
+  BMAD_RETURN_IF_ERROR(
+      body.Integer("n", 1, 1, "1 (this server returns one choice per request)").status());
+  if (chat) return Status::Ok();
+  BMAD_RETURN_IF_ERROR(
+      body.Integer("best_of", 1, 1, "1 (this server returns one choice per request)").status());
+  BMAD_ASSIGN_OR_RETURN(const std::optional<bool> echo, body.Bool("echo"));
+  if (echo.value_or(false)) {
+    return InvalidArgument("'echo' is not supported: the response holds the completion only");
+  }
+  return Status::Ok();
+}
+
+Status ReadSchedulingHints(const JsonFields& body, const RequestLimits& limits,
+                           CompletionRequest& request) {
+  const int64_t last_class = std::max<int64_t>(limits.priority_classes, 1) - 1;
+  BMAD_ASSIGN_OR_RETURN(const std::optional<int64_t> priority,
+                        body.Integer("priority", 0, last_class,
+                                     "an integer in [0, " + std::to_string(last_class) +
+                                         "] (0 is the most urgent class)"));
+  if (priority) request.priority = static_cast<int32_t>(*priority);
+  BMAD_ASSIGN_OR_RETURN(const std::optional<int64_t> slo_ms,
+                        body.Integer("slo_ms", 0, std::numeric_limits<uint32_t>::max(),
+                                     "an integer >= 0 (milliseconds; 0: none)"));
+  request.slo_ms = static_cast<uint32_t>(slo_ms.value_or(0));
+  return Status::Ok();
+}
+
+// OpenAI parameters whose effect this server cannot give: ignoring them would silently return
+// something other than what was asked for. Their neutral values (null, empty) pass.
+Status RejectUnsupported(const JsonFields& body, bool chat) {
+  if (const Json* bias = body.Find("logit_bias"); bias != nullptr && !bias->empty()) {
+    return InvalidArgument("'logit_bias' is not supported");
+  }
+  if (const Json* suffix = body.Find("suffix"); !chat && suffix != nullptr && *suffix != "") {
+    return InvalidArgument("'suffix' is not supported");
+  }
+  if (const Json* format = body.Find("response_format"); format != nullptr) {
+    if (!format->is_object()) return MustBe("response_format", "an object", *format);
+    const auto type = format->find("type");
+    if (type != format->end() && *type != "text") {
+      return InvalidArgument("'response_format' of type " + internal::DescribeJsonValue(*type) +
+                             " is not supported; only \"text\" is");
+    }
+  }
+  for (const std::string_view key : {"tools", "functions"}) {
+    if (const Json* tools = body.Find(key); tools != nullptr && !tools->empty()) {
+      return InvalidArgument(Quoted(key) + " is not supported: this server runs no tools");
+    }
+  }
+  return Status::Ok();
+}
+
+Result<CompletionRequest> ReadRequest(const Json& json, bool chat, const RequestLimits& limits) {
+  const JsonFields body(json, "");
+  CompletionRequest request;
+  request.chat = chat;
+  BMAD_ASSIGN_OR_RETURN(const std::optional<std::string> model, body.String("model"));
+  request.model = model.value_or("");
+
+  if (chat) {
+    BMAD_ASSIGN_OR_RETURN(request.messages, ReadMessages(body, limits));
+    BMAD_ASSIGN_OR_RETURN(const std::optional<bool> add_generation_prompt,
+                          body.Bool("add_generation_prompt"));
+    request.add_generation_prompt = add_generation_prompt.value_or(true);
+  } else {
+    BMAD_RETURN_IF_ERROR(ReadPrompt(body, limits, request));
+  }
+
+  BMAD_ASSIGN_OR_RETURN(request.max_tokens, ReadMaxTokens(body, "max_tokens", limits));
+  if (chat) {
+    // OpenAI's newer name; it wins when a client sends both.
+    BMAD_ASSIGN_OR_RETURN(const std::optional<uint32_t> max_completion_tokens,
+                          ReadMaxTokens(body, "max_completion_tokens", limits));
+    if (max_completion_tokens) request.max_tokens = max_completion_tokens;
+  } else if (!request.max_tokens) {
+    request.max_tokens = kDefaultCompletionMaxTokens;
+  }
+  request.sampling.max_tokens = request.max_tokens.value_or(0);
+
+  BMAD_RETURN_IF_ERROR(ReadSampling(body, request.sampling));
+  BMAD_ASSIGN_OR_RETURN(request.sampling.stop_strings, ReadStop(body, limits));
+  BMAD_ASSIGN_OR_RETURN(request.sampling.stop_token_ids, ReadStopTokenIds(body));
+  BMAD_RETURN_IF_ERROR(ReadLogprobs(body, chat, request));
+  BMAD_RETURN_IF_ERROR(ReadChoiceShape(body, chat));
+  BMAD_RETURN_IF_ERROR(ReadStreaming(body, request));
+  BMAD_RETURN_IF_ERROR(ReadSchedulingHints(body, limits, request));
+  BMAD_RETURN_IF_ERROR(RejectUnsupported(body, chat));
+
+  // The workers' own admission check, so nothing accepted here is refused there. The vocabulary
+  // is not known here: the largest one lets every id through (the coordinator checks ids).
+  proto::SamplingParams worker_view = request.sampling;
+  if (worker_view.max_tokens == 0) worker_view.max_tokens = 1;  // filled in by the coordinator
+  BMAD_RETURN_IF_ERROR(
+      sampling::ValidateSamplingParams(worker_view, std::numeric_limits<int32_t>::max()));
+  return request;
+}
+
+}  // namespace
+
+Result<CompletionRequest> ParseCompletionRequest(std::string_view body, bool chat,
+                                                 const RequestLimits& limits) {
+  BMAD_ASSIGN_OR_RETURN(const Json json, internal::ParseJsonObject(body, limits.max_body_bytes));
+  // Every access above checks types first, so nothing here should throw; should a mistake slip
+  // through, the client gets an error and the coordinator keeps running.
+  try {
+    return ReadRequest(json, chat, limits);
+  } catch (const Json::exception& e) {
+    return Internal(std::string("reading the request body failed: ") + e.what());
+  }
+}
+
+}  // namespace bmad::http

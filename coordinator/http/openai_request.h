@@ -1,0 +1,114 @@
+// Parsing and validation of OpenAI request bodies: POST /v1/completions and
+// /v1/chat/completions.
+//
+// A body becomes a CompletionRequest, or a kInvalidArgument Status whose message names the
+// offending parameter first, quoted, the way OpenAI words it ("'max_tokens' must be a positive
+// integer, got -5"); ErrorJson turns that into OpenAI's error object with "param" filled in.
+// Whatever passes here also passes the workers' sampling::ValidateSamplingParams (the same
+// limits, checked earlier and worded for HTTP clients), except stop token ids against the
+// vocabulary, which only the coordinator knows.
+//
+// Fields (absent and null mean "not set"; fields not listed are ignored, as OpenAI clients send
+// many):
+//   model              string; absent or "" means the served model (the coordinator checks it)
+//   prompt             completions only, required: a non-empty string, a non-empty array of
+//                      token ids, or a one-element array holding either. Several prompts (a
+//                      batch) are rejected: send one request per prompt.
+//   messages           chat only, required: a non-empty array of {role, content}. role: system,
+//                      developer (taken as system), user, assistant; tool and function are
+//                      rejected (this server runs no tools). content: a string, or an array of
+//                      {"type": "text", "text": ...} parts joined with "\n"; an assistant's may
+//                      be null or absent (taken as "").
+//   add_generation_prompt  chat, boolean, default true (vLLM's extension)
+//   temperature [0, 2] default 1; top_p (0, 1] default 1; top_k integer >= -1 (-1 and 0: off);
+//   min_p [0, 1]; repetition_penalty > 0; presence_penalty, frequency_penalty [-2, 2];
+//   seed               any 64-bit signed integer
+//   max_tokens         integer in [1, limits.max_model_len]; completions default 16. Chat also
+//                      takes max_completion_tokens (which wins when both are set); with neither,
+//                      max_tokens stays unset: the coordinator fills in the room left.
+//   stop               a string or an array of strings, each non-empty, within the limits
+//   stop_token_ids     array of token ids (vLLM's extension), at most 64
+//   logprobs           completions: integer in [0, 20]; chat: boolean, with top_logprobs in
+//                      [0, 20] (top_logprobs > 0 needs logprobs true)
+//   ignore_eos         boolean
+//   stream             boolean, default false; stream_options {include_usage: boolean} is
+//                      allowed only when stream is true (as OpenAI and vLLM both insist)
+//   n                  must be 1; best_of (completions) must be 1; echo (completions) must be
+//                      false; user is ignored
+//   priority           bmad: integer class in [0, limits.priority_classes), 0 most urgent
+//   slo_ms             bmad: latency objective in milliseconds, integer >= 0 (0: none)
+// Parameters OpenAI defines but this server cannot honour are rejected rather than silently
+// ignored when set to anything but their neutral value: logit_bias (non-empty), suffix
+// (non-empty), response_format (type other than "text"), tools and functions (non-empty).
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/proto/messages.h"
+#include "common/status.h"
+#include "coordinator/http/chat_template.h"
+#include "worker/sampling/sampling_params_validation.h"
+
+namespace bmad::http {
+
+// Bounds on one request, set by the coordinator.
+struct RequestLimits {
+  // Larger bodies are rejected before parsing.
+  size_t max_body_bytes = 16u << 20;
+  // Bytes of prompt text: the completion prompt, or all chat messages' contents together.
+  size_t max_prompt_bytes = 4u << 20;
+  // The model's context length in tokens: max_tokens above it, and token-id prompts longer
+  // than it, are rejected. 0: not checked here.
+  uint32_t max_model_len = 0;
+  // Stop strings per request and bytes per stop string (above the workers' limits, the workers'
+  // limits still apply).
+  size_t max_stop_strings = sampling::kMaxStopStrings;
+  size_t max_stop_string_bytes = sampling::kMaxStopStringBytes;
+  // Priority classes are 0 .. priority_classes - 1 (coordinator.priority_classes).
+  int32_t priority_classes = 3;
+};
+
+struct CompletionRequest {
+  bool chat = false;  // /v1/chat/completions rather than /v1/completions
+  std::string model;  // "" when the client named none
+
+  // /v1/completions: prompt_tokens when prompt_is_tokens, else prompt_text (non-empty either way).
+  bool prompt_is_tokens = false;
+  std::string prompt_text;
+  std::vector<uint32_t> prompt_tokens;  // ids are not checked against the vocabulary here
+
+  // /v1/chat/completions: at least one message; the chat template's own rules (alternation)
+  // are checked when it is applied.
+  std::vector<ChatMessage> messages;
+  bool add_generation_prompt = true;
+
+  // Every sampling parameter; sampling.max_tokens equals *max_tokens when that is set. When it
+  // is not (chat without max_tokens), sampling.max_tokens is 0, which the workers reject, so a
+  // coordinator that forgets to fill in the room left fails loudly instead of generating 16.
+  proto::SamplingParams sampling;
+  std::optional<uint32_t> max_tokens;
+  // Alternatives per token the client asked for (completions' logprobs, chat's top_logprobs);
+  // only the chosen tokens' logprobs are produced, so responses carry empty top lists.
+  uint32_t top_logprobs = 0;
+
+  bool stream = false;
+  bool include_usage = false;       // stream_options.include_usage
+  std::optional<int32_t> priority;  // unset: the coordinator's default class
+  uint32_t slo_ms = 0;              // 0: none
+};
+
+// Parses a request body. `chat` selects the endpoint's schema. kInvalidArgument for every
+// malformed, mistyped, missing or out-of-range field, for bodies over limits.max_body_bytes and
+// for JSON nested deeper than 64 levels; kOutOfRange for a token-id prompt longer than
+// limits.max_model_len. Never throws.
+Result<CompletionRequest> ParseCompletionRequest(std::string_view body, bool chat,
+                                                 const RequestLimits& limits);
+
+}  // namespace bmad::http

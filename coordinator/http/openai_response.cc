@@ -1,0 +1,260 @@
+#include "coordinator/http/openai_response.h"
+
+#include <cctype>
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+namespace bmad::http {
+namespace {
+
+using Json = nlohmann::ordered_json;  // keeps OpenAI's field order: "id" first
+
+// OpenAI sends this for tokens whose probability underflows (JSON has no -Infinity).
+constexpr float kMinLogprob = -9999.0f;
+
+// Compact one-line JSON. Invalid UTF-8 becomes U+FFFD instead of an exception: a token's text
+// may be part of a character, and a response must never fail to render.
+std::string Dump(const Json& json) {
+  return json.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+std::string Lowercase(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// OpenAI's "type" and "code" for a status.
+struct ErrorKind {
+  std::string type;
+  std::string code;
+};
+
+ErrorKind ErrorKindFor(StatusCode code) {
+  const int http_status = HttpStatusFor(code);
+  ErrorKind kind;
+  kind.type = http_status >= 500 ? "server_error" : "invalid_request_error";
+  kind.code = Lowercase(StatusCodeName(code));
+  switch (code) {
+    case StatusCode::kOutOfRange: kind.code = "context_length_exceeded"; break;
+    case StatusCode::kNotFound: kind.code = "model_not_found"; break;
+    case StatusCode::kResourceExhausted:
+      kind.type = "rate_limit_exceeded";
+      kind.code = "rate_limit_exceeded";
+      break;
+    case StatusCode::kOk: kind.type = "server_error"; break;
+    default: break;
+  }
+  return kind;
+}
+
+// The parameter a message names first, quoted: "'messages[0].role' must be ..." gives
+// "messages[0].role"; "" when the message does not start that way.
+std::string_view LeadingParam(std::string_view message) {
+  if (message.size() < 3 || message.front() != '\'') return {};
+  const size_t end = message.find('\'', 1);
+  if (end == std::string_view::npos || end == 1) return {};
+  const std::string_view name = message.substr(1, end - 1);
+  for (const char c : name) {
+    const bool ok =
+        std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '[' || c == ']';
+    if (!ok) return {};
+  }
+  return name;
+}
+
+Json UsageJson(const proto::Usage& usage) {
+  return Json{
+      {"prompt_tokens", usage.prompt_tokens},
+      {"completion_tokens", usage.completion_tokens},
+      {"total_tokens", uint64_t{usage.prompt_tokens} + usage.completion_tokens},
+      {"prompt_tokens_details", Json{{"cached_tokens", usage.cached_prompt_tokens}}},
+  };
+}
+
+Json FinishReasonJson(proto::FinishReason reason) {
+  if (reason == proto::FinishReason::kNone) return nullptr;
+  return std::string(proto::FinishReasonName(reason));
+}
+
+double LogprobValue(float logprob) {
+  if (!std::isfinite(logprob) || logprob < kMinLogprob) return kMinLogprob;
+  return logprob;
+}
+
+// Characters (code points) in `text`: bytes that do not continue a UTF-8 sequence.
+size_t CodePoints(std::string_view text) {
+  size_t n = 0;
+  for (const char c : text) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return n;
+}
+
+// Completions' legacy shape: parallel arrays.
+Json CompletionLogprobsJson(const ChoiceOutput& output) {
+  Json tokens = Json::array();
+  Json token_logprobs = Json::array();
+  Json top_logprobs = Json::array();
+  Json text_offset = Json::array();
+  size_t offset = output.text_offset;
+  for (const TokenLogprob& t : output.logprobs) {
+    tokens.push_back(t.token);
+    token_logprobs.push_back(LogprobValue(t.logprob));
+    top_logprobs.push_back(Json::object());  // alternatives are not computed
+    text_offset.push_back(offset);
+    offset += CodePoints(t.token);
+  }
+  return Json{{"tokens", std::move(tokens)},
+              {"token_logprobs", std::move(token_logprobs)},
+              {"top_logprobs", std::move(top_logprobs)},
+              {"text_offset", std::move(text_offset)}};
+}
+
+// Chat's shape: one entry per token, with the exact bytes (which survive partial characters).
+Json ChatLogprobsJson(const ChoiceOutput& output) {
+  Json content = Json::array();
+  for (const TokenLogprob& t : output.logprobs) {
+    Json bytes = Json::array();
+    for (const char c : t.token) bytes.push_back(static_cast<unsigned char>(c));
+    content.push_back(Json{{"token", t.token},
+                           {"logprob", LogprobValue(t.logprob)},
+                           {"bytes", std::move(bytes)},
+                           {"top_logprobs", Json::array()}});
+  }
+  return Json{{"content", std::move(content)}};
+}
+
+Json Envelope(const ResponseContext& context, bool chat, std::string_view object) {
+  return Json{{"id", (chat ? "chatcmpl-" : "cmpl-") + context.request_id},
+              {"object", object},
+              {"created", context.created_unix_s},
+              {"model", context.model}};
+}
+
+Json CompletionChoice(const ResponseContext& context, const ChoiceOutput& output) {
+  return Json{{"index", 0},
+              {"text", output.text},
+              {"logprobs", context.logprobs ? CompletionLogprobsJson(output) : Json(nullptr)},
+              {"finish_reason", FinishReasonJson(output.finish_reason)}};
+}
+
+Json ChatChoice(const ResponseContext& context, const ChoiceOutput& output,
+                std::string_view message_key, Json message) {
+  return Json{{"index", 0},
+              {message_key, std::move(message)},
+              {"logprobs", context.logprobs ? ChatLogprobsJson(output) : Json(nullptr)},
+              {"finish_reason", FinishReasonJson(output.finish_reason)}};
+}
+
+// A streamed chunk; OpenAI puts "usage": null in every chunk of an include_usage stream.
+std::string ChunkEvent(const ResponseContext& context, bool chat, Json choice) {
+  Json chunk = Envelope(context, chat, chat ? "chat.completion.chunk" : "text_completion");
+  chunk["choices"] = Json::array({std::move(choice)});
+  if (context.include_usage) chunk["usage"] = nullptr;
+  return SseEvent(Dump(chunk));
+}
+
+std::string UsageChunkEvent(const ResponseContext& context, bool chat, const proto::Usage& usage) {
+  Json chunk = Envelope(context, chat, chat ? "chat.completion.chunk" : "text_completion");
+  chunk["choices"] = Json::array();
+  chunk["usage"] = UsageJson(usage);
+  return SseEvent(Dump(chunk));
+}
+
+}  // namespace
+
+int HttpStatusFor(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return 200;
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kOutOfRange: return 400;
+    case StatusCode::kNotFound: return 404;
+    case StatusCode::kResourceExhausted: return 429;
+    case StatusCode::kCancelled: return 499;  // nginx's "client closed request"
+    case StatusCode::kUnavailable: return 503;
+    case StatusCode::kDeadlineExceeded: return 504;
+    default: return 500;
+  }
+}
+
+std::string ErrorJson(const Status& status, std::string_view param) {
+  const ErrorKind kind = ErrorKindFor(status.code());
+  if (param.empty() && HttpStatusFor(status.code()) / 100 == 4) {
+    param = LeadingParam(status.message());
+  }
+  const std::string message =
+      status.ok() ? "ErrorJson was given an OK status (a bug in the server)" : status.message();
+  return Dump(Json{{"error", Json{{"message", message},
+                                  {"type", kind.type},
+                                  {"param", param.empty() ? Json(nullptr) : Json(param)},
+                                  {"code", kind.code}}}});
+}
+
+std::string RenderCompletion(const ResponseContext& context, const ChoiceOutput& output,
+                             const proto::Usage& usage) {
+  Json response = Envelope(context, false, "text_completion");
+  response["choices"] = Json::array({CompletionChoice(context, output)});
+  response["usage"] = UsageJson(usage);
+  return Dump(response);
+}
+
+std::string RenderChatCompletion(const ResponseContext& context, const ChoiceOutput& output,
+                                 const proto::Usage& usage) {
+  Json response = Envelope(context, true, "chat.completion");
+  Json message{{"role", "assistant"}, {"content", output.text}};
+  response["choices"] = Json::array({ChatChoice(context, output, "message", std::move(message))});
+  response["usage"] = UsageJson(usage);
+  return Dump(response);
+}
+
+std::string SseEvent(std::string_view json) {
+  std::string event;
+  event.reserve(json.size() + 8);
+  event += "data: ";
+  event += json;
+  event += "\n\n";
+  return event;
+}
+
+std::string SseDone() { return "data: [DONE]\n\n"; }
+
+std::string RenderCompletionChunk(const ResponseContext& context, const ChoiceOutput& output) {
+  return ChunkEvent(context, false, CompletionChoice(context, output));
+}
+
+std::string RenderChatRoleChunk(const ResponseContext& context) {
+  Json choice{{"index", 0},
+              {"delta", Json{{"role", "assistant"}, {"content", ""}}},
+              {"logprobs", nullptr},
+              {"finish_reason", nullptr}};
+  return ChunkEvent(context, true, std::move(choice));
+}
+
+std::string RenderChatChunk(const ResponseContext& context, const ChoiceOutput& output) {
+  const bool only_finishes =
+      output.text.empty() && output.finish_reason != proto::FinishReason::kNone;
+  Json delta = only_finishes ? Json::object() : Json{{"content", output.text}};
+  return ChunkEvent(context, true, ChatChoice(context, output, "delta", std::move(delta)));
+}
+
+std::string RenderCompletionUsageChunk(const ResponseContext& context, const proto::Usage& usage) {
+  return UsageChunkEvent(context, false, usage);
+}
+
+std::string RenderChatUsageChunk(const ResponseContext& context, const proto::Usage& usage) {
+  return UsageChunkEvent(context, true, usage);
+}
+
+std::string RenderModels(std::span<const ModelCard> models) {
+  Json data = Json::array();
+  for (const ModelCard& model : models) {
+    data.push_back(Json{{"id", model.id},
+                        {"object", "model"},
+                        {"created", model.created_unix_s},
+                        {"owned_by", "bmad"},
+                        {"max_model_len", model.max_model_len}});
+  }
+  return Dump(Json{{"object", "list"}, {"data", std::move(data)}});
+}
+
+}  // namespace bmad::http

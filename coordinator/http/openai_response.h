@@ -1,0 +1,125 @@
+// OpenAI-compatible responses: errors, completions, chat completions, their streamed chunks
+// (server-sent events) and the model list.
+//
+// Every function returns finished bytes for the HTTP server to send: a JSON document, or for
+// streams one complete SSE event "data: {...}\n\n". The output is always valid JSON, even when a
+// token's text is only part of a UTF-8 character (a byte-fallback token): invalid bytes become
+// U+FFFD in strings (chat logprobs keep the exact bytes in "bytes").
+//
+// A stream is, in order (chat):
+//   RenderChatRoleChunk                      delta {"role": "assistant", "content": ""}
+//   RenderChatChunk for each piece of text   delta {"content": "..."}
+//   RenderChatChunk with the finish reason   delta {} (or the last text) and "finish_reason"
+//   RenderChatUsageChunk                     only with include_usage: "choices": [], "usage"
+//   SseDone()                                "data: [DONE]\n\n"
+// and for completions the same without the role chunk (RenderCompletionChunk,
+// RenderCompletionUsageChunk). A failure mid-stream is sent as SseEvent(ErrorJson(status)).
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/proto/messages.h"
+#include "common/status.h"
+
+namespace bmad::http {
+
+// ---- errors ----
+
+// InvalidArgument and OutOfRange 400, NotFound 404, ResourceExhausted 429, Cancelled 499
+// (client closed the request), Unavailable 503, DeadlineExceeded 504, OK 200, others 500.
+int HttpStatusFor(StatusCode code);
+
+// OpenAI's error object:
+//   {"error": {"message": ..., "type": ..., "param": ... or null, "code": ...}}
+// type: "invalid_request_error" (4xx), "rate_limit_exceeded" (429), "server_error" (5xx).
+// code: OpenAI's own where one fits ("context_length_exceeded" for OutOfRange,
+// "model_not_found" for NotFound, "rate_limit_exceeded" for ResourceExhausted), else the
+// status code's name in lower case ("invalid_argument", "unavailable", ...).
+// param: `param` when given; otherwise, for 4xx errors whose message starts with a quoted
+// parameter name (as every ParseCompletionRequest error does: "'top_p' must be ..."), that name;
+// else null. Meant for non-OK statuses (an OK one renders as a server error saying so).
+std::string ErrorJson(const Status& status, std::string_view param = {});
+
+// ---- completions ----
+
+// One generated token with its log-probability, for responses that asked for logprobs.
+struct TokenLogprob {
+  std::string token;     // the token's text; may be part of a UTF-8 character
+  float logprob = 0.0f;  // non-finite values and values below -9999 are sent as -9999
+};
+
+// One choice's output: all of it (non-streaming), or the part one chunk carries (streaming).
+struct ChoiceOutput {
+  std::string text;
+  std::vector<TokenLogprob> logprobs;  // the tokens of `text`, when the request asked
+  proto::FinishReason finish_reason = proto::FinishReason::kNone;  // kNone: not finished
+  // Streamed completions only: characters (code points) of this choice's text sent in earlier
+  // chunks, where this chunk's logprobs.text_offset starts counting.
+  size_t text_offset = 0;
+};
+
+// What every rendering of one response needs from its request.
+struct ResponseContext {
+  std::string request_id;      // the response id is "cmpl-" or "chatcmpl-" followed by this
+  int64_t created_unix_s = 0;  // "created"; the same in every chunk of one stream
+  std::string model;           // the served model's id
+  bool logprobs = false;       // the request asked for logprobs: choices carry them
+  bool include_usage = false;  // a stream with include_usage: every chunk has "usage": null
+};
+
+// finish_reason: "stop", "length", or bmad's "cancelled" and "error" (proto::FinishReasonName);
+// null while kNone. usage: {prompt_tokens, completion_tokens, total_tokens,
+// prompt_tokens_details: {cached_tokens}}.
+//
+// {"id": "cmpl-...", "object": "text_completion", "created", "model",
+//  "choices": [{"index": 0, "text", "logprobs": null or {tokens, token_logprobs, top_logprobs
+//  (one empty object per token), text_offset}, "finish_reason"}], "usage"}
+std::string RenderCompletion(const ResponseContext& context, const ChoiceOutput& output,
+                             const proto::Usage& usage);
+
+// {"id": "chatcmpl-...", "object": "chat.completion", "created", "model",
+//  "choices": [{"index": 0, "message": {"role": "assistant", "content"}, "logprobs": null or
+//  {"content": [{token, logprob, bytes, top_logprobs: []}]}, "finish_reason"}], "usage"}
+std::string RenderChatCompletion(const ResponseContext& context, const ChoiceOutput& output,
+                                 const proto::Usage& usage);
+
+// ---- streaming (each returns one SSE event) ----
+
+// "data: " + json + "\n\n"; `json` must be one line (every renderer here writes one).
+std::string SseEvent(std::string_view json);
+// "data: [DONE]\n\n", the end of every stream.
+std::string SseDone();
+
+// A "text_completion" chunk: choices [{index 0, text, logprobs, finish_reason}].
+std::string RenderCompletionChunk(const ResponseContext& context, const ChoiceOutput& output);
+
+// The first "chat.completion.chunk": delta {"role": "assistant", "content": ""}.
+std::string RenderChatRoleChunk(const ResponseContext& context);
+// A "chat.completion.chunk": delta {"content": text}, or delta {} when the chunk only finishes
+// (empty text with a finish reason).
+std::string RenderChatChunk(const ResponseContext& context, const ChoiceOutput& output);
+
+// The include_usage chunk after the finish: "choices": [] and the request's usage.
+std::string RenderCompletionUsageChunk(const ResponseContext& context, const proto::Usage& usage);
+std::string RenderChatUsageChunk(const ResponseContext& context, const proto::Usage& usage);
+
+// ---- /v1/models ----
+
+struct ModelCard {
+  std::string id;
+  int64_t created_unix_s = 0;
+  uint32_t max_model_len = 0;  // the context length in tokens (vLLM's field)
+};
+
+// {"object": "list", "data": [{"id", "object": "model", "created", "owned_by": "bmad",
+// "max_model_len"}]}
+std::string RenderModels(std::span<const ModelCard> models);
+
+}  // namespace bmad::http

@@ -1,0 +1,211 @@
+#include "coordinator/router/replica_registry.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+namespace bmad::coord {
+namespace {
+
+// A fraction a replica reports: clamped to [0, 1]; NaN or infinity is taken as 1, so a replica
+// that reports garbage looks busy rather than idle.
+float SanitizedFraction(float value) {
+  if (!std::isfinite(value)) return 1.0f;
+  return std::clamp(value, 0.0f, 1.0f);
+}
+
+proto::LoadStats Sanitized(proto::LoadStats load) {
+  load.kv_usage = SanitizedFraction(load.kv_usage);
+  load.utilization = SanitizedFraction(load.utilization);
+  return load;
+}
+
+Status ValidateRegistration(const proto::ReplicaInfo& info, const std::string& routing_id) {
+  const auto bad = [&](std::string what) {
+    return InvalidArgument("replica '" + info.replica_id.substr(0, 64) + "' cannot register: " +
+                           std::move(what));
+  };
+  if (info.replica_id.empty()) return bad("empty replica id");
+  if (info.replica_id.size() > ReplicaRegistry::kMaxReplicaIdBytes) {
+    return bad("replica id longer than " + std::to_string(ReplicaRegistry::kMaxReplicaIdBytes) +
+               " bytes");
+  }
+  if (routing_id.empty()) return bad("empty routing id");
+  if (routing_id.size() > 2 * ReplicaRegistry::kMaxReplicaIdBytes) return bad("routing id too long");
+  if (info.pool != ReplicaPool::kNormal && info.pool != ReplicaPool::kLongTail) {
+    return bad("unknown pool " + std::to_string(static_cast<int>(info.pool)));
+  }
+  if (info.tp == 0) return bad("tp is 0");
+  if (info.pp == 0) return bad("pp is 0");
+  if (info.kv_blocks == 0) return bad("kv_blocks is 0");
+  if (info.block_size == 0) return bad("block_size is 0");
+  if (info.max_seqs == 0) return bad("max_seqs is 0");
+  return Status::Ok();
+}
+
+}  // namespace
+
+ReplicaRegistry::ReplicaRegistry(const CoordinatorConfig& config, const Clock& clock,
+                                 std::string expected_model)
+    : liveness_timeout_ms_(std::max<int64_t>(config.liveness_timeout_ms, 1)),
+      clock_(clock),
+      expected_model_(std::move(expected_model)) {}
+
+Result<const ReplicaState*> ReplicaRegistry::Register(const proto::Register& message,
+                                                      const std::string& routing_id) {
+  const proto::ReplicaInfo& info = message.info;
+  BMAD_RETURN_IF_ERROR(ValidateRegistration(info, routing_id));
+  if (!expected_model_.empty() && info.model_name != expected_model_) {
+    return FailedPrecondition("replica '" + info.replica_id + "' serves model '" +
+                              info.model_name + "', this cluster serves '" + expected_model_ + "'");
+  }
+  // ZeroMQ identities are unique among live connections, so a live replica's routing id showing
+  // up under another replica id is a misconfigured or hostile peer; a dead replica's is fair game.
+  const auto routing_owner = by_routing_id_.find(routing_id);
+  if (routing_owner != by_routing_id_.end()) {
+    const ReplicaState& owner = *replicas_[routing_owner->second];
+    if (owner.id() != info.replica_id && owner.live) {
+      return FailedPrecondition("routing id of replica '" + info.replica_id +
+                                "' belongs to live replica '" + owner.id() + "'");
+    }
+  }
+
+  size_t index;
+  bool same_process = false;
+  if (const auto known = by_id_.find(info.replica_id); known != by_id_.end()) {
+    index = known->second;
+    same_process = replicas_[index]->incarnation == message.incarnation;
+  } else {
+    if (replicas_.size() >= kMaxReplicas) {
+      return ResourceExhausted("replica '" + info.replica_id + "' cannot register: already " +
+                               std::to_string(kMaxReplicas) + " replicas");
+    }
+    index = replicas_.size();
+    replicas_.push_back(std::make_unique<ReplicaState>());
+    by_id_.emplace(info.replica_id, index);
+  }
+  ReplicaState& state = *replicas_[index];
+
+  // Move the routing id: forget this replica's old connection, take the id from a dead owner.
+  if (!state.routing_id.empty()) by_routing_id_.erase(state.routing_id);
+  const auto previous = by_routing_id_.find(routing_id);
+  if (previous != by_routing_id_.end() && previous->second != index) {
+    replicas_[previous->second]->routing_id.clear();
+  }
+  by_routing_id_[routing_id] = index;
+
+  // A restarted process holds none of the old one's requests.
+  if (!same_process) {
+    state.in_flight = 0;
+    state.active_request_ids.clear();
+  }
+  state.info = info;
+  state.info.load = Sanitized(info.load);
+  // The peer's own live / in_flight / routed_total fields mean nothing here: those are ours.
+  state.info.in_flight = state.in_flight;
+  state.info.routed_total = state.routed_total;
+  SetLive(state, true);
+  state.routing_id = routing_id;
+  state.incarnation = message.incarnation;
+  state.last_heartbeat_ms = clock_.NowMillis();
+  return static_cast<const ReplicaState*>(&state);
+}
+
+Status ReplicaRegistry::Heartbeat(const proto::Heartbeat& message, const std::string& routing_id) {
+  ReplicaState* state = Find(message.replica_id);
+  if (state == nullptr) {
+    return NotFound("heartbeat from unregistered replica '" +
+                    message.replica_id.substr(0, kMaxReplicaIdBytes) + "'");
+  }
+  if (state->routing_id != routing_id) {
+    return NotFound("heartbeat for replica '" + state->id() +
+                    "' from a connection it did not register from");
+  }
+  state->info.load = Sanitized(message.load);
+  state->active_request_ids = message.active_request_ids;
+  state->last_heartbeat_ms = clock_.NowMillis();
+  SetLive(*state, true);
+  return Status::Ok();
+}
+
+std::vector<std::string> ReplicaRegistry::ExpireDead() {
+  std::vector<std::string> died;
+  const int64_t now_ms = clock_.NowMillis();
+  for (const auto& state : replicas_) {
+    if (state->live && now_ms - state->last_heartbeat_ms >= liveness_timeout_ms_) {
+      SetLive(*state, false);
+      died.push_back(state->id());
+    }
+  }
+  return died;
+}
+
+bool ReplicaRegistry::MarkDead(const std::string& id) {
+  ReplicaState* state = Find(id);
+  if (state == nullptr || !state->live) return false;
+  SetLive(*state, false);
+  return true;
+}
+
+void ReplicaRegistry::SetLive(ReplicaState& state, bool live) {
+  state.live = live;
+  state.info.live = live;
+}
+
+ReplicaState* ReplicaRegistry::Find(const std::string& id) {
+  const auto found = by_id_.find(id);
+  return found == by_id_.end() ? nullptr : replicas_[found->second].get();
+}
+
+const ReplicaState* ReplicaRegistry::Find(const std::string& id) const {
+  const auto found = by_id_.find(id);
+  return found == by_id_.end() ? nullptr : replicas_[found->second].get();
+}
+
+ReplicaState* ReplicaRegistry::FindByRoutingId(const std::string& routing_id) {
+  const auto found = by_routing_id_.find(routing_id);
+  return found == by_routing_id_.end() ? nullptr : replicas_[found->second].get();
+}
+
+const ReplicaState* ReplicaRegistry::FindByRoutingId(const std::string& routing_id) const {
+  const auto found = by_routing_id_.find(routing_id);
+  return found == by_routing_id_.end() ? nullptr : replicas_[found->second].get();
+}
+
+std::vector<const ReplicaState*> ReplicaRegistry::All() const {
+  std::vector<const ReplicaState*> all;
+  all.reserve(replicas_.size());
+  for (const auto& state : replicas_) all.push_back(state.get());
+  return all;
+}
+
+std::vector<ReplicaView> ReplicaRegistry::Views() const {
+  std::vector<ReplicaView> views;
+  views.reserve(replicas_.size());
+  for (const auto& state : replicas_) {
+    const proto::ReplicaInfo& info = state->info;
+    views.push_back(ReplicaView{info.replica_id, info.pool, state->live, info.max_seqs,
+                                info.kv_blocks, info.load, state->in_flight});
+  }
+  return views;
+}
+
+size_t ReplicaRegistry::LiveCount() const {
+  return static_cast<size_t>(std::count_if(replicas_.begin(), replicas_.end(),
+                                           [](const auto& state) { return state->live; }));
+}
+
+bool ReplicaRegistry::AddInFlight(const std::string& id, int delta) {
+  ReplicaState* state = Find(id);
+  if (state == nullptr) return false;
+  const int64_t updated = static_cast<int64_t>(state->in_flight) + delta;
+  state->in_flight = static_cast<uint32_t>(
+      std::clamp<int64_t>(updated, 0, std::numeric_limits<uint32_t>::max()));
+  if (delta > 0) state->routed_total += static_cast<uint64_t>(delta);
+  state->info.in_flight = state->in_flight;
+  state->info.routed_total = state->routed_total;
+  return true;
+}
+
+}  // namespace bmad::coord

@@ -1,0 +1,138 @@
+// ReplicaRegistry: the coordinator's record of every replica that has registered, and whether
+// each one is alive.
+//
+// A replica's leader registers (proto::Register: its ReplicaInfo and an incarnation, a number
+// drawn when its process starts) from a ZeroMQ connection whose routing id the coordinator must
+// send to, then heartbeats (proto::Heartbeat: load stats and the request ids it holds). A replica
+// silent for `liveness_timeout_ms` is dead; ExpireDead, called from the event loop's timer,
+// finds those. A dead replica comes back live when it heartbeats or registers again.
+//
+// Replicas are never removed: a dead one stays visible (ClusterStatus, metrics) until it returns.
+// The number of distinct replica ids is bounded (kMaxReplicas) so that a misbehaving peer cannot
+// grow the coordinator without limit.
+//
+// Load stats are stored sanitised: kv_usage and utilization clamped to [0, 1], a non-finite
+// value taken as 1 (a replica reporting garbage looks busy, never idle), so nothing downstream
+// (router, metrics) sees NaN or infinity.
+//
+// Pointers returned by Register, Find, FindByRoutingId and All stay valid for the registry's
+// lifetime (states are never moved or freed); the data they point to changes with each call.
+//
+// Thread-safety: none. The coordinator's single event-loop thread owns the registry; the clock
+// is read on that thread too.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/config/config.h"
+#include "common/proto/messages.h"
+#include "common/status.h"
+#include "coordinator/router/replica_view.h"
+
+namespace bmad::coord {
+
+struct ReplicaState {
+  // As registered. The registry mirrors `live`, `in_flight` and `routed_total` below into it,
+  // and keeps info.load current (sanitised, from the latest heartbeat or registration), so a
+  // ClusterStatus can copy `info` as it is.
+  proto::ReplicaInfo info;
+  std::string routing_id;              // ZeroMQ identity to send to; empty once another
+                                       // connection has taken it over (see Register)
+  uint64_t incarnation = 0;
+  int64_t last_heartbeat_ms = 0;       // Clock::NowMillis of the last heartbeat or registration
+  bool live = false;
+  uint32_t in_flight = 0;              // assigned by the coordinator, not yet seen finish
+  uint64_t routed_total = 0;           // requests ever dispatched here (a counter)
+  std::vector<uint64_t> active_request_ids;  // as of the last heartbeat, as sent
+
+  const std::string& id() const { return info.replica_id; }
+};
+
+class ReplicaRegistry {
+ public:
+  // Distinct replica ids the registry will hold; the next new one gets kResourceExhausted.
+  static constexpr size_t kMaxReplicas = 1024;
+  // Longest replica id accepted (ids go into logs, metrics labels and routing ids).
+  static constexpr size_t kMaxReplicaIdBytes = 256;
+
+  // Uses config.liveness_timeout_ms (values < 1 are taken as 1). `expected_model`: when
+  // non-empty, a replica serving another model is refused. `clock` must outlive the registry.
+  ReplicaRegistry(const CoordinatorConfig& config, const Clock& clock,
+                  std::string expected_model = {});
+
+  ReplicaRegistry(const ReplicaRegistry&) = delete;
+  ReplicaRegistry& operator=(const ReplicaRegistry&) = delete;
+
+  // A new replica, or a known id registering again: the same incarnation is a reconnect of the
+  // same process (its requests survive: in_flight is kept); another incarnation is a restarted
+  // process (its requests and KV cache are gone: in_flight is reset, and the caller should
+  // re-dispatch them and call Router::Forget; compare Find(id)->incarnation before calling to
+  // tell the cases apart). Either way the replica is live from now, with the info, routing id
+  // and incarnation of this message; routed_total survives re-registration.
+  // Errors (the registry is unchanged):
+  //   kInvalidArgument: empty or over-long replica id or routing id, an unknown pool, zero tp,
+  //     pp, kv_blocks, block_size or max_seqs;
+  //   kFailedPrecondition: the model differs from `expected_model`, or `routing_id` belongs to
+  //     another replica that is still live (a dead one loses it to the newcomer);
+  //   kResourceExhausted: a new id when kMaxReplicas ids are already known.
+  Result<const ReplicaState*> Register(const proto::Register& message,
+                                       const std::string& routing_id);
+
+  // Stores the load and active request ids, refreshes the liveness deadline and makes a dead
+  // replica live again. (To know whether it was dead, read Find(id)->live first.)
+  // kNotFound when the replica id is unknown, or when `routing_id` is not the connection it
+  // registered from (a restarted process whose registration was lost, or a stale connection):
+  // either way the coordinator should tell that peer to register again.
+  Status Heartbeat(const proto::Heartbeat& message, const std::string& routing_id);
+
+  // Marks dead every live replica that has been silent for at least liveness_timeout_ms and
+  // returns their ids, in registration order. Each death is reported once: a replica reported
+  // here is not reported again until it has come back and fallen silent again.
+  std::vector<std::string> ExpireDead();
+
+  // Marks a replica dead now (e.g. the socket reported the peer gone). Returns true when it was
+  // live (a death the caller should act on), false when already dead or unknown. ExpireDead
+  // will not report it again.
+  bool MarkDead(const std::string& id);
+
+  // nullptr when unknown. The mutable overloads are for the coordinator's own per-replica
+  // bookkeeping; what the methods here maintain (routing_id, info, incarnation, liveness,
+  // in_flight, routed_total) must change only through them, or the routing-id index and the
+  // mirrors in `info` go stale.
+  ReplicaState* Find(const std::string& id);
+  const ReplicaState* Find(const std::string& id) const;
+  ReplicaState* FindByRoutingId(const std::string& routing_id);
+  const ReplicaState* FindByRoutingId(const std::string& routing_id) const;
+
+  // Every replica ever registered, live or dead, in registration order.
+  std::vector<const ReplicaState*> All() const;
+  // The same order as All(), as router input (dead replicas included, with live = false), so
+  // RouteDecision::index indexes All() too.
+  std::vector<ReplicaView> Views() const;
+
+  size_t LiveCount() const;
+  size_t size() const { return replicas_.size(); }
+
+  // Requests the coordinator assigned to `id` and has not seen finish: +1 on dispatch (which
+  // also counts in routed_total), -1 when it ends or moves away. Clamped to [0, UINT32_MAX].
+  // Returns false (nothing changes) for an unknown id.
+  bool AddInFlight(const std::string& id, int delta);
+
+ private:
+  static void SetLive(ReplicaState& state, bool live);
+
+  int64_t liveness_timeout_ms_;
+  const Clock& clock_;
+  std::string expected_model_;
+  std::vector<std::unique_ptr<ReplicaState>> replicas_;      // registration order
+  std::unordered_map<std::string, size_t> by_id_;            // id -> index in replicas_
+  std::unordered_map<std::string, size_t> by_routing_id_;    // routing id -> index
+};
+
+}  // namespace bmad::coord

@@ -1,0 +1,123 @@
+// The coordinator's event loop and all the state it owns (see coordinator_server.h). Internal:
+// only coordinator_server.cc, coordinator_requests.cc and http_frontend.cc include it.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <zmq.hpp>
+
+#include "common/clock.h"
+#include "common/config/config.h"
+#include "common/metrics/metrics_server.h"
+#include "common/metrics/registry.h"
+#include "common/proto/messages.h"
+#include "coordinator/router/replica_registry.h"
+#include "coordinator/router/router.h"
+#include "coordinator/server/coordinator_metrics.h"
+#include "coordinator/server/coordinator_server.h"
+#include "coordinator/server/http_stream.h"
+#include "coordinator/server/request_table.h"
+#include "coordinator/server/submit_input.h"
+#include "worker/model/tokenizer/tokenizer.h"
+
+namespace bmad::coord {
+
+class HttpFrontend;
+
+// The model id the cluster serves: model.name, else the model file's name without extension.
+std::string ServedModelName(const ServerConfig& config);
+
+// What HTTP handler threads send to the loop.
+struct InboxItem {
+  enum class Kind { kSubmit, kAbandon } kind = Kind::kSubmit;
+  SubmitInput input;
+  std::shared_ptr<HttpStream> stream;
+};
+
+class CoordinatorServer::Core {
+ public:
+  Core(const ServerConfig& config, const CoordinatorRunOptions& options);
+  ~Core();
+  Status Start();
+  Status Run();
+  void RequestStop() { stop_requested_.store(true); }
+  // From any thread: queue an item for the loop and wake it.
+  void Post(InboxItem item);
+
+  // Read-only facts the HTTP frontend needs (set before Start returns, never change).
+  const std::string& model_name() const { return model_name_; }
+  int64_t context_length() const { return context_length_; }
+  const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
+  int chat_template() const { return chat_template_; }
+  size_t live_replicas() const { return live_replicas_.load(); }
+  metrics::Registry& registry() { return registry_; }
+  const ServerConfig& config() const { return config_; }
+
+  int http_port() const;
+  int metrics_port() const { return metrics_server_ ? metrics_server_->port() : 0; }
+  std::string client_endpoint() const { return client_endpoint_; }
+  std::string worker_endpoint() const { return worker_endpoint_; }
+
+ private:
+  // Sockets and periodic work (coordinator_server.cc).
+  void HandleWorkerMessage(const std::string& routing_id, proto::Message& message);
+  void HandleClientMessage(const std::string& routing_id, proto::Message& message);
+  void DrainInbox();
+  void Tick();
+  void SendToWorker(const std::string& replica_id, const proto::Message& message);
+  proto::ClusterStatus BuildStatus() const;
+
+  // The life of a request (coordinator_requests.cc).
+  Result<CoordRequest*> Accept(SubmitInput input, const std::string& client_routing_id,
+                               std::shared_ptr<HttpStream> http);
+  void Dispatch(CoordRequest* r);
+  void DispatchQueued();
+  void OnChunk(const std::string& replica_id, proto::TokenChunk& chunk);
+  void OnWorkerError(const std::string& replica_id, const proto::ErrorMessage& error);
+  void Migrate(const std::string& replica_id);
+  void Cancel(CoordRequest* r, bool tell_client);
+  void Fail(CoordRequest* r, const Status& status);
+  void Finish(CoordRequest* r, const std::string& outcome);
+  // Delivers to the client; false when the client is gone (the request is then cancelled).
+  bool Deliver(CoordRequest* r, proto::TokenChunk chunk);
+  void SendClientError(const std::string& routing_id, const Status& s,
+                       const std::string& client_request_id, uint32_t retry_after_ms);
+  std::vector<ReplicaView> Views() const;
+
+  ServerConfig config_;
+  CoordinatorRunOptions options_;
+  SystemClock& clock_ = SystemClock::Instance();
+  std::string model_name_;
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  int64_t context_length_ = 0;
+  int chat_template_ = 0;
+  int64_t block_size_ = 16;  // of the replicas (prefix hashes must match theirs)
+
+  metrics::Registry registry_;
+  std::unique_ptr<CoordinatorMetrics> metrics_;
+  std::unique_ptr<metrics::MetricsServer> metrics_server_;
+  std::unique_ptr<HttpFrontend> http_;
+
+  zmq::context_t context_{1};
+  std::unique_ptr<zmq::socket_t> worker_socket_;
+  std::unique_ptr<zmq::socket_t> client_socket_;
+  std::string client_endpoint_, worker_endpoint_;
+
+  ReplicaRegistry replicas_;
+  Router router_;
+  RequestTable requests_;
+  uint64_t requests_received_ = 0;
+
+  std::mutex inbox_mutex_;
+  std::deque<InboxItem> inbox_;
+  int wake_fd_ = -1;  // eventfd: HTTP threads wake the loop
+  std::atomic<bool> stop_requested_{false};
+  std::atomic<size_t> live_replicas_{0};
+  int64_t last_tick_ns_ = 0;
+};
+
+}  // namespace bmad::coord

@@ -1,0 +1,63 @@
+// bmad-coordinator (see coordinator_server.h).
+#include <csignal>
+#include <cstdio>
+
+#include "common/cli/flags.h"
+#include "common/config/config_loader.h"
+#include "common/log.h"
+#include "coordinator/server/coordinator_server.h"
+
+namespace {
+bmad::coord::CoordinatorServer* g_server = nullptr;
+void OnSignal(int) {
+  if (g_server) g_server->RequestStop();
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string config_path, log_level;
+  std::vector<std::string> overrides;
+  int64_t max_run_ms = 0;
+  bmad::cli::Flags flags("bmad-coordinator --config FILE [--set section.key=value]...");
+  flags.AddString("config", &config_path, "The cluster's YAML config file.");
+  flags.AddList("set", &overrides, "Override one config key (e.g. coordinator.http_port=0).");
+  flags.AddString("log-level", &log_level, "debug, info, warn or error (default: log.level).");
+  flags.AddInt("max-run-ms", &max_run_ms, "Stop after this many milliseconds (tests).");
+  std::vector<std::string> positional;
+  bmad::Status s = flags.Parse(std::vector<std::string>(argv + 1, argv + argc), &positional);
+  if (flags.help_requested()) {
+    std::printf("%s", flags.Help().c_str());
+    return 0;
+  }
+  if (s.ok() && config_path.empty()) s = bmad::InvalidArgument("--config is required");
+  if (!s.ok()) {
+    std::fprintf(stderr, "bmad-coordinator: %s\n", s.message().c_str());
+    return 2;
+  }
+  auto config = bmad::ReadConfigFile(config_path, overrides);
+  if (!config.ok()) {
+    std::fprintf(stderr, "bmad-coordinator: %s\n", config.status().message().c_str());
+    return 2;
+  }
+  bmad::log::SetLevel(config->log.level);
+  if (!log_level.empty()) {
+    auto level = bmad::log::ParseLevel(log_level);
+    if (!level.ok()) {
+      std::fprintf(stderr, "bmad-coordinator: %s\n", level.status().message().c_str());
+      return 2;
+    }
+    bmad::log::SetLevel(*level);
+  }
+  auto server = bmad::coord::CoordinatorServer::Create(*config, {max_run_ms});
+  if (!server.ok()) {
+    bmad::log::Error("coordinator", "cannot start", {{"error", server.status()}});
+    return 1;
+  }
+  g_server = server->get();
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGPIPE, SIG_IGN);
+  bmad::Status run = (*server)->Run();
+  g_server = nullptr;
+  return run.ok() ? 0 : 1;
+}

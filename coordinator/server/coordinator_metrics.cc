@@ -1,0 +1,93 @@
+#include "coordinator/server/coordinator_metrics.h"
+
+namespace bmad::coord {
+
+CoordinatorMetrics::CoordinatorMetrics(metrics::Registry& r)
+    : queue_depth(r.GetGauge("bmad_coordinator_queue_depth",
+                             "Requests admitted and not yet finished.")),
+      queued(r.GetGauge("bmad_coordinator_requests_queued",
+                        "Requests waiting for a live replica (new, or migrating).")),
+      live_replicas(r.GetGauge("bmad_coordinator_live_replicas", "Replicas heartbeating.")),
+      migrations(r.GetCounter("bmad_coordinator_migrations_total",
+                              "Requests re-sent to another replica after theirs died.")),
+      long_tail_requests(r.GetCounter("bmad_coordinator_long_tail_requests_total",
+                                      "Requests whose prompt was classified long-tail.")),
+      requests_total(r.GetCounter("bmad_coordinator_requests_total", "Requests received.")),
+      prompt_tokens(r.GetCounter("bmad_coordinator_prompt_tokens_total", "Prompt tokens admitted.")),
+      generation_tokens(r.GetCounter("bmad_coordinator_generation_tokens_total",
+                                     "Tokens streamed to clients.")),
+      time_to_first_token(r.GetHistogram("bmad_coordinator_time_to_first_token_seconds",
+                                         "From arrival at the coordinator to the first token sent.",
+                                         metrics::LatencySecondsBuckets())),
+      inter_token_latency(r.GetHistogram("bmad_coordinator_inter_token_latency_seconds",
+                                         "Between consecutive tokens sent to a client.",
+                                         metrics::StepSecondsBuckets())),
+      e2e_latency(r.GetHistogram("bmad_coordinator_e2e_request_latency_seconds",
+                                 "From arrival to the end of the request.",
+                                 metrics::LatencySecondsBuckets())),
+      routing_seconds(r.GetHistogram("bmad_coordinator_routing_seconds",
+                                     "Time to pick a replica for a request.",
+                                     metrics::StepSecondsBuckets())),
+      registry_(r) {}
+
+metrics::Counter& CoordinatorMetrics::Routed(const std::string& replica, const std::string& policy,
+                                             const std::string& pool) {
+  auto key = std::make_tuple(replica, policy, pool);
+  auto it = routed_.find(key);
+  if (it != routed_.end()) return *it->second;
+  metrics::Counter& c = registry_.GetCounter(
+      "bmad_coordinator_requests_routed_total", "Routing decisions, by replica, policy and pool.",
+      {{"replica", replica}, {"policy", policy}, {"pool", pool}});
+  routed_.emplace(key, &c);
+  return c;
+}
+
+metrics::Counter& CoordinatorMetrics::Finished(const std::string& status) {
+  auto it = finished_.find(status);
+  if (it != finished_.end()) return *it->second;
+  metrics::Counter& c = registry_.GetCounter("bmad_coordinator_requests_finished_total",
+                                             "Requests ended, by outcome.", {{"status", status}});
+  finished_.emplace(status, &c);
+  return c;
+}
+
+metrics::Counter& CoordinatorMetrics::Rejected(const std::string& reason) {
+  auto it = rejected_.find(reason);
+  if (it != rejected_.end()) return *it->second;
+  metrics::Counter& c = registry_.GetCounter("bmad_coordinator_rejections_total",
+                                             "Requests refused, by reason.", {{"reason", reason}});
+  rejected_.emplace(reason, &c);
+  return c;
+}
+
+metrics::Gauge& CoordinatorMetrics::ReplicaLoad(const std::string& replica) {
+  auto it = load_.find(replica);
+  if (it != load_.end()) return *it->second;
+  metrics::Gauge& g = registry_.GetGauge("bmad_coordinator_replica_load_ratio",
+                                         "The router's load figure for each replica (0 idle).",
+                                         {{"replica", replica}});
+  load_.emplace(replica, &g);
+  return g;
+}
+
+metrics::Gauge& CoordinatorMetrics::ReplicaWeight(const std::string& replica) {
+  auto it = weight_.find(replica);
+  if (it != weight_.end()) return *it->second;
+  metrics::Gauge& g = registry_.GetGauge("bmad_coordinator_replica_weight_ratio",
+                                         "The weighted policy's relative weight of each replica.",
+                                         {{"replica", replica}});
+  weight_.emplace(replica, &g);
+  return g;
+}
+
+metrics::Gauge& CoordinatorMetrics::ReplicaLive(const std::string& replica, const std::string& pool) {
+  auto it = live_.find(replica);
+  if (it != live_.end()) return *it->second;
+  metrics::Gauge& g = registry_.GetGauge("bmad_coordinator_replica_up",
+                                         "1 while the replica heartbeats, 0 once it is dead.",
+                                         {{"replica", replica}, {"pool", pool}});
+  live_.emplace(replica, &g);
+  return g;
+}
+
+}  // namespace bmad::coord

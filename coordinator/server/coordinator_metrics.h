@@ -1,0 +1,46 @@
+// The coordinator's Prometheus metrics. Per-replica and per-decision series are created the
+// first time they are seen and then kept by reference.
+#pragma once
+
+#include <map>
+#include <string>
+#include <tuple>
+
+#include "common/metrics/registry.h"
+#include "common/proto/messages.h"
+
+namespace bmad::coord {
+
+class CoordinatorMetrics {
+ public:
+  explicit CoordinatorMetrics(metrics::Registry& registry);
+
+  metrics::Counter& Routed(const std::string& replica, const std::string& policy,
+                           const std::string& pool);
+  metrics::Counter& Finished(const std::string& status);  // ok, error, cancelled
+  metrics::Counter& Rejected(const std::string& reason);  // overloaded, invalid, unavailable
+  metrics::Gauge& ReplicaLoad(const std::string& replica);
+  metrics::Gauge& ReplicaWeight(const std::string& replica);
+  metrics::Gauge& ReplicaLive(const std::string& replica, const std::string& pool);
+
+  metrics::Gauge& queue_depth;        // admitted, not finished
+  metrics::Gauge& queued;             // waiting for a replica
+  metrics::Gauge& live_replicas;
+  metrics::Counter& migrations;
+  metrics::Counter& long_tail_requests;
+  metrics::Counter& requests_total;
+  metrics::Counter& prompt_tokens;
+  metrics::Counter& generation_tokens;
+  metrics::Histogram& time_to_first_token;
+  metrics::Histogram& inter_token_latency;
+  metrics::Histogram& e2e_latency;
+  metrics::Histogram& routing_seconds;
+
+ private:
+  metrics::Registry& registry_;
+  std::map<std::tuple<std::string, std::string, std::string>, metrics::Counter*> routed_;
+  std::map<std::string, metrics::Counter*> finished_, rejected_;
+  std::map<std::string, metrics::Gauge*> load_, weight_, live_;
+};
+
+}  // namespace bmad::coord

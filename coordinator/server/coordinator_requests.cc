@@ -1,0 +1,302 @@
+// The life of a request in the coordinator: accept (validate, tokenize, admit), dispatch (route to
+// a live replica), stream (forward chunks, dropping any the client already has), and end
+// (finish, fail, cancel), or migrate when the replica dies.
+#include "common/block_hash.h"
+#include "common/log.h"
+#include "common/proto/frames.h"
+#include "coordinator/server/coordinator_core.h"
+#include "worker/sampling/sampling_params_validation.h"
+
+namespace bmad::coord {
+namespace {
+
+constexpr const char* kLog = "coordinator";
+// A request waits this long for a live replica before it fails.
+constexpr int64_t kQueueTimeoutNs = 60'000'000'000;
+
+}  // namespace
+
+std::vector<ReplicaView> CoordinatorServer::Core::Views() const {
+  std::vector<ReplicaView> views;
+  for (const ReplicaState* r : replicas_.All()) {
+    views.push_back(ReplicaView{r->info.replica_id, r->info.pool, r->live, r->info.max_seqs,
+                                r->info.kv_blocks, r->info.load, r->in_flight});
+  }
+  return views;
+}
+
+Result<CoordRequest*> CoordinatorServer::Core::Accept(SubmitInput in, const std::string& client_routing_id,
+                                                      std::shared_ptr<HttpStream> http) {
+  ++requests_received_;
+  metrics_->requests_total.Increment();
+  auto reject = [&](Status s, const char* reason) -> Result<CoordRequest*> {
+    metrics_->Rejected(reason).Increment();
+    return s;
+  };
+  if (!in.model.empty() && in.model != model_name_) {
+    return reject(NotFound("model '" + in.model + "' does not exist; this cluster serves '" +
+                           model_name_ + "'"),
+                  "invalid");
+  }
+  auto r = std::make_unique<CoordRequest>();
+  if (in.prompt_is_tokens) {
+    r->prompt = std::move(in.prompt_tokens);
+  } else {
+    const std::vector<int32_t> ids = tokenizer_->Encode(in.prompt_text);
+    r->prompt.assign(ids.begin(), ids.end());
+  }
+  if (r->prompt.empty()) return reject(InvalidArgument("the prompt is empty"), "invalid");
+  const auto vocab = static_cast<uint32_t>(tokenizer_->vocab_size());
+  for (uint32_t t : r->prompt) {
+    if (t >= vocab) {
+      return reject(InvalidArgument("prompt token id " + std::to_string(t) +
+                                    " is outside the vocabulary (0.." + std::to_string(vocab - 1) + ")"),
+                    "invalid");
+    }
+  }
+  const auto prompt_len = static_cast<int64_t>(r->prompt.size());
+  if (prompt_len >= context_length_) {
+    return reject(OutOfRange("the prompt has " + std::to_string(prompt_len) +
+                             " tokens; this model's context length is " +
+                             std::to_string(context_length_)),
+                  "invalid");
+  }
+  if (!in.max_tokens_given) in.sampling.max_tokens = static_cast<uint32_t>(context_length_ - prompt_len);
+  if (in.sampling.max_tokens >= 1 && prompt_len + in.sampling.max_tokens > context_length_) {
+    return reject(OutOfRange("the prompt (" + std::to_string(prompt_len) + " tokens) plus max_tokens (" +
+                             std::to_string(in.sampling.max_tokens) +
+                             ") exceed this model's context length " + std::to_string(context_length_)),
+                  "invalid");
+  }
+  if (Status s = sampling::ValidateSamplingParams(in.sampling, tokenizer_->vocab_size()); !s.ok()) {
+    return reject(s, "invalid");
+  }
+  r->id = requests_.NextId();
+  r->client_routing_id = client_routing_id;
+  r->http = std::move(http);
+  r->client_request_id = std::move(in.client_request_id);
+  r->stream = in.stream;
+  r->sampling = std::move(in.sampling);
+  r->priority = in.priority;
+  r->slo_ms = in.slo_ms;
+  r->arrival_ns = r->queued_since_ns = clock_.NowNanos();
+  const std::vector<int32_t> as_int(r->prompt.begin(), r->prompt.end());
+  r->block_hashes = HashFullBlocks(as_int, block_size_);
+  Result<CoordRequest*> admitted = requests_.Admit(std::move(r));
+  if (!admitted.ok()) {
+    return reject(admitted.status(),
+                  admitted.status().code() == StatusCode::kResourceExhausted ? "overloaded" : "invalid");
+  }
+  CoordRequest* req = *admitted;
+  metrics_->prompt_tokens.Increment(double(req->prompt.size()));
+  if (req->http) {
+    StreamEvent e;
+    e.kind = StreamEvent::Kind::kAccepted;
+    e.prompt_tokens = static_cast<uint32_t>(req->prompt.size());
+    e.request_id = req->id;
+    req->http->Push(std::move(e));
+  }
+  Dispatch(req);
+  return req;
+}
+
+void CoordinatorServer::Core::Dispatch(CoordRequest* r) {
+  const std::vector<ReplicaView> views = Views();
+  const int64_t start = clock_.NowNanos();
+  RouteRequest route{static_cast<int64_t>(r->prompt.size()), r->block_hashes};
+  Result<RouteDecision> d = router_.Pick(route, views);
+  metrics_->routing_seconds.Observe(double(clock_.NowNanos() - start) * 1e-9);
+  if (!d.ok()) return;  // stays queued until a replica is live
+  const ReplicaView& chosen = views[d->index];
+  proto::Assign a;
+  a.request_id = r->id;
+  a.prompt_tokens = r->prompt;
+  a.generated_tokens = r->streamed_tokens;
+  a.sampling = r->sampling;
+  a.priority = r->priority;
+  a.slo_ms = r->slo_ms;
+  a.arrival_unix_ms = static_cast<uint64_t>(UnixMillis());
+  ReplicaState* replica = replicas_.Find(chosen.id);
+  if (!replica) return;
+  if (!proto::SendMessage(*worker_socket_, a, replica->routing_id).ok()) {
+    log::Warn(kLog, "replica unreachable while dispatching", {{"replica", chosen.id}});
+    replicas_.MarkDead(chosen.id);
+    Migrate(chosen.id);
+    return;
+  }
+  r->state = r->streamed_tokens.empty() ? RequestState::kDispatched : RequestState::kStreaming;
+  r->replica_id = chosen.id;
+  replicas_.AddInFlight(chosen.id, +1);
+  router_.Record(route, chosen);
+  metrics_->Routed(chosen.id, d->policy, std::string(EnumName(d->pool))).Increment();
+  if (d->long_tail) metrics_->long_tail_requests.Increment();
+}
+
+void CoordinatorServer::Core::DispatchQueued() {
+  const int64_t now = clock_.NowNanos();
+  for (CoordRequest* r : requests_.Queued()) {
+    if (now - r->queued_since_ns > kQueueTimeoutNs) {
+      Fail(r, Unavailable("no live replica for " + std::to_string(kQueueTimeoutNs / 1'000'000'000) + " s"));
+      continue;
+    }
+    if (replicas_.LiveCount() == 0) return;
+    Dispatch(r);
+  }
+}
+
+bool CoordinatorServer::Core::Deliver(CoordRequest* r, proto::TokenChunk chunk) {
+  chunk.request_id = r->id;
+  chunk.client_request_id = r->client_request_id;
+  if (r->http) {
+    if (r->http->abandoned()) return false;
+    chunk.sequence = r->next_client_sequence++;
+    StreamEvent e;
+    e.kind = StreamEvent::Kind::kChunk;
+    e.chunk = std::move(chunk);
+    r->http->Push(std::move(e));
+    return true;
+  }
+  if (!r->stream && chunk.finish_reason == proto::FinishReason::kNone) {
+    // Non-streaming socket clients get one chunk at the end.
+    r->pending_text += chunk.text;
+    r->pending_logprobs.insert(r->pending_logprobs.end(), chunk.logprobs.begin(), chunk.logprobs.end());
+    return true;
+  }
+  if (!r->stream) {
+    chunk.text = r->pending_text + chunk.text;
+    std::vector<float> lp = std::move(r->pending_logprobs);
+    lp.insert(lp.end(), chunk.logprobs.begin(), chunk.logprobs.end());
+    chunk.logprobs = std::move(lp);
+    chunk.token_ids = r->streamed_tokens;
+    chunk.token_offset = 0;
+  }
+  chunk.sequence = r->next_client_sequence++;
+  return proto::SendMessage(*client_socket_, chunk, r->client_routing_id).ok();
+}
+
+void CoordinatorServer::Core::OnChunk(const std::string& replica_id, proto::TokenChunk& chunk) {
+  CoordRequest* r = requests_.Find(chunk.request_id);
+  if (!r || r->done()) {
+    // Not ours (any more): make sure the replica stops spending on it.
+    if (chunk.finish_reason == proto::FinishReason::kNone && !replica_id.empty()) {
+      SendToWorker(replica_id, proto::WorkerCancel{chunk.request_id});
+    }
+    return;
+  }
+  if (replica_id != r->replica_id) return;  // from the replica it left (migration)
+  // Drop tokens the client already has (a migrated request restarts from what was streamed).
+  const size_t have = r->streamed_tokens.size();
+  if (chunk.token_offset + chunk.token_ids.size() <= have && chunk.finish_reason == proto::FinishReason::kNone &&
+      !chunk.token_ids.empty()) {
+    return;
+  }
+  if (chunk.token_offset < have) {
+    const size_t skip = have - chunk.token_offset;
+    chunk.token_ids.erase(chunk.token_ids.begin(), chunk.token_ids.begin() + static_cast<long>(std::min(skip, chunk.token_ids.size())));
+    if (chunk.logprobs.size() >= skip) chunk.logprobs.erase(chunk.logprobs.begin(), chunk.logprobs.begin() + static_cast<long>(skip));
+    chunk.token_offset = static_cast<uint32_t>(have);
+  }
+  const int64_t now = clock_.NowNanos();
+  if (!chunk.token_ids.empty()) {
+    if (r->first_token_ns == 0) {
+      r->first_token_ns = now;
+      metrics_->time_to_first_token.Observe(double(now - r->arrival_ns) * 1e-9);
+    } else {
+      metrics_->inter_token_latency.Observe(double(now - r->last_token_ns) * 1e-9);
+    }
+    r->last_token_ns = now;
+    metrics_->generation_tokens.Increment(double(chunk.token_ids.size()));
+    r->streamed_tokens.insert(r->streamed_tokens.end(), chunk.token_ids.begin(), chunk.token_ids.end());
+    r->state = RequestState::kStreaming;
+  }
+  const proto::FinishReason finish = chunk.finish_reason;
+  if (finish != proto::FinishReason::kNone) chunk.usage.prompt_tokens = static_cast<uint32_t>(r->prompt.size());
+  if (!Deliver(r, std::move(chunk))) {
+    log::Info(kLog, "client gone; cancelling", {{"request", r->id}});
+    Cancel(r, /*tell_client=*/false);
+    return;
+  }
+  if (finish != proto::FinishReason::kNone) {
+    Finish(r, finish == proto::FinishReason::kCancelled ? "cancelled" : "ok");
+  }
+}
+
+void CoordinatorServer::Core::OnWorkerError(const std::string& replica_id, const proto::ErrorMessage& e) {
+  CoordRequest* r = e.request_id ? requests_.Find(e.request_id) : nullptr;
+  if (!r) {
+    log::Warn(kLog, "error from a replica", {{"replica", replica_id}, {"message", e.message}});
+    return;
+  }
+  if (r->replica_id != replica_id || r->done()) return;
+  if (e.code == StatusCode::kResourceExhausted || e.code == StatusCode::kFailedPrecondition) {
+    // The replica is full or draining: try another one.
+    replicas_.AddInFlight(replica_id, -1);
+    r->state = RequestState::kQueued;
+    r->queued_since_ns = clock_.NowNanos();
+    r->replica_id.clear();
+    return;
+  }
+  Fail(r, Status(e.code, e.message));
+}
+
+void CoordinatorServer::Core::Migrate(const std::string& replica_id) {
+  for (CoordRequest* r : requests_.OnReplica(replica_id)) {
+    replicas_.AddInFlight(replica_id, -1);
+    r->state = RequestState::kQueued;
+    r->queued_since_ns = clock_.NowNanos();
+    r->replica_id.clear();
+    ++r->migrations;
+    metrics_->migrations.Increment();
+    log::Info(kLog, "migrating request", {{"request", r->id}, {"from", replica_id},
+                                          {"tokens_streamed", r->streamed_tokens.size()}});
+  }
+  DispatchQueued();
+}
+
+void CoordinatorServer::Core::Cancel(CoordRequest* r, bool tell_client) {
+  if (!r->replica_id.empty() && r->state != RequestState::kQueued) {
+    SendToWorker(r->replica_id, proto::WorkerCancel{r->id});
+  }
+  if (tell_client) {
+    proto::TokenChunk last;
+    last.finish_reason = proto::FinishReason::kCancelled;
+    last.token_offset = static_cast<uint32_t>(r->streamed_tokens.size());
+    last.usage = proto::Usage{static_cast<uint32_t>(r->prompt.size()),
+                              static_cast<uint32_t>(r->streamed_tokens.size()), 0};
+    (void)Deliver(r, std::move(last));
+  }
+  Finish(r, "cancelled");
+}
+
+void CoordinatorServer::Core::Fail(CoordRequest* r, const Status& status) {
+  if (!r->replica_id.empty() && r->state != RequestState::kQueued) {
+    SendToWorker(r->replica_id, proto::WorkerCancel{r->id});
+  }
+  if (r->http) {
+    StreamEvent e;
+    e.kind = StreamEvent::Kind::kError;
+    e.status = status;
+    r->http->Push(std::move(e));
+  } else {
+    SendClientError(r->client_routing_id, status, r->client_request_id, 0);
+  }
+  Finish(r, "error");
+}
+
+void CoordinatorServer::Core::Finish(CoordRequest* r, const std::string& outcome) {
+  if (!r->replica_id.empty() && r->state != RequestState::kQueued) replicas_.AddInFlight(r->replica_id, -1);
+  metrics_->Finished(outcome).Increment();
+  metrics_->e2e_latency.Observe(double(clock_.NowNanos() - r->arrival_ns) * 1e-9);
+  requests_.Remove(r->id);
+}
+
+void CoordinatorServer::Core::SendClientError(const std::string& routing_id, const Status& s,
+                                              const std::string& client_request_id,
+                                              uint32_t retry_after_ms) {
+  if (routing_id.empty()) return;
+  (void)proto::SendMessage(*client_socket_,
+                           proto::ErrorMessage{s.code(), s.message(), 0, client_request_id, retry_after_ms},
+                           routing_id);
+}
+
+}  // namespace bmad::coord

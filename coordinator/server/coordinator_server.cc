@@ -1,0 +1,359 @@
+#include "coordinator/server/coordinator_server.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "common/log.h"
+#include "common/proto/frames.h"
+#include "coordinator/http/chat_template.h"
+#include "coordinator/server/coordinator_core.h"
+#include "coordinator/server/http_frontend.h"
+#include "worker/model/gguf/gguf_file.h"
+#include "worker/model/llama/llama_config.h"
+
+namespace bmad::coord {
+namespace {
+
+constexpr const char* kLog = "coordinator";
+constexpr int64_t kTickNs = 20'000'000;  // liveness, queued dispatch, gauges
+
+std::unique_ptr<zmq::socket_t> BindRouter(zmq::context_t& context, const std::string& endpoint,
+                                          std::string* bound, Status* status) {
+  auto socket = std::make_unique<zmq::socket_t>(context, zmq::socket_type::router);
+  socket->set(zmq::sockopt::linger, 0);
+  socket->set(zmq::sockopt::router_mandatory, 1);  // sending to a gone peer is an error we see
+  socket->set(zmq::sockopt::sndhwm, 100000);
+  socket->set(zmq::sockopt::rcvhwm, 100000);
+  socket->set(zmq::sockopt::rcvtimeo, 0);
+  try {
+    socket->bind(endpoint);
+  } catch (const zmq::error_t& e) {
+    *status = IoError("cannot bind " + endpoint + ": " + e.what());
+    return nullptr;
+  }
+  *bound = socket->get(zmq::sockopt::last_endpoint);
+  return socket;
+}
+
+}  // namespace
+
+std::string ServedModelName(const ServerConfig& c) {
+  return !c.model.name.empty() ? c.model.name : std::filesystem::path(c.model.path).stem().string();
+}
+
+CoordinatorServer::Core::Core(const ServerConfig& config, const CoordinatorRunOptions& options)
+    : config_(config),
+      options_(options),
+      model_name_(ServedModelName(config)),
+      // Replicas serving another model are refused at registration.
+      replicas_(config.coordinator, clock_, model_name_),
+      router_(config.router),
+      requests_(config.coordinator.max_queued_per_priority, config.coordinator.priority_classes) {}
+
+CoordinatorServer::Core::~Core() {
+  http_.reset();  // stop HTTP threads before the state they post into goes away
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+Status CoordinatorServer::Core::Start() {
+  const ServerConfig& c = config_;
+  if (c.model.path.empty()) {
+    return InvalidArgument("model.path is not set (the coordinator reads the model's vocabulary)");
+  }
+  // Only the vocabulary and the hyperparameters: the weights are mapped but never read here.
+  BMAD_ASSIGN_OR_RETURN(std::unique_ptr<gguf::GgufFile> file, gguf::GgufFile::Open(c.model.path));
+  BMAD_ASSIGN_OR_RETURN(model::LlamaConfig model_config, model::ReadLlamaConfig(*file));
+  BMAD_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::LoadTokenizer(*file));
+  tokenizer_ = std::make_unique<tokenizer::Tokenizer>(std::move(tok));
+  context_length_ = c.model.context_length > 0
+                        ? std::min(c.model.context_length, model_config.n_ctx_train)
+                        : model_config.n_ctx_train;
+  block_size_ = c.cache.block_size;
+  if (!c.model.chat_template.empty()) {
+    BMAD_ASSIGN_OR_RETURN(http::ChatTemplate t, http::ChatTemplateByName(c.model.chat_template));
+    chat_template_ = static_cast<int>(t);
+  } else {
+    auto jinja = file->GetString("tokenizer.chat_template");
+    chat_template_ = static_cast<int>(http::DetectChatTemplate(jinja.ok() ? *jinja : ""));
+  }
+
+  metrics_ = std::make_unique<CoordinatorMetrics>(registry_);
+  Status s;
+  worker_socket_ = BindRouter(context_, c.coordinator.worker_endpoint, &worker_endpoint_, &s);
+  if (!worker_socket_) return s;
+  client_socket_ = BindRouter(context_, c.coordinator.client_endpoint, &client_endpoint_, &s);
+  if (!client_socket_) return s;
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0) return IoError("eventfd failed");
+
+  metrics_server_ = std::make_unique<metrics::MetricsServer>(registry_);
+  BMAD_RETURN_IF_ERROR(metrics_server_->Start(c.metrics.host, static_cast<int>(c.metrics.coordinator_port)));
+  http_ = std::make_unique<HttpFrontend>(*this);
+  BMAD_RETURN_IF_ERROR(http_->Start(c.coordinator.http_host, static_cast<int>(c.coordinator.http_port)));
+  log::Info(kLog, "coordinator ready",
+            {{"model", model_name_},
+             {"context", context_length_},
+             {"chat_template", std::string(http::ChatTemplateName(static_cast<http::ChatTemplate>(chat_template_)))},
+             {"clients", client_endpoint_},
+             {"workers", worker_endpoint_},
+             {"http", "http://" + c.coordinator.http_host + ":" + std::to_string(http_->port())},
+             {"metrics", metrics_server_->url()}});
+  return Status::Ok();
+}
+
+int CoordinatorServer::Core::http_port() const { return http_ ? http_->port() : 0; }
+
+void CoordinatorServer::Core::Post(InboxItem item) {
+  {
+    std::lock_guard<std::mutex> lock(inbox_mutex_);
+    inbox_.push_back(std::move(item));
+  }
+  const uint64_t one = 1;
+  (void)!::write(wake_fd_, &one, sizeof one);
+}
+
+void CoordinatorServer::Core::DrainInbox() {
+  uint64_t count;
+  (void)!::read(wake_fd_, &count, sizeof count);
+  std::deque<InboxItem> items;
+  {
+    std::lock_guard<std::mutex> lock(inbox_mutex_);
+    items.swap(inbox_);
+  }
+  for (InboxItem& item : items) {
+    if (item.kind == InboxItem::Kind::kAbandon) {
+      // The HTTP client went away: find its request and cancel it.
+      for (CoordRequest* r : requests_.All()) {
+        if (r->http == item.stream) {
+          Cancel(r, /*tell_client=*/false);
+          break;
+        }
+      }
+      continue;
+    }
+    auto stream = item.stream;
+    Result<CoordRequest*> r = Accept(std::move(item.input), "", stream);
+    if (!r.ok()) {
+      StreamEvent e;
+      e.kind = StreamEvent::Kind::kError;
+      e.status = r.status();
+      e.retry_after_ms = r.status().code() == StatusCode::kResourceExhausted ? 1000 : 0;
+      stream->Push(std::move(e));
+    }
+  }
+}
+
+void CoordinatorServer::Core::SendToWorker(const std::string& replica_id, const proto::Message& m) {
+  ReplicaState* replica = replicas_.Find(replica_id);
+  if (!replica) return;
+  Status s = proto::SendMessage(*worker_socket_, m, replica->routing_id);
+  if (!s.ok()) {
+    log::Warn(kLog, "replica unreachable", {{"replica", replica_id}, {"error", s}});
+    replicas_.MarkDead(replica_id);
+    Migrate(replica_id);
+  }
+}
+
+void CoordinatorServer::Core::HandleWorkerMessage(const std::string& routing_id, proto::Message& m) {
+  if (auto* reg = std::get_if<proto::Register>(&m)) {
+    const ReplicaState* before = replicas_.Find(reg->info.replica_id);
+    const bool restarted = before && before->incarnation != reg->incarnation;
+    Result<const ReplicaState*> r = replicas_.Register(*reg, routing_id);
+    if (!r.ok()) {
+      log::Warn(kLog, "replica refused", {{"replica", reg->info.replica_id}, {"error", r.status()}});
+      (void)proto::SendMessage(*worker_socket_, proto::RegisterAck{false, r.status().message()}, routing_id);
+      return;
+    }
+    if (restarted) {
+      // A new process under the same name: what the old one was computing is gone.
+      router_.Forget(reg->info.replica_id);
+      Migrate(reg->info.replica_id);
+    }
+    log::Info(kLog, "replica registered",
+              {{"replica", reg->info.replica_id},
+               {"pool", std::string(EnumName(reg->info.pool))},
+               {"kv_blocks", reg->info.kv_blocks},
+               {"metrics", reg->info.metrics_address}});
+    (void)proto::SendMessage(*worker_socket_, proto::RegisterAck{true, "welcome"}, routing_id);
+    DispatchQueued();
+  } else if (auto* hb = std::get_if<proto::Heartbeat>(&m)) {
+    Status s = replicas_.Heartbeat(*hb, routing_id);
+    if (s.code() == StatusCode::kNotFound) {
+      // We restarted (or it was declared dead): ask it to register again.
+      (void)proto::SendMessage(*worker_socket_,
+                               proto::ErrorMessage{StatusCode::kNotFound, "unknown replica; register", 0, "", 0},
+                               routing_id);
+    }
+  } else if (auto* chunk = std::get_if<proto::TokenChunk>(&m)) {
+    const ReplicaState* replica = replicas_.FindByRoutingId(routing_id);
+    OnChunk(replica ? replica->info.replica_id : "", *chunk);
+  } else if (auto* err = std::get_if<proto::ErrorMessage>(&m)) {
+    const ReplicaState* replica = replicas_.FindByRoutingId(routing_id);
+    OnWorkerError(replica ? replica->info.replica_id : "", *err);
+  } else {
+    log::Warn(kLog, "unexpected message from a worker", {{"message", proto::MessageName(m)}});
+  }
+}
+
+void CoordinatorServer::Core::HandleClientMessage(const std::string& routing_id, proto::Message& m) {
+  if (auto* submit = std::get_if<proto::Submit>(&m)) {
+    SubmitInput in;
+    in.client_request_id = submit->client_request_id;
+    in.model = submit->model;
+    in.prompt_is_tokens = submit->prompt_is_tokens;
+    in.prompt_text = std::move(submit->prompt_text);
+    in.prompt_tokens = std::move(submit->prompt_tokens);
+    in.sampling = std::move(submit->sampling);
+    in.priority = submit->priority;
+    in.slo_ms = submit->slo_ms;
+    in.stream = submit->stream;
+    const std::string client_id = in.client_request_id;
+    Result<CoordRequest*> r = Accept(std::move(in), routing_id, nullptr);
+    if (!r.ok()) {
+      SendClientError(routing_id, r.status(), client_id,
+                      r.status().code() == StatusCode::kResourceExhausted ? 1000 : 0);
+      return;
+    }
+    (void)proto::SendMessage(*client_socket_,
+                             proto::Accepted{client_id, (*r)->id, static_cast<uint32_t>((*r)->prompt.size())},
+                             routing_id);
+  } else if (auto* cancel = std::get_if<proto::Cancel>(&m)) {
+    CoordRequest* r = cancel->request_id ? requests_.Find(cancel->request_id)
+                                         : requests_.FindByClient(routing_id, cancel->client_request_id);
+    if (!r || r->client_routing_id != routing_id) {
+      SendClientError(routing_id, NotFound("no such request in progress"), cancel->client_request_id, 0);
+      return;
+    }
+    Cancel(r, /*tell_client=*/true);
+  } else if (std::holds_alternative<proto::StatusQuery>(m)) {
+    (void)proto::SendMessage(*client_socket_, BuildStatus(), routing_id);
+  } else {
+    SendClientError(routing_id,
+                    InvalidArgument("clients may send submit, cancel or status_query, not " +
+                                    std::string(proto::MessageName(m))),
+                    "", 0);
+  }
+}
+
+proto::ClusterStatus CoordinatorServer::Core::BuildStatus() const {
+  proto::ClusterStatus s;
+  s.model_name = model_name_;
+  for (const ReplicaState* r : replicas_.All()) {
+    proto::ReplicaInfo info = r->info;
+    info.live = r->live;
+    info.in_flight = r->in_flight;
+    info.routed_total = r->routed_total;
+    s.replicas.push_back(std::move(info));
+  }
+  s.in_flight = static_cast<uint32_t>(requests_.size());
+  s.requests_total = requests_received_;
+  for (const CoordRequest* r : const_cast<RequestTable&>(requests_).All()) {
+    if (r->state == RequestState::kQueued) ++s.queued;
+  }
+  return s;
+}
+
+void CoordinatorServer::Core::Tick() {
+  for (const std::string& dead : replicas_.ExpireDead()) {
+    log::Warn(kLog, "replica dead: no heartbeat", {{"replica", dead},
+                                                  {"timeout_ms", config_.coordinator.liveness_timeout_ms}});
+    router_.Forget(dead);
+    Migrate(dead);
+  }
+  DispatchQueued();
+  live_replicas_.store(replicas_.LiveCount());
+  metrics_->live_replicas.Set(double(replicas_.LiveCount()));
+  metrics_->queue_depth.Set(double(requests_.size()));
+  size_t queued = 0;
+  for (const CoordRequest* r : requests_.All()) queued += r->state == RequestState::kQueued;
+  metrics_->queued.Set(double(queued));
+  const std::vector<ReplicaView> views = Views();
+  double min_load = -1;
+  for (const ReplicaView& v : views) {
+    if (!v.live) continue;
+    const double load = router_.Load(v);
+    if (min_load < 0 || load < min_load) min_load = load;
+  }
+  for (const ReplicaView& v : views) {
+    metrics_->ReplicaLive(v.id, std::string(EnumName(v.pool))).Set(v.live ? 1 : 0);
+    metrics_->ReplicaLoad(v.id).Set(router_.Load(v));
+    metrics_->ReplicaWeight(v.id).Set(v.live ? router_.Weight(v, std::max(0.0, min_load)) : 0);
+  }
+}
+
+Status CoordinatorServer::Core::Run() {
+  const int64_t start = clock_.NowNanos();
+  const size_t max_bytes = static_cast<size_t>(config_.coordinator.max_message_bytes);
+  int64_t stop_deadline = 0;
+  while (true) {
+    const int64_t now = clock_.NowNanos();
+    if (options_.max_run_ms > 0 && now - start > options_.max_run_ms * 1'000'000) {
+      log::Warn(kLog, "stopping: max run time reached");
+      break;
+    }
+    if (stop_requested_.load() && stop_deadline == 0) {
+      log::Info(kLog, "stopping: finishing in-flight requests", {{"in_flight", requests_.size()}});
+      stop_deadline = now + 10'000'000'000;
+    }
+    if (stop_deadline != 0 && (requests_.size() == 0 || now > stop_deadline)) break;
+
+    zmq::pollitem_t items[3] = {{static_cast<void*>(*worker_socket_), 0, ZMQ_POLLIN, 0},
+                                {static_cast<void*>(*client_socket_), 0, ZMQ_POLLIN, 0},
+                                {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
+    zmq::poll(items, 3, std::chrono::milliseconds(10));
+    // A bounded batch from each source per round keeps one busy source from starving the others.
+    for (int i = 0; i < 256 && (items[0].revents & ZMQ_POLLIN); ++i) {
+      auto in = proto::ReceiveMessage(*worker_socket_, true, max_bytes);
+      if (!in) break;
+      if (!in->message.ok()) {
+        log::Warn(kLog, "undecodable message from a worker", {{"error", in->message.status()}});
+        continue;
+      }
+      HandleWorkerMessage(in->routing_id, *in->message);
+    }
+    for (int i = 0; i < 256 && (items[1].revents & ZMQ_POLLIN); ++i) {
+      auto in = proto::ReceiveMessage(*client_socket_, true, max_bytes);
+      if (!in) break;
+      if (!in->message.ok()) {
+        SendClientError(in->routing_id, in->message.status().WithContext("bad message"), "", 0);
+        continue;
+      }
+      if (stop_deadline != 0 && std::holds_alternative<proto::Submit>(*in->message)) {
+        SendClientError(in->routing_id, Unavailable("the coordinator is shutting down"),
+                        std::get<proto::Submit>(*in->message).client_request_id, 0);
+        continue;
+      }
+      HandleClientMessage(in->routing_id, *in->message);
+    }
+    if (items[2].revents & ZMQ_POLLIN) DrainInbox();
+    if (now - last_tick_ns_ >= kTickNs) {
+      Tick();
+      last_tick_ns_ = now;
+    }
+  }
+  log::Info(kLog, "coordinator stopped", {{"requests", requests_received_}});
+  return Status::Ok();
+}
+
+// ---- the public facade ----
+
+CoordinatorServer::CoordinatorServer(std::unique_ptr<Core> core) : core_(std::move(core)) {}
+CoordinatorServer::~CoordinatorServer() = default;
+
+Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(const ServerConfig& config,
+                                                                     const CoordinatorRunOptions& options) {
+  auto core = std::make_unique<Core>(config, options);
+  BMAD_RETURN_IF_ERROR(core->Start());
+  return std::unique_ptr<CoordinatorServer>(new CoordinatorServer(std::move(core)));
+}
+
+Status CoordinatorServer::Run() { return core_->Run(); }
+void CoordinatorServer::RequestStop() { core_->RequestStop(); }
+int CoordinatorServer::http_port() const { return core_->http_port(); }
+int CoordinatorServer::metrics_port() const { return core_->metrics_port(); }
+std::string CoordinatorServer::client_endpoint() const { return core_->client_endpoint(); }
+std::string CoordinatorServer::worker_endpoint() const { return core_->worker_endpoint(); }
+
+}  // namespace bmad::coord

@@ -1,0 +1,241 @@
+#include "coordinator/server/http_frontend.h"
+
+#include <sys/socket.h>
+
+#include <httplib.h>
+
+#include <chrono>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/metrics/registry.h"
+#include "coordinator/http/chat_template.h"
+#include "coordinator/http/openai_request.h"
+#include "coordinator/http/openai_response.h"
+#include "coordinator/server/coordinator_core.h"
+
+namespace bmad::coord {
+namespace {
+
+using namespace std::chrono_literals;
+
+// How long a handler waits for the next event before it gives up on the request.
+constexpr auto kAcceptTimeout = 30s;
+constexpr auto kEventTimeout = 120s;
+// Streaming requests hold a handler thread for their whole life: allow many at once.
+constexpr size_t kHandlerThreads = 256;
+
+void SendError(httplib::Response& res, const Status& s, uint32_t retry_after_ms = 0) {
+  res.status = http::HttpStatusFor(s.code());
+  if (retry_after_ms > 0) {
+    res.set_header("Retry-After", std::to_string(std::max<uint32_t>(1, (retry_after_ms + 999) / 1000)));
+  }
+  res.set_content(http::ErrorJson(s), "application/json");
+}
+
+http::ChoiceOutput Choice(const proto::TokenChunk& chunk, const tokenizer::Tokenizer& tok,
+                          bool logprobs, size_t text_offset) {
+  http::ChoiceOutput out;
+  out.text = chunk.text;
+  out.finish_reason = chunk.finish_reason;
+  out.text_offset = text_offset;
+  if (logprobs) {
+    for (size_t i = 0; i < chunk.token_ids.size() && i < chunk.logprobs.size(); ++i) {
+      out.logprobs.push_back({tok.TokenPiece(static_cast<int32_t>(chunk.token_ids[i])), chunk.logprobs[i]});
+    }
+  }
+  return out;
+}
+
+size_t CodePoints(std::string_view s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+}  // namespace
+
+HttpFrontend::HttpFrontend(CoordinatorServer::Core& core) : core_(core) {}
+
+HttpFrontend::~HttpFrontend() {
+  if (server_) server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+Status HttpFrontend::Start(const std::string& host, int port) {
+  server_ = std::make_unique<httplib::Server>();
+  server_->new_task_queue = [] { return new httplib::ThreadPool(kHandlerThreads); };
+  // httplib's default SO_REUSEPORT would let a second server share the port silently.
+  server_->set_socket_options([](int sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
+  started_unix_s_ = UnixMillis() / 1000;
+  server_->Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("{\"status\":\"ok\"}", "application/json");
+  });
+  server_->Get("/ready", [this](const httplib::Request&, httplib::Response& res) {
+    const size_t live = core_.live_replicas();
+    if (live == 0) {
+      SendError(res, Unavailable("no live replica yet"));
+      return;
+    }
+    res.set_content("{\"status\":\"ready\",\"live_replicas\":" + std::to_string(live) + "}",
+                    "application/json");
+  });
+  server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(core_.registry().RenderText(), metrics::kTextContentType);
+  });
+  server_->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) { HandleModels(res); });
+  server_->Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    HandleCompletion(req, res, /*chat=*/false);
+  });
+  server_->Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    HandleCompletion(req, res, /*chat=*/true);
+  });
+  server_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (res.status == 404) {
+      SendError(res, NotFound("no route " + req.method + " " + req.path));
+    }
+  });
+  port_ = port == 0 ? server_->bind_to_any_port(host) : (server_->bind_to_port(host, port) ? port : -1);
+  if (port_ <= 0) {
+    return IoError("cannot serve HTTP on " + host + ":" + std::to_string(port) +
+                   " (address in use or not available)");
+  }
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  for (int i = 0; i < 2000 && !server_->is_running(); ++i) std::this_thread::sleep_for(1ms);
+  return Status::Ok();
+}
+
+void HttpFrontend::HandleModels(httplib::Response& res) {
+  const http::ModelCard card{core_.model_name(), started_unix_s_,
+                             static_cast<uint32_t>(core_.context_length())};
+  res.set_content(http::RenderModels(std::span(&card, 1)), "application/json");
+}
+
+void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Response& res, bool chat) {
+  http::RequestLimits limits;
+  limits.max_model_len = static_cast<uint32_t>(core_.context_length());
+  limits.priority_classes = static_cast<int32_t>(core_.config().coordinator.priority_classes);
+  Result<http::CompletionRequest> parsed = http::ParseCompletionRequest(req.body, chat, limits);
+  if (!parsed.ok()) {
+    SendError(res, parsed.status());
+    return;
+  }
+  http::CompletionRequest& cr = *parsed;
+  SubmitInput in;
+  in.model = cr.model;
+  if (chat) {
+    Result<std::string> prompt = http::ApplyChatTemplate(
+        static_cast<http::ChatTemplate>(core_.chat_template()), cr.messages, cr.add_generation_prompt);
+    if (!prompt.ok()) {
+      SendError(res, prompt.status());
+      return;
+    }
+    in.prompt_text = std::move(*prompt);
+  } else {
+    in.prompt_is_tokens = cr.prompt_is_tokens;
+    in.prompt_text = std::move(cr.prompt_text);
+    in.prompt_tokens = std::move(cr.prompt_tokens);
+  }
+  in.sampling = cr.sampling;
+  in.max_tokens_given = cr.max_tokens.has_value();
+  in.priority = cr.priority.value_or(1);
+  in.slo_ms = cr.slo_ms;
+  in.stream = cr.stream;
+  auto stream = std::make_shared<HttpStream>();
+  core_.Post(InboxItem{InboxItem::Kind::kSubmit, std::move(in), stream});
+
+  std::optional<StreamEvent> first = stream->Pop(kAcceptTimeout);
+  if (!first) {
+    stream->MarkAbandoned();
+    core_.Post(InboxItem{InboxItem::Kind::kAbandon, {}, stream});
+    SendError(res, DeadlineExceeded("the coordinator did not answer in time"));
+    return;
+  }
+  if (first->kind == StreamEvent::Kind::kError) {
+    SendError(res, first->status, first->retry_after_ms);
+    return;
+  }
+  http::ResponseContext ctx;
+  ctx.request_id = std::to_string(first->request_id);
+  ctx.created_unix_s = UnixMillis() / 1000;
+  ctx.model = core_.model_name();
+  ctx.logprobs = cr.sampling.logprobs;
+  ctx.include_usage = cr.stream && cr.include_usage;
+  const tokenizer::Tokenizer& tok = core_.tokenizer();
+
+  if (!cr.stream) {
+    http::ChoiceOutput all;
+    proto::Usage usage;
+    while (true) {
+      std::optional<StreamEvent> e = stream->Pop(kEventTimeout);
+      if (!e) {
+        stream->MarkAbandoned();
+        core_.Post(InboxItem{InboxItem::Kind::kAbandon, {}, stream});
+        SendError(res, DeadlineExceeded("no output from the replica in time"));
+        return;
+      }
+      if (e->kind == StreamEvent::Kind::kError) {
+        SendError(res, e->status);
+        return;
+      }
+      http::ChoiceOutput part = Choice(e->chunk, tok, ctx.logprobs, 0);
+      all.text += part.text;
+      all.logprobs.insert(all.logprobs.end(), part.logprobs.begin(), part.logprobs.end());
+      if (e->chunk.finish_reason != proto::FinishReason::kNone) {
+        all.finish_reason = e->chunk.finish_reason;
+        usage = e->chunk.usage;
+        break;
+      }
+    }
+    res.set_content(chat ? http::RenderChatCompletion(ctx, all, usage) : http::RenderCompletion(ctx, all, usage),
+                    "application/json");
+    return;
+  }
+
+  // Streaming: SSE events as chunks come, then the usage chunk (if asked) and [DONE].
+  res.set_header("Cache-Control", "no-cache");
+  auto text_sent = std::make_shared<size_t>(0);
+  auto role_sent = std::make_shared<bool>(false);
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [this, stream, ctx, chat, text_sent, role_sent, &tok](size_t, httplib::DataSink& sink) {
+        auto abandon = [&] {
+          stream->MarkAbandoned();
+          core_.Post(InboxItem{InboxItem::Kind::kAbandon, {}, stream});
+          return false;
+        };
+        auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
+        if (chat && !*role_sent) {
+          *role_sent = true;
+          if (!write(http::RenderChatRoleChunk(ctx))) return abandon();
+        }
+        std::optional<StreamEvent> e = stream->Pop(kEventTimeout);
+        if (!e) return abandon();
+        if (e->kind == StreamEvent::Kind::kError) {
+          write(http::SseEvent(http::ErrorJson(e->status)));
+          write(http::SseDone());
+          sink.done();
+          return true;
+        }
+        http::ChoiceOutput out = Choice(e->chunk, tok, ctx.logprobs, *text_sent);
+        *text_sent += CodePoints(out.text);
+        if (!out.text.empty() || out.finish_reason != proto::FinishReason::kNone || !out.logprobs.empty()) {
+          const std::string event = chat ? http::RenderChatChunk(ctx, out) : http::RenderCompletionChunk(ctx, out);
+          if (!write(event)) return abandon();
+        }
+        if (e->chunk.finish_reason != proto::FinishReason::kNone) {
+          if (ctx.include_usage) {
+            write(chat ? http::RenderChatUsageChunk(ctx, e->chunk.usage)
+                       : http::RenderCompletionUsageChunk(ctx, e->chunk.usage));
+          }
+          write(http::SseDone());
+          sink.done();
+        }
+        return true;
+      });
+}
+
+}  // namespace bmad::coord

@@ -1,0 +1,42 @@
+// The OpenAI-compatible HTTP API (cpp-httplib): /v1/completions and /v1/chat/completions (plain
+// and streaming SSE ending with [DONE], with usage), /v1/models, /health, /ready, /metrics.
+// Handler threads parse and validate the body (coordinator/http), hand the request to the event
+// loop, and relay its events; a client that disconnects mid-stream gets its request cancelled.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "common/status.h"
+#include "coordinator/server/coordinator_server.h"
+
+namespace httplib {
+class Server;
+class Request;
+class Response;
+}  // namespace httplib
+
+namespace bmad::coord {
+
+class HttpFrontend {
+ public:
+  explicit HttpFrontend(CoordinatorServer::Core& core);
+  ~HttpFrontend();  // stops the server and joins its threads
+
+  // Binds host:port (0 picks a free port). kIoError naming the address when the bind fails.
+  Status Start(const std::string& host, int port);
+  int port() const { return port_; }
+
+ private:
+  void HandleCompletion(const httplib::Request& req, httplib::Response& res, bool chat);
+  void HandleModels(httplib::Response& res);
+
+  CoordinatorServer::Core& core_;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+  int port_ = 0;
+  int64_t started_unix_s_ = 0;
+};
+
+}  // namespace bmad::coord

@@ -1,0 +1,90 @@
+#include "coordinator/server/request_table.h"
+
+#include <algorithm>
+
+namespace bmad::coord {
+
+std::string_view RequestStateName(RequestState state) {
+  switch (state) {
+    case RequestState::kQueued: return "queued";
+    case RequestState::kDispatched: return "dispatched";
+    case RequestState::kStreaming: return "streaming";
+    case RequestState::kFinished: return "finished";
+    case RequestState::kFailed: return "failed";
+    case RequestState::kCancelled: return "cancelled";
+  }
+  return "?";
+}
+
+RequestTable::RequestTable(int64_t max_per_priority, int64_t priority_classes)
+    : max_per_priority_(max_per_priority), per_class_(static_cast<size_t>(priority_classes), 0) {}
+
+Result<CoordRequest*> RequestTable::Admit(std::unique_ptr<CoordRequest> r) {
+  if (r->priority < 0 || r->priority >= static_cast<int32_t>(per_class_.size())) {
+    return InvalidArgument("priority " + std::to_string(r->priority) + " is outside 0.." +
+                           std::to_string(per_class_.size() - 1));
+  }
+  int64_t& count = per_class_[static_cast<size_t>(r->priority)];
+  if (count >= max_per_priority_) {
+    return ResourceExhausted("overloaded: " + std::to_string(count) +
+                             " requests of priority " + std::to_string(r->priority) +
+                             " are already in progress; retry later");
+  }
+  ++count;
+  CoordRequest* raw = r.get();
+  requests_.emplace(r->id, std::move(r));
+  return raw;
+}
+
+CoordRequest* RequestTable::Find(uint64_t id) {
+  auto it = requests_.find(id);
+  return it == requests_.end() ? nullptr : it->second.get();
+}
+
+CoordRequest* RequestTable::FindByClient(const std::string& routing_id,
+                                         const std::string& client_request_id) {
+  for (auto& [id, r] : requests_) {
+    if (r->client_routing_id == routing_id && r->client_request_id == client_request_id) return r.get();
+  }
+  return nullptr;
+}
+
+void RequestTable::Remove(uint64_t id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return;
+  --per_class_[static_cast<size_t>(it->second->priority)];
+  requests_.erase(it);
+}
+
+std::vector<CoordRequest*> RequestTable::OnReplica(const std::string& replica_id) {
+  std::vector<CoordRequest*> out;
+  for (auto& [id, r] : requests_) {
+    if (!r->done() && r->state != RequestState::kQueued && r->replica_id == replica_id) out.push_back(r.get());
+  }
+  return out;
+}
+
+std::vector<CoordRequest*> RequestTable::Queued() {
+  std::vector<CoordRequest*> out;
+  for (auto& [id, r] : requests_) {
+    if (r->state == RequestState::kQueued) out.push_back(r.get());
+  }
+  // Oldest first.
+  std::sort(out.begin(), out.end(), [](const CoordRequest* a, const CoordRequest* b) {
+    return a->queued_since_ns < b->queued_since_ns;
+  });
+  return out;
+}
+
+std::vector<CoordRequest*> RequestTable::All() {
+  std::vector<CoordRequest*> out;
+  out.reserve(requests_.size());
+  for (auto& [id, r] : requests_) out.push_back(r.get());
+  return out;
+}
+
+int64_t RequestTable::in_class(int32_t priority) const {
+  return per_class_.at(static_cast<size_t>(priority));
+}
+
+}  // namespace bmad::coord

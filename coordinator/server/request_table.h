@@ -1,0 +1,84 @@
+// Every request the coordinator has accepted, from admission to its end, with what it needs to
+// be re-dispatched if its replica dies: the prompt, the sampling parameters, and the tokens
+// already streamed to the client (a migrated request continues after them; chunks for tokens the
+// client already has are dropped, so the stream has no gap and no duplicate).
+//
+// States: queued (no replica yet, or its replica died) -> dispatched (assigned) -> streaming
+// (first token sent) -> finished | failed | cancelled. Admission is bounded per priority class.
+// Single-threaded: the coordinator's event loop owns it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/proto/messages.h"
+#include "common/status.h"
+#include "coordinator/server/http_stream.h"
+
+namespace bmad::coord {
+
+enum class RequestState { kQueued, kDispatched, kStreaming, kFinished, kFailed, kCancelled };
+std::string_view RequestStateName(RequestState state);
+
+struct CoordRequest {
+  uint64_t id = 0;
+  // Where the output goes: a socket client (routing id) or an HTTP handler (stream).
+  std::string client_routing_id;
+  std::shared_ptr<HttpStream> http;
+  std::string client_request_id;
+  bool stream = true;            // socket clients: false aggregates the output in one chunk
+  std::vector<uint32_t> prompt;
+  proto::SamplingParams sampling;
+  int32_t priority = 1;
+  uint32_t slo_ms = 0;
+  std::vector<uint64_t> block_hashes;
+
+  RequestState state = RequestState::kQueued;
+  std::string replica_id;        // current assignment
+  std::vector<uint32_t> streamed_tokens;  // sent to the client, in order
+  std::string pending_text;      // aggregated text (non-streaming socket clients)
+  std::vector<float> pending_logprobs;
+  uint32_t next_client_sequence = 0;
+  uint32_t migrations = 0;
+  int64_t arrival_ns = 0;
+  int64_t queued_since_ns = 0;
+  int64_t first_token_ns = 0;
+  int64_t last_token_ns = 0;
+  uint32_t cached_prompt_tokens = 0;
+
+  bool done() const {
+    return state == RequestState::kFinished || state == RequestState::kFailed ||
+           state == RequestState::kCancelled;
+  }
+};
+
+class RequestTable {
+ public:
+  RequestTable(int64_t max_per_priority, int64_t priority_classes);
+
+  // kResourceExhausted ("overloaded") when the request's class is full, kInvalidArgument for a
+  // priority outside [0, classes).
+  Result<CoordRequest*> Admit(std::unique_ptr<CoordRequest> request);
+  CoordRequest* Find(uint64_t id);
+  CoordRequest* FindByClient(const std::string& routing_id, const std::string& client_request_id);
+  // Ends a request (its admission slot frees); the record is dropped.
+  void Remove(uint64_t id);
+  std::vector<CoordRequest*> OnReplica(const std::string& replica_id);
+  std::vector<CoordRequest*> Queued();
+  std::vector<CoordRequest*> All();
+  size_t size() const { return requests_.size(); }
+  int64_t in_class(int32_t priority) const;
+  uint64_t NextId() { return next_id_++; }
+
+ private:
+  int64_t max_per_priority_;
+  std::vector<int64_t> per_class_;
+  std::unordered_map<uint64_t, std::unique_ptr<CoordRequest>> requests_;
+  uint64_t next_id_ = 1;
+};
+
+}  // namespace bmad::coord

@@ -1,0 +1,26 @@
+// A request as a front door hands it to the coordinator's event loop, already parsed: the
+// socket frontend fills it from proto::Submit, the HTTP frontend from an OpenAI request body.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/proto/messages.h"
+
+namespace bmad::coord {
+
+struct SubmitInput {
+  std::string client_request_id;
+  std::string model;                 // empty: the served model
+  bool prompt_is_tokens = false;
+  std::string prompt_text;
+  std::vector<uint32_t> prompt_tokens;
+  proto::SamplingParams sampling;
+  bool max_tokens_given = true;      // false: as many as the context allows (chat default)
+  int32_t priority = 1;
+  uint32_t slo_ms = 0;
+  bool stream = true;
+};
+
+}  // namespace bmad::coord

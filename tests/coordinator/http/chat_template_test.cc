@@ -1,0 +1,258 @@
+#include "coordinator/http/chat_template.h"
+
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace bmad::http {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A system prompt and two user turns around one assistant reply: every rule of every format
+// (system placement, turn separators, later-turn BOS, generation prompt) shows up in it.
+std::vector<ChatMessage> Conversation() {
+  return {{ChatRole::kSystem, "You are helpful."},
+          {ChatRole::kUser, "Hi"},
+          {ChatRole::kAssistant, "Hello!"},
+          {ChatRole::kUser, "How are you?"}};
+}
+
+std::string Apply(ChatTemplate t, const std::vector<ChatMessage>& messages,
+                  bool add_generation_prompt = true) {
+  Result<std::string> text = ApplyChatTemplate(t, messages, add_generation_prompt);
+  EXPECT_TRUE(text.ok()) << text.status().ToString();
+  return text.ok() ? *text : "";
+}
+
+TEST(ApplyChatTemplate, ChatML) {
+  EXPECT_EQ(Apply(ChatTemplate::kChatML, Conversation()),
+            "<|im_start|>system\nYou are helpful.<|im_end|>\n"
+            "<|im_start|>user\nHi<|im_end|>\n"
+            "<|im_start|>assistant\nHello!<|im_end|>\n"
+            "<|im_start|>user\nHow are you?<|im_end|>\n"
+            "<|im_start|>assistant\n");
+  EXPECT_EQ(Apply(ChatTemplate::kChatML, {{ChatRole::kUser, " Hi "}}, false),
+            "<|im_start|>user\n Hi <|im_end|>\n");  // content kept as is
+}
+
+TEST(ApplyChatTemplate, Llama2FoldsSystemIntoFirstTurnAndOpensLaterTurnsWithBos) {
+  EXPECT_EQ(Apply(ChatTemplate::kLlama2, Conversation()),
+            "[INST] <<SYS>>\nYou are helpful.\n<</SYS>>\n\nHi [/INST] Hello! </s>"
+            "<s>[INST] How are you? [/INST]");
+  // No system message; contents are stripped; nothing is added for the generation prompt.
+  EXPECT_EQ(
+      Apply(ChatTemplate::kLlama2,
+            {{ChatRole::kUser, "  Hi\n"}, {ChatRole::kAssistant, " Yo "}, {ChatRole::kUser, "Bye"}},
+            false),
+      "[INST] Hi [/INST] Yo </s><s>[INST] Bye [/INST]");
+}
+
+TEST(ApplyChatTemplate, Llama3) {
+  EXPECT_EQ(Apply(ChatTemplate::kLlama3, Conversation()),
+            "<|start_header_id|>system<|end_header_id|>\n\nYou are helpful.<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nHow are you?<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(Apply(ChatTemplate::kLlama3, {{ChatRole::kUser, "\n Hi \t"}}, false),
+            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>");
+}
+
+TEST(ApplyChatTemplate, MistralPrependsSystemToFirstUserMessage) {
+  EXPECT_EQ(Apply(ChatTemplate::kMistral, Conversation()),
+            " [INST] You are helpful.\n\nHi [/INST] Hello!</s> [INST] How are you? [/INST]");
+  EXPECT_EQ(Apply(ChatTemplate::kMistral, {{ChatRole::kUser, "Hi"}}), " [INST] Hi [/INST]");
+}
+
+TEST(ApplyChatTemplate, Zephyr) {
+  EXPECT_EQ(Apply(ChatTemplate::kZephyr, Conversation()),
+            "<|system|>\nYou are helpful.</s>\n"
+            "<|user|>\nHi</s>\n"
+            "<|assistant|>\nHello!</s>\n"
+            "<|user|>\nHow are you?</s>\n"
+            "<|assistant|>\n");
+}
+
+TEST(ApplyChatTemplate, Phi3EndsWithEndOfTextWithoutGenerationPrompt) {
+  EXPECT_EQ(Apply(ChatTemplate::kPhi3, Conversation()),
+            "<|system|>\nYou are helpful.<|end|>\n"
+            "<|user|>\nHi<|end|>\n"
+            "<|assistant|>\nHello!<|end|>\n"
+            "<|user|>\nHow are you?<|end|>\n"
+            "<|assistant|>\n");
+  EXPECT_EQ(Apply(ChatTemplate::kPhi3, {{ChatRole::kUser, "Hi"}}, false),
+            "<|user|>\nHi<|end|>\n<|endoftext|>");
+}
+
+TEST(ApplyChatTemplate, GemmaCallsTheAssistantModelAndFoldsSystemIntoFirstTurn) {
+  EXPECT_EQ(Apply(ChatTemplate::kGemma, Conversation()),
+            "<start_of_turn>user\nYou are helpful.\n\nHi<end_of_turn>\n"
+            "<start_of_turn>model\nHello!<end_of_turn>\n"
+            "<start_of_turn>user\nHow are you?<end_of_turn>\n"
+            "<start_of_turn>model\n");
+  EXPECT_EQ(Apply(ChatTemplate::kGemma, {{ChatRole::kUser, " Hi "}}, false),
+            "<start_of_turn>user\nHi<end_of_turn>\n");
+}
+
+TEST(ApplyChatTemplate, Plain) {
+  EXPECT_EQ(Apply(ChatTemplate::kPlain, Conversation()),
+            "System: You are helpful.\nUser: Hi\nAssistant: Hello!\nUser: How are you?\n"
+            "Assistant:");
+  EXPECT_EQ(Apply(ChatTemplate::kPlain, {{ChatRole::kUser, "Hi"}}, false), "User: Hi\n");
+}
+
+TEST(ApplyChatTemplate, GenerationPromptIsOnlyTheAssistantOpening) {
+  for (const ChatTemplate t : {ChatTemplate::kChatML, ChatTemplate::kLlama3, ChatTemplate::kZephyr,
+                               ChatTemplate::kGemma, ChatTemplate::kPlain}) {
+    const std::string with = Apply(t, Conversation(), true);
+    const std::string without = Apply(t, Conversation(), false);
+    EXPECT_EQ(with.substr(0, without.size()), without) << ChatTemplateName(t);
+    EXPECT_GT(with.size(), without.size()) << ChatTemplateName(t);
+  }
+  for (const ChatTemplate t : {ChatTemplate::kLlama2, ChatTemplate::kMistral}) {
+    EXPECT_EQ(Apply(t, Conversation(), true), Apply(t, Conversation(), false));
+  }
+}
+
+TEST(ValidateChatMessages, AlternatingFormatsRejectBadOrdersNamingTheMessage) {
+  struct Case {
+    std::vector<ChatMessage> messages;
+    std::vector<std::string> parts;
+  };
+  const std::vector<Case> cases = {
+      {{}, {"'messages' must be a non-empty array"}},
+      {{{ChatRole::kSystem, "s"}}, {"only a system message"}},
+      {{{ChatRole::kUser, "a"}, {ChatRole::kUser, "b"}},
+       {"'messages[1]'", "'user' where 'assistant' is expected", "alternate"}},
+      {{{ChatRole::kSystem, "s"}, {ChatRole::kAssistant, "a"}},
+       {"'messages[1]'", "'assistant' where 'user' is expected"}},
+      {{{ChatRole::kAssistant, "a"}}, {"'messages[0]'"}},
+      {{{ChatRole::kUser, "u"}, {ChatRole::kSystem, "s"}},
+       {"'messages[1]'", "system message only as the first"}},
+      {{{ChatRole::kSystem, "s"}, {ChatRole::kSystem, "t"}, {ChatRole::kUser, "u"}},
+       {"'messages[1]'", "system message only as the first"}},
+  };
+  for (const ChatTemplate t :
+       {ChatTemplate::kLlama2, ChatTemplate::kMistral, ChatTemplate::kGemma}) {
+    for (const Case& c : cases) {
+      const Status status = ValidateChatMessages(t, c.messages);
+      ASSERT_FALSE(status.ok()) << ChatTemplateName(t) << " " << c.parts[0];
+      EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+      for (const std::string& part : c.parts) EXPECT_THAT(status.message(), HasSubstr(part));
+      // ApplyChatTemplate refuses the same conversations.
+      EXPECT_EQ(ApplyChatTemplate(t, c.messages, true).status(), status);
+    }
+  }
+}
+
+TEST(ValidateChatMessages, FreeFormatsAcceptAnyOrderButNotNothing) {
+  const std::vector<ChatMessage> odd = {
+      {ChatRole::kAssistant, "a"}, {ChatRole::kAssistant, "b"}, {ChatRole::kSystem, "late system"}};
+  for (const ChatTemplate t : {ChatTemplate::kChatML, ChatTemplate::kLlama3, ChatTemplate::kZephyr,
+                               ChatTemplate::kPhi3, ChatTemplate::kPlain}) {
+    EXPECT_TRUE(ValidateChatMessages(t, odd).ok()) << ChatTemplateName(t);
+    EXPECT_FALSE(ValidateChatMessages(t, {}).ok()) << ChatTemplateName(t);
+  }
+}
+
+TEST(ChatTemplateByName, RoundTripsEveryNameAndRejectsOthers) {
+  for (const ChatTemplate t :
+       {ChatTemplate::kChatML, ChatTemplate::kLlama2, ChatTemplate::kLlama3, ChatTemplate::kMistral,
+        ChatTemplate::kZephyr, ChatTemplate::kPhi3, ChatTemplate::kGemma, ChatTemplate::kPlain}) {
+    Result<ChatTemplate> back = ChatTemplateByName(ChatTemplateName(t));
+    ASSERT_TRUE(back.ok()) << ChatTemplateName(t);
+    EXPECT_EQ(*back, t);
+  }
+  EXPECT_EQ(ChatTemplateName(ChatTemplate::kChatML), "chatml");
+  EXPECT_EQ(ChatTemplateName(ChatTemplate::kLlama3), "llama3");
+  const Result<ChatTemplate> unknown = ChatTemplateByName("vicuna");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(unknown.status().message(), HasSubstr("'vicuna'"));
+  EXPECT_THAT(unknown.status().message(), HasSubstr("chatml, llama2, llama3"));
+  EXPECT_FALSE(ChatTemplateByName("").ok());
+  EXPECT_FALSE(ChatTemplateByName("ChatML").ok());  // names are exact
+}
+
+// Excerpts of the Jinja templates shipped in the tokenizer_config.json / GGUF of real models.
+TEST(DetectChatTemplate, RecognisesRealTemplates) {
+  struct Case {
+    const char* model;
+    const char* jinja;
+    ChatTemplate expected;
+  };
+  const std::vector<Case> cases = {
+      {"Qwen2-Instruct",
+       "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+       "{{ '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{% endif %}"
+       "{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
+       "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}",
+       ChatTemplate::kChatML},
+      {"Llama-2-chat",
+       "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}"
+       "{% set system_message = messages[0]['content'] %}{% else %}"
+       "{% set loop_messages = messages %}{% set system_message = false %}{% endif %}"
+       "{% for message in loop_messages %}{% if loop.index0 == 0 and system_message != false %}"
+       "{% set content = '<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + "
+       "message['content'] %}{% else %}{% set content = message['content'] %}{% endif %}"
+       "{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + "
+       "' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' "
+       "+ eos_token }}{% endif %}{% endfor %}",
+       ChatTemplate::kLlama2},
+      {"Meta-Llama-3-8B-Instruct",
+       "{% set loop_messages = messages %}{% for message in loop_messages %}"
+       "{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ "
+       "message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}"
+       "{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}"
+       "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}"
+       "{% endif %}",
+       ChatTemplate::kLlama3},
+      {"Mistral-7B-Instruct-v0.1",
+       "{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != "
+       "(loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate "
+       "user/assistant/user/assistant/...') }}{% endif %}{% if message['role'] == 'user' %}"
+       "{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == "
+       "'assistant' %}{{ message['content'] + eos_token}}{% else %}{{ raise_exception('Only "
+       "user and assistant roles are supported!') }}{% endif %}{% endfor %}",
+       ChatTemplate::kMistral},
+      {"zephyr-7b-beta",
+       "{% for message in messages %}\n{% if message['role'] == 'user' %}\n"
+       "{{ '<|user|>\\n' + message['content'] + eos_token }}\n"
+       "{% elif message['role'] == 'system' %}\n{{ '<|system|>\\n' + message['content'] + "
+       "eos_token }}\n{% elif message['role'] == 'assistant' %}\n{{ '<|assistant|>\\n'  + "
+       "message['content'] + eos_token }}\n{% endif %}\n{% if loop.last and "
+       "add_generation_prompt %}\n{{ '<|assistant|>' }}\n{% endif %}\n{% endfor %}",
+       ChatTemplate::kZephyr},
+      {"Phi-3-mini-4k-instruct",
+       "{% for message in messages %}{% if message['role'] == 'system' %}{{'<|system|>\\n' + "
+       "message['content'] + '<|end|>\\n'}}{% elif message['role'] == 'user' %}"
+       "{{'<|user|>\\n' + message['content'] + '<|end|>\\n'}}{% elif message['role'] == "
+       "'assistant' %}{{'<|assistant|>\\n' + message['content'] + '<|end|>\\n'}}{% endif %}"
+       "{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% else %}"
+       "{{ eos_token }}{% endif %}",
+       ChatTemplate::kPhi3},
+      {"gemma-2-9b-it",
+       "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role "
+       "not supported') }}{% endif %}{% for message in messages %}{% if (message['role'] == "
+       "'assistant') %}{% set role = 'model' %}{% else %}{% set role = message['role'] %}"
+       "{% endif %}{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + "
+       "'<end_of_turn>\\n' }}{% endfor %}{% if add_generation_prompt %}"
+       "{{'<start_of_turn>model\\n'}}{% endif %}",
+       ChatTemplate::kGemma},
+      {"DeepSeek-R1 (unknown format)",
+       "{% for message in messages %}{% if message['role'] == 'user' %}"
+       "{{'<\xEF\xBD\x9CUser\xEF\xBD\x9C>' + message['content']}}{% endif %}{% endfor %}",
+       kDefaultChatTemplate},
+      {"no template", "", kDefaultChatTemplate},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(DetectChatTemplate(c.jinja), c.expected) << c.model;
+  }
+  EXPECT_EQ(kDefaultChatTemplate, ChatTemplate::kChatML);
+}
+
+}  // namespace
+}  // namespace bmad::http

@@ -1,0 +1,483 @@
+#include "coordinator/http/openai_request.h"
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "coordinator/http/openai_response.h"
+
+namespace bmad::http {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+RequestLimits TestLimits() {
+  RequestLimits limits;
+  limits.max_model_len = 4096;
+  return limits;
+}
+
+Result<CompletionRequest> Completion(std::string_view body,
+                                     const RequestLimits& limits = TestLimits()) {
+  return ParseCompletionRequest(body, /*chat=*/false, limits);
+}
+
+Result<CompletionRequest> Chat(std::string_view body, const RequestLimits& limits = TestLimits()) {
+  return ParseCompletionRequest(body, /*chat=*/true, limits);
+}
+
+CompletionRequest Ok(const Result<CompletionRequest>& result) {
+  EXPECT_TRUE(result.ok()) << result.status().ToString();
+  return result.ok() ? *result : CompletionRequest{};
+}
+
+// A body, the endpoint, and the phrases its error must contain.
+struct Rejection {
+  std::string body;
+  bool chat;
+  std::vector<std::string> parts;
+  StatusCode code = StatusCode::kInvalidArgument;
+};
+
+void ExpectRejected(const std::vector<Rejection>& cases,
+                    const RequestLimits& limits = TestLimits()) {
+  for (const Rejection& c : cases) {
+    const Result<CompletionRequest> result = ParseCompletionRequest(c.body, c.chat, limits);
+    ASSERT_FALSE(result.ok()) << c.body;
+    EXPECT_EQ(result.status().code(), c.code) << c.body << "\n" << result.status().ToString();
+    for (const std::string& part : c.parts) {
+      EXPECT_THAT(result.status().message(), HasSubstr(part)) << c.body;
+    }
+  }
+}
+
+// ---- what is accepted ----
+
+TEST(ParseCompletionRequest, CompletionDefaultsAreOpenAIs) {
+  const CompletionRequest r = Ok(Completion(R"({"model": "llama", "prompt": "Hello"})"));
+  EXPECT_FALSE(r.chat);
+  EXPECT_EQ(r.model, "llama");
+  EXPECT_FALSE(r.prompt_is_tokens);
+  EXPECT_EQ(r.prompt_text, "Hello");
+  EXPECT_TRUE(r.prompt_tokens.empty());
+  EXPECT_EQ(r.max_tokens, 16u);
+  EXPECT_EQ(r.sampling.max_tokens, 16u);
+  EXPECT_EQ(r.sampling.temperature, 1.0f);
+  EXPECT_EQ(r.sampling.top_p, 1.0f);
+  EXPECT_EQ(r.sampling.top_k, 0);
+  EXPECT_FALSE(r.sampling.has_seed);
+  EXPECT_FALSE(r.sampling.logprobs);
+  EXPECT_FALSE(r.sampling.ignore_eos);
+  EXPECT_TRUE(r.sampling.stop_strings.empty());
+  EXPECT_FALSE(r.stream);
+  EXPECT_FALSE(r.include_usage);
+  EXPECT_FALSE(r.priority.has_value());
+  EXPECT_EQ(r.slo_ms, 0u);
+  EXPECT_EQ(r.top_logprobs, 0u);
+}
+
+TEST(ParseCompletionRequest, CompletionReadsEveryField) {
+  const CompletionRequest r = Ok(Completion(R"({
+      "model": "m", "prompt": "Once", "max_tokens": 100, "temperature": 0.5, "top_p": 0.9,
+      "top_k": 40, "min_p": 0.05, "repetition_penalty": 1.1, "presence_penalty": -0.5,
+      "frequency_penalty": 1.5, "seed": 42, "stop": ["\n\n", "END"], "stop_token_ids": [2, 7],
+      "logprobs": 3, "ignore_eos": true, "stream": true, "stream_options": {"include_usage": true},
+      "n": 1, "best_of": 1, "echo": false, "user": "alice", "priority": 0, "slo_ms": 1500})"));
+  EXPECT_EQ(r.max_tokens, 100u);
+  EXPECT_EQ(r.sampling.max_tokens, 100u);
+  EXPECT_FLOAT_EQ(r.sampling.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(r.sampling.top_p, 0.9f);
+  EXPECT_EQ(r.sampling.top_k, 40);
+  EXPECT_FLOAT_EQ(r.sampling.min_p, 0.05f);
+  EXPECT_FLOAT_EQ(r.sampling.repetition_penalty, 1.1f);
+  EXPECT_FLOAT_EQ(r.sampling.presence_penalty, -0.5f);
+  EXPECT_FLOAT_EQ(r.sampling.frequency_penalty, 1.5f);
+  EXPECT_TRUE(r.sampling.has_seed);
+  EXPECT_EQ(r.sampling.seed, 42u);
+  EXPECT_THAT(r.sampling.stop_strings, ElementsAre("\n\n", "END"));
+  EXPECT_THAT(r.sampling.stop_token_ids, ElementsAre(2u, 7u));
+  EXPECT_TRUE(r.sampling.logprobs);
+  EXPECT_EQ(r.top_logprobs, 3u);
+  EXPECT_TRUE(r.sampling.ignore_eos);
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+  EXPECT_EQ(r.priority, 0);
+  EXPECT_EQ(r.slo_ms, 1500u);
+}
+
+TEST(ParseCompletionRequest, ChatReadsMessagesAndLeavesMaxTokensToTheCoordinator) {
+  const CompletionRequest r = Ok(Chat(R"({
+      "model": "m",
+      "messages": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "developer", "content": "Really."},
+        {"role": "user", "content": [{"type": "text", "text": "Hi"},
+                                     {"type": "text", "text": "there"}], "name": "bob"},
+        {"role": "assistant", "content": null},
+        {"role": "assistant"},
+        {"role": "user", "content": ""}]})"));
+  EXPECT_TRUE(r.chat);
+  ASSERT_EQ(r.messages.size(), 6u);
+  EXPECT_EQ(r.messages[0], (ChatMessage{ChatRole::kSystem, "Be brief."}));
+  EXPECT_EQ(r.messages[1], (ChatMessage{ChatRole::kSystem, "Really."}));
+  EXPECT_EQ(r.messages[2], (ChatMessage{ChatRole::kUser, "Hi\nthere"}));
+  EXPECT_EQ(r.messages[3], (ChatMessage{ChatRole::kAssistant, ""}));
+  EXPECT_EQ(r.messages[4], (ChatMessage{ChatRole::kAssistant, ""}));
+  EXPECT_EQ(r.messages[5], (ChatMessage{ChatRole::kUser, ""}));
+  EXPECT_TRUE(r.add_generation_prompt);
+  EXPECT_FALSE(r.max_tokens.has_value());
+  EXPECT_EQ(r.sampling.max_tokens, 0u);  // the coordinator must fill in the room left
+}
+
+TEST(ParseCompletionRequest, ChatMaxTokensLogprobsAndExtensions) {
+  const std::string messages = R"("messages": [{"role": "user", "content": "Hi"}])";
+  EXPECT_EQ(Ok(Chat("{" + messages + R"(, "max_tokens": 50})")).max_tokens, 50u);
+  EXPECT_EQ(Ok(Chat("{" + messages + R"(, "max_completion_tokens": 60})")).max_tokens, 60u);
+  const CompletionRequest both =
+      Ok(Chat("{" + messages + R"(, "max_tokens": 50, "max_completion_tokens": 70})"));
+  EXPECT_EQ(both.max_tokens, 70u);
+  EXPECT_EQ(both.sampling.max_tokens, 70u);
+
+  const CompletionRequest logprobs =
+      Ok(Chat("{" + messages + R"(, "logprobs": true, "top_logprobs": 5})"));
+  EXPECT_TRUE(logprobs.sampling.logprobs);
+  EXPECT_EQ(logprobs.top_logprobs, 5u);
+  EXPECT_TRUE(Ok(Chat("{" + messages + R"(, "logprobs": true})")).sampling.logprobs);
+  EXPECT_FALSE(
+      Ok(Chat("{" + messages + R"(, "logprobs": false, "top_logprobs": 0})")).sampling.logprobs);
+
+  EXPECT_FALSE(
+      Ok(Chat("{" + messages + R"(, "add_generation_prompt": false})")).add_generation_prompt);
+  // Completion-only fields mean nothing to chat and are ignored there.
+  EXPECT_TRUE(Chat("{" + messages + R"(, "echo": true, "best_of": 3, "suffix": "x"})").ok());
+}
+
+TEST(ParseCompletionRequest, PromptForms) {
+  const CompletionRequest tokens = Ok(Completion(R"({"prompt": [1, 2, 3.0, 4294]})"));
+  EXPECT_TRUE(tokens.prompt_is_tokens);
+  EXPECT_THAT(tokens.prompt_tokens, ElementsAre(1u, 2u, 3u, 4294u));
+  EXPECT_TRUE(tokens.prompt_text.empty());
+
+  const CompletionRequest one_string = Ok(Completion(R"({"prompt": ["Hello"]})"));
+  EXPECT_FALSE(one_string.prompt_is_tokens);
+  EXPECT_EQ(one_string.prompt_text, "Hello");
+
+  const CompletionRequest one_list = Ok(Completion(R"({"prompt": [[5, 6]]})"));
+  EXPECT_TRUE(one_list.prompt_is_tokens);
+  EXPECT_THAT(one_list.prompt_tokens, ElementsAre(5u, 6u));
+
+  // JSON escapes arrive decoded; the text is UTF-8.
+  EXPECT_EQ(Ok(Completion(R"({"prompt": "caf\u00e9 \ud83d\ude00\n"})")).prompt_text,
+            "caf\xC3\xA9 \xF0\x9F\x98\x80\n");
+}
+
+TEST(ParseCompletionRequest, NullMeansNotSetAndUnknownFieldsAreIgnored) {
+  const CompletionRequest r = Ok(Completion(R"({
+      "model": null, "prompt": "x", "max_tokens": null, "temperature": null, "top_p": null,
+      "stop": null, "seed": null, "logprobs": null, "n": null, "stream": null,
+      "stream_options": null, "logit_bias": null, "suffix": null, "priority": null,
+      "user": 12, "metadata": {"a": [1, {"b": null}]}, "tool_choice": "none",
+      "guided_json": {"type": "object"}, "logit_bias_extra": 1})"));
+  EXPECT_EQ(r.model, "");
+  EXPECT_EQ(r.max_tokens, 16u);
+  EXPECT_EQ(r.sampling.temperature, 1.0f);
+  EXPECT_FALSE(r.sampling.has_seed);
+  EXPECT_FALSE(r.stream);
+  // Neutral values of the unsupported parameters pass.
+  EXPECT_TRUE(Completion(R"({"prompt": "x", "logit_bias": {}, "suffix": "", "tools": [],
+                              "response_format": {"type": "text"}})")
+                  .ok());
+}
+
+TEST(ParseCompletionRequest, NumberEdgeCases) {
+  EXPECT_EQ(Ok(Completion(R"({"prompt": "x", "top_k": -1})")).sampling.top_k, 0);  // vLLM's "off"
+  EXPECT_EQ(Ok(Completion(R"({"prompt": "x", "max_tokens": 4096})")).max_tokens, 4096u);
+  EXPECT_EQ(Ok(Completion(R"({"prompt": "x", "max_tokens": 5.0})")).max_tokens, 5u);
+  EXPECT_EQ(Ok(Completion(R"({"prompt": "x", "temperature": 0})")).sampling.temperature, 0.0f);
+  EXPECT_EQ(Ok(Completion(R"({"prompt": "x", "temperature": 2})")).sampling.temperature, 2.0f);
+  EXPECT_EQ(Ok(Completion(R"({"prompt": "x", "top_p": 1e-9})")).sampling.top_p, 1e-9f);
+  const CompletionRequest negative_seed = Ok(Completion(R"({"prompt": "x", "seed": -1})"));
+  EXPECT_TRUE(negative_seed.sampling.has_seed);
+  EXPECT_EQ(negative_seed.sampling.seed, std::numeric_limits<uint64_t>::max());
+  EXPECT_EQ(Ok(Completion(R"({"prompt": "x", "stop": "###"})")).sampling.stop_strings,
+            std::vector<std::string>{"###"});
+  EXPECT_EQ(Ok(Completion(R"({"prompt": "x", "priority": 2, "slo_ms": 0})")).priority, 2);
+
+  RequestLimits unbounded = TestLimits();
+  unbounded.max_model_len = 0;  // not checked here
+  EXPECT_EQ(Ok(Completion(R"({"prompt": "x", "max_tokens": 4000000000})", unbounded)).max_tokens,
+            4000000000u);
+}
+
+TEST(ParseCompletionRequest, PriorityClassesComeFromTheLimits) {
+  RequestLimits one_class = TestLimits();
+  one_class.priority_classes = 1;
+  EXPECT_EQ(Ok(Completion(R"({"prompt": "x", "priority": 0})", one_class)).priority, 0);
+  ExpectRejected({{R"({"prompt": "x", "priority": 1})", false, {"'priority'", "[0, 0]"}}},
+                 one_class);
+}
+
+TEST(ParseCompletionRequest, ChatMessagesFeedTheChatTemplate) {
+  const CompletionRequest r = Ok(Chat(R"({"messages": [
+      {"role": "system", "content": "Be brief."},
+      {"role": "user", "content": [{"type": "text", "text": "Hi"}]}]})"));
+  const Result<std::string> prompt =
+      ApplyChatTemplate(ChatTemplate::kChatML, r.messages, r.add_generation_prompt);
+  ASSERT_TRUE(prompt.ok());
+  EXPECT_EQ(*prompt,
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+            "<|im_start|>assistant\n");
+}
+
+// ---- what is rejected, and how it is worded ----
+
+TEST(ParseCompletionRequest, RejectsWrongTypesAndRangesNamingTheParameter) {
+  const std::string p = R"("prompt": "x", )";
+  ExpectRejected({
+      {"{" + p + R"("max_tokens": "16"})",
+       false,
+       {"'max_tokens' must be a positive integer", "got \"16\""}},
+      {"{" + p + R"("max_tokens": -5})",
+       false,
+       {"'max_tokens' must be a positive integer, got -5"}},
+      {"{" + p + R"("max_tokens": 0})", false, {"'max_tokens'", "got 0"}},
+      {"{" + p + R"("max_tokens": 1.5})", false, {"'max_tokens'", "got 1.5"}},
+      {"{" + p + R"("max_tokens": true})", false, {"'max_tokens'", "got true"}},
+      {"{" + p + R"("max_tokens": 5000})",
+       false,
+       {"'max_tokens' is 5000", "context length of 4096"}},
+      {"{" + p + R"("max_tokens": 1e300})", false, {"'max_tokens'"}},
+      {"{" + p + R"("temperature": 3})",
+       false,
+       {"'temperature' must be a number in [0, 2], got 3"}},
+      {"{" + p + R"("temperature": -0.1})", false, {"'temperature'", "-0.1"}},
+      {"{" + p + R"("temperature": "1"})", false, {"'temperature'", "got \"1\""}},
+      {"{" + p + R"("temperature": 1e999})", false, {"body is not valid JSON", "overflow"}},
+      {"{" + p + R"("top_p": 1e-50})", false, {"'top_p'", "got 1e-50"}},
+      {"{" + p + R"("top_p": 0})", false, {"'top_p' must be a number in (0, 1], got 0"}},
+      {"{" + p + R"("top_p": 1.5})", false, {"'top_p'", "1.5"}},
+      {"{" + p + R"("top_k": -2})", false, {"'top_k'", "-2"}},
+      {"{" + p + R"("top_k": 2.5})", false, {"'top_k'"}},
+      {"{" + p + R"("min_p": 2})", false, {"'min_p'", "[0, 1]"}},
+      {"{" + p + R"("repetition_penalty": 0})",
+       false,
+       {"'repetition_penalty' must be a number > 0"}},
+      {"{" + p + R"("repetition_penalty": -1})", false, {"'repetition_penalty'"}},
+      {"{" + p + R"("presence_penalty": 3})", false, {"'presence_penalty'", "[-2, 2]"}},
+      {"{" + p + R"("frequency_penalty": -2.5})", false, {"'frequency_penalty'", "-2.5"}},
+      {"{" + p + R"("seed": 1.5})", false, {"'seed'", "integer"}},
+      {"{" + p + R"("seed": "42"})", false, {"'seed'"}},
+      {"{" + p + R"("seed": 18446744073709551615})", false, {"'seed'"}},
+      {"{" + p + R"("ignore_eos": "no"})", false, {"'ignore_eos' must be a boolean"}},
+      {"{" + p + R"("n": 2})", false, {"'n' must be 1", "got 2"}},
+      {"{" + p + R"("n": 0})", false, {"'n' must be 1"}},
+      {"{" + p + R"("echo": true})", false, {"'echo' is not supported"}},
+      {"{" + p + R"("echo": "yes"})", false, {"'echo' must be a boolean"}},
+      {"{" + p + R"("best_of": 2})", false, {"'best_of' must be 1", "got 2"}},
+      {"{" + p + R"("logprobs": 21})", false, {"'logprobs' must be an integer in [0, 20], got 21"}},
+      {"{" + p + R"("logprobs": -1})", false, {"'logprobs'"}},
+      {"{" + p + R"("logprobs": true})", false, {"'logprobs'", "got true"}},
+      {"{" + p + R"("stream": "true"})", false, {"'stream' must be a boolean"}},
+      {"{" + p + R"("stream_options": {"include_usage": true}})",
+       false,
+       {"'stream_options' is only allowed when 'stream' is true"}},
+      {"{" + p + R"("stream": true, "stream_options": 5})",
+       false,
+       {"'stream_options' must be an object"}},
+      {"{" + p + R"("stream": true, "stream_options": {"include_usage": "yes"}})",
+       false,
+       {"'stream_options.include_usage' must be a boolean"}},
+      {"{" + p + R"("stop": 5})", false, {"'stop' must be a string or an array of strings, got 5"}},
+      {"{" + p + R"("stop": ["a", 1]})", false, {"'stop[1]' must be a string, got 1"}},
+      {"{" + p + R"("stop": ""})", false, {"'stop' must not be empty"}},
+      {"{" + p + R"("stop": ["a", ""]})", false, {"'stop[1]' must not be empty"}},
+      {"{" + p + R"("stop": ["1","2","3","4","5","6","7","8","9"]})",
+       false,
+       {"'stop' holds 9 strings; at most 8"}},
+      {"{" + p + R"("stop": ")" + std::string(129, 'a') + R"("})",
+       false,
+       {"'stop' is 129 bytes; at most 128"}},
+      {"{" + p + R"("stop_token_ids": [1, -1]})",
+       false,
+       {"'stop_token_ids[1]' must be a token id"}},
+      {"{" + p + R"("stop_token_ids": 3})", false, {"'stop_token_ids' must be an array"}},
+      {"{" + p + R"("priority": 3})", false, {"'priority' must be an integer in [0, 2]", "got 3"}},
+      {"{" + p + R"("priority": -1})", false, {"'priority'"}},
+      {"{" + p + R"("priority": "high"})", false, {"'priority'", "\"high\""}},
+      {"{" + p + R"("slo_ms": -1})", false, {"'slo_ms'", "got -1"}},
+      {"{" + p + R"("model": 5})", false, {"'model' must be a string, got 5"}},
+      {"{" + p + R"("logit_bias": {"50256": -100}})", false, {"'logit_bias' is not supported"}},
+      {"{" + p + R"("suffix": "end"})", false, {"'suffix' is not supported"}},
+      {"{" + p + R"("response_format": {"type": "json_object"}})",
+       false,
+       {"'response_format'", "\"json_object\"", "not supported"}},
+      {"{" + p + R"("response_format": "json"})", false, {"'response_format' must be an object"}},
+      {"{" + p + R"("tools": [{"type": "function"}]})", false, {"'tools' is not supported"}},
+  });
+}
+
+TEST(ParseCompletionRequest, RejectsBadPrompts) {
+  ExpectRejected({
+      {R"({"model": "m"})", false, {"'prompt' is required"}},
+      {R"({"prompt": ""})", false, {"'prompt' must not be empty"}},
+      {R"({"prompt": []})", false, {"'prompt' must not be empty"}},
+      {R"({"prompt": [""]})", false, {"'prompt[0]' must not be empty"}},
+      {R"({"prompt": [[]]})", false, {"'prompt[0]' must not be empty"}},
+      {R"({"prompt": 5})", false, {"'prompt' must be a string or an array of token ids, got 5"}},
+      {R"({"prompt": {"text": "x"}})", false, {"'prompt'", "an object"}},
+      {R"({"prompt": ["a", "b"]})",
+       false,
+       {"holds 2 prompts", "batched prompts are not supported"}},
+      {R"({"prompt": [[1], [2], [3]]})", false, {"holds 3 prompts", "batched"}},
+      {R"({"prompt": [1, "a"]})", false, {"'prompt[1]' must be a token id", "got \"a\""}},
+      {R"({"prompt": ["a", 1]})", false, {"'prompt[1]' must be a string", "got 1"}},
+      {R"({"prompt": [[1], 2]})", false, {"'prompt[1]' must be an array of token ids"}},
+      {R"({"prompt": [1, 2.5]})", false, {"'prompt[1]' must be a token id", "got 2.5"}},
+      {R"({"prompt": [1, -3]})", false, {"'prompt[1]'", "got -3"}},
+      {R"({"prompt": [1, true]})", false, {"'prompt[1]'", "got true"}},
+      {R"({"prompt": [null]})", false, {"'prompt[0]'", "got null"}},
+      {R"({"prompt": [1099511627776]})", false, {"'prompt[0]' must be a token id"}},
+      {R"({"prompt": [[1, "x"]]})", false, {"'prompt[0][1]' must be a token id"}},
+  });
+  RequestLimits small = TestLimits();
+  small.max_model_len = 3;
+  small.max_prompt_bytes = 5;
+  ExpectRejected(
+      {
+          {R"({"prompt": [1, 2, 3, 4]})",
+           false,
+           {"'prompt' holds 4 tokens", "context length of 3"},
+           StatusCode::kOutOfRange},
+          {R"({"prompt": [[1, 2, 3, 4]]})",
+           false,
+           {"'prompt[0]' holds 4 tokens"},
+           StatusCode::kOutOfRange},
+          {R"({"prompt": "123456"})", false, {"'prompt' is 6 bytes; at most 5"}},
+          {R"({"messages": [{"role": "user", "content": "123"},
+                            {"role": "user", "content": "456"}]})",
+           true,
+           {"'messages'", "more than 5 bytes"}},
+      },
+      small);
+  EXPECT_TRUE(Completion(R"({"prompt": [1, 2, 3]})", small).ok());
+  EXPECT_TRUE(Completion(R"({"prompt": "12345"})", small).ok());
+}
+
+TEST(ParseCompletionRequest, RejectsBadMessages) {
+  ExpectRejected({
+      {R"({"model": "m"})", true, {"'messages' is required"}},
+      {R"({"messages": "hi"})", true, {"'messages' must be a non-empty array, got \"hi\""}},
+      {R"({"messages": {"role": "user"}})", true, {"'messages' must be a non-empty array"}},
+      {R"({"messages": []})", true, {"'messages' must be a non-empty array, got []"}},
+      {R"({"messages": [5]})", true, {"'messages[0]' must be an object", "got 5"}},
+      {R"({"messages": [{"content": "hi"}]})", true, {"'messages[0].role' is required"}},
+      {R"({"messages": [{"role": "user"}]})", true, {"'messages[0].content' is required"}},
+      {R"({"messages": [{"role": "system", "content": null}]})",
+       true,
+       {"'messages[0].content' is required"}},
+      {R"({"messages": [{"role": "user", "content": "a"}, {"role": "bot", "content": "b"}]})",
+       true,
+       {"'messages[1].role' must be one of 'system', 'developer', 'user', 'assistant'",
+        "got \"bot\""}},
+      {R"({"messages": [{"role": 1, "content": "b"}]})", true, {"'messages[0].role'", "got 1"}},
+      {R"({"messages": [{"role": "tool", "content": "42", "tool_call_id": "c1"}]})",
+       true,
+       {"'messages[0].role' 'tool' is not supported"}},
+      {R"({"messages": [{"role": "user", "content": 5}]})",
+       true,
+       {"'messages[0].content' must be a string or an array of content parts, got 5"}},
+      {R"({"messages": [{"role": "user", "content": [5]}]})",
+       true,
+       {"'messages[0].content[0]' must be an object"}},
+      {R"({"messages": [{"role": "user", "content": [{"type": "image_url",
+           "image_url": {"url": "http://x"}}]}]})",
+       true,
+       {"'messages[0].content[0].type' must be \"text\"", "got \"image_url\""}},
+      {R"({"messages": [{"role": "user", "content": [{"text": "a"}]}]})",
+       true,
+       {"'messages[0].content[0].type' is required"}},
+      {R"({"messages": [{"role": "user", "content": [{"type": "text"}]}]})",
+       true,
+       {"'messages[0].content[0].text' is required"}},
+      {R"({"messages": [{"role": "user", "content": [{"type": "text", "text": 7}]}]})",
+       true,
+       {"'messages[0].content[0].text' must be a string, got 7"}},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 1})",
+       true,
+       {"'logprobs' must be a boolean, got 1"}},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true,
+           "top_logprobs": 21})",
+       true,
+       {"'top_logprobs' must be an integer in [0, 20]"}},
+      {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})",
+       true,
+       {"'top_logprobs' needs 'logprobs' set to true"}},
+      {R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": -1})",
+       true,
+       {"'max_completion_tokens' must be a positive integer, got -1"}},
+      {R"({"messages": [{"role": "user", "content": "x"}], "add_generation_prompt": 1})",
+       true,
+       {"'add_generation_prompt' must be a boolean"}},
+      {R"({"messages": [{"role": "user", "content": "x"}], "n": 3})", true, {"'n' must be 1"}},
+      {R"({"messages": [{"role": "user", "content": "x"}], "functions": [{"name": "f"}]})",
+       true,
+       {"'functions' is not supported"}},
+  });
+}
+
+TEST(ParseCompletionRequest, RejectsBodiesThatAreNotAJsonObject) {
+  ExpectRejected({
+      {"", false, {"body is empty"}},
+      {" \n ", true, {"body is empty"}},
+      {"{", false, {"body is not valid JSON", "parse error"}},
+      {R"({"prompt": })", false, {"body is not valid JSON"}},
+      {"not json", false, {"body is not valid JSON"}},
+      {R"({"prompt": "x"} trailing)", false, {"body is not valid JSON"}},
+      {R"({"prompt": "x",})", false, {"body is not valid JSON"}},
+      {R"({/* comment */ "prompt": "x"})", false, {"body is not valid JSON"}},
+      {"{\"prompt\": \"\xFF\xFE\"}", false, {"body is not valid JSON"}},  // not UTF-8
+      {R"({"prompt": "\ud800"})", false, {"body is not valid JSON"}},     // lone surrogate
+      {R"({"prompt": "a)" + std::string(10000, 'b'), false, {"body is not valid JSON"}},
+      {"[1, 2]", false, {"body must be a JSON object, got an array"}},
+      {R"("prompt")", false, {"body must be a JSON object, got \"prompt\""}},
+      {"null", true, {"body must be a JSON object, got null"}},
+      {std::string(100000, '['), false, {"nests arrays and objects deeper than 64"}},
+      {R"({"prompt": "x", "a": )" + std::string(65, '[') + std::string(65, ']') + "}",
+       false,
+       {"deeper than 64"}},
+  });
+  // Brackets inside strings are text, not nesting.
+  EXPECT_TRUE(Completion(R"({"prompt": ")" + std::string(1000, '[') + R"(\"{{"})").ok());
+  // A parse error quotes the bad token; the message stays short however long the token is.
+  const Result<CompletionRequest> long_token =
+      Completion(R"({"prompt": "a)" + std::string(10000, 'b'));
+  ASSERT_FALSE(long_token.ok());
+  EXPECT_LT(long_token.status().message().size(), 400u);
+}
+
+TEST(ParseCompletionRequest, RejectsOversizedBodiesBeforeParsing) {
+  RequestLimits limits = TestLimits();
+  limits.max_body_bytes = 64;
+  const std::string body = R"({"prompt": ")" + std::string(60, 'x') + R"("})";
+  ExpectRejected({{body, false, {"body is 74 bytes; at most 64 are allowed"}}}, limits);
+  // The size check comes first: even garbage gets the size error, not a parse error.
+  ExpectRejected({{std::string(65, '{'), false, {"at most 64"}}}, limits);
+  EXPECT_TRUE(Completion(R"({"prompt": "x"})", limits).ok());
+}
+
+TEST(ParseCompletionRequest, ErrorsCarryTheirParameterIntoOpenAIsErrorObject) {
+  const Result<CompletionRequest> result = Completion(R"({"prompt": "x", "max_tokens": -5})");
+  ASSERT_FALSE(result.ok());
+  const std::string json = ErrorJson(result.status());
+  EXPECT_THAT(json, HasSubstr(R"("param":"max_tokens")"));
+  EXPECT_THAT(json, HasSubstr(R"("type":"invalid_request_error")"));
+  EXPECT_EQ(HttpStatusFor(result.status().code()), 400);
+}
+
+}  // namespace
+}  // namespace bmad::http

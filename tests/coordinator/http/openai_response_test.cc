@@ -1,0 +1,360 @@
+#include "coordinator/http/openai_response.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace bmad::http {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+using Json = nlohmann::json;
+
+// Parses a JSON document the way a client would, failing the test when it is not valid JSON.
+Json Parse(std::string_view text) {
+  Json json = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  EXPECT_FALSE(json.is_discarded()) << text;
+  return json;
+}
+
+// Checks one SSE event's framing ("data: " + one line + blank line) and returns its payload.
+Json ParseEvent(const std::string& event) {
+  EXPECT_THAT(event, StartsWith("data: "));
+  EXPECT_GE(event.size(), 8u);
+  EXPECT_EQ(event.substr(event.size() - 2), "\n\n");
+  const std::string payload = event.substr(6, event.size() - 8);
+  EXPECT_EQ(payload.find('\n'), std::string::npos) << "an SSE data line must be one line";
+  EXPECT_EQ(payload.find('\r'), std::string::npos);
+  return Parse(payload);
+}
+
+ResponseContext Context() {
+  ResponseContext context;
+  context.request_id = "42";
+  context.created_unix_s = 1700000000;
+  context.model = "tiny-llama";
+  return context;
+}
+
+proto::Usage SomeUsage() {
+  proto::Usage usage;
+  usage.prompt_tokens = 10;
+  usage.completion_tokens = 5;
+  usage.cached_prompt_tokens = 4;
+  return usage;
+}
+
+void ExpectUsage(const Json& usage) {
+  EXPECT_EQ(usage["prompt_tokens"], 10);
+  EXPECT_EQ(usage["completion_tokens"], 5);
+  EXPECT_EQ(usage["total_tokens"], 15);
+  EXPECT_EQ(usage["prompt_tokens_details"]["cached_tokens"], 4);
+}
+
+// ---- errors ----
+
+TEST(HttpStatusFor, MapsEveryCode) {
+  EXPECT_EQ(HttpStatusFor(StatusCode::kOk), 200);
+  EXPECT_EQ(HttpStatusFor(StatusCode::kInvalidArgument), 400);
+  EXPECT_EQ(HttpStatusFor(StatusCode::kOutOfRange), 400);
+  EXPECT_EQ(HttpStatusFor(StatusCode::kNotFound), 404);
+  EXPECT_EQ(HttpStatusFor(StatusCode::kResourceExhausted), 429);
+  EXPECT_EQ(HttpStatusFor(StatusCode::kCancelled), 499);
+  EXPECT_EQ(HttpStatusFor(StatusCode::kUnavailable), 503);
+  EXPECT_EQ(HttpStatusFor(StatusCode::kDeadlineExceeded), 504);
+  for (const StatusCode code :
+       {StatusCode::kFailedPrecondition, StatusCode::kDataLoss, StatusCode::kUnimplemented,
+        StatusCode::kInternal, StatusCode::kIoError}) {
+    EXPECT_EQ(HttpStatusFor(code), 500) << StatusCodeName(code);
+  }
+}
+
+TEST(ErrorJson, HasOpenAIsShape) {
+  const Json json = Parse(ErrorJson(InvalidArgument("'top_p' must be a number in (0, 1], got 0")));
+  ASSERT_TRUE(json.contains("error"));
+  const Json& error = json["error"];
+  EXPECT_EQ(error["message"], "'top_p' must be a number in (0, 1], got 0");
+  EXPECT_EQ(error["type"], "invalid_request_error");
+  EXPECT_EQ(error["param"], "top_p");  // taken from the message
+  EXPECT_EQ(error["code"], "invalid_argument");
+  EXPECT_EQ(json.size(), 1u);
+  EXPECT_EQ(error.size(), 4u);
+}
+
+TEST(ErrorJson, TypeCodeAndParamPerStatus) {
+  struct Case {
+    Status status;
+    std::string param;
+    std::string type;
+    std::string code;
+    Json expected_param;
+  };
+  const std::vector<Case> cases = {
+      {InvalidArgument("'messages[1].role' must be one of ..."), "", "invalid_request_error",
+       "invalid_argument", "messages[1].role"},
+      {InvalidArgument("body is not valid JSON: ..."), "", "invalid_request_error",
+       "invalid_argument", nullptr},
+      {InvalidArgument("'not a param' at the start"), "", "invalid_request_error",
+       "invalid_argument", nullptr},
+      {InvalidArgument("whatever"), "temperature", "invalid_request_error", "invalid_argument",
+       "temperature"},
+      {OutOfRange("'prompt' holds 5000 tokens, more than the model's context length"), "",
+       "invalid_request_error", "context_length_exceeded", "prompt"},
+      {NotFound("model 'gpt-4' is not served here"), "model", "invalid_request_error",
+       "model_not_found", "model"},
+      {ResourceExhausted("overloaded: 1024 requests queued"), "", "rate_limit_exceeded",
+       "rate_limit_exceeded", nullptr},
+      {Cancelled("the client went away"), "", "invalid_request_error", "cancelled", nullptr},
+      {Unavailable("no replica is live"), "", "server_error", "unavailable", nullptr},
+      {DeadlineExceeded("'slo_ms' passed"), "", "server_error", "deadline_exceeded", nullptr},
+      {Internal("bug"), "", "server_error", "internal", nullptr},
+  };
+  for (const Case& c : cases) {
+    const Json error = Parse(ErrorJson(c.status, c.param))["error"];
+    EXPECT_EQ(error["message"], c.status.message());
+    EXPECT_EQ(error["type"], c.type) << c.status.ToString();
+    EXPECT_EQ(error["code"], c.code) << c.status.ToString();
+    EXPECT_EQ(error["param"], c.expected_param) << c.status.ToString();
+  }
+}
+
+TEST(ErrorJson, AlwaysValidJson) {
+  // A message quoting client bytes that are not UTF-8, with quotes and control characters.
+  const Json error = Parse(ErrorJson(InvalidArgument("bad \"x\"\n\t\x01 \xFF\xC3 end")))["error"];
+  EXPECT_THAT(error["message"].get<std::string>(), HasSubstr("bad \"x\"\n\t\x01"));
+  EXPECT_THAT(error["message"].get<std::string>(), HasSubstr("\xEF\xBF\xBD"));  // U+FFFD
+  // An OK status is a server bug, still reported as valid JSON.
+  EXPECT_EQ(Parse(ErrorJson(Status::Ok()))["error"]["type"], "server_error");
+  // Usable as a mid-stream event.
+  EXPECT_EQ(ParseEvent(SseEvent(ErrorJson(Unavailable("replica lost"))))["error"]["message"],
+            "replica lost");
+}
+
+// ---- non-streaming ----
+
+TEST(RenderCompletion, HasOpenAIsFields) {
+  ChoiceOutput output;
+  output.text = "Hello \"world\"\n";
+  output.finish_reason = proto::FinishReason::kLength;
+  const Json json = Parse(RenderCompletion(Context(), output, SomeUsage()));
+  EXPECT_EQ(json["id"], "cmpl-42");
+  EXPECT_EQ(json["object"], "text_completion");
+  EXPECT_EQ(json["created"], 1700000000);
+  EXPECT_EQ(json["model"], "tiny-llama");
+  ASSERT_EQ(json["choices"].size(), 1u);
+  const Json& choice = json["choices"][0];
+  EXPECT_EQ(choice["index"], 0);
+  EXPECT_EQ(choice["text"], "Hello \"world\"\n");
+  EXPECT_TRUE(choice["logprobs"].is_null());
+  EXPECT_EQ(choice["finish_reason"], "length");
+  ExpectUsage(json["usage"]);
+}
+
+TEST(RenderCompletion, LogprobsInTheLegacyShape) {
+  ResponseContext context = Context();
+  context.logprobs = true;
+  ChoiceOutput output;
+  output.text = "Hi caf\xC3\xA9!";
+  output.logprobs = {
+      {"Hi", -0.25f}, {" caf\xC3\xA9", -1.5f}, {"!", -std::numeric_limits<float>::infinity()}};
+  output.finish_reason = proto::FinishReason::kStop;
+  const Json logprobs =
+      Parse(RenderCompletion(context, output, SomeUsage()))["choices"][0]["logprobs"];
+  EXPECT_EQ(logprobs["tokens"], Json({"Hi", " caf\xC3\xA9", "!"}));
+  EXPECT_EQ(logprobs["token_logprobs"], Json({-0.25, -1.5, -9999.0}));
+  EXPECT_EQ(logprobs["top_logprobs"], Json({Json::object(), Json::object(), Json::object()}));
+  EXPECT_EQ(logprobs["text_offset"], Json({0, 2, 7}));  // characters, not bytes
+}
+
+TEST(RenderChatCompletion, HasOpenAIsFields) {
+  ChoiceOutput output;
+  output.text = "I am fine.";
+  output.finish_reason = proto::FinishReason::kStop;
+  const Json json = Parse(RenderChatCompletion(Context(), output, SomeUsage()));
+  EXPECT_EQ(json["id"], "chatcmpl-42");
+  EXPECT_EQ(json["object"], "chat.completion");
+  EXPECT_EQ(json["created"], 1700000000);
+  EXPECT_EQ(json["model"], "tiny-llama");
+  ASSERT_EQ(json["choices"].size(), 1u);
+  const Json& choice = json["choices"][0];
+  EXPECT_EQ(choice["index"], 0);
+  EXPECT_EQ(choice["message"], Json({{"role", "assistant"}, {"content", "I am fine."}}));
+  EXPECT_TRUE(choice["logprobs"].is_null());
+  EXPECT_EQ(choice["finish_reason"], "stop");
+  ExpectUsage(json["usage"]);
+}
+
+TEST(RenderChatCompletion, LogprobsKeepExactBytesOfPartialCharacters) {
+  ResponseContext context = Context();
+  context.logprobs = true;
+  ChoiceOutput output;
+  // "é" split over two byte-fallback tokens: each token alone is not UTF-8.
+  output.text = "\xC3\xA9";
+  output.logprobs = {{"\xC3", -0.5f}, {"\xA9", std::nanf("")}};
+  const Json json = Parse(RenderChatCompletion(context, output, SomeUsage()));
+  EXPECT_EQ(json["choices"][0]["message"]["content"], "\xC3\xA9");
+  const Json& content = json["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 2u);
+  EXPECT_EQ(content[0]["token"], "\xEF\xBF\xBD");  // U+FFFD stands in for the partial byte
+  EXPECT_EQ(content[0]["logprob"], -0.5);
+  EXPECT_EQ(content[0]["bytes"], Json({0xC3}));
+  EXPECT_EQ(content[0]["top_logprobs"], Json::array());
+  EXPECT_EQ(content[1]["bytes"], Json({0xA9}));
+  EXPECT_EQ(content[1]["logprob"], -9999.0);  // NaN has no JSON form
+}
+
+TEST(RenderChatCompletion, FinishReasons) {
+  const std::vector<std::pair<proto::FinishReason, Json>> cases = {
+      {proto::FinishReason::kNone, nullptr},    {proto::FinishReason::kStop, "stop"},
+      {proto::FinishReason::kLength, "length"}, {proto::FinishReason::kCancelled, "cancelled"},
+      {proto::FinishReason::kError, "error"},
+  };
+  for (const auto& [reason, expected] : cases) {
+    ChoiceOutput output;
+    output.finish_reason = reason;
+    EXPECT_EQ(Parse(RenderChatCompletion(Context(), output, {}))["choices"][0]["finish_reason"],
+              expected);
+    EXPECT_EQ(Parse(RenderCompletion(Context(), output, {}))["choices"][0]["finish_reason"],
+              expected);
+  }
+}
+
+TEST(RenderCompletion, InvalidUtf8TextStillRendersValidJson) {
+  ChoiceOutput output;
+  output.text = std::string("ok \xE2\x82", 5) + std::string(1, '\0') + "\x7F";
+  const Json json = Parse(RenderCompletion(Context(), output, {}));
+  EXPECT_THAT(json["choices"][0]["text"].get<std::string>(), StartsWith("ok \xEF\xBF\xBD"));
+  const Json chat = Parse(RenderChatCompletion(Context(), output, {}));
+  EXPECT_THAT(chat["choices"][0]["message"]["content"].get<std::string>(), StartsWith("ok "));
+}
+
+// ---- streaming ----
+
+TEST(SseDone, IsTheDoneSentinel) { EXPECT_EQ(SseDone(), "data: [DONE]\n\n"); }
+
+TEST(SseEvent, FramesOneDataLine) { EXPECT_EQ(SseEvent("{\"a\":1}"), "data: {\"a\":1}\n\n"); }
+
+TEST(RenderChatChunk, AStreamInOrder) {
+  const ResponseContext context = Context();
+  const Json role = ParseEvent(RenderChatRoleChunk(context));
+  EXPECT_EQ(role["id"], "chatcmpl-42");
+  EXPECT_EQ(role["object"], "chat.completion.chunk");
+  EXPECT_EQ(role["created"], 1700000000);
+  EXPECT_EQ(role["model"], "tiny-llama");
+  EXPECT_FALSE(role.contains("usage"));
+  ASSERT_EQ(role["choices"].size(), 1u);
+  EXPECT_EQ(role["choices"][0]["index"], 0);
+  EXPECT_EQ(role["choices"][0]["delta"], Json({{"role", "assistant"}, {"content", ""}}));
+  EXPECT_TRUE(role["choices"][0]["finish_reason"].is_null());
+
+  ChoiceOutput piece;
+  piece.text = "Hel\nlo";
+  const Json content = ParseEvent(RenderChatChunk(context, piece));
+  EXPECT_EQ(content["id"], "chatcmpl-42");
+  EXPECT_EQ(content["choices"][0]["delta"], Json({{"content", "Hel\nlo"}}));
+  EXPECT_TRUE(content["choices"][0]["finish_reason"].is_null());
+  EXPECT_TRUE(content["choices"][0]["logprobs"].is_null());
+
+  ChoiceOutput last;
+  last.finish_reason = proto::FinishReason::kStop;
+  const Json finish = ParseEvent(RenderChatChunk(context, last));
+  EXPECT_EQ(finish["choices"][0]["delta"], Json::object());
+  EXPECT_EQ(finish["choices"][0]["finish_reason"], "stop");
+
+  // The last piece of text may come with the finish reason.
+  ChoiceOutput text_and_finish;
+  text_and_finish.text = "!";
+  text_and_finish.finish_reason = proto::FinishReason::kLength;
+  const Json both = ParseEvent(RenderChatChunk(context, text_and_finish));
+  EXPECT_EQ(both["choices"][0]["delta"], Json({{"content", "!"}}));
+  EXPECT_EQ(both["choices"][0]["finish_reason"], "length");
+}
+
+TEST(RenderChatChunk, IncludeUsageAddsNullUsageThenAUsageChunk) {
+  ResponseContext context = Context();
+  context.include_usage = true;
+  EXPECT_TRUE(ParseEvent(RenderChatRoleChunk(context))["usage"].is_null());
+  ASSERT_TRUE(ParseEvent(RenderChatRoleChunk(context)).contains("usage"));
+  ChoiceOutput piece;
+  piece.text = "x";
+  EXPECT_TRUE(ParseEvent(RenderChatChunk(context, piece))["usage"].is_null());
+
+  const Json usage = ParseEvent(RenderChatUsageChunk(context, SomeUsage()));
+  EXPECT_EQ(usage["id"], "chatcmpl-42");
+  EXPECT_EQ(usage["object"], "chat.completion.chunk");
+  EXPECT_EQ(usage["choices"], Json::array());
+  ExpectUsage(usage["usage"]);
+}
+
+TEST(RenderChatChunk, LogprobsPerChunk) {
+  ResponseContext context = Context();
+  context.logprobs = true;
+  ChoiceOutput piece;
+  piece.text = "ab";
+  piece.logprobs = {{"a", -0.1f}, {"b", -0.2f}};
+  const Json logprobs = ParseEvent(RenderChatChunk(context, piece))["choices"][0]["logprobs"];
+  ASSERT_EQ(logprobs["content"].size(), 2u);
+  EXPECT_EQ(logprobs["content"][1]["token"], "b");
+  EXPECT_NEAR(logprobs["content"][1]["logprob"].get<double>(), -0.2, 1e-6);
+}
+
+TEST(RenderCompletionChunk, TextChunksAndUsage) {
+  ResponseContext context = Context();
+  context.include_usage = true;
+  context.logprobs = true;
+  ChoiceOutput piece;
+  piece.text = "\xC3\xA9t\xC3\xA9";
+  piece.logprobs = {{"\xC3\xA9t", -1.0f}, {"\xC3\xA9", -2.0f}};
+  piece.text_offset = 10;  // characters streamed before
+  const Json chunk = ParseEvent(RenderCompletionChunk(context, piece));
+  EXPECT_EQ(chunk["id"], "cmpl-42");
+  EXPECT_EQ(chunk["object"], "text_completion");
+  EXPECT_TRUE(chunk["usage"].is_null());
+  const Json& choice = chunk["choices"][0];
+  EXPECT_EQ(choice["text"], "\xC3\xA9t\xC3\xA9");
+  EXPECT_TRUE(choice["finish_reason"].is_null());
+  EXPECT_EQ(choice["logprobs"]["text_offset"], Json({10, 12}));
+
+  ChoiceOutput last;
+  last.finish_reason = proto::FinishReason::kStop;
+  const Json finish = ParseEvent(RenderCompletionChunk(context, last));
+  EXPECT_EQ(finish["choices"][0]["text"], "");
+  EXPECT_EQ(finish["choices"][0]["finish_reason"], "stop");
+
+  const Json usage = ParseEvent(RenderCompletionUsageChunk(context, SomeUsage()));
+  EXPECT_EQ(usage["object"], "text_completion");
+  EXPECT_EQ(usage["choices"], Json::array());
+  ExpectUsage(usage["usage"]);
+}
+
+TEST(RenderCompletionChunk, PartialCharactersStayValidJson) {
+  ChoiceOutput piece;
+  piece.text = "\xF0\x9F";  // half an emoji
+  const Json chunk = ParseEvent(RenderCompletionChunk(Context(), piece));
+  EXPECT_TRUE(chunk["choices"][0]["text"].is_string());
+}
+
+// ---- /v1/models ----
+
+TEST(RenderModels, ListsEveryModel) {
+  const std::vector<ModelCard> models = {{"tiny-llama", 1700000000, 4096}, {"other", 5, 128}};
+  const Json json = Parse(RenderModels(models));
+  EXPECT_EQ(json["object"], "list");
+  ASSERT_EQ(json["data"].size(), 2u);
+  EXPECT_EQ(json["data"][0], Json({{"id", "tiny-llama"},
+                                   {"object", "model"},
+                                   {"created", 1700000000},
+                                   {"owned_by", "bmad"},
+                                   {"max_model_len", 4096}}));
+  EXPECT_EQ(json["data"][1]["id"], "other");
+  EXPECT_EQ(Parse(RenderModels({}))["data"], Json::array());
+}
+
+}  // namespace
+}  // namespace bmad::http

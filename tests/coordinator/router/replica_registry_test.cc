@@ -1,0 +1,336 @@
+// The replica registry with fake replicas (hand-built Register and Heartbeat messages) and a
+// ManualClock: registration, validation, heartbeats, liveness and routing-id bookkeeping.
+#include "coordinator/router/replica_registry.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace bmad::coord {
+namespace {
+
+constexpr int64_t kTimeoutMs = 2000;
+
+CoordinatorConfig Config() {
+  CoordinatorConfig config;
+  config.liveness_timeout_ms = kTimeoutMs;
+  return config;
+}
+
+proto::Register RegisterMessage(const std::string& id, uint64_t incarnation = 1,
+                                ReplicaPool pool = ReplicaPool::kNormal) {
+  proto::Register message;
+  message.incarnation = incarnation;
+  proto::ReplicaInfo& info = message.info;
+  info.replica_id = id;
+  info.pool = pool;
+  info.kv_blocks = 1000;
+  info.block_size = 16;
+  info.max_seqs = 64;
+  info.model_name = "tiny";
+  info.context_length = 2048;
+  return message;
+}
+
+proto::Heartbeat HeartbeatMessage(const std::string& id, uint32_t running = 0,
+                                  float kv_usage = 0.0f) {
+  proto::Heartbeat message;
+  message.replica_id = id;
+  message.load.running = running;
+  message.load.kv_usage = kv_usage;
+  message.load.utilization = 0.5f;
+  message.active_request_ids = {7, 9};
+  return message;
+}
+
+class ReplicaRegistryTest : public ::testing::Test {
+ protected:
+  ManualClock clock_{1'000'000'000};
+  ReplicaRegistry registry_{Config(), clock_, "tiny"};
+
+  const ReplicaState* MustRegister(const std::string& id, const std::string& routing_id,
+                                   uint64_t incarnation = 1) {
+    Result<const ReplicaState*> r =
+        registry_.Register(RegisterMessage(id, incarnation), routing_id);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : nullptr;
+  }
+};
+
+TEST_F(ReplicaRegistryTest, RegistersAndFindsByIdAndRoutingId) {
+  const ReplicaState* a = MustRegister("a", "a/1");
+  const ReplicaState* b = MustRegister("b", "b/1");
+  ASSERT_NE(a, nullptr);
+
+  EXPECT_EQ(registry_.Find("a"), a);
+  EXPECT_EQ(registry_.Find("b"), b);
+  EXPECT_EQ(registry_.Find("c"), nullptr);
+  EXPECT_EQ(registry_.FindByRoutingId("a/1"), a);
+  EXPECT_EQ(registry_.FindByRoutingId("b/1"), b);
+  EXPECT_EQ(registry_.FindByRoutingId("a"), nullptr);
+  const ReplicaRegistry& const_registry = registry_;
+  EXPECT_EQ(const_registry.Find("a"), a);
+  EXPECT_EQ(const_registry.FindByRoutingId("b/1"), b);
+
+  const ReplicaState& state = *a;
+  EXPECT_TRUE(state.live);
+  EXPECT_TRUE(state.info.live);
+  EXPECT_EQ(state.routing_id, "a/1");
+  EXPECT_EQ(state.incarnation, 1u);
+  EXPECT_EQ(state.last_heartbeat_ms, clock_.NowMillis());
+  EXPECT_EQ(state.info.max_seqs, 64u);
+  EXPECT_EQ(registry_.LiveCount(), 2u);
+  EXPECT_EQ(registry_.size(), 2u);
+}
+
+TEST_F(ReplicaRegistryTest, IgnoresThePeersOwnBookkeepingFields) {
+  proto::Register message = RegisterMessage("a");
+  message.info.live = false;
+  message.info.in_flight = 99;
+  message.info.routed_total = 12345;
+  message.info.load.kv_usage = std::nanf("");
+  message.info.load.utilization = 7.0f;
+  Result<const ReplicaState*> r = registry_.Register(message, "a/1");
+  ASSERT_TRUE(r.ok());
+  const ReplicaState& a = **r;
+  EXPECT_TRUE(a.live);
+  EXPECT_TRUE(a.info.live);
+  EXPECT_EQ(a.info.in_flight, 0u);
+  EXPECT_EQ(a.info.routed_total, 0u);
+  EXPECT_EQ(a.info.load.kv_usage, 1.0f);  // garbage looks busy
+  EXPECT_EQ(a.info.load.utilization, 1.0f);
+}
+
+TEST_F(ReplicaRegistryTest, HeartbeatStoresSanitisedLoadAndActiveIds) {
+  MustRegister("a", "a/1");
+  clock_.AdvanceMillis(100);
+  proto::Heartbeat hb = HeartbeatMessage("a", 5, 0.25f);
+  ASSERT_TRUE(registry_.Heartbeat(hb, "a/1").ok());
+  const ReplicaState* a = registry_.Find("a");
+  EXPECT_EQ(a->info.load.running, 5u);
+  EXPECT_FLOAT_EQ(a->info.load.kv_usage, 0.25f);
+  EXPECT_EQ(a->active_request_ids, (std::vector<uint64_t>{7, 9}));
+  EXPECT_EQ(a->last_heartbeat_ms, clock_.NowMillis());
+
+  hb.load.kv_usage = -3.0f;
+  hb.load.utilization = std::numeric_limits<float>::infinity();
+  ASSERT_TRUE(registry_.Heartbeat(hb, "a/1").ok());
+  EXPECT_EQ(a->info.load.kv_usage, 0.0f);
+  EXPECT_EQ(a->info.load.utilization, 1.0f);
+}
+
+TEST_F(ReplicaRegistryTest, DiesAfterTheTimeoutReportedOnceAndComesBackOnHeartbeat) {
+  MustRegister("a", "a/1");
+  MustRegister("b", "b/1");
+  clock_.AdvanceMillis(kTimeoutMs - 1);
+  ASSERT_TRUE(registry_.Heartbeat(HeartbeatMessage("b"), "b/1").ok());
+  EXPECT_TRUE(registry_.ExpireDead().empty());
+
+  clock_.AdvanceMillis(1);  // a silent for exactly the timeout
+  EXPECT_EQ(registry_.ExpireDead(), (std::vector<std::string>{"a"}));
+  EXPECT_FALSE(registry_.Find("a")->live);
+  EXPECT_FALSE(registry_.Find("a")->info.live);
+  EXPECT_TRUE(registry_.Find("b")->live);
+  EXPECT_EQ(registry_.LiveCount(), 1u);
+  clock_.AdvanceMillis(10);
+  EXPECT_TRUE(registry_.ExpireDead().empty());  // reported once
+
+  ASSERT_TRUE(registry_.Heartbeat(HeartbeatMessage("a"), "a/1").ok());
+  EXPECT_TRUE(registry_.Find("a")->live);
+  EXPECT_TRUE(registry_.Find("a")->info.live);
+  clock_.AdvanceMillis(kTimeoutMs);
+  // b's last heartbeat is older still, so both die now, reported in registration order.
+  EXPECT_EQ(registry_.ExpireDead(), (std::vector<std::string>{"a", "b"}));
+}
+
+TEST_F(ReplicaRegistryTest, ComesBackOnReRegister) {
+  MustRegister("a", "a/1");
+  clock_.AdvanceMillis(kTimeoutMs);
+  EXPECT_EQ(registry_.ExpireDead().size(), 1u);
+  const ReplicaState* again = MustRegister("a", "a/1", 1);
+  ASSERT_NE(again, nullptr);
+  EXPECT_TRUE(again->live);
+  EXPECT_EQ(again, registry_.Find("a"));  // same state, not a second entry
+  EXPECT_EQ(registry_.size(), 1u);
+  clock_.AdvanceMillis(kTimeoutMs - 1);
+  EXPECT_TRUE(registry_.ExpireDead().empty());  // registering counts as a heartbeat
+}
+
+TEST_F(ReplicaRegistryTest, UnknownHeartbeatIsNotFound) {
+  EXPECT_EQ(registry_.Heartbeat(HeartbeatMessage("ghost"), "ghost/1").code(),
+            StatusCode::kNotFound);
+  MustRegister("a", "a/1");
+  // Right id, wrong connection: the peer must register again.
+  EXPECT_EQ(registry_.Heartbeat(HeartbeatMessage("a"), "a/2").code(), StatusCode::kNotFound);
+  EXPECT_EQ(registry_.Find("a")->info.load.running, 0u);  // nothing stored
+}
+
+TEST_F(ReplicaRegistryTest, RefusesAnotherModel) {
+  proto::Register message = RegisterMessage("a");
+  message.info.model_name = "huge";
+  Result<const ReplicaState*> r = registry_.Register(message, "a/1");
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(r.status().message().find("huge"), std::string::npos);
+  EXPECT_EQ(registry_.size(), 0u);
+
+  ReplicaRegistry any_model(Config(), clock_);  // no expected model: anything goes
+  EXPECT_TRUE(any_model.Register(message, "a/1").ok());
+}
+
+TEST_F(ReplicaRegistryTest, RefusesUnusableInfo) {
+  struct Case {
+    const char* name;
+    void (*spoil)(proto::ReplicaInfo&);
+  };
+  const Case cases[] = {
+      {"empty id", [](proto::ReplicaInfo& i) { i.replica_id.clear(); }},
+      {"long id", [](proto::ReplicaInfo& i) { i.replica_id.assign(1000, 'x'); }},
+      {"tp", [](proto::ReplicaInfo& i) { i.tp = 0; }},
+      {"pp", [](proto::ReplicaInfo& i) { i.pp = 0; }},
+      {"kv_blocks", [](proto::ReplicaInfo& i) { i.kv_blocks = 0; }},
+      {"block_size", [](proto::ReplicaInfo& i) { i.block_size = 0; }},
+      {"max_seqs", [](proto::ReplicaInfo& i) { i.max_seqs = 0; }},
+      {"pool", [](proto::ReplicaInfo& i) { i.pool = static_cast<ReplicaPool>(7); }},
+  };
+  for (const Case& c : cases) {
+    proto::Register message = RegisterMessage("a");
+    c.spoil(message.info);
+    EXPECT_EQ(registry_.Register(message, "a/1").status().code(), StatusCode::kInvalidArgument)
+        << c.name;
+  }
+  EXPECT_EQ(registry_.Register(RegisterMessage("a"), "").status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry_.size(), 0u);
+  EXPECT_EQ(registry_.FindByRoutingId("a/1"), nullptr);
+}
+
+TEST_F(ReplicaRegistryTest, RestartResetsInFlightKeepsRoutedTotalAndMovesTheRoutingId) {
+  MustRegister("a", "a/1", 1);
+  ASSERT_TRUE(registry_.AddInFlight("a", 1));
+  ASSERT_TRUE(registry_.AddInFlight("a", 1));
+  ASSERT_TRUE(registry_.Heartbeat(HeartbeatMessage("a"), "a/1").ok());
+
+  const ReplicaState* a = MustRegister("a", "a/2", 2);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->incarnation, 2u);
+  EXPECT_EQ(a->in_flight, 0u);          // the old process's requests are gone
+  EXPECT_EQ(a->info.in_flight, 0u);
+  EXPECT_EQ(a->routed_total, 2u);       // a counter: never goes back
+  EXPECT_EQ(a->info.routed_total, 2u);
+  EXPECT_TRUE(a->active_request_ids.empty());
+  EXPECT_EQ(a->routing_id, "a/2");
+  EXPECT_EQ(registry_.FindByRoutingId("a/2"), a);
+  EXPECT_EQ(registry_.FindByRoutingId("a/1"), nullptr);
+  EXPECT_EQ(registry_.Heartbeat(HeartbeatMessage("a"), "a/1").code(), StatusCode::kNotFound);
+  EXPECT_TRUE(registry_.Heartbeat(HeartbeatMessage("a"), "a/2").ok());
+}
+
+TEST_F(ReplicaRegistryTest, SameIncarnationKeepsInFlightAndActiveIds) {
+  MustRegister("a", "a/1", 5);
+  ASSERT_TRUE(registry_.AddInFlight("a", 3));
+  ASSERT_TRUE(registry_.Heartbeat(HeartbeatMessage("a"), "a/1").ok());
+  const ReplicaState* again = MustRegister("a", "a/1", 5);
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(again->in_flight, 3u);
+  EXPECT_EQ(again->info.in_flight, 3u);
+  EXPECT_EQ(again->routed_total, 3u);
+  EXPECT_EQ(again->active_request_ids, (std::vector<uint64_t>{7, 9}));
+}
+
+TEST_F(ReplicaRegistryTest, ALiveReplicasRoutingIdCannotBeTakenADeadOnesCan) {
+  MustRegister("a", "shared");
+  EXPECT_EQ(registry_.Register(RegisterMessage("b"), "shared").status().code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(registry_.Find("b"), nullptr);
+
+  ASSERT_TRUE(registry_.MarkDead("a"));
+  const ReplicaState* b = MustRegister("b", "shared");
+  EXPECT_EQ(registry_.FindByRoutingId("shared"), b);
+  EXPECT_TRUE(registry_.Find("a")->routing_id.empty());
+  EXPECT_EQ(registry_.Heartbeat(HeartbeatMessage("a"), "shared").code(), StatusCode::kNotFound);
+  // a can come back from a connection of its own.
+  MustRegister("a", "a/2", 2);
+  EXPECT_EQ(registry_.FindByRoutingId("shared"), b);
+  EXPECT_EQ(registry_.FindByRoutingId("a/2"), registry_.Find("a"));
+}
+
+TEST_F(ReplicaRegistryTest, MarkDeadReportsEachDeathOnce) {
+  MustRegister("a", "a/1");
+  EXPECT_TRUE(registry_.MarkDead("a"));
+  EXPECT_FALSE(registry_.MarkDead("a"));
+  EXPECT_FALSE(registry_.MarkDead("nobody"));
+  clock_.AdvanceMillis(kTimeoutMs * 3);
+  EXPECT_TRUE(registry_.ExpireDead().empty());  // already dead: not reported again
+  EXPECT_EQ(registry_.LiveCount(), 0u);
+}
+
+TEST_F(ReplicaRegistryTest, AllAndViewsKeepRegistrationOrder) {
+  MustRegister("z", "z/1");
+  MustRegister("a", "a/1");
+  ASSERT_TRUE(registry_.Register(RegisterMessage("m", 1, ReplicaPool::kLongTail), "m/1").ok());
+  ASSERT_TRUE(registry_.MarkDead("a"));
+  ASSERT_TRUE(registry_.AddInFlight("m", 4));
+  ASSERT_TRUE(registry_.Heartbeat(HeartbeatMessage("z", 3, 0.5f), "z/1").ok());
+  MustRegister("a", "a/1");  // re-registering keeps its place
+
+  const std::vector<const ReplicaState*> all = registry_.All();
+  const std::vector<ReplicaView> views = registry_.Views();
+  ASSERT_EQ(all.size(), 3u);
+  ASSERT_EQ(views.size(), 3u);
+  const char* order[] = {"z", "a", "m"};
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(all[i]->id(), order[i]);
+    EXPECT_EQ(views[i].id, order[i]);
+    EXPECT_EQ(views[i].live, all[i]->live);
+    EXPECT_EQ(views[i].in_flight, all[i]->in_flight);
+    EXPECT_EQ(views[i].max_seqs, 64u);
+    EXPECT_EQ(views[i].kv_blocks, 1000u);
+  }
+  EXPECT_EQ(views[2].pool, ReplicaPool::kLongTail);
+  EXPECT_EQ(views[2].in_flight, 4u);
+  EXPECT_EQ(views[0].load.running, 3u);
+}
+
+TEST_F(ReplicaRegistryTest, InFlightIsClampedAndCountsRoutedRequests) {
+  MustRegister("a", "a/1");
+  EXPECT_FALSE(registry_.AddInFlight("nobody", 1));
+  ASSERT_TRUE(registry_.AddInFlight("a", 1));
+  ASSERT_TRUE(registry_.AddInFlight("a", -5));
+  EXPECT_EQ(registry_.Find("a")->in_flight, 0u);
+  EXPECT_EQ(registry_.Find("a")->routed_total, 1u);
+  EXPECT_EQ(registry_.Find("a")->info.in_flight, 0u);
+  EXPECT_EQ(registry_.Find("a")->info.routed_total, 1u);
+  ASSERT_TRUE(registry_.AddInFlight("a", std::numeric_limits<int>::max()));
+  ASSERT_TRUE(registry_.AddInFlight("a", std::numeric_limits<int>::max()));
+  ASSERT_TRUE(registry_.AddInFlight("a", std::numeric_limits<int>::max()));
+  EXPECT_EQ(registry_.Find("a")->in_flight, std::numeric_limits<uint32_t>::max());
+}
+
+TEST_F(ReplicaRegistryTest, HoldsABoundedNumberOfReplicas) {
+  for (size_t i = 0; i < ReplicaRegistry::kMaxReplicas; ++i) {
+    const std::string id = std::to_string(i) + "-replica";
+    ASSERT_TRUE(registry_.Register(RegisterMessage(id), id + "/1").ok()) << i;
+  }
+  EXPECT_EQ(registry_.Register(RegisterMessage("one-too-many"), "x/1").status().code(),
+            StatusCode::kResourceExhausted);
+  // Known ids may still re-register.
+  EXPECT_TRUE(registry_.Register(RegisterMessage("0-replica", 2), "0-replica/2").ok());
+  EXPECT_EQ(registry_.size(), ReplicaRegistry::kMaxReplicas);
+}
+
+TEST(ReplicaRegistryConfigTest, ANonPositiveTimeoutIsTakenAsOneMillisecond) {
+  ManualClock clock;
+  CoordinatorConfig config;
+  config.liveness_timeout_ms = -5;
+  ReplicaRegistry registry(config, clock);
+  ASSERT_TRUE(registry.Register(RegisterMessage("a"), "a/1").ok());
+  EXPECT_TRUE(registry.ExpireDead().empty());
+  clock.AdvanceMillis(1);
+  EXPECT_EQ(registry.ExpireDead(), (std::vector<std::string>{"a"}));
+}
+
+}  // namespace
+}  // namespace bmad::coord
