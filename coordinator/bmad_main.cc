@@ -3,6 +3,7 @@
 
 #include "common/cli/command.h"
 #include "common/config/config_command.h"
+#include "coordinator/client/client_commands.h"
 #include "worker/model/synth/synth_command.h"
 #include "worker/model/tokenizer/tokenize_command.h"
 #include "worker/tools/bench_decode.h"
@@ -11,11 +12,24 @@
 
 int main(int argc, char** argv) {
   std::vector<bmad::cli::Command> commands;
-  for (auto& c : bmad::ConfigCommands()) commands.push_back(std::move(c));
-  for (auto& c : bmad::synth::ModelSynthCommands()) commands.push_back(std::move(c));
-  for (auto& c : bmad::TokenizeCommands()) commands.push_back(std::move(c));
-  for (auto& c : bmad::tools::LocalGenerateCommands()) commands.push_back(std::move(c));
-  for (auto& c : bmad::tools::BenchDecodeCommands()) commands.push_back(std::move(c));
-  for (auto& c : bmad::tools::BenchServeCommands()) commands.push_back(std::move(c));
+  auto add = [&](std::vector<bmad::cli::Command> more) {
+    for (auto& c : more) commands.push_back(std::move(c));
+  };
+  add(bmad::ConfigCommands());
+  add(bmad::synth::ModelSynthCommands());
+  add(bmad::TokenizeCommands());
+  // `generate` runs the model here (--model) or asks a cluster (--coordinator).
+  for (bmad::cli::Command& local : bmad::tools::LocalGenerateCommands()) {
+    auto run_local = local.run;
+    local.summary = "Generate text: --model FILE runs it here, --coordinator ENDPOINT asks a cluster.";
+    local.run = [run_local](const std::vector<std::string>& args) {
+      return bmad::client::WantsRemoteGenerate(args) ? bmad::client::RunRemoteGenerate(args)
+                                                     : run_local(args);
+    };
+    commands.push_back(std::move(local));
+  }
+  add(bmad::client::ClientCommands());
+  add(bmad::tools::BenchDecodeCommands());
+  add(bmad::tools::BenchServeCommands());
   return bmad::cli::Dispatch(commands, argc, argv);
 }

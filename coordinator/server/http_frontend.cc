@@ -24,6 +24,7 @@ constexpr auto kAcceptTimeout = 30s;
 constexpr auto kEventTimeout = 120s;
 // Streaming requests hold a handler thread for their whole life: allow many at once.
 constexpr size_t kHandlerThreads = 256;
+constexpr int kListenBacklog = 4096;
 
 void SendError(httplib::Response& res, const Status& s, uint32_t retry_after_ms = 0) {
   res.status = http::HttpStatusFor(s.code());
@@ -65,10 +66,13 @@ HttpFrontend::~HttpFrontend() {
 Status HttpFrontend::Start(const std::string& host, int port) {
   server_ = std::make_unique<httplib::Server>();
   server_->new_task_queue = [] { return new httplib::ThreadPool(kHandlerThreads); };
-  // httplib's default SO_REUSEPORT would let a second server share the port silently.
-  server_->set_socket_options([](int sock) {
+  // httplib's default SO_REUSEPORT would let a second server share the port silently. The
+  // callback also hands us the listening socket, whose backlog we raise after the bind.
+  auto listen_fd = std::make_shared<int>(-1);
+  server_->set_socket_options([listen_fd](int sock) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    *listen_fd = sock;
   });
   started_unix_s_ = UnixMillis() / 1000;
   server_->Get("/health", [](const httplib::Request&, httplib::Response& res) {
@@ -93,8 +97,9 @@ Status HttpFrontend::Start(const std::string& host, int port) {
   server_->Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
     HandleCompletion(req, res, /*chat=*/true);
   });
+  // httplib calls this for every 4xx/5xx response, ours included: only fill in bodies it made.
   server_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (res.status == 404) {
+    if (res.status == 404 && res.body.empty()) {
       SendError(res, NotFound("no route " + req.method + " " + req.path));
     }
   });
@@ -103,6 +108,9 @@ Status HttpFrontend::Start(const std::string& host, int port) {
     return IoError("cannot serve HTTP on " + host + ":" + std::to_string(port) +
                    " (address in use or not available)");
   }
+  // Debian's compiled httplib listens with a backlog of 5, which drops connections when a few
+  // hundred clients connect at once; listen() again raises it.
+  if (*listen_fd >= 0) ::listen(*listen_fd, kListenBacklog);
   thread_ = std::thread([this] { server_->listen_after_bind(); });
   for (int i = 0; i < 2000 && !server_->is_running(); ++i) std::this_thread::sleep_for(1ms);
   return Status::Ok();

@@ -2,6 +2,7 @@
 // not define or instantiate inline functions shared with other files (the linker could keep
 // this file's AVX-512 copy for everyone): it includes only intrinsics and fixed-width types and
 // keeps everything in an anonymous namespace.
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <cstdint>
@@ -303,11 +304,17 @@ const SimdKernels kAvx512Kernels{"avx512",        DotRowsAvx512,     PanelGemmAv
 
 }  // namespace
 
+static bool HasF16c() {
+  // clang 14's __builtin_cpu_supports does not know "f16c": ask CPUID leaf 1 (ECX bit 29).
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
+}
+
 const SimdKernels* Avx512SimdKernels() {
   __builtin_cpu_init();
   const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                   __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-                  __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
+                  __builtin_cpu_supports("fma") && HasF16c();
   return ok ? &kAvx512Kernels : nullptr;
 }
 

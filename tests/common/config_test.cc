@@ -167,6 +167,16 @@ TEST(ConfigTest, DumpLoadsBackToTheSameConfig) {
   EXPECT_EQ(load.config.parallel.stage_layers, (std::vector<int64_t>{4, 8}));
 }
 
+TEST(ConfigTest, GetOneValue) {
+  ConfigLoad load = LoadConfigText("parallel:\n  pp: 2\n  stage_layers: [3, 4]\n", "g.yaml");
+  ASSERT_TRUE(load.ok());
+  EXPECT_EQ(*GetConfigValue(load.config, "parallel.pp"), "2");
+  EXPECT_EQ(*GetConfigValue(load.config, "parallel.stage_layers"), "3,4");
+  EXPECT_EQ(*GetConfigValue(load.config, "worker.pool"), "normal");
+  EXPECT_EQ(*GetConfigValue(load.config, "coordinator.http_host"), "127.0.0.1");
+  EXPECT_EQ(GetConfigValue(load.config, "nope.key").status().code(), StatusCode::kNotFound);
+}
+
 TEST(ConfigTest, MissingFileIsAnError) {
   ConfigLoad load = LoadConfigFile("/nonexistent/bmad.yaml");
   ASSERT_EQ(load.errors.size(), 1u);

@@ -1,0 +1,272 @@
+#include "coordinator/client/client_commands.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <limits>
+
+#include "common/cli/flags.h"
+#include "coordinator/client/client.h"
+#include "coordinator/client/cluster_status_format.h"
+#include "coordinator/client/http_bench.h"
+
+namespace bmad::client {
+namespace {
+
+constexpr const char* kDefaultCoordinator = "tcp://127.0.0.1:5555";  // coordinator.client_endpoint
+constexpr int64_t kMaxTimeoutMs = 24 * 3600 * 1000;
+constexpr int kExitInterrupted = 130;  // the shell's convention for "ended by SIGINT"
+
+// Set by SIGINT while a remote generation runs; Client::Generate watches it.
+std::atomic<bool> g_interrupted{false};
+void OnInterrupt(int) { g_interrupted.store(true); }
+
+int UsageError(const char* command, const Status& s) {
+  std::fprintf(stderr, "%s: %s\n", command, s.message().c_str());
+  return 2;
+}
+
+// Checks that a flag's value lies in [low, high]; the message names the flag.
+Status InRange(const char* flag, double value, double low, double high) {
+  if (std::isfinite(value) && value >= low && value <= high) return Status::Ok();
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "--%s must be between %.10g and %.10g", flag, low, high);
+  return InvalidArgument(buf);
+}
+
+Status ValidateSampling(double temperature, int64_t top_k, double top_p, double min_p,
+                        int64_t max_tokens) {
+  BMAD_RETURN_IF_ERROR(InRange("max-tokens", double(max_tokens), 1, 1 << 24));
+  BMAD_RETURN_IF_ERROR(InRange("temperature", temperature, 0, 100));
+  BMAD_RETURN_IF_ERROR(InRange("top-k", double(top_k), 0, std::numeric_limits<int32_t>::max()));
+  BMAD_RETURN_IF_ERROR(InRange("top-p", top_p, 0, 1));
+  return InRange("min-p", min_p, 0, 1);
+}
+
+std::string SummaryLine(const GenerateResult& r) {
+  const uint64_t tokens = r.usage.completion_tokens ? r.usage.completion_tokens : r.token_ids.size();
+  const double decode_s = r.total_s - std::max(r.first_token_s, 0.0);
+  char buf[256];
+  int n = std::snprintf(buf, sizeof buf, "%llu tokens", static_cast<unsigned long long>(tokens));
+  if (r.prompt_tokens) n += std::snprintf(buf + n, sizeof buf - n, " (prompt %u)", r.prompt_tokens);
+  if (r.first_token_s >= 0) {
+    n += std::snprintf(buf + n, sizeof buf - n, ", first token %.1f ms", r.first_token_s * 1000);
+  }
+  if (tokens > 1 && decode_s > 0) {
+    n += std::snprintf(buf + n, sizeof buf - n, ", %.1f tokens/s after the first",
+                       double(tokens - 1) / decode_s);
+  }
+  std::snprintf(buf + n, sizeof buf - n, ", finish %s",
+                std::string(proto::FinishReasonName(r.finish_reason)).c_str());
+  return buf;
+}
+
+}  // namespace
+
+bool WantsRemoteGenerate(const std::vector<std::string>& args) {
+  for (const std::string& a : args) {
+    if (a == "--") break;
+    if (a == "--coordinator" || a.starts_with("--coordinator=")) return true;
+  }
+  return false;
+}
+
+int RunRemoteGenerate(const std::vector<std::string>& args) {
+  constexpr const char* kCommand = "bmad generate";
+  std::string endpoint, prompt, model;
+  int64_t max_tokens = 128, top_k = 0, seed = -1, priority = 1, slo_ms = 0, timeout_ms = 30000;
+  double temperature = 0.0, top_p = 1.0, min_p = 0.0, repetition = 1.0, presence = 0.0,
+         frequency = 0.0;
+  bool ignore_eos = false, quiet = false;
+  std::vector<std::string> stops;
+  cli::Flags flags("bmad generate --coordinator ENDPOINT --prompt TEXT [flags]");
+  flags.AddString("coordinator", &endpoint, "The coordinator's client endpoint (tcp://host:port).");
+  flags.AddString("prompt", &prompt, "Text to continue.");
+  flags.AddString("model", &model, "Model name (default: the cluster's).");
+  flags.AddInt("max-tokens", &max_tokens, "Most tokens to generate (default 128).");
+  flags.AddDouble("temperature", &temperature, "0 (the default) is greedy.");
+  flags.AddInt("top-k", &top_k, "Keep the k most likely tokens (0: off).");
+  flags.AddDouble("top-p", &top_p, "Nucleus sampling mass (1: off).");
+  flags.AddDouble("min-p", &min_p, "Drop tokens below min-p times the top probability.");
+  flags.AddDouble("repetition-penalty", &repetition, "Penalty for repeated tokens (1: off).");
+  flags.AddDouble("presence-penalty", &presence, "OpenAI presence penalty (0: off).");
+  flags.AddDouble("frequency-penalty", &frequency, "OpenAI frequency penalty (0: off).");
+  flags.AddInt("seed", &seed, "Seed for sampling (same seed, same output).");
+  flags.AddList("stop", &stops, "Stop when this text is generated (repeatable).");
+  flags.AddBool("ignore-eos", &ignore_eos, "Keep generating past the end-of-text token.");
+  flags.AddInt("priority", &priority, "Priority class, 0 the most urgent (default 1).");
+  flags.AddInt("slo-ms", &slo_ms, "Deadline for the whole request (0: the server's default).");
+  flags.AddInt("timeout-ms", &timeout_ms, "Give up after this long without news (default 30000).");
+  flags.AddBool("quiet", &quiet, "No summary line on stderr.");
+  std::vector<std::string> positional;
+  Status s = flags.Parse(args, &positional);
+  if (flags.help_requested()) {
+    std::printf("%s", flags.Help().c_str());
+    return 0;
+  }
+  if (s.ok() && endpoint.empty()) s = InvalidArgument("--coordinator is required");
+  if (s.ok() && !flags.Seen("prompt")) s = InvalidArgument("--prompt is required");
+  if (s.ok() && !positional.empty()) s = InvalidArgument("unexpected argument '" + positional[0] + "'");
+  if (s.ok()) s = ValidateSampling(temperature, top_k, top_p, min_p, max_tokens);
+  if (s.ok()) s = InRange("priority", double(priority), 0, 1000);
+  if (s.ok()) s = InRange("slo-ms", double(slo_ms), 0, std::numeric_limits<uint32_t>::max());
+  if (s.ok()) s = InRange("timeout-ms", double(timeout_ms), 1, double(kMaxTimeoutMs));
+  if (!s.ok()) return UsageError(kCommand, s);
+
+  proto::Submit submit;
+  submit.model = model;
+  submit.prompt_text = prompt;
+  submit.sampling.max_tokens = static_cast<uint32_t>(max_tokens);
+  submit.sampling.temperature = static_cast<float>(temperature);
+  submit.sampling.top_k = static_cast<int32_t>(top_k);
+  submit.sampling.top_p = static_cast<float>(top_p);
+  submit.sampling.min_p = static_cast<float>(min_p);
+  submit.sampling.repetition_penalty = static_cast<float>(repetition);
+  submit.sampling.presence_penalty = static_cast<float>(presence);
+  submit.sampling.frequency_penalty = static_cast<float>(frequency);
+  submit.sampling.stop_strings = stops;
+  submit.sampling.ignore_eos = ignore_eos;
+  if (seed >= 0) {
+    submit.sampling.seed = static_cast<uint64_t>(seed);
+    submit.sampling.has_seed = true;
+  }
+  submit.priority = static_cast<int32_t>(priority);
+  submit.slo_ms = static_cast<uint32_t>(slo_ms);
+  submit.stream = true;
+
+  Result<std::unique_ptr<Client>> client = Client::Connect(endpoint);
+  if (!client.ok()) return UsageError(kCommand, client.status());
+  bool printed = false;
+  g_interrupted.store(false);
+  const auto previous_handler = std::signal(SIGINT, OnInterrupt);
+  Result<GenerateResult> result = (*client)->Generate(
+      submit,
+      [&](const proto::TokenChunk& chunk) {
+        if (chunk.text.empty()) return;
+        std::fwrite(chunk.text.data(), 1, chunk.text.size(), stdout);
+        std::fflush(stdout);
+        printed = true;
+      },
+      std::chrono::milliseconds(timeout_ms), &g_interrupted);
+  std::signal(SIGINT, previous_handler);
+  if (printed) std::printf("\n");
+  if (!result.ok()) {
+    std::fprintf(stderr, "%s: %s\n", kCommand, result.status().ToString().c_str());
+    return result.status().code() == StatusCode::kCancelled ? kExitInterrupted : 1;
+  }
+  if (!quiet) std::fprintf(stderr, "%s\n", SummaryLine(*result).c_str());
+  return 0;
+}
+
+int RunStatusCommand(const std::vector<std::string>& args) {
+  constexpr const char* kCommand = "bmad status";
+  std::string endpoint = kDefaultCoordinator;
+  bool json = false;
+  int64_t timeout_ms = 5000;
+  cli::Flags flags("bmad status [--coordinator ENDPOINT] [--json]");
+  flags.AddString("coordinator", &endpoint,
+                  std::string("The coordinator's client endpoint (default ") + kDefaultCoordinator + ").");
+  flags.AddBool("json", &json, "Print the cluster status as JSON.");
+  flags.AddInt("timeout-ms", &timeout_ms, "Give up after this long (default 5000).");
+  std::vector<std::string> positional;
+  Status s = flags.Parse(args, &positional);
+  if (flags.help_requested()) {
+    std::printf("%s", flags.Help().c_str());
+    return 0;
+  }
+  if (s.ok() && !positional.empty()) s = InvalidArgument("unexpected argument '" + positional[0] + "'");
+  if (s.ok()) s = InRange("timeout-ms", double(timeout_ms), 1, double(kMaxTimeoutMs));
+  if (!s.ok()) return UsageError(kCommand, s);
+  Result<std::unique_ptr<Client>> client = Client::Connect(endpoint);
+  if (!client.ok()) return UsageError(kCommand, client.status());
+  Result<proto::ClusterStatus> status = (*client)->QueryStatus(std::chrono::milliseconds(timeout_ms));
+  if (!status.ok()) {
+    std::fprintf(stderr, "%s: %s\n", kCommand, status.status().ToString().c_str());
+    return 1;
+  }
+  const std::string text = json ? ClusterStatusJson(*status) : FormatClusterStatusTable(*status);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return 0;
+}
+
+int RunBenchHttpCommand(const std::vector<std::string>& args) {
+  constexpr const char* kCommand = "bmad bench http";
+  BenchHttpOptions o;
+  std::string api = "completions";
+  int64_t seed = 1;
+  cli::Flags flags(
+      "bmad bench http --url URL --requests N (--rate R | --concurrency C) --prompt-len DIST "
+      "--output-len DIST [--model NAME] [--api completions|chat] [--timeout-s S] [--seed S]");
+  flags.AddString("url", &o.url, "The server's base URL, e.g. http://127.0.0.1:8000.");
+  flags.AddInt("requests", &o.requests, "Requests to send.");
+  flags.AddDouble("rate", &o.rate, "Open loop: Poisson arrivals, requests per second.");
+  flags.AddInt("concurrency", &o.concurrency, "Closed loop: requests kept in flight.");
+  flags.AddString("prompt-len", &o.prompt_len, "Prompt tokens: N, A-B or A,B,C.");
+  flags.AddString("output-len", &o.output_len, "Output tokens: N, A-B or A,B,C.");
+  flags.AddString("model", &o.model, "Model name (default: the first from GET /v1/models).");
+  flags.AddString("api", &api, "completions (prompts as token ids; default) or chat (text).");
+  flags.AddDouble("timeout-s", &o.timeout_s, "Per-request timeout in seconds (default 300).");
+  flags.AddInt("seed", &seed, "Workload seed (default 1).");
+  flags.AddInt("vocab-size", &o.vocab_size, "Draw prompt token ids below this (default: 100..19999).");
+  flags.AddString("api-key", &o.api_key, "Bearer token for servers that want one.");
+  std::vector<std::string> positional;
+  Status s = flags.Parse(args, &positional);
+  if (flags.help_requested()) {
+    std::printf("%s", flags.Help().c_str());
+    return 0;
+  }
+  if (s.ok() && !positional.empty()) s = InvalidArgument("unexpected argument '" + positional[0] + "'");
+  for (const char* required : {"url", "requests", "prompt-len", "output-len"}) {
+    if (s.ok() && !flags.Seen(required)) s = InvalidArgument(std::string("--") + required + " is required");
+  }
+  if (s.ok() && api != "completions" && api != "chat") {
+    s = InvalidArgument("--api must be completions or chat, got '" + api + "'");
+  }
+  if (s.ok() && seed < 0) s = InvalidArgument("--seed must not be negative");
+  o.api = api == "chat" ? OpenAiApi::kChat : OpenAiApi::kCompletions;
+  o.seed = static_cast<uint64_t>(seed);
+  if (s.ok()) s = ValidateBenchHttpOptions(o);
+  if (!s.ok()) return UsageError(kCommand, s);
+
+  // A redrawn bar on a terminal; otherwise (logs, CI) a plain line every few seconds.
+  const bool tty = isatty(fileno(stderr)) == 1;
+  auto progress = [tty](const BenchProgress& p) {
+    if (tty) {
+      constexpr int kWidth = 30;
+      const int filled = p.total ? static_cast<int>(kWidth * p.finished / p.total) : 0;
+      std::fprintf(stderr, "\r[%s%s] %lld/%lld done, %lld failed, %.1f s",
+                   std::string(static_cast<size_t>(filled), '#').c_str(),
+                   std::string(static_cast<size_t>(kWidth - filled), '.').c_str(),
+                   static_cast<long long>(p.finished), static_cast<long long>(p.total),
+                   static_cast<long long>(p.failed), p.elapsed_s);
+      if (p.last) std::fprintf(stderr, "\n");
+    } else {
+      std::fprintf(stderr, "%s: %lld/%lld done, %lld failed, %.1f s\n", "bench http",
+                   static_cast<long long>(p.finished), static_cast<long long>(p.total),
+                   static_cast<long long>(p.failed), p.elapsed_s);
+    }
+    std::fflush(stderr);
+  };
+  Result<BenchHttpReport> report = RunBenchHttp(o, progress, tty ? 0.2 : 5.0);
+  if (!report.ok()) {
+    std::fprintf(stderr, "%s: %s\n", kCommand, report.status().ToString().c_str());
+    return 1;
+  }
+  std::printf("%s%s\n", report->Text(o).c_str(), report->Json(o).c_str());
+  std::fflush(stdout);
+  return report->succeeded > 0 ? 0 : 1;
+}
+
+std::vector<cli::Command> ClientCommands() {
+  return {{{"status"}, "Show a cluster's replicas, their load and the coordinator's queue.",
+           RunStatusCommand},
+          {{"bench", "http"},
+           "Load any OpenAI-compatible server with streaming requests; latency and throughput.",
+           RunBenchHttpCommand}};
+}
+
+}  // namespace bmad::client

@@ -1,0 +1,389 @@
+#include "coordinator/client/http_bench.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <random>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "coordinator/client/http_stream_request.h"
+#include "worker/tools/length_distribution.h"
+
+namespace bmad::client {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int64_t kMaxRequests = 1000000;
+constexpr int64_t kMaxConcurrency = 4096;      // one thread per request in flight
+constexpr size_t kMaxOpenLoopInFlight = 4096;  // beyond this, arrivals wait for a thread
+constexpr int64_t kMaxPromptTokens = 1 << 22;
+constexpr int64_t kMaxOutputTokens = 1 << 24;
+constexpr double kMaxTimeoutS = 86400;
+constexpr double kTickS = 0.02;                // how often the run checks deadlines and progress
+constexpr uint32_t kDefaultLowTokenId = 100;   // below: often control and byte tokens
+constexpr uint32_t kDefaultHighTokenId = 19999;
+
+// Words for chat prompts: common enough to be about one token each in any English vocabulary.
+constexpr const char* kWords[] = {
+    "time", "people", "way", "day", "man", "thing", "woman", "life", "child", "world",
+    "school", "state", "family", "student", "group", "country", "problem", "hand", "part",
+    "place", "case", "week", "company", "system", "program", "question", "work", "number",
+    "night", "point", "home", "water", "room", "mother", "area", "money", "story", "fact",
+    "month", "lot", "right", "study", "book", "eye", "job", "word", "business", "issue",
+    "side", "kind", "head", "house", "service", "friend", "father", "power", "hour", "game",
+    "line", "end", "member", "law", "car", "city", "name", "team", "minute", "idea", "body",
+    "back", "parent", "face", "level", "office", "door", "health", "art", "war", "history",
+    "party", "result", "change", "morning", "reason", "research", "girl", "guy", "moment",
+    "air", "teacher", "force", "education", "river", "stone", "light", "paper", "music"};
+
+struct PlannedRequest {
+  double arrival_s = 0;  // open loop only
+  int64_t prompt_len = 0;
+  int64_t output_len = 0;
+};
+
+// Each request's prompt comes from its own generator, so bodies are built when sent (no
+// workload held in memory) and the same seed gives the same prompts whatever the timing.
+std::mt19937_64 RequestRng(uint64_t seed, size_t index) {
+  std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32),
+                    static_cast<uint32_t>(index), static_cast<uint32_t>(uint64_t{index} >> 32)};
+  return std::mt19937_64(seq);
+}
+
+std::string RequestBody(const BenchHttpOptions& o, const std::string& model,
+                        const PlannedRequest& p, size_t index) {
+  std::mt19937_64 rng = RequestRng(o.seed, index);
+  if (o.api == OpenAiApi::kChat) {
+    std::string text;
+    for (int64_t i = 0; i < p.prompt_len; ++i) {
+      if (i) text += ' ';
+      text += kWords[rng() % std::size(kWords)];
+    }
+    return ChatRequestBody(model, text, p.output_len);
+  }
+  uint32_t low = kDefaultLowTokenId, high = kDefaultHighTokenId;
+  if (o.vocab_size > 0) {
+    low = static_cast<uint32_t>(std::min<int64_t>(kDefaultLowTokenId, o.vocab_size / 4));
+    high = static_cast<uint32_t>(o.vocab_size - 1);
+  }
+  std::uniform_int_distribution<uint32_t> id(low, high);
+  std::vector<uint32_t> prompt(static_cast<size_t>(p.prompt_len));
+  for (uint32_t& t : prompt) t = id(rng);
+  return CompletionsRequestBody(model, prompt, p.output_len);
+}
+
+std::vector<PlannedRequest> PlanWorkload(const BenchHttpOptions& o,
+                                         const tools::LengthDistribution& prompt_len,
+                                         const tools::LengthDistribution& output_len) {
+  std::mt19937_64 rng(o.seed);
+  std::exponential_distribution<double> gap(o.rate > 0 ? o.rate : 1.0);
+  std::vector<PlannedRequest> plan(static_cast<size_t>(o.requests));
+  double t = 0;
+  for (PlannedRequest& p : plan) {
+    if (o.rate > 0) t += gap(rng);
+    p.arrival_s = t;
+    p.prompt_len = prompt_len.Sample(rng);
+    p.output_len = output_len.Sample(rng);
+  }
+  return plan;
+}
+
+double Ms(double seconds) { return seconds * 1000; }
+
+}  // namespace
+
+Status ValidateBenchHttpOptions(const BenchHttpOptions& o) {
+  BMAD_RETURN_IF_ERROR(HttpTarget::Parse(o.url).status());
+  if (o.requests < 1 || o.requests > kMaxRequests) {
+    return InvalidArgument("--requests must be between 1 and " + std::to_string(kMaxRequests));
+  }
+  if ((o.rate > 0) == (o.concurrency > 0)) {
+    return InvalidArgument("give exactly one of --rate (open loop) and --concurrency (closed loop)");
+  }
+  if (o.rate < 0 || !std::isfinite(o.rate)) return InvalidArgument("--rate must be a positive number");
+  if (o.concurrency < 0 || o.concurrency > kMaxConcurrency) {
+    return InvalidArgument("--concurrency must be between 1 and " + std::to_string(kMaxConcurrency));
+  }
+  BMAD_ASSIGN_OR_RETURN(auto prompt_len, tools::LengthDistribution::Parse(o.prompt_len, "--prompt-len"));
+  BMAD_ASSIGN_OR_RETURN(auto output_len, tools::LengthDistribution::Parse(o.output_len, "--output-len"));
+  if (prompt_len.max() > kMaxPromptTokens) {
+    return InvalidArgument("--prompt-len must be at most " + std::to_string(kMaxPromptTokens));
+  }
+  if (output_len.max() > kMaxOutputTokens) {
+    return InvalidArgument("--output-len must be at most " + std::to_string(kMaxOutputTokens));
+  }
+  if (!(o.timeout_s > 0 && o.timeout_s <= kMaxTimeoutS)) {
+    return InvalidArgument("--timeout-s must be above 0 and at most " + std::to_string(int(kMaxTimeoutS)));
+  }
+  if (o.vocab_size != 0 && (o.vocab_size < 8 || o.vocab_size > (int64_t{1} << 31))) {
+    return InvalidArgument("--vocab-size must be at least 8 (and below 2^31)");
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+// Runs the requests (closed loop: `concurrency` workers; open loop: a thread per request,
+// started at its arrival time) while the calling thread enforces deadlines and reports progress.
+class BenchRun {
+ public:
+  BenchRun(const BenchHttpOptions& o, const HttpTarget& target, const std::string& model,
+           std::vector<PlannedRequest> plan)
+      : o_(o), target_(target), model_(model), plan_(std::move(plan)),
+        outcomes_(plan_.size()), start_offsets_s_(plan_.size()), done_(plan_.size()),
+        threads_(plan_.size()) {}
+
+  void Run(const ProgressCallback& on_progress, double progress_interval_s) {
+    start_ = Clock::now();
+    if (o_.concurrency > 0) StartWorkers();
+    size_t next_arrival = 0;
+    double next_progress_s = progress_interval_s;  // nothing to say at the very start
+    while (finished_.load() < static_cast<int64_t>(plan_.size())) {
+      if (o_.rate > 0) {
+        while (next_arrival < plan_.size() && plan_[next_arrival].arrival_s <= Elapsed() &&
+               running_.size() < kMaxOpenLoopInFlight) {
+          StartOne(next_arrival++);
+        }
+        Reap();
+      }
+      watchdog_.StopOverdue();
+      if (on_progress && Elapsed() >= next_progress_s) {
+        on_progress(Progress());
+        next_progress_s = Elapsed() + progress_interval_s;
+      }
+      double wait_s = kTickS;
+      if (o_.rate > 0 && next_arrival < plan_.size()) {
+        wait_s = std::clamp(plan_[next_arrival].arrival_s - Elapsed(), 0.0, kTickS);
+      }
+      std::this_thread::sleep_for(std::chrono::duration<double>(wait_s));
+    }
+    for (std::thread& t : workers_) t.join();
+    Reap();
+    if (on_progress) {
+      BenchProgress last = Progress();
+      last.last = true;
+      on_progress(last);
+    }
+  }
+
+  BenchHttpReport Report() const {
+    BenchHttpReport r;
+    r.model = model_;
+    r.requests = static_cast<int64_t>(plan_.size());
+    std::vector<double> ttft, itl, tpot, e2e;
+    std::map<std::string, int64_t> errors;
+    for (size_t i = 0; i < plan_.size(); ++i) {
+      const StreamOutcome& out = outcomes_[i];
+      r.duration_s = std::max(r.duration_s, start_offsets_s_[i] + out.e2e_s);
+      if (!out.ok) {
+        ++r.failed;
+        ++errors[out.error];
+        continue;
+      }
+      ++r.succeeded;
+      r.output_tokens += out.output_tokens;
+      r.prompt_tokens += out.prompt_tokens;
+      r.usage_reports += out.usage_reported ? 1 : 0;
+      e2e.push_back(out.e2e_s);
+      itl.insert(itl.end(), out.itl_s.begin(), out.itl_s.end());
+      if (out.ttft_s >= 0) ttft.push_back(out.ttft_s);
+      if (out.ttft_s >= 0 && out.output_tokens > 1) {
+        tpot.push_back((out.e2e_s - out.ttft_s) / static_cast<double>(out.output_tokens - 1));
+      }
+    }
+    if (r.duration_s > 0) {
+      r.requests_per_s = static_cast<double>(r.succeeded) / r.duration_s;
+      r.output_tokens_per_s = static_cast<double>(r.output_tokens) / r.duration_s;
+    }
+    r.ttft_s = tools::LatencySummary::Of(std::move(ttft));
+    r.itl_s = tools::LatencySummary::Of(std::move(itl));
+    r.tpot_s = tools::LatencySummary::Of(std::move(tpot));
+    r.e2e_s = tools::LatencySummary::Of(std::move(e2e));
+    r.errors.assign(errors.begin(), errors.end());
+    std::stable_sort(r.errors.begin(), r.errors.end(),
+                     [](const auto& a, const auto& b) { return a.second > b.second; });
+    return r;
+  }
+
+ private:
+  double Elapsed() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+
+  BenchProgress Progress() const {
+    BenchProgress p;
+    p.finished = finished_.load();
+    p.failed = failed_.load();
+    p.total = static_cast<int64_t>(plan_.size());
+    p.elapsed_s = Elapsed();
+    return p;
+  }
+
+  void RunOne(size_t i) {
+    start_offsets_s_[i] = Elapsed();
+    StreamRequest request;
+    request.path = std::string(ApiPath(o_.api));
+    request.body = RequestBody(o_, model_, plan_[i], i);
+    request.api_key = o_.api_key;
+    request.timeout_s = o_.timeout_s;
+    outcomes_[i] = RunStreamRequest(target_, request, &watchdog_);
+    Finish(i);
+  }
+
+  void Finish(size_t i) {
+    if (!outcomes_[i].ok) failed_.fetch_add(1);
+    done_[i].store(true);
+    finished_.fetch_add(1);
+  }
+
+  void StartWorkers() {
+    const int64_t n = std::min<int64_t>(o_.concurrency, static_cast<int64_t>(plan_.size()));
+    for (int64_t w = 0; w < n; ++w) {
+      try {
+        workers_.emplace_back([this] {
+          for (size_t i; (i = next_.fetch_add(1)) < plan_.size();) RunOne(i);
+        });
+      } catch (const std::system_error&) {
+        break;  // fewer workers than asked for: the run is slower, not wrong
+      }
+    }
+    if (workers_.empty()) FailAll("could not start a thread");
+  }
+
+  void StartOne(size_t i) {
+    try {
+      threads_[i] = std::thread([this, i] { RunOne(i); });
+      running_.push_back(i);
+    } catch (const std::system_error&) {
+      outcomes_[i].error = "could not start a thread";
+      Finish(i);
+    }
+  }
+
+  // Joins the open-loop threads that are done, so finished ones do not pile up.
+  void Reap() {
+    std::erase_if(running_, [this](size_t i) {
+      if (!done_[i].load()) return false;
+      threads_[i].join();
+      return true;
+    });
+  }
+
+  void FailAll(const std::string& why) {
+    for (size_t i; (i = next_.fetch_add(1)) < plan_.size();) {
+      outcomes_[i].error = why;
+      Finish(i);
+    }
+  }
+
+  const BenchHttpOptions& o_;
+  const HttpTarget& target_;
+  const std::string model_;
+  const std::vector<PlannedRequest> plan_;
+  Clock::time_point start_;
+  RequestWatchdog watchdog_;
+  // Slot i is written only by the thread running request i, and read after it is joined.
+  std::vector<StreamOutcome> outcomes_;
+  std::vector<double> start_offsets_s_;
+  std::vector<std::atomic<bool>> done_;
+  std::atomic<int64_t> finished_{0}, failed_{0};
+  std::atomic<size_t> next_{0};                      // closed loop: the next request to send
+  std::vector<std::thread> workers_;                 // closed loop
+  std::vector<std::thread> threads_;                 // open loop: one per request
+  std::vector<size_t> running_;                      // open loop: started, not yet joined
+};
+
+}  // namespace
+
+Result<BenchHttpReport> RunBenchHttp(const BenchHttpOptions& o, const ProgressCallback& on_progress,
+                                     double progress_interval_s) {
+  BMAD_RETURN_IF_ERROR(ValidateBenchHttpOptions(o));
+  BMAD_ASSIGN_OR_RETURN(const HttpTarget target, HttpTarget::Parse(o.url));
+  BMAD_ASSIGN_OR_RETURN(auto prompt_len, tools::LengthDistribution::Parse(o.prompt_len, "--prompt-len"));
+  BMAD_ASSIGN_OR_RETURN(auto output_len, tools::LengthDistribution::Parse(o.output_len, "--output-len"));
+  std::string model = o.model;
+  if (model.empty()) {
+    Result<std::string> listed = FetchFirstModelId(target, o.api_key, std::min(o.timeout_s, 30.0));
+    if (!listed.ok()) return listed.status().WithContext("finding the model (or pass --model)");
+    model = *listed;
+  }
+  BenchRun run(o, target, model, PlanWorkload(o, prompt_len, output_len));
+  run.Run(on_progress, progress_interval_s);
+  return run.Report();
+}
+
+std::string BenchHttpReport::Text(const BenchHttpOptions& o) const {
+  std::string out;
+  char line[512];
+  auto add = [&](const char* format, auto... args) {
+    std::snprintf(line, sizeof line, format, args...);
+    out += line;
+  };
+  add("bench http: %lld requests to %s, model %s, %s API, ", static_cast<long long>(requests),
+      o.url.c_str(), model.c_str(), o.api == OpenAiApi::kChat ? "chat" : "completions");
+  if (o.rate > 0) {
+    add("open loop at %.3g req/s\n", o.rate);
+  } else {
+    add("closed loop with %lld in flight\n", static_cast<long long>(o.concurrency));
+  }
+  add("succeeded %lld, failed %lld, in %.2f s\n", static_cast<long long>(succeeded),
+      static_cast<long long>(failed), duration_s);
+  add("throughput: %.2f req/s, %.1f output tok/s (%lld output tokens%s)\n", requests_per_s,
+      output_tokens_per_s, static_cast<long long>(output_tokens),
+      usage_reports == succeeded ? ", by the server's usage" : ", counted partly by events");
+  auto row = [&](const char* name, const tools::LatencySummary& s) {
+    add("%-24s mean %8.1f  p50 %8.1f  p90 %8.1f  p99 %8.1f\n", name, Ms(s.mean), Ms(s.p50),
+        Ms(s.p90), Ms(s.p99));
+  };
+  row("time to first token ms", ttft_s);
+  row("inter-token latency ms", itl_s);
+  row("time per output token ms", tpot_s);
+  row("end-to-end latency ms", e2e_s);
+  add("errors: %lld\n", static_cast<long long>(failed));
+  for (const auto& [message, count] : errors) {
+    add("  %6lld x ", static_cast<long long>(count));
+    out += message + "\n";
+  }
+  return out;
+}
+
+std::string BenchHttpReport::Json(const BenchHttpOptions& o) const {
+  using nlohmann::ordered_json;
+  ordered_json j;
+  j["bench"] = "http";
+  j["url"] = o.url;
+  j["model"] = model;
+  j["api"] = o.api == OpenAiApi::kChat ? "chat" : "completions";
+  j["mode"] = o.rate > 0 ? "open" : "closed";
+  if (o.rate > 0) {
+    j["rate"] = o.rate;
+  } else {
+    j["concurrency"] = o.concurrency;
+  }
+  j["prompt_len"] = o.prompt_len;
+  j["output_len"] = o.output_len;
+  j["requests"] = requests;
+  j["succeeded"] = succeeded;
+  j["failed"] = failed;
+  j["duration_s"] = duration_s;
+  j["requests_per_s"] = requests_per_s;
+  j["output_tokens_per_s"] = output_tokens_per_s;
+  j["output_tokens"] = output_tokens;
+  j["prompt_tokens"] = prompt_tokens;
+  j["ttft_ms"] = ordered_json::parse(ttft_s.Json(1000));
+  j["itl_ms"] = ordered_json::parse(itl_s.Json(1000));
+  j["tpot_ms"] = ordered_json::parse(tpot_s.Json(1000));
+  j["e2e_ms"] = ordered_json::parse(e2e_s.Json(1000));
+  ordered_json error_list = ordered_json::array();
+  for (const auto& [message, count] : errors) {
+    error_list.push_back({{"message", message}, {"count", count}});
+  }
+  j["errors"] = std::move(error_list);
+  return j.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
+}
+
+}  // namespace bmad::client

@@ -1,0 +1,88 @@
+// `bmad bench http`: a load generator for any OpenAI-compatible server (bmad's HTTP front door,
+// llama.cpp's llama-server, vLLM) using streaming requests, so that the numbers of different
+// servers can be compared under the same workload.
+//
+// The workload is fixed by the seed: each request gets a prompt length and an output length from
+// their distributions and, for the completions API, a prompt of random token ids (so every
+// server sees the same number of prompt tokens whatever its tokenizer); the chat API gets a text
+// of about that many words. Every request asks for exactly its output length (ignore_eos,
+// greedy). Open loop: requests start at Poisson arrival times whatever the server is doing.
+// Closed loop: `concurrency` requests are always in flight. Latencies count from the moment a
+// request is sent (in the open loop that is its arrival time unless more than 4096 requests are
+// already in flight). Every request has a timeout, so the run ends when every request has ended
+// one way or the other.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "coordinator/client/openai_wire.h"
+#include "worker/tools/latency_summary.h"
+
+namespace bmad::client {
+
+struct BenchHttpOptions {
+  std::string url;                          // "http://host:port" (a trailing /v1 is fine)
+  std::string model;                        // empty: the first id from GET /v1/models
+  OpenAiApi api = OpenAiApi::kCompletions;
+  int64_t requests = 100;
+  double rate = 0;                          // > 0: open loop, Poisson arrivals per second
+  int64_t concurrency = 0;                  // > 0: closed loop, requests in flight
+  std::string prompt_len = "128";           // tools::LengthDistribution syntax
+  std::string output_len = "128";
+  double timeout_s = 300;                   // per request, connect to last byte
+  int64_t vocab_size = 0;                   // 0: prompt ids in 100..19999; else in
+                                            // min(100, vocab/4)..vocab-1
+  std::string api_key;                      // bearer token, when the server wants one
+  uint64_t seed = 1;
+};
+
+// kInvalidArgument naming the flag for options that cannot run (exactly one of rate and
+// concurrency, counts in range, distributions that parse, a URL that parses).
+Status ValidateBenchHttpOptions(const BenchHttpOptions& options);
+
+struct BenchProgress {
+  int64_t finished = 0;  // ended, successfully or not
+  int64_t failed = 0;
+  int64_t total = 0;
+  double elapsed_s = 0;
+  bool last = false;     // the final call, after every request ended
+};
+using ProgressCallback = std::function<void(const BenchProgress& progress)>;
+
+struct BenchHttpReport {
+  std::string model;
+  int64_t requests = 0;
+  int64_t succeeded = 0;
+  int64_t failed = 0;
+  double duration_s = 0;             // first start to last end
+  double requests_per_s = 0;         // successful requests
+  double output_tokens_per_s = 0;    // tokens of successful requests
+  int64_t output_tokens = 0;
+  int64_t prompt_tokens = 0;         // as reported by the server's usage (0 when it reports none)
+  int64_t usage_reports = 0;         // successful requests whose stream carried usage
+  tools::LatencySummary ttft_s;      // start → first content-bearing event
+  tools::LatencySummary itl_s;       // gaps between content-bearing events
+  tools::LatencySummary tpot_s;      // per request: (e2e − ttft) / (tokens − 1)
+  tools::LatencySummary e2e_s;
+  std::vector<std::pair<std::string, int64_t>> errors;  // message → count, most frequent first
+
+  // Human-readable lines (ends with a newline).
+  std::string Text(const BenchHttpOptions& options) const;
+  // One JSON object on one line (no newline).
+  std::string Json(const BenchHttpOptions& options) const;
+};
+
+// Runs the benchmark. Errors: kInvalidArgument for bad options; the model lookup's Status when
+// no --model is given and GET /v1/models fails. Failed requests are not errors of the run: they
+// are counted in the report. `on_progress` (may be empty) is called from the calling thread
+// about every `progress_interval_s` and once at the end.
+Result<BenchHttpReport> RunBenchHttp(const BenchHttpOptions& options,
+                                     const ProgressCallback& on_progress,
+                                     double progress_interval_s = 1.0);
+
+}  // namespace bmad::client

@@ -1,0 +1,275 @@
+// End to end on 127.0.0.1: bmad-coordinator and bmad-worker replicas started with mpirun, with
+// the real models. Greedy answers over HTTP equal `bmad generate`; 200 concurrent requests all
+// complete; a client that disconnects mid-stream gets its request cancelled and its KV blocks
+// freed; kill -9 of a replica mid-stream loses nothing (migrated requests finish with the same
+// text); garbage at every door gets a clear error while the cluster keeps serving.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "common/proto/frames.h"
+#include "tests/support/local_cluster.h"
+#include "tests/support/paths.h"
+#include "worker/tools/local_generate.h"
+
+namespace bmad::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+
+std::string Stories() { return SharedModelsDir() + "/stories260K.gguf"; }
+std::string TinyRandom() { return SharedModelsDir() + "/llama-2-tiny-random.gguf"; }
+
+std::string LocalText(const std::string& model, const std::string& prompt, uint32_t max_tokens,
+                      bool ignore_eos = false) {
+  tools::LocalGenerateOptions o;
+  o.model_path = model;
+  o.prompt = prompt;
+  o.sampling.temperature = 0;
+  o.sampling.max_tokens = max_tokens;
+  o.sampling.ignore_eos = ignore_eos;
+  o.threads = 1;
+  std::string text;
+  EXPECT_TRUE(tools::LocalGenerate(o, [&](std::string_view t) { text += t; }).ok());
+  return text;
+}
+
+struct HttpResult {
+  int status = 0;
+  std::string body;
+};
+
+HttpResult Post(int port, const std::string& path, const std::string& body) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(60, 0);
+  auto res = c.Post(path.c_str(), body, "application/json");
+  if (!res) return {};
+  return {res->status, res->body};
+}
+
+// Streams a completion; returns the concatenated text and the usage's completion_tokens.
+struct StreamResult {
+  std::string text;
+  int64_t completion_tokens = -1;
+  std::string finish_reason;
+  int events = 0;
+  bool done = false;
+};
+
+StreamResult Stream(int port, const json& body, std::atomic<int>* events_seen = nullptr,
+                    int stop_after_events = -1) {
+  StreamResult out;
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(60, 0);
+  std::string buffer;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    buffer.append(data, n);
+    size_t pos;
+    while ((pos = buffer.find("\n\n")) != std::string::npos) {
+      const std::string event = buffer.substr(0, pos);
+      buffer.erase(0, pos + 2);
+      if (event.rfind("data: ", 0) != 0) continue;
+      const std::string payload = event.substr(6);
+      if (payload == "[DONE]") {
+        out.done = true;
+        continue;
+      }
+      json j = json::parse(payload, nullptr, false);
+      if (j.is_discarded()) continue;
+      ++out.events;
+      if (events_seen) ++*events_seen;
+      if (j.contains("choices") && !j["choices"].empty()) {
+        out.text += j["choices"][0].value("text", "");
+        if (!j["choices"][0]["finish_reason"].is_null()) out.finish_reason = j["choices"][0]["finish_reason"];
+      }
+      if (j.contains("usage") && j["usage"].is_object()) {
+        out.completion_tokens = j["usage"]["completion_tokens"];
+      }
+      if (stop_after_events > 0 && out.events >= stop_after_events) return false;  // disconnect
+    }
+    return true;
+  };
+  httplib::Response res;
+  httplib::Error err;
+  c.send(req, res, err);
+  return out;
+}
+
+json Completion(const std::string& prompt, int max_tokens, bool stream, bool ignore_eos = false) {
+  json b = {{"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}, {"stream", stream}};
+  if (ignore_eos) b["ignore_eos"] = true;
+  if (stream) b["stream_options"] = {{"include_usage", true}};
+  return b;
+}
+
+TEST(ClusterTest, GreedyOverHttpEqualsLocalGenerate) {
+  for (const std::string& model : {Stories(), TinyRandom()}) {
+    LocalCluster cluster({model, 1, 0});
+    std::string error;
+    ASSERT_TRUE(cluster.Start(&error)) << error;
+    const std::string want = LocalText(model, "Once upon a time", 32);
+    HttpResult r = Post(cluster.http_port(), "/v1/completions", Completion("Once upon a time", 32, false).dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+    json j = json::parse(r.body);
+    EXPECT_EQ(j["choices"][0]["text"], want) << model;
+    EXPECT_EQ(j["usage"]["completion_tokens"], 32);
+    StreamResult s = Stream(cluster.http_port(), Completion("Once upon a time", 32, true));
+    EXPECT_TRUE(s.done);
+    EXPECT_EQ(s.text, want) << model;
+    EXPECT_EQ(s.completion_tokens, 32);
+  }
+}
+
+TEST(ClusterTest, TwoHundredConcurrentRequestsAllComplete) {
+  LocalCluster cluster({Stories(), 2, 0});
+  std::string error;
+  ASSERT_TRUE(cluster.Start(&error)) << error;
+  std::atomic<int> ok{0};
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 200; ++i) {
+    clients.emplace_back([&, i] {
+      StreamResult s = Stream(cluster.http_port(),
+                              Completion("Once upon a time " + std::to_string(i), 12, true, true));
+      if (s.done && s.completion_tokens == 12) ++ok;
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(ok.load(), 200) << cluster.Logs().substr(0, 4000);
+}
+
+TEST(ClusterTest, DisconnectMidStreamCancelsAndFreesBlocks) {
+  LocalCluster cluster({Stories(), 1, 0});
+  std::string error;
+  ASSERT_TRUE(cluster.Start(&error)) << error;
+  StreamResult s = Stream(cluster.http_port(), Completion("Once", 400, true, true), nullptr,
+                          /*stop_after_events=*/5);
+  EXPECT_FALSE(s.done);
+  httplib::Client worker("127.0.0.1", cluster.worker_metrics_port(0));
+  std::string metrics;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto res = worker.Get("/metrics");
+        metrics = res ? res->body : "";
+        return LocalCluster::MetricValue(metrics, "bmad_worker_requests_running{replica=\"normal-0\"}") == 0.0 &&
+               LocalCluster::MetricValue(metrics, "bmad_worker_kv_usage_ratio{replica=\"normal-0\"}") == 0.0 &&
+               LocalCluster::MetricValue(
+                   metrics, "bmad_worker_requests_finished_total{reason=\"cancelled\",replica=\"normal-0\"}") == 1.0;
+      },
+      15s))
+      << metrics;
+  EXPECT_EQ(LocalCluster::MetricValue(cluster.Get("/metrics"),
+                                      "bmad_coordinator_requests_finished_total{status=\"cancelled\"}"),
+            1.0);
+}
+
+TEST(ClusterTest, KillNineOfAReplicaLosesNothing) {
+  LocalCluster cluster({Stories(), 2, 0});
+  std::string error;
+  ASSERT_TRUE(cluster.Start(&error)) << error;
+  const std::vector<std::string> prompts = {"Once upon a time", "The little dog", "Lily had a toy",
+                                            "One day the sun", "Tom and Sue", "A big red ball"};
+  const int kTokens = 60;
+  std::vector<std::string> want;
+  for (const auto& p : prompts) want.push_back(LocalText(Stories(), p, kTokens, true));
+  std::vector<StreamResult> got(prompts.size());
+  std::atomic<int> events{0};
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    clients.emplace_back([&, i] { got[i] = Stream(cluster.http_port(), Completion(prompts[i], kTokens, true, true), &events); });
+  }
+  ASSERT_TRUE(WaitFor([&] { return events.load() >= static_cast<int>(prompts.size()) * 3; }, 30s, 1ms));
+  ASSERT_TRUE(cluster.KillReplica(0));
+  for (auto& t : clients) t.join();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_TRUE(got[i].done) << prompts[i];
+    EXPECT_EQ(got[i].completion_tokens, kTokens) << prompts[i];
+    EXPECT_EQ(got[i].text, want[i]) << prompts[i];
+  }
+  auto migrations = LocalCluster::MetricValue(cluster.Get("/metrics"), "bmad_coordinator_migrations_total");
+  ASSERT_TRUE(migrations.has_value());
+  EXPECT_GE(*migrations, 1.0) << "the killed replica was serving nothing: the test proved nothing";
+  EXPECT_EQ(cluster.LiveReplicas(), 1);
+}
+
+TEST(ClusterTest, GarbageGetsClearErrorsAndServingGoesOn) {
+  LocalCluster cluster({Stories(), 1, 0});
+  std::string error;
+  ASSERT_TRUE(cluster.Start(&error)) << error;
+  const int port = cluster.http_port();
+  struct Case {
+    std::string body;
+    int status;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"{not json", 400, "not valid JSON"},
+      {R"({"prompt": "hi", "max_tokens": "many"})", 400, "max_tokens"},
+      {R"({"prompt": "hi", "max_tokens": -5})", 400, "max_tokens"},
+      {R"({"prompt": 42})", 400, "prompt"},
+      {R"({"prompt": "hi", "temperature": "hot"})", 400, "temperature"},
+      {R"({"prompt": "hi", "model": "gpt-4"})", 404, "gpt-4"},
+      {json{{"prompt", std::vector<int>(600, 5)}, {"max_tokens", 4}}.dump(), 400, "context"},
+      {R"({"prompt": "hi", "max_tokens": 600})", 400, "context length"},
+      {R"({"prompt": [1, 99999], "max_tokens": 4})", 400, "99999"},
+  };
+  for (const Case& c : cases) {
+    HttpResult r = Post(port, "/v1/completions", c.body);
+    EXPECT_EQ(r.status, c.status) << c.body << " -> " << r.body;
+    json j = json::parse(r.body, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << r.body;
+    EXPECT_NE(j["error"]["message"].get<std::string>().find(c.message), std::string::npos)
+        << c.body << " -> " << r.body;
+  }
+  HttpResult chat = Post(port, "/v1/chat/completions", R"({"messages": "hello"})");
+  EXPECT_EQ(chat.status, 400);
+  httplib::Client c("127.0.0.1", port);
+  EXPECT_EQ(c.Get("/v1/nothing")->status, 404);
+
+  // The socket door: random bytes, a truncated message, a worker-only message.
+  zmq::context_t ctx;
+  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.set(zmq::sockopt::rcvtimeo, 5000);
+  dealer.connect(cluster.client_endpoint());
+  auto expect_error = [&](const std::string& what) {
+    auto in = proto::ReceiveMessage(dealer, false);
+    ASSERT_TRUE(in.has_value()) << what;
+    ASSERT_TRUE(in->message.ok()) << what;
+    ASSERT_TRUE(std::holds_alternative<proto::ErrorMessage>(*in->message)) << what;
+    EXPECT_FALSE(std::get<proto::ErrorMessage>(*in->message).message.empty());
+  };
+  dealer.send(zmq::buffer(std::string("\x01\x02garbage bytes here!", 20)), zmq::send_flags::none);
+  expect_error("random bytes");
+  std::string submit = proto::Encode(proto::Submit{"c1", "", false, "hi", {}, {}, 1, 0, true});
+  dealer.send(zmq::buffer(submit.substr(0, submit.size() - 16)), zmq::send_flags::none);
+  expect_error("truncated");
+  ASSERT_TRUE(proto::SendMessage(dealer, proto::Heartbeat{}).ok());
+  expect_error("worker message on the client door");
+  proto::SamplingParams bad;
+  bad.max_tokens = 0;
+  ASSERT_TRUE(proto::SendMessage(dealer, proto::Submit{"c2", "", false, "hi", {}, bad, 1, 0, true}).ok());
+  expect_error("max_tokens 0");
+
+  // Still serving, on both doors.
+  HttpResult ok = Post(port, "/v1/completions", Completion("Once upon a time", 8, false).dump());
+  EXPECT_EQ(ok.status, 200) << ok.body;
+  proto::SamplingParams greedy;
+  greedy.temperature = 0;
+  greedy.max_tokens = 8;
+  ASSERT_TRUE(proto::SendMessage(dealer, proto::Submit{"c3", "", false, "Once upon a time", {}, greedy, 1, 0, true}).ok());
+  auto accepted = proto::ReceiveMessage(dealer, false);
+  ASSERT_TRUE(accepted && accepted->message.ok());
+  EXPECT_TRUE(std::holds_alternative<proto::Accepted>(*accepted->message));
+}
+
+}  // namespace
+}  // namespace bmad::testing
