@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "common/proto/frames.h"
+#include "coordinator/client/client.h"
 #include "tests/support/local_cluster.h"
 #include "tests/support/paths.h"
 #include "worker/tools/local_generate.h"
@@ -127,6 +128,28 @@ TEST(ClusterTest, GreedyOverHttpEqualsLocalGenerate) {
     EXPECT_EQ(s.text, want) << model;
     EXPECT_EQ(s.completion_tokens, 32);
   }
+}
+
+TEST(ClusterTest, GreedyOverTheSocketEqualsLocalGenerate) {
+  LocalCluster cluster({Stories(), 1, 1});
+  std::string error;
+  ASSERT_TRUE(cluster.Start(&error)) << error;
+  auto client = client::Client::Connect(cluster.client_endpoint());
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  proto::Submit submit;
+  submit.prompt_text = "Once upon a time";
+  submit.sampling.temperature = 0;
+  submit.sampling.max_tokens = 32;
+  std::string streamed;
+  auto result = (*client)->Generate(submit, [&](const proto::TokenChunk& c) { streamed += c.text; },
+                                    std::chrono::milliseconds(30000));
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_EQ(streamed, LocalText(Stories(), "Once upon a time", 32));
+  EXPECT_EQ(result->finish_reason, proto::FinishReason::kLength);
+  auto status = (*client)->QueryStatus(std::chrono::milliseconds(5000));
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ(status->replicas.size(), 2u);
+  EXPECT_EQ(status->model_name, "stories260K");
 }
 
 TEST(ClusterTest, TwoHundredConcurrentRequestsAllComplete) {
