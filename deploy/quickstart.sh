@@ -77,7 +77,7 @@ curl -fsS "http://127.0.0.1:$http_port/v1/completions" -H 'Content-Type: applica
 echo
 echo "== through HTTP: POST /v1/chat/completions (streaming)"
 curl -fsSN "http://127.0.0.1:$http_port/v1/chat/completions" -H 'Content-Type: application/json' \
-  -d '{"messages": [{"role": "user", "content": "Tell me a story."}], "max_tokens": 16, "stream": true}' | head -n 6
+  -d '{"messages": [{"role": "user", "content": "Tell me a story."}], "max_tokens": 4, "stream": true}'
 echo
 echo "== cluster status"
 "$bin/bmad" status --coordinator "$client"

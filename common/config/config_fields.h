@@ -57,8 +57,8 @@ void VisitConfig(ServerConfig& c, Visitor& v) {
             "Longest sequence (prompt + output) in tokens; 0 means the model's own.",
             I{0, 1 << 24});
     v.Field("chat_template", c.model.chat_template,
-            "Chat template name (chatml, llama2, llama3, zephyr, plain); empty means the model's "
-            "own when recognised, else chatml.",
+            "Chat template name (chatml, llama2, llama3, mistral, zephyr, phi3, gemma, plain); "
+            "empty means the model's own when recognised, else chatml.",
             S{});
   });
 

@@ -153,7 +153,10 @@ int RunRemoteGenerate(const std::vector<std::string>& args) {
       },
       std::chrono::milliseconds(timeout_ms), &g_interrupted);
   std::signal(SIGINT, previous_handler);
-  if (printed) std::printf("\n");
+  if (printed) {
+    std::printf("\n");
+    std::fflush(stdout);  // before the summary on stderr, so a merged log reads in order
+  }
   if (!result.ok()) {
     std::fprintf(stderr, "%s: %s\n", kCommand, result.status().ToString().c_str());
     return result.status().code() == StatusCode::kCancelled ? kExitInterrupted : 1;
