@@ -124,7 +124,8 @@ TEST_P(BackendOpsTest, PreparedMatMulMatchesReferenceAndIsBatchInvariant) {
   uint64_t seed = 100;
   for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kQ8_0}) {
     for (int64_t n : {1, 15, 16, 17, 100, 128, 129, 300}) {
-      for (int64_t k : {32, 64, 96, 160}) {
+      for (int64_t k : {32, 64, 86, 96, 160, 172}) {
+        if (type == WeightType::kQ8_0 && k % kQ8_0Block != 0) continue;
         OwnedWeights w = MakeWeights(type, n, k, ++seed);
         PreparedWeight prepared = cpu_->PrepareMatMulWeight(w.view);
         ASSERT_EQ(prepared.view.layout, WeightLayout::kPanels16);
@@ -290,6 +291,7 @@ TEST_P(BackendOpsTest, PagedAttentionPrefillWholeAndChunked) {
   RunAttentionCase(*cpu_, ref_, 8, 4, 8, 16, {20, 0, 33}, {15, 5, 40}, false, 32);   // chunks
   RunAttentionCase(*cpu_, ref_, 12, 12, 64, 16, {0, 128}, {70, 17}, false, 33);
   RunAttentionCase(*cpu_, ref_, 6, 2, 16, 3, {1, 9}, {2, 11}, false, 34);
+  RunAttentionCase(*cpu_, ref_, 4, 2, 8, 16, {0, 0, 0}, {5, 19, 33}, false, 35);  // a tp=2 shard of stories260K
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, BackendOpsTest, ::testing::ValuesIn(Variants()),

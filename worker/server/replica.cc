@@ -46,7 +46,7 @@ Result<std::unique_ptr<Replica>> Replica::Create(const ServerConfig& c, metrics:
   sizes.kv_block_bytes = block_bytes;
   sizes.kv_blocks = r->num_blocks_;
   sizes.workspace_bytes =
-      model::LlamaModel::WorkspaceBytes(mc, c.scheduler.max_batch_tokens, c.scheduler.max_seqs);
+      r->model_->WorkspaceBytes(c.scheduler.max_batch_tokens, c.scheduler.max_seqs);
   const int64_t widest = std::max({mc.n_embd, mc.n_ff, mc.q_dim()});
   sizes.scratch_bytes =
       static_cast<size_t>(4 * c.scheduler.max_batch_tokens * widest) * sizeof(float) + (size_t{16} << 20);

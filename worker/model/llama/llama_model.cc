@@ -6,17 +6,26 @@
 namespace bmad::model {
 
 Result<std::unique_ptr<LlamaModel>> LlamaModel::Open(const std::string& path,
-                                                     kernels::Backend& backend) {
+                                                     kernels::Backend& backend,
+                                                     const ModelPlacement& placement) {
   BMAD_ASSIGN_OR_RETURN(std::unique_ptr<gguf::GgufFile> file, gguf::GgufFile::Open(path));
   BMAD_ASSIGN_OR_RETURN(LlamaConfig config, ReadLlamaConfig(*file));
-  BMAD_ASSIGN_OR_RETURN(LlamaWeights weights, MapLlamaWeights(*file, config));
-  return std::unique_ptr<LlamaModel>(
-      new LlamaModel(std::move(file), std::move(config), std::move(weights), backend));
+  LlamaShard shard = WholeModel(config);
+  if (placement.tp != 1 || placement.pp != 1 || !placement.stage_layers.empty()) {
+    Result<LlamaShard> made = MakeLlamaShard(config, placement.tp, placement.tp_rank, placement.pp,
+                                             placement.stage, placement.stage_layers);
+    if (!made.ok()) return made.status().WithContext(path);
+    shard = *made;
+  }
+  BMAD_ASSIGN_OR_RETURN(LlamaWeights weights, MapLlamaWeights(*file, config, shard));
+  return std::unique_ptr<LlamaModel>(new LlamaModel(std::move(file), std::move(config), shard,
+                                                    std::move(weights), backend));
 }
 
 Result<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::string& path,
-                                                     kernels::Backend& backend) {
-  BMAD_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model, Open(path, backend));
+                                                     kernels::Backend& backend,
+                                                     const ModelPlacement& placement) {
+  BMAD_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model, Open(path, backend, placement));
   model->PrepareWeights();
   return model;
 }
@@ -33,24 +42,27 @@ size_t LlamaModel::PreparedWeightBytes() const {
 
 void LlamaModel::PrepareWeights() { PrepareForBackend(weights_, backend_); }
 
-size_t LlamaModel::WorkspaceBytes(const LlamaConfig& c, int64_t max_tokens, int64_t max_seqs) {
+size_t LlamaModel::WorkspaceBytes(int64_t max_tokens, int64_t max_seqs) const {
+  const LlamaConfig& c = config_;
+  const int64_t q = shard_.n_head * c.head_dim, kv = shard_.n_kv_head * c.head_dim;
   const auto t = static_cast<size_t>(max_tokens);
-  const size_t floats = t * static_cast<size_t>(4 * c.n_embd + 2 * c.q_dim() + 2 * c.kv_dim() + 2 * c.n_ff) +
+  const size_t floats = t * static_cast<size_t>(4 * c.n_embd + 2 * q + 2 * kv + 2 * shard_.n_ff) +
                         static_cast<size_t>(max_seqs * c.n_embd);
   // Each of the 12 buffers is 64-byte aligned.
   return floats * sizeof(float) + 2 * t * sizeof(int32_t) + 12 * 64;
 }
 
 LlamaModel::LlamaModel(std::unique_ptr<gguf::GgufFile> file, LlamaConfig config,
-                       LlamaWeights weights, kernels::Backend& backend)
+                       LlamaShard shard, LlamaWeights weights, kernels::Backend& backend)
     : file_(std::move(file)),
       config_(std::move(config)),
+      shard_(shard),
       weights_(std::move(weights)),
       backend_(backend),
       rope_{config_.rope_dim, config_.rope_freq_base, config_.rope_freq_scale} {}
 
 KvCacheShape LlamaModel::CacheShape(int64_t num_blocks, int64_t block_size) const {
-  return KvCacheShape{config_.n_layer, num_blocks, block_size, config_.n_head_kv,
+  return KvCacheShape{shard_.n_layers(), num_blocks, block_size, shard_.n_kv_head,
                       config_.head_dim};
 }
 
@@ -64,15 +76,17 @@ void LlamaModel::Grow(std::vector<float>& buffer, size_t floats) {
 void LlamaModel::Reserve(int64_t max_tokens, int64_t max_seqs) {
   const auto t = static_cast<size_t>(max_tokens);
   const LlamaConfig& c = config_;
+  const auto q = static_cast<size_t>(shard_.n_head * c.head_dim);
+  const auto kv = static_cast<size_t>(shard_.n_kv_head * c.head_dim);
   Grow(own_x_, t * c.n_embd);
   Grow(own_h_, t * c.n_embd);
-  Grow(own_q_, t * c.q_dim());
-  Grow(own_k_, t * c.kv_dim());
-  Grow(own_v_, t * c.kv_dim());
-  Grow(own_attn_, t * c.q_dim());
+  Grow(own_q_, t * q);
+  Grow(own_k_, t * kv);
+  Grow(own_v_, t * kv);
+  Grow(own_attn_, t * q);
   Grow(own_proj_, t * c.n_embd);
-  Grow(own_gate_, t * c.n_ff);
-  Grow(own_up_, t * c.n_ff);
+  Grow(own_gate_, t * static_cast<size_t>(shard_.n_ff));
+  Grow(own_up_, t * static_cast<size_t>(shard_.n_ff));
   Grow(own_last_, static_cast<size_t>(max_seqs) * c.n_embd);
   if (own_ids_.size() < t) {
     own_ids_.resize(t);
@@ -106,15 +120,16 @@ void LlamaModel::BindWorkspace(memory::BumpAllocator& ws, int64_t n, int64_t n_s
   auto floats = [&](int64_t count) {
     return static_cast<float*>(ws.Allocate(static_cast<size_t>(count) * sizeof(float)));
   };
+  const int64_t q = shard_.n_head * c.head_dim, kv = shard_.n_kv_head * c.head_dim;
   x_ = floats(n * c.n_embd);
   h_ = floats(n * c.n_embd);
-  q_ = floats(n * c.q_dim());
-  k_ = floats(n * c.kv_dim());
-  v_ = floats(n * c.kv_dim());
-  attn_ = floats(n * c.q_dim());
+  q_ = floats(n * q);
+  k_ = floats(n * kv);
+  v_ = floats(n * kv);
+  attn_ = floats(n * q);
   proj_ = floats(n * c.n_embd);
-  gate_ = floats(n * c.n_ff);
-  up_ = floats(n * c.n_ff);
+  gate_ = floats(n * shard_.n_ff);
+  up_ = floats(n * shard_.n_ff);
   last_ = floats(n_seqs * c.n_embd);
   ids_ = static_cast<int32_t*>(ws.Allocate(static_cast<size_t>(n) * sizeof(int32_t)));
   positions_ = static_cast<int32_t*>(ws.Allocate(static_cast<size_t>(n) * sizeof(int32_t)));
@@ -122,9 +137,9 @@ void LlamaModel::BindWorkspace(memory::BumpAllocator& ws, int64_t n, int64_t n_s
 
 Status LlamaModel::Validate(std::span<const SequenceStep> steps, const KvCache& cache) const {
   const KvCacheShape& shape = cache.shape();
-  if (shape.n_layers != config_.n_layer || shape.n_kv_heads != config_.n_head_kv ||
+  if (shape.n_layers != shard_.n_layers() || shape.n_kv_heads != shard_.n_kv_head ||
       shape.head_dim != config_.head_dim) {
-    return InvalidArgument("KV cache shape does not match the model");
+    return InvalidArgument("KV cache shape does not match the model shard");
   }
   for (size_t s = 0; s < steps.size(); ++s) {
     const SequenceStep& st = steps[s];
@@ -161,44 +176,84 @@ Status LlamaModel::Validate(std::span<const SequenceStep> steps, const KvCache& 
   return Status::Ok();
 }
 
-void LlamaModel::RunLayer(int64_t layer, int64_t n, const KvCache& cache) {
+Status LlamaModel::Embed(int64_t n, TensorParallelGroup* group) {
+  const std::span<const int32_t> ids(ids_, static_cast<size_t>(n));
+  if (shard_.tp == 1) {
+    backend_.Embedding(weights_.token_embd, ids, x_);
+    return Status::Ok();
+  }
+  // Each rank holds a slice of the vocabulary: it fills the rows of its tokens, zeroes the rest,
+  // and the sum over the group assembles every row.
+  const int64_t d = config_.n_embd;
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t local = ids[static_cast<size_t>(i)] - static_cast<int32_t>(shard_.vocab_begin);
+    float* row = x_ + i * d;
+    if (local >= 0 && local < shard_.n_vocab) {
+      backend_.Embedding(weights_.token_embd, std::span<const int32_t>(&local, 1), row);
+    } else {
+      std::fill_n(row, d, 0.0f);
+    }
+  }
+  return group->AllReduceSum(x_, static_cast<size_t>(n * d));
+}
+
+Status LlamaModel::RunLayer(int64_t layer, int64_t n, const KvCache& cache,
+                            TensorParallelGroup* group) {
   const LlamaConfig& c = config_;
   const LlamaLayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
   kernels::Backend& b = backend_;
   const std::span<const int32_t> positions(positions_, static_cast<size_t>(n));
+  const int64_t n_head = shard_.n_head;
 
-  // Attention block.
+  // Attention block, over this rank's heads.
   b.RmsNorm(x_, w.attn_norm, n, c.n_embd, c.rms_eps, h_);
   b.MatMul(h_, n, w.wq, q_);
   b.MatMul(h_, n, w.wk, k_);
   b.MatMul(h_, n, w.wv, v_);
-  b.Rope(q_, positions, c.n_head, c.head_dim, rope_);
-  b.Rope(k_, positions, c.n_head_kv, c.head_dim, rope_);
+  b.Rope(q_, positions, n_head, c.head_dim, rope_);
+  b.Rope(k_, positions, shard_.n_kv_head, c.head_dim, rope_);
   const kernels::KvLayerView kv = cache.Layer(layer);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   b.StoreKv(kv, k_, v_, prefill_seqs_);
   b.StoreKv(kv, k_, v_, decode_seqs_);
   if (!prefill_seqs_.empty()) {
-    b.AttentionPrefill(kv, q_, prefill_seqs_, c.n_head, scale, attn_);
+    b.AttentionPrefill(kv, q_, prefill_seqs_, n_head, scale, attn_);
   }
   if (!decode_seqs_.empty()) {
-    b.AttentionDecode(kv, q_, decode_seqs_, c.n_head, scale, attn_);
+    b.AttentionDecode(kv, q_, decode_seqs_, n_head, scale, attn_);
   }
   b.MatMul(attn_, n, w.wo, proj_);
+  if (shard_.tp > 1) BMAD_RETURN_IF_ERROR(group->AllReduceSum(proj_, static_cast<size_t>(n * c.n_embd)));
   b.Add(x_, proj_, n * c.n_embd);
 
-  // MLP block.
+  // MLP block, over this rank's slice of the width.
   b.RmsNorm(x_, w.ffn_norm, n, c.n_embd, c.rms_eps, h_);
   b.MatMul(h_, n, w.w_gate, gate_);
   b.MatMul(h_, n, w.w_up, up_);
-  b.SwiGlu(gate_, up_, n * c.n_ff, gate_);
+  b.SwiGlu(gate_, up_, n * shard_.n_ff, gate_);
   b.MatMul(gate_, n, w.w_down, proj_);
+  if (shard_.tp > 1) BMAD_RETURN_IF_ERROR(group->AllReduceSum(proj_, static_cast<size_t>(n * c.n_embd)));
   b.Add(x_, proj_, n * c.n_embd);
+  return Status::Ok();
 }
 
 Status LlamaModel::Forward(std::span<const SequenceStep> steps, const KvCache& cache,
                            float* logits, memory::BumpAllocator* workspace) {
+  if (!shard_.whole()) {
+    return FailedPrecondition("Forward computes the whole model; this is " + shard_.Describe());
+  }
+  ShardIo io;
+  io.logits = logits;
+  return ForwardShard(steps, cache, io, nullptr, workspace);
+}
+
+Status LlamaModel::ForwardShard(std::span<const SequenceStep> steps, const KvCache& cache,
+                                const ShardIo& io, TensorParallelGroup* group,
+                                memory::BumpAllocator* workspace) {
   BMAD_RETURN_IF_ERROR(Validate(steps, cache));
+  if (shard_.tp > 1 && group == nullptr) {
+    return FailedPrecondition("a tensor-parallel shard needs its group (" + shard_.Describe() + ")");
+  }
   int64_t n = 0;
   for (const SequenceStep& s : steps) n += static_cast<int64_t>(s.tokens.size());
   if (workspace) {
@@ -223,9 +278,16 @@ Status LlamaModel::Forward(std::span<const SequenceStep> steps, const KvCache& c
   }
 
   const LlamaConfig& c = config_;
-  backend_.Embedding(weights_.token_embd, std::span<const int32_t>(ids_, static_cast<size_t>(n)),
-                     x_);
-  for (int64_t l = 0; l < c.n_layer; ++l) RunLayer(l, n, cache);
+  if (shard_.first_stage()) {
+    BMAD_RETURN_IF_ERROR(Embed(n, group));
+  } else {
+    std::copy_n(io.input_hidden, n * c.n_embd, x_);
+  }
+  for (int64_t l = 0; l < shard_.n_layers(); ++l) BMAD_RETURN_IF_ERROR(RunLayer(l, n, cache, group));
+  if (!shard_.last_stage()) {
+    std::copy_n(x_, n * c.n_embd, io.output_hidden);
+    return Status::Ok();
+  }
 
   // Logits only for the last token of the sequences that sample this step.
   int64_t n_logits = 0;
@@ -237,9 +299,18 @@ Status LlamaModel::Forward(std::span<const SequenceStep> steps, const KvCache& c
     ++n_logits;
   }
   if (n_logits == 0) return Status::Ok();
-  backend_.RmsNorm(last_, weights_.output_norm, n_logits, c.n_embd, c.rms_eps,
-                   last_);
-  backend_.MatMul(last_, n_logits, weights_.output, logits);
+  backend_.RmsNorm(last_, weights_.output_norm, n_logits, c.n_embd, c.rms_eps, last_);
+  if (shard_.n_vocab > 0) backend_.MatMul(last_, n_logits, weights_.output, io.logits);
+  // MatMul wrote rows of n_vocab; spread them to the padded stride (last row first, so no row
+  // overwrites one not yet moved) and zero the padding.
+  const int64_t local = shard_.n_vocab, stride = shard_.vocab_stride;
+  if (local != stride) {
+    for (int64_t i = n_logits - 1; i >= 0; --i) {
+      if (i > 0) std::copy_backward(io.logits + i * local, io.logits + (i + 1) * local,
+                         io.logits + i * stride + local);
+      std::fill(io.logits + i * stride + local, io.logits + (i + 1) * stride, 0.0f);
+    }
+  }
   return Status::Ok();
 }
 

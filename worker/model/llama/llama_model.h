@@ -13,8 +13,9 @@
 #include "kernels/backend.h"
 #include "worker/model/gguf/gguf_file.h"
 #include "worker/model/kv_cache.h"
-#include "worker/model/llama/llama_config.h"
 #include "worker/memory/bump_allocator.h"
+#include "worker/model/llama/llama_config.h"
+#include "worker/model/llama/llama_shard.h"
 #include "worker/model/llama/llama_weights.h"
 
 namespace bmad::model {
@@ -27,25 +28,53 @@ struct SequenceStep {
   bool want_logits = false;              // return logits for the last token
 };
 
+// Which shard of the model this process computes (parallel.tp / parallel.pp in the config).
+struct ModelPlacement {
+  int64_t tp = 1, tp_rank = 0;
+  int64_t pp = 1, stage = 0;
+  std::vector<int64_t> stage_layers;  // empty: balanced by layer count
+};
+
+// The tensor-parallel group a shard sums its partial results over: one all-reduce after the
+// attention output projection, one after the MLP down projection, one for the embedding.
+class TensorParallelGroup {
+ public:
+  virtual ~TensorParallelGroup() = default;
+  virtual Status AllReduceSum(float* data, size_t count) = 0;
+};
+
+// A shard's inputs and outputs besides the tokens and the cache.
+struct ShardIo {
+  const float* input_hidden = nullptr;  // not the first stage: [tokens, n_embd] from the stage before
+  float* output_hidden = nullptr;       // not the last stage: [tokens, n_embd] for the stage after
+  // The last stage: [sampling sequences, shard.vocab_stride], this rank's vocabulary slice; the
+  // padding past the slice is zeroed.
+  float* logits = nullptr;
+};
+
 class LlamaModel {
  public:
   // Opens, validates and maps `path`, then prepares the weights for the backend. Errors name
   // the file and what is wrong.
   static Result<std::unique_ptr<LlamaModel>> Load(const std::string& path,
-                                                  kernels::Backend& backend);
-  // The two halves of Load, for callers that size memory in between: Open maps the file
-  // without preparing anything; PreparedWeightBytes says what PrepareWeights will take from the
-  // backend's weight memory.
+                                                  kernels::Backend& backend,
+                                                  const ModelPlacement& placement = {});
+  // The two halves of Load, for callers that size memory in between: Open maps the file (only
+  // the placement's shard of it) without preparing anything; PreparedWeightBytes says what
+  // PrepareWeights will take from the backend's weight memory. kInvalidArgument when the model
+  // cannot be split as the placement asks.
   static Result<std::unique_ptr<LlamaModel>> Open(const std::string& path,
-                                                  kernels::Backend& backend);
+                                                  kernels::Backend& backend,
+                                                  const ModelPlacement& placement = {});
   size_t PreparedWeightBytes() const;
   void PrepareWeights();
 
   // Bytes a step of `max_tokens` tokens and `max_seqs` sequences takes from a workspace
   // allocator (Forward's `workspace`).
-  static size_t WorkspaceBytes(const LlamaConfig& config, int64_t max_tokens, int64_t max_seqs);
+  size_t WorkspaceBytes(int64_t max_tokens, int64_t max_seqs) const;
 
   const LlamaConfig& config() const { return config_; }
+  const LlamaShard& shard() const { return shard_; }
   const gguf::GgufFile& file() const { return *file_; }
   const LlamaWeights& weights() const { return weights_; }
 
@@ -61,23 +90,30 @@ class LlamaModel {
   // range, position past the context, block table too short or naming a block outside the cache).
   // With a `workspace`, the step's activations are carved from it (the caller resets it between
   // steps); without one the model keeps its own buffers (Reserve).
+  // The whole model only (kFailedPrecondition for a shard).
   Status Forward(std::span<const SequenceStep> steps, const KvCache& cache, float* logits,
                  memory::BumpAllocator* workspace = nullptr);
+  // One step of this shard: its stage's layers over its heads and MLP slice. `group` is needed
+  // when shard().tp > 1. Every rank of a replica calls this with the same steps.
+  Status ForwardShard(std::span<const SequenceStep> steps, const KvCache& cache, const ShardIo& io,
+                      TensorParallelGroup* group, memory::BumpAllocator* workspace = nullptr);
 
   // Workspace growths since Load (the engine reports system allocations after warm-up).
   uint64_t workspace_allocations() const { return workspace_allocations_; }
 
  private:
-  LlamaModel(std::unique_ptr<gguf::GgufFile> file, LlamaConfig config, LlamaWeights weights,
-             kernels::Backend& backend);
+  LlamaModel(std::unique_ptr<gguf::GgufFile> file, LlamaConfig config, LlamaShard shard,
+             LlamaWeights weights, kernels::Backend& backend);
   Status Validate(std::span<const SequenceStep> steps, const KvCache& cache) const;
   void Grow(std::vector<float>& buffer, size_t floats);
   void BindOwnBuffers();
   void BindWorkspace(memory::BumpAllocator& workspace, int64_t n_tokens, int64_t n_seqs);
-  void RunLayer(int64_t layer, int64_t n_tokens, const KvCache& cache);
+  Status Embed(int64_t n_tokens, TensorParallelGroup* group);
+  Status RunLayer(int64_t layer, int64_t n_tokens, const KvCache& cache, TensorParallelGroup* group);
 
   std::unique_ptr<gguf::GgufFile> file_;
   LlamaConfig config_;
+  LlamaShard shard_;
   LlamaWeights weights_;
   kernels::Backend& backend_;
   kernels::RopeConfig rope_;

@@ -1,6 +1,9 @@
 #include "worker/model/llama/llama_weights.h"
 
+#include <cstring>
+
 #include "common/half.h"
+#include "kernels/q8_0.h"
 
 namespace bmad::model {
 namespace {
@@ -60,38 +63,86 @@ class Mapper {
   LlamaWeights* weights_;
 };
 
+// Columns [begin, begin + count) of every row, copied (they are not contiguous in the file).
+Result<kernels::WeightMatrix> CopyColumns(const kernels::WeightMatrix& m, int64_t begin,
+                                          int64_t count, const std::string& name, LlamaWeights* w) {
+  if (begin == 0 && count == m.cols) return m;
+  if (m.type == kernels::WeightType::kQ8_0 &&
+      (begin % kernels::kQ8_0Block != 0 || count % kernels::kQ8_0Block != 0)) {
+    return InvalidArgument("cannot split q8_0 tensor '" + name + "' at column " +
+                           std::to_string(begin) + ": tensor-parallel slices of q8_0 weights must "
+                           "be multiples of 32 columns");
+  }
+  const size_t row_bytes = kernels::RowBytes(m.type, count);
+  const size_t offset = kernels::RowBytes(m.type, begin);
+  auto data = std::make_unique<uint8_t[]>(row_bytes * static_cast<size_t>(m.rows));
+  for (int64_t r = 0; r < m.rows; ++r) {
+    std::memcpy(data.get() + static_cast<size_t>(r) * row_bytes, m.Row(r) + offset, row_bytes);
+  }
+  kernels::WeightMatrix out = kernels::MakeWeightMatrix(m.type, data.get(), m.rows, count);
+  w->column_slices.push_back(std::move(data));
+  return out;
+}
+
 }  // namespace
 
-Result<LlamaWeights> MapLlamaWeights(const gguf::GgufFile& file, const LlamaConfig& c) {
+Result<LlamaWeights> MapLlamaWeights(const gguf::GgufFile& file, const LlamaConfig& c,
+                                     const LlamaShard& shard) {
   LlamaWeights w;
   Mapper m(file, &w);
-  BMAD_ASSIGN_OR_RETURN(w.token_embd, m.Matrix("token_embd.weight", c.n_vocab, c.n_embd));
-  if (file.FindTensor("output.weight")) {
-    BMAD_ASSIGN_OR_RETURN(w.output, m.Matrix("output.weight", c.n_vocab, c.n_embd));
-  } else {
-    w.output = w.token_embd;  // tied embeddings
+  const int64_t hd = c.head_dim;
+  if (shard.first_stage()) {
+    BMAD_ASSIGN_OR_RETURN(kernels::WeightMatrix embd, m.Matrix("token_embd.weight", c.n_vocab, c.n_embd));
+    w.token_embd = embd.RowSlice(shard.vocab_begin, shard.n_vocab);
   }
-  BMAD_ASSIGN_OR_RETURN(w.output_norm, m.Vector("output_norm.weight", c.n_embd));
-  for (int64_t l = 0; l < c.n_layer; ++l) {
+  if (shard.last_stage()) {
+    const char* name = file.FindTensor("output.weight") ? "output.weight" : "token_embd.weight";  // tied
+    BMAD_ASSIGN_OR_RETURN(kernels::WeightMatrix out, m.Matrix(name, c.n_vocab, c.n_embd));
+    w.output = out.RowSlice(shard.vocab_begin, shard.n_vocab);
+    BMAD_ASSIGN_OR_RETURN(w.output_norm, m.Vector("output_norm.weight", c.n_embd));
+  }
+  for (int64_t l = shard.layer_begin; l < shard.layer_end; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     LlamaLayerWeights layer;
-    BMAD_ASSIGN_OR_RETURN(layer.wq, m.Matrix(p + "attn_q.weight", c.q_dim(), c.n_embd));
-    BMAD_ASSIGN_OR_RETURN(layer.wk, m.Matrix(p + "attn_k.weight", c.kv_dim(), c.n_embd));
-    BMAD_ASSIGN_OR_RETURN(layer.wv, m.Matrix(p + "attn_v.weight", c.kv_dim(), c.n_embd));
-    BMAD_ASSIGN_OR_RETURN(layer.wo, m.Matrix(p + "attn_output.weight", c.n_embd, c.q_dim()));
-    BMAD_ASSIGN_OR_RETURN(layer.w_gate, m.Matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd));
-    BMAD_ASSIGN_OR_RETURN(layer.w_up, m.Matrix(p + "ffn_up.weight", c.n_ff, c.n_embd));
-    BMAD_ASSIGN_OR_RETURN(layer.w_down, m.Matrix(p + "ffn_down.weight", c.n_embd, c.n_ff));
+    BMAD_ASSIGN_OR_RETURN(kernels::WeightMatrix wq, m.Matrix(p + "attn_q.weight", c.q_dim(), c.n_embd));
+    layer.wq = wq.RowSlice(shard.head_begin * hd, shard.n_head * hd);
+    BMAD_ASSIGN_OR_RETURN(kernels::WeightMatrix wk, m.Matrix(p + "attn_k.weight", c.kv_dim(), c.n_embd));
+    layer.wk = wk.RowSlice(shard.kv_head_begin * hd, shard.n_kv_head * hd);
+    BMAD_ASSIGN_OR_RETURN(kernels::WeightMatrix wv, m.Matrix(p + "attn_v.weight", c.kv_dim(), c.n_embd));
+    layer.wv = wv.RowSlice(shard.kv_head_begin * hd, shard.n_kv_head * hd);
+    BMAD_ASSIGN_OR_RETURN(kernels::WeightMatrix wo, m.Matrix(p + "attn_output.weight", c.n_embd, c.q_dim()));
+    BMAD_ASSIGN_OR_RETURN(layer.wo, CopyColumns(wo, shard.head_begin * hd, shard.n_head * hd,
+                                                p + "attn_output.weight", &w));
+    BMAD_ASSIGN_OR_RETURN(kernels::WeightMatrix gate, m.Matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd));
+    layer.w_gate = gate.RowSlice(shard.ff_begin, shard.n_ff);
+    BMAD_ASSIGN_OR_RETURN(kernels::WeightMatrix up, m.Matrix(p + "ffn_up.weight", c.n_ff, c.n_embd));
+    layer.w_up = up.RowSlice(shard.ff_begin, shard.n_ff);
+    BMAD_ASSIGN_OR_RETURN(kernels::WeightMatrix down, m.Matrix(p + "ffn_down.weight", c.n_embd, c.n_ff));
+    BMAD_ASSIGN_OR_RETURN(layer.w_down, CopyColumns(down, shard.ff_begin, shard.n_ff,
+                                                    p + "ffn_down.weight", &w));
     BMAD_ASSIGN_OR_RETURN(layer.attn_norm, m.Vector(p + "attn_norm.weight", c.n_embd));
     BMAD_ASSIGN_OR_RETURN(layer.ffn_norm, m.Vector(p + "ffn_norm.weight", c.n_embd));
     w.layers.push_back(layer);
+  }
+  if (!shard.whole()) {
+    // Count what this rank uses, not whole tensors.
+    w.bytes = 0;
+    auto add = [&](const kernels::WeightMatrix& x) { w.bytes += x.row_bytes * static_cast<size_t>(x.rows); };
+    if (shard.first_stage()) add(w.token_embd);
+    if (shard.last_stage()) add(w.output);
+    for (const LlamaLayerWeights& l : w.layers) {
+      for (const kernels::WeightMatrix* x : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) add(*x);
+    }
   }
   return w;
 }
 
 void PrepareForBackend(LlamaWeights& w, kernels::Backend& backend) {
+  bool all_relaid = true;
   auto prepare = [&](kernels::WeightMatrix& m) {
+    if (m.rows == 0 || m.data == nullptr) return;
     kernels::PreparedWeight p = backend.PrepareMatMulWeight(m);
+    all_relaid = all_relaid && p.view.data != m.data;
     m = p.view;
     if (p.storage) w.prepared.push_back(std::move(p.storage));
   };
@@ -101,6 +152,8 @@ void PrepareForBackend(LlamaWeights& w, kernels::Backend& backend) {
       prepare(*m);
     }
   }
+  // The backend copied every matrix into its own layout: the column-slice copies are garbage.
+  if (all_relaid) w.column_slices.clear();
 }
 
 }  // namespace bmad::model

@@ -11,6 +11,7 @@
 #include "kernels/weight_matrix.h"
 #include "worker/model/gguf/gguf_file.h"
 #include "worker/model/llama/llama_config.h"
+#include "worker/model/llama/llama_shard.h"
 
 namespace bmad::model {
 
@@ -27,18 +28,23 @@ struct LlamaLayerWeights {
 };
 
 struct LlamaWeights {
-  kernels::WeightMatrix token_embd;  // [n_vocab, n_embd]
-  kernels::WeightMatrix output;      // [n_vocab, n_embd]; token_embd when the model ties them
-  const float* output_norm = nullptr;
-  std::vector<LlamaLayerWeights> layers;
+  // Shapes below are the whole model's; a shard holds the slices its LlamaShard names.
+  kernels::WeightMatrix token_embd;  // [n_vocab, n_embd]; first stage only (vocab slice)
+  kernels::WeightMatrix output;      // [n_vocab, n_embd]; last stage only (vocab slice)
+  const float* output_norm = nullptr;  // last stage only
+  std::vector<LlamaLayerWeights> layers;  // this stage's layers
   std::vector<std::unique_ptr<float[]>> owned;  // converted norm vectors
+  std::vector<std::unique_ptr<uint8_t[]>> column_slices;  // copies of column-sliced matrices
   std::vector<std::shared_ptr<const void>> prepared;  // backend-prepared matrices
-  size_t bytes = 0;                              // weight bytes referenced
+  size_t bytes = 0;                              // weight bytes this shard references
 };
 
-// Maps every tensor the model needs. Errors name the tensor: missing (kInvalidArgument), wrong
-// shape (kInvalidArgument), or a type bmad does not compute with (kUnimplemented).
-Result<LlamaWeights> MapLlamaWeights(const gguf::GgufFile& file, const LlamaConfig& config);
+// Maps every tensor the shard needs, slicing for tensor parallelism (row slices stay in the
+// file's memory; column slices, of the attention output and down projections, are copied, so a
+// rank touches only its own part of the file). Errors name the tensor: missing or wrong shape
+// (kInvalidArgument), or a type bmad does not compute with (kUnimplemented).
+Result<LlamaWeights> MapLlamaWeights(const gguf::GgufFile& file, const LlamaConfig& config,
+                                     const LlamaShard& shard);
 
 // Replaces every matrix MatMul reads (all but the embedding table, which stays in file layout
 // for row lookups) by the backend's prepared form, keeping its storage alive in `prepared`.
