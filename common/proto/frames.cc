@@ -1,5 +1,6 @@
 #include "common/proto/frames.h"
 
+#include <cerrno>
 #include <vector>
 
 #include <zmq_addon.hpp>
@@ -55,6 +56,14 @@ std::optional<Incoming> ReceiveMessage(zmq::socket_t& socket, bool routed, size_
   const zmq::message_t& frame = frames[first];
   in.message = Decode(frame.data(), frame.size(), max_bytes);
   return in;
+}
+
+int PollSockets(zmq::pollitem_t* items, size_t count, std::chrono::milliseconds timeout) {
+  const int rc = zmq_poll(items, static_cast<int>(count), static_cast<long>(timeout.count()));
+  if (rc >= 0) return rc;
+  for (size_t i = 0; i < count; ++i) items[i].revents = 0;
+  if (zmq_errno() == EINTR) return 0;
+  throw zmq::error_t();
 }
 
 }  // namespace bmad::proto

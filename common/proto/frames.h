@@ -5,6 +5,7 @@
 // returned so the ROUTER side can answer the sender with an error.
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -33,5 +34,10 @@ struct Incoming {
 // (std::nullopt when none is). `routed` says whether the socket is a ROUTER.
 std::optional<Incoming> ReceiveMessage(zmq::socket_t& socket, bool routed,
                                        size_t max_bytes = kDefaultMaxMessageBytes);
+
+// zmq::poll that treats a signal's interruption (EINTR: a SIGTERM arriving while we wait) as
+// "nothing ready" instead of throwing; the caller's loop then sees its stop flag. Returns the
+// number of ready items.
+int PollSockets(zmq::pollitem_t* items, size_t count, std::chrono::milliseconds timeout);
 
 }  // namespace bmad::proto

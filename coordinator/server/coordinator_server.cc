@@ -192,6 +192,15 @@ void CoordinatorServer::Core::HandleWorkerMessage(const std::string& routing_id,
   } else if (auto* err = std::get_if<proto::ErrorMessage>(&m)) {
     const ReplicaState* replica = replicas_.FindByRoutingId(routing_id);
     OnWorkerError(replica ? replica->info.replica_id : "", *err);
+  } else if (auto* down = std::get_if<proto::Shutdown>(&m)) {
+    // The replica is going away (a rank failed, or it was stopped): do not wait for the
+    // heartbeat timeout to move its requests.
+    const ReplicaState* replica = replicas_.FindByRoutingId(routing_id);
+    if (!replica) return;
+    const std::string id = replica->info.replica_id;
+    log::Warn(kLog, "replica reported it is going down", {{"replica", id}, {"reason", down->reason}});
+    replicas_.MarkDead(id);
+    Migrate(id);
   } else {
     log::Warn(kLog, "unexpected message from a worker", {{"message", proto::MessageName(m)}});
   }
@@ -302,7 +311,7 @@ Status CoordinatorServer::Core::Run() {
     zmq::pollitem_t items[3] = {{static_cast<void*>(*worker_socket_), 0, ZMQ_POLLIN, 0},
                                 {static_cast<void*>(*client_socket_), 0, ZMQ_POLLIN, 0},
                                 {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
-    zmq::poll(items, 3, std::chrono::milliseconds(10));
+    proto::PollSockets(items, 3, std::chrono::milliseconds(10));
     // A bounded batch from each source per round keeps one busy source from starving the others.
     for (int i = 0; i < 256 && (items[0].revents & ZMQ_POLLIN); ++i) {
       auto in = proto::ReceiveMessage(*worker_socket_, true, max_bytes);

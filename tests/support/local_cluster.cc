@@ -93,7 +93,8 @@ bool LocalCluster::Start(std::string* error) {
     const int count = std::string(pool) == "normal" ? options_.normal_replicas : options_.long_tail_replicas;
     for (int i = 0; i < count; ++i, ++index) {
       auto p = std::make_unique<ChildProcess>();
-      std::vector<std::string> w = {"mpirun", "-np", "1", "--bind-to", "none", BinaryPath("bmad-worker"),
+      std::vector<std::string> w = {"mpirun", "-np", std::to_string(options_.ranks_per_replica),
+                                    "--bind-to", "none", BinaryPath("bmad-worker"),
                                     "--config", config_path_, "--set",
                                     "worker.replica_id=" + std::string(pool) + "-" + std::to_string(i),
                                     "--set", "worker.pool=" + std::string(pool), "--replica-index",
@@ -141,6 +142,20 @@ bool LocalCluster::KillReplica(int index) {
   if (index < 0 || index >= static_cast<int>(replicas_.size())) return false;
   for (pid_t child : Children(replicas_[static_cast<size_t>(index)]->pid())) {
     if (Comm(child).find("bmad-worker") != std::string::npos) return kill(child, SIGKILL) == 0;
+  }
+  return false;
+}
+
+bool LocalCluster::SignalRank(int index, int rank, int signal) {
+  if (index < 0 || index >= static_cast<int>(replicas_.size())) return false;
+  const std::string want = "OMPI_COMM_WORLD_RANK=" + std::to_string(rank);
+  for (pid_t child : Children(replicas_[static_cast<size_t>(index)]->pid())) {
+    if (Comm(child).find("bmad-worker") == std::string::npos) continue;
+    std::ifstream in("/proc/" + std::to_string(child) + "/environ", std::ios::binary);
+    std::string entry;
+    while (std::getline(in, entry, '\0')) {
+      if (entry == want) return kill(child, signal) == 0;
+    }
   }
   return false;
 }

@@ -1,5 +1,5 @@
 // A real cluster on 127.0.0.1 for integration tests: the bmad-coordinator process and worker
-// replicas, each replica its own `mpirun -np 1` job (as the launcher runs them), every port
+// replicas, each replica its own `mpirun -np <tp × pp>` job (as the launcher runs them), every port
 // picked free, everything stopped when the object goes away.
 #pragma once
 
@@ -21,6 +21,7 @@ struct LocalClusterOptions {
   std::vector<std::string> extra_sets;   // more --set section.key=value for every process
   int64_t liveness_timeout_ms = 600;
   int64_t heartbeat_ms = 50;
+  int ranks_per_replica = 1;             // mpirun -np for each replica (parallel.tp × parallel.pp)
 };
 
 class LocalCluster {
@@ -48,6 +49,10 @@ class LocalCluster {
 
   // SIGKILLs the worker process (the rank, not mpirun) of replica `index`.
   bool KillReplica(int index);
+  // Sends `signal` to world rank `rank` of replica `index`'s mpirun job.
+  bool SignalRank(int index, int rank, int signal);
+  // The replica's mpirun job: its exit status once it ended.
+  ChildProcess& replica_process(int index) { return *replicas_[static_cast<size_t>(index)]; }
   std::string Logs() const;
 
  private:

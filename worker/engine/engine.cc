@@ -49,6 +49,7 @@ Engine::Engine(const EngineOptions& options, model::LlamaModel& model, model::Kv
   // Size every step buffer for the largest step up front, so steps never allocate.
   if (!options.workspace) model_.Reserve(options.scheduler.max_batch_tokens, options.scheduler.max_seqs);
   steps_.reserve(static_cast<size_t>(options.scheduler.max_seqs));
+  step_ids_.reserve(static_cast<size_t>(options.scheduler.max_seqs));
   sampling_chunks_.reserve(static_cast<size_t>(options.scheduler.max_seqs));
   sampled_.reserve(static_cast<size_t>(options.scheduler.max_seqs));
   logits_.resize(static_cast<size_t>(options.scheduler.max_seqs * model.config().n_vocab));
@@ -111,7 +112,7 @@ bool Engine::Cancel(uint64_t id, RequestOutput* final_output) {
                            static_cast<uint32_t>(r.output.generated().size()),
                            static_cast<uint32_t>(r.cached_prompt_tokens)};
   FinishMetrics(r, proto::FinishReason::kCancelled);
-  requests_.erase(it);
+  Forget(id);
   if (final_output) *final_output = std::move(out);
   UpdateGauges();
   return true;
@@ -119,8 +120,10 @@ bool Engine::Cancel(uint64_t id, RequestOutput* final_output) {
 
 void Engine::PrepareBatch(const sched::SchedulerOutput& plan) {
   steps_.clear();
+  step_ids_.clear();
   sampling_chunks_.clear();
   for (const sched::ScheduledChunk& c : plan.chunks) {
+    step_ids_.push_back(c.seq_id);
     const sched::Sequence* seq = scheduler_.Find(c.seq_id);
     steps_.push_back({std::span<const int32_t>(seq->tokens).subspan(static_cast<size_t>(c.start),
                                                                      static_cast<size_t>(c.num_tokens)),
@@ -179,6 +182,17 @@ Status Engine::Sample(const sched::SchedulerOutput& plan, std::vector<RequestOut
   return Status::Ok();
 }
 
+Status Engine::Execute() {
+  if (options_.workspace) options_.workspace->Reset();
+  if (options_.executor) return options_.executor->Execute(steps_, step_ids_, logits_.data());
+  return model_.Forward(steps_, cache_, logits_.data(), options_.workspace);
+}
+
+void Engine::Forget(uint64_t id) {
+  requests_.erase(id);
+  if (options_.executor) options_.executor->Release(id);
+}
+
 void Engine::FinishMetrics(const RequestState& r, proto::FinishReason reason) {
   if (!metrics_) return;
   metrics_->Finished(reason).Increment();
@@ -193,6 +207,9 @@ Status Engine::Step(std::vector<RequestOutput>* outputs) {
   const kv::KvBlockManager::Stats kv_before = kv_.GetStats();
   sched::SchedulerOutput plan = scheduler_.Schedule();
   if (metrics_ && !plan.preempted.empty()) metrics_->preemptions.Increment(double(plan.preempted.size()));
+  if (options_.executor) {
+    for (uint64_t id : plan.preempted) options_.executor->Release(id);
+  }
   if (plan.empty()) {
     UpdateGauges();
     return Status::Ok();
@@ -210,8 +227,11 @@ Status Engine::Step(std::vector<RequestOutput>* outputs) {
   }
   // Prepare the batch and execute it.
   PrepareBatch(plan);
-  if (options_.workspace) options_.workspace->Reset();
-  Status executed = model_.Forward(steps_, cache_, logits_.data(), options_.workspace);
+  Status executed = Execute();
+  if (!executed.ok() && executed.code() != StatusCode::kInvalidArgument &&
+      executed.code() != StatusCode::kOutOfRange) {
+    return executed.WithContext("executing step");
+  }
   if (!executed.ok()) {
     // A malformed step is a bug, not the requests' fault, but they cannot continue: fail them
     // with the reason and keep serving the rest.
@@ -226,7 +246,7 @@ Status Engine::Step(std::vector<RequestOutput>* outputs) {
       FinishMetrics(*it->second, out.reason);
       outputs->push_back(std::move(out));
       scheduler_.Remove(c.seq_id);
-      requests_.erase(it);
+      Forget(c.seq_id);
     }
     return Status::Ok();
   }
@@ -235,7 +255,7 @@ Status Engine::Step(std::vector<RequestOutput>* outputs) {
   BMAD_RETURN_IF_ERROR(Sample(plan, outputs));
   scheduler_.OnStepDone(plan, sampled_);
   for (size_t i = first_output; i < outputs->size(); ++i) {
-    if ((*outputs)[i].finished) requests_.erase((*outputs)[i].id);
+    if ((*outputs)[i].finished) Forget((*outputs)[i].id);
   }
   const int64_t end = clock_.NowNanos();
   busy_nanos_ += end - start;

@@ -24,6 +24,7 @@
 #include "kernels/backend.h"
 #include "worker/engine/engine_metrics.h"
 #include "worker/engine/output_processor.h"
+#include "worker/engine/step_executor.h"
 #include "worker/kv/kv_block_manager.h"
 #include "worker/memory/bump_allocator.h"
 #include "worker/model/kv_cache.h"
@@ -64,6 +65,9 @@ struct EngineOptions {
   int64_t context_length = 0;   // 0: the model's
   // Per-step activations come from here when set (reset at the start of every step).
   memory::BumpAllocator* workspace = nullptr;
+  // Runs each step's forward pass when set (a replica split over ranks); otherwise the engine
+  // calls the model itself. Not owned.
+  StepExecutor* executor = nullptr;
 };
 
 class Engine {
@@ -81,7 +85,9 @@ class Engine {
   // Drops a request at once (its KV blocks are freed); returns its final output, or false when
   // the request is unknown.
   bool Cancel(uint64_t id, RequestOutput* final_output);
-  // Runs one step; appends new outputs (empty when there was nothing to do).
+  // Runs one step; appends new outputs (empty when there was nothing to do). An error means the
+  // replica cannot compute any more (its executor failed); a malformed step only fails its
+  // requests.
   Status Step(std::vector<RequestOutput>* outputs);
 
   bool HasWork() const { return scheduler_.HasWork(); }
@@ -100,6 +106,8 @@ class Engine {
   struct RequestState;
 
   void PrepareBatch(const sched::SchedulerOutput& plan);
+  Status Execute();
+  void Forget(uint64_t id);
   Status Sample(const sched::SchedulerOutput& plan, std::vector<RequestOutput>* outputs);
   void UpdateGauges();
   void FinishMetrics(const RequestState& r, proto::FinishReason reason);
@@ -120,6 +128,7 @@ class Engine {
 
   // Step buffers, reused.
   std::vector<model::SequenceStep> steps_;
+  std::vector<uint64_t> step_ids_;
   std::vector<const sched::ScheduledChunk*> sampling_chunks_;
   std::vector<sched::SampledToken> sampled_;
   std::vector<float> logits_;

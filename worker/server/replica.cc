@@ -9,8 +9,20 @@ namespace bmad::worker {
 
 Replica::~Replica() = default;
 
+namespace {
+
+// Every rank of a replica must number the same KV blocks; ranks with more layers fit fewer.
+Result<int64_t> AgreeOnBlocks(parallel::Communicator& replica, int64_t mine) {
+  std::vector<int64_t> all(static_cast<size_t>(replica.size()));
+  BMAD_RETURN_IF_ERROR(replica.AllGather(&mine, sizeof mine, all.data())
+                           .WithContext("agreeing on the replica's KV block count"));
+  return *std::min_element(all.begin(), all.end());
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Replica>> Replica::Create(const ServerConfig& c, metrics::Registry* registry,
-                                                 const Clock& clock) {
+                                                 const Clock& clock, const ReplicaRank& rank) {
   if (c.model.path.empty()) return InvalidArgument("model.path is not set (the GGUF file to serve)");
   if (c.worker.backend == Backend::kCuda) {
     return Unimplemented("backend 'cuda' is not available in this build of the worker; use "
@@ -20,14 +32,25 @@ Result<std::unique_ptr<Replica>> Replica::Create(const ServerConfig& c, metrics:
   kernels::CpuBackendOptions backend_options;
   backend_options.threads = static_cast<int>(c.worker.threads);
   r->backend_ = std::make_unique<kernels::CpuBackend>(backend_options);
-  BMAD_ASSIGN_OR_RETURN(r->model_, model::LlamaModel::Open(c.model.path, *r->backend_));
-  BMAD_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::LoadTokenizer(r->model_->file()));
-  const model::LlamaConfig& mc = r->model_->config();
-  if (tok.vocab_size() != mc.n_vocab) {
-    return InvalidArgument(c.model.path + ": the vocabulary has " + std::to_string(tok.vocab_size()) +
-                           " tokens but the model " + std::to_string(mc.n_vocab));
+  model::ModelPlacement placement;
+  if (rank.topology) {
+    placement.tp = rank.topology->tp();
+    placement.tp_rank = rank.topology->tp_rank();
+    placement.pp = rank.topology->pp();
+    placement.stage = rank.topology->stage();
   }
-  r->tokenizer_ = std::make_unique<tokenizer::Tokenizer>(std::move(tok));
+  placement.stage_layers = c.parallel.stage_layers;
+  BMAD_ASSIGN_OR_RETURN(r->model_, model::LlamaModel::Open(c.model.path, *r->backend_, placement));
+  const bool leader = !rank.topology || rank.topology->is_leader();
+  const model::LlamaConfig& mc = r->model_->config();
+  if (leader) {
+    BMAD_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::LoadTokenizer(r->model_->file()));
+    if (tok.vocab_size() != mc.n_vocab) {
+      return InvalidArgument(c.model.path + ": the vocabulary has " + std::to_string(tok.vocab_size()) +
+                             " tokens but the model " + std::to_string(mc.n_vocab));
+    }
+    r->tokenizer_ = std::make_unique<tokenizer::Tokenizer>(std::move(tok));
+  }
   r->model_name_ = !c.model.name.empty() ? c.model.name
                                          : std::filesystem::path(c.model.path).stem().string();
 
@@ -35,6 +58,9 @@ Result<std::unique_ptr<Replica>> Replica::Create(const ServerConfig& c, metrics:
   r->num_blocks_ = c.cache.num_blocks > 0
                        ? c.cache.num_blocks
                        : static_cast<int64_t>(static_cast<size_t>(c.cache.kv_bytes) / block_bytes);
+  if (rank.topology && rank.topology->ranks_per_replica() > 1) {
+    BMAD_ASSIGN_OR_RETURN(r->num_blocks_, AgreeOnBlocks(*rank.comms->replica, r->num_blocks_));
+  }
   if (r->num_blocks_ < 2) {
     return InvalidArgument("cache.kv_bytes " + std::to_string(c.cache.kv_bytes) +
                            " holds no KV block (one block needs " + std::to_string(block_bytes) +
@@ -56,6 +82,23 @@ Result<std::unique_ptr<Replica>> Replica::Create(const ServerConfig& c, metrics:
   r->model_->PrepareWeights();
   r->cache_ = std::make_unique<model::KvCache>(r->model_->CacheShape(r->num_blocks_, c.cache.block_size),
                                                r->memory_->KvMemory());
+  if (rank.topology && rank.topology->ranks_per_replica() > 1) {
+    parallel::ShardStepContext sc;
+    sc.model = r->model_.get();
+    sc.cache = r->cache_.get();
+    sc.workspace = &r->memory_->workspace();
+    sc.tp = rank.comms->tp.get();
+    sc.pp = rank.comms->pp.get();
+    sc.micro_batches = c.parallel.micro_batches;
+    sc.max_tokens = c.scheduler.max_batch_tokens;
+    sc.max_seqs = c.scheduler.max_seqs;
+    r->runner_ = std::make_unique<parallel::ShardStepRunner>(sc);
+    if (leader) {
+      r->leader_executor_ = std::make_unique<parallel::LeaderExecutor>(*rank.comms->replica,
+                                                                       *r->runner_, rank.watchdog);
+    }
+  }
+  if (!leader) return r;
   if (registry) {
     r->metrics_ = std::make_unique<engine::EngineMetrics>(*registry, c.worker.replica_id,
                                                           c.cache.block_size, r->num_blocks_);
@@ -67,6 +110,7 @@ Result<std::unique_ptr<Replica>> Replica::Create(const ServerConfig& c, metrics:
   eo.prefix_caching = c.cache.prefix_caching;
   eo.context_length = c.model.context_length;
   eo.workspace = &r->memory_->workspace();
+  eo.executor = r->leader_executor_.get();
   r->engine_ = std::make_unique<engine::Engine>(eo, *r->model_, *r->cache_, *r->tokenizer_,
                                                 *r->backend_, clock, r->metrics_.get());
   return r;

@@ -16,19 +16,38 @@
 #include "worker/model/kv_cache.h"
 #include "worker/model/llama/llama_model.h"
 #include "worker/model/tokenizer/tokenizer.h"
+#include "worker/parallel/leader_executor.h"
+#include "worker/parallel/replica_communicators.h"
+#include "worker/parallel/shard_step_runner.h"
+#include "worker/parallel/topology.h"
+#include "worker/parallel/watchdog.h"
 #include "worker/server/replica_memory.h"
 
 namespace bmad::worker {
+
+// Where this process stands in a replica split over MPI ranks (parallel.tp × parallel.pp).
+struct ReplicaRank {
+  const parallel::ReplicaTopology* topology = nullptr;   // null: the replica is this process
+  parallel::ReplicaCommunicators* comms = nullptr;       // with a topology
+  parallel::Watchdog* watchdog = nullptr;                // optional
+};
 
 class Replica {
  public:
   // `registry` may be null (no metrics). Errors name what is wrong: the model file, the
   // backend, the memory sizes.
+  // With a `rank`, this process computes its shard of the model; only the leader builds the
+  // engine (and the tokenizer), the other ranks run `runner()` under parallel::RunFollower.
   static Result<std::unique_ptr<Replica>> Create(const ServerConfig& config,
-                                                 metrics::Registry* registry, const Clock& clock);
+                                                 metrics::Registry* registry, const Clock& clock,
+                                                 const ReplicaRank& rank = {});
   ~Replica();
 
+  bool is_leader() const { return engine_ != nullptr; }
   engine::Engine& engine() { return *engine_; }
+  parallel::ShardStepRunner* runner() { return runner_.get(); }
+  // The leader's executor when the replica spans ranks; null otherwise.
+  parallel::LeaderExecutor* leader_executor() { return leader_executor_.get(); }
   const model::LlamaModel& model() const { return *model_; }
   const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
   const std::string& model_name() const { return model_name_; }
@@ -45,6 +64,8 @@ class Replica {
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   std::unique_ptr<model::KvCache> cache_;
   std::unique_ptr<engine::EngineMetrics> metrics_;
+  std::unique_ptr<parallel::ShardStepRunner> runner_;
+  std::unique_ptr<parallel::LeaderExecutor> leader_executor_;
   std::unique_ptr<engine::Engine> engine_;
   std::string model_name_;
   int64_t num_blocks_ = 0;

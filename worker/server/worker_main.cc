@@ -1,17 +1,75 @@
-// bmad-worker: one worker replica (see worker_server.h).
+// bmad-worker: the ranks of one mpirun job. Every parallel.tp × parallel.pp consecutive ranks
+// form a replica; each replica's leader (stage 0, tp rank 0) runs the WorkerServer (engine,
+// coordinator link), the other ranks compute their shard of each step the leader sends them.
+// A replica of one rank does not start MPI at all.
+#include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <thread>
 
 #include "common/cli/flags.h"
+#include "common/clock.h"
 #include "common/config/config_loader.h"
 #include "common/log.h"
+#include "worker/parallel/abort_flag.h"
+#include "worker/parallel/follower_loop.h"
+#include "worker/parallel/mpi_session.h"
+#include "worker/parallel/replica_communicators.h"
+#include "worker/parallel/step_in_flight.h"
+#include "worker/parallel/topology.h"
+#include "worker/parallel/watchdog.h"
+#include "worker/server/replica.h"
 #include "worker/server/worker_server.h"
 
 namespace {
+
+constexpr const char* kLog = "worker";
 bmad::worker::WorkerServer* g_server = nullptr;
+std::atomic<int> g_signals{0};
+
+// SIGTERM/SIGINT between steps: the leader drains and then stops its ranks with a shutdown plan
+// (the other ranks wait for it). During a step, or a second time: every communicator wait ends
+// at once, because mpirun signals a job's survivors when one of its ranks died.
 void OnSignal(int) {
-  if (g_server) g_server->RequestStop();
+  const bool first = g_signals.fetch_add(1) == 0;
+  if (first && g_server) g_server->RequestStop();
+  if (!first || bmad::parallel::StepInFlight().load()) bmad::parallel::RequestAbort();
 }
+
+int Fail(const char* what, const bmad::Status& s) {
+  bmad::log::Error(kLog, what, {{"error", s}});
+  return 1;
+}
+
+// A rank that failed leaves at once: no MPI_Finalize (it would wait for the peer that is gone)
+// and no destructors (a collective may still be pending in MPI). mpirun reports the exit and
+// stops the job's other ranks.
+[[noreturn]] void ExitNow(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::_Exit(code);
+}
+
+// A rank other than its replica's leader: compute steps until the leader says stop.
+int RunFollowerRank(const bmad::ServerConfig& config, const bmad::parallel::ReplicaTopology& topo,
+                    bmad::parallel::ReplicaCommunicators& comms, bmad::parallel::Watchdog& watchdog) {
+  auto replica = bmad::worker::Replica::Create(config, nullptr, bmad::SystemClock::Instance(),
+                                               {&topo, &comms, &watchdog});
+  if (!replica.ok()) return Fail("cannot start", replica.status());
+  bmad::log::Info(kLog, "rank ready",
+                  {{"rank", topo.ToString()}, {"shard", (*replica)->model().shard().Describe()}});
+  auto done = bmad::parallel::RunFollower(*comms.replica, *(*replica)->runner(), &watchdog);
+  if (!done.ok()) {
+    bmad::log::Error(kLog, "rank failed; exiting",
+                     {{"rank", topo.ToString()}, {"error", done.status()}});
+    return 1;
+  }
+  bmad::log::Info(kLog, "rank stopped",
+                  {{"rank", topo.ToString()}, {"steps", done->steps}, {"reason", done->reason}});
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -21,7 +79,9 @@ int main(int argc, char** argv) {
   bmad::cli::Flags flags("bmad-worker --config FILE [--set section.key=value]...");
   flags.AddString("config", &config_path, "The cluster's YAML config file.");
   flags.AddList("set", &overrides, "Override one config key (e.g. worker.replica_id=r1).");
-  flags.AddInt("replica-index", &replica_index, "This replica's index (offsets its metrics port).");
+  flags.AddInt("replica-index", &replica_index,
+               "This job's first replica's index (offsets the metrics port; the job's k-th "
+               "replica adds k).");
   flags.AddString("log-level", &log_level, "debug, info, warn or error (default: log.level).");
   flags.AddInt("max-run-ms", &max_run_ms, "Stop after this many milliseconds (tests).");
   std::vector<std::string> positional;
@@ -49,20 +109,74 @@ int main(int argc, char** argv) {
     }
     bmad::log::SetLevel(*level);
   }
-  auto server = bmad::worker::WorkerServer::Create(
-      *config, {static_cast<int>(replica_index), max_run_ms});
-  if (!server.ok()) {
-    bmad::log::Error("worker", "cannot start", {{"error", server.status()}});
-    return 1;
-  }
-  g_server = server->get();
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
+
+  // Where this process stands: the launcher's rank and size, before MPI is up.
+  const bmad::parallel::LaunchInfo launch = bmad::parallel::ReadLaunchInfo();
+  const int tp = static_cast<int>(config->parallel.tp), pp = static_cast<int>(config->parallel.pp);
+  auto topology = bmad::parallel::ReplicaTopology::Create(launch.world_rank, launch.world_size, tp, pp);
+  if (!topology.ok()) return Fail("cannot start", topology.status());
+  bmad::ServerConfig& c = *config;
+  if (topology->num_replicas() > 1) {
+    c.worker.replica_id.append("-").append(std::to_string(topology->replica()));
+  }
+  bmad::worker::WorkerRunOptions options{static_cast<int>(replica_index) + topology->replica(),
+                                         max_run_ms, {}};
+
+  std::unique_ptr<bmad::parallel::MpiSession> session;
+  std::unique_ptr<bmad::parallel::MpiCommunicator> world;
+  bmad::parallel::ReplicaCommunicators comms;
+  std::unique_ptr<bmad::parallel::Watchdog> watchdog;
+  if (topology->ranks_per_replica() > 1) {
+    auto started = bmad::parallel::MpiSession::Start(&argc, &argv);
+    if (!started.ok()) return Fail("cannot start MPI", started.status());
+    session = std::move(*started);
+    const std::chrono::milliseconds timeout(c.parallel.step_timeout_ms);
+    auto w = bmad::parallel::MpiCommunicator::World(timeout);
+    if (!w.ok()) return Fail("cannot start MPI", w.status());
+    world = std::move(*w);
+    auto built = bmad::parallel::BuildReplicaCommunicators(*world, *topology);
+    if (!built.ok()) return Fail("cannot form the replica's groups", built.status());
+    comms = std::move(*built);
+    // When a step overruns, the watchdog first ends every communicator wait (the main thread
+    // then takes its failure path: the leader tells the coordinator) and only if that does not
+    // end the process within the grace period, ends it itself.
+    watchdog = std::make_unique<bmad::parallel::Watchdog>(bmad::parallel::Watchdog::Options{
+        c.worker.replica_id, topology->world_rank(), timeout,
+        [] {
+          bmad::parallel::RequestAbort();
+          std::this_thread::sleep_for(std::chrono::seconds(2));
+        },
+        std::chrono::seconds(2), {}});
+    if (!topology->is_leader()) {
+      const int code = RunFollowerRank(c, *topology, comms, *watchdog);
+      if (code != 0) ExitNow(code);
+      comms = {};
+      world.reset();
+      (void)session->Finalize(timeout);
+      return 0;
+    }
+    options.rank = {&*topology, &comms, watchdog.get()};
+  }
+
+  auto server = bmad::worker::WorkerServer::Create(c, options);
+  if (!server.ok()) {
+    const int code = Fail("cannot start", server.status());
+    if (session) ExitNow(code);
+    return code;
+  }
+  g_server = server->get();
   bmad::Status run = (*server)->Run();
   g_server = nullptr;
   if (!run.ok()) {
-    bmad::log::Error("worker", "stopped with an error", {{"error", run}});
-    return 1;
+    const int code = Fail("stopped with an error", run);
+    if (session) ExitNow(code);
+    return code;
   }
+  server->reset();
+  comms = {};
+  world.reset();
+  if (session) (void)session->Finalize(std::chrono::milliseconds(c.parallel.step_timeout_ms));
   return 0;
 }

@@ -45,6 +45,7 @@ struct WorkerServer::Impl {
   bool registered = false;
   int64_t last_register_ns = 0;
   int64_t last_heartbeat_ns = 0;
+  int64_t last_plan_ns = 0;  // the last step or keepalive sent to the other ranks
   std::unordered_map<uint64_t, uint32_t> chunk_sequence;  // next TokenChunk.sequence per request
   std::vector<engine::RequestOutput> outputs;
 
@@ -65,7 +66,16 @@ Status WorkerServer::Impl::Load() {
                        ? 0
                        : static_cast<int>(c.metrics.worker_port) + options.replica_index;
   BMAD_RETURN_IF_ERROR(metrics_server->Start(c.metrics.host, port));
-  BMAD_ASSIGN_OR_RETURN(replica, Replica::Create(c, &registry, clock));
+  if (options.rank.comms) {
+    // The replica's communication time: bmad_comm_seconds{op} on this leader's /metrics.
+    for (parallel::Communicator* comm :
+         {static_cast<parallel::Communicator*>(options.rank.comms->replica.get()),
+          static_cast<parallel::Communicator*>(options.rank.comms->tp.get()),
+          static_cast<parallel::Communicator*>(options.rank.comms->pp.get())}) {
+      if (comm) comm->set_metrics(&registry);
+    }
+  }
+  BMAD_ASSIGN_OR_RETURN(replica, Replica::Create(c, &registry, clock, options.rank));
   engine = &replica->engine();
 
   incarnation = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
@@ -204,11 +214,21 @@ Status WorkerServer::Run() {
   const int64_t heartbeat_ns = w.config.worker.heartbeat_ms * 1'000'000;
   const int64_t start_ns = w.clock.NowNanos();
   const size_t max_bytes = static_cast<size_t>(w.config.coordinator.max_message_bytes);
+  parallel::LeaderExecutor* ranks = w.replica->leader_executor();
+  // Keepalives come well within the other ranks' wait for the next plan.
+  const int64_t keepalive_ns = w.config.parallel.step_timeout_ms * 1'000'000 / 4;
   w.SendRegister();
   w.SendHeartbeat();
   bool stopping = false;
+  Status failure;
+  w.last_plan_ns = w.clock.NowNanos();
   while (true) {
     const int64_t now = w.clock.NowNanos();
+    if (ranks && !w.engine->HasWork() && now - w.last_plan_ns >= keepalive_ns) {
+      failure = ranks->Keepalive();
+      if (!failure.ok()) break;
+      w.last_plan_ns = now;
+    }
     if (w.options.max_run_ms > 0 && now - start_ns > w.options.max_run_ms * 1'000'000) {
       log::Warn(kLog, "stopping: max run time reached");
       break;
@@ -223,11 +243,11 @@ Status WorkerServer::Run() {
     if (now - w.last_heartbeat_ns >= heartbeat_ns) w.SendHeartbeat();
 
     // Wait for messages only when there is nothing to compute.
-    const int64_t wait_ms = w.engine->HasWork()
-                                ? 0
-                                : std::max<int64_t>(1, (w.last_heartbeat_ns + heartbeat_ns - now) / 1'000'000);
+    int64_t wait_ns = w.last_heartbeat_ns + heartbeat_ns - now;
+    if (ranks) wait_ns = std::min(wait_ns, w.last_plan_ns + keepalive_ns - now);
+    const int64_t wait_ms = w.engine->HasWork() ? 0 : std::max<int64_t>(1, wait_ns / 1'000'000);
     zmq::pollitem_t item{static_cast<void*>(*w.socket), 0, ZMQ_POLLIN, 0};
-    zmq::poll(&item, 1, std::chrono::milliseconds(wait_ms));
+    proto::PollSockets(&item, 1, std::chrono::milliseconds(wait_ms));
     if (item.revents & ZMQ_POLLIN) {
       w.socket->set(zmq::sockopt::rcvtimeo, 0);
       while (auto in = proto::ReceiveMessage(*w.socket, /*routed=*/false, max_bytes)) {
@@ -244,10 +264,22 @@ Status WorkerServer::Run() {
     if (stopping) break;
     if (w.engine->HasWork()) {
       w.outputs.clear();
-      Status s = w.engine->Step(&w.outputs);
-      if (!s.ok()) log::Error(kLog, "engine step failed", {{"error", s}});
+      failure = w.engine->Step(&w.outputs);
+      w.last_plan_ns = w.clock.NowNanos();
       for (engine::RequestOutput& out : w.outputs) w.SendOutput(out);
+      if (!failure.ok()) break;
     }
+  }
+  if (!failure.ok()) {
+    // The replica cannot compute any more: the coordinator moves its requests elsewhere now,
+    // rather than after the heartbeat timeout.
+    log::Error(kLog, "replica failed; exiting", {{"replica", w.config.worker.replica_id}, {"error", failure}});
+    w.Send(proto::Shutdown{"replica " + w.config.worker.replica_id + " failed: " + failure.ToString()});
+    return failure;
+  }
+  if (ranks) {
+    Status s = ranks->Shutdown("the leader stopped");
+    if (!s.ok()) log::Warn(kLog, "cannot tell the other ranks to stop", {{"error", s}});
   }
   // A final heartbeat tells the coordinator what is left (nothing, after a drain).
   w.SendHeartbeat();

@@ -6,6 +6,11 @@
 // there is work (or block on the socket until the next heartbeat if there is none), send the
 // step's chunks, heartbeat when due. A coordinator that restarts is handled by registering again
 // when it answers a heartbeat with "unknown replica".
+//
+// When the replica spans ranks, this is its leader: each step goes to the other ranks as a plan,
+// keepalives go out while idle, and a shutdown plan when it stops. If a rank fails (a step or
+// collective past parallel.step_timeout_ms, a dead peer), the leader tells the coordinator
+// (Shutdown with the reason, so its requests move at once) and Run returns the error.
 #pragma once
 
 #include <atomic>
@@ -14,12 +19,14 @@
 
 #include "common/config/config.h"
 #include "common/status.h"
+#include "worker/server/replica.h"
 
 namespace bmad::worker {
 
 struct WorkerRunOptions {
   int replica_index = 0;        // this replica's index among the cluster's (metrics port offset)
   int64_t max_run_ms = 0;       // stop by itself after this long (tests); 0: run until told
+  ReplicaRank rank;             // set when the replica spans MPI ranks (this is its leader)
 };
 
 class WorkerServer {

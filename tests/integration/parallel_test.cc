@@ -1,0 +1,265 @@
+// Tensor and pipeline parallelism with real `mpirun` ranks on 127.0.0.1 (oversubscribed):
+// tp=2, pp=2 and tp=2 × pp=2 replicas give the greedy text one rank gives, with log
+// probabilities that agree, for stories260K and a grouped-query synthetic model; a model that
+// cannot be split is refused at start-up with the reason; killing one rank of a tp=2 replica
+// brings its leader down within parallel.step_timeout_ms, and the coordinator migrates the
+// replica's requests to the other replica without losing a token.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "tests/support/local_cluster.h"
+#include "tests/support/paths.h"
+#include "tests/support/process.h"
+#include "worker/tools/local_generate.h"
+
+namespace bmad::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+
+std::string Stories() { return SharedModelsDir() + "/stories260K.gguf"; }
+std::string TinyRandom() { return SharedModelsDir() + "/llama-2-tiny-random.gguf"; }
+
+// 8 query heads, 2 KV heads, 6 layers, F32, written by `bmad model synth`.
+std::string GqaModel() {
+  static const std::string path = [] {
+    const std::string p = MakeTempDir("bmad-parallel-") + "/gqa6.gguf";
+    ChildProcess synth;
+    EXPECT_TRUE(synth.Start({BinaryPath("bmad"), "model", "synth", "--out", p, "--layers", "6",
+                             "--dim", "128", "--heads", "8", "--kv-heads", "2", "--ffn", "256",
+                             "--vocab-from", TinyRandom(), "--dtype", "f32", "--seed", "5"},
+                            p + ".log"));
+    EXPECT_EQ(synth.Wait(60s), 0) << synth.ReadLog();
+    return p;
+  }();
+  return path;
+}
+
+std::string LocalText(const std::string& model, const std::string& prompt, uint32_t max_tokens) {
+  tools::LocalGenerateOptions o;
+  o.model_path = model;
+  o.prompt = prompt;
+  o.sampling.temperature = 0;
+  o.sampling.max_tokens = max_tokens;
+  o.sampling.ignore_eos = true;
+  o.threads = 1;
+  std::string text;
+  EXPECT_TRUE(tools::LocalGenerate(o, [&](std::string_view t) { text += t; }).ok());
+  return text;
+}
+
+json Complete(int port, const std::string& prompt, int max_tokens) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(120, 0);
+  const json body = {{"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0},
+                     {"ignore_eos", true}, {"logprobs", 1}};
+  auto res = c.Post("/v1/completions", body.dump(), "application/json");
+  if (!res || res->status != 200) {
+    ADD_FAILURE() << "completion failed: " << (res ? res->body : "no response");
+    return json::object();
+  }
+  return json::parse(res->body);
+}
+
+std::vector<double> TokenLogprobs(const json& completion) {
+  std::vector<double> out;
+  if (!completion.contains("choices")) return out;
+  for (const json& v : completion["choices"][0]["logprobs"]["token_logprobs"]) out.push_back(v);
+  return out;
+}
+
+struct Split {
+  int tp, pp;
+};
+
+// One replica of tp × pp ranks against one rank: the same greedy text (which also equals the
+// in-process `bmad generate`), and per-token log probabilities within `tolerance`.
+void CheckSplitsMatchOneRank(const std::string& model, double tolerance) {
+  const std::vector<std::string> prompts = {"Once upon a time", "The little dog ran to the"};
+  constexpr int kTokens = 24;
+  std::vector<json> baseline;
+  {
+    LocalCluster one({model, 1, 0});
+    std::string error;
+    ASSERT_TRUE(one.Start(&error)) << error;
+    for (const std::string& p : prompts) baseline.push_back(Complete(one.http_port(), p, kTokens));
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(baseline[i]["choices"][0]["text"], LocalText(model, prompts[i], kTokens));
+  }
+  for (const Split split : {Split{2, 1}, Split{1, 2}, Split{2, 2}}) {
+    SCOPED_TRACE(model + " tp=" + std::to_string(split.tp) + " pp=" + std::to_string(split.pp));
+    LocalClusterOptions o{model, 1, 0};
+    o.ranks_per_replica = split.tp * split.pp;
+    o.extra_sets = {"parallel.tp=" + std::to_string(split.tp),
+                    "parallel.pp=" + std::to_string(split.pp)};
+    LocalCluster cluster(o);
+    std::string error;
+    ASSERT_TRUE(cluster.Start(&error)) << error;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const json got = Complete(cluster.http_port(), prompts[i], kTokens);
+      ASSERT_TRUE(got.contains("choices")) << cluster.Logs();
+      EXPECT_EQ(got["choices"][0]["text"], baseline[i]["choices"][0]["text"]);
+      const std::vector<double> a = TokenLogprobs(got), b = TokenLogprobs(baseline[i]);
+      ASSERT_EQ(a.size(), b.size());
+      ASSERT_EQ(a.size(), static_cast<size_t>(kTokens));
+      for (size_t t = 0; t < a.size(); ++t) EXPECT_NEAR(a[t], b[t], tolerance) << "token " << t;
+    }
+    // The leader's /metrics carries the replica's communication time by operation.
+    httplib::Client m("127.0.0.1", cluster.worker_metrics_port(0));
+    auto page = m.Get("/metrics");
+    ASSERT_TRUE(page);
+    EXPECT_NE(page->body.find("bmad_comm_seconds_count{op=\"broadcast\"}"), std::string::npos);
+    if (split.tp > 1) {
+      EXPECT_NE(page->body.find("op=\"all_reduce\""), std::string::npos);
+    }
+    if (split.pp > 1) {
+      EXPECT_NE(page->body.find("op=\"recv\""), std::string::npos);
+    }
+  }
+}
+
+// The in-process sharding test holds logits to 1e-4 of the largest logit; over HTTP we see log
+// probabilities, which move with the logits: 1e-4 for the random model, whose logits stay small,
+// and 2e-3 for stories260K, whose logits reach 18 (see llama_shard_test.cc).
+TEST(ParallelTest, GqaModelSplitsMatchOneRank) { CheckSplitsMatchOneRank(GqaModel(), 1e-4); }
+TEST(ParallelTest, StoriesSplitsMatchOneRank) { CheckSplitsMatchOneRank(Stories(), 2e-3); }
+
+TEST(ParallelTest, UnsplittableModelIsRefusedAtStartUp) {
+  const std::string dir = MakeTempDir("bmad-parallel-");
+  const std::string config = dir + "/worker.yaml";
+  std::ofstream(config) << "model:\n  path: " << TinyRandom() << "\nparallel:\n  pp: 2\n"
+                        << "coordinator:\n  worker_endpoint: tcp://127.0.0.1:1\n"
+                        << "metrics:\n  worker_port: 0\n";
+  ChildProcess p;
+  ASSERT_TRUE(p.Start({"mpirun", "-np", "2", "--bind-to", "none", BinaryPath("bmad-worker"),
+                       "--config", config},
+                      dir + "/worker.log",
+                      {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"},
+                       {"OMPI_MCA_rmaps_base_oversubscribe", "1"}}));
+  const std::optional<int> status = p.Wait(60s);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_NE(*status, 0);
+  EXPECT_NE(p.ReadLog().find("2 pipeline stages (parallel.pp) for a model of 1 layer"),
+            std::string::npos)
+      << p.ReadLog();
+
+  // A job whose size is not a multiple of tp × pp is refused too.
+  ChildProcess q;
+  ASSERT_TRUE(q.Start({"mpirun", "-np", "3", "--bind-to", "none", BinaryPath("bmad-worker"),
+                       "--config", config, "--set", "parallel.pp=1", "--set", "parallel.tp=2"},
+                      dir + "/worker3.log",
+                      {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"},
+                       {"OMPI_MCA_rmaps_base_oversubscribe", "1"}}));
+  const std::optional<int> status3 = q.Wait(60s);
+  ASSERT_TRUE(status3.has_value());
+  EXPECT_NE(*status3, 0);
+  EXPECT_NE(q.ReadLog().find("multiple"), std::string::npos) << q.ReadLog();
+}
+
+bool Alive(pid_t pid) { return kill(pid, 0) == 0 && std::filesystem::exists("/proc/" + std::to_string(pid)); }
+
+constexpr int64_t kStepTimeoutMs = 3000;
+
+// Replica 0 (tp=2) loses its rank 1 to `signal` while computing; returns how long its leader
+// lived on. Every request still finishes with the one-rank greedy text (the coordinator
+// migrates replica 0's to replica 1), and the replica's log says why it went down.
+int64_t FailOneRankMidStream(int signal) {
+  LocalClusterOptions o{Stories(), 2, 0};
+  o.ranks_per_replica = 2;
+  o.liveness_timeout_ms = 2000;
+  o.extra_sets = {"parallel.tp=2", "parallel.step_timeout_ms=" + std::to_string(kStepTimeoutMs)};
+  LocalCluster cluster(o);
+  std::string error;
+  EXPECT_TRUE(cluster.Start(&error)) << error;
+  if (::testing::Test::HasFailure()) return -1;
+
+  // Six long greedy requests, spread over both replicas by the router; the kill comes once
+  // replica 0 is computing some of them.
+  const std::string prompt = "Once upon a time";
+  constexpr int kTokens = 480;
+  const std::string want = LocalText(Stories(), prompt, kTokens);
+  std::vector<json> results(6);
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < results.size(); ++i) {
+    clients.emplace_back([&, i] { results[i] = Complete(cluster.http_port(), prompt, kTokens); });
+  }
+  httplib::Client replica0("127.0.0.1", cluster.worker_metrics_port(0));
+  EXPECT_TRUE(WaitFor([&] {
+    auto page = replica0.Get("/metrics");
+    if (!page) return false;
+    auto running = LocalCluster::MetricValue(page->body, "bmad_worker_requests_running{replica=\"normal-0\"}");
+    return running && *running > 0;
+  }, 20s, 10ms));
+  // The leader (world rank 0) of replica 0, found through its mpirun job.
+  pid_t leader = -1;
+  for (const auto& task : std::filesystem::directory_iterator(
+           "/proc/" + std::to_string(cluster.replica_process(0).pid()) + "/task")) {
+    std::ifstream in(task.path() / "children");
+    pid_t child;
+    while (in >> child) {
+      std::ifstream env("/proc/" + std::to_string(child) + "/environ", std::ios::binary);
+      std::string entry;
+      while (std::getline(env, entry, '\0')) {
+        if (entry == "OMPI_COMM_WORLD_RANK=0") leader = child;
+      }
+    }
+  }
+  EXPECT_GT(leader, 0);
+  if (leader <= 0) return -1;
+  const auto killed_at = std::chrono::steady_clock::now();
+  EXPECT_TRUE(cluster.SignalRank(0, 1, signal));
+  EXPECT_TRUE(WaitFor([&] { return !Alive(leader); }, std::chrono::milliseconds(kStepTimeoutMs + 5000), 20ms));
+  const auto leader_gone_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::steady_clock::now() - killed_at).count();
+  for (std::thread& t : clients) t.join();
+  for (const json& r : results) {
+    EXPECT_TRUE(r.contains("choices")) << cluster.Logs();
+    if (r.contains("choices")) {
+      EXPECT_EQ(r["choices"][0]["text"], want);
+    }
+  }
+  const std::string logs = cluster.Logs();
+  EXPECT_EQ(cluster.LiveReplicas(), 1) << logs;
+  // What the replica's survivors say, and what the coordinator did.
+  const std::optional<int> job = cluster.replica_process(0).Wait(10s);
+  EXPECT_TRUE(job.has_value()) << logs;
+  EXPECT_NE(job.value_or(0), 0);
+  const std::string replica_log = cluster.replica_process(0).ReadLog();
+  EXPECT_NE(replica_log.find("ERROR worker: replica failed; exiting replica=normal-0"), std::string::npos)
+      << replica_log;
+  const std::string metrics = cluster.Get("/metrics");
+  auto migrations = LocalCluster::MetricValue(metrics, "bmad_coordinator_migrations_total");
+  EXPECT_GT(migrations.value_or(0), 0) << metrics;
+  std::cout << "leader gone after " << leader_gone_ms << " ms; migrations "
+            << (migrations ? *migrations : -1) << "\n--- replica 0 ---\n" << replica_log << "\n";
+  return leader_gone_ms;
+}
+
+// A dead rank: mpirun notices and signals the survivors, whose waits end at once.
+TEST(ParallelTest, KillingOneRankOfATpReplicaStopsItsLeaderAndRequestsMigrate) {
+  const int64_t ms = FailOneRankMidStream(SIGKILL);
+  EXPECT_GE(ms, 0);
+  EXPECT_LE(ms, kStepTimeoutMs) << "the leader outlived step_timeout_ms";
+}
+
+// A hung rank (stopped, so nobody signals anything): the leader's collective times out after
+// step_timeout_ms; the process is gone a moment later (the allowance covers its exit and this
+// test's polling on a loaded machine).
+TEST(ParallelTest, AHungRankStopsItsLeaderAfterTheStepTimeout) {
+  const int64_t ms = FailOneRankMidStream(SIGSTOP);
+  EXPECT_GE(ms, 0);
+  EXPECT_LE(ms, kStepTimeoutMs + 1500) << "the leader outlived step_timeout_ms";
+}
+
+}  // namespace
+}  // namespace bmad::testing

@@ -1,0 +1,24 @@
+#include "worker/parallel/bounded_poll.h"
+
+#include <algorithm>
+#include <thread>
+
+namespace bmad::parallel {
+
+Deadline Deadline::After(std::chrono::milliseconds timeout) {
+  timeout = std::max(timeout, std::chrono::milliseconds(0));
+  return Deadline{SteadyClock::now() + timeout, timeout};
+}
+
+void PollBackoff::Pause() {
+  const auto waited = SteadyClock::now() - start_;
+  if (waited < kSpinFor) return;
+  if (waited < kYieldFor) {
+    std::this_thread::yield();
+    return;
+  }
+  std::this_thread::sleep_for(next_sleep_);
+  next_sleep_ = std::min(next_sleep_ * 2, kMaxSleep);
+}
+
+}  // namespace bmad::parallel

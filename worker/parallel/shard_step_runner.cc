@@ -1,0 +1,107 @@
+#include "worker/parallel/shard_step_runner.h"
+
+#include <algorithm>
+
+#include "worker/parallel/step_plan.h"
+
+namespace bmad::parallel {
+namespace {
+
+constexpr int kHiddenTag = 1;
+constexpr int kLogitsTag = 2;
+
+int64_t CountTokens(std::span<const model::SequenceStep> steps) {
+  int64_t n = 0;
+  for (const model::SequenceStep& s : steps) n += static_cast<int64_t>(s.tokens.size());
+  return n;
+}
+
+int64_t CountLogits(std::span<const model::SequenceStep> steps) {
+  return std::count_if(steps.begin(), steps.end(), [](const auto& s) { return s.want_logits; });
+}
+
+}  // namespace
+
+ShardStepRunner::ShardStepRunner(const ShardStepContext& context)
+    : c_(context), shard_(context.model->shard()), tp_group_(context.tp) {
+  const model::LlamaConfig& mc = c_.model->config();
+  const auto tokens = static_cast<size_t>(c_.max_tokens);
+  const auto seqs = static_cast<size_t>(c_.max_seqs);
+  if (!shard_.first_stage()) hidden_in_.resize(tokens * static_cast<size_t>(mc.n_embd));
+  if (!shard_.last_stage()) hidden_out_.resize(tokens * static_cast<size_t>(mc.n_embd));
+  if (shard_.last_stage()) {
+    local_logits_.resize(seqs * static_cast<size_t>(shard_.vocab_stride));
+    if (shard_.tp > 1) gathered_.resize(static_cast<size_t>(shard_.tp) * local_logits_.size());
+    if (!shard_.first_stage() && shard_.tp_rank == 0) {
+      assembled_.resize(seqs * static_cast<size_t>(mc.n_vocab));
+    }
+  }
+}
+
+Status ShardStepRunner::Run(std::span<const model::SequenceStep> steps, float* logits) {
+  const int64_t vocab = c_.model->config().n_vocab;
+  const int64_t parts = shard_.pp == 1 ? 1 : (c_.micro_batches > 0 ? c_.micro_batches : shard_.pp);
+  float* assembled = nullptr;
+  if (shard_.last_stage() && shard_.tp_rank == 0) {
+    assembled = shard_.first_stage() ? logits : assembled_.data();
+  }
+  int64_t row = 0;
+  for (const auto& [begin, end] : SplitMicroBatches(steps, parts)) {
+    const auto part = steps.subspan(begin, end - begin);
+    BMAD_RETURN_IF_ERROR(RunMicroBatch(part, row, assembled));
+    row += CountLogits(part);
+  }
+  if (shard_.pp == 1 || row == 0) return Status::Ok();
+  const size_t bytes = static_cast<size_t>(row * vocab) * sizeof(float);
+  if (shard_.last_stage() && shard_.tp_rank == 0) {
+    return c_.pp->Send(assembled_.data(), bytes, 0, kLogitsTag);
+  }
+  if (shard_.first_stage() && shard_.tp_rank == 0) {
+    return c_.pp->Recv(logits, bytes, static_cast<int>(shard_.pp - 1), kLogitsTag);
+  }
+  return Status::Ok();
+}
+
+Status ShardStepRunner::RunMicroBatch(std::span<const model::SequenceStep> steps,
+                                      int64_t logits_row, float* assembled) {
+  const model::LlamaConfig& mc = c_.model->config();
+  const int64_t n = CountTokens(steps), n_logits = CountLogits(steps);
+  const size_t hidden_bytes = static_cast<size_t>(n * mc.n_embd) * sizeof(float);
+  const int stage = static_cast<int>(shard_.stage);
+  model::ShardIo io;
+  if (!shard_.first_stage()) {
+    BMAD_RETURN_IF_ERROR(c_.pp->Recv(hidden_in_.data(), hidden_bytes, stage - 1, kHiddenTag));
+    io.input_hidden = hidden_in_.data();
+  }
+  if (!shard_.last_stage()) {
+    io.output_hidden = hidden_out_.data();
+  } else if (shard_.tp == 1) {
+    io.logits = assembled + logits_row * mc.n_vocab;  // one rank holds the whole vocabulary
+  } else {
+    io.logits = local_logits_.data();
+  }
+  if (c_.workspace) c_.workspace->Reset();
+  BMAD_RETURN_IF_ERROR(c_.model->ForwardShard(steps, *c_.cache, io,
+                                              shard_.tp > 1 ? &tp_group_ : nullptr, c_.workspace));
+  if (!shard_.last_stage()) return c_.pp->Send(hidden_out_.data(), hidden_bytes, stage + 1, kHiddenTag);
+  if (shard_.tp == 1 || n_logits == 0) return Status::Ok();
+  BMAD_RETURN_IF_ERROR(c_.tp->AllGather(
+      local_logits_.data(), static_cast<size_t>(n_logits * shard_.vocab_stride) * sizeof(float),
+      gathered_.data()));
+  if (shard_.tp_rank == 0) Assemble(n_logits, assembled + logits_row * mc.n_vocab);
+  return Status::Ok();
+}
+
+void ShardStepRunner::Assemble(int64_t rows, float* out) const {
+  const int64_t vocab = c_.model->config().n_vocab, stride = shard_.vocab_stride;
+  for (int64_t r = 0; r < shard_.tp; ++r) {
+    const float* slice = gathered_.data() + r * rows * stride;
+    const int64_t begin = r * stride;
+    const int64_t width = std::max<int64_t>(0, std::min(stride, vocab - begin));
+    for (int64_t i = 0; i < rows; ++i) {
+      std::copy_n(slice + i * stride, width, out + i * vocab + begin);
+    }
+  }
+}
+
+}  // namespace bmad::parallel
