@@ -4,8 +4,9 @@
 # this host or over the config's cluster.hostfile.
 #
 #   deploy/cluster.sh start --config FILE [--set section.key=value]... [--state DIR] [--bin DIR]
-#   deploy/cluster.sh stop  [--state DIR]        # drains: SIGTERM, waits, then SIGKILL
+#   deploy/cluster.sh stop  [--state DIR]        # drains: coordinator, then replicas; SIGKILL last
 #   deploy/cluster.sh status [--state DIR]
+#   deploy/cluster.sh plan  --config FILE [--set ...]   # print what `start` would run
 #
 # The state directory (default /tmp/bmad-cluster) holds the processes' logs and pids. Ctrl-C or
 # SIGTERM to `start --foreground` stops everything cleanly.
@@ -31,63 +32,168 @@ done
 
 get() { "$bin/bmad" config get "$1" "$config" "${sets[@]}"; }
 
+alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+# Waits up to $1 tenths of a second for every pid file given after it to name a dead process.
+wait_gone() {
+  local tenths=$1 f any
+  shift
+  for _ in $(seq "$tenths"); do
+    any=0
+    for f in "$@"; do alive "$f" && any=1; done
+    [ $any -eq 0 ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+# Drains, then stops: the coordinator first (it refuses new requests and waits, up to 10 s, for
+# the in-flight ones, which the still-running replicas finish), then every replica (mpirun
+# forwards SIGTERM to its ranks; a replica finishes what it still runs and exits), then SIGKILL
+# to whatever is left.
 stop_all() {
   [ -d "$state" ] || return 0
-  local pids=()
+  local pids=() f
   for f in "$state"/*.pid; do [ -f "$f" ] && pids+=("$(cat "$f")"); done
   [ ${#pids[@]} -eq 0 ] && return 0
-  # Replicas first (they drain their running requests), then the coordinator.
-  for f in "$state"/replica-*.pid; do [ -f "$f" ] && kill -TERM -- "-$(cat "$f")" 2>/dev/null || true; done
-  for _ in $(seq 100); do
-    alive=0
-    for f in "$state"/replica-*.pid; do [ -f "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null && alive=1; done
-    [ $alive -eq 0 ] && break
-    sleep 0.1
-  done
-  [ -f "$state/coordinator.pid" ] && kill -TERM "$(cat "$state/coordinator.pid")" 2>/dev/null || true
-  for _ in $(seq 100); do
-    kill -0 "$(cat "$state/coordinator.pid" 2>/dev/null || echo 0)" 2>/dev/null || break
-    sleep 0.1
-  done
+  if alive "$state/coordinator.pid"; then
+    kill -TERM "$(cat "$state/coordinator.pid")" 2>/dev/null || true
+    wait_gone 150 "$state/coordinator.pid" || echo "cluster.sh: the coordinator did not stop in 15 s" >&2
+  fi
+  for f in "$state"/replica-*.pid; do [ -f "$f" ] && { kill -TERM -- "-$(cat "$f")" 2>/dev/null || true; }; done
+  wait_gone 100 "$state"/replica-*.pid || echo "cluster.sh: replicas still running after 10 s: killing them" >&2
   for p in "${pids[@]}"; do kill -KILL -- "-$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null || true; done
   rm -f "$state"/*.pid
 }
 
+# Where each replica's ranks run. Sets `plan_ids`, `plan_pools`, `plan_hosts` (one
+# "host:slots,host:slots" entry per replica, empty without a hostfile) and `plan_devices` (the
+# CUDA_VISIBLE_DEVICES a replica's ranks get, or empty). With a hostfile, replicas take
+# consecutive slots (one slot per rank) and never share a host they do not fit in: a replica
+# that fits one host stays on one host, a bigger one starts on a fresh host, so two replicas
+# never use the same GPU. Without one, every replica runs here and takes the next `ranks` GPUs
+# when worker.backend is cuda.
+plan() {
+  local normal long_tail hostfile backend pool count i index=0
+  normal=$(get cluster.normal_replicas)
+  long_tail=$(get cluster.long_tail_replicas)
+  hostfile=$(get cluster.hostfile)
+  backend=$(get worker.backend)
+  ranks=$(( $(get parallel.tp) * $(get parallel.pp) ))
+  plan_ids=() plan_pools=() plan_hosts=() plan_devices=()
+  local hosts=() slots=() line host rest n
+  if [ -n "$hostfile" ]; then
+    [ -f "$hostfile" ] || { echo "cluster.sh: cluster.hostfile $hostfile does not exist" >&2; exit 2; }
+    while read -r line || [ -n "$line" ]; do
+      line=${line%%#*}
+      read -r host rest <<<"$line" || true
+      [ -n "${host:-}" ] || continue
+      n=1
+      [[ ${rest:-} =~ (^|[[:space:]])slots=([0-9]+) ]] && n=${BASH_REMATCH[2]}
+      hosts+=("$host")
+      slots+=("$n")
+    done <"$hostfile"
+    [ ${#hosts[@]} -gt 0 ] || { echo "cluster.sh: $hostfile lists no host" >&2; exit 2; }
+  fi
+  local h=0 used=0 need take free chunks first_offset devices
+  for pool in normal long_tail; do
+    count=$normal
+    [ "$pool" = long_tail ] && count=$long_tail
+    for ((i = 0; i < count; i++, index++)); do
+      plan_ids+=("$pool-$i")
+      plan_pools+=("$pool")
+      if [ ${#hosts[@]} -eq 0 ]; then
+        plan_hosts+=("")
+        devices=""
+        if [ "$backend" = cuda ]; then
+          devices=$(seq -s, $((index * ranks)) $((index * ranks + ranks - 1)))
+        fi
+        plan_devices+=("$devices")
+        continue
+      fi
+      need=$ranks chunks="" first_offset=-1
+      while [ "$need" -gt 0 ]; do
+        if [ "$h" -ge ${#hosts[@]} ]; then
+          echo "cluster.sh: $hostfile has too few slots for ${normal} + ${long_tail} replicas of $ranks ranks" >&2
+          exit 2
+        fi
+        free=$(( ${slots[$h]} - used ))
+        # Move to the next host when this one is full, or when the replica would have to share
+        # it while starting mid-host.
+        if [ "$free" -le 0 ] || { [ "$used" -gt 0 ] && [ "$need" -gt "$free" ]; }; then
+          h=$((h + 1)) used=0
+          continue
+        fi
+        take=$(( need < free ? need : free ))
+        [ "$first_offset" -lt 0 ] && first_offset=$used
+        chunks+="${chunks:+,}${hosts[$h]}:$take"
+        used=$((used + take)) need=$((need - take))
+      done
+      plan_hosts+=("$chunks")
+      # A replica sharing its host starts at GPU `offset` there: say so to its ranks.
+      devices=""
+      if [ "$backend" = cuda ] && [[ $chunks != *,* ]] && [ "$ranks" -lt "${slots[$h]}" ]; then
+        devices=$(seq -s, "$first_offset" $((first_offset + ranks - 1)))
+      fi
+      plan_devices+=("$devices")
+    done
+  done
+}
+
+# The mpirun command of replica $1 (index into the plan), into the array `replica_cmd`.
+replica_command() {
+  local k=$1 chunk parts
+  replica_cmd=(mpirun -np "$ranks" --bind-to none -x OPENBLAS_NUM_THREADS=1 --mca btl "self,vader,tcp")
+  if [ -n "${plan_hosts[$k]}" ]; then
+    : >"$state/hosts-${plan_ids[$k]}"
+    IFS=, read -ra parts <<<"${plan_hosts[$k]}"
+    for chunk in "${parts[@]}"; do echo "${chunk%:*} slots=${chunk##*:}" >>"$state/hosts-${plan_ids[$k]}"; done
+    replica_cmd+=(--hostfile "$state/hosts-${plan_ids[$k]}")
+  elif [ "$ranks" -gt "$(nproc)" ]; then
+    replica_cmd+=(--oversubscribe)
+  fi
+  if [ -n "${plan_devices[$k]}" ]; then
+    replica_cmd=(env "CUDA_VISIBLE_DEVICES=${plan_devices[$k]}" "${replica_cmd[@]}" -x CUDA_VISIBLE_DEVICES)
+  fi
+  replica_cmd+=("$bin/bmad-worker" --config "$config" "${sets[@]}" --set "worker.replica_id=${plan_ids[$k]}"
+                --set "worker.pool=${plan_pools[$k]}" --replica-index "$k")
+}
+
 case "$cmd" in
+  plan)
+    # What `start` would run, without running it.
+    [ -n "$config" ] || { echo "cluster.sh plan: --config is required" >&2; exit 2; }
+    "$bin/bmad" config check --quiet "$config" "${sets[@]}" >/dev/null || { "$bin/bmad" config check "$config" "${sets[@]}" >&2; exit 2; }
+    mkdir -p "$state"
+    plan
+    printf 'coordinator:'; printf ' %q' "$bin/bmad-coordinator" --config "$config" "${sets[@]}"; echo
+    for k in "${!plan_ids[@]}"; do
+      replica_command "$k"
+      printf '%s [%s]:' "${plan_ids[$k]}" "${plan_hosts[$k]:-this host}"
+      printf ' %q' "${replica_cmd[@]}"
+      echo
+    done
+    ;;
   start)
     [ -n "$config" ] || { echo "cluster.sh start: --config is required" >&2; exit 2; }
     "$bin/bmad" config check --quiet "$config" "${sets[@]}" >/dev/null || { "$bin/bmad" config check "$config" "${sets[@]}" >&2; exit 2; }
     mkdir -p "$state"
     stop_all
-    normal=$(get cluster.normal_replicas)
-    long_tail=$(get cluster.long_tail_replicas)
-    hostfile=$(get cluster.hostfile)
-    tp=$(get parallel.tp)
-    pp=$(get parallel.pp)
-    ranks=$((tp * pp))
+    plan
     setsid "$bin/bmad-coordinator" --config "$config" "${sets[@]}" >"$state/coordinator.log" 2>&1 &
     echo $! >"$state/coordinator.pid"
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-    mpi_flags=(--bind-to none -x OPENBLAS_NUM_THREADS=1 --mca btl self,vader,tcp)
-    [ "$ranks" -gt "$(nproc)" ] && mpi_flags+=(--oversubscribe)
-    [ -n "$hostfile" ] && mpi_flags+=(--hostfile "$hostfile")
-    index=0
-    for pool in normal long_tail; do
-      count=$normal
-      [ "$pool" = long_tail ] && count=$long_tail
-      for i in $(seq 0 $((count - 1))); do
-        id="$pool-$i"
-        setsid mpirun -np "$ranks" "${mpi_flags[@]}" "$bin/bmad-worker" --config "$config" "${sets[@]}" \
-          --set "worker.replica_id=$id" --set "worker.pool=$pool" --replica-index "$index" \
-          >"$state/replica-$id.log" 2>&1 &
-        echo $! >"$state/replica-$id.pid"
-        index=$((index + 1))
-      done
+    for k in "${!plan_ids[@]}"; do
+      replica_command "$k"
+      setsid "${replica_cmd[@]}" >"$state/replica-${plan_ids[$k]}.log" 2>&1 &
+      echo $! >"$state/replica-${plan_ids[$k]}.pid"
     done
+    index=${#plan_ids[@]}
     echo "started coordinator and $index replicas; logs in $state"
     if [ $foreground -eq 1 ]; then
-      trap 'stop_all; exit 0' INT TERM
-      while kill -0 "$(cat "$state/coordinator.pid")" 2>/dev/null; do sleep 1; done
+      trap 'trap "" INT TERM; stop_all; exit 0' INT TERM
+      # `wait` returns as soon as a signal arrives, so the trap runs at once.
+      while kill -0 "$(cat "$state/coordinator.pid")" 2>/dev/null; do sleep 1 & wait $! || true; done
       stop_all
     fi
     ;;
@@ -103,7 +209,7 @@ case "$cmd" in
     done
     ;;
   *)
-    echo "usage: deploy/cluster.sh start|stop|status [--config FILE] [--set k=v]... [--state DIR]" >&2
+    echo "usage: deploy/cluster.sh start|stop|status|plan [--config FILE] [--set k=v]... [--state DIR]" >&2
     exit 2
     ;;
 esac

@@ -28,7 +28,12 @@ CoordinatorMetrics::CoordinatorMetrics(metrics::Registry& r)
       routing_seconds(r.GetHistogram("bmad_coordinator_routing_seconds",
                                      "Time to pick a replica for a request.",
                                      metrics::StepSecondsBuckets())),
-      registry_(r) {}
+      registry_(r) {
+  // Every outcome and refusal reason is exported from the start (at 0), so dashboards and alerts
+  // see a series before the first request ends or is refused.
+  for (const char* status : {"ok", "error", "cancelled"}) Finished(status);
+  for (const char* reason : {"overloaded", "invalid"}) Rejected(reason);
+}
 
 metrics::Counter& CoordinatorMetrics::Routed(const std::string& replica, const std::string& policy,
                                              const std::string& pool) {

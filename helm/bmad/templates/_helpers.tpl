@@ -1,0 +1,130 @@
+{{/* Names, labels and the rendered config file. */}}
+
+{{- define "bmad.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "bmad.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "bmad.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "bmad.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "bmad.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "bmad.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: bmad
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "bmad.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{- define "bmad.configMapName" -}}
+{{- printf "%s-config" (include "bmad.fullname" .) -}}
+{{- end -}}
+
+{{- define "bmad.coordinatorName" -}}
+{{- printf "%s-coordinator" (include "bmad.fullname" .) -}}
+{{- end -}}
+
+{{/* The Service replica leaders connect to; it publishes the coordinator before it is ready
+     (it becomes ready only once a replica has registered through this very Service). */}}
+{{- define "bmad.coordinatorWorkersService" -}}
+{{- printf "%s-coordinator-workers" (include "bmad.fullname" .) -}}
+{{- end -}}
+
+{{- define "bmad.sshSecretName" -}}
+{{- default (printf "%s-mpi-ssh" (include "bmad.fullname" .)) .Values.workers.sshSecretName -}}
+{{- end -}}
+
+{{/* The enabled pools as a list of dicts: key (values key), pool (config name), kname (in
+     object names), values. */}}
+{{- define "bmad.pools" -}}
+{{- $pools := list -}}
+{{- range $key, $pool := dict "normal" "normal" "longTail" "long_tail" -}}
+{{- $v := index $.Values.pools $key -}}
+{{- if $v.enabled -}}
+{{- $pools = append $pools (dict "key" $key "pool" $pool "kname" ($pool | replace "_" "-") "values" $v) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $pools -}}
+{{- end -}}
+
+{{- define "bmad.ranks" -}}
+{{- mul (int (default 1 .Values.config.parallel.tp)) (int (default 1 .Values.config.parallel.pp)) -}}
+{{- end -}}
+
+{{/* Fails the render on values that cannot work. */}}
+{{- define "bmad.validate" -}}
+{{- $ranks := int (include "bmad.ranks" .) -}}
+{{- $pools := include "bmad.pools" . | fromJsonArray -}}
+{{- if eq (len $pools) 0 -}}
+{{- fail "pools: enable at least one of pools.normal and pools.longTail" -}}
+{{- end -}}
+{{- $replicas := 0 -}}
+{{- range $pools -}}
+{{- $v := .values -}}
+{{- $replicas = add $replicas $v.replicas -}}
+{{- $slots := mul (int $v.podsPerReplica) (int $v.gpusPerPod) -}}
+{{- if lt (int $v.podsPerReplica) 1 -}}
+{{- fail (printf "pools.%s.podsPerReplica must be at least 1" .key) -}}
+{{- end -}}
+{{- if ne (int $slots) $ranks -}}
+{{- fail (printf "pools.%s: podsPerReplica (%d) x gpusPerPod (%d) = %d GPUs per replica, but config.parallel tp x pp = %d ranks; they must be equal (one rank per GPU)" .key (int $v.podsPerReplica) (int $v.gpusPerPod) (int $slots) $ranks) -}}
+{{- end -}}
+{{- end -}}
+{{- if lt (int $replicas) 1 -}}
+{{- fail "pools: the enabled pools have no replicas" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The config file: values.config with the keys the chart owns set from the other values. */}}
+{{- define "bmad.configFile" -}}
+{{- $ns := .Release.Namespace -}}
+{{- $domain := .Values.clusterDomain -}}
+{{- $clientHost := printf "%s.%s.svc.%s" (include "bmad.coordinatorName" .) $ns $domain -}}
+{{- $workerHost := printf "%s.%s.svc.%s" (include "bmad.coordinatorWorkersService" .) $ns $domain -}}
+{{- $normal := 0 -}}
+{{- $longTail := 0 -}}
+{{- if .Values.pools.normal.enabled }}{{ $normal = .Values.pools.normal.replicas }}{{ end -}}
+{{- if .Values.pools.longTail.enabled }}{{ $longTail = .Values.pools.longTail.replicas }}{{ end -}}
+{{- $owned := dict
+  "model" (dict "path" .Values.model.path "name" .Values.model.name)
+  "coordinator" (dict
+    "client_endpoint" (printf "tcp://%s:%d" $clientHost (int .Values.ports.client))
+    "worker_endpoint" (printf "tcp://%s:%d" $workerHost (int .Values.ports.worker))
+    "http_host" "0.0.0.0"
+    "http_port" (int .Values.ports.http))
+  "metrics" (dict
+    "host" "0.0.0.0"
+    "coordinator_port" (int .Values.ports.coordinatorMetrics)
+    "worker_port" (int .Values.ports.workerMetrics))
+  "cluster" (dict
+    "normal_replicas" (int $normal)
+    "long_tail_replicas" (int $longTail)
+    "hostfile" "")
+-}}
+{{- $config := mustMergeOverwrite (deepCopy .Values.config) $owned -}}
+# bmad config file rendered by the {{ .Chart.Name }} chart {{ .Chart.Version }} (release {{ .Release.Name }}).
+# Every key: docs/configuration.md. Replica leaders connect to coordinator.worker_endpoint; the
+# coordinator binds its endpoints on 0.0.0.0 (--set on its command line).
+{{ toYaml $config }}
+{{- end -}}

@@ -1,0 +1,207 @@
+// deploy/cluster.sh end to end on 127.0.0.1: `start --foreground` brings up the coordinator and
+// two replicas (each its own mpirun job) from one config file; SIGTERM to the script, in the
+// middle of a streaming request, drains: the coordinator refuses new requests while the stream
+// finishes with every token, then every process exits and the pid files are gone.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "tests/deploy/deploy_test_util.h"
+#include "tests/support/free_port.h"
+#include "tests/support/local_cluster.h"
+#include "tests/support/paths.h"
+#include "tests/support/process.h"
+
+namespace bmad::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+
+const std::string kSource = BMAD_SOURCE_DIR;
+
+// Whatever happens, nothing the script started outlives the test.
+struct StopClusterOnExit {
+  std::string state;
+  ~StopClusterOnExit() {
+    RunCommand({kSource + "/deploy/cluster.sh", "stop", "--state", state}, 60s);
+  }
+};
+
+struct StreamResult {
+  int tokens = 0;  // completion_tokens from the final usage chunk
+  bool done = false;
+  std::string error;
+};
+
+StreamResult Stream(int port, int max_tokens, std::atomic<int>* events) {
+  StreamResult out;
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(60, 0);
+  std::string buffer;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.body = json{{"prompt", "Once upon a time"}, {"max_tokens", max_tokens}, {"temperature", 0},
+                  {"ignore_eos", true}, {"stream", true}, {"stream_options", {{"include_usage", true}}}}
+                 .dump();
+  req.set_header("Content-Type", "application/json");
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    buffer.append(data, n);
+    for (size_t pos; (pos = buffer.find("\n\n")) != std::string::npos;) {
+      const std::string event = buffer.substr(0, pos);
+      buffer.erase(0, pos + 2);
+      if (event.rfind("data: ", 0) != 0) continue;
+      if (event == "data: [DONE]") {
+        out.done = true;
+        continue;
+      }
+      json j = json::parse(event.substr(6), nullptr, false);
+      if (j.is_discarded()) continue;
+      ++*events;
+      if (j.contains("error")) out.error = j.dump();
+      if (j.contains("usage") && j["usage"].is_object()) out.tokens = j["usage"]["completion_tokens"];
+    }
+    return true;
+  };
+  httplib::Response res;
+  httplib::Error err;
+  c.send(req, res, err);
+  return out;
+}
+
+std::vector<pid_t> Pids(const std::string& state) {
+  std::vector<pid_t> pids;
+  for (const auto& e : std::filesystem::directory_iterator(state)) {
+    if (e.path().extension() != ".pid") continue;
+    std::ifstream in(e.path());
+    pid_t pid = 0;
+    if (in >> pid) pids.push_back(pid);
+  }
+  return pids;
+}
+
+TEST(ClusterScriptTest, SigtermDrainsInFlightRequestsThenStopsEverything) {
+  const std::string dir = MakeTempDir("bmad-cluster-script-");
+  const std::string state = dir + "/state";
+  StopClusterOnExit guard{state};
+  // A model slow enough (about 10 ms a token on one thread) that a stream is still running when
+  // the script is told to stop.
+  const std::string model = dir + "/model.gguf";
+  CommandResult synth = RunCommand(
+      {BinaryPath("bmad"), "model", "synth", "--out", model, "--layers", "12", "--dim", "768", "--heads", "12",
+       "--ffn", "2048", "--vocab-from", SharedModelsDir() + "/stories260K.gguf", "--ctx", "1024", "--dtype", "q8_0"},
+      120s);
+  ASSERT_EQ(synth.status, 0) << synth.err;
+
+  const int http_port = PickFreePort();
+  const std::string client_endpoint = "tcp://127.0.0.1:" + std::to_string(PickFreePort());
+  const std::vector<std::string> sets = {
+      "--set", "model.path=" + model,
+      "--set", "coordinator.http_port=" + std::to_string(http_port),
+      "--set", "coordinator.client_endpoint=" + client_endpoint,
+      "--set", "coordinator.worker_endpoint=tcp://127.0.0.1:" + std::to_string(PickFreePort()),
+      "--set", "metrics.coordinator_port=" + std::to_string(PickFreePort()),
+      "--set", "metrics.worker_port=" + std::to_string(PickFreePort())};
+  std::vector<std::string> argv = {kSource + "/deploy/cluster.sh", "start", "--config",
+                                   kSource + "/deploy/config/local.yaml", "--state", state,
+                                   "--bin", std::string(BMAD_BINARY_DIR) + "/bin", "--foreground"};
+  argv.insert(argv.end(), sets.begin(), sets.end());
+  ChildProcess script;
+  ASSERT_TRUE(script.Start(argv, dir + "/cluster.log")) << script.error();
+
+  auto live = [&] {
+    httplib::Client c("127.0.0.1", http_port);
+    c.set_connection_timeout(1, 0);
+    auto res = c.Get("/metrics");
+    return res ? LocalCluster::MetricValue(res->body, "bmad_coordinator_live_replicas").value_or(-1) : -1.0;
+  };
+  ASSERT_TRUE(WaitFor([&] { return live() == 2; }, 60s, 200ms))
+      << script.ReadLog() << RunCommand({"/bin/bash", "-c", "tail -n 20 " + state + "/*.log"}, 10s).out;
+  const std::vector<pid_t> pids = Pids(state);
+  ASSERT_EQ(pids.size(), 3u) << "coordinator and two replicas";
+
+  // A long stream, and SIGTERM to the script once tokens flow.
+  constexpr int kTokens = 300;
+  std::atomic<int> events{0};
+  StreamResult result;
+  std::thread client([&] { result = Stream(http_port, kTokens, &events); });
+  ASSERT_TRUE(WaitFor([&] { return events.load() >= 10; }, 30s, 5ms)) << "the stream never started";
+  const auto signalled = std::chrono::steady_clock::now();
+  script.Signal(SIGTERM);
+  const int at_signal = events.load();
+
+  // While it drains, the coordinator refuses new requests on its socket.
+  EXPECT_TRUE(WaitFor(
+      [&] { return ReadTextFile(state + "/coordinator.log").find("finishing in-flight requests") != std::string::npos; },
+      5s, 10ms))
+      << "the coordinator was not told to stop";
+  CommandResult refused = RunCommand({BinaryPath("bmad"), "generate", "--coordinator", client_endpoint,
+                                      "--prompt", "Hello", "--max-tokens", "4"},
+                                     30s);
+  client.join();
+  EXPECT_TRUE(result.done) << "the in-flight stream was cut: " << result.error;
+  EXPECT_EQ(result.tokens, kTokens) << result.error;
+  EXPECT_LT(at_signal, kTokens / 2) << "the stream was nearly done before the stop: the test proved little";
+  EXPECT_NE(refused.status, 0) << "a request during the drain was served: " << refused.out;
+  EXPECT_NE((refused.out + refused.err).find("shutting down"), std::string::npos) << refused.out << refused.err;
+
+  // Then everything stops, cleanly and in bounded time.
+  auto status = script.Wait(40s);
+  ASSERT_TRUE(status.has_value()) << "cluster.sh did not exit\n" << script.ReadLog();
+  EXPECT_EQ(*status, 0) << script.ReadLog();
+  const double stop_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count();
+  EXPECT_LT(stop_s, 25.0);
+  for (pid_t pid : pids) EXPECT_NE(kill(pid, 0), 0) << "pid " << pid << " is still running";
+  EXPECT_TRUE(Pids(state).empty()) << "pid files left in " << state;
+  const std::string coordinator_log = ReadTextFile(state + "/coordinator.log");
+  EXPECT_NE(coordinator_log.find("finishing in-flight requests"), std::string::npos) << coordinator_log;
+  EXPECT_EQ(script.ReadLog().find("killing them"), std::string::npos) << script.ReadLog();
+  if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir);
+}
+
+// `plan` prints what `start` runs. Over a hostfile, replicas take consecutive slots without
+// sharing a GPU: a replica that fits one host stays on it (with the GPUs it owns there), and
+// the launcher refuses a hostfile that is too small.
+TEST(ClusterScriptTest, PlanSplitsTheHostfileBetweenReplicas) {
+  const std::string dir = MakeTempDir("bmad-cluster-plan-");
+  WriteTextFile(dir + "/hosts", "gpu-a slots=8\ngpu-b slots=8   # second rack\n\n# spare\ngpu-c slots=4\n");
+  auto plan = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> argv = {kSource + "/deploy/cluster.sh", "plan", "--config",
+                                     kSource + "/deploy/config/local.yaml", "--state", dir,
+                                     "--bin", std::string(BMAD_BINARY_DIR) + "/bin",
+                                     "--set", "cluster.hostfile=" + dir + "/hosts", "--set", "worker.backend=cuda"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return RunCommand(argv, 60s);
+  };
+  // Four replicas of 4 ranks: two per 8-GPU host, each with its own GPUs.
+  CommandResult four = plan({"--set", "parallel.tp=4", "--set", "cluster.normal_replicas=3"});
+  ASSERT_EQ(four.status, 0) << four.err;
+  for (const char* want : {"normal-0 [gpu-a:4]: env CUDA_VISIBLE_DEVICES=0\\,1\\,2\\,3 mpirun -np 4",
+                           "normal-1 [gpu-a:4]: env CUDA_VISIBLE_DEVICES=4\\,5\\,6\\,7 mpirun -np 4",
+                           "normal-2 [gpu-b:4]: env CUDA_VISIBLE_DEVICES=0\\,1\\,2\\,3 mpirun -np 4",
+                           "long_tail-0 [gpu-b:4]: env CUDA_VISIBLE_DEVICES=4\\,5\\,6\\,7 mpirun -np 4",
+                           "--set worker.replica_id=long_tail-0 --set worker.pool=long_tail --replica-index 3"}) {
+    EXPECT_NE(four.out.find(want), std::string::npos) << want << "\n" << four.out;
+  }
+  EXPECT_EQ(ReadTextFile(dir + "/hosts-normal-1"), "gpu-a slots=4\n");
+  // One replica of 16 ranks spans two whole hosts; the 4-slot host is left over.
+  CommandResult big = plan({"--set", "parallel.tp=8", "--set", "parallel.pp=2", "--set", "cluster.long_tail_replicas=0"});
+  ASSERT_EQ(big.status, 0) << big.err;
+  EXPECT_NE(big.out.find("normal-0 [gpu-a:8,gpu-b:8]: mpirun -np 16"), std::string::npos) << big.out;
+  EXPECT_EQ(ReadTextFile(dir + "/hosts-normal-0"), "gpu-a slots=8\ngpu-b slots=8\n");
+  // Replicas of 6 ranks do not split across hosts mid-way: 3 + 1 of them do not fit.
+  CommandResult six = plan({"--set", "parallel.tp=6", "--set", "cluster.normal_replicas=3"});
+  EXPECT_EQ(six.status, 2) << six.out;
+  EXPECT_NE(six.err.find("too few slots"), std::string::npos) << six.err;
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace bmad::testing

