@@ -102,6 +102,7 @@ struct CoordinatorConfig {
   std::string http_host = "127.0.0.1";
   int64_t http_port = 8000;               // 0: pick a free port and log it
   int64_t liveness_timeout_ms = 2000;     // a replica silent this long is dead
+  int64_t drain_timeout_ms = 10000;       // on SIGTERM: how long in-flight requests may finish
   int64_t max_queued_per_priority = 1024; // admission bound per priority class
   int64_t priority_classes = 3;           // class 0 is the most urgent
   int64_t max_message_bytes = 64 << 20;   // larger protocol messages are rejected

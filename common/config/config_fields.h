@@ -74,6 +74,10 @@ void VisitConfig(ServerConfig& c, Visitor& v) {
     v.Field("liveness_timeout_ms", c.coordinator.liveness_timeout_ms,
             "A replica with no heartbeat for this long is declared dead and its requests move.",
             I{50, 3'600'000});
+    v.Field("drain_timeout_ms", c.coordinator.drain_timeout_ms,
+            "On SIGTERM the coordinator refuses new requests and waits this long for in-flight "
+            "ones to finish before it exits (match the pod's termination grace period).",
+            I{0, 3'600'000});
     v.Field("max_queued_per_priority", c.coordinator.max_queued_per_priority,
             "Requests admitted but not finished, per priority class; past it, 'overloaded'.",
             I{1, 1 << 24});

@@ -31,6 +31,11 @@ Status MetricsServer::Start(const std::string& host, int port) {
   impl->server.Get("/health", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("ok\n", "text/plain");
   });
+  impl->server.Get("/ready", [this](const httplib::Request&, httplib::Response& res) {
+    const bool ready = ready_.load();
+    res.status = ready ? 200 : 503;
+    res.set_content(ready ? "ready\n" : "not ready\n", "text/plain");
+  });
   int bound = -1;
   if (port == 0) {
     bound = impl->server.bind_to_any_port(host);

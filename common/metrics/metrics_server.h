@@ -1,6 +1,9 @@
-// Serves a Registry at GET /metrics (and GET /health) over HTTP on its own thread.
+// Serves a Registry at GET /metrics, GET /health (the process is up) and GET /ready (200 once
+// the owner says it can serve, 503 before; always 200 when no readiness check is set) over HTTP
+// on its own thread.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -15,6 +18,9 @@ class MetricsServer {
   ~MetricsServer();  // stops the server
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;
+
+  // What /ready reports; settable any time, from any thread.
+  void SetReady(bool ready) { ready_.store(ready); }
 
   // Binds host:port (port 0 picks a free one) and starts serving. kIoError names the address
   // when the bind fails (port taken, bad host).
@@ -31,6 +37,7 @@ class MetricsServer {
   std::unique_ptr<Impl> impl_;
   std::string host_;
   int port_ = 0;
+  std::atomic<bool> ready_{true};
 };
 
 }  // namespace bmad::metrics

@@ -45,6 +45,7 @@ class CoordinatorServer::Core {
   Status Start();
   Status Run();
   void RequestStop() { stop_requested_.store(true); }
+  bool stopping() const { return stop_requested_.load(); }
   // From any thread: queue an item for the loop and wake it.
   void Post(InboxItem item);
 

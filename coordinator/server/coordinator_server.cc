@@ -134,7 +134,9 @@ void CoordinatorServer::Core::DrainInbox() {
       continue;
     }
     auto stream = item.stream;
-    Result<CoordRequest*> r = Accept(std::move(item.input), "", stream);
+    Result<CoordRequest*> r = stop_requested_.load()
+                                  ? Result<CoordRequest*>(Unavailable("the coordinator is shutting down"))
+                                  : Accept(std::move(item.input), "", stream);
     if (!r.ok()) {
       StreamEvent e;
       e.kind = StreamEvent::Kind::kError;
@@ -304,9 +306,9 @@ Status CoordinatorServer::Core::Run() {
     }
     if (stop_requested_.load() && stop_deadline == 0) {
       log::Info(kLog, "stopping: finishing in-flight requests", {{"in_flight", requests_.size()}});
-      stop_deadline = now + 10'000'000'000;
+      stop_deadline = now + config_.coordinator.drain_timeout_ms * 1'000'000;
     }
-    if (stop_deadline != 0 && (requests_.size() == 0 || now > stop_deadline)) break;
+    if (stop_deadline != 0 && (requests_.size() == 0 || now >= stop_deadline)) break;
 
     zmq::pollitem_t items[3] = {{static_cast<void*>(*worker_socket_), 0, ZMQ_POLLIN, 0},
                                 {static_cast<void*>(*client_socket_), 0, ZMQ_POLLIN, 0},

@@ -80,6 +80,10 @@ Status HttpFrontend::Start(const std::string& host, int port) {
   });
   server_->Get("/ready", [this](const httplib::Request&, httplib::Response& res) {
     const size_t live = core_.live_replicas();
+    if (core_.stopping()) {
+      SendError(res, Unavailable("the coordinator is shutting down"));
+      return;
+    }
     if (live == 0) {
       SendError(res, Unavailable("no live replica yet"));
       return;

@@ -118,7 +118,7 @@ void CheckSplitsMatchOneRank(const std::string& model, double tolerance) {
     httplib::Client m("127.0.0.1", cluster.worker_metrics_port(0));
     auto page = m.Get("/metrics");
     ASSERT_TRUE(page);
-    EXPECT_NE(page->body.find("bmad_comm_seconds_count{op=\"broadcast\"}"), std::string::npos);
+    EXPECT_NE(page->body.find("bmad_comm_seconds_count{op=\"broadcast\",replica=\"normal-0\"}"), std::string::npos);
     if (split.tp > 1) {
       EXPECT_NE(page->body.find("op=\"all_reduce\""), std::string::npos);
     }

@@ -31,17 +31,20 @@ const std::vector<double>& CommSecondsBuckets() {
 Communicator::Communicator(int rank, int size, std::string name)
     : rank_(rank), size_(size), name_(std::move(name)) {}
 
-void Communicator::set_metrics(metrics::Registry* registry) {
+metrics::Histogram& CommSeconds(metrics::Registry& registry, CommOp op, const std::string& replica) {
+  metrics::Labels labels = {{"op", std::string(CommOpName(op))}};
+  if (!replica.empty()) labels["replica"] = replica;
+  return registry.GetHistogram("bmad_comm_seconds",
+                               "Duration of one communicator call (tensor/pipeline parallelism), "
+                               "failed calls included.",
+                               CommSecondsBuckets(), labels);
+}
+
+void Communicator::set_metrics(metrics::Registry* registry, const std::string& replica) {
   metrics_ = registry;
+  metrics_replica_ = replica;
   for (int i = 0; i < kNumCommOps; ++i) {
-    seconds_[i] = registry == nullptr
-                      ? nullptr
-                      : &registry->GetHistogram(
-                            "bmad_comm_seconds",
-                            "Duration of one communicator call (tensor/pipeline parallelism), "
-                            "failed calls included.",
-                            CommSecondsBuckets(),
-                            {{"op", std::string(CommOpName(static_cast<CommOp>(i)))}});
+    seconds_[i] = registry == nullptr ? nullptr : &CommSeconds(*registry, static_cast<CommOp>(i), replica);
   }
 }
 

@@ -51,6 +51,10 @@ std::string_view CommOpName(CommOp op);
 // The bucket bounds of bmad_comm_seconds: 10 µs .. 30 s.
 const std::vector<double>& CommSecondsBuckets();
 
+// The bmad_comm_seconds{op, replica} series (created at zero on first use). A replica of one
+// rank registers them all, so its dashboards show zero communication rather than no data.
+metrics::Histogram& CommSeconds(metrics::Registry& registry, CommOp op, const std::string& replica);
+
 class Communicator {
  public:
   static constexpr std::chrono::milliseconds kDefaultTimeout{30'000};
@@ -70,9 +74,10 @@ class Communicator {
   std::chrono::milliseconds timeout() const { return timeout_; }
 
   // Where call durations go; nullptr (the default) records nothing. The registry must outlive
-  // this communicator.
-  void set_metrics(metrics::Registry* registry);
+  // this communicator. A non-empty `replica` adds a replica label, as on every worker series.
+  void set_metrics(metrics::Registry* registry, const std::string& replica = "");
   metrics::Registry* metrics() const { return metrics_; }
+  const std::string& metrics_replica() const { return metrics_replica_; }
 
   // OK while usable; else the failure that made this communicator unusable.
   const Status& failure() const { return failure_; }
@@ -143,6 +148,7 @@ class Communicator {
   std::string name_;
   std::chrono::milliseconds timeout_ = kDefaultTimeout;
   metrics::Registry* metrics_ = nullptr;
+  std::string metrics_replica_;
   std::array<metrics::Histogram*, kNumCommOps> seconds_{};  // by CommOp; null without metrics
   Status failure_;
 };

@@ -111,7 +111,7 @@ Result<std::unique_ptr<MpiCommunicator>> MpiCommunicator::Split(int color, int k
   if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Comm_split", "splitting " + name());
   BMAD_ASSIGN_OR_RETURN(auto result, Adopt(child, std::move(child_name)));
   result->set_timeout(timeout());
-  result->set_metrics(metrics());
+  result->set_metrics(metrics(), metrics_replica());
   return result;
 }
 

@@ -42,7 +42,7 @@ Result<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(MpiCommunicat
   std::unique_ptr<NcclCommunicator> nccl(
       new NcclCommunicator(bootstrap.rank(), bootstrap.size(), std::move(name)));
   nccl->set_timeout(bootstrap.timeout());
-  nccl->set_metrics(bootstrap.metrics());
+  nccl->set_metrics(bootstrap.metrics(), bootstrap.metrics_replica());
   if (stream == nullptr) {
     BMAD_CUDA_CHECK(cudaStreamCreateWithFlags(&nccl->stream_, cudaStreamNonBlocking));
     nccl->owns_stream_ = true;

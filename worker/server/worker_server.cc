@@ -65,6 +65,7 @@ Status WorkerServer::Impl::Load() {
   const int port = c.metrics.worker_port == 0
                        ? 0
                        : static_cast<int>(c.metrics.worker_port) + options.replica_index;
+  metrics_server->SetReady(false);  // /ready: registered with the coordinator and not draining
   BMAD_RETURN_IF_ERROR(metrics_server->Start(c.metrics.host, port));
   if (options.rank.comms) {
     // The replica's communication time: bmad_comm_seconds{op} on this leader's /metrics.
@@ -72,7 +73,11 @@ Status WorkerServer::Impl::Load() {
          {static_cast<parallel::Communicator*>(options.rank.comms->replica.get()),
           static_cast<parallel::Communicator*>(options.rank.comms->tp.get()),
           static_cast<parallel::Communicator*>(options.rank.comms->pp.get())}) {
-      if (comm) comm->set_metrics(&registry);
+      if (comm) comm->set_metrics(&registry, c.worker.replica_id);
+    }
+  } else {
+    for (int op = 0; op < parallel::kNumCommOps; ++op) {
+      parallel::CommSeconds(registry, static_cast<parallel::CommOp>(op), c.worker.replica_id);
     }
   }
   BMAD_ASSIGN_OR_RETURN(replica, Replica::Create(c, &registry, clock, options.rank));
@@ -168,6 +173,7 @@ bool WorkerServer::Impl::Handle(proto::Message& m) {
   } else if (std::holds_alternative<proto::Drain>(m)) {
     log::Info(kLog, "draining: finishing running requests, accepting none");
     engine->StartDraining();
+    metrics_server->SetReady(false);
   } else if (auto* sd = std::get_if<proto::Shutdown>(&m)) {
     log::Info(kLog, "shutdown requested by the coordinator", {{"reason", sd->reason}});
     return false;
@@ -178,10 +184,12 @@ bool WorkerServer::Impl::Handle(proto::Message& m) {
     }
     if (!registered) log::Info(kLog, "registered with the coordinator");
     registered = true;
+    metrics_server->SetReady(!engine->draining());
   } else if (auto* err = std::get_if<proto::ErrorMessage>(&m)) {
     if (err->code == StatusCode::kNotFound) {
       // The coordinator restarted and does not know us: register again.
       registered = false;
+      metrics_server->SetReady(false);
       SendRegister();
     } else {
       log::Warn(kLog, "error from the coordinator", {{"message", err->message}});
@@ -236,6 +244,7 @@ Status WorkerServer::Run() {
     if (w.stop_requested.load() && !w.engine->draining()) {
       log::Info(kLog, "stop requested: draining");
       w.engine->StartDraining();
+      w.metrics_server->SetReady(false);
     }
     if (w.engine->draining() && !w.engine->HasWork()) break;
     // Until registered, ask again every heartbeat interval (the coordinator may start later).
