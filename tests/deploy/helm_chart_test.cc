@@ -201,7 +201,7 @@ void CheckRendered(const Rendered& r, int tp, int pods_per_replica, int gpus_per
     EXPECT_EQ(NamedPort(leader, "metrics"), config["metrics"]["worker_port"].as<int>()) << name;
     ExpectHttpProbe(leader["startupProbe"], "/health", "metrics", name + " startup");
     ExpectHttpProbe(leader["livenessProbe"], "/health", "metrics", name + " liveness");
-    ExpectHttpProbe(leader["readinessProbe"], "/health", "metrics", name + " readiness");
+    ExpectHttpProbe(leader["readinessProbe"], "/ready", "metrics", name + " readiness");
     EXPECT_TRUE(worker["livenessProbe"]["tcpSocket"]) << name;
     bool mounts_config = false;
     for (const YAML::Node& v : t["leaderTemplate"]["spec"]["volumes"]) {

@@ -93,9 +93,10 @@ spec:
           port: metrics
         periodSeconds: {{ $root.Values.workers.probes.liveness.periodSeconds }}
         failureThreshold: {{ $root.Values.workers.probes.liveness.failureThreshold }}
+      # Ready once registered with the coordinator and not draining.
       readinessProbe:
         httpGet:
-          path: /health
+          path: /ready
           port: metrics
         periodSeconds: {{ $root.Values.workers.probes.readiness.periodSeconds }}
         failureThreshold: {{ $root.Values.workers.probes.readiness.failureThreshold }}
