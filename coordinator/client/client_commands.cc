@@ -216,6 +216,8 @@ int RunBenchHttpCommand(const std::vector<std::string>& args) {
   flags.AddInt("seed", &seed, "Workload seed (default 1).");
   flags.AddInt("vocab-size", &o.vocab_size, "Draw prompt token ids below this (default: 100..19999).");
   flags.AddString("api-key", &o.api_key, "Bearer token for servers that want one.");
+  flags.AddInt("report-split-at", &o.report_split_at,
+               "Also report latencies for prompts below N tokens and for the rest (0: off).");
   std::vector<std::string> positional;
   Status s = flags.Parse(args, &positional);
   if (flags.help_requested()) {

@@ -124,6 +124,10 @@ Status ValidateBenchHttpOptions(const BenchHttpOptions& o) {
   if (o.vocab_size != 0 && (o.vocab_size < 8 || o.vocab_size > (int64_t{1} << 31))) {
     return InvalidArgument("--vocab-size must be at least 8 (and below 2^31)");
   }
+  if (o.report_split_at < 0 || o.report_split_at > kMaxPromptTokens) {
+    return InvalidArgument("--report-split-at must be between 0 (off) and " +
+                           std::to_string(kMaxPromptTokens));
+  }
   return Status::Ok();
 }
 
@@ -177,6 +181,7 @@ class BenchRun {
     r.model = model_;
     r.requests = static_cast<int64_t>(plan_.size());
     std::vector<double> ttft, itl, tpot, e2e;
+    std::vector<double> split_ttft[2], split_e2e[2];  // [0] short prompts, [1] long
     std::map<std::string, int64_t> errors;
     for (size_t i = 0; i < plan_.size(); ++i) {
       const StreamOutcome& out = outcomes_[i];
@@ -196,7 +201,17 @@ class BenchRun {
       if (out.ttft_s >= 0 && out.output_tokens > 1) {
         tpot.push_back((out.e2e_s - out.ttft_s) / static_cast<double>(out.output_tokens - 1));
       }
+      if (o_.report_split_at > 0) {
+        const int cls = plan_[i].prompt_len < o_.report_split_at ? 0 : 1;
+        (cls == 0 ? r.short_prompts : r.long_prompts).succeeded += 1;
+        split_e2e[cls].push_back(out.e2e_s);
+        if (out.ttft_s >= 0) split_ttft[cls].push_back(out.ttft_s);
+      }
     }
+    r.short_prompts.ttft_s = tools::LatencySummary::Of(std::move(split_ttft[0]));
+    r.short_prompts.e2e_s = tools::LatencySummary::Of(std::move(split_e2e[0]));
+    r.long_prompts.ttft_s = tools::LatencySummary::Of(std::move(split_ttft[1]));
+    r.long_prompts.e2e_s = tools::LatencySummary::Of(std::move(split_e2e[1]));
     if (r.duration_s > 0) {
       r.requests_per_s = static_cast<double>(r.succeeded) / r.duration_s;
       r.output_tokens_per_s = static_cast<double>(r.output_tokens) / r.duration_s;
@@ -343,6 +358,15 @@ std::string BenchHttpReport::Text(const BenchHttpOptions& o) const {
   row("inter-token latency ms", itl_s);
   row("time per output token ms", tpot_s);
   row("end-to-end latency ms", e2e_s);
+  if (o.report_split_at > 0) {
+    for (const bool is_short : {true, false}) {
+      const PromptClass& c = is_short ? short_prompts : long_prompts;
+      add("prompts %s %lld tokens: %lld requests\n", is_short ? "<" : ">=",
+          static_cast<long long>(o.report_split_at), static_cast<long long>(c.succeeded));
+      row("  time to first token ms", c.ttft_s);
+      row("  end-to-end latency ms", c.e2e_s);
+    }
+  }
   add("errors: %lld\n", static_cast<long long>(failed));
   for (const auto& [message, count] : errors) {
     add("  %6lld x ", static_cast<long long>(count));
@@ -378,6 +402,17 @@ std::string BenchHttpReport::Json(const BenchHttpOptions& o) const {
   j["itl_ms"] = ordered_json::parse(itl_s.Json(1000));
   j["tpot_ms"] = ordered_json::parse(tpot_s.Json(1000));
   j["e2e_ms"] = ordered_json::parse(e2e_s.Json(1000));
+  if (o.report_split_at > 0) {
+    j["report_split_at"] = o.report_split_at;
+    for (const bool is_short : {true, false}) {
+      const PromptClass& c = is_short ? short_prompts : long_prompts;
+      ordered_json part;
+      part["succeeded"] = c.succeeded;
+      part["ttft_ms"] = ordered_json::parse(c.ttft_s.Json(1000));
+      part["e2e_ms"] = ordered_json::parse(c.e2e_s.Json(1000));
+      j[is_short ? "short_prompts" : "long_prompts"] = std::move(part);
+    }
+  }
   ordered_json error_list = ordered_json::array();
   for (const auto& [message, count] : errors) {
     error_list.push_back({{"message", message}, {"count", count}});

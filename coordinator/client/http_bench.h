@@ -39,6 +39,9 @@ struct BenchHttpOptions {
                                             // min(100, vocab/4)..vocab-1
   std::string api_key;                      // bearer token, when the server wants one
   uint64_t seed = 1;
+  int64_t report_split_at = 0;              // > 0: also report latencies separately for
+                                            // prompts shorter than this many tokens and for
+                                            // the rest (as planned: the tokens sent)
 };
 
 // kInvalidArgument naming the flag for options that cannot run (exactly one of rate and
@@ -70,6 +73,16 @@ struct BenchHttpReport {
   tools::LatencySummary tpot_s;      // per request: (e2e − ttft) / (tokens − 1)
   tools::LatencySummary e2e_s;
   std::vector<std::pair<std::string, int64_t>> errors;  // message → count, most frequent first
+
+  // With options.report_split_at > 0: successful requests whose prompt was shorter than it
+  // ("short") and the others ("long"), each with its own latencies.
+  struct PromptClass {
+    int64_t succeeded = 0;
+    tools::LatencySummary ttft_s;
+    tools::LatencySummary e2e_s;
+  };
+  PromptClass short_prompts;
+  PromptClass long_prompts;
 
   // Human-readable lines (ends with a newline).
   std::string Text(const BenchHttpOptions& options) const;

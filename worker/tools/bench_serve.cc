@@ -192,6 +192,7 @@ int RunBenchServeCommand(const std::vector<std::string>& args) {
   flags.AddInt("max-batch-tokens", &o.max_batch_tokens, "Token budget per step (default 512).");
   flags.AddInt("max-seqs", &o.max_seqs, "Sequences per step (default 64).");
   flags.AddInt("kv-bytes", &o.kv_bytes, "KV cache bytes (default 256 MiB).");
+  flags.AddInt("block-size", &o.block_size, "Tokens per KV block (default 16).");
   flags.AddBool("no-prefix-caching", &no_prefix_caching, "Turn prefix reuse off.");
   flags.AddInt("seed", &seed, "Workload seed (default 1).");
   std::vector<std::string> positional;
@@ -201,6 +202,9 @@ int RunBenchServeCommand(const std::vector<std::string>& args) {
     return 0;
   }
   if (s.ok() && o.model_path.empty()) s = InvalidArgument("--model is required");
+  if (s.ok() && (o.block_size < 1 || o.block_size > 1024)) {
+    s = InvalidArgument("--block-size must be 1..1024, got " + std::to_string(o.block_size));
+  }
   if (s.ok() && !EnumFromName(scheduler, &o.policy)) {
     s = InvalidArgument("--scheduler must be continuous, fcfs or static, got '" + scheduler + "'");
   }

@@ -223,6 +223,39 @@ TEST(HttpBenchTest, ReportTextAndJson) {
   EXPECT_EQ(j["errors"][0]["count"], 1);
 }
 
+TEST(HttpBenchTest, ReportSplitAtSeparatesShortAndLongPrompts) {
+  FakeOpenAiServer server;
+  BenchHttpOptions o = Closed(server, "steady", 20, 4);
+  o.prompt_len = "8,32";
+  o.report_split_at = 16;
+  const BenchHttpReport r = RunOk(o);
+  ASSERT_EQ(r.succeeded, 20);
+  int64_t short_sent = 0;
+  for (const std::string& body : server.bodies()) short_sent += json::parse(body)["prompt"].size() < 16u;
+  EXPECT_EQ(r.short_prompts.succeeded, short_sent);
+  EXPECT_EQ(r.long_prompts.succeeded, 20 - short_sent);
+  ASSERT_GT(short_sent, 0) << "seed 1 draws both lengths";
+  ASSERT_LT(short_sent, 20);
+  EXPECT_EQ(r.short_prompts.ttft_s.count, static_cast<size_t>(short_sent));
+  EXPECT_EQ(r.long_prompts.e2e_s.count, static_cast<size_t>(20 - short_sent));
+  EXPECT_GE(r.short_prompts.ttft_s.p50, 0.035) << "the server waits 40 ms before the first token";
+  EXPECT_LE(r.long_prompts.ttft_s.p50, r.long_prompts.e2e_s.p50);
+  const std::string text = r.Text(o);
+  EXPECT_NE(text.find("prompts < 16 tokens: " + std::to_string(short_sent) + " requests"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("prompts >= 16 tokens: " + std::to_string(20 - short_sent) + " requests"),
+            std::string::npos) << text;
+  const json j = json::parse(r.Json(o));
+  EXPECT_EQ(j["report_split_at"], 16);
+  EXPECT_EQ(j["short_prompts"]["succeeded"], short_sent);
+  EXPECT_TRUE(j["long_prompts"]["ttft_ms"].contains("p99"));
+
+  // Off by default: no split in the text or the JSON.
+  o.report_split_at = 0;
+  EXPECT_EQ(r.Text(o).find("prompts <"), std::string::npos);
+  EXPECT_FALSE(json::parse(r.Json(o)).contains("short_prompts"));
+}
+
 TEST(HttpBenchTest, OptionsAreValidated) {
   BenchHttpOptions o;
   o.url = "http://127.0.0.1:1";
@@ -259,6 +292,9 @@ TEST(HttpBenchTest, OptionsAreValidated) {
   bad = o;
   bad.vocab_size = 3;
   fails(bad, "--vocab-size");
+  bad = o;
+  bad.report_split_at = -1;
+  fails(bad, "--report-split-at");
 }
 
 TEST(HttpTargetTest, ParsesBaseUrls) {

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# bmad (coordinator + one replica) against llama.cpp's `llama-server --parallel 16` on the same
+# GGUF file and machine, driven by the same `bmad bench http` workload: 64 requests of about 130
+# prompt tokens and 128 output tokens, 16 in flight. Runs alternate (llama.cpp, bmad, ...) ROUNDS
+# times; prints each run and, per round, bmad's output tokens/s over llama.cpp's.
+#
+#   LLAMA_CPP_BIN=/path/to/llama.cpp/build/bin tests/bench/compare_server.sh [ROUNDS]
+#
+# Model: the 134M synthetic Llama (F16) of compare_decode.sh in $BMAD_BENCH_MODELS.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROUNDS=${1:-2}
+BIN=${BMAD_BIN:-build/bin}
+LLAMA=${LLAMA_CPP_BIN:?set LLAMA_CPP_BIN to llama.cpp/build/bin}
+MODELS=${BMAD_BENCH_MODELS:-/tmp/bmad-bench-models}
+MODEL=${MODEL:-$MODELS/synth-134m-f16.gguf}
+THREADS=${THREADS:-$(nproc)}
+WORKLOAD=(--requests 64 --concurrency 16 --prompt-len 120-140 --output-len 128 --timeout-s 900)
+if [ ! -f "$MODEL" ]; then
+  mkdir -p "$(dirname "$MODEL")"
+  "$BIN/bmad" model synth --out "$MODEL" --layers 12 --dim 768 --heads 12 --ffn 2048 \
+    --vocab-from ../shared/models/llama-2-tiny-random.gguf --dtype f16 >/dev/null
+fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+work=$(mktemp -d)
+pids=()
+stop_all() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done; pids=(); }
+trap 'stop_all; rm -rf "$work"' EXIT
+wait_ready() { for _ in $(seq 600); do curl -sf "$1" >/dev/null 2>&1 && return 0; sleep 0.1; done; echo "not ready: $1" >&2; return 1; }
+summary() {  # the JSON line of bench http -> "tok/s ttft_mean ttft_p99" (ms)
+  python3 -c 'import json,sys; j=json.loads(sys.argv[1]); print("%.1f %.0f %.0f %d" % (j["output_tokens_per_s"], j["ttft_ms"]["mean"], j["ttft_ms"]["p99"], j.get("failed", 0)))' "$1"
+}
+
+run_llama() {
+  local port
+  port=$(free_port)
+  "$LLAMA/llama-server" -m "$MODEL" -t "$THREADS" -c $((16 * 288)) --parallel 16 --host 127.0.0.1 \
+    --port "$port" >"$work/llama.log" 2>&1 &
+  pids+=($!)
+  wait_ready "http://127.0.0.1:$port/health"
+  "$BIN/bmad" bench http --url "http://127.0.0.1:$port" "${WORKLOAD[@]}" 2>/dev/null | tail -n 1
+  stop_all
+}
+
+run_bmad() {
+  local http cm wm client worker
+  http=$(free_port) cm=$(free_port) wm=$(free_port) client=$(free_port) worker=$(free_port)
+  cat >"$work/bmad.yaml" <<EOF
+model: {path: $MODEL}
+coordinator: {client_endpoint: "tcp://127.0.0.1:$client", worker_endpoint: "tcp://127.0.0.1:$worker", http_port: $http}
+worker: {threads: $THREADS}
+cache: {kv_bytes: 256MiB}
+metrics: {coordinator_port: $cm, worker_port: $wm}
+EOF
+  "$BIN/bmad-coordinator" --config "$work/bmad.yaml" >"$work/coord.log" 2>&1 &
+  pids+=($!)
+  mpirun -np 1 --bind-to none "$BIN/bmad-worker" --config "$work/bmad.yaml" --set worker.replica_id=r0 \
+    >"$work/worker.log" 2>&1 &
+  pids+=($!)
+  wait_ready "http://127.0.0.1:$http/ready"
+  "$BIN/bmad" bench http --url "http://127.0.0.1:$http" "${WORKLOAD[@]}" 2>/dev/null | tail -n 1
+  stop_all
+}
+
+echo "| round | server | output tok/s | TTFT mean ms | TTFT p99 ms | failed |"
+echo "|---|---|---:|---:|---:|---:|"
+ratios=()
+for round in $(seq "$ROUNDS"); do
+  read -r l_tps l_mean l_p99 l_fail <<<"$(summary "$(run_llama)")"
+  echo "| $round | llama-server --parallel 16 | $l_tps | $l_mean | $l_p99 | $l_fail |"
+  read -r b_tps b_mean b_p99 b_fail <<<"$(summary "$(run_bmad)")"
+  echo "| $round | bmad (1 replica) | $b_tps | $b_mean | $b_p99 | $b_fail |"
+  ratios+=("$(python3 -c "print('%.2f' % ($b_tps / $l_tps))")")
+done
+echo
+echo "bmad / llama-server output tokens/s, per round: ${ratios[*]}"
+echo "model $(basename "$MODEL"), $THREADS threads, workload: ${WORKLOAD[*]}"
