@@ -19,7 +19,8 @@
 //
 // 3. Balancing, by `policy`:
 //    - weighted (the design's policy, mended; see the comment above Router::Load in router.cc):
-//      a random pick with probability proportional to Weight(), a smoothed inverse of Load();
+//      a random pick with probability proportional to Weight(), a smoothed, sharpened inverse
+//      of Load();
 //    - least_loaded: the lowest Load(), ties broken round robin;
 //    - round_robin: the candidates in turn (load ignored).
 //
@@ -76,6 +77,8 @@ class Router {
   // The smoothing term of Weight(), as a fraction of the largest load one replica can show with
   // every term at its 0..1 scale (weight_queue + weight_memory + weight_utilization).
   static constexpr double kLoadEpsilonFraction = 0.01;
+  // The weighted draw is proportional to weight^kWeightSharpness (router.cc says why).
+  static constexpr double kWeightSharpness = 4.0;
 
   // Out-of-range knobs are clamped, never undefined behaviour (the config loader has already
   // rejected them): each weight to [0, 1e6] (non-finite: 0; all three 0: queue weight 1),
@@ -101,8 +104,8 @@ class Router {
   //   weight_queue * depth / max_seqs + weight_memory * kv_usage + weight_utilization * utilization
   // with depth = max(in_flight, running + waiting). See router.cc for why.
   double Load(const ReplicaView& replica) const;
-  // (min_load + eps) / (Load(replica) + eps), in (0, 1] when min_load <= Load(replica);
-  // eps = kLoadEpsilonFraction * (sum of the three load weights).
+  // ((min_load + eps) / (Load(replica) + eps))^kWeightSharpness, in (0, 1] when
+  // min_load <= Load(replica); eps = kLoadEpsilonFraction * (sum of the three load weights).
   double Weight(const ReplicaView& replica, double min_load) const;
 
   // The prompt length above which a prompt is long-tail; nullopt until long_tail_min_samples

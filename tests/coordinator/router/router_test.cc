@@ -111,14 +111,14 @@ TEST(RouterLoadTest, GarbageStatsGiveFiniteLoadsAndWeights) {
   }
 }
 
-TEST(RouterLoadTest, WeightIsSmoothedInverseLoad) {
+TEST(RouterLoadTest, WeightIsSmoothedSharpenedInverseLoad) {
   Router router(Plain(RouterPolicy::kWeighted));
   const ReplicaView idle = Replica("idle");
   EXPECT_EQ(router.Weight(idle, 0.0), 1.0);  // no 0/0
   ReplicaView busy = Replica("busy");
   busy.in_flight = 5;  // load 0.3
   const double eps = Router::kLoadEpsilonFraction * 1.0;
-  EXPECT_NEAR(router.Weight(busy, 0.0), eps / (0.3 + eps), 1e-12);
+  EXPECT_NEAR(router.Weight(busy, 0.0), std::pow(eps / (0.3 + eps), Router::kWeightSharpness), 1e-12);
   EXPECT_NEAR(router.Weight(busy, 0.3), 1.0, 1e-12);
 }
 
