@@ -4,6 +4,9 @@
 #include <filesystem>
 
 #include "kernels/cpu/cpu_backend.h"
+#if defined(BMAD_HAVE_CUDA)
+#include "kernels/cuda/cuda_backend.h"
+#endif
 
 namespace bmad::worker {
 
@@ -19,19 +22,38 @@ Result<int64_t> AgreeOnBlocks(parallel::Communicator& replica, int64_t mine) {
   return *std::min_element(all.begin(), all.end());
 }
 
+// worker.backend's backend, or a start-up error naming why it cannot be had.
+Result<std::unique_ptr<kernels::Backend>> MakeBackend(const ServerConfig& c) {
+  if (c.worker.backend != Backend::kCuda) {
+    kernels::CpuBackendOptions options;
+    options.threads = static_cast<int>(c.worker.threads);
+    return std::unique_ptr<kernels::Backend>(std::make_unique<kernels::CpuBackend>(options));
+  }
+#if defined(BMAD_HAVE_CUDA)
+  Result<std::unique_ptr<kernels::CudaBackend>> cuda = kernels::CudaBackend::Create();
+  if (!cuda.ok()) {
+    return Status(cuda.status().code(), "worker.backend is cuda but " + cuda.status().message());
+  }
+  // TODO(issue 6, worker part): remove this refusal once the model's forward pass, the KV cache
+  // and the arena live in device memory. Until then the model would hand host pointers to the
+  // GPU kernels (norm weights in the mapped file, host activations), which fail on the device.
+  return FailedPrecondition("worker.backend is cuda: the CUDA backend started on " +
+                            (*cuda)->device_name() +
+                            ", but the worker's model and memory arena are still host-resident, "
+                            "so serving on the GPU is not wired up yet; use worker.backend: cpu");
+#else
+  return Unavailable("worker.backend is cuda but this build has no CUDA support (rebuild with "
+                     "-DBMAD_CUDA=ON on a machine with the CUDA toolkit)");
+#endif
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Replica>> Replica::Create(const ServerConfig& c, metrics::Registry* registry,
                                                  const Clock& clock, const ReplicaRank& rank) {
   if (c.model.path.empty()) return InvalidArgument("model.path is not set (the GGUF file to serve)");
-  if (c.worker.backend == Backend::kCuda) {
-    return Unimplemented("backend 'cuda' is not available in this build of the worker; use "
-                         "worker.backend: cpu");
-  }
   std::unique_ptr<Replica> r(new Replica());
-  kernels::CpuBackendOptions backend_options;
-  backend_options.threads = static_cast<int>(c.worker.threads);
-  r->backend_ = std::make_unique<kernels::CpuBackend>(backend_options);
+  BMAD_ASSIGN_OR_RETURN(r->backend_, MakeBackend(c));
   model::ModelPlacement placement;
   if (rank.topology) {
     placement.tp = rank.topology->tp();

@@ -1,0 +1,145 @@
+// The CUDA backend: every op of kernels/backend.h on one NVIDIA GPU, on one compute stream.
+//
+// NOT YET RUN ON A GPU. It compiles for sm_80 and sm_90 and its launch decisions are unit-tested
+// on the CPU, but no kernel here has executed; tests/gpu/run.sh is the first check.
+//
+// Memory contract (backend.h: "pointers refer to the backend's memory"):
+//   - every float*, the KV cache views, Argmax's output and every WeightMatrix::data are DEVICE
+//     memory; the embedding table too (PrepareMatMulWeight uploads any kRows matrix, including
+//     the table, in its row layout, which Embedding and MatMul both read);
+//   - the spans (token ids, positions, the sequences and their block tables) are HOST memory:
+//     the backend uploads them itself, through a per-op scratch slot, and skips the upload when
+//     the bytes equal the previous op's of the same kind (the same block tables are used by every
+//     layer of a step, so only the first layer uploads them).
+//
+// MatMul: F32 weights through cublasGemmEx with F32 inputs and CUBLAS_COMPUTE_32F (no TF32: exact
+// F32 as on the CPU); F16 weights: the activations are converted to F16 first (the op's contract:
+// "F16 weights multiply F16-rounded activations"), then cublasGemmEx F16 × F16 → F32 with
+// CUBLAS_COMPUTE_32F (tensor cores, F32 accumulation); Q8_0: our own dequantizing kernels
+// (matmul_q8_kernels.cu). Deviation from backend.h: cuBLAS picks its algorithm (and split-K) by
+// shape, so a row of y is NOT guaranteed bit-identical for different m (batch invariance);
+// results agree to F32 rounding.
+//
+// Errors: ops cannot return one. Each op's body runs as a function returning Status, with every
+// CUDA and cuBLAS call and kernel launch through BMAD_CUDA_CHECK / BMAD_CUBLAS_CHECK; the first
+// failure is kept (status()), later ops are skipped (their outputs are garbage), and
+// Synchronize() waits for the stream and returns it. Callers check Synchronize() once per engine
+// step. Asynchronous faults (a kernel reading a bad address) surface at the next synchronizing
+// call; CudaBackendOptions::debug_checks synchronizes after every op so the failing op is named.
+//
+// Memory: prepared weights come from MemoryHooks::allocate_weights and scratch from
+// allocate_scratch (both must hand out device memory); without hooks, or when a hook returns
+// nullptr, cudaMalloc (counted: system_allocations()). cuBLAS allocates its own workspace once,
+// when the backend is made.
+//
+// Thread-safety: one thread issues ops at a time (the device is made current on each op).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "kernels/backend.h"
+#include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/device_buffers.h"
+
+struct CUstream_st;    // cudaStream_t is CUstream_st*
+struct CUevent_st;     // cudaEvent_t is CUevent_st*
+struct cublasContext;  // cublasHandle_t is cublasContext*
+
+namespace bmad::kernels {
+
+struct CudaBackendOptions {
+  int device = 0;
+  // Synchronize after every op and check that every pointer an op is given is device memory, so
+  // the first failure names its op. For tests and first runs on new hardware; slow.
+  bool debug_checks = false;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  // kUnavailable "no CUDA device is available (cudaGetDeviceCount: ...)" without a usable GPU.
+  static Result<std::unique_ptr<CudaBackend>> Create(const CudaBackendOptions& options = {});
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  std::string_view name() const override { return "cuda"; }
+  uint64_t buffer_allocations() const override { return buffers_->growths(); }
+  void SetMemoryHooks(MemoryHooks hooks) override;
+  size_t PreparedBytes(const WeightMatrix& w) const override;
+  PreparedWeight PrepareMatMulWeight(const WeightMatrix& w) override;
+
+  void Embedding(const WeightMatrix& table, std::span<const int32_t> ids, float* out) override;
+  void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps,
+               float* out) override;
+  void Rope(float* x, std::span<const int32_t> positions, int64_t n_heads, int64_t head_dim,
+            const RopeConfig& rope) override;
+  void MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y) override;
+  void SwiGlu(const float* gate, const float* up, int64_t n, float* out) override;
+  void Add(float* x, const float* y, int64_t n) override;
+  void Softmax(float* x, int64_t rows, int64_t n) override;
+  void Argmax(const float* x, int64_t rows, int64_t n, int32_t* out) override;
+  void StoreKv(const KvLayerView& cache, const float* k, const float* v,
+               std::span<const AttentionSequence> sequences) override;
+  void AttentionPrefill(const KvLayerView& cache, const float* q,
+                        std::span<const AttentionSequence> sequences, int64_t n_heads, float scale,
+                        float* out) override;
+  void AttentionDecode(const KvLayerView& cache, const float* q,
+                       std::span<const AttentionSequence> sequences, int64_t n_heads, float scale,
+                       float* out) override;
+
+  // The first failure since the backend was made (OK if none); does not wait for the GPU.
+  Status status() const { return status_.status(); }
+  // Waits for every op issued so far; the first failure, including asynchronous ones.
+  Status Synchronize();
+
+  // Host → device on the copy stream; ops issued after this call wait for it. The caller makes
+  // sure no op in flight still uses `device_dst`. Pageable `host_src` may be reused on return;
+  // pinned memory only after the next Synchronize().
+  Status CopyToDevice(void* device_dst, const void* host_src, size_t bytes);
+  // Device → host after every op issued so far; waits.
+  Status CopyToHost(void* host_dst, const void* device_src, size_t bytes);
+  // Device → device, in order with the ops (compute stream); does not wait.
+  Status CopyOnDevice(void* device_dst, const void* device_src, size_t bytes);
+
+  CUstream_st* compute_stream() const { return compute_; }
+  int device() const { return device_; }
+  int sm_count() const { return sm_count_; }
+  const std::string& device_name() const { return device_name_; }
+  // cudaMalloc calls made because no hook provided the memory (weights and scratch).
+  uint64_t system_allocations() const {
+    return weight_fallbacks_ + buffers_->fallback_allocations();
+  }
+
+ private:
+  explicit CudaBackend(const CudaBackendOptions& options);
+  Status Init();
+  // Runs an op's body unless an earlier op failed; records its failure under the op's name.
+  template <typename Body>
+  void Run(const char* op, Body&& body);
+  Status CheckDevicePointers(const char* op, std::initializer_list<const void*> pointers) const;
+  // Copies `host` to scratch slot `slot` on the compute stream (skipped when equal to the last
+  // upload to that slot); the device address.
+  Result<const int32_t*> Upload(int slot, const std::vector<int32_t>& host);
+  Status GemmF(const float* x, int64_t m, const WeightMatrix& w, float* y);
+
+  CudaBackendOptions options_;
+  int device_ = 0;
+  int sm_count_ = 0;
+  std::string device_name_;
+  CUstream_st* compute_ = nullptr;
+  CUstream_st* copy_ = nullptr;
+  CUevent_st* copy_done_ = nullptr;
+  cublasContext* cublas_ = nullptr;
+  MemoryHooks hooks_;
+  std::unique_ptr<cuda::DeviceBuffers> buffers_;
+  std::vector<std::vector<int32_t>> last_upload_;  // per scratch slot
+  std::vector<int32_t> host_meta_;                 // reused host staging for uploads
+  uint64_t weight_fallbacks_ = 0;
+  cuda::StickyStatus status_;
+};
+
+}  // namespace bmad::kernels

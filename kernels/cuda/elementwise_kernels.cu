@@ -1,0 +1,265 @@
+// The CUDA backend's small kernels: F16 conversion, embedding rows, RMSNorm, RoPE, SwiGLU,
+// residual add, softmax, argmax and the KV cache store. Arithmetic follows the CPU backend's
+// order where it is cheap to (explicit _rn intrinsics where the compiler would otherwise fuse a
+// multiply and an add the CPU does separately), so results stay within a few ulps of it.
+//
+// Not yet run on a GPU: see tests/gpu/run.sh.
+#include <cfloat>
+
+#include "kernels/cuda/kernel_launchers.h"
+
+namespace bmad::cuda::launch {
+namespace {
+
+// Sum (or max) of `v` over the block; every thread gets the result. blockDim.x is a multiple of
+// 32 and at most 1024. `shared` holds 32 floats.
+__device__ float BlockSum(float v, float* shared) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  __syncthreads();  // `shared` may still be read by a previous reduction
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  v = lane < warps ? shared[lane] : 0.0f;
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ float BlockMax(float v, float* shared) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  __syncthreads();
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  v = lane < warps ? shared[lane] : -FLT_MAX;
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+__global__ void ConvertToHalfKernel(const float* x, int64_t n, __half* out) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    out[i] = __float2half_rn(x[i]);
+  }
+}
+
+__global__ void EmbeddingKernel(int type, const unsigned char* table, size_t row_bytes,
+                                int64_t cols, const int32_t* ids, float* out) {
+  const unsigned char* row = table + static_cast<size_t>(ids[blockIdx.x]) * row_bytes;
+  float* o = out + blockIdx.x * cols;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    float v;
+    if (type == kTypeF32) {
+      v = reinterpret_cast<const float*>(row)[c];
+    } else if (type == kTypeF16) {
+      v = __half2float(reinterpret_cast<const __half*>(row)[c]);
+    } else {  // Q8_0: 34-byte blocks, an F16 scale then 32 int8 values
+      const unsigned char* block = row + (c / 32) * 34;
+      const float d = __half2float(*reinterpret_cast<const __half*>(block));
+      v = __fmul_rn(d, static_cast<float>(static_cast<signed char>(block[2 + c % 32])));
+    }
+    o[c] = v;
+  }
+}
+
+__global__ void RmsNormKernel(const float* x, const float* weight, int64_t dim, float eps,
+                              float* out) {
+  __shared__ float shared[32];
+  const float* xr = x + blockIdx.x * dim;
+  float* o = out + blockIdx.x * dim;
+  float sum = 0.0f;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) sum = fmaf(xr[i], xr[i], sum);
+  sum = BlockSum(sum, shared);
+  const float scale = 1.0f / sqrtf(__fadd_rn(sum / static_cast<float>(dim), eps));
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+    o[i] = __fmul_rn(__fmul_rn(xr[i], scale), weight[i]);
+  }
+}
+
+// One thread per (row, rotated pair); the angle in double, as the CPU backend computes it.
+__global__ void RopeKernel(float* x, const int32_t* positions, int64_t rows, int64_t n_heads,
+                           int64_t head_dim, int64_t rope_dim, float freq_base, float freq_scale) {
+  const int64_t half = rope_dim / 2;
+  for (int64_t idx = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; idx < rows * half;
+       idx += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t t = idx / half, i = idx % half;
+    const float pos = __fmul_rn(static_cast<float>(positions[t]), freq_scale);
+    const double inv_freq = pow(double(freq_base), -2.0 * double(i) / double(rope_dim));
+    const double theta = double(pos) * inv_freq;
+    const float c = static_cast<float>(cos(theta)), s = static_cast<float>(sin(theta));
+    for (int64_t h = 0; h < n_heads; ++h) {
+      float* v = x + (t * n_heads + h) * head_dim;
+      const float x0 = v[2 * i], x1 = v[2 * i + 1];
+      v[2 * i] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+      v[2 * i + 1] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+    }
+  }
+}
+
+__global__ void SwiGluKernel(const float* gate, const float* up, int64_t n, float* out) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const float g = gate[i];
+    out[i] = __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), up[i]);
+  }
+}
+
+__global__ void AddKernel(float* x, const float* y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    x[i] = __fadd_rn(x[i], y[i]);
+  }
+}
+
+__global__ void SoftmaxKernel(float* x, int64_t n) {
+  __shared__ float shared[32];
+  float* row = x + blockIdx.x * n;
+  float mx = -FLT_MAX;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) mx = fmaxf(mx, row[i]);
+  mx = BlockMax(mx, shared);
+  float sum = 0.0f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const float e = expf(row[i] - mx);
+    row[i] = e;
+    sum += e;
+  }
+  sum = BlockSum(sum, shared);
+  const float inv = 1.0f / sum;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) row[i] *= inv;
+}
+
+// The largest value's index, the lowest index among equal values (as std::max_element).
+constexpr int64_t kNoIndex = 0x7fffffffffffffffLL;
+
+__device__ bool Better(float va, int64_t ia, float vb, int64_t ib) {
+  if (ia == kNoIndex) return false;
+  if (ib == kNoIndex) return true;
+  return va > vb || (va == vb && ia < ib);
+}
+
+__device__ void WarpArgmax(float& v, int64_t& idx) {
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, v, o);
+    const int64_t oi = __shfl_xor_sync(0xffffffffu, idx, o);
+    if (Better(ov, oi, v, idx)) {
+      v = ov;
+      idx = oi;
+    }
+  }
+}
+
+__global__ void ArgmaxKernel(const float* x, int64_t n, int32_t* out) {
+  __shared__ float best_v[32];
+  __shared__ int64_t best_i[32];
+  const float* row = x + blockIdx.x * n;
+  float v = -INFINITY;
+  int64_t idx = kNoIndex;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {  // i rises: ties keep the first
+    if (idx == kNoIndex || row[i] > v) {
+      v = row[i];
+      idx = i;
+    }
+  }
+  WarpArgmax(v, idx);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  if (lane == 0) {
+    best_v[warp] = v;
+    best_i[warp] = idx;
+  }
+  __syncthreads();
+  if (warp != 0) return;
+  v = lane < warps ? best_v[lane] : -INFINITY;
+  idx = lane < warps ? best_i[lane] : kNoIndex;
+  WarpArgmax(v, idx);
+  if (lane == 0) out[blockIdx.x] = static_cast<int32_t>(idx == kNoIndex ? 0 : idx);
+}
+
+__global__ void StoreKvKernel(KvArgs kv, const float* k, const float* v, const int32_t* slots) {
+  const int32_t row = slots[3 * blockIdx.x], block = slots[3 * blockIdx.x + 1],
+                slot = slots[3 * blockIdx.x + 2];
+  const int width = kv.n_kv_heads * kv.head_dim;
+  for (int e = threadIdx.x; e < width; e += blockDim.x) {
+    const int h = e / kv.head_dim, d = e % kv.head_dim;
+    const int64_t at =
+        int64_t{block} * kv.block_stride + (int64_t{h} * kv.block_size + slot) * kv.head_dim + d;
+    const __half kh = __float2half_rn(k[int64_t{row} * width + e]);
+    const __half vh = __float2half_rn(v[int64_t{row} * width + e]);
+    kv.k[at] = __half_as_ushort(kh);
+    kv.v[at] = __half_as_ushort(vh);
+  }
+}
+
+int Finish() { return static_cast<int>(cudaGetLastError()); }
+
+}  // namespace
+
+int ConvertToHalf(const float* x, int64_t n, uint16_t* out, cudaStream_t stream) {
+  const Launch1d l = ElementwiseLaunch(n);
+  if (l.blocks == 0) return 0;
+  BMAD_LAUNCH(ConvertToHalfKernel, static_cast<unsigned>(l.blocks), l.threads, 0, stream, x, n,
+              reinterpret_cast<__half*>(out));
+  return Finish();
+}
+
+int Embedding(int type, const void* table, size_t row_bytes, int64_t cols, const int32_t* ids,
+              int64_t n_ids, float* out, cudaStream_t stream) {
+  if (n_ids == 0) return 0;
+  BMAD_LAUNCH(EmbeddingKernel, static_cast<unsigned>(n_ids), 256, 0, stream, type,
+              static_cast<const unsigned char*>(table), row_bytes, cols, ids, out);
+  return Finish();
+}
+
+int RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* out,
+            cudaStream_t stream) {
+  if (rows == 0) return 0;
+  BMAD_LAUNCH(RmsNormKernel, static_cast<unsigned>(rows), RowReductionThreads(dim), 0, stream, x,
+              weight, dim, eps, out);
+  return Finish();
+}
+
+int Rope(float* x, const int32_t* positions, int64_t rows, int64_t n_heads, int64_t head_dim,
+         int64_t rope_dim, float freq_base, float freq_scale, cudaStream_t stream) {
+  const Launch1d l = ElementwiseLaunch(rows * (rope_dim / 2));
+  if (l.blocks == 0) return 0;
+  BMAD_LAUNCH(RopeKernel, static_cast<unsigned>(l.blocks), l.threads, 0, stream, x, positions, rows,
+              n_heads, head_dim, rope_dim, freq_base, freq_scale);
+  return Finish();
+}
+
+int SwiGlu(const float* gate, const float* up, int64_t n, float* out, cudaStream_t stream) {
+  const Launch1d l = ElementwiseLaunch(n);
+  if (l.blocks == 0) return 0;
+  BMAD_LAUNCH(SwiGluKernel, static_cast<unsigned>(l.blocks), l.threads, 0, stream, gate, up, n,
+              out);
+  return Finish();
+}
+
+int Add(float* x, const float* y, int64_t n, cudaStream_t stream) {
+  const Launch1d l = ElementwiseLaunch(n);
+  if (l.blocks == 0) return 0;
+  BMAD_LAUNCH(AddKernel, static_cast<unsigned>(l.blocks), l.threads, 0, stream, x, y, n);
+  return Finish();
+}
+
+int Softmax(float* x, int64_t rows, int64_t n, cudaStream_t stream) {
+  if (rows == 0) return 0;
+  BMAD_LAUNCH(SoftmaxKernel, static_cast<unsigned>(rows), RowReductionThreads(n), 0, stream, x, n);
+  return Finish();
+}
+
+int Argmax(const float* x, int64_t rows, int64_t n, int32_t* out, cudaStream_t stream) {
+  if (rows == 0) return 0;
+  BMAD_LAUNCH(ArgmaxKernel, static_cast<unsigned>(rows), RowReductionThreads(n), 0, stream, x, n,
+              out);
+  return Finish();
+}
+
+int StoreKv(const KvArgs& kv, const float* k, const float* v, const int32_t* slots, int64_t n,
+            cudaStream_t stream) {
+  if (n == 0) return 0;
+  const int width = kv.n_kv_heads * kv.head_dim;
+  BMAD_LAUNCH(StoreKvKernel, static_cast<unsigned>(n), width < 256 ? 32 * ((width + 31) / 32) : 256,
+              0, stream, kv, k, v, slots);
+  return Finish();
+}
+
+}  // namespace bmad::cuda::launch

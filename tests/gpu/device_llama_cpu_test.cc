@@ -1,0 +1,94 @@
+// DeviceLlama (the device-resident runner behind the GPU parity checks and benchmarks) with the
+// CPU backend over plain host memory must compute exactly what the worker's LlamaModel computes:
+// same ops, same order, same backend, so the logits are equal bit for bit. This pins the runner
+// down in CI, so a mismatch on the GPU points at the CUDA backend, not at the runner.
+#include "tests/gpu/device_llama.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "tests/support/paths.h"
+
+namespace bmad::gpu_tests {
+namespace {
+
+struct Seq {
+  std::vector<int32_t> tokens;  // prompt, then generated
+  std::vector<int32_t> table;
+  int32_t done = 0;  // positions computed
+};
+
+void CheckSameLogits(const std::string& file) {
+  SCOPED_TRACE(file);
+  const std::string path = testing::SharedModelsDir() + "/" + file;
+  kernels::CpuBackend ref_backend(kernels::CpuBackendOptions{2});
+  kernels::CpuBackend dev_backend(kernels::CpuBackendOptions{2});
+  Result<std::unique_ptr<model::LlamaModel>> ref = model::LlamaModel::Load(path, ref_backend);
+  ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+  HostMemory memory;
+  DeviceLlamaOptions o;
+  o.max_tokens = 64;
+  o.max_seqs = 4;
+  o.num_blocks = 16;
+  o.block_size = 4;
+  Result<std::unique_ptr<DeviceLlama>> dev = DeviceLlama::Load(path, dev_backend, memory, o);
+  ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+  const int64_t vocab = (*dev)->config().n_vocab;
+  model::KvCache cache((*ref)->CacheShape(o.num_blocks, o.block_size));
+
+  // Two sequences with ragged prompts; sequence 1's prompt arrives in two chunks; then both decode.
+  std::vector<Seq> seqs(2);
+  seqs[0].tokens = {1, 403, 407, 261, 378, 5, 17, 99, 3};
+  seqs[1].tokens = {1, 42, 7, 300, 11, 12, 13};
+  seqs[0].table = {3, 9, 1, 14, 5, 6};
+  seqs[1].table = {2, 11, 4, 8, 7, 10};
+  std::vector<std::vector<int64_t>> chunks = {{9, 3}, {0, 4}};  // step 0, step 1 new tokens
+  for (int step = 0; step < 8; ++step) {
+    std::vector<model::SequenceStep> steps;
+    for (size_t s = 0; s < seqs.size(); ++s) {
+      Seq& q = seqs[s];
+      const int64_t take = step < 2 ? chunks[static_cast<size_t>(step)][s] : 1;
+      if (take == 0) continue;
+      steps.push_back({std::span<const int32_t>(q.tokens).subspan(static_cast<size_t>(q.done),
+                                                                  static_cast<size_t>(take)),
+                       q.done, q.table, q.done + take == static_cast<int64_t>(q.tokens.size())});
+    }
+    int64_t want_rows = 0;
+    for (const model::SequenceStep& s : steps) want_rows += s.want_logits ? 1 : 0;
+    std::vector<float> want(static_cast<size_t>(std::max<int64_t>(want_rows, 1) * vocab));
+    ASSERT_TRUE((*ref)->Forward(steps, cache, want.data()).ok());
+    int64_t n = 0;
+    ASSERT_TRUE((*dev)->Forward(steps, &n).ok());
+    ASSERT_EQ(n, want_rows);
+    Result<std::vector<float>> got = (*dev)->LogitsToHost(n);
+    ASSERT_TRUE(got.ok());
+    want.resize(static_cast<size_t>(n * vocab));
+    ASSERT_EQ(*got, want) << "step " << step;
+    Result<std::vector<int32_t>> next = (*dev)->Greedy(n);
+    ASSERT_TRUE(next.ok());
+    // Advance: computed positions, and the greedy token for sequences that sampled.
+    size_t row = 0;
+    for (size_t s = 0; s < seqs.size(); ++s) {
+      const int64_t take = step < 2 ? chunks[static_cast<size_t>(step)][s] : 1;
+      if (take == 0) continue;
+      seqs[s].done += static_cast<int32_t>(take);
+      if (seqs[s].done == static_cast<int32_t>(seqs[s].tokens.size())) {
+        const float* lr = want.data() + row * static_cast<size_t>(vocab);
+        EXPECT_EQ((*next)[row], std::max_element(lr, lr + vocab) - lr);
+        seqs[s].tokens.push_back((*next)[row]);
+        ++row;
+      }
+    }
+  }
+}
+
+TEST(DeviceLlamaCpu, MatchesLlamaModelOnStories260K) { CheckSameLogits("stories260K.gguf"); }
+
+TEST(DeviceLlamaCpu, MatchesLlamaModelOnTinyRandomF16) {
+  CheckSameLogits("llama-2-tiny-random.gguf");
+}
+
+}  // namespace
+}  // namespace bmad::gpu_tests
