@@ -67,9 +67,9 @@ EOF
   curl -s "http://127.0.0.1:$wm/metrics" >"$work/m.txt"
   steps=$(metric bmad_worker_step_seconds_count '{replica="r0"}' "$work/m.txt")
   step_sum=$(metric bmad_worker_step_seconds_sum '{replica="r0"}' "$work/m.txt")
-  per_step() {  # summed seconds of the given ops, in ms per step
+  per_step() {  # summed seconds of the given ops, in ms per step (the leader's histogram)
     local total=0 op
-    for op in "$@"; do total=$(python3 -c "print($total + $(metric bmad_comm_seconds_sum "{op=\"$op\"}" "$work/m.txt"))"); done
+    for op in "$@"; do total=$(python3 -c "print($total + $(metric bmad_comm_seconds_sum "{op=\"$op\",replica=\"r0\"}" "$work/m.txt"))"); done
     python3 -c "print('%.2f' % (1000 * $total / max($steps, 1)))"
   }
   echo "| tp=$tp pp=$pp | $ranks × $threads | $tps | $(python3 -c "print('%.1f' % (1000 * $step_sum / max($steps, 1)))") | $(per_step all_reduce) | $(per_step all_gather) | $(per_step send recv) | $(per_step broadcast) |"

@@ -17,6 +17,7 @@
 #include "tests/support/local_cluster.h"
 #include "tests/support/paths.h"
 #include "tests/support/process.h"
+#include "tests/support/sse_completion.h"
 
 namespace bmad::testing {
 namespace {
@@ -34,46 +35,10 @@ struct StopClusterOnExit {
   }
 };
 
-struct StreamResult {
-  int tokens = 0;  // completion_tokens from the final usage chunk
-  bool done = false;
-  std::string error;
-};
-
-StreamResult Stream(int port, int max_tokens, std::atomic<int>* events) {
-  StreamResult out;
-  httplib::Client c("127.0.0.1", port);
-  c.set_read_timeout(60, 0);
-  std::string buffer;
-  httplib::Request req;
-  req.method = "POST";
-  req.path = "/v1/completions";
-  req.body = json{{"prompt", "Once upon a time"}, {"max_tokens", max_tokens}, {"temperature", 0},
-                  {"ignore_eos", true}, {"stream", true}, {"stream_options", {{"include_usage", true}}}}
-                 .dump();
-  req.set_header("Content-Type", "application/json");
-  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-    buffer.append(data, n);
-    for (size_t pos; (pos = buffer.find("\n\n")) != std::string::npos;) {
-      const std::string event = buffer.substr(0, pos);
-      buffer.erase(0, pos + 2);
-      if (event.rfind("data: ", 0) != 0) continue;
-      if (event == "data: [DONE]") {
-        out.done = true;
-        continue;
-      }
-      json j = json::parse(event.substr(6), nullptr, false);
-      if (j.is_discarded()) continue;
-      ++*events;
-      if (j.contains("error")) out.error = j.dump();
-      if (j.contains("usage") && j["usage"].is_object()) out.tokens = j["usage"]["completion_tokens"];
-    }
-    return true;
-  };
-  httplib::Response res;
-  httplib::Error err;
-  c.send(req, res, err);
-  return out;
+SseCompletion Stream(int port, int max_tokens, std::atomic<int>* events) {
+  const json body = {{"prompt", "Once upon a time"}, {"max_tokens", max_tokens}, {"temperature", 0},
+                     {"ignore_eos", true}, {"stream", true}, {"stream_options", {{"include_usage", true}}}};
+  return StreamCompletion(port, "/v1/completions", body, events);
 }
 
 std::vector<pid_t> Pids(const std::string& state) {
@@ -130,7 +95,7 @@ TEST(ClusterScriptTest, SigtermDrainsInFlightRequestsThenStopsEverything) {
   // A long stream, and SIGTERM to the script once tokens flow.
   constexpr int kTokens = 300;
   std::atomic<int> events{0};
-  StreamResult result;
+  SseCompletion result;
   std::thread client([&] { result = Stream(http_port, kTokens, &events); });
   ASSERT_TRUE(WaitFor([&] { return events.load() >= 10; }, 30s, 5ms)) << "the stream never started";
   const auto signalled = std::chrono::steady_clock::now();
@@ -147,7 +112,7 @@ TEST(ClusterScriptTest, SigtermDrainsInFlightRequestsThenStopsEverything) {
                                      30s);
   client.join();
   EXPECT_TRUE(result.done) << "the in-flight stream was cut: " << result.error;
-  EXPECT_EQ(result.tokens, kTokens) << result.error;
+  EXPECT_EQ(result.completion_tokens, kTokens) << result.error;
   EXPECT_LT(at_signal, kTokens / 2) << "the stream was nearly done before the stop: the test proved little";
   EXPECT_NE(refused.status, 0) << "a request during the drain was served: " << refused.out;
   EXPECT_NE((refused.out + refused.err).find("shutting down"), std::string::npos) << refused.out << refused.err;

@@ -13,8 +13,9 @@
 #include "common/proto/frames.h"
 #include "coordinator/client/client.h"
 #include "tests/support/local_cluster.h"
+#include "tests/support/local_greedy.h"
 #include "tests/support/paths.h"
-#include "worker/tools/local_generate.h"
+#include "tests/support/sse_completion.h"
 
 namespace bmad::testing {
 namespace {
@@ -27,16 +28,7 @@ std::string TinyRandom() { return SharedModelsDir() + "/llama-2-tiny-random.gguf
 
 std::string LocalText(const std::string& model, const std::string& prompt, uint32_t max_tokens,
                       bool ignore_eos = false) {
-  tools::LocalGenerateOptions o;
-  o.model_path = model;
-  o.prompt = prompt;
-  o.sampling.temperature = 0;
-  o.sampling.max_tokens = max_tokens;
-  o.sampling.ignore_eos = ignore_eos;
-  o.threads = 1;
-  std::string text;
-  EXPECT_TRUE(tools::LocalGenerate(o, [&](std::string_view t) { text += t; }).ok());
-  return text;
+  return LocalGreedyText(model, prompt, max_tokens, ignore_eos);
 }
 
 struct HttpResult {
@@ -52,57 +44,11 @@ HttpResult Post(int port, const std::string& path, const std::string& body) {
   return {res->status, res->body};
 }
 
-// Streams a completion; returns the concatenated text and the usage's completion_tokens.
-struct StreamResult {
-  std::string text;
-  int64_t completion_tokens = -1;
-  std::string finish_reason;
-  int events = 0;
-  bool done = false;
-};
+using StreamResult = SseCompletion;
 
 StreamResult Stream(int port, const json& body, std::atomic<int>* events_seen = nullptr,
                     int stop_after_events = -1) {
-  StreamResult out;
-  httplib::Client c("127.0.0.1", port);
-  c.set_read_timeout(60, 0);
-  std::string buffer;
-  httplib::Request req;
-  req.method = "POST";
-  req.path = "/v1/completions";
-  req.body = body.dump();
-  req.set_header("Content-Type", "application/json");
-  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-    buffer.append(data, n);
-    size_t pos;
-    while ((pos = buffer.find("\n\n")) != std::string::npos) {
-      const std::string event = buffer.substr(0, pos);
-      buffer.erase(0, pos + 2);
-      if (event.rfind("data: ", 0) != 0) continue;
-      const std::string payload = event.substr(6);
-      if (payload == "[DONE]") {
-        out.done = true;
-        continue;
-      }
-      json j = json::parse(payload, nullptr, false);
-      if (j.is_discarded()) continue;
-      ++out.events;
-      if (events_seen) ++*events_seen;
-      if (j.contains("choices") && !j["choices"].empty()) {
-        out.text += j["choices"][0].value("text", "");
-        if (!j["choices"][0]["finish_reason"].is_null()) out.finish_reason = j["choices"][0]["finish_reason"];
-      }
-      if (j.contains("usage") && j["usage"].is_object()) {
-        out.completion_tokens = j["usage"]["completion_tokens"];
-      }
-      if (stop_after_events > 0 && out.events >= stop_after_events) return false;  // disconnect
-    }
-    return true;
-  };
-  httplib::Response res;
-  httplib::Error err;
-  c.send(req, res, err);
-  return out;
+  return StreamCompletion(port, "/v1/completions", body, events_seen, stop_after_events);
 }
 
 json Completion(const std::string& prompt, int max_tokens, bool stream, bool ignore_eos = false) {

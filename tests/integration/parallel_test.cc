@@ -16,9 +16,9 @@
 #include <thread>
 
 #include "tests/support/local_cluster.h"
+#include "tests/support/local_greedy.h"
 #include "tests/support/paths.h"
 #include "tests/support/process.h"
-#include "worker/tools/local_generate.h"
 
 namespace bmad::testing {
 namespace {
@@ -45,16 +45,7 @@ std::string GqaModel() {
 }
 
 std::string LocalText(const std::string& model, const std::string& prompt, uint32_t max_tokens) {
-  tools::LocalGenerateOptions o;
-  o.model_path = model;
-  o.prompt = prompt;
-  o.sampling.temperature = 0;
-  o.sampling.max_tokens = max_tokens;
-  o.sampling.ignore_eos = true;
-  o.threads = 1;
-  std::string text;
-  EXPECT_TRUE(tools::LocalGenerate(o, [&](std::string_view t) { text += t; }).ok());
-  return text;
+  return LocalGreedyText(model, prompt, max_tokens, /*ignore_eos=*/true);
 }
 
 json Complete(int port, const std::string& prompt, int max_tokens) {

@@ -1,0 +1,57 @@
+#include "tests/support/sse_completion.h"
+
+#include <httplib.h>
+
+namespace bmad::testing {
+
+SseCompletion StreamCompletion(int port, const std::string& path, const nlohmann::json& body,
+                               std::atomic<int>* events_seen, int disconnect_after,
+                               int read_timeout_s) {
+  SseCompletion out;
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(read_timeout_s, 0);
+  std::string buffer;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = path;
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    buffer.append(data, n);
+    for (size_t pos; (pos = buffer.find("\n\n")) != std::string::npos;) {
+      const std::string event = buffer.substr(0, pos);
+      buffer.erase(0, pos + 2);
+      if (event.rfind("data: ", 0) != 0) continue;
+      const std::string payload = event.substr(6);
+      if (payload == "[DONE]") {
+        out.done = true;
+        continue;
+      }
+      nlohmann::json j = nlohmann::json::parse(payload, nullptr, false);
+      if (j.is_discarded()) continue;
+      ++out.events;
+      if (events_seen) ++*events_seen;
+      if (j.contains("error")) out.error = j.dump();
+      if (j.contains("choices") && j["choices"].is_array() && !j["choices"].empty()) {
+        const nlohmann::json& choice = j["choices"][0];
+        if (choice.contains("text") && choice["text"].is_string()) out.text += choice["text"].get<std::string>();
+        if (choice.contains("delta") && choice["delta"].contains("content") &&
+            choice["delta"]["content"].is_string()) {
+          out.text += choice["delta"]["content"].get<std::string>();
+        }
+        if (choice.contains("finish_reason") && choice["finish_reason"].is_string()) {
+          out.finish_reason = choice["finish_reason"];
+        }
+      }
+      if (j.contains("usage") && j["usage"].is_object()) out.completion_tokens = j["usage"]["completion_tokens"];
+      if (disconnect_after > 0 && out.events >= disconnect_after) return false;
+    }
+    return true;
+  };
+  httplib::Response res;
+  httplib::Error err;
+  c.send(req, res, err);
+  return out;
+}
+
+}  // namespace bmad::testing

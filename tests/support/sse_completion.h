@@ -1,0 +1,29 @@
+// An OpenAI streaming completion from a test: POSTs `body` (with "stream": true) to a server on
+// 127.0.0.1 and reads the server-sent events until [DONE], the connection closes, or the caller
+// asks to disconnect.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace bmad::testing {
+
+struct SseCompletion {
+  std::string text;                // the choices' text, concatenated
+  int64_t completion_tokens = -1;  // from the usage chunk, when the server sent one
+  std::string finish_reason;
+  std::string error;               // an error event's JSON, if any
+  int events = 0;                  // data events other than [DONE]
+  bool done = false;               // [DONE] arrived
+};
+
+// `events_seen` (optional) counts events as they arrive, for another thread to watch; after
+// `disconnect_after` events (> 0) the client drops the connection.
+SseCompletion StreamCompletion(int port, const std::string& path, const nlohmann::json& body,
+                               std::atomic<int>* events_seen = nullptr, int disconnect_after = -1,
+                               int read_timeout_s = 60);
+
+}  // namespace bmad::testing
