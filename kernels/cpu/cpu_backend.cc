@@ -174,6 +174,14 @@ void CpuBackend::StoreKv(const KvLayerView& c, const float* k, const float* v,
   }
 }
 
+// Floats of scratch one attention tile with `n_q` (row, head) pairs needs: a K block, a V block,
+// one score per block slot, accumulators, running max and sum.
+namespace {
+size_t AttentionScratchFloats(const KvLayerView& c, int64_t n_q) {
+  return static_cast<size_t>(2 * c.block_size * c.head_dim + c.block_size + n_q * (c.head_dim + 2));
+}
+}  // namespace
+
 // Online-softmax attention of query rows [row_lo, row_hi) of one sequence, for the query heads
 // that share `kv_head`. Keys and values are read block by block through the block table and
 // converted to F32 once per block for all of those rows and heads.
@@ -185,8 +193,7 @@ void CpuBackend::AttendTile(const KvLayerView& c, const float* q, const Attentio
   const int64_t group = n_heads / c.n_kv_heads;
   const int64_t n_rows = row_hi - row_lo;
   const int64_t n_q = n_rows * group;  // (row, head) pairs
-  // Scratch: K block, V block, one score per block slot, accumulators, running max and sum.
-  float* kf = scratch_.Get(thread, static_cast<size_t>(2 * bs * hd + bs + n_q * (hd + 2)));
+  float* kf = scratch_.Get(thread, AttentionScratchFloats(c, n_q));
   float* vf = kf + bs * hd;
   float* scores = vf + bs * hd;
   float* acc = scores + bs;
@@ -250,13 +257,16 @@ void CpuBackend::RunAttention(const KvLayerView& cache, const float* q,
                               std::span<const AttentionSequence> sequences, int64_t n_heads,
                               float scale, int64_t rows_per_task, float* out) {
   tasks_.clear();
+  int64_t widest_tile = 0;
   for (const AttentionSequence& s : sequences) {
+    widest_tile = std::max(widest_tile, std::min(s.row_count, rows_per_task));
     for (int64_t h = 0; h < cache.n_kv_heads; ++h) {
       for (int64_t lo = 0; lo < s.row_count; lo += rows_per_task) {
         tasks_.push_back({&s, h, lo, std::min(s.row_count, lo + rows_per_task)});
       }
     }
   }
+  scratch_.Reserve(AttentionScratchFloats(cache, widest_tile * (n_heads / cache.n_kv_heads)));
   pool_.ParallelFor(static_cast<int64_t>(tasks_.size()), 1,
                     [&](int64_t begin, int64_t end, int thread) {
                       for (int64_t i = begin; i < end; ++i) {

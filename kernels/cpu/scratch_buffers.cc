@@ -23,7 +23,17 @@ void ScratchBuffers::Release(Slot& slot) {
 
 float* ScratchBuffers::Get(int thread, size_t floats) {
   Slot& slot = slots_[static_cast<size_t>(thread)];
-  if (slot.capacity >= floats) return slot.data;
+  if (slot.capacity < floats) Grow(slot, floats);
+  return slot.data;
+}
+
+void ScratchBuffers::Reserve(size_t floats) {
+  for (Slot& slot : slots_) {
+    if (slot.capacity < floats) Grow(slot, floats);
+  }
+}
+
+void ScratchBuffers::Grow(Slot& slot, size_t floats) {
   Release(slot);
   // Grow with headroom so a slowly rising size settles after a few growths.
   const size_t capacity = std::max<size_t>(1024, floats + floats / 2);
@@ -32,7 +42,6 @@ float* ScratchBuffers::Get(int thread, size_t floats) {
   slot.data = static_cast<float*>(p);
   slot.capacity = p ? capacity : 0;
   growths_.fetch_add(1, std::memory_order_relaxed);
-  return slot.data;
 }
 
 }  // namespace bmad::kernels::cpu

@@ -24,6 +24,11 @@ class ScratchBuffers {
   // At least `floats` floats for `thread`'s exclusive use (64-byte aligned). Contents are not
   // kept across growth.
   float* Get(int thread, size_t floats);
+  // Grows every thread's buffer to at least `floats`. Called by the dispatching thread before
+  // a parallel loop, so that which pool thread happens to pick up the largest task does not
+  // decide when a buffer grows: after warm-up, steady state allocates nothing regardless of
+  // scheduling. Must not run while pool threads use their buffers.
+  void Reserve(size_t floats);
   uint64_t growths() const { return growths_.load(std::memory_order_relaxed); }
 
  private:
@@ -32,6 +37,7 @@ class ScratchBuffers {
     size_t capacity = 0;
   };
   void Release(Slot& slot);
+  void Grow(Slot& slot, size_t floats);
 
   MemoryHooks hooks_;
   std::vector<Slot> slots_;
