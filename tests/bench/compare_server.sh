@@ -6,20 +6,22 @@
 #
 #   LLAMA_CPP_BIN=/path/to/llama.cpp/build/bin tests/bench/compare_server.sh [ROUNDS]
 #
-# Model: the 134M synthetic Llama (F16) of compare_decode.sh in $BMAD_BENCH_MODELS.
+# Model: the 134M synthetic Llama (F16) of compare_decode.sh, written with --text-only (byte,
+# control and unknown tokens have zero output rows, so greedy output is always valid UTF-8:
+# llama-server aborts a stream whose text is not), in $BMAD_BENCH_MODELS.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROUNDS=${1:-2}
 BIN=${BMAD_BIN:-build/bin}
 LLAMA=${LLAMA_CPP_BIN:?set LLAMA_CPP_BIN to llama.cpp/build/bin}
 MODELS=${BMAD_BENCH_MODELS:-/tmp/bmad-bench-models}
-MODEL=${MODEL:-$MODELS/synth-134m-f16.gguf}
+MODEL=${MODEL:-$MODELS/synth-134m-f16-text.gguf}
 THREADS=${THREADS:-$(nproc)}
 WORKLOAD=(--requests 64 --concurrency 16 --prompt-len 120-140 --output-len 128 --timeout-s 900)
 if [ ! -f "$MODEL" ]; then
   mkdir -p "$(dirname "$MODEL")"
   "$BIN/bmad" model synth --out "$MODEL" --layers 12 --dim 768 --heads 12 --ffn 2048 \
-    --vocab-from ../shared/models/llama-2-tiny-random.gguf --dtype f16 >/dev/null
+    --vocab-from ../shared/models/llama-2-tiny-random.gguf --dtype f16 --text-only >/dev/null
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }

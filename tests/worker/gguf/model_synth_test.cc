@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -279,6 +280,76 @@ TEST(ModelSynthTest, CopiesTheVocabularyFromAnotherModel) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("32000"));
   EXPECT_THAT(s.message(), HasSubstr("llama-2-tiny-random.gguf"));
+}
+
+// Every tensor of `a` and `b` byte-identical, except output.weight; returns its two byte spans.
+std::pair<std::span<const uint8_t>, std::span<const uint8_t>> SameButOutput(const GgufFile& a,
+                                                                           const GgufFile& b) {
+  for (const TensorInfo& t : a.tensors()) {
+    if (t.name == "output.weight") continue;
+    const TensorInfo* other = b.FindTensor(t.name);
+    EXPECT_NE(other, nullptr) << t.name;
+    if (other == nullptr) continue;
+    EXPECT_EQ(0, std::memcmp(t.data, other->data, t.nbytes)) << t.name;
+  }
+  const TensorInfo* x = a.FindTensor("output.weight");
+  const TensorInfo* y = b.FindTensor("output.weight");
+  return {{static_cast<const uint8_t*>(x->data), x->nbytes},
+          {static_cast<const uint8_t*>(y->data), y->nbytes}};
+}
+
+TEST(ModelSynthTest, TextOnlyZeroesTheOutputRowsOfEveryNonTextToken) {
+  for (SynthDtype dtype : {SynthDtype::kF32, SynthDtype::kF16, SynthDtype::kQ8_0}) {
+    SynthSpec spec = SmallSpec(dtype);
+    auto plain = Build(spec);
+    spec.text_only = true;
+    auto text = Build(spec);
+    ASSERT_NE(plain, nullptr);
+    ASSERT_NE(text, nullptr);
+    auto [plain_out, text_out] = SameButOutput(*plain, *text);
+    ASSERT_EQ(plain_out.size(), text_out.size());
+    const size_t row_bytes = text_out.size() / 300;
+    // The generated vocabulary: <unk>, <s>, </s>, then 256 byte tokens, then text.
+    for (size_t row = 0; row < 300; ++row) {
+      const auto mine = text_out.subspan(row * row_bytes, row_bytes);
+      const auto theirs = plain_out.subspan(row * row_bytes, row_bytes);
+      if (row < 259) {
+        EXPECT_TRUE(std::all_of(mine.begin(), mine.end(), [](uint8_t b) { return b == 0; }))
+            << SynthDtypeName(dtype) << " row " << row;
+      } else {
+        EXPECT_TRUE(std::equal(mine.begin(), mine.end(), theirs.begin()))
+            << SynthDtypeName(dtype) << " row " << row;
+      }
+    }
+  }
+}
+
+TEST(ModelSynthTest, TextOnlyReadsTheTypesOfACopiedVocabulary) {
+  const std::string source_path =
+      bmad::testing::SharedModelsDir() + "/llama-2-tiny-random.gguf";
+  SynthSpec spec = SmallSpec(SynthDtype::kF16);
+  spec.layers = 1;
+  spec.dim = 32;
+  spec.heads = 2;
+  spec.kv_heads = 2;
+  spec.ffn = 32;
+  spec.vocab = 0;
+  spec.vocab_from = source_path;
+  spec.text_only = true;
+  auto file = Build(spec);
+  ASSERT_NE(file, nullptr);
+  const std::vector<int64_t> types = *file->GetIntArray("tokenizer.ggml.token_type");
+  const TensorInfo* out = file->FindTensor("output.weight");
+  const auto* bytes = static_cast<const uint8_t*>(out->data);
+  const size_t row_bytes = out->nbytes / types.size();
+  int zero_rows = 0;
+  for (size_t row = 0; row < types.size(); ++row) {
+    const bool zero = std::all_of(bytes + row * row_bytes, bytes + (row + 1) * row_bytes,
+                                  [](uint8_t b) { return b == 0; });
+    EXPECT_EQ(zero, types[row] != 1) << "token " << row << " type " << types[row];
+    zero_rows += zero;
+  }
+  EXPECT_EQ(zero_rows, 259);  // <unk>, <s>, </s> and the 256 byte fallbacks of Llama 2
 }
 
 TEST(ModelSynthTest, VocabFromErrors) {

@@ -1,5 +1,6 @@
 #include "worker/model/synth/model_synth.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -58,6 +59,34 @@ Status AddMatrix(gguf::GgufWriter& writer, const std::string& name, int64_t in, 
   return writer.AddTensor(name, {in, out}, type, [matrix, type](std::span<uint8_t> bytes) {
     return EncodeRandomMatrix(matrix, type, bytes);
   });
+}
+
+// The output matrix, with the rows of `zero_rows` (token ids) set to zero: a zero row in every
+// encoding (F32, F16, and Q8_0 blocks with a zero scale) is all zero bytes.
+Status AddOutputMatrix(gguf::GgufWriter& writer, int64_t in, int64_t vocab, float stddev,
+                       const SynthSpec& spec, std::vector<int64_t> zero_rows) {
+  const std::string name = "output.weight";
+  const TensorType type = MatrixType(spec.dtype);
+  const RandomMatrixSpec matrix{TensorSeed(spec.seed, name), in, vocab, stddev};
+  return writer.AddTensor(name, {in, vocab}, type,
+                          [matrix, type, rows = std::move(zero_rows)](std::span<uint8_t> bytes) {
+                            BMAD_RETURN_IF_ERROR(EncodeRandomMatrix(matrix, type, bytes));
+                            const size_t row_bytes = bytes.size() / static_cast<size_t>(matrix.rows);
+                            for (int64_t row : rows) {
+                              std::fill_n(bytes.begin() + static_cast<ptrdiff_t>(row_bytes * row),
+                                          row_bytes, uint8_t{0});
+                            }
+                            return Status::Ok();
+                          });
+}
+
+// Token ids whose type is not NORMAL.
+std::vector<int64_t> NonTextTokens(const std::vector<int64_t>& types) {
+  std::vector<int64_t> ids;
+  for (size_t i = 0; i < types.size(); ++i) {
+    if (types[i] != kTokenNormal) ids.push_back(static_cast<int64_t>(i));
+  }
+  return ids;
 }
 
 // An RMSNorm weight: F32 ones (the identity scale), whatever the matrices' type.
@@ -152,9 +181,11 @@ Status BuildSynthModel(const SynthSpec& spec, gguf::GgufWriter& writer) {
   writer.SetUint32("llama.vocab_size", 0);  // placeholder, keeps the key's place
 
   int64_t vocab = spec.vocab;
+  std::vector<int64_t> token_types;
   if (spec.vocab_from.empty()) {
     BMAD_ASSIGN_OR_RETURN(const Vocabulary generated, MakeByteLevelVocabulary(spec.vocab));
     SetVocabulary(generated, writer);
+    token_types.assign(generated.types.begin(), generated.types.end());
   } else {
     BMAD_ASSIGN_OR_RETURN(std::unique_ptr<gguf::GgufFile> source,
                           gguf::GgufFile::Open(spec.vocab_from));
@@ -166,6 +197,21 @@ Status BuildSynthModel(const SynthSpec& spec, gguf::GgufWriter& writer) {
     }
     vocab = copied;
     BMAD_RETURN_IF_ERROR(CheckParameterCount(spec, vocab));
+    if (spec.text_only) {
+      Result<std::vector<int64_t>> types = source->GetIntArray("tokenizer.ggml.token_type");
+      if (!types.ok() || static_cast<int64_t>(types->size()) != vocab) {
+        return InvalidArgument("text_only needs tokenizer.ggml.token_type with one type per token in " +
+                               spec.vocab_from);
+      }
+      token_types = std::move(*types);
+    }
+  }
+  std::vector<int64_t> zero_rows;
+  if (spec.text_only) {
+    zero_rows = NonTextTokens(token_types);
+    if (static_cast<int64_t>(zero_rows.size()) == vocab) {
+      return InvalidArgument("text_only: the vocabulary has no NORMAL token to keep");
+    }
   }
   writer.SetUint32("llama.vocab_size", static_cast<uint32_t>(vocab));
 
@@ -192,7 +238,8 @@ Status BuildSynthModel(const SynthSpec& spec, gguf::GgufWriter& writer) {
                                    in_ffn_stddev, spec));
   }
   BMAD_RETURN_IF_ERROR(AddNorm(writer, "output_norm.weight", spec.dim));
-  BMAD_RETURN_IF_ERROR(AddMatrix(writer, "output.weight", spec.dim, vocab, in_dim_stddev, spec));
+  BMAD_RETURN_IF_ERROR(
+      AddOutputMatrix(writer, spec.dim, vocab, in_dim_stddev, spec, std::move(zero_rows)));
   return Status::Ok();
 }
 

@@ -35,6 +35,12 @@ struct SynthSpec {
   uint64_t seed = 0;
   std::string vocab_from;      // a GGUF file whose tokenizer.* keys are copied; empty: generate
   std::string name = "bmad-synth";  // general.name
+  // Zero the output rows of every token that is not NORMAL text (byte fallbacks, control and
+  // unknown tokens), so greedy decoding only emits text pieces and the output is always valid
+  // UTF-8. For benchmarks against servers that abort a stream on invalid UTF-8 (llama-server
+  // does, and a random model emits lone byte tokens); the logits of the other tokens are
+  // unchanged, so the compute is the same.
+  bool text_only = false;
 };
 
 // Limits: far above the models bmad serves, low enough that a typo fails fast.

@@ -14,7 +14,7 @@ namespace {
 constexpr char kUsage[] =
     "bmad model synth --out FILE --layers L --dim D --heads H [--kv-heads K] --ffn F "
     "(--vocab V | --vocab-from FILE.gguf) [--ctx N] [--dtype f32|f16|q8_0] [--seed S] "
-    "[--name N]";
+    "[--name N] [--text-only]";
 
 int UsageError(const std::string& message) {
   std::fprintf(stderr, "bmad model synth: %s\n", message.c_str());
@@ -51,6 +51,9 @@ int RunModelSynth(const std::vector<std::string>& args) {
   flags.AddString("vocab-from", &spec.vocab_from,
                   "Copy the vocabulary (every tokenizer.* key) from this GGUF file.");
   flags.AddString("name", &spec.name, "general.name (default bmad-synth).");
+  flags.AddBool("text-only", &spec.text_only,
+                "Zero the output rows of byte, control and unknown tokens, so greedy output is "
+                "always valid UTF-8 text (for benchmarks against servers that need it).");
   std::vector<std::string> positional;
   if (Status s = flags.Parse(args, &positional); !s.ok()) return UsageError(s.message());
   if (flags.help_requested()) {
