@@ -266,7 +266,8 @@ void CpuBackend::RunAttention(const KvLayerView& cache, const float* q,
       }
     }
   }
-  scratch_.Reserve(AttentionScratchFloats(cache, widest_tile * (n_heads / cache.n_kv_heads)));
+  const int64_t group = n_heads / cache.n_kv_heads;
+  scratch_.Reserve(pool_.size(), AttentionScratchFloats(cache, widest_tile * group));
   pool_.ParallelFor(static_cast<int64_t>(tasks_.size()), 1,
                     [&](int64_t begin, int64_t end, int thread) {
                       for (int64_t i = begin; i < end; ++i) {

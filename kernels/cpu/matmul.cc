@@ -78,7 +78,7 @@ void MatMulEngine::RunSgemm(const float* x, int64_t m, const WeightMatrix& w, fl
   }
   // A tile of dequantized rows that stays within ~256 KiB of L2.
   const int64_t tile = std::clamp<int64_t>((65536 / k) / 16 * 16, 16, 256);
-  scratch_.Reserve(static_cast<size_t>(tile * k));
+  scratch_.Reserve(pool_.size(), static_cast<size_t>(tile * k));
   pool_.ParallelFor((n + tile - 1) / tile, 1, [&](int64_t begin, int64_t end, int thread) {
     float* buf = scratch_.Get(thread, static_cast<size_t>(tile * k));
     for (int64_t t = begin; t < end; ++t) {
@@ -99,7 +99,7 @@ void MatMulEngine::RunDot(const float* x, int64_t m, const WeightMatrix& w, floa
   // With more than one activation row and converted weights, convert each weight row once into
   // the thread's buffer and reuse it for every activation row.
   const bool convert_first = m > 4 && w.type != WeightType::kF32;
-  if (convert_first) scratch_.Reserve(static_cast<size_t>(kRowsPerTask * k));
+  if (convert_first) scratch_.Reserve(pool_.size(), static_cast<size_t>(kRowsPerTask * k));
   pool_.ParallelFor(tasks, 1, [&](int64_t begin, int64_t end, int thread) {
     for (int64_t t = begin; t < end; ++t) {
       const int64_t r0 = t * kRowsPerTask;

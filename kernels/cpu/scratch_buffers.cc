@@ -27,9 +27,9 @@ float* ScratchBuffers::Get(int thread, size_t floats) {
   return slot.data;
 }
 
-void ScratchBuffers::Reserve(size_t floats) {
-  for (Slot& slot : slots_) {
-    if (slot.capacity < floats) Grow(slot, floats);
+void ScratchBuffers::Reserve(int threads, size_t floats) {
+  for (size_t i = 0; i < static_cast<size_t>(threads) && i < slots_.size(); ++i) {
+    if (slots_[i].capacity < floats) Grow(slots_[i], floats);
   }
 }
 

@@ -24,11 +24,12 @@ class ScratchBuffers {
   // At least `floats` floats for `thread`'s exclusive use (64-byte aligned). Contents are not
   // kept across growth.
   float* Get(int thread, size_t floats);
-  // Grows every thread's buffer to at least `floats`. Called by the dispatching thread before
-  // a parallel loop, so that which pool thread happens to pick up the largest task does not
-  // decide when a buffer grows: after warm-up, steady state allocates nothing regardless of
-  // scheduling. Must not run while pool threads use their buffers.
-  void Reserve(size_t floats);
+  // Grows the buffers of threads [0, threads) to at least `floats`. Called by the dispatching
+  // thread before a parallel loop, so that which pool thread happens to pick up the largest
+  // task does not decide when a buffer grows: after warm-up, steady state allocates nothing
+  // regardless of scheduling. Must not run while those threads use their buffers; slots past
+  // `threads` (a caller's own, holding live data) are left alone.
+  void Reserve(int threads, size_t floats);
   uint64_t growths() const { return growths_.load(std::memory_order_relaxed); }
 
  private:

@@ -20,9 +20,14 @@ TEST(ScratchBuffersTest, GetGrowsOnlyTheAskingThreadsBuffer) {
 }
 
 TEST(ScratchBuffersTest, ReserveGrowsEveryThreadSoLaterGetsNeverGrow) {
-  ScratchBuffers scratch(4);
-  scratch.Reserve(8000);
-  EXPECT_EQ(scratch.growths(), 4u);
+  ScratchBuffers scratch(5);  // four pool threads and the caller's own slot
+  float* callers = scratch.Get(4, 100);
+  callers[99] = 3.0f;
+  scratch.Reserve(4, 8000);
+  EXPECT_EQ(scratch.growths(), 5u);
+  // The caller's slot, past the pool threads, keeps its buffer and contents.
+  EXPECT_EQ(scratch.Get(4, 100), callers);
+  EXPECT_EQ(callers[99], 3.0f);
   // Whichever thread picks up the largest task, it finds its buffer big enough.
   for (int thread = 0; thread < 4; ++thread) {
     float* p = scratch.Get(thread, 8000);
@@ -30,9 +35,9 @@ TEST(ScratchBuffersTest, ReserveGrowsEveryThreadSoLaterGetsNeverGrow) {
     p[7999] = 1.0f;  // the whole requested range is usable
     EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
   }
-  EXPECT_EQ(scratch.growths(), 4u);
-  scratch.Reserve(100);  // smaller than what is there: nothing to do
-  EXPECT_EQ(scratch.growths(), 4u);
+  EXPECT_EQ(scratch.growths(), 5u);
+  scratch.Reserve(4, 100);  // smaller than what is there: nothing to do
+  EXPECT_EQ(scratch.growths(), 5u);
 }
 
 TEST(ScratchBuffersTest, UsesTheHooksWhenSet) {
@@ -50,7 +55,7 @@ TEST(ScratchBuffersTest, UsesTheHooksWhenSet) {
       std::free(p);
     };
     scratch.SetHooks(hooks);
-    scratch.Reserve(2000);
+    scratch.Reserve(2, 2000);
     scratch.Get(0, 100000);  // regrows thread 0: the old buffer goes back through the hook
     EXPECT_EQ(allocated, 3);
     EXPECT_EQ(freed, 1);
