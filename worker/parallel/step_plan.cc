@@ -42,6 +42,7 @@ class Reader {
     uint32_t n = 0;
     if (!Get(&n) || (in_.size() - pos_) / sizeof(T) < n) return false;
     v->resize(n);
+    if (n == 0) return true;  // an empty vector's data() may be null, which memcpy must not get
     std::memcpy(v->data(), in_.data() + pos_, size_t{n} * sizeof(T));
     pos_ += size_t{n} * sizeof(T);
     return true;
