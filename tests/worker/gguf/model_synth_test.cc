@@ -41,6 +41,21 @@ SynthSpec SmallSpec(SynthDtype dtype) {
   return spec;
 }
 
+std::string TinyRandomPath() { return bmad::testing::SharedModelsDir() + "/llama-2-tiny-random.gguf"; }
+
+// A one-layer model that takes the Llama 2 vocabulary (32000 tokens) of llama-2-tiny-random.
+SynthSpec CopiedVocabularySpec(SynthDtype dtype) {
+  SynthSpec spec = SmallSpec(dtype);
+  spec.layers = 1;
+  spec.dim = 32;
+  spec.heads = 2;
+  spec.kv_heads = 2;
+  spec.ffn = 32;
+  spec.vocab = 0;
+  spec.vocab_from = TinyRandomPath();
+  return spec;
+}
+
 std::string BuildBytes(const SynthSpec& spec) {
   gguf::GgufWriter writer;
   Status s = BuildSynthModel(spec, writer);
@@ -241,18 +256,10 @@ TEST(ModelSynthTest, Q8_0BlocksDequantizeCloseToTheIntendedValues) {
 }
 
 TEST(ModelSynthTest, CopiesTheVocabularyFromAnotherModel) {
-  const std::string source_path =
-      bmad::testing::SharedModelsDir() + "/llama-2-tiny-random.gguf";
+  const std::string source_path = TinyRandomPath();
   auto source = GgufFile::Open(source_path);
   ASSERT_TRUE(source.ok()) << source.status().ToString();
-  SynthSpec spec = SmallSpec(SynthDtype::kF32);
-  spec.layers = 1;
-  spec.dim = 32;
-  spec.heads = 2;
-  spec.kv_heads = 2;
-  spec.ffn = 32;
-  spec.vocab = 0;
-  spec.vocab_from = source_path;
+  SynthSpec spec = CopiedVocabularySpec(SynthDtype::kF32);
   auto file = Build(spec);
   ASSERT_NE(file, nullptr);
   EXPECT_EQ(*file->GetInt("llama.vocab_size"), 32000);
@@ -325,16 +332,7 @@ TEST(ModelSynthTest, TextOnlyZeroesTheOutputRowsOfEveryNonTextToken) {
 }
 
 TEST(ModelSynthTest, TextOnlyReadsTheTypesOfACopiedVocabulary) {
-  const std::string source_path =
-      bmad::testing::SharedModelsDir() + "/llama-2-tiny-random.gguf";
-  SynthSpec spec = SmallSpec(SynthDtype::kF16);
-  spec.layers = 1;
-  spec.dim = 32;
-  spec.heads = 2;
-  spec.kv_heads = 2;
-  spec.ffn = 32;
-  spec.vocab = 0;
-  spec.vocab_from = source_path;
+  SynthSpec spec = CopiedVocabularySpec(SynthDtype::kF16);
   spec.text_only = true;
   auto file = Build(spec);
   ASSERT_NE(file, nullptr);
