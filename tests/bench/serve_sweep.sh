@@ -15,8 +15,8 @@ REQUESTS=${REQUESTS:-40}
 PROMPT=${PROMPT:-32-512}
 OUTPUT=${OUTPUT:-32-128}
 TARGET_P99_MS=${TARGET_P99_MS:-20000}
-RATES_continuous=${RATES_continuous:-0.5 1 1.5 2 2.5 3}
-RATES_static=${RATES_static:-0.25 0.5 0.75 1 1.5}
+RATES_continuous=${RATES_continuous-0.5 1 1.5 2 2.5 3}  # set but empty: skip this scheduler
+RATES_static=${RATES_static-0.25 0.5 0.75 1 1.5}
 if [ ! -f "$MODEL" ]; then
   mkdir -p "$(dirname "$MODEL")"
   "$BIN/bmad" model synth --out "$MODEL" --layers 12 --dim 768 --heads 12 --ffn 2048 \
@@ -54,7 +54,7 @@ for line in open(sys.argv[1]):
 print()
 print("highest rate with p99 end-to-end latency under %s ms: continuous %s req/s, static %s req/s"
       % (sys.argv[2], best.get("continuous", "none"), best.get("static", "none")))
-if best.get("static"):
+if best.get("static") and best.get("continuous"):
     print("ratio: %.2f x" % (best.get("continuous", 0) / best["static"]))
 common = sorted(set(r for s, r in p99 if s == "continuous") & set(r for s, r in p99 if s == "static"))
 for r in common:
