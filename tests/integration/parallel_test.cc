@@ -157,7 +157,19 @@ TEST(ParallelTest, UnsplittableModelIsRefusedAtStartUp) {
   EXPECT_NE(q.ReadLog().find("multiple"), std::string::npos) << q.ReadLog();
 }
 
-bool Alive(pid_t pid) { return kill(pid, 0) == 0 && std::filesystem::exists("/proc/" + std::to_string(pid)); }
+// Running, as opposed to exited: a rank that has exited stays a zombie until mpirun reaps it,
+// which Open MPI does only after its own SIGTERM-to-SIGKILL wait (odls_base_sigkill_timeout, 1 s);
+// what we bound is the rank's exit, so a zombie counts as gone.
+bool Alive(pid_t pid) {
+  if (kill(pid, 0) != 0) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const size_t name_end = line.rfind(')');  // the name may hold spaces and parentheses
+  if (name_end == std::string::npos || name_end + 2 >= line.size()) return false;
+  const char state = line[name_end + 2];
+  return state != 'Z' && state != 'X';
+}
 
 constexpr int64_t kStepTimeoutMs = 3000;
 
