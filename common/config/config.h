@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -94,6 +95,11 @@ struct ModelConfig {
   std::string name;               // served model id; empty: the file name without extension
   int64_t context_length = 0;     // 0: the model's own context length
   std::string chat_template;      // empty: the model's own when recognised, else the default
+
+  // The id clients see (in /v1/models and every response), the same on coordinator and worker.
+  std::string ServedName() const {
+    return !name.empty() ? name : std::filesystem::path(path).stem().string();
+  }
 };
 
 struct CoordinatorConfig {

@@ -28,9 +28,6 @@ namespace bmad::coord {
 
 class HttpFrontend;
 
-// The model id the cluster serves: model.name, else the model file's name without extension.
-std::string ServedModelName(const ServerConfig& config);
-
 // What HTTP handler threads send to the loop.
 struct InboxItem {
   enum class Kind { kSubmit, kAbandon } kind = Kind::kSubmit;

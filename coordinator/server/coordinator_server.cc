@@ -3,7 +3,6 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include <filesystem>
 
 #include "common/log.h"
 #include "common/proto/frames.h"
@@ -39,14 +38,10 @@ std::unique_ptr<zmq::socket_t> BindRouter(zmq::context_t& context, const std::st
 
 }  // namespace
 
-std::string ServedModelName(const ServerConfig& c) {
-  return !c.model.name.empty() ? c.model.name : std::filesystem::path(c.model.path).stem().string();
-}
-
 CoordinatorServer::Core::Core(const ServerConfig& config, const CoordinatorRunOptions& options)
     : config_(config),
       options_(options),
-      model_name_(ServedModelName(config)),
+      model_name_(config.model.ServedName()),
       // Replicas serving another model are refused at registration.
       replicas_(config.coordinator, clock_, model_name_),
       router_(config.router),

@@ -206,3 +206,19 @@ TEST(ConfigTest, ShippedExampleConfigsAreValid) {
 
 }  // namespace
 }  // namespace bmad
+
+namespace bmad {
+namespace {
+
+TEST(ModelConfigTest, ServedNameIsTheNameElseTheFileStem) {
+  ModelConfig m;
+  m.path = "/models/llama-2-7b.Q8_0.gguf";
+  EXPECT_EQ(m.ServedName(), "llama-2-7b.Q8_0");
+  m.path = "stories260K.gguf";
+  EXPECT_EQ(m.ServedName(), "stories260K");
+  m.name = "my-model";
+  EXPECT_EQ(m.ServedName(), "my-model");
+}
+
+}  // namespace
+}  // namespace bmad

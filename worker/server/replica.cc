@@ -1,7 +1,6 @@
 #include "worker/server/replica.h"
 
 #include <algorithm>
-#include <filesystem>
 
 #include "kernels/cpu/cpu_backend.h"
 #if defined(BMAD_HAVE_CUDA)
@@ -73,8 +72,7 @@ Result<std::unique_ptr<Replica>> Replica::Create(const ServerConfig& c, metrics:
     }
     r->tokenizer_ = std::make_unique<tokenizer::Tokenizer>(std::move(tok));
   }
-  r->model_name_ = !c.model.name.empty() ? c.model.name
-                                         : std::filesystem::path(c.model.path).stem().string();
+  r->model_name_ = c.model.ServedName();
 
   const size_t block_bytes = r->model_->CacheShape(1, c.cache.block_size).BytesPerBlock();
   r->num_blocks_ = c.cache.num_blocks > 0
