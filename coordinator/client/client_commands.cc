@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "common/cli/flags.h"
+#include "common/cli/sampling_flags.h"
 #include "coordinator/client/client.h"
 #include "coordinator/client/cluster_status_format.h"
 #include "coordinator/client/http_bench.h"
@@ -78,26 +79,14 @@ bool WantsRemoteGenerate(const std::vector<std::string>& args) {
 int RunRemoteGenerate(const std::vector<std::string>& args) {
   constexpr const char* kCommand = "bmad generate";
   std::string endpoint, prompt, model;
-  int64_t max_tokens = 128, top_k = 0, seed = -1, priority = 1, slo_ms = 0, timeout_ms = 30000;
-  double temperature = 0.0, top_p = 1.0, min_p = 0.0, repetition = 1.0, presence = 0.0,
-         frequency = 0.0;
-  bool ignore_eos = false, quiet = false;
-  std::vector<std::string> stops;
+  int64_t priority = 1, slo_ms = 0, timeout_ms = 30000;
+  bool quiet = false;
+  cli::SamplingFlags sampling;
   cli::Flags flags("bmad generate --coordinator ENDPOINT --prompt TEXT [flags]");
   flags.AddString("coordinator", &endpoint, "The coordinator's client endpoint (tcp://host:port).");
   flags.AddString("prompt", &prompt, "Text to continue.");
   flags.AddString("model", &model, "Model name (default: the cluster's).");
-  flags.AddInt("max-tokens", &max_tokens, "Most tokens to generate (default 128).");
-  flags.AddDouble("temperature", &temperature, "0 (the default) is greedy.");
-  flags.AddInt("top-k", &top_k, "Keep the k most likely tokens (0: off).");
-  flags.AddDouble("top-p", &top_p, "Nucleus sampling mass (1: off).");
-  flags.AddDouble("min-p", &min_p, "Drop tokens below min-p times the top probability.");
-  flags.AddDouble("repetition-penalty", &repetition, "Penalty for repeated tokens (1: off).");
-  flags.AddDouble("presence-penalty", &presence, "OpenAI presence penalty (0: off).");
-  flags.AddDouble("frequency-penalty", &frequency, "OpenAI frequency penalty (0: off).");
-  flags.AddInt("seed", &seed, "Seed for sampling (same seed, same output).");
-  flags.AddList("stop", &stops, "Stop when this text is generated (repeatable).");
-  flags.AddBool("ignore-eos", &ignore_eos, "Keep generating past the end-of-text token.");
+  sampling.AddTo(flags);
   flags.AddInt("priority", &priority, "Priority class, 0 the most urgent (default 1).");
   flags.AddInt("slo-ms", &slo_ms, "Deadline for the whole request (0: the server's default).");
   flags.AddInt("timeout-ms", &timeout_ms, "Give up after this long without news (default 30000).");
@@ -111,7 +100,10 @@ int RunRemoteGenerate(const std::vector<std::string>& args) {
   if (s.ok() && endpoint.empty()) s = InvalidArgument("--coordinator is required");
   if (s.ok() && !flags.Seen("prompt")) s = InvalidArgument("--prompt is required");
   if (s.ok() && !positional.empty()) s = InvalidArgument("unexpected argument '" + positional[0] + "'");
-  if (s.ok()) s = ValidateSampling(temperature, top_k, top_p, min_p, max_tokens);
+  if (s.ok()) {
+    s = ValidateSampling(sampling.temperature, sampling.top_k, sampling.top_p, sampling.min_p,
+                         sampling.max_tokens);
+  }
   if (s.ok()) s = InRange("priority", double(priority), 0, 1000);
   if (s.ok()) s = InRange("slo-ms", double(slo_ms), 0, std::numeric_limits<uint32_t>::max());
   if (s.ok()) s = InRange("timeout-ms", double(timeout_ms), 1, double(kMaxTimeoutMs));
@@ -120,20 +112,7 @@ int RunRemoteGenerate(const std::vector<std::string>& args) {
   proto::Submit submit;
   submit.model = model;
   submit.prompt_text = prompt;
-  submit.sampling.max_tokens = static_cast<uint32_t>(max_tokens);
-  submit.sampling.temperature = static_cast<float>(temperature);
-  submit.sampling.top_k = static_cast<int32_t>(top_k);
-  submit.sampling.top_p = static_cast<float>(top_p);
-  submit.sampling.min_p = static_cast<float>(min_p);
-  submit.sampling.repetition_penalty = static_cast<float>(repetition);
-  submit.sampling.presence_penalty = static_cast<float>(presence);
-  submit.sampling.frequency_penalty = static_cast<float>(frequency);
-  submit.sampling.stop_strings = stops;
-  submit.sampling.ignore_eos = ignore_eos;
-  if (seed >= 0) {
-    submit.sampling.seed = static_cast<uint64_t>(seed);
-    submit.sampling.has_seed = true;
-  }
+  submit.sampling = sampling.Params();
   submit.priority = static_cast<int32_t>(priority);
   submit.slo_ms = static_cast<uint32_t>(slo_ms);
   submit.stream = true;

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "common/cli/flags.h"
+#include "common/cli/sampling_flags.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "worker/engine/output_processor.h"
 #include "worker/model/llama/llama_model.h"
@@ -99,25 +100,12 @@ namespace {
 
 int RunGenerate(const std::vector<std::string>& args) {
   LocalGenerateOptions o;
-  int64_t max_tokens = 128, top_k = 0, seed = -1;
-  double temperature = 0.0, top_p = 1.0, min_p = 0.0, repetition = 1.0, presence = 0.0,
-         frequency = 0.0;
-  bool ignore_eos = false, quiet = false, show_ids = false;
-  std::vector<std::string> stops;
+  bool quiet = false, show_ids = false;
+  cli::SamplingFlags sampling;
   cli::Flags flags("bmad generate --model FILE.gguf --prompt TEXT [flags]");
   flags.AddString("model", &o.model_path, "GGUF model to run in this process.");
   flags.AddString("prompt", &o.prompt, "Text to continue.");
-  flags.AddInt("max-tokens", &max_tokens, "Most tokens to generate (default 128).");
-  flags.AddDouble("temperature", &temperature, "0 (the default) is greedy.");
-  flags.AddInt("top-k", &top_k, "Keep the k most likely tokens (0: off).");
-  flags.AddDouble("top-p", &top_p, "Nucleus sampling mass (1: off).");
-  flags.AddDouble("min-p", &min_p, "Drop tokens below min-p times the top probability.");
-  flags.AddDouble("repetition-penalty", &repetition, "Penalty for repeated tokens (1: off).");
-  flags.AddDouble("presence-penalty", &presence, "OpenAI presence penalty (0: off).");
-  flags.AddDouble("frequency-penalty", &frequency, "OpenAI frequency penalty (0: off).");
-  flags.AddInt("seed", &seed, "Seed for sampling (same seed, same output).");
-  flags.AddList("stop", &stops, "Stop when this text is generated (repeatable).");
-  flags.AddBool("ignore-eos", &ignore_eos, "Keep generating past the end-of-text token.");
+  sampling.AddTo(flags);
   flags.AddInt("threads", &o.threads, "Compute threads (default: every core).");
   flags.AddBool("ids", &show_ids, "Also print the generated token ids (JSON) to stderr.");
   flags.AddBool("quiet", &quiet, "No statistics on stderr.");
@@ -130,27 +118,14 @@ int RunGenerate(const std::vector<std::string>& args) {
   if (s.ok() && o.model_path.empty()) s = InvalidArgument("--model is required");
   if (s.ok() && !flags.Seen("prompt")) s = InvalidArgument("--prompt is required");
   if (s.ok() && !positional.empty()) s = InvalidArgument("unexpected argument '" + positional[0] + "'");
-  if (s.ok() && (max_tokens < 1 || max_tokens > (1 << 24))) {
+  if (s.ok() && (sampling.max_tokens < 1 || sampling.max_tokens > (1 << 24))) {
     s = InvalidArgument("--max-tokens must be between 1 and 16777216");
   }
   if (!s.ok()) {
     std::fprintf(stderr, "bmad generate: %s\n", s.message().c_str());
     return 2;
   }
-  o.sampling.max_tokens = static_cast<uint32_t>(max_tokens);
-  o.sampling.temperature = static_cast<float>(temperature);
-  o.sampling.top_k = static_cast<int32_t>(top_k);
-  o.sampling.top_p = static_cast<float>(top_p);
-  o.sampling.min_p = static_cast<float>(min_p);
-  o.sampling.repetition_penalty = static_cast<float>(repetition);
-  o.sampling.presence_penalty = static_cast<float>(presence);
-  o.sampling.frequency_penalty = static_cast<float>(frequency);
-  o.sampling.stop_strings = stops;
-  o.sampling.ignore_eos = ignore_eos;
-  if (seed >= 0) {
-    o.sampling.seed = static_cast<uint64_t>(seed);
-    o.sampling.has_seed = true;
-  }
+  o.sampling = sampling.Params();
   auto stats = LocalGenerate(o, [](std::string_view text) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);

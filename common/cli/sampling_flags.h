@@ -1,0 +1,34 @@
+// The sampling flags of every command that generates text (`bmad generate` in this process and
+// through a coordinator): registered once, read back as the protocol's SamplingParams.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/cli/flags.h"
+#include "common/proto/messages.h"
+
+namespace bmad::cli {
+
+struct SamplingFlags {
+  int64_t max_tokens = 128;
+  double temperature = 0.0;  // greedy unless asked otherwise
+  int64_t top_k = 0;
+  double top_p = 1.0;
+  double min_p = 0.0;
+  double repetition_penalty = 1.0;
+  double presence_penalty = 0.0;
+  double frequency_penalty = 0.0;
+  int64_t seed = -1;  // negative: none given
+  std::vector<std::string> stops;
+  bool ignore_eos = false;
+
+  // --max-tokens, --temperature, --top-k, --top-p, --min-p, the three penalties, --seed,
+  // --stop (repeatable) and --ignore-eos, writing into this struct (which must outlive Parse).
+  void AddTo(Flags& flags);
+  // The values as given; range checks are the caller's (or the sampler's) business.
+  proto::SamplingParams Params() const;
+};
+
+}  // namespace bmad::cli

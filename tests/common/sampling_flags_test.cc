@@ -1,0 +1,62 @@
+#include "common/cli/sampling_flags.h"
+
+#include <gtest/gtest.h>
+
+namespace bmad::cli {
+namespace {
+
+TEST(SamplingFlagsTest, DefaultsAreGreedyWithoutASeed) {
+  Flags flags("test");
+  SamplingFlags sampling;
+  sampling.AddTo(flags);
+  std::vector<std::string> positional;
+  ASSERT_TRUE(flags.Parse({}, &positional).ok());
+  const proto::SamplingParams p = sampling.Params();
+  EXPECT_EQ(p.max_tokens, 128u);
+  EXPECT_EQ(p.temperature, 0.0f);
+  EXPECT_EQ(p.top_k, 0);
+  EXPECT_EQ(p.top_p, 1.0f);
+  EXPECT_FALSE(p.has_seed);
+  EXPECT_FALSE(p.ignore_eos);
+  EXPECT_TRUE(p.stop_strings.empty());
+}
+
+TEST(SamplingFlagsTest, EveryFlagReachesTheParams) {
+  Flags flags("test");
+  SamplingFlags sampling;
+  sampling.AddTo(flags);
+  std::vector<std::string> positional;
+  ASSERT_TRUE(flags
+                  .Parse({"--max-tokens", "7", "--temperature", "0.5", "--top-k", "40", "--top-p",
+                          "0.9", "--min-p", "0.05", "--repetition-penalty", "1.1",
+                          "--presence-penalty", "0.2", "--frequency-penalty", "0.3", "--seed", "0",
+                          "--stop", "\n", "--stop", "END", "--ignore-eos"},
+                         &positional)
+                  .ok());
+  const proto::SamplingParams p = sampling.Params();
+  EXPECT_EQ(p.max_tokens, 7u);
+  EXPECT_FLOAT_EQ(p.temperature, 0.5f);
+  EXPECT_EQ(p.top_k, 40);
+  EXPECT_FLOAT_EQ(p.top_p, 0.9f);
+  EXPECT_FLOAT_EQ(p.min_p, 0.05f);
+  EXPECT_FLOAT_EQ(p.repetition_penalty, 1.1f);
+  EXPECT_FLOAT_EQ(p.presence_penalty, 0.2f);
+  EXPECT_FLOAT_EQ(p.frequency_penalty, 0.3f);
+  EXPECT_TRUE(p.has_seed);  // seed 0 is a seed
+  EXPECT_EQ(p.seed, 0u);
+  EXPECT_EQ(p.stop_strings, (std::vector<std::string>{"\n", "END"}));
+  EXPECT_TRUE(p.ignore_eos);
+}
+
+TEST(SamplingFlagsTest, AWrongTypeNamesTheFlag) {
+  Flags flags("test");
+  SamplingFlags sampling;
+  sampling.AddTo(flags);
+  std::vector<std::string> positional;
+  const Status s = flags.Parse({"--top-k", "many"}, &positional);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("top-k"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace bmad::cli
