@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "common/cli/flags.h"
-#include "common/config/config_loader.h"
+#include "common/config/server_startup.h"
 #include "common/log.h"
 #include "coordinator/server/coordinator_server.h"
 
@@ -34,19 +34,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bmad-coordinator: %s\n", s.message().c_str());
     return 2;
   }
-  auto config = bmad::ReadConfigFile(config_path, overrides);
+  auto config = bmad::LoadServerConfig(config_path, overrides, log_level);
   if (!config.ok()) {
     std::fprintf(stderr, "bmad-coordinator: %s\n", config.status().message().c_str());
     return 2;
-  }
-  bmad::log::SetLevel(config->log.level);
-  if (!log_level.empty()) {
-    auto level = bmad::log::ParseLevel(log_level);
-    if (!level.ok()) {
-      std::fprintf(stderr, "bmad-coordinator: %s\n", level.status().message().c_str());
-      return 2;
-    }
-    bmad::log::SetLevel(*level);
   }
   auto server = bmad::coord::CoordinatorServer::Create(*config, {max_run_ms});
   if (!server.ok()) {

@@ -10,7 +10,7 @@
 
 #include "common/cli/flags.h"
 #include "common/clock.h"
-#include "common/config/config_loader.h"
+#include "common/config/server_startup.h"
 #include "common/log.h"
 #include "worker/parallel/abort_flag.h"
 #include "worker/parallel/follower_loop.h"
@@ -95,19 +95,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bmad-worker: %s\n", s.message().c_str());
     return 2;
   }
-  auto config = bmad::ReadConfigFile(config_path, overrides);
+  auto config = bmad::LoadServerConfig(config_path, overrides, log_level);
   if (!config.ok()) {
     std::fprintf(stderr, "bmad-worker: %s\n", config.status().message().c_str());
     return 2;
-  }
-  bmad::log::SetLevel(config->log.level);
-  if (!log_level.empty()) {
-    auto level = bmad::log::ParseLevel(log_level);
-    if (!level.ok()) {
-      std::fprintf(stderr, "bmad-worker: %s\n", level.status().message().c_str());
-      return 2;
-    }
-    bmad::log::SetLevel(*level);
   }
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
