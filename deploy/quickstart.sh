@@ -30,6 +30,9 @@ done
 
 if [ -n "${BMAD_QUICKSTART_BIN:-}" ]; then
   bin=$BMAD_QUICKSTART_BIN
+  for b in bmad bmad-coordinator bmad-worker; do
+    [ -x "$bin/$b" ] || { echo "quickstart: BMAD_QUICKSTART_BIN=$bin has no executable $b" >&2; exit 2; }
+  done
 else
   ./deploy/install-deps.sh
   echo "== building (first run: a few minutes)"
