@@ -102,9 +102,10 @@ class Backend {
                     int64_t head_dim, const RopeConfig& rope) = 0;
 
   // y = x · Wᵀ.                                  x: [m, w.cols]   y: [m, w.rows]
-  // w is kRows or what PrepareMatMulWeight returned. F16 weights multiply F16-rounded
-  // activations and Q8_0 weights F32 activations; both accumulate in F32. For prepared
-  // weights the result of each row of y does not depend on m (batch invariance).
+  // w is kRows or what PrepareMatMulWeight returned. As in llama.cpp, F16 weights multiply
+  // F16-rounded activations and Q8_0 weights activations rounded to Q8_0 (RoundToQ8_0 in
+  // kernels/q8_0.h); F32 accumulation. For prepared weights the result of each row of y does
+  // not depend on m (batch invariance).
   virtual void MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y) = 0;
 
   // out = silu(gate) * up, element-wise.                          [n]

@@ -34,6 +34,33 @@ inline void QuantizeRowQ8_0(const float* x, int64_t n, BlockQ8_0* out) {
   }
 }
 
+// Activations multiplied by Q8_0 weights are first rounded to Q8_0 themselves, block by block,
+// as llama.cpp does (its Q8_0 dot products are int8 x int8): scale = max|x| / 127 stored as F16,
+// q = round-to-nearest-even(x * 127 / max|x|) (llama.cpp's SIMD quantizer). The backends give the
+// product of the weights with these values; the CPU computes it exactly in integers per block.
+struct ActivationBlockQ8_0 {
+  float scale;  // the F16 scale, widened
+  int8_t q[kQ8_0Block];
+};
+
+inline ActivationBlockQ8_0 QuantizeActivationBlockQ8_0(const float* x) {
+  float amax = 0.0f;
+  for (int j = 0; j < kQ8_0Block; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+  const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+  ActivationBlockQ8_0 b;
+  b.scale = HalfToFloat(FloatToHalf(amax / 127.0f));
+  for (int j = 0; j < kQ8_0Block; ++j) b.q[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));
+  return b;
+}
+
+// out[i] = the value x[i] stands for once rounded to Q8_0 (n a multiple of 32; out may be x).
+inline void RoundToQ8_0(const float* x, int64_t n, float* out) {
+  for (int64_t b = 0; b < n / kQ8_0Block; ++b) {
+    const ActivationBlockQ8_0 q = QuantizeActivationBlockQ8_0(x + b * kQ8_0Block);
+    for (int j = 0; j < kQ8_0Block; ++j) out[b * kQ8_0Block + j] = q.scale * static_cast<float>(q.q[j]);
+  }
+}
+
 inline void DequantizeRowQ8_0(const BlockQ8_0* in, int64_t n, float* y) {
   for (int64_t b = 0; b < n / kQ8_0Block; ++b) {
     const float d = HalfToFloat(in[b].scale);

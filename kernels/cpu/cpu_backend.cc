@@ -20,7 +20,8 @@ constexpr int64_t kPrefillRowsPerTask = 16;
 
 struct CpuBackend::AttentionTask {
   const AttentionSequence* seq;
-  int64_t kv_head;
+  int64_t kv_head_lo;  // KV heads [kv_head_lo, kv_head_hi)
+  int64_t kv_head_hi;
   int64_t row_lo;
   int64_t row_hi;
 };
@@ -183,16 +184,18 @@ size_t AttentionScratchFloats(const KvLayerView& c, int64_t n_q) {
 }  // namespace
 
 // Online-softmax attention of query rows [row_lo, row_hi) of one sequence, for the query heads
-// that share `kv_head`. Keys and values are read block by block through the block table and
-// converted to F32 once per block for all of those rows and heads.
+// of KV heads [kv_lo, kv_hi). Keys and values are read block by block through the block table,
+// each KV head's part converted to F32 once per block for all of its rows and query heads. The
+// heads of a block lie next to each other in the cache, so a tile of several KV heads reads
+// each block front to back; every head's result is the same whatever the tile.
 void CpuBackend::AttendTile(const KvLayerView& c, const float* q, const AttentionSequence& seq,
-                            int64_t kv_head, int64_t row_lo, int64_t row_hi, int64_t n_heads,
-                            float scale, float* out, int thread) {
+                            int64_t kv_lo, int64_t kv_hi, int64_t row_lo, int64_t row_hi,
+                            int64_t n_heads, float scale, float* out, int thread) {
   const int64_t hd = c.head_dim;
   const int64_t bs = c.block_size;
   const int64_t group = n_heads / c.n_kv_heads;
   const int64_t n_rows = row_hi - row_lo;
-  const int64_t n_q = n_rows * group;  // (row, head) pairs
+  const int64_t n_q = (kv_hi - kv_lo) * n_rows * group;  // (KV head, row, head) triples
   float* kf = scratch_.Get(thread, AttentionScratchFloats(c, n_q));
   float* vf = kf + bs * hd;
   float* scores = vf + bs * hd;
@@ -202,78 +205,99 @@ void CpuBackend::AttendTile(const KvLayerView& c, const float* q, const Attentio
   std::fill(acc, acc + n_q * hd, 0.0f);
   std::fill(run_max, run_max + n_q, -std::numeric_limits<float>::infinity());
   std::fill(run_sum, run_sum + n_q, 0.0f);
+  const auto query_index = [&](int64_t kv, int64_t r, int64_t j) {
+    return ((kv - kv_lo) * n_rows + r) * group + j;
+  };
 
   const int64_t last_pos = seq.start_pos + row_hi - 1;  // the tile's latest query position
   const int64_t n_blocks = last_pos / bs + 1;
+  const int64_t prefetch_bytes = (kv_hi - kv_lo) * bs * hd * 2;
   for (int64_t b = 0; b < n_blocks; ++b) {
     const int64_t block = seq.block_table[static_cast<size_t>(b)];
     const int64_t first = b * bs;
     const int64_t n_tok = std::min(bs, last_pos + 1 - first);
-    const int64_t at = c.Offset(block, kv_head, 0);
-    simd_.half_to_float(c.k + at, n_tok * hd, kf);
-    simd_.half_to_float(c.v + at, n_tok * hd, vf);
-    for (int64_t r = 0; r < n_rows; ++r) {
-      const int64_t pos = seq.start_pos + row_lo + r;
-      const int64_t valid = std::min(n_tok, pos + 1 - first);  // causal mask
-      if (valid <= 0) continue;
-      for (int64_t j = 0; j < group; ++j) {
-        const int64_t h = kv_head * group + j;
-        const float* qh = q + ((seq.row_begin + row_lo + r) * n_heads + h) * hd;
-        const int64_t qi = r * group + j;
-        float block_max = -std::numeric_limits<float>::infinity();
-        for (int64_t t = 0; t < valid; ++t) {
-          scores[t] = simd_.dot(qh, kf + t * hd, hd) * scale;
-          block_max = std::max(block_max, scores[t]);
+    // Blocks are a block stride apart (or anywhere, once the cache has churned): ask for the
+    // tile's part of them two blocks ahead (and for block 1 at the start), or decode attention
+    // waits on memory.
+    for (int64_t ahead = b == 0 ? 1 : 2; ahead <= 2 && b + ahead < n_blocks; ++ahead) {
+      const int64_t next = c.Offset(seq.block_table[static_cast<size_t>(b + ahead)], kv_lo, 0);
+      for (int64_t byte = 0; byte < prefetch_bytes; byte += 64) {
+        __builtin_prefetch(reinterpret_cast<const char*>(c.k + next) + byte);
+        __builtin_prefetch(reinterpret_cast<const char*>(c.v + next) + byte);
+      }
+    }
+    for (int64_t kv = kv_lo; kv < kv_hi; ++kv) {
+      const int64_t at = c.Offset(block, kv, 0);
+      simd_.half_to_float(c.k + at, n_tok * hd, kf);
+      simd_.half_to_float(c.v + at, n_tok * hd, vf);
+      for (int64_t r = 0; r < n_rows; ++r) {
+        const int64_t pos = seq.start_pos + row_lo + r;
+        const int64_t valid = std::min(n_tok, pos + 1 - first);  // causal mask
+        if (valid <= 0) continue;
+        for (int64_t j = 0; j < group; ++j) {
+          const int64_t h = kv * group + j;
+          const float* qh = q + ((seq.row_begin + row_lo + r) * n_heads + h) * hd;
+          const int64_t qi = query_index(kv, r, j);
+          float block_max = -std::numeric_limits<float>::infinity();
+          for (int64_t t = 0; t < valid; ++t) {
+            scores[t] = simd_.dot(qh, kf + t * hd, hd) * scale;
+            block_max = std::max(block_max, scores[t]);
+          }
+          float* a = acc + qi * hd;
+          const float new_max = std::max(run_max[qi], block_max);
+          const float correction = std::exp(run_max[qi] - new_max);
+          if (correction != 1.0f) {
+            for (int64_t d = 0; d < hd; ++d) a[d] *= correction;
+          }
+          float sum = run_sum[qi] * correction;
+          for (int64_t t = 0; t < valid; ++t) {
+            const float p = std::exp(scores[t] - new_max);
+            sum += p;
+            simd_.axpy(p, vf + t * hd, a, hd);
+          }
+          run_sum[qi] = sum;
+          run_max[qi] = new_max;
         }
-        float* a = acc + qi * hd;
-        const float new_max = std::max(run_max[qi], block_max);
-        const float correction = std::exp(run_max[qi] - new_max);
-        if (correction != 1.0f) {
-          for (int64_t d = 0; d < hd; ++d) a[d] *= correction;
-        }
-        float sum = run_sum[qi] * correction;
-        for (int64_t t = 0; t < valid; ++t) {
-          const float p = std::exp(scores[t] - new_max);
-          sum += p;
-          simd_.axpy(p, vf + t * hd, a, hd);
-        }
-        run_sum[qi] = sum;
-        run_max[qi] = new_max;
       }
     }
   }
-  for (int64_t r = 0; r < n_rows; ++r) {
-    for (int64_t j = 0; j < group; ++j) {
-      const int64_t h = kv_head * group + j;
-      const int64_t qi = r * group + j;
-      float* o = out + ((seq.row_begin + row_lo + r) * n_heads + h) * hd;
-      const float inv = 1.0f / run_sum[qi];
-      for (int64_t d = 0; d < hd; ++d) o[d] = acc[qi * hd + d] * inv;
+  for (int64_t kv = kv_lo; kv < kv_hi; ++kv) {
+    for (int64_t r = 0; r < n_rows; ++r) {
+      for (int64_t j = 0; j < group; ++j) {
+        const int64_t h = kv * group + j;
+        const int64_t qi = query_index(kv, r, j);
+        float* o = out + ((seq.row_begin + row_lo + r) * n_heads + h) * hd;
+        const float inv = 1.0f / run_sum[qi];
+        for (int64_t d = 0; d < hd; ++d) o[d] = acc[qi * hd + d] * inv;
+      }
     }
   }
 }
 
 void CpuBackend::RunAttention(const KvLayerView& cache, const float* q,
                               std::span<const AttentionSequence> sequences, int64_t n_heads,
-                              float scale, int64_t rows_per_task, float* out) {
+                              float scale, int64_t rows_per_task, int64_t kv_heads_per_task,
+                              float* out) {
   tasks_.clear();
   int64_t widest_tile = 0;
   for (const AttentionSequence& s : sequences) {
     widest_tile = std::max(widest_tile, std::min(s.row_count, rows_per_task));
-    for (int64_t h = 0; h < cache.n_kv_heads; ++h) {
+    for (int64_t h = 0; h < cache.n_kv_heads; h += kv_heads_per_task) {
+      const int64_t h_hi = std::min(cache.n_kv_heads, h + kv_heads_per_task);
       for (int64_t lo = 0; lo < s.row_count; lo += rows_per_task) {
-        tasks_.push_back({&s, h, lo, std::min(s.row_count, lo + rows_per_task)});
+        tasks_.push_back({&s, h, h_hi, lo, std::min(s.row_count, lo + rows_per_task)});
       }
     }
   }
   const int64_t group = n_heads / cache.n_kv_heads;
-  scratch_.Reserve(pool_.size(), AttentionScratchFloats(cache, widest_tile * group));
+  scratch_.Reserve(pool_.size(),
+                   AttentionScratchFloats(cache, widest_tile * group * kv_heads_per_task));
   pool_.ParallelFor(static_cast<int64_t>(tasks_.size()), 1,
                     [&](int64_t begin, int64_t end, int thread) {
                       for (int64_t i = begin; i < end; ++i) {
                         const AttentionTask& t = tasks_[static_cast<size_t>(i)];
-                        AttendTile(cache, q, *t.seq, t.kv_head, t.row_lo, t.row_hi, n_heads,
-                                   scale, out, thread);
+                        AttendTile(cache, q, *t.seq, t.kv_head_lo, t.kv_head_hi, t.row_lo,
+                                   t.row_hi, n_heads, scale, out, thread);
                       }
                     });
 }
@@ -281,13 +305,19 @@ void CpuBackend::RunAttention(const KvLayerView& cache, const float* q,
 void CpuBackend::AttentionPrefill(const KvLayerView& cache, const float* q,
                                   std::span<const AttentionSequence> sequences, int64_t n_heads,
                                   float scale, float* out) {
-  RunAttention(cache, q, sequences, n_heads, scale, kPrefillRowsPerTask, out);
+  RunAttention(cache, q, sequences, n_heads, scale, kPrefillRowsPerTask, 1, out);
 }
 
 void CpuBackend::AttentionDecode(const KvLayerView& cache, const float* q,
                                  std::span<const AttentionSequence> sequences, int64_t n_heads,
                                  float scale, float* out) {
-  RunAttention(cache, q, sequences, n_heads, scale, 1, out);
+  // One query row per sequence: tiles of several KV heads read the cache in long runs. Keep
+  // about four tiles per thread for balance.
+  const int64_t n_seqs = static_cast<int64_t>(sequences.size());
+  const int64_t tiles_wanted = 4 * static_cast<int64_t>(pool_.size());
+  const int64_t heads_per_tile = std::clamp<int64_t>(
+      cache.n_kv_heads * n_seqs / std::max<int64_t>(1, tiles_wanted), 1, cache.n_kv_heads);
+  RunAttention(cache, q, sequences, n_heads, scale, 1, heads_per_tile, out);
 }
 
 }  // namespace bmad::kernels

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "kernels/cpu/packed_weights.h"
+#include "kernels/q8_0.h"
 
 namespace bmad::kernels::cpu {
 namespace {
@@ -13,7 +14,7 @@ namespace {
 // small enough to balance 2-64 threads.
 constexpr int64_t kRowsPerTask = 64;
 // Packed panels per parallel task: 192 outputs.
-constexpr int64_t kPanelsPerTask = 12;  // divisible by every NP the kernel uses (12, 6, 4, 3, 2)
+constexpr int64_t kPanelsPerTask = 12;  // divisible by every NP the kernels use (12, 6, 4, 3, 2)
 
 }  // namespace
 
@@ -31,6 +32,18 @@ void MatMulEngine::Run(const float* x, int64_t m, const WeightMatrix& w, float* 
     float* rounded = scratch_.Get(pool_.size(), n);
     std::copy(x, x + n, rounded);
     simd_.round_half(rounded, static_cast<int64_t>(n));
+    x = rounded;
+  } else if (w.type == WeightType::kQ8_0) {
+    // llama.cpp rounds the activations of Q8_0 products to Q8_0 too (kernels/q8_0.h). With VNNI
+    // they stay 8-bit and the products are integer ones; otherwise the float kernels multiply
+    // the values the rounded activations stand for.
+    if (w.layout == WeightLayout::kPanels16 && simd_.panel_gemm_q8 != nullptr) {
+      RunPanelsQ8(x, m, w, y);
+      return;
+    }
+    const size_t n = static_cast<size_t>(m * k);
+    float* rounded = scratch_.Get(pool_.size(), n);
+    RoundToQ8_0(x, static_cast<int64_t>(n), rounded);
     x = rounded;
   }
   if (w.layout == WeightLayout::kPanels16) {
@@ -54,6 +67,26 @@ void MatMulEngine::RunPanels(const float* x, int64_t m, const WeightMatrix& w, f
       const int64_t rows = std::min(kPanelsPerTask * kPanelRows, n - p0 * kPanelRows);
       simd_.panel_gemm(w.type, base + static_cast<size_t>(p0) * w.row_bytes, w.row_bytes, rows,
                        x, k, m, k, y + p0 * kPanelRows, n);
+    }
+  });
+}
+
+void MatMulEngine::RunPanelsQ8(const float* x, int64_t m, const WeightMatrix& w, float* y) {
+  const int64_t k = w.cols;
+  const int64_t n = w.rows;
+  const size_t row_bytes = Q8ActivationRowBytes(k);
+  const size_t bytes = row_bytes * static_cast<size_t>(m);
+  auto* xq = reinterpret_cast<uint8_t*>(scratch_.Get(pool_.size(), (bytes + 3) / 4));
+  simd_.quantize_q8_rows(x, m, k, xq);
+  const int64_t panels = PanelCount(n);
+  const int64_t tasks = (panels + kPanelsPerTask - 1) / kPanelsPerTask;
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  pool_.ParallelFor(tasks, 1, [&](int64_t begin, int64_t end, int) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t p0 = t * kPanelsPerTask;
+      const int64_t rows = std::min(kPanelsPerTask * kPanelRows, n - p0 * kPanelRows);
+      simd_.panel_gemm_q8(base + static_cast<size_t>(p0) * w.row_bytes, w.row_bytes, rows, xq, m,
+                          k, y + p0 * kPanelRows, n);
     }
   });
 }

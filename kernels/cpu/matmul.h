@@ -1,8 +1,10 @@
-// y = x · Wᵀ on the CPU for F32, F16 and Q8_0 weights (see Backend::MatMul for the contract).
+// y = x · Wᵀ on the CPU for F32, F16 and Q8_0 weights (see Backend::MatMul for the contract:
+// F16 products take F16-rounded activations, Q8_0 products Q8_0-rounded ones).
 //
 // Packed weights (the normal case, see packed_weights.h): groups of 12 panels (192 outputs) are
 // handed to the threads; each multiplies its panels by every activation row with register tiles
 // of 16*NP outputs x RN rows (NP*RN <= 24 accumulators), converting F16/Q8_0 in registers.
+// With AVX-512 VNNI, Q8_0 panels multiply 8-bit activations in integers instead (RunPanelsQ8).
 // Every output is one FMA chain over the inputs in order, so a row's result is bit-identical
 // whatever else is in the batch, and whether a prompt is prefilled in one step or in chunks.
 //
@@ -34,6 +36,7 @@ class MatMulEngine {
 
  private:
   void RunPanels(const float* x, int64_t m, const WeightMatrix& w, float* y);
+  void RunPanelsQ8(const float* x, int64_t m, const WeightMatrix& w, float* y);
   void RunSgemm(const float* x, int64_t m, const WeightMatrix& w, float* y);
   void RunDot(const float* x, int64_t m, const WeightMatrix& w, float* y);
 

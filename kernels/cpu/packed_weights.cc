@@ -12,15 +12,13 @@ namespace {
 void FreeAligned(uint8_t* p) { std::free(p); }
 void FreeNothing(uint8_t*) {}
 
-constexpr size_t kQ8BlockBytes = 16 * sizeof(float) + 32 * 16;  // scales + values
-
 }  // namespace
 
 size_t PanelBytes(WeightType type, int64_t cols) {
   switch (type) {
     case WeightType::kF32: return static_cast<size_t>(cols) * kPanelRows * 4;
     case WeightType::kF16: return static_cast<size_t>(cols) * kPanelRows * 2;
-    case WeightType::kQ8_0: return static_cast<size_t>(cols / kQ8_0Block) * kQ8BlockBytes;
+    case WeightType::kQ8_0: return static_cast<size_t>(cols / kQ8_0Block) * kPanelQ8BlockBytes;
   }
   return 0;
 }
@@ -52,11 +50,11 @@ PackedWeights PackWeights(const WeightMatrix& w, const std::function<void*(size_
       case WeightType::kQ8_0: {
         const auto* blocks = reinterpret_cast<const BlockQ8_0*>(row);
         for (int64_t b = 0; b < w.cols / kQ8_0Block; ++b) {
-          uint8_t* pb = p + static_cast<size_t>(b) * kQ8BlockBytes;
+          uint8_t* pb = p + static_cast<size_t>(b) * kPanelQ8BlockBytes;
           const float scale = HalfToFloat(blocks[b].scale);
           std::memcpy(pb + lane * 4, &scale, 4);
           for (int j = 0; j < kQ8_0Block; ++j) {
-            pb[16 * sizeof(float) + j * kPanelRows + lane] = static_cast<uint8_t>(blocks[b].q[j]);
+            pb[PanelQ8ValueOffset(j, lane)] = static_cast<uint8_t>(blocks[b].q[j] + 128);
           }
         }
         break;
@@ -82,10 +80,10 @@ float PackedElement(const WeightMatrix& w, int64_t r, int64_t c) {
       return HalfToFloat(h);
     }
     case WeightType::kQ8_0: {
-      const uint8_t* pb = p + static_cast<size_t>(c / kQ8_0Block) * kQ8BlockBytes;
+      const uint8_t* pb = p + static_cast<size_t>(c / kQ8_0Block) * kPanelQ8BlockBytes;
       float scale;
       std::memcpy(&scale, pb + lane * 4, 4);
-      const auto q = static_cast<int8_t>(pb[16 * sizeof(float) + (c % kQ8_0Block) * kPanelRows + lane]);
+      const int q = static_cast<int>(pb[PanelQ8ValueOffset(c % kQ8_0Block, lane)]) - 128;
       return scale * static_cast<float>(q);
     }
   }

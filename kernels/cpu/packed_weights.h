@@ -8,8 +8,11 @@
 //
 //   F32:  float  [k][16]                                  panel bytes = 64 k
 //   F16:  uint16 [k][16]                                  panel bytes = 32 k
-//   Q8_0: for each block of 32 inputs: float scale[16], then int8 [32][16]
+//   Q8_0: for each block of 32 inputs: float scale[16], then uint8 [8][16][4]: 8 groups of 4
+//         inputs, each 16 rows x 4 consecutive inputs (one 64-byte vector), stored as q + 128
 //                                                         panel bytes = 18 k
+// The Q8_0 order is the one AVX-512 VNNI's vpdpbusd reads: each 32-bit lane (one row) takes 4
+// unsigned bytes and multiplies them by 4 signed activation bytes (see simd_kernels_vnni.cc).
 // Packing copies (no dequantization): Q8_0 stays 8-bit, F16 stays 16-bit.
 #pragma once
 
@@ -23,6 +26,12 @@
 namespace bmad::kernels::cpu {
 
 inline constexpr int64_t kPanelRows = 16;
+inline constexpr size_t kPanelQ8BlockBytes = kPanelRows * sizeof(float) + 32 * kPanelRows;
+
+// Offset, within a panel's Q8_0 block, of the byte of input j (0-31) of row `lane`.
+inline constexpr size_t PanelQ8ValueOffset(int64_t j, int64_t lane) {
+  return kPanelRows * sizeof(float) + static_cast<size_t>((j / 4) * 64 + lane * 4 + j % 4);
+}
 
 size_t PanelBytes(WeightType type, int64_t cols);
 inline int64_t PanelCount(int64_t rows) { return (rows + kPanelRows - 1) / kPanelRows; }

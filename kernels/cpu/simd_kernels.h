@@ -38,6 +38,18 @@ using FloatToHalfFn = void (*)(const float* in, int64_t n, uint16_t* out);
 using DotFn = float (*)(const float* a, const float* b, int64_t n);
 using AxpyFn = void (*)(float alpha, const float* x, float* y, int64_t n);
 
+// Activations rounded to Q8_0 (RoundToQ8_0 in kernels/q8_0.h) in the form the integer kernels
+// read, one record of Q8ActivationRowBytes(k) bytes per row of k inputs (nb = k / 32 blocks):
+//   float scale[nb]; int32 offset[nb] (-128 x the block's sum of q, which cancels the +128 the
+//   packed weights carry); int8 q[k].
+inline size_t Q8ActivationRowBytes(int64_t k) { return static_cast<size_t>(k / 32) * 40; }
+using QuantizeQ8RowsFn = void (*)(const float* x, int64_t m, int64_t k, uint8_t* out);
+
+// Like PanelGemmFn for Q8_0 panels, with the activations given as QuantizeQ8RowsFn wrote them:
+// per block an exact integer dot product, then one FMA of it with the two scales' product.
+using PanelGemmQ8Fn = void (*)(const uint8_t* panels, size_t panel_stride, int64_t rows,
+                               const uint8_t* xq, int64_t cols, int64_t k, float* y, int64_t ldy);
+
 struct SimdKernels {
   const char* isa;
   DotRowsFn dot_rows;
@@ -48,13 +60,18 @@ struct SimdKernels {
   FloatToHalfFn float_to_half;
   DotFn dot;
   AxpyFn axpy;
+  // Integer Q8_0 products (AVX-512 VNNI); null where the CPU lacks them, and then Q8_0 panels
+  // go through panel_gemm with the activations rounded to Q8_0 as floats (same values).
+  QuantizeQ8RowsFn quantize_q8_rows = nullptr;
+  PanelGemmQ8Fn panel_gemm_q8 = nullptr;
 };
 
 // The best kernels this CPU supports (AVX-512 when present, else portable C++).
 const SimdKernels& BestSimdKernels();
 // The portable kernels (tests compare both).
 const SimdKernels& ScalarSimdKernels();
-// nullptr when the CPU lacks AVX-512F/BW/VL/DQ, F16C and FMA.
-const SimdKernels* Avx512SimdKernels();
+// nullptr when the CPU lacks AVX-512F/BW/VL/DQ, F16C and FMA. With VNNI as well, Q8_0 products
+// are integer ones unless `allow_vnni` is false (tests compare both).
+const SimdKernels* Avx512SimdKernels(bool allow_vnni = true);
 
 }  // namespace bmad::kernels::cpu

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/simd_kernels.h"
+#include "kernels/cpu/simd_kernels_vnni.h"
 
 namespace bmad::kernels::cpu {
 namespace {
@@ -129,13 +130,18 @@ struct PanelF16 {
         reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(panel) + i * 16)));
   }
 };
-struct PanelQ8 {
+struct PanelQ8 {  // the float path, for CPUs without VNNI (simd_kernels_vnni.cc is the fast one)
   static constexpr int64_t kBlockBytes = 16 * 4 + 32 * 16;
   static __m512 Load(const uint8_t* panel, int64_t i) {
     const uint8_t* block = panel + (i >> 5) * kBlockBytes;
     const __m512 scale = _mm512_loadu_ps(reinterpret_cast<const float*>(block));
-    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 64 + (i & 31) * 16));
-    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), scale);
+    // Each 32-bit lane holds 4 consecutive inputs of one row as q + 128: flip the top bits to
+    // get q, then move byte i % 4 to the top of the lane and shift it down with its sign.
+    const __m512i group = _mm512_xor_si512(
+        _mm512_loadu_si512(block + 64 + ((i & 31) >> 2) * 64), _mm512_set1_epi8(static_cast<char>(0x80)));
+    const __m512i q = _mm512_srai_epi32(
+        _mm512_sllv_epi32(group, _mm512_set1_epi32(static_cast<int>(24 - 8 * (i & 3)))), 24);
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(q), scale);
   }
 };
 
@@ -301,6 +307,11 @@ const SimdKernels kAvx512Kernels{"avx512",        DotRowsAvx512,     PanelGemmAv
                                  DequantRowAvx512,
                                  RoundHalfAvx512, HalfToFloatAvx512, FloatToHalfAvx512,
                                  DotAvx512,       AxpyAvx512};
+const SimdKernels kAvx512VnniKernels{"avx512-vnni",   DotRowsAvx512,     PanelGemmAvx512,
+                                     DequantRowAvx512,
+                                     RoundHalfAvx512, HalfToFloatAvx512, FloatToHalfAvx512,
+                                     DotAvx512,       AxpyAvx512,        QuantizeQ8RowsVnni,
+                                     PanelGemmQ8Vnni};
 
 }  // namespace
 
@@ -310,12 +321,13 @@ static bool HasF16c() {
   return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
 }
 
-const SimdKernels* Avx512SimdKernels() {
+const SimdKernels* Avx512SimdKernels(bool allow_vnni) {
   __builtin_cpu_init();
   const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                   __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                   __builtin_cpu_supports("fma") && HasF16c();
-  return ok ? &kAvx512Kernels : nullptr;
+  if (!ok) return nullptr;
+  return allow_vnni && __builtin_cpu_supports("avx512vnni") ? &kAvx512VnniKernels : &kAvx512Kernels;
 }
 
 }  // namespace bmad::kernels::cpu

@@ -21,6 +21,7 @@ static_assert(static_cast<int>(WeightType::kF32) == cuda::launch::kTypeF32 &&
 // Scratch slots (DeviceBuffers).
 enum Slot : int {
   kHalfActivations,  // F16 copy of an F16 product's input
+  kQ8Activations,    // Q8_0-rounded copy of a Q8_0 product's input
   kDecodePartials,   // split-K partial results
   kIds,              // Embedding's token ids
   kPositions,        // Rope's positions
@@ -287,8 +288,12 @@ void CudaBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w, float
     }
     BMAD_RETURN_IF_ERROR(CheckDevicePointers("MatMul", {x, w.data, y}));
     if (w.type == WeightType::kQ8_0) {
+      auto* xq = static_cast<float*>(
+          buffers_->Get(kQ8Activations, static_cast<size_t>(m * w.cols) * sizeof(float)));
+      if (xq == nullptr) return ResourceExhausted("no device memory for the Q8_0 activations");
+      BMAD_CUDA_CHECK(cuda::launch::RoundToQ8_0(x, m * w.cols, xq, compute_));
       BMAD_CUDA_CHECK(
-          cuda::launch::Q8MatMul(x, m, w.data, w.row_bytes, w.rows, w.cols, y, compute_));
+          cuda::launch::Q8MatMul(xq, m, w.data, w.row_bytes, w.rows, w.cols, y, compute_));
       return Status::Ok();
     }
     return GemmF(x, m, w, y);

@@ -1,4 +1,4 @@
-// The CUDA backend's small kernels: F16 conversion, embedding rows, RMSNorm, RoPE, SwiGLU,
+// The CUDA backend's small kernels: F16 and Q8_0 rounding of activations, embedding rows, RMSNorm, RoPE, SwiGLU,
 // residual add, softmax, argmax and the KV cache store. Arithmetic follows the CPU backend's
 // order where it is cheap to (explicit _rn intrinsics where the compiler would otherwise fuse a
 // multiply and an add the CPU does separately), so results stay within a few ulps of it.
@@ -39,6 +39,19 @@ __global__ void ConvertToHalfKernel(const float* x, int64_t n, __half* out) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
     out[i] = __float2half_rn(x[i]);
+  }
+}
+
+// One thread per block of 32 activations: kernels/q8_0.h's RoundToQ8_0, step for step.
+__global__ void RoundToQ8_0Kernel(const float* x, int64_t n_blocks, float* out) {
+  for (int64_t b = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; b < n_blocks;
+       b += int64_t{gridDim.x} * blockDim.x) {
+    const float* xb = x + b * 32;
+    float amax = 0.0f;
+    for (int j = 0; j < 32; ++j) amax = fmaxf(amax, fabsf(xb[j]));
+    const float id = amax != 0.0f ? __fdiv_rn(127.0f, amax) : 0.0f;
+    const float scale = __half2float(__float2half_rn(__fdiv_rn(amax, 127.0f)));
+    for (int j = 0; j < 32; ++j) out[b * 32 + j] = __fmul_rn(scale, rintf(__fmul_rn(xb[j], id)));
   }
 }
 
@@ -197,6 +210,14 @@ int ConvertToHalf(const float* x, int64_t n, uint16_t* out, cudaStream_t stream)
   if (l.blocks == 0) return 0;
   BMAD_LAUNCH(ConvertToHalfKernel, static_cast<unsigned>(l.blocks), l.threads, 0, stream, x, n,
               reinterpret_cast<__half*>(out));
+  return Finish();
+}
+
+int RoundToQ8_0(const float* x, int64_t n, float* out, cudaStream_t stream) {
+  const Launch1d l = ElementwiseLaunch(n / 32);
+  if (l.blocks == 0) return 0;
+  BMAD_LAUNCH(RoundToQ8_0Kernel, static_cast<unsigned>(l.blocks), l.threads, 0, stream, x, n / 32,
+              out);
   return Finish();
 }
 

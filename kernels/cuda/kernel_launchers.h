@@ -33,6 +33,8 @@ inline constexpr int kTypeF16 = 1;
 inline constexpr int kTypeQ8_0 = 2;
 
 int ConvertToHalf(const float* x, int64_t n, uint16_t* out, cudaStream_t stream);
+// out = x rounded to Q8_0 block by block (kernels/q8_0.h RoundToQ8_0); n a multiple of 32.
+int RoundToQ8_0(const float* x, int64_t n, float* out, cudaStream_t stream);
 
 int Embedding(int type, const void* table, size_t row_bytes, int64_t cols, const int32_t* ids,
               int64_t n_ids, float* out, cudaStream_t stream);
@@ -50,6 +52,7 @@ int StoreKv(const KvArgs& kv, const float* k, const float* v, const int32_t* slo
             cudaStream_t stream);
 
 // y[m, rows] = x[m, cols] · Wᵀ, W Q8_0 in GGUF row layout (34-byte blocks, rows row_bytes apart).
+// x as given: the backend rounds it to Q8_0 first (RoundToQ8_0).
 int Q8MatMul(const float* x, int64_t m, const void* w, size_t row_bytes, int64_t rows, int64_t cols,
              float* y, cudaStream_t stream);
 

@@ -1,7 +1,7 @@
 // Q8_0 matrix products on the GPU, reading the weights in GGUF's row layout (34-byte blocks: an
-// F16 scale, then 32 int8 values) and dequantizing in registers or shared memory; activations
-// stay F32, accumulation is F32 (the CPU backend's semantics: "Q8_0 weights multiply F32
-// activations").
+// F16 scale, then 32 int8 values) and dequantizing in registers or shared memory; the activations
+// come in as F32 already rounded to Q8_0 by the backend (RoundToQ8_0, Backend::MatMul's
+// semantics), accumulation is F32.
 //   - GEMV (m <= kQ8GemvMaxRows): one warp per weight row, every activation row at once, so the
 //     weights (the bytes that matter at decode) are read once.
 //   - Tiled (m > kQ8GemvMaxRows): 64 × 64 output tiles, stepping one Q8_0 block (32 inputs) at a

@@ -67,14 +67,19 @@ void ReferenceBackend::Rope(float* x, std::span<const int32_t> positions, int64_
 
 void ReferenceBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y) {
   std::vector<float> row(static_cast<size_t>(w.cols));
+  // The activations as the weights' type multiplies them (see Backend::MatMul).
+  std::vector<float> xs(x, x + m * w.cols);
+  if (w.type == WeightType::kF16) {
+    for (float& v : xs) v = RoundToHalf(v);
+  } else if (w.type == WeightType::kQ8_0) {
+    RoundToQ8_0(xs.data(), static_cast<int64_t>(xs.size()), xs.data());
+  }
   for (int64_t r = 0; r < w.rows; ++r) {
     DequantizeRow(w, r, row.data());
     for (int64_t i = 0; i < m; ++i) {
       double acc = 0;
       for (int64_t c = 0; c < w.cols; ++c) {
-        float xv = x[i * w.cols + c];
-        if (w.type == WeightType::kF16) xv = RoundToHalf(xv);
-        acc += double(xv) * row[c];
+        acc += double(xs[static_cast<size_t>(i * w.cols + c)]) * row[c];
       }
       y[i * w.rows + r] = static_cast<float>(acc);
     }

@@ -30,6 +30,9 @@ std::vector<Variant> Variants() {
   if (const cpu::SimdKernels* avx = cpu::Avx512SimdKernels()) {
     v.push_back({"avx512-1t", avx, 1});
     v.push_back({"avx512-3t", avx, 3});
+    // Where the CPU has VNNI, the above use integer Q8_0 products; also test the float ones.
+    const cpu::SimdKernels* plain = cpu::Avx512SimdKernels(/*allow_vnni=*/false);
+    if (plain != avx) v.push_back({"avx512-novnni-3t", plain, 3});
   }
   return v;
 }

@@ -164,6 +164,19 @@ TEST(CudaKernelsEmulated, RopeMatchesTheCpu) {
   }
 }
 
+TEST(CudaKernelsEmulated, Q8ActivationRoundingIsTheCpusBitForBit) {
+  // Blocks of every magnitude, an all-zero block, and exact halves (ties round to even).
+  std::vector<float> x = Random(32 * 40, 21, 3.0f);
+  for (int j = 0; j < 32; ++j) x[32 * 5 + j] = 0.0f;
+  for (int j = 0; j < 32; ++j) x[32 * 6 + j] = j == 0 ? 127.0f : 0.5f + static_cast<float>(j);
+  for (int64_t b = 0; b < 40; ++b)
+    for (int j = 0; j < 32; ++j) x[static_cast<size_t>(b * 32 + j)] *= std::ldexp(1.0f, int(b % 9) - 4);
+  std::vector<float> want(x.size()), got(x.size(), NAN);
+  kernels::RoundToQ8_0(x.data(), static_cast<int64_t>(x.size()), want.data());
+  ASSERT_EQ(launch::RoundToQ8_0(x.data(), static_cast<int64_t>(x.size()), got.data(), nullptr), 0);
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(got[i], want[i]) << i;
+}
+
 TEST(CudaKernelsEmulated, Q8ProductsMatchTheReferenceForGemvAndTiledShapes) {
   const int64_t rows = 100, cols = 160;
   const OwnedWeights w = MakeWeights(WeightType::kQ8_0, rows, cols, 11);
@@ -172,7 +185,10 @@ TEST(CudaKernelsEmulated, Q8ProductsMatchTheReferenceForGemvAndTiledShapes) {
     const std::vector<float> x = Random(static_cast<size_t>(m * cols), 12 + m);
     std::vector<float> want(static_cast<size_t>(m * rows)), got(want.size(), NAN);
     reference.MatMul(x.data(), m, w.view, want.data());
-    ASSERT_EQ(launch::Q8MatMul(x.data(), m, w.view.data, w.view.row_bytes, rows, cols, got.data(),
+    // The backend's two launches: the activations rounded to Q8_0, then the product.
+    std::vector<float> xq(x.size(), NAN);
+    ASSERT_EQ(launch::RoundToQ8_0(x.data(), m * cols, xq.data(), nullptr), 0);
+    ASSERT_EQ(launch::Q8MatMul(xq.data(), m, w.view.data, w.view.row_bytes, rows, cols, got.data(),
                                nullptr),
               0);
     ExpectClose(got, want, 2e-6, "q8_0 m " + std::to_string(m));
