@@ -184,8 +184,9 @@ size_t AttentionScratchFloats(const KvLayerView& c, int64_t n_q) {
 }  // namespace
 
 // Online-softmax attention of query rows [row_lo, row_hi) of one sequence, for the query heads
-// of KV heads [kv_lo, kv_hi). Keys and values are read block by block through the block table,
-// each KV head's part converted to F32 once per block for all of its rows and query heads. The
+// of KV heads [kv_lo, kv_hi). Keys and values are read block by block through the block table;
+// a KV head's part of a block is read as F16 when one query uses it, else converted to F32 once
+// for all of its rows and query heads (the arithmetic is the same either way). The
 // heads of a block lie next to each other in the cache, so a tile of several KV heads reads
 // each block front to back; every head's result is the same whatever the tile.
 void CpuBackend::AttendTile(const KvLayerView& c, const float* q, const AttentionSequence& seq,
@@ -228,6 +229,18 @@ void CpuBackend::AttendTile(const KvLayerView& c, const float* q, const Attentio
     }
     for (int64_t kv = kv_lo; kv < kv_hi; ++kv) {
       const int64_t at = c.Offset(block, kv, 0);
+      if (n_rows * group == 1) {
+        // One query for this head (decode without GQA): read the F16 block in place.
+        const int64_t valid = std::min(n_tok, seq.start_pos + row_lo + 1 - first);
+        if (valid <= 0) continue;
+        const int64_t h = kv * group;
+        const int64_t qi = query_index(kv, 0, 0);
+        simd_.attend_block_f16(q + ((seq.row_begin + row_lo) * n_heads + h) * hd, c.k + at,
+                               c.v + at, valid, hd, scale, scores, &run_max[qi], &run_sum[qi],
+                               acc + qi * hd);
+        continue;
+      }
+      // Several queries share the block: convert it once.
       simd_.half_to_float(c.k + at, n_tok * hd, kf);
       simd_.half_to_float(c.v + at, n_tok * hd, vf);
       for (int64_t r = 0; r < n_rows; ++r) {
@@ -236,27 +249,10 @@ void CpuBackend::AttendTile(const KvLayerView& c, const float* q, const Attentio
         if (valid <= 0) continue;
         for (int64_t j = 0; j < group; ++j) {
           const int64_t h = kv * group + j;
-          const float* qh = q + ((seq.row_begin + row_lo + r) * n_heads + h) * hd;
           const int64_t qi = query_index(kv, r, j);
-          float block_max = -std::numeric_limits<float>::infinity();
-          for (int64_t t = 0; t < valid; ++t) {
-            scores[t] = simd_.dot(qh, kf + t * hd, hd) * scale;
-            block_max = std::max(block_max, scores[t]);
-          }
-          float* a = acc + qi * hd;
-          const float new_max = std::max(run_max[qi], block_max);
-          const float correction = std::exp(run_max[qi] - new_max);
-          if (correction != 1.0f) {
-            for (int64_t d = 0; d < hd; ++d) a[d] *= correction;
-          }
-          float sum = run_sum[qi] * correction;
-          for (int64_t t = 0; t < valid; ++t) {
-            const float p = std::exp(scores[t] - new_max);
-            sum += p;
-            simd_.axpy(p, vf + t * hd, a, hd);
-          }
-          run_sum[qi] = sum;
-          run_max[qi] = new_max;
+          simd_.attend_block_f32(q + ((seq.row_begin + row_lo + r) * n_heads + h) * hd, kf, vf,
+                                 valid, hd, scale, scores, &run_max[qi], &run_sum[qi],
+                                 acc + qi * hd);
         }
       }
     }

@@ -34,9 +34,20 @@ using RoundHalfFn = void (*)(float* x, int64_t n);
 using HalfToFloatFn = void (*)(const uint16_t* in, int64_t n, float* out);
 using FloatToHalfFn = void (*)(const float* in, int64_t n, uint16_t* out);
 
-// dot(a, b) over n floats; and y += alpha * x over n floats (attention inner loops).
+// dot(a, b) over n floats.
 using DotFn = float (*)(const float* a, const float* b, int64_t n);
-using AxpyFn = void (*)(float alpha, const float* x, float* y, int64_t n);
+
+// One step of online-softmax attention: one query `q` (hd floats) against the n keys and values
+// of one KV block (n rows of hd, F32 or F16), folded into the query's running state: max score
+// *run_max, sum of exp(score - max) *run_sum, and acc (hd floats, the exp-weighted sum of values).
+// Scores are dot(q, k) * scale; `scores` is n floats of scratch. Both forms do the same
+// arithmetic (F16 to F32 is exact), so it does not matter which one a caller uses.
+using AttendBlockF32Fn = void (*)(const float* q, const float* k, const float* v, int64_t n,
+                                  int64_t hd, float scale, float* scores, float* run_max,
+                                  float* run_sum, float* acc);
+using AttendBlockF16Fn = void (*)(const float* q, const uint16_t* k, const uint16_t* v, int64_t n,
+                                  int64_t hd, float scale, float* scores, float* run_max,
+                                  float* run_sum, float* acc);
 
 // Activations rounded to Q8_0 (RoundToQ8_0 in kernels/q8_0.h) in the form the integer kernels
 // read, one record of Q8ActivationRowBytes(k) bytes per row of k inputs (nb = k / 32 blocks):
@@ -59,7 +70,8 @@ struct SimdKernels {
   HalfToFloatFn half_to_float;
   FloatToHalfFn float_to_half;
   DotFn dot;
-  AxpyFn axpy;
+  AttendBlockF32Fn attend_block_f32;
+  AttendBlockF16Fn attend_block_f16;
   // Integer Q8_0 products (AVX-512 VNNI); null where the CPU lacks them, and then Q8_0 panels
   // go through panel_gemm with the activations rounded to Q8_0 as floats (same values).
   QuantizeQ8RowsFn quantize_q8_rows = nullptr;

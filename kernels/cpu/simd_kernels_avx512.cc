@@ -290,27 +290,123 @@ float DotAvx512(const float* a, const float* b, int64_t n) {
   return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
 }
 
-void AxpyAvx512(float alpha, const float* x, float* y, int64_t n) {
-  const __m512 a = _mm512_set1_ps(alpha);
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    _mm512_storeu_ps(y + i, _mm512_fmadd_ps(a, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+// exp(x) for x <= 0 (scores minus their running max): x = n ln2 + r, |r| <= ln2 / 2, and
+// exp(r) by Cephes' expf polynomial (about 1 ulp); 2^n by scalef. Below -87 (where exp
+// underflows) the result stays a tiny positive number instead of 0.
+inline __m512 ExpNonPositive(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(p, n);
+}
+
+// 16 elements (masked) of a K or V row, as F32.
+inline __m512 LoadKv(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+inline __m512 LoadKv(const uint16_t* p, __mmask16 m) {
+  return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+}
+
+// NC = ceil(hd / 16) vectors per row: the query and the accumulator stay in registers.
+template <int NC, typename Src>
+void AttendBlockVec(const float* q, const Src* k, const Src* v, int64_t n, int64_t hd,
+                    float scale, float* scores, float* run_max, float* run_sum, float* acc) {
+  __mmask16 mask[NC];
+  for (int c = 0; c < NC; ++c) {
+    const int64_t left = hd - c * 16;
+    mask[c] = left >= 16 ? static_cast<__mmask16>(0xffff) : TailMask(left);
   }
-  if (i < n) {
-    const __mmask16 m = TailMask(n - i);
-    _mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(a, _mm512_maskz_loadu_ps(m, x + i),
-                                                    _mm512_maskz_loadu_ps(m, y + i)));
+  __m512 qv[NC];
+  for (int c = 0; c < NC; ++c) qv[c] = _mm512_maskz_loadu_ps(mask[c], q + c * 16);
+  float block_max = -__builtin_inff();
+  for (int64_t t = 0; t < n; ++t) {
+    __m512 s = _mm512_setzero_ps();
+    for (int c = 0; c < NC; ++c) s = _mm512_fmadd_ps(qv[c], LoadKv(k + t * hd + c * 16, mask[c]), s);
+    scores[t] = _mm512_reduce_add_ps(s) * scale;
+    block_max = block_max > scores[t] ? block_max : scores[t];
   }
+  const float new_max = *run_max > block_max ? *run_max : block_max;
+  const float correction = _mm512_cvtss_f32(ExpNonPositive(_mm512_set1_ps(*run_max - new_max)));
+  __m512 a[NC];
+  for (int c = 0; c < NC; ++c) {
+    a[c] = _mm512_maskz_loadu_ps(mask[c], acc + c * 16);
+    if (correction != 1.0f) a[c] = _mm512_mul_ps(a[c], _mm512_set1_ps(correction));
+  }
+  float sum = *run_sum * correction;
+  for (int64_t t0 = 0; t0 < n; t0 += 16) {
+    const int64_t count = MinI64(16, n - t0);
+    const __mmask16 m = count == 16 ? static_cast<__mmask16>(0xffff) : TailMask(count);
+    const __m512 p = _mm512_maskz_mov_ps(
+        m, ExpNonPositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scores + t0), _mm512_set1_ps(new_max))));
+    sum += _mm512_reduce_add_ps(p);
+    _mm512_mask_storeu_ps(scores + t0, m, p);
+    for (int64_t t = t0; t < t0 + count; ++t) {
+      const __m512 pb = _mm512_set1_ps(scores[t]);
+      for (int c = 0; c < NC; ++c) a[c] = _mm512_fmadd_ps(pb, LoadKv(v + t * hd + c * 16, mask[c]), a[c]);
+    }
+  }
+  for (int c = 0; c < NC; ++c) _mm512_mask_storeu_ps(acc + c * 16, mask[c], a[c]);
+  *run_sum = sum;
+  *run_max = new_max;
+}
+
+template <typename Src>
+void AttendBlockAvx512(const float* q, const Src* k, const Src* v, int64_t n, int64_t hd,
+                       float scale, float* scores, float* run_max, float* run_sum, float* acc) {
+  switch ((hd + 15) / 16) {
+#define BMAD_ATTEND_CASE(nc) \
+  case nc: AttendBlockVec<nc, Src>(q, k, v, n, hd, scale, scores, run_max, run_sum, acc); return;
+    BMAD_ATTEND_CASE(1) BMAD_ATTEND_CASE(2) BMAD_ATTEND_CASE(3) BMAD_ATTEND_CASE(4)
+    BMAD_ATTEND_CASE(5) BMAD_ATTEND_CASE(6) BMAD_ATTEND_CASE(7) BMAD_ATTEND_CASE(8)
+#undef BMAD_ATTEND_CASE
+    default: break;
+  }
+  // Heads wider than 128: the accumulator lives in memory.
+  float block_max = -__builtin_inff();
+  for (int64_t t = 0; t < n; ++t) {
+    __m512 s = _mm512_setzero_ps();
+    for (int64_t d = 0; d < hd; d += 16) {
+      const __mmask16 m = hd - d >= 16 ? static_cast<__mmask16>(0xffff) : TailMask(hd - d);
+      s = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + d), LoadKv(k + t * hd + d, m), s);
+    }
+    scores[t] = _mm512_reduce_add_ps(s) * scale;
+    block_max = block_max > scores[t] ? block_max : scores[t];
+  }
+  const float new_max = *run_max > block_max ? *run_max : block_max;
+  const float correction = _mm512_cvtss_f32(ExpNonPositive(_mm512_set1_ps(*run_max - new_max)));
+  float sum = *run_sum * correction;
+  for (int64_t t = 0; t < n; ++t) {
+    const float p = _mm512_cvtss_f32(ExpNonPositive(_mm512_set1_ps(scores[t] - new_max)));
+    sum += p;
+    for (int64_t d = 0; d < hd; d += 16) {
+      const __mmask16 m = hd - d >= 16 ? static_cast<__mmask16>(0xffff) : TailMask(hd - d);
+      __m512 a = _mm512_maskz_loadu_ps(m, acc + d);
+      if (correction != 1.0f && t == 0) a = _mm512_mul_ps(a, _mm512_set1_ps(correction));
+      _mm512_mask_storeu_ps(acc + d, m, _mm512_fmadd_ps(_mm512_set1_ps(p), LoadKv(v + t * hd + d, m), a));
+    }
+  }
+  *run_sum = sum;
+  *run_max = new_max;
 }
 
 const SimdKernels kAvx512Kernels{"avx512",        DotRowsAvx512,     PanelGemmAvx512,
                                  DequantRowAvx512,
                                  RoundHalfAvx512, HalfToFloatAvx512, FloatToHalfAvx512,
-                                 DotAvx512,       AxpyAvx512};
+                                 DotAvx512,       AttendBlockAvx512<float>,
+                                 AttendBlockAvx512<uint16_t>};
 const SimdKernels kAvx512VnniKernels{"avx512-vnni",   DotRowsAvx512,     PanelGemmAvx512,
                                      DequantRowAvx512,
                                      RoundHalfAvx512, HalfToFloatAvx512, FloatToHalfAvx512,
-                                     DotAvx512,       AxpyAvx512,        QuantizeQ8RowsVnni,
+                                     DotAvx512,       AttendBlockAvx512<float>,
+                                     AttendBlockAvx512<uint16_t>,        QuantizeQ8RowsVnni,
                                      PanelGemmQ8Vnni};
 
 }  // namespace

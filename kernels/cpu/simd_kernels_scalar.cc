@@ -1,6 +1,7 @@
 // Portable versions of the inner loops (any CPU; the compiler may auto-vectorize them).
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "common/half.h"
 #include "kernels/cpu/packed_weights.h"
@@ -76,8 +77,32 @@ float DotScalar(const float* a, const float* b, int64_t n) {
   return acc;
 }
 
-void AxpyScalar(float alpha, const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+inline float KvValue(const float* p, int64_t i) { return p[i]; }
+inline float KvValue(const uint16_t* p, int64_t i) { return HalfToFloat(p[i]); }
+
+template <typename Src>
+void AttendBlockScalar(const float* q, const Src* k, const Src* v, int64_t n, int64_t hd,
+                       float scale, float* scores, float* run_max, float* run_sum, float* acc) {
+  float block_max = -std::numeric_limits<float>::infinity();
+  for (int64_t t = 0; t < n; ++t) {
+    float s = 0.0f;
+    for (int64_t d = 0; d < hd; ++d) s += q[d] * KvValue(k, t * hd + d);
+    scores[t] = s * scale;
+    block_max = std::max(block_max, scores[t]);
+  }
+  const float new_max = std::max(*run_max, block_max);
+  const float correction = std::exp(*run_max - new_max);
+  if (correction != 1.0f) {
+    for (int64_t d = 0; d < hd; ++d) acc[d] *= correction;
+  }
+  float sum = *run_sum * correction;
+  for (int64_t t = 0; t < n; ++t) {
+    const float p = std::exp(scores[t] - new_max);
+    sum += p;
+    for (int64_t d = 0; d < hd; ++d) acc[d] += p * KvValue(v, t * hd + d);
+  }
+  *run_sum = sum;
+  *run_max = new_max;
 }
 
 }  // namespace
@@ -86,7 +111,8 @@ const SimdKernels& ScalarSimdKernels() {
   static const SimdKernels kKernels{"scalar",         DotRowsScalar,     PanelGemmScalar,
                                     DequantRowScalar,
                                     RoundHalfScalar,  HalfToFloatScalar, FloatToHalfScalar,
-                                    DotScalar,        AxpyScalar};
+                                    DotScalar,        AttendBlockScalar<float>,
+                                    AttendBlockScalar<uint16_t>};
   return kKernels;
 }
 
