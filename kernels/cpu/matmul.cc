@@ -14,6 +14,8 @@ namespace {
 // small enough to balance 2-64 threads.
 constexpr int64_t kRowsPerTask = 64;
 // Packed panels per parallel task: 192 outputs.
+// Activation elements below which rounding them (F16, Q8_0) stays on the calling thread.
+constexpr int64_t kParallelActivationElements = 1 << 15;
 constexpr int64_t kPanelsPerTask = 12;  // divisible by every NP the kernels use (12, 6, 4, 3, 2)
 
 }  // namespace
@@ -28,10 +30,10 @@ void MatMulEngine::Run(const float* x, int64_t m, const WeightMatrix& w, float* 
   if (w.type == WeightType::kF16) {
     // llama.cpp multiplies F16 weights by F16-rounded activations; doing the same keeps our
     // greedy output token-for-token equal to it.
-    const size_t n = static_cast<size_t>(m * k);
-    float* rounded = scratch_.Get(pool_.size(), n);
-    std::copy(x, x + n, rounded);
-    simd_.round_half(rounded, static_cast<int64_t>(n));
+    float* rounded = scratch_.Get(pool_.size(), static_cast<size_t>(m * k));
+    ForRowBlocks(m, k, [&](int64_t r0, int64_t rows) {
+      simd_.round_half(x + r0 * k, rows * k, rounded + r0 * k);
+    });
     x = rounded;
   } else if (w.type == WeightType::kQ8_0) {
     // llama.cpp rounds the activations of Q8_0 products to Q8_0 too (kernels/q8_0.h). With VNNI
@@ -53,6 +55,22 @@ void MatMulEngine::Run(const float* x, int64_t m, const WeightMatrix& w, float* 
   } else {
     RunDot(x, m, w, y);
   }
+}
+
+void MatMulEngine::ForRowBlocks(int64_t m, int64_t k,
+                                const std::function<void(int64_t, int64_t)>& fn) {
+  // A decode step's few rows are not worth waking the pool for; a prefill chunk's are.
+  if (m * k < kParallelActivationElements) {
+    fn(0, m);
+    return;
+  }
+  const int64_t rows_per_task = std::max<int64_t>(1, kParallelActivationElements / k);
+  pool_.ParallelFor((m + rows_per_task - 1) / rows_per_task, 1, [&](int64_t begin, int64_t end, int) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t r0 = t * rows_per_task;
+      fn(r0, std::min(rows_per_task, m - r0));
+    }
+  });
 }
 
 void MatMulEngine::RunPanels(const float* x, int64_t m, const WeightMatrix& w, float* y) {
@@ -77,7 +95,9 @@ void MatMulEngine::RunPanelsQ8(const float* x, int64_t m, const WeightMatrix& w,
   const size_t row_bytes = Q8ActivationRowBytes(k);
   const size_t bytes = row_bytes * static_cast<size_t>(m);
   auto* xq = reinterpret_cast<uint8_t*>(scratch_.Get(pool_.size(), (bytes + 3) / 4));
-  simd_.quantize_q8_rows(x, m, k, xq);
+  ForRowBlocks(m, k, [&](int64_t r0, int64_t rows) {
+    simd_.quantize_q8_rows(x + r0 * k, rows, k, xq + static_cast<size_t>(r0) * row_bytes);
+  });
   const int64_t panels = PanelCount(n);
   const int64_t tasks = (panels + kPanelsPerTask - 1) / kPanelsPerTask;
   const auto* base = static_cast<const uint8_t*>(w.data);

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "kernels/cpu/scratch_buffers.h"
@@ -35,6 +36,8 @@ class MatMulEngine {
   void Run(const float* x, int64_t m, const WeightMatrix& w, float* y);
 
  private:
+  // fn(first_row, rows) over [0, m) in blocks, on the pool when m x k is large.
+  void ForRowBlocks(int64_t m, int64_t k, const std::function<void(int64_t, int64_t)>& fn);
   void RunPanels(const float* x, int64_t m, const WeightMatrix& w, float* y);
   void RunPanelsQ8(const float* x, int64_t m, const WeightMatrix& w, float* y);
   void RunSgemm(const float* x, int64_t m, const WeightMatrix& w, float* y);

@@ -27,8 +27,8 @@ using PanelGemmFn = void (*)(WeightType type, const uint8_t* panels, size_t pane
 // n elements of one weight row, dequantized to F32.
 using DequantRowFn = void (*)(WeightType type, const uint8_t* row, int64_t n, float* out);
 
-// x[i] = nearest half-precision value of x[i].
-using RoundHalfFn = void (*)(float* x, int64_t n);
+// out[i] = nearest half-precision value of x[i] (out may be x).
+using RoundHalfFn = void (*)(const float* x, int64_t n, float* out);
 
 // Half <-> float for KV cache rows.
 using HalfToFloatFn = void (*)(const uint16_t* in, int64_t n, float* out);

@@ -246,16 +246,16 @@ void DequantRowAvx512(WeightType type, const uint8_t* row, int64_t n, float* out
   }
 }
 
-void RoundHalfAvx512(float* x, int64_t n) {
+void RoundHalfAvx512(const float* x, int64_t n, float* out) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m256i h = _mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT);
-    _mm512_storeu_ps(x + i, _mm512_cvtph_ps(h));
+    _mm512_storeu_ps(out + i, _mm512_cvtph_ps(h));
   }
   if (i < n) {
     const __mmask16 m = TailMask(n - i);
     const __m256i h = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, x + i), _MM_FROUND_TO_NEAREST_INT);
-    _mm512_mask_storeu_ps(x + i, m, _mm512_cvtph_ps(h));
+    _mm512_mask_storeu_ps(out + i, m, _mm512_cvtph_ps(h));
   }
 }
 

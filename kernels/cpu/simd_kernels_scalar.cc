@@ -59,8 +59,8 @@ void PanelGemmScalar(WeightType type, const uint8_t* panels, size_t panel_stride
   }
 }
 
-void RoundHalfScalar(float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] = RoundToHalf(x[i]);
+void RoundHalfScalar(const float* x, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = RoundToHalf(x[i]);
 }
 
 void HalfToFloatScalar(const uint16_t* in, int64_t n, float* out) {

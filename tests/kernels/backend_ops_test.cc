@@ -103,7 +103,8 @@ TEST_P(BackendOpsTest, MatMulAllTypesAndShapes) {
   };
   const Shape shapes[] = {{1, 1, 8},    {1, 17, 64},   {2, 5, 96},    {3, 130, 32},
                           {5, 64, 172}, {7, 33, 768},  {16, 70, 64},  {31, 9, 160},
-                          {32, 40, 64}, {33, 129, 96}, {70, 300, 32}, {1, 1000, 768}};
+                          {32, 40, 64}, {33, 129, 96}, {70, 300, 32}, {1, 1000, 768},
+                          {300, 33, 160}};  // m x k large enough to round activations in parallel
   uint64_t seed = 1;
   for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kQ8_0}) {
     for (const Shape& s : shapes) {
@@ -150,6 +151,27 @@ TEST_P(BackendOpsTest, PreparedMatMulMatchesReferenceAndIsBatchInvariant) {
                 << WeightTypeName(type) << " n=" << n << " k=" << k << " m=" << m << " at " << i;
           }
         }
+      }
+    }
+  }
+}
+
+// A prefill-sized batch (its activations are rounded to F16 / Q8_0 on several threads): every
+// row bit-identical to that row multiplied alone.
+TEST_P(BackendOpsTest, PreparedMatMulLargeBatchRowsEqualSingleRows) {
+  const int64_t m = 300, n = 40, k = 256;
+  uint64_t seed = 500;
+  for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kQ8_0}) {
+    OwnedWeights w = MakeWeights(type, n, k, ++seed);
+    PreparedWeight prepared = cpu_->PrepareMatMulWeight(w.view);
+    const std::vector<float> x = Random(static_cast<size_t>(m * k), ++seed);
+    std::vector<float> all(static_cast<size_t>(m * n)), one(static_cast<size_t>(n));
+    cpu_->MatMul(x.data(), m, prepared.view, all.data());
+    for (int64_t r : {0, 1, 127, 128, 255, 299}) {
+      cpu_->MatMul(x.data() + r * k, 1, prepared.view, one.data());
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(one[static_cast<size_t>(i)], all[static_cast<size_t>(r * n + i)])
+            << WeightTypeName(type) << " row " << r << " output " << i;
       }
     }
   }
