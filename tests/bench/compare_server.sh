@@ -8,7 +8,8 @@
 #
 # Model: the 134M synthetic Llama (F16) of compare_decode.sh, written with --text-only (byte,
 # control and unknown tokens have zero output rows, so greedy output is always valid UTF-8:
-# llama-server aborts a stream whose text is not), in $BMAD_BENCH_MODELS.
+# llama-server aborts a stream whose text is not), in $BMAD_BENCH_MODELS. MODEL=FILE.gguf runs
+# another file instead (docs/benchmarks.md also gives the Q8_0 one, synth'd with --dtype q8_0).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROUNDS=${1:-2}
