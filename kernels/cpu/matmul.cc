@@ -14,9 +14,9 @@ namespace {
 // small enough to balance 2-64 threads.
 constexpr int64_t kRowsPerTask = 64;
 // Packed panels per parallel task: 192 outputs.
+constexpr int64_t kPanelsPerTask = 12;  // divisible by every NP the kernels use (12, 6, 4, 3)
 // Activation elements below which rounding them (F16, Q8_0) stays on the calling thread.
 constexpr int64_t kParallelActivationElements = 1 << 15;
-constexpr int64_t kPanelsPerTask = 12;  // divisible by every NP the kernels use (12, 6, 4, 3)
 
 }  // namespace
 
