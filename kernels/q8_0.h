@@ -49,7 +49,12 @@ inline ActivationBlockQ8_0 QuantizeActivationBlockQ8_0(const float* x) {
   const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
   ActivationBlockQ8_0 b;
   b.scale = HalfToFloat(FloatToHalf(amax / 127.0f));
-  for (int j = 0; j < kQ8_0Block; ++j) b.q[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));
+  for (int j = 0; j < kQ8_0Block; ++j) {
+    // Finite inputs land in [-127, 127]. The clamp and the NaN check give defined results for
+    // the rest (inf, NaN, or a max so small that 127 / max overflows), the same in every kernel.
+    const float r = x[j] * id;
+    b.q[j] = std::isnan(r) ? 0 : static_cast<int8_t>(std::nearbyint(std::fmin(std::fmax(r, -127.0f), 127.0f)));
+  }
   return b;
 }
 

@@ -43,9 +43,10 @@ void MatMulEngine::Run(const float* x, int64_t m, const WeightMatrix& w, float* 
       RunPanelsQ8(x, m, w, y);
       return;
     }
-    const size_t n = static_cast<size_t>(m * k);
-    float* rounded = scratch_.Get(pool_.size(), n);
-    RoundToQ8_0(x, static_cast<int64_t>(n), rounded);
+    float* rounded = scratch_.Get(pool_.size(), static_cast<size_t>(m * k));
+    ForRowBlocks(m, k, [&](int64_t r0, int64_t rows) {
+      RoundToQ8_0(x + r0 * k, rows * k, rounded + r0 * k);
+    });
     x = rounded;
   }
   if (w.layout == WeightLayout::kPanels16) {

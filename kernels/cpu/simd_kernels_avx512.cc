@@ -293,9 +293,9 @@ float DotAvx512(const float* a, const float* b, int64_t n) {
 
 // exp(x) for x <= 0 (scores minus their running max): x = n ln2 + r, |r| <= ln2 / 2, and
 // exp(r) by Cephes' expf polynomial (about 1 ulp); 2^n by scalef. Below -87 (where exp
-// underflows) the result stays a tiny positive number instead of 0.
+// underflows) the result stays a tiny positive number instead of 0. NaN stays NaN.
 inline __m512 ExpNonPositive(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+  x = _mm512_max_ps(_mm512_set1_ps(-87.0f), x);  // max_ps returns x when x is NaN
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);

@@ -103,6 +103,15 @@ inline void Q8Columns(const uint8_t* panels, size_t stride, int64_t rows, const 
   }
 }
 
+// x * 127 / max rounded to nearest even (as std::nearbyint in kernels/q8_0.h), clamped to
+// [-127, 127], NaN to 0: what QuantizeActivationBlockQ8_0 does for every input.
+inline __m512i RoundToQ(__m512 r) {
+  const __mmask16 is_number = _mm512_cmp_ps_mask(r, r, _CMP_ORD_Q);
+  // Constants first: min/max return the second operand on NaN, so NaN stays NaN until masked.
+  r = _mm512_min_ps(_mm512_set1_ps(127.0f), _mm512_max_ps(_mm512_set1_ps(-127.0f), r));
+  return _mm512_maskz_cvt_roundps_epi32(is_number, r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
 }  // namespace
 
 void QuantizeQ8RowsVnni(const float* x, int64_t m, int64_t k, uint8_t* out) {
@@ -117,15 +126,15 @@ void QuantizeQ8RowsVnni(const float* x, int64_t m, int64_t k, uint8_t* out) {
     for (int64_t b = 0; b < nb; ++b) {
       const __m512 v0 = _mm512_loadu_ps(xr + b * 32);
       const __m512 v1 = _mm512_loadu_ps(xr + b * 32 + 16);
-      const float amax = _mm512_reduce_max_ps(
-          _mm512_max_ps(_mm512_and_ps(v0, sign_off), _mm512_and_ps(v1, sign_off)));
+      // max_ps returns its second operand when either is NaN: with the running max second, NaN
+      // inputs are skipped, as std::fmax does in kernels/q8_0.h.
+      const __m512 abs_max = _mm512_max_ps(_mm512_and_ps(v1, sign_off),
+                                           _mm512_max_ps(_mm512_and_ps(v0, sign_off), _mm512_setzero_ps()));
+      const float amax = _mm512_reduce_max_ps(abs_max);
       const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
       scale[b] = _cvtsh_ss(_cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT));
-      // Round to nearest even, as std::nearbyint in kernels/q8_0.h.
-      const __m512i q0 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v0, _mm512_set1_ps(id)),
-                                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      const __m512i q1 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v1, _mm512_set1_ps(id)),
-                                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      const __m512i q0 = RoundToQ(_mm512_mul_ps(v0, _mm512_set1_ps(id)));
+      const __m512i q1 = RoundToQ(_mm512_mul_ps(v1, _mm512_set1_ps(id)));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * 32), _mm512_cvtepi32_epi8(q0));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * 32 + 16), _mm512_cvtepi32_epi8(q1));
       offset[b] = -128 * _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));

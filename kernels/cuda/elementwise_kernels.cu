@@ -51,7 +51,11 @@ __global__ void RoundToQ8_0Kernel(const float* x, int64_t n_blocks, float* out) 
     for (int j = 0; j < 32; ++j) amax = fmaxf(amax, fabsf(xb[j]));
     const float id = amax != 0.0f ? __fdiv_rn(127.0f, amax) : 0.0f;
     const float scale = __half2float(__float2half_rn(__fdiv_rn(amax, 127.0f)));
-    for (int j = 0; j < 32; ++j) out[b * 32 + j] = __fmul_rn(scale, rintf(__fmul_rn(xb[j], id)));
+    for (int j = 0; j < 32; ++j) {
+      const float r = __fmul_rn(xb[j], id);
+      const float q = r != r ? 0.0f : rintf(fminf(fmaxf(r, -127.0f), 127.0f));  // NaN: 0
+      out[b * 32 + j] = __fmul_rn(scale, q);
+    }
   }
 }
 

@@ -62,6 +62,26 @@ TEST(Q8Activations, RoundTripStaysWithinHalfAStepAndKeepsZeros) {
   EXPECT_EQ(in_place, r);
 }
 
+TEST(Q8Activations, NonFiniteAndTinyInputsGiveDefinedValues) {
+  std::vector<float> x(32, 0.25f);
+  x[3] = std::nanf("");
+  x[7] = -1.0f;
+  const ActivationBlockQ8_0 nan_block = QuantizeActivationBlockQ8_0(x.data());
+  EXPECT_EQ(nan_block.scale, RoundToHalf(1.0f / 127.0f));  // NaN is skipped by the max
+  EXPECT_EQ(nan_block.q[3], 0);
+  EXPECT_EQ(nan_block.q[7], -127);
+  // A max so small that 127 / max overflows: every q clamps into [-127, 127] (and the F16 scale
+  // is 0, so the block stands for zeros).
+  std::vector<float> tiny(32, 0.0f);
+  tiny[0] = 1e-38f;
+  tiny[1] = -1e-38f;
+  const ActivationBlockQ8_0 tiny_block = QuantizeActivationBlockQ8_0(tiny.data());
+  EXPECT_EQ(tiny_block.scale, 0.0f);
+  EXPECT_EQ(tiny_block.q[0], 127);
+  EXPECT_EQ(tiny_block.q[1], -127);
+  EXPECT_EQ(tiny_block.q[2], 0);
+}
+
 TEST(Q8Activations, IntegerRecordsHoldTheSameValues) {
   const cpu::SimdKernels* simd = cpu::Avx512SimdKernels();
   if (simd == nullptr || simd->quantize_q8_rows == nullptr) {
@@ -72,6 +92,10 @@ TEST(Q8Activations, IntegerRecordsHoldTheSameValues) {
   for (int j = 0; j < 32; ++j) x[static_cast<size_t>(k + j)] = 0.0f;  // row 1, block 0
   // Row 2, block 1: max |x| = 127, so x * 127 / max is x and the halves are ties (to even).
   for (int j = 0; j < 32; ++j) x[static_cast<size_t>(2 * k + 32 + j)] = j == 0 ? 127.0f : j - 15.5f;
+  // Row 0, block 2: a NaN, an infinity; row 2, block 2: a max too small for 127 / max.
+  x[static_cast<size_t>(64 + 5)] = std::nanf("");
+  x[static_cast<size_t>(64 + 9)] = -INFINITY;
+  for (int j = 0; j < 32; ++j) x[static_cast<size_t>(2 * k + 64 + j)] = j % 3 == 0 ? -2e-38f : 1e-38f;
   std::vector<uint8_t> rec(cpu::Q8ActivationRowBytes(k) * static_cast<size_t>(m), 0xcd);
   simd->quantize_q8_rows(x.data(), m, k, rec.data());
   for (int64_t r = 0; r < m; ++r) {
