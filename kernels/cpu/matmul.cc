@@ -74,41 +74,37 @@ void MatMulEngine::ForRowBlocks(int64_t m, int64_t k,
   });
 }
 
-void MatMulEngine::RunPanels(const float* x, int64_t m, const WeightMatrix& w, float* y) {
-  const int64_t k = w.cols;
+void MatMulEngine::ForPanelGroups(
+    const WeightMatrix& w, const std::function<void(const uint8_t*, int64_t, int64_t)>& fn) {
   const int64_t n = w.rows;
-  const int64_t panels = PanelCount(n);
-  const int64_t tasks = (panels + kPanelsPerTask - 1) / kPanelsPerTask;
+  const int64_t tasks = (PanelCount(n) + kPanelsPerTask - 1) / kPanelsPerTask;
   const auto* base = static_cast<const uint8_t*>(w.data);
   pool_.ParallelFor(tasks, 1, [&](int64_t begin, int64_t end, int) {
     for (int64_t t = begin; t < end; ++t) {
       const int64_t p0 = t * kPanelsPerTask;
-      const int64_t rows = std::min(kPanelsPerTask * kPanelRows, n - p0 * kPanelRows);
-      simd_.panel_gemm(w.type, base + static_cast<size_t>(p0) * w.row_bytes, w.row_bytes, rows,
-                       x, k, m, k, y + p0 * kPanelRows, n);
+      fn(base + static_cast<size_t>(p0) * w.row_bytes, p0 * kPanelRows,
+         std::min(kPanelsPerTask * kPanelRows, n - p0 * kPanelRows));
     }
+  });
+}
+
+void MatMulEngine::RunPanels(const float* x, int64_t m, const WeightMatrix& w, float* y) {
+  const int64_t k = w.cols;
+  ForPanelGroups(w, [&](const uint8_t* panels, int64_t first, int64_t rows) {
+    simd_.panel_gemm(w.type, panels, w.row_bytes, rows, x, k, m, k, y + first, w.rows);
   });
 }
 
 void MatMulEngine::RunPanelsQ8(const float* x, int64_t m, const WeightMatrix& w, float* y) {
   const int64_t k = w.cols;
-  const int64_t n = w.rows;
   const size_t row_bytes = Q8ActivationRowBytes(k);
   const size_t bytes = row_bytes * static_cast<size_t>(m);
   auto* xq = reinterpret_cast<uint8_t*>(scratch_.Get(pool_.size(), (bytes + 3) / 4));
   ForRowBlocks(m, k, [&](int64_t r0, int64_t rows) {
     simd_.quantize_q8_rows(x + r0 * k, rows, k, xq + static_cast<size_t>(r0) * row_bytes);
   });
-  const int64_t panels = PanelCount(n);
-  const int64_t tasks = (panels + kPanelsPerTask - 1) / kPanelsPerTask;
-  const auto* base = static_cast<const uint8_t*>(w.data);
-  pool_.ParallelFor(tasks, 1, [&](int64_t begin, int64_t end, int) {
-    for (int64_t t = begin; t < end; ++t) {
-      const int64_t p0 = t * kPanelsPerTask;
-      const int64_t rows = std::min(kPanelsPerTask * kPanelRows, n - p0 * kPanelRows);
-      simd_.panel_gemm_q8(base + static_cast<size_t>(p0) * w.row_bytes, w.row_bytes, rows, xq, m,
-                          k, y + p0 * kPanelRows, n);
-    }
+  ForPanelGroups(w, [&](const uint8_t* panels, int64_t first, int64_t rows) {
+    simd_.panel_gemm_q8(panels, w.row_bytes, rows, xq, m, k, y + first, w.rows);
   });
 }
 

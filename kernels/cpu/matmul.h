@@ -38,6 +38,10 @@ class MatMulEngine {
  private:
   // fn(first_row, rows) over [0, m) in blocks, on the pool when m x k is large.
   void ForRowBlocks(int64_t m, int64_t k, const std::function<void(int64_t, int64_t)>& fn);
+  // fn(first panel, first output row, rows) for each group of kPanelsPerTask packed panels of
+  // w, on the pool.
+  void ForPanelGroups(const WeightMatrix& w,
+                      const std::function<void(const uint8_t*, int64_t, int64_t)>& fn);
   void RunPanels(const float* x, int64_t m, const WeightMatrix& w, float* y);
   void RunPanelsQ8(const float* x, int64_t m, const WeightMatrix& w, float* y);
   void RunSgemm(const float* x, int64_t m, const WeightMatrix& w, float* y);
