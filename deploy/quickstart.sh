@@ -53,17 +53,23 @@ fi
 [ -f "$model" ] || { echo "quickstart: no such model file: $model" >&2; exit 2; }
 
 # Free ports on 127.0.0.1 (so a second cluster or another server never collides).
+# free_port [N]: the first of N consecutive free ports (replica i's /metrics is worker_port + i).
 free_port() {
+  local n=${1:-1} p i
   while true; do
     p=$(( (RANDOM << 2 | RANDOM % 4) % 30000 + 20000 ))
-    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
+    for ((i = 0; i < n; i++)); do
+      (exec 3<>"/dev/tcp/127.0.0.1/$((p + i))") 2>/dev/null && continue 2
+    done
+    echo "$p"
+    return
   done
 }
 http_port=$(free_port)
 sets=(--set "model.path=$model" --set "coordinator.http_port=$http_port"
       --set "coordinator.client_endpoint=tcp://127.0.0.1:$(free_port)"
       --set "coordinator.worker_endpoint=tcp://127.0.0.1:$(free_port)"
-      --set "metrics.coordinator_port=$(free_port)" --set "metrics.worker_port=$(free_port)")
+      --set "metrics.coordinator_port=$(free_port)" --set "metrics.worker_port=$(free_port 2)")
 config=$root/deploy/config/local.yaml
 ./deploy/cluster.sh start --config "$config" "${sets[@]}" --state "$state" --bin "$bin"
 trap '[ $keep -eq 1 ] || ./deploy/cluster.sh stop --state "$state" >/dev/null' EXIT

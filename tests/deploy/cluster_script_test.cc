@@ -73,7 +73,7 @@ TEST(ClusterScriptTest, SigtermDrainsInFlightRequestsThenStopsEverything) {
       "--set", "coordinator.client_endpoint=" + client_endpoint,
       "--set", "coordinator.worker_endpoint=tcp://127.0.0.1:" + std::to_string(PickFreePort()),
       "--set", "metrics.coordinator_port=" + std::to_string(PickFreePort()),
-      "--set", "metrics.worker_port=" + std::to_string(PickFreePort())};
+      "--set", "metrics.worker_port=" + std::to_string(PickFreePorts(2))};  // two replicas
   std::vector<std::string> argv = {kSource + "/deploy/cluster.sh", "start", "--config",
                                    kSource + "/deploy/config/local.yaml", "--state", state,
                                    "--bin", std::string(BMAD_BINARY_DIR) + "/bin", "--foreground"};

@@ -223,7 +223,8 @@ TEST(DashboardsE2E, EveryPanelQueryReturnsDataFromARealPrometheus) {
   const std::string dir = MakeTempDir("bmad-dashboards-");
   const std::string state = dir + "/cluster";
   StopClusterOnExit guard{state};
-  const int port = PickFreePort(), coordinator_metrics = PickFreePort(), worker_metrics = PickFreePort();
+  const int port = PickFreePort(), coordinator_metrics = PickFreePort();
+  const int worker_metrics = PickFreePorts(2);  // replica i serves on worker_metrics + i
   // deploy/config/local.yaml (one normal, one long-tail replica) on this test's ports, each
   // replica two tensor-parallel ranks; the long-tail quantile is live after 4 prompts.
   std::vector<std::string> start = {

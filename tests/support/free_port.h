@@ -6,4 +6,8 @@ namespace bmad::testing {
 
 int PickFreePort();
 
+// The first of `count` consecutive ports on 127.0.0.1 that were all free a moment ago, for
+// servers that number their ports from a base (replica i's /metrics on worker_port + i).
+int PickFreePorts(int count);
+
 }  // namespace bmad::testing

@@ -62,7 +62,7 @@ LocalCluster::~LocalCluster() {
 bool LocalCluster::Start(std::string* error) {
   http_port_ = PickFreePort();
   metrics_port_ = PickFreePort();
-  worker_metrics_base_ = PickFreePort();
+  worker_metrics_base_ = PickFreePorts(options_.normal_replicas + options_.long_tail_replicas);
   client_endpoint_ = "tcp://127.0.0.1:" + std::to_string(PickFreePort());
   worker_endpoint_ = "tcp://127.0.0.1:" + std::to_string(PickFreePort());
   config_path_ = dir_ + "/cluster.yaml";
