@@ -8,11 +8,13 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <span>
 #include <string_view>
 
+#include "common/status.h"
 #include "kernels/weight_matrix.h"
 
 namespace bmad::kernels {
@@ -84,6 +86,46 @@ class Backend {
     (void)w;
     return 0;
   }
+
+  // Where the pointers ops take live. Host backends (CPU, reference) compute on host memory the
+  // caller may read and write directly; a device backend (CUDA) computes on its own memory, which
+  // the caller reaches only through the copies below, and the worker reserves its arena there.
+  virtual bool host_memory() const { return true; }
+  // Device backends: reserves `bytes` of device memory at once for the worker's arena, owned by
+  // the backend and released when it is destroyed; and the bytes free on the device now.
+  virtual Result<void*> ReserveDeviceMemory(size_t bytes) {
+    (void)bytes;
+    return Unimplemented(std::string(name()) + " backend computes on host memory");
+  }
+  virtual Result<size_t> FreeDeviceMemory() const {
+    return Unimplemented(std::string(name()) + " backend computes on host memory");
+  }
+  // A kRows matrix the model reads by rows rather than multiplies (the embedding table, a norm
+  // vector as 1 x n), in the backend's memory with its layout unchanged, from allocate_weights.
+  // Host backends read it where it is; UploadedBytes is what UploadRows takes.
+  virtual PreparedWeight UploadRows(const WeightMatrix& w) { return PreparedWeight{w, nullptr}; }
+  virtual size_t UploadedBytes(const WeightMatrix& w) const {
+    (void)w;
+    return 0;
+  }
+  // Copies between the caller's host memory and the backend's memory, and within the latter
+  // (ranges must not overlap). CopyToHost returns after every op issued so far and reports the
+  // first failure among them; the other two are ordered with the ops. Host backends: memcpy.
+  virtual Status CopyToDevice(void* dst, const void* host_src, size_t bytes) {
+    if (bytes != 0) std::memcpy(dst, host_src, bytes);
+    return Status::Ok();
+  }
+  virtual Status CopyToHost(void* host_dst, const void* src, size_t bytes) {
+    if (bytes != 0) std::memcpy(host_dst, src, bytes);
+    return Status::Ok();
+  }
+  virtual Status CopyOnDevice(void* dst, const void* src, size_t bytes) {
+    if (bytes != 0) std::memcpy(dst, src, bytes);
+    return Status::Ok();
+  }
+  // Waits for every op issued so far; the first failure among them (ops cannot return one).
+  // Host backends compute as they are called: always OK.
+  virtual Status Synchronize() { return Status::Ok(); }
 
   // Called once per matrix at load time: re-lays out (CPU: packed panels) or uploads (GPU) a
   // kRows matrix for MatMul. Never dequantizes: a Q8_0 matrix stays 8-bit.

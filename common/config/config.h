@@ -133,7 +133,8 @@ struct WorkerConfig {
   Backend backend = Backend::kCpu;
   int64_t threads = 0;                   // compute threads per rank; 0: all cores
   int64_t heartbeat_ms = 250;
-  int64_t arena_bytes = 0;               // CPU arena; 0: sized from the model and the cache
+  int64_t arena_bytes = 0;               // 0: cpu sizes it from the model and the cache, cuda
+                                         // from gpu_memory_fraction
   double gpu_memory_fraction = 0.9;      // share of free GPU memory the arena reserves
 };
 

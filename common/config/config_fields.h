@@ -119,16 +119,17 @@ void VisitConfig(ServerConfig& c, Visitor& v) {
             S{true, false});
     v.Field("pool", c.worker.pool, "Pool this replica serves: normal or long_tail.",
             Limits<ReplicaPool>{});
-    v.Field("backend", c.worker.backend, "Compute backend: cpu or cuda.", Limits<Backend>{});
+    v.Field("backend", c.worker.backend, "Compute backend: cpu, or cuda (one GPU per replica; tp and pp must be 1).", Limits<Backend>{});
     v.Field("threads", c.worker.threads, "Compute threads per rank; 0 uses every core.",
             I{0, 1024});
     v.Field("heartbeat_ms", c.worker.heartbeat_ms, "Interval between heartbeats to the coordinator.",
             I{10, 600'000});
     v.Field("arena_bytes", c.worker.arena_bytes,
-            "CPU memory arena for KV blocks and workspace; 0 sizes it from the model and cache.",
+            "Arena for weights, KV blocks and workspace; 0: on cpu sized from the model and cache, "
+            "on cuda gpu_memory_fraction of free GPU memory.",
             I{0, 1ll << 42});
     v.Field("gpu_memory_fraction", c.worker.gpu_memory_fraction,
-            "Share of free GPU memory the device arena reserves at start-up.", D{0.05, 0.99});
+            "cuda: share of free GPU memory the arena reserves at start-up (KV takes the rest).", D{0.05, 0.99});
   });
 
   v.Section("scheduler", "Continuous batching on each replica.", [&] {
@@ -151,9 +152,9 @@ void VisitConfig(ServerConfig& c, Visitor& v) {
 
   v.Section("cache", "The paged KV cache.", [&] {
     v.Field("block_size", c.cache.block_size, "Tokens per KV block.", I{1, 1024});
-    v.Field("num_blocks", c.cache.num_blocks, "KV blocks per replica; 0 derives it from kv_bytes.",
+    v.Field("num_blocks", c.cache.num_blocks, "KV blocks per replica; 0 derives it from kv_bytes (cpu) or the arena (cuda).",
             I{0, 1 << 28});
-    v.Field("kv_bytes", c.cache.kv_bytes, "Memory for KV blocks when num_blocks is 0.",
+    v.Field("kv_bytes", c.cache.kv_bytes, "Memory for KV blocks when num_blocks is 0 (cpu only).",
             I{1 << 16, 1ll << 42});
     v.Field("prefix_caching", c.cache.prefix_caching,
             "Reuse cached blocks of identical prompt prefixes.", Limits<bool>{});

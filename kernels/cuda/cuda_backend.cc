@@ -106,6 +106,7 @@ CudaBackend::~CudaBackend() {
   cudaSetDevice(device_);
   if (compute_) cudaStreamSynchronize(compute_);
   buffers_.reset();  // its frees wait for the compute stream, which must still exist
+  for (void* p : reservations_) cudaFree(p);
   if (cublas_) cublasDestroy(cublas_);
   if (copy_done_) cudaEventDestroy(copy_done_);
   if (copy_) cudaStreamDestroy(copy_);
@@ -405,6 +406,29 @@ void CudaBackend::AttentionDecode(const KvLayerView& cache, const float* q,
                                                   partials, out, compute_));
     return Status::Ok();
   });
+}
+
+Result<void*> CudaBackend::ReserveDeviceMemory(size_t bytes) {
+  if (bytes == 0) return InvalidArgument("cannot reserve 0 bytes of device memory");
+  BMAD_CUDA_CHECK(cudaSetDevice(device_));
+  void* p = nullptr;
+  const Status reserved = [&]() -> Status {
+    BMAD_CUDA_CHECK(cudaMalloc(&p, bytes));
+    return Status::Ok();
+  }();
+  if (!reserved.ok()) {
+    return reserved.WithContext("reserving " + std::to_string(bytes) + " bytes of device memory on " +
+                                device_name_);
+  }
+  reservations_.push_back(p);
+  return p;
+}
+
+Result<size_t> CudaBackend::FreeDeviceMemory() const {
+  BMAD_CUDA_CHECK(cudaSetDevice(device_));
+  size_t free_bytes = 0, total_bytes = 0;
+  BMAD_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return free_bytes;
 }
 
 Status CudaBackend::CopyToDevice(void* device_dst, const void* host_src, size_t bytes) {

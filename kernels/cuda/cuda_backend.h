@@ -5,8 +5,8 @@
 //
 // Memory contract (backend.h: "pointers refer to the backend's memory"):
 //   - every float*, the KV cache views, Argmax's output and every WeightMatrix::data are DEVICE
-//     memory; the embedding table too (PrepareMatMulWeight uploads any kRows matrix, including
-//     the table, in its row layout, which Embedding and MatMul both read);
+//     memory; the embedding table and norm vectors too (UploadRows, like PrepareMatMulWeight,
+//     uploads a kRows matrix in its row layout, which Embedding, RmsNorm and MatMul read);
 //   - the spans (token ids, positions, the sequences and their block tables) are HOST memory:
 //     the backend uploads them itself, through a per-op scratch slot, and skips the upload when
 //     the bytes equal the previous op's of the same kind (the same block tables are used by every
@@ -71,6 +71,13 @@ class CudaBackend final : public Backend {
   void SetMemoryHooks(MemoryHooks hooks) override;
   size_t PreparedBytes(const WeightMatrix& w) const override;
   PreparedWeight PrepareMatMulWeight(const WeightMatrix& w) override;
+  bool host_memory() const override { return false; }
+  // One cudaMalloc, freed with the backend; counted in system_allocations().
+  Result<void*> ReserveDeviceMemory(size_t bytes) override;
+  Result<size_t> FreeDeviceMemory() const override;
+  // Row-layout matrices upload as PrepareMatMulWeight does (the CUDA backend keeps rows).
+  PreparedWeight UploadRows(const WeightMatrix& w) override { return PrepareMatMulWeight(w); }
+  size_t UploadedBytes(const WeightMatrix& w) const override { return PreparedBytes(w); }
 
   void Embedding(const WeightMatrix& table, std::span<const int32_t> ids, float* out) override;
   void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps,
@@ -94,16 +101,16 @@ class CudaBackend final : public Backend {
   // The first failure since the backend was made (OK if none); does not wait for the GPU.
   Status status() const { return status_.status(); }
   // Waits for every op issued so far; the first failure, including asynchronous ones.
-  Status Synchronize();
+  Status Synchronize() override;
 
   // Host → device on the copy stream; ops issued after this call wait for it. The caller makes
   // sure no op in flight still uses `device_dst`. Pageable `host_src` may be reused on return;
   // pinned memory only after the next Synchronize().
-  Status CopyToDevice(void* device_dst, const void* host_src, size_t bytes);
+  Status CopyToDevice(void* device_dst, const void* host_src, size_t bytes) override;
   // Device → host after every op issued so far; waits.
-  Status CopyToHost(void* host_dst, const void* device_src, size_t bytes);
+  Status CopyToHost(void* host_dst, const void* device_src, size_t bytes) override;
   // Device → device, in order with the ops (compute stream); does not wait.
-  Status CopyOnDevice(void* device_dst, const void* device_src, size_t bytes);
+  Status CopyOnDevice(void* device_dst, const void* device_src, size_t bytes) override;
 
   CUstream_st* compute_stream() const { return compute_; }
   int device() const { return device_; }
@@ -111,7 +118,7 @@ class CudaBackend final : public Backend {
   const std::string& device_name() const { return device_name_; }
   // cudaMalloc calls made because no hook provided the memory (weights and scratch).
   uint64_t system_allocations() const {
-    return weight_fallbacks_ + buffers_->fallback_allocations();
+    return weight_fallbacks_ + buffers_->fallback_allocations() + reservations_.size();
   }
 
  private:
@@ -139,6 +146,7 @@ class CudaBackend final : public Backend {
   std::vector<std::vector<int32_t>> last_upload_;  // per scratch slot
   std::vector<int32_t> host_meta_;                 // reused host staging for uploads
   uint64_t weight_fallbacks_ = 0;
+  std::vector<void*> reservations_;  // ReserveDeviceMemory's, freed in the destructor
   cuda::StickyStatus status_;
 };
 

@@ -17,8 +17,7 @@
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/launch_params.h"
 #include "kernels/q8_0.h"
-#include "tests/gpu/cuda_memory.h"
-#include "tests/gpu/device_llama.h"
+#include "tests/gpu/device_model.h"
 #include "worker/model/synth/model_synth.h"
 
 namespace bmad::gpu_tests {
@@ -147,26 +146,22 @@ Status RunParity(const ParityOptions& o, std::string* report) {
   go.debug_checks = true;  // parity runs are small: name the failing op if there is one
   BMAD_ASSIGN_OR_RETURN(std::unique_ptr<kernels::CudaBackend> gpu,
                         kernels::CudaBackend::Create(go));
-  CudaMemory memory(*gpu);
-  DeviceLlamaOptions dopt;
+  DeviceModelOptions dopt;
   dopt.max_tokens = 0;
   for (const auto& p : prompts) dopt.max_tokens += static_cast<int64_t>(p.size());
   dopt.max_seqs = o.batch;
   dopt.num_blocks = blocks;
   dopt.block_size = bs;
-  BMAD_ASSIGN_OR_RETURN(std::unique_ptr<DeviceLlama> dev,
-                        DeviceLlama::Load(o.model, *gpu, memory, dopt));
+  BMAD_ASSIGN_OR_RETURN(std::unique_ptr<DeviceModel> dev,
+                        DeviceModel::Load(o.model, std::move(gpu), dopt));
   BMAD_ASSIGN_OR_RETURN(
       auto gpu_ids,
       Generate(prompts, o.tokens, bs, [&](auto steps) -> Result<std::vector<int32_t>> {
-        int64_t n = 0;
-        BMAD_RETURN_IF_ERROR(dev->Forward(steps, &n));
-        if (gpu_first.empty()) {
-          BMAD_ASSIGN_OR_RETURN(gpu_first, dev->LogitsToHost(n));
-        }
-        return dev->Greedy(n);
+        BMAD_ASSIGN_OR_RETURN(std::span<const float> got, dev->Forward(steps));
+        if (gpu_first.empty()) gpu_first.assign(got.begin(), got.end());
+        return dev->Greedy();
       }));
-  BMAD_RETURN_IF_ERROR(gpu->Synchronize());
+  BMAD_RETURN_IF_ERROR(dev->backend().Synchronize());
 
   double worst = 0;
   for (size_t i = 0; i < cpu_first.size() && i < gpu_first.size(); ++i) {
@@ -345,22 +340,21 @@ Status RunDecodeBench(const DecodeBenchOptions& o, std::string* report) {
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   BMAD_ASSIGN_OR_RETURN(std::unique_ptr<kernels::CudaBackend> gpu, MakeGpu());
-  CudaMemory memory(*gpu);
   const int64_t bs = 16, max_batch = *std::max_element(o.batches.begin(), o.batches.end());
   const int64_t blocks_per_seq = (o.prompt_len + o.gen_len + bs - 1) / bs;
-  DeviceLlamaOptions dopt;
+  DeviceModelOptions dopt;
   dopt.max_tokens = std::max<int64_t>(4096, max_batch);
   dopt.max_seqs = std::max<int64_t>(max_batch, 4096 / o.prompt_len + 1);
   dopt.num_blocks = max_batch * blocks_per_seq + 1;
   dopt.block_size = bs;
-  BMAD_ASSIGN_OR_RETURN(std::unique_ptr<DeviceLlama> dev,
-                        DeviceLlama::Load(o.model, *gpu, memory, dopt));
+  BMAD_ASSIGN_OR_RETURN(std::unique_ptr<DeviceModel> dev,
+                        DeviceModel::Load(o.model, std::move(gpu), dopt));
   const model::LlamaConfig& c = dev->config();
   const double weight_ms = double(dev->weight_bytes()) / kHbmBytesPerSecond * 1e3;
   *report += "### End-to-end decode (synthetic F16 Llama, " + c.Summary() + ")\n\n" +
              Format(
-                 "Prompt %.0f tokens, %.0f greedy tokens per sequence; each step syncs for its "
-                 "tokens (as an engine would). Reading the %.2f GB of matrices once takes "
+                 "Prompt %.0f tokens, %.0f greedy tokens per sequence; the worker's model, each "
+                 "step copying its logits to the host for the sampler (as the engine does). Reading the %.2f GB of matrices once takes "
                  "%.3f ms at 4.8 TB/s: the batch-1 ceiling is %.0f tokens/s.\n\n",
                  double(o.prompt_len), double(o.gen_len), dev->weight_bytes() / 1e9, weight_ms,
                  1e3 / weight_ms) +
@@ -389,12 +383,11 @@ Status RunDecodeBench(const DecodeBenchOptions& o, std::string* report) {
         tokens += o.prompt_len;
         ++s0;
       }
-      int64_t n = 0;
-      BMAD_RETURN_IF_ERROR(dev->Forward(steps, &n));
-      BMAD_ASSIGN_OR_RETURN(std::vector<int32_t> got, dev->Greedy(n));
-      std::copy(got.begin(), got.end(), next.begin() + (s0 - n));
+      BMAD_RETURN_IF_ERROR(dev->Forward(steps).status());
+      const std::vector<int32_t> got = dev->Greedy();
+      std::copy(got.begin(), got.end(), next.begin() + (s0 - static_cast<int64_t>(got.size())));
     }
-    BMAD_RETURN_IF_ERROR(gpu->Synchronize());
+    BMAD_RETURN_IF_ERROR(dev->backend().Synchronize());
     const double prefill_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     start = std::chrono::steady_clock::now();
@@ -405,9 +398,8 @@ Status RunDecodeBench(const DecodeBenchOptions& o, std::string* report) {
                          static_cast<int32_t>(o.prompt_len + g), tables[static_cast<size_t>(s)],
                          true});
       }
-      int64_t n = 0;
-      BMAD_RETURN_IF_ERROR(dev->Forward(steps, &n));
-      BMAD_ASSIGN_OR_RETURN(next, dev->Greedy(n));
+      BMAD_RETURN_IF_ERROR(dev->Forward(steps).status());
+      next = dev->Greedy();
     }
     const double decode_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -419,7 +411,7 @@ Status RunDecodeBench(const DecodeBenchOptions& o, std::string* report) {
                  step_ms);
   }
   *report += "\n";
-  return gpu->Synchronize();
+  return dev->backend().Synchronize();
 }
 
 }  // namespace bmad::gpu_tests

@@ -3,11 +3,12 @@
 # project (it has the NVIDIA driver and CUDA libraries but not the project's Debian packages).
 # Run it here, where the project builds (a GPU is not needed): it builds the targets with CUDA
 # on, then copies into build-gpu/bundle/
-#   bin/     bmad_cuda_backend_test, bmad_gpu_bench (stripped)
+#   bin/     bmad_cuda_backend_test, bmad_gpu_bench, bmad (stripped)
 #   lib/     the shared libraries they need beyond glibc, libstdc++ and cuBLAS (OpenBLAS,
 #            gfortran, yaml-cpp, the CUDA runtime), which a bare CUDA machine lacks
 #   models/  the shared model files (../shared/models does not travel with the checkout)
-# and prints its size. cuBLAS is left to the GPU machine (its toolkit or PyTorch's wheels):
+# and packs that into build-gpu/bundle.tar.xz (what travels to the GPU machine; run.sh unpacks
+# it), and prints the sizes. cuBLAS is left to the GPU machine (its toolkit or PyTorch's wheels):
 # libcublasLt alone is over 500 MB.
 #   BMAD_GPU_BUILD  the build directory (default build-gpu; `build` reuses the Release build when
 #                   it was configured with CUDA)
@@ -22,7 +23,7 @@ cmake --build "$build" -j"${BMAD_JOBS:-$(nproc)}" --target bmad_gpu_tests
 bundle=build-gpu/bundle
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/models"
-for p in bmad_cuda_backend_test bmad_gpu_bench; do
+for p in bmad_cuda_backend_test bmad_gpu_bench bmad; do
   cp "$build/bin/$p" "$bundle/bin/"
   strip "$bundle/bin/$p"
 done
@@ -39,5 +40,7 @@ models=${BMAD_SHARED_MODELS:-../shared/models}
 cp "$models/stories260K.gguf" "$models/llama-2-tiny-random.gguf" "$bundle/models/"
 echo "built $(date -u +%Y-%m-%dT%H:%MZ) on $(hostname) from $build, $("$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" --version 2>/dev/null | tail -n 1)" \
   >"$bundle/BUILD_INFO"
-du -sh "$bundle"
+# The device tool carries at most 64 MiB with the checkout; compressed, the bundle is ~14 MB.
+tar -C build-gpu -cJf build-gpu/bundle.tar.xz bundle
+du -sh "$bundle" build-gpu/bundle.tar.xz
 ls -la "$bundle/lib"

@@ -2,13 +2,15 @@
 # The GPU checks of the CUDA backend, in one bounded run on a machine with an NVIDIA GPU (sized
 # for one H200: under 8 minutes including the build). CI has no GPU and never runs this.
 #
-#   1. programs: build-gpu/bundle/ when it exists (packed by tests/gpu/package.sh on a machine
-#      with the project's Debian packages, for GPU machines that have the driver and CUDA
-#      libraries but cannot build the project); otherwise build them here: CMake with
+#   1. programs: build-gpu/bundle/ (or build-gpu/bundle.tar.xz) when it exists (packed by
+#      tests/gpu/package.sh on a machine with the project's Debian packages, for GPU machines
+#      that have the driver and CUDA libraries but cannot build the project); otherwise build
+#      them here: CMake with
 #      -DBMAD_CUDA=ON in build-gpu/ (reused between runs), only the needed targets, -j$(nproc).
 #   2. backend consistency: bmad_cuda_backend_test, every op on the GPU against the CPU backend.
 #   3. greedy parity with the CPU (and llama.cpp's reference ids) on the models in
-#      ../shared/models (or $BMAD_SHARED_MODELS, or the bundle's copies).
+#      ../shared/models (or $BMAD_SHARED_MODELS, or the bundle's copies), through the worker's
+#      own model in a device arena, and through `bmad generate --backend cuda`.
 #   4. benchmarks: decode attention bandwidth, GEMM against cuBLAS, end-to-end decode tokens/s
 #      at batch 1, 32 and 256 on a synthesized ~0.9B-parameter F16 Llama.
 #
@@ -59,6 +61,10 @@ step() {
 
 # ---- 1. programs ----
 bundle=$root/build-gpu/bundle
+if [ ! -x "$bundle/bin/bmad_gpu_bench" ] && [ -f "$bundle.tar.xz" ]; then
+  say "unpacking build-gpu/bundle.tar.xz"
+  tar -C "$root/build-gpu" -xJf "$bundle.tar.xz"
+fi
 if [ -x "$bundle/bin/bmad_gpu_bench" ]; then
   say "using the prebuilt bundle in build-gpu/bundle"
   bin=$bundle/bin
@@ -84,7 +90,7 @@ if ! ldconfig -p 2>/dev/null | grep -q 'libcublasLt.so.13'; then
     export LD_LIBRARY_PATH="$(dirname "$lib"):${LD_LIBRARY_PATH:-}"
   done
 fi
-for p in "$bin/bmad_gpu_bench" "$bin/bmad_cuda_backend_test"; do
+for p in "$bin/bmad_gpu_bench" "$bin/bmad_cuda_backend_test" "$bin/bmad"; do
   if ldd "$p" 2>&1 | grep -q 'not found'; then
     echo "**Missing libraries** for $(basename "$p"):" >>"$results"
     ldd "$p" 2>&1 | grep 'not found' | sed 's/^/    /' >>"$results"
@@ -113,6 +119,15 @@ step "parity stories260K" 60 "$bin/bmad_gpu_bench" parity --model "$models/stori
 step "parity llama-2-tiny-random" 60 "$bin/bmad_gpu_bench" parity --model "$models/llama-2-tiny-random.gguf" \
   --prompt 1,9038,2501,263,931 --tokens 32 --strict 4 --batch 4 \
   --expected 17196,5211,21440,25431,7455,3285,29710,4660,29509,31364,19741,8021,29710,4660,29509,31364,28253,12321,12681,14340,1189,30070,29182,9645,20945,16138,2451,19209,19982,8317,15492,19741
+
+# The worker's start-up path end to end: `bmad generate --backend cuda` (the backend factory, the
+# device arena, LlamaModel in device memory, logits copied out for the sampler) against the CPU.
+step "generate --backend cuda, stories260K" 60 bash -c '
+  ids() { "$1" generate --backend "$2" --model "$3" --prompt "Once upon a time" --max-tokens 32 \
+            --temperature 0 --ids --quiet 2>&1 >/dev/null | tail -n 1; }
+  cpu=$(ids "$0" cpu "$1"); gpu=$(ids "$0" cuda "$1")
+  printf "bmad generate, greedy ids:\n\n    cpu  %s\n    cuda %s\n\n" "$cpu" "$gpu"
+  [ -n "$cpu" ] && [ "$cpu" = "$gpu" ]' "$bin/bmad" "$models/stories260K.gguf"
 
 # ---- 4. benchmarks ----
 echo "## Benchmarks" >>"$results"

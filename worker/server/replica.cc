@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/log.h"
 #include "kernels/cpu/cpu_backend.h"
 #if defined(BMAD_HAVE_CUDA)
 #include "kernels/cuda/cuda_backend.h"
@@ -21,38 +22,37 @@ Result<int64_t> AgreeOnBlocks(parallel::Communicator& replica, int64_t mine) {
   return *std::min_element(all.begin(), all.end());
 }
 
-// worker.backend's backend, or a start-up error naming why it cannot be had.
-Result<std::unique_ptr<kernels::Backend>> MakeBackend(const ServerConfig& c) {
-  if (c.worker.backend != Backend::kCuda) {
+}  // namespace
+
+Result<std::unique_ptr<kernels::Backend>> MakeBackend(Backend kind, int64_t threads) {
+  if (kind != Backend::kCuda) {
     kernels::CpuBackendOptions options;
-    options.threads = static_cast<int>(c.worker.threads);
+    options.threads = static_cast<int>(threads);
     return std::unique_ptr<kernels::Backend>(std::make_unique<kernels::CpuBackend>(options));
   }
 #if defined(BMAD_HAVE_CUDA)
   Result<std::unique_ptr<kernels::CudaBackend>> cuda = kernels::CudaBackend::Create();
   if (!cuda.ok()) {
-    return Status(cuda.status().code(), "worker.backend is cuda but " + cuda.status().message());
+    return Status(cuda.status().code(), "backend cuda: " + cuda.status().message());
   }
-  // TODO(issue 6, worker part): remove this refusal once the model's forward pass, the KV cache
-  // and the arena live in device memory. Until then the model would hand host pointers to the
-  // GPU kernels (norm weights in the mapped file, host activations), which fail on the device.
-  return FailedPrecondition("worker.backend is cuda: the CUDA backend started on " +
-                            (*cuda)->device_name() +
-                            ", but the worker's model and memory arena are still host-resident, "
-                            "so serving on the GPU is not wired up yet; use worker.backend: cpu");
+  return std::unique_ptr<kernels::Backend>(std::move(*cuda));
 #else
-  return Unavailable("worker.backend is cuda but this build has no CUDA support (rebuild with "
-                     "-DBMAD_CUDA=ON on a machine with the CUDA toolkit)");
+  return Unavailable("backend cuda: this build has no CUDA support (rebuild with -DBMAD_CUDA=ON "
+                     "on a machine with the CUDA toolkit)");
 #endif
 }
 
-}  // namespace
-
 Result<std::unique_ptr<Replica>> Replica::Create(const ServerConfig& c, metrics::Registry* registry,
-                                                 const Clock& clock, const ReplicaRank& rank) {
+                                                 const Clock& clock, const ReplicaRank& rank,
+                                                 std::unique_ptr<kernels::Backend> backend) {
   if (c.model.path.empty()) return InvalidArgument("model.path is not set (the GGUF file to serve)");
   std::unique_ptr<Replica> r(new Replica());
-  BMAD_ASSIGN_OR_RETURN(r->backend_, MakeBackend(c));
+  if (backend) {
+    r->backend_ = std::move(backend);
+  } else {
+    BMAD_ASSIGN_OR_RETURN(r->backend_, MakeBackend(c.worker.backend, c.worker.threads));
+  }
+  const bool on_device = !r->backend_->host_memory();
   model::ModelPlacement placement;
   if (rank.topology) {
     placement.tp = rank.topology->tp();
@@ -74,32 +74,47 @@ Result<std::unique_ptr<Replica>> Replica::Create(const ServerConfig& c, metrics:
   }
   r->model_name_ = c.model.ServedName();
 
-  const size_t block_bytes = r->model_->CacheShape(1, c.cache.block_size).BytesPerBlock();
-  r->num_blocks_ = c.cache.num_blocks > 0
-                       ? c.cache.num_blocks
-                       : static_cast<int64_t>(static_cast<size_t>(c.cache.kv_bytes) / block_bytes);
+  // One arena for weights, KV blocks, step activations and kernel scratch.
+  ReplicaMemorySizes sizes = SizeReplicaMemory(*r->model_, c.scheduler.max_batch_tokens,
+                                               c.scheduler.max_seqs, c.cache.block_size);
+  const size_t block_bytes = sizes.kv_block_bytes;
+  size_t arena_bytes = static_cast<size_t>(c.worker.arena_bytes);
+  if (on_device && arena_bytes == 0) {
+    BMAD_ASSIGN_OR_RETURN(size_t free_bytes, r->backend_->FreeDeviceMemory());
+    arena_bytes = static_cast<size_t>(static_cast<double>(free_bytes) * c.worker.gpu_memory_fraction);
+  }
+  if (c.cache.num_blocks > 0) {
+    r->num_blocks_ = c.cache.num_blocks;
+  } else if (on_device) {
+    // The KV cache takes the rest of the device arena.
+    const size_t others = sizes.Total();  // with no KV blocks yet
+    r->num_blocks_ = arena_bytes > others ? static_cast<int64_t>((arena_bytes - others) / block_bytes) : 0;
+  } else {
+    r->num_blocks_ = static_cast<int64_t>(static_cast<size_t>(c.cache.kv_bytes) / block_bytes);
+  }
   if (rank.topology && rank.topology->ranks_per_replica() > 1) {
     BMAD_ASSIGN_OR_RETURN(r->num_blocks_, AgreeOnBlocks(*rank.comms->replica, r->num_blocks_));
   }
   if (r->num_blocks_ < 2) {
+    if (on_device) {
+      return InvalidArgument("the device arena (" + memory::HumanBytes(arena_bytes) +
+                             ") holds no KV block after weights, workspace and scratch (" +
+                             memory::HumanBytes(sizes.Total()) + "; one block needs " +
+                             std::to_string(block_bytes) +
+                             " bytes): raise worker.gpu_memory_fraction or worker.arena_bytes");
+    }
     return InvalidArgument("cache.kv_bytes " + std::to_string(c.cache.kv_bytes) +
                            " holds no KV block (one block needs " + std::to_string(block_bytes) +
                            " bytes)");
   }
-  // One arena for weights, KV blocks, step activations and kernel scratch.
-  ReplicaMemorySizes sizes;
-  sizes.weights_bytes = r->model_->PreparedWeightBytes();
-  sizes.kv_block_bytes = block_bytes;
   sizes.kv_blocks = r->num_blocks_;
-  sizes.workspace_bytes =
-      r->model_->WorkspaceBytes(c.scheduler.max_batch_tokens, c.scheduler.max_seqs);
-  const int64_t widest = std::max({mc.n_embd, mc.n_ff, mc.q_dim()});
-  sizes.scratch_bytes =
-      static_cast<size_t>(4 * c.scheduler.max_batch_tokens * widest) * sizeof(float) + (size_t{16} << 20);
-  BMAD_ASSIGN_OR_RETURN(r->memory_,
-                        ReplicaMemory::Create(sizes, static_cast<size_t>(c.worker.arena_bytes)));
+  BMAD_ASSIGN_OR_RETURN(r->memory_, ReplicaMemory::Create(sizes, arena_bytes,
+                                                          on_device ? r->backend_.get() : nullptr));
   r->backend_->SetMemoryHooks(r->memory_->BackendHooks());
   r->model_->PrepareWeights();
+  // A device backend's uploads report failures here (ops cannot return them).
+  BMAD_RETURN_IF_ERROR(r->backend_->Synchronize().WithContext("preparing the weights"));
+  if (on_device) log::Info("memory", "device arena " + r->memory_->Describe());
   r->cache_ = std::make_unique<model::KvCache>(r->model_->CacheShape(r->num_blocks_, c.cache.block_size),
                                                r->memory_->KvMemory());
   if (rank.topology && rank.topology->ranks_per_replica() > 1) {

@@ -32,15 +32,28 @@ struct ReplicaRank {
   parallel::Watchdog* watchdog = nullptr;                // optional
 };
 
+// The compute backend `kind` names (worker.backend), or a start-up error saying why it cannot be
+// had: kUnavailable for cuda on a machine without a usable GPU or in a build without CUDA.
+Result<std::unique_ptr<kernels::Backend>> MakeBackend(Backend kind, int64_t threads);
+
 class Replica {
  public:
   // `registry` may be null (no metrics). Errors name what is wrong: the model file, the
   // backend, the memory sizes.
   // With a `rank`, this process computes its shard of the model; only the leader builds the
   // engine (and the tokenizer), the other ranks run `runner()` under parallel::RunFollower.
+  // The backend is MakeBackend(worker.backend) unless one is given (tests).
+  //
+  // Memory: a host backend's arena is sized from the model and the cache (cache.kv_bytes or
+  // cache.num_blocks) unless worker.arena_bytes is set. A device backend's arena is
+  // worker.arena_bytes, or worker.gpu_memory_fraction of the device's free memory, reserved at
+  // once; the KV cache takes what weights, workspace and scratch leave (cache.num_blocks, when
+  // set, asks for an exact count instead). A device replica is one process: tensor and pipeline
+  // parallelism are refused on it (kUnimplemented).
   static Result<std::unique_ptr<Replica>> Create(const ServerConfig& config,
                                                  metrics::Registry* registry, const Clock& clock,
-                                                 const ReplicaRank& rank = {});
+                                                 const ReplicaRank& rank = {},
+                                                 std::unique_ptr<kernels::Backend> backend = nullptr);
   ~Replica();
 
   bool is_leader() const { return engine_ != nullptr; }

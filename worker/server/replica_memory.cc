@@ -1,5 +1,6 @@
 #include "worker/server/replica_memory.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "common/log.h"
@@ -18,8 +19,24 @@ size_t ReplicaMemorySizes::Total() const {
          Align(workspace_bytes, 256) + Align(scratch_bytes, 256) + 4 * 256;
 }
 
+ReplicaMemorySizes SizeReplicaMemory(const model::LlamaModel& model, int64_t max_tokens,
+                                     int64_t max_seqs, int64_t block_size) {
+  const model::LlamaConfig& c = model.config();
+  ReplicaMemorySizes sizes;
+  sizes.weights_bytes = model.PreparedWeightBytes();
+  sizes.kv_block_bytes = model.CacheShape(1, block_size).BytesPerBlock();
+  sizes.workspace_bytes = model.WorkspaceBytes(max_tokens, max_seqs);
+  // The backends' per-thread tiles and attention buffers grow to a few rows of the widest
+  // activation per token.
+  const int64_t widest = std::max({c.n_embd, c.n_ff, c.q_dim()});
+  sizes.scratch_bytes =
+      static_cast<size_t>(4 * max_tokens * widest) * sizeof(float) + (size_t{16} << 20);
+  return sizes;
+}
+
 Result<std::unique_ptr<ReplicaMemory>> ReplicaMemory::Create(const ReplicaMemorySizes& sizes,
-                                                             size_t arena_bytes) {
+                                                             size_t arena_bytes,
+                                                             kernels::Backend* device) {
   const size_t needed = sizes.Total();
   if (arena_bytes != 0 && arena_bytes < needed) {
     return InvalidArgument(
@@ -30,7 +47,14 @@ Result<std::unique_ptr<ReplicaMemory>> ReplicaMemory::Create(const ReplicaMemory
         memory::HumanBytes(sizes.scratch_bytes) + " (lower cache.kv_bytes or raise arena_bytes)");
   }
   std::unique_ptr<ReplicaMemory> m(new ReplicaMemory());
-  BMAD_ASSIGN_OR_RETURN(m->arena_, memory::Arena::ReserveHost(arena_bytes ? arena_bytes : needed));
+  const size_t reserve = arena_bytes ? arena_bytes : needed;
+  if (device != nullptr) {
+    BMAD_ASSIGN_OR_RETURN(void* base, device->ReserveDeviceMemory(reserve));
+    m->arena_ = memory::Arena::Wrap(base, reserve);
+    m->on_device_ = true;
+  } else {
+    BMAD_ASSIGN_OR_RETURN(m->arena_, memory::Arena::ReserveHost(reserve));
+  }
   BMAD_ASSIGN_OR_RETURN(m->weights_, m->arena_->Carve("weights", std::max<size_t>(sizes.weights_bytes, 64)));
   BMAD_ASSIGN_OR_RETURN(memory::Region kv, m->arena_->Carve("kv", sizes.kv_block_bytes * static_cast<size_t>(sizes.kv_blocks)));
   BMAD_ASSIGN_OR_RETURN(memory::FixedBlockPool pool, memory::FixedBlockPool::Create(kv, sizes.kv_block_bytes));
@@ -49,7 +73,9 @@ void* ReplicaMemory::AllocateWeights(size_t bytes) {
     weights_used_ = start + bytes;
     return static_cast<char*>(weights_.base) + start;
   }
-  // The estimate was short: fall back (counted) rather than fail a load that can still work.
+  // The estimate was short: fall back (counted) rather than fail a load that can still work. A
+  // device backend falls back to its own allocator (and counts it) when given nothing.
+  if (on_device_) return nullptr;
   memory::SystemAllocations::Record(bytes);
   log::Warn("memory", "weights region too small; using the system allocator", {{"bytes", bytes}});
   return std::aligned_alloc(64, Align(bytes, 64));
@@ -61,6 +87,7 @@ void* ReplicaMemory::AllocateScratch(size_t bytes) {
     Result<void*> p = scratch_->Allocate(bytes);
     if (p.ok()) return *p;
   }
+  if (on_device_) return nullptr;
   memory::SystemAllocations::Record(bytes);
   return std::aligned_alloc(64, Align(bytes, 64));
 }

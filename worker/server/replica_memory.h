@@ -18,6 +18,7 @@
 #include "worker/memory/buddy_allocator.h"
 #include "worker/memory/bump_allocator.h"
 #include "worker/memory/fixed_block_pool.h"
+#include "worker/model/llama/llama_model.h"
 
 namespace bmad::worker {
 
@@ -30,16 +31,26 @@ struct ReplicaMemorySizes {
   size_t Total() const;
 };
 
+// What a replica of `model` needs besides its KV blocks (kv_blocks is left 0) to run steps of
+// up to `max_tokens` tokens and `max_seqs` sequences over `block_size`-token blocks.
+ReplicaMemorySizes SizeReplicaMemory(const model::LlamaModel& model, int64_t max_tokens,
+                                     int64_t max_seqs, int64_t block_size);
+
 class ReplicaMemory {
  public:
   // Reserves the arena: `arena_bytes` when non-zero (kInvalidArgument naming every part when it
-  // is too small), else exactly what `sizes` needs.
+  // is too small), else exactly what `sizes` needs. In host memory (one mmap), or, given a
+  // `device` backend, in its memory (one ReserveDeviceMemory, owned by the backend, which must
+  // outlive this object); then an allocation that does not fit its region gets nullptr from the
+  // hooks, and the backend falls back to its own (counted) allocator.
   static Result<std::unique_ptr<ReplicaMemory>> Create(const ReplicaMemorySizes& sizes,
-                                                       size_t arena_bytes);
+                                                       size_t arena_bytes,
+                                                       kernels::Backend* device = nullptr);
 
   // Hooks that take weights and scratch from the arena.
   kernels::MemoryHooks BackendHooks();
   void* KvMemory() const { return kv_pool_->base(); }
+  size_t capacity() const { return arena_->capacity(); }
   memory::BumpAllocator& workspace() { return *workspace_; }
   std::string Describe() const { return arena_->Describe(); }
 
@@ -56,6 +67,7 @@ class ReplicaMemory {
   std::unique_ptr<memory::BumpAllocator> workspace_;
   std::optional<memory::BuddyAllocator> scratch_;
   std::mutex scratch_mutex_;  // compute threads grow their scratch concurrently
+  bool on_device_ = false;
 };
 
 }  // namespace bmad::worker

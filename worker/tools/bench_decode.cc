@@ -23,6 +23,9 @@ Result<std::vector<BenchDecodeResult>> RunBenchDecode(const BenchDecodeOptions& 
   if (o.prompt_len < 1 || o.gen_len < 1 || o.prefill_chunk < 1) {
     return InvalidArgument("--prompt-len, --gen-len and --prefill-chunk must be positive");
   }
+  if (o.block_size < 1 || o.block_size > 1024) {
+    return InvalidArgument("--block-size must be 1..1024, got " + std::to_string(o.block_size));
+  }
   for (int64_t b : o.batches) {
     if (b < 1 || b > 4096) return InvalidArgument("batch sizes must be between 1 and 4096");
   }
@@ -118,6 +121,7 @@ int RunBenchDecodeCommand(const std::vector<std::string>& args) {
   flags.AddInt("gen-len", &o.gen_len, "Generated tokens per sequence (default 128).");
   flags.AddInt("threads", &o.threads, "Compute threads (default: every core).");
   flags.AddInt("prefill-chunk", &o.prefill_chunk, "Tokens per prefill step (default 2048).");
+  flags.AddInt("block-size", &o.block_size, "Tokens per KV block (default 16).");
   std::vector<std::string> positional;
   Status s = flags.Parse(args, &positional);
   if (flags.help_requested()) {

@@ -7,12 +7,14 @@
 
 #include "common/cli/flags.h"
 #include "common/cli/sampling_flags.h"
-#include "kernels/cpu/cpu_backend.h"
+#include "common/config/config.h"
 #include "worker/engine/output_processor.h"
 #include "worker/model/llama/llama_model.h"
 #include "worker/model/tokenizer/tokenizer.h"
 #include "worker/sampling/sampler.h"
 #include "worker/sampling/sampling_params_validation.h"
+#include "worker/server/replica.h"
+#include "worker/server/replica_memory.h"
 
 namespace bmad::tools {
 namespace {
@@ -27,11 +29,12 @@ double SecondsSince(std::chrono::steady_clock::time_point t) {
 
 Result<LocalGenerateStats> LocalGenerate(const LocalGenerateOptions& o,
                                          const std::function<void(std::string_view)>& on_text) {
-  kernels::CpuBackendOptions backend_options;
-  backend_options.threads = static_cast<int>(o.threads);
-  kernels::CpuBackend backend(backend_options);
+  // The memory outlives the backend, which returns its scratch to it when destroyed.
+  std::unique_ptr<worker::ReplicaMemory> memory;
+  BMAD_ASSIGN_OR_RETURN(std::unique_ptr<kernels::Backend> backend,
+                        worker::MakeBackend(o.backend, o.threads));
   BMAD_ASSIGN_OR_RETURN(std::unique_ptr<model::LlamaModel> model,
-                        model::LlamaModel::Load(o.model_path, backend));
+                        model::LlamaModel::Open(o.model_path, *backend));
   BMAD_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::LoadTokenizer(model->file()));
   const model::LlamaConfig& c = model->config();
   if (tok.vocab_size() != c.n_vocab) {
@@ -49,16 +52,28 @@ Result<LocalGenerateStats> LocalGenerate(const LocalGenerateOptions& o,
                       " tokens; the model's context length is " + std::to_string(c.n_ctx_train));
   }
   const int64_t max_new = std::min<int64_t>(o.sampling.max_tokens, room);
+  std::vector<float> logits(static_cast<size_t>(c.n_vocab));
   const int64_t total = static_cast<int64_t>(prompt.size()) + max_new;
   const int64_t blocks = (total + kBlockSize - 1) / kBlockSize;
-  model::KvCache cache(model->CacheShape(blocks + 1, kBlockSize));
+  // The worker's memory layout at this request's size: one arena (device memory on a GPU) for
+  // the weights, the request's KV blocks, the step workspace and kernel scratch.
+  worker::ReplicaMemorySizes sizes = worker::SizeReplicaMemory(*model, o.prefill_chunk, 1, kBlockSize);
+  sizes.kv_blocks = blocks + 1;
+  BMAD_ASSIGN_OR_RETURN(memory, worker::ReplicaMemory::Create(
+                                    sizes, 0, backend->host_memory() ? nullptr : backend.get()));
+  backend->SetMemoryHooks(memory->BackendHooks());
+  model->PrepareWeights();
+  BMAD_RETURN_IF_ERROR(backend->Synchronize().WithContext("preparing the weights"));
+  model::KvCache cache(model->CacheShape(blocks + 1, kBlockSize), memory->KvMemory());
   std::vector<int32_t> table(static_cast<size_t>(blocks));
   std::iota(table.begin(), table.end(), 1);  // block 0 stays reserved, as in the worker
-  model->Reserve(o.prefill_chunk, 1);
+  auto forward = [&](const model::SequenceStep& step) {
+    memory->workspace().Reset();
+    return model->Forward(std::span(&step, 1), cache, logits.data(), &memory->workspace());
+  };
 
   sampling::Sampler sampler(o.sampling, std::random_device{}());
   engine::OutputProcessor output(tok, o.sampling, prompt, max_new);
-  std::vector<float> logits(static_cast<size_t>(c.n_vocab));
   LocalGenerateStats stats;
   stats.prompt_tokens = static_cast<int64_t>(prompt.size());
 
@@ -68,7 +83,7 @@ Result<LocalGenerateStats> LocalGenerate(const LocalGenerateOptions& o,
     const model::SequenceStep step{std::span<const int32_t>(prompt).subspan(done, take),
                                    static_cast<int32_t>(done), table,
                                    done + take == prompt.size()};
-    BMAD_RETURN_IF_ERROR(model->Forward(std::span(&step, 1), cache, logits.data()));
+    BMAD_RETURN_IF_ERROR(forward(step));
     done += take;
   }
   stats.prefill_seconds = SecondsSince(start);
@@ -87,7 +102,7 @@ Result<LocalGenerateStats> LocalGenerate(const LocalGenerateOptions& o,
     }
     const model::SequenceStep step{std::span<const int32_t>(&s.token_id, 1), position, table,
                                    true};
-    BMAD_RETURN_IF_ERROR(model->Forward(std::span(&step, 1), cache, logits.data()));
+    BMAD_RETURN_IF_ERROR(forward(step));
     ++position;
   }
   stats.decode_seconds = SecondsSince(start);
@@ -107,6 +122,8 @@ int RunGenerate(const std::vector<std::string>& args) {
   flags.AddString("prompt", &o.prompt, "Text to continue.");
   sampling.AddTo(flags);
   flags.AddInt("threads", &o.threads, "Compute threads (default: every core).");
+  std::string backend = "cpu";
+  flags.AddString("backend", &backend, "Compute backend: cpu or cuda (default cpu).");
   flags.AddBool("ids", &show_ids, "Also print the generated token ids (JSON) to stderr.");
   flags.AddBool("quiet", &quiet, "No statistics on stderr.");
   std::vector<std::string> positional;
@@ -118,6 +135,15 @@ int RunGenerate(const std::vector<std::string>& args) {
   if (s.ok() && o.model_path.empty()) s = InvalidArgument("--model is required");
   if (s.ok() && !flags.Seen("prompt")) s = InvalidArgument("--prompt is required");
   if (s.ok() && !positional.empty()) s = InvalidArgument("unexpected argument '" + positional[0] + "'");
+  if (s.ok()) {
+    if (backend == "cpu") {
+      o.backend = Backend::kCpu;
+    } else if (backend == "cuda") {
+      o.backend = Backend::kCuda;
+    } else {
+      s = InvalidArgument("--backend must be cpu or cuda, got '" + backend + "'");
+    }
+  }
   if (s.ok() && (sampling.max_tokens < 1 || sampling.max_tokens > (1 << 24))) {
     s = InvalidArgument("--max-tokens must be between 1 and 16777216");
   }

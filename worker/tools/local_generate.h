@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "common/cli/command.h"
+#include "common/config/config.h"
 #include "common/proto/messages.h"
 #include "common/status.h"
 
@@ -16,7 +17,8 @@ struct LocalGenerateOptions {
   std::string model_path;
   std::string prompt;
   proto::SamplingParams sampling;  // validated against the model's vocabulary
-  int64_t threads = 0;             // 0: every core
+  Backend backend = Backend::kCpu;
+  int64_t threads = 0;             // 0: every core (cpu)
   int64_t prefill_chunk = 512;     // prompt tokens per step
 };
 

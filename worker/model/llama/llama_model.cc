@@ -17,6 +17,12 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::Open(const std::string& path,
     if (!made.ok()) return made.status().WithContext(path);
     shard = *made;
   }
+  if (!backend.host_memory() && !shard.whole()) {
+    return Unimplemented(path + ": tensor and pipeline parallelism run on host-memory backends "
+                                "only; the " + std::string(backend.name()) +
+                         " backend computes the whole model on one device (" + shard.Describe() +
+                         " asked)");
+  }
   BMAD_ASSIGN_OR_RETURN(LlamaWeights weights, MapLlamaWeights(*file, config, shard));
   return std::unique_ptr<LlamaModel>(new LlamaModel(std::move(file), std::move(config), shard,
                                                     std::move(weights), backend));
@@ -30,17 +36,50 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::string& path,
   return model;
 }
 
+namespace {
+
+size_t Align64(size_t n) { return (n + 63) / 64 * 64; }
+
+// A norm vector as the 1 x n matrix UploadRows takes.
+kernels::WeightMatrix NormMatrix(const float* norm, int64_t n) {
+  return kernels::MakeWeightMatrix(kernels::WeightType::kF32, norm, 1, n);
+}
+
+}  // namespace
+
 size_t LlamaModel::PreparedWeightBytes() const {
-  size_t bytes = backend_.PreparedBytes(weights_.output);
+  size_t bytes = Align64(backend_.PreparedBytes(weights_.output));
   for (const LlamaLayerWeights& l : weights_.layers) {
     for (const kernels::WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
-      bytes += (backend_.PreparedBytes(*m) + 63) / 64 * 64;
+      bytes += Align64(backend_.PreparedBytes(*m));
     }
   }
+  // What a device backend uploads besides: the embedding table and the norm vectors.
+  if (weights_.token_embd.data != nullptr) bytes += Align64(backend_.UploadedBytes(weights_.token_embd));
+  const kernels::WeightMatrix norm = NormMatrix(nullptr, config_.n_embd);
+  const size_t norms = 2 * weights_.layers.size() + (weights_.output_norm != nullptr ? 1 : 0);
+  bytes += norms * Align64(backend_.UploadedBytes(norm));
   return bytes + 64;
 }
 
-void LlamaModel::PrepareWeights() { PrepareForBackend(weights_, backend_); }
+void LlamaModel::PrepareWeights() {
+  PrepareForBackend(weights_, backend_);
+  if (backend_.host_memory()) return;  // the table and norms are read where they are mapped
+  auto upload = [&](const kernels::WeightMatrix& m) {
+    kernels::PreparedWeight p = backend_.UploadRows(m);
+    if (p.storage) weights_.prepared.push_back(std::move(p.storage));
+    return p.view;
+  };
+  auto upload_norm = [&](const float*& norm) {
+    if (norm != nullptr) norm = static_cast<const float*>(upload(NormMatrix(norm, config_.n_embd)).data);
+  };
+  if (weights_.token_embd.data != nullptr) weights_.token_embd = upload(weights_.token_embd);
+  upload_norm(weights_.output_norm);
+  for (LlamaLayerWeights& l : weights_.layers) {
+    upload_norm(l.attn_norm);
+    upload_norm(l.ffn_norm);
+  }
+}
 
 size_t LlamaModel::WorkspaceBytes(int64_t max_tokens, int64_t max_seqs) const {
   const LlamaConfig& c = config_;
@@ -48,8 +87,11 @@ size_t LlamaModel::WorkspaceBytes(int64_t max_tokens, int64_t max_seqs) const {
   const auto t = static_cast<size_t>(max_tokens);
   const size_t floats = t * static_cast<size_t>(4 * c.n_embd + 2 * q + 2 * kv + 2 * shard_.n_ff) +
                         static_cast<size_t>(max_seqs * c.n_embd);
-  // Each of the 12 buffers is 64-byte aligned.
-  return floats * sizeof(float) + 2 * t * sizeof(int32_t) + 12 * 64;
+  // A device backend's logits are computed on the device, then copied to the caller.
+  const size_t device_logits =
+      backend_.host_memory() ? 0 : static_cast<size_t>(max_seqs * shard_.vocab_stride);
+  // Each of the 13 buffers is 64-byte aligned.
+  return (floats + device_logits) * sizeof(float) + 2 * t * sizeof(int32_t) + 13 * 64;
 }
 
 LlamaModel::LlamaModel(std::unique_ptr<gguf::GgufFile> file, LlamaConfig config,
@@ -101,6 +143,7 @@ void LlamaModel::Reserve(int64_t max_tokens, int64_t max_seqs) {
 }
 
 void LlamaModel::BindOwnBuffers() {
+  device_logits_ = nullptr;
   x_ = own_x_.data();
   h_ = own_h_.data();
   q_ = own_q_.data();
@@ -131,8 +174,21 @@ void LlamaModel::BindWorkspace(memory::BumpAllocator& ws, int64_t n, int64_t n_s
   gate_ = floats(n * shard_.n_ff);
   up_ = floats(n * shard_.n_ff);
   last_ = floats(n_seqs * c.n_embd);
-  ids_ = static_cast<int32_t*>(ws.Allocate(static_cast<size_t>(n) * sizeof(int32_t)));
-  positions_ = static_cast<int32_t*>(ws.Allocate(static_cast<size_t>(n) * sizeof(int32_t)));
+  if (backend_.host_memory()) {
+    ids_ = static_cast<int32_t*>(ws.Allocate(static_cast<size_t>(n) * sizeof(int32_t)));
+    positions_ = static_cast<int32_t*>(ws.Allocate(static_cast<size_t>(n) * sizeof(int32_t)));
+    device_logits_ = nullptr;
+    return;
+  }
+  // Ops take token ids and positions as host spans (backend.h) and upload them themselves.
+  if (own_ids_.size() < static_cast<size_t>(n)) {
+    own_ids_.resize(static_cast<size_t>(n));
+    own_positions_.resize(static_cast<size_t>(n));
+    ++workspace_allocations_;
+  }
+  ids_ = own_ids_.data();
+  positions_ = own_positions_.data();
+  device_logits_ = floats(n_seqs * shard_.vocab_stride);
 }
 
 Status LlamaModel::Validate(std::span<const SequenceStep> steps, const KvCache& cache) const {
@@ -256,6 +312,11 @@ Status LlamaModel::ForwardShard(std::span<const SequenceStep> steps, const KvCac
   }
   int64_t n = 0;
   for (const SequenceStep& s : steps) n += static_cast<int64_t>(s.tokens.size());
+  if (!backend_.host_memory() && workspace == nullptr) {
+    return FailedPrecondition("the " + std::string(backend_.name()) +
+                              " backend computes in device memory: a step needs a workspace "
+                              "carved from the device arena");
+  }
   if (workspace) {
     BindWorkspace(*workspace, n, static_cast<int64_t>(steps.size()));
   } else {
@@ -285,21 +346,29 @@ Status LlamaModel::ForwardShard(std::span<const SequenceStep> steps, const KvCac
   }
   for (int64_t l = 0; l < shard_.n_layers(); ++l) BMAD_RETURN_IF_ERROR(RunLayer(l, n, cache, group));
   if (!shard_.last_stage()) {
-    std::copy_n(x_, n * c.n_embd, io.output_hidden);
+    std::copy_n(x_, n * c.n_embd, io.output_hidden);  // host memory: shards are host-only (Open)
     return Status::Ok();
   }
 
   // Logits only for the last token of the sequences that sample this step.
   int64_t n_logits = 0;
   row = 0;
+  const size_t row_bytes = static_cast<size_t>(c.n_embd) * sizeof(float);
   for (const SequenceStep& s : steps) {
     row += static_cast<int64_t>(s.tokens.size());
     if (!s.want_logits) continue;
-    std::copy_n(x_ + (row - 1) * c.n_embd, c.n_embd, last_ + n_logits * c.n_embd);
+    BMAD_RETURN_IF_ERROR(
+        backend_.CopyOnDevice(last_ + n_logits * c.n_embd, x_ + (row - 1) * c.n_embd, row_bytes));
     ++n_logits;
   }
-  if (n_logits == 0) return Status::Ok();
+  if (n_logits == 0) return backend_.Synchronize();
   backend_.RmsNorm(last_, weights_.output_norm, n_logits, c.n_embd, c.rms_eps, last_);
+  if (device_logits_ != nullptr) {
+    // A device backend is the whole model (Open), so rows need no padding: copy them out.
+    backend_.MatMul(last_, n_logits, weights_.output, device_logits_);
+    return backend_.CopyToHost(io.logits, device_logits_,
+                               static_cast<size_t>(n_logits * shard_.n_vocab) * sizeof(float));
+  }
   if (shard_.n_vocab > 0) backend_.MatMul(last_, n_logits, weights_.output, io.logits);
   // MatMul wrote rows of n_vocab; spread them to the padded stride (last row first, so no row
   // overwrites one not yet moved) and zero the padding.

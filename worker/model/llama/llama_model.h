@@ -62,7 +62,7 @@ class LlamaModel {
   // The two halves of Load, for callers that size memory in between: Open maps the file (only
   // the placement's shard of it) without preparing anything; PreparedWeightBytes says what
   // PrepareWeights will take from the backend's weight memory. kInvalidArgument when the model
-  // cannot be split as the placement asks.
+  // cannot be split as the placement asks; kUnimplemented for a split on a device backend.
   static Result<std::unique_ptr<LlamaModel>> Open(const std::string& path,
                                                   kernels::Backend& backend,
                                                   const ModelPlacement& placement = {});
@@ -91,6 +91,12 @@ class LlamaModel {
   // With a `workspace`, the step's activations are carved from it (the caller resets it between
   // steps); without one the model keeps its own buffers (Reserve).
   // The whole model only (kFailedPrecondition for a shard).
+  //
+  // Device backends (Backend::host_memory() false, i.e. CUDA): weights, the embedding table and
+  // norms (PrepareWeights), the cache and the workspace are device memory, and every activation
+  // stays there; `steps`, `logits` and the ShardIo buffers are host memory. A workspace is
+  // required (kFailedPrecondition without one); a step ends with the logits copied out, or with
+  // Backend::Synchronize when none are wanted, so a device fault fails the step that caused it.
   Status Forward(std::span<const SequenceStep> steps, const KvCache& cache, float* logits,
                  memory::BumpAllocator* workspace = nullptr);
   // One step of this shard: its stage's layers over its heads and MLP slice. `group` is needed
@@ -121,6 +127,7 @@ class LlamaModel {
   // Step activations, [tokens, width]: pointers into the workspace or into own_* below.
   float *x_ = nullptr, *h_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr,
         *attn_ = nullptr, *proj_ = nullptr, *gate_ = nullptr, *up_ = nullptr, *last_ = nullptr;
+  float* device_logits_ = nullptr;  // device backends: the step's logits before the copy out
   int32_t *ids_ = nullptr, *positions_ = nullptr;
   std::vector<float> own_x_, own_h_, own_q_, own_k_, own_v_, own_attn_, own_proj_, own_gate_,
       own_up_, own_last_;

@@ -1,14 +1,18 @@
-// DeviceLlama (the device-resident runner behind the GPU parity checks and benchmarks) with the
-// CPU backend over plain host memory must compute exactly what the worker's LlamaModel computes:
-// same ops, same order, same backend, so the logits are equal bit for bit. This pins the runner
-// down in CI, so a mismatch on the GPU points at the CUDA backend, not at the runner.
-#include "tests/gpu/device_llama.h"
+// DeviceModel (the worker's model as the GPU parity checks and benchmarks run it) on a device
+// backend simulated on the CPU (tests/support/guarded_device_backend.h: device memory the host
+// cannot touch) must compute exactly what LlamaModel computes on the CPU backend over host
+// memory: the same ops in the same order on the same kernels, so the logits are equal bit for
+// bit. This pins the harness and the device memory path down in CI, so a mismatch on the GPU
+// points at the CUDA backend.
+#include "tests/gpu/device_model.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "tests/support/guarded_device_backend.h"
 #include "tests/support/paths.h"
 
 namespace bmad::gpu_tests {
@@ -24,16 +28,16 @@ void CheckSameLogits(const std::string& file) {
   SCOPED_TRACE(file);
   const std::string path = testing::SharedModelsDir() + "/" + file;
   kernels::CpuBackend ref_backend(kernels::CpuBackendOptions{2});
-  kernels::CpuBackend dev_backend(kernels::CpuBackendOptions{2});
   Result<std::unique_ptr<model::LlamaModel>> ref = model::LlamaModel::Load(path, ref_backend);
   ASSERT_TRUE(ref.ok()) << ref.status().ToString();
-  HostMemory memory;
-  DeviceLlamaOptions o;
+  auto guarded = std::make_unique<testing::GuardedDeviceBackend>(2, size_t{256} << 20);
+  testing::GuardedDeviceBackend* device = guarded.get();
+  DeviceModelOptions o;
   o.max_tokens = 64;
   o.max_seqs = 4;
   o.num_blocks = 16;
   o.block_size = 4;
-  Result<std::unique_ptr<DeviceLlama>> dev = DeviceLlama::Load(path, dev_backend, memory, o);
+  Result<std::unique_ptr<DeviceModel>> dev = DeviceModel::Load(path, std::move(guarded), o);
   ASSERT_TRUE(dev.ok()) << dev.status().ToString();
   const int64_t vocab = (*dev)->config().n_vocab;
   model::KvCache cache((*ref)->CacheShape(o.num_blocks, o.block_size));
@@ -59,15 +63,12 @@ void CheckSameLogits(const std::string& file) {
     for (const model::SequenceStep& s : steps) want_rows += s.want_logits ? 1 : 0;
     std::vector<float> want(static_cast<size_t>(std::max<int64_t>(want_rows, 1) * vocab));
     ASSERT_TRUE((*ref)->Forward(steps, cache, want.data()).ok());
-    int64_t n = 0;
-    ASSERT_TRUE((*dev)->Forward(steps, &n).ok());
-    ASSERT_EQ(n, want_rows);
-    Result<std::vector<float>> got = (*dev)->LogitsToHost(n);
-    ASSERT_TRUE(got.ok());
-    want.resize(static_cast<size_t>(n * vocab));
-    ASSERT_EQ(*got, want) << "step " << step;
-    Result<std::vector<int32_t>> next = (*dev)->Greedy(n);
-    ASSERT_TRUE(next.ok());
+    Result<std::span<const float>> got = (*dev)->Forward(steps);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_EQ(static_cast<int64_t>(got->size()), want_rows * vocab);
+    want.resize(got->size());
+    ASSERT_EQ(std::vector<float>(got->begin(), got->end()), want) << "step " << step;
+    const std::vector<int32_t> next = (*dev)->Greedy();
     // Advance: computed positions, and the greedy token for sequences that sampled.
     size_t row = 0;
     for (size_t s = 0; s < seqs.size(); ++s) {
@@ -76,17 +77,19 @@ void CheckSameLogits(const std::string& file) {
       seqs[s].done += static_cast<int32_t>(take);
       if (seqs[s].done == static_cast<int32_t>(seqs[s].tokens.size())) {
         const float* lr = want.data() + row * static_cast<size_t>(vocab);
-        EXPECT_EQ((*next)[row], std::max_element(lr, lr + vocab) - lr);
-        seqs[s].tokens.push_back((*next)[row]);
+        EXPECT_EQ(next[row], std::max_element(lr, lr + vocab) - lr);
+        seqs[s].tokens.push_back(next[row]);
         ++row;
       }
     }
   }
+  EXPECT_GT(device->ops(), 0);
+  EXPECT_EQ(device->host_pointer_violations(), 0);
 }
 
-TEST(DeviceLlamaCpu, MatchesLlamaModelOnStories260K) { CheckSameLogits("stories260K.gguf"); }
+TEST(DeviceModel, MatchesLlamaModelOnTheCpuOnStories260K) { CheckSameLogits("stories260K.gguf"); }
 
-TEST(DeviceLlamaCpu, MatchesLlamaModelOnTinyRandomF16) {
+TEST(DeviceModel, MatchesLlamaModelOnTheCpuOnTinyRandomF16) {
   CheckSameLogits("llama-2-tiny-random.gguf");
 }
 

@@ -1,0 +1,90 @@
+// A device backend simulated on the CPU, for testing that the worker keeps to the device memory
+// contract (kernels/backend.h: host_memory() false) without a GPU.
+//
+// It computes with the CPU backend, but everything a device backend would hold in device memory
+// (ReserveDeviceMemory's arena and what UploadRows copies) lives in pages mapped PROT_NONE except
+// while one of its own ops or copies runs. Host code that reads or writes device memory
+// directly — a std::copy_n where a CopyOnDevice belongs, logits read without CopyToHost — faults
+// at once, so the test crashes instead of passing by luck. Results are the CPU backend's, bit for
+// bit: a device-resident run must equal a host one exactly.
+//
+// One thread issues ops at a time (as for the CUDA backend).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/cpu_backend.h"
+
+namespace bmad::testing {
+
+class GuardedDeviceBackend final : public kernels::Backend {
+ public:
+  // `free_bytes`: what FreeDeviceMemory reports.
+  GuardedDeviceBackend(int threads, size_t free_bytes);
+  ~GuardedDeviceBackend() override;
+
+  std::string_view name() const override { return "guarded-device"; }
+  bool host_memory() const override { return false; }
+  Result<void*> ReserveDeviceMemory(size_t bytes) override;
+  Result<size_t> FreeDeviceMemory() const override { return free_bytes_; }
+  uint64_t buffer_allocations() const override { return cpu_.buffer_allocations(); }
+  void SetMemoryHooks(kernels::MemoryHooks hooks) override;
+  size_t PreparedBytes(const kernels::WeightMatrix& w) const override { return cpu_.PreparedBytes(w); }
+  kernels::PreparedWeight PrepareMatMulWeight(const kernels::WeightMatrix& w) override;
+  kernels::PreparedWeight UploadRows(const kernels::WeightMatrix& w) override;
+  size_t UploadedBytes(const kernels::WeightMatrix& w) const override;
+  Status CopyToDevice(void* dst, const void* host_src, size_t bytes) override;
+  Status CopyToHost(void* host_dst, const void* src, size_t bytes) override;
+  Status CopyOnDevice(void* dst, const void* src, size_t bytes) override;
+  Status Synchronize() override;
+
+  void Embedding(const kernels::WeightMatrix& table, std::span<const int32_t> ids,
+                 float* out) override;
+  void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps,
+               float* out) override;
+  void Rope(float* x, std::span<const int32_t> positions, int64_t n_heads, int64_t head_dim,
+            const kernels::RopeConfig& rope) override;
+  void MatMul(const float* x, int64_t m, const kernels::WeightMatrix& w, float* y) override;
+  void SwiGlu(const float* gate, const float* up, int64_t n, float* out) override;
+  void Add(float* x, const float* y, int64_t n) override;
+  void Softmax(float* x, int64_t rows, int64_t n) override;
+  void Argmax(const float* x, int64_t rows, int64_t n, int32_t* out) override;
+  void StoreKv(const kernels::KvLayerView& cache, const float* k, const float* v,
+               std::span<const kernels::AttentionSequence> sequences) override;
+  void AttentionPrefill(const kernels::KvLayerView& cache, const float* q,
+                        std::span<const kernels::AttentionSequence> sequences, int64_t n_heads,
+                        float scale, float* out) override;
+  void AttentionDecode(const kernels::KvLayerView& cache, const float* q,
+                       std::span<const kernels::AttentionSequence> sequences, int64_t n_heads,
+                       float scale, float* out) override;
+
+  // Whether `p` lies in this backend's device memory.
+  bool OnDevice(const void* p) const;
+  // Ops and copies given a pointer that should be device memory but is not (a host buffer
+  // handed to an op): each is a contract violation the CUDA backend would fail on.
+  int64_t host_pointer_violations() const { return violations_; }
+  int64_t ops() const { return ops_; }
+
+ private:
+  struct Mapping {
+    void* base;
+    size_t bytes;
+  };
+  class Unlocked;  // RAII: device memory readable and writable for one op
+  void Protect(int prot) const;
+  void ExpectDevice(std::initializer_list<const void*> pointers);
+  Result<void*> Map(size_t bytes);
+
+  kernels::CpuBackend cpu_;
+  size_t free_bytes_;
+  kernels::MemoryHooks hooks_;
+  std::vector<Mapping> mappings_;
+  int64_t violations_ = 0;
+  int64_t ops_ = 0;
+};
+
+}  // namespace bmad::testing

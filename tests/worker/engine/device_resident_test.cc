@@ -1,0 +1,177 @@
+// The worker on a device backend, without a GPU: the model, the KV cache, the arena and the
+// engine keep to the device memory contract of kernels/backend.h (host code never touches device
+// memory; ops get device pointers), checked by tests/support/guarded_device_backend.h, whose
+// device memory faults when the host touches it. The tokens must be the CPU backend's exactly.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tests/support/guarded_device_backend.h"
+#include "tests/support/paths.h"
+#include "worker/memory/system_allocations.h"
+#include "worker/server/replica.h"
+
+namespace bmad::worker {
+namespace {
+
+constexpr size_t kFreeDeviceBytes = size_t{256} << 20;
+
+ServerConfig Config() {
+  ServerConfig c;
+  c.model.path = testing::SharedModelsDir() + "/stories260K.gguf";
+  c.worker.threads = 2;
+  c.scheduler.max_batch_tokens = 64;
+  c.scheduler.max_seqs = 8;
+  c.cache.block_size = 16;
+  c.cache.num_blocks = 64;
+  return c;
+}
+
+engine::EngineRequest Greedy(uint64_t id, std::vector<int32_t> prompt, uint32_t max_tokens) {
+  engine::EngineRequest r;
+  r.id = id;
+  r.prompt = std::move(prompt);
+  r.sampling.temperature = 0;
+  r.sampling.max_tokens = max_tokens;
+  r.sampling.ignore_eos = true;
+  return r;
+}
+
+// Serves a few concurrent requests of different lengths (prefill chunks and decodes mixed in
+// steps) to the end; the generated ids of each.
+std::map<uint64_t, std::vector<int32_t>> Serve(Replica& r) {
+  const std::vector<std::string> prompts = {"Once upon a time", "The little dog",
+                                            "Lily and Ben went to the park to play", "One day"};
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_TRUE(r.engine().Add(Greedy(i + 1, r.tokenizer().Encode(prompts[i]),
+                                      12 + 6 * static_cast<uint32_t>(i))).ok());
+  }
+  std::map<uint64_t, std::vector<int32_t>> out;
+  std::vector<engine::RequestOutput> outputs;
+  for (int step = 0; step < 1000 && r.engine().HasWork(); ++step) {
+    outputs.clear();
+    const Status s = r.engine().Step(&outputs);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    if (!s.ok()) break;
+    for (const engine::RequestOutput& o : outputs) {
+      out[o.id].insert(out[o.id].end(), o.token_ids.begin(), o.token_ids.end());
+    }
+  }
+  return out;
+}
+
+std::unique_ptr<Replica> Make(const ServerConfig& c, std::unique_ptr<kernels::Backend> backend) {
+  Result<std::unique_ptr<Replica>> r =
+      Replica::Create(c, nullptr, SystemClock::Instance(), {}, std::move(backend));
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? std::move(*r) : nullptr;
+}
+
+TEST(DeviceResidentTest, GuardFaultsOnHostAccessToDeviceMemory) {
+  // What makes the other tests meaningful: touching device memory from the host dies.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        testing::GuardedDeviceBackend b(1, kFreeDeviceBytes);
+        auto* p = static_cast<volatile char*>(*b.ReserveDeviceMemory(4096));
+        p[0] = 1;
+      },
+      "");
+}
+
+TEST(DeviceResidentTest, ReplicaOnADeviceGivesTheHostReplicasTokens) {
+  const ServerConfig c = Config();
+  std::unique_ptr<Replica> host = Make(c, nullptr);
+  auto guarded = std::make_unique<testing::GuardedDeviceBackend>(2, kFreeDeviceBytes);
+  testing::GuardedDeviceBackend* device_backend = guarded.get();
+  std::unique_ptr<Replica> device = Make(c, std::move(guarded));
+  ASSERT_TRUE(host && device);
+
+  const auto expected = Serve(*host);
+  const auto got = Serve(*device);
+  ASSERT_EQ(expected.size(), 4u);
+  for (const auto& [id, ids] : expected) {
+    EXPECT_EQ(got.count(id) ? got.at(id) : std::vector<int32_t>{}, ids) << "request " << id;
+  }
+  EXPECT_GT(device_backend->ops(), 100);
+  EXPECT_EQ(device_backend->host_pointer_violations(), 0);
+
+  // Steady state on the device: a second round allocates nothing.
+  const uint64_t engine_before = device->engine().SystemAllocations();
+  const uint64_t system_before = memory::SystemAllocations::Count();
+  const auto again = Serve(*device);
+  EXPECT_EQ(again, expected);
+  EXPECT_EQ(device->engine().SystemAllocations(), engine_before);
+  EXPECT_EQ(memory::SystemAllocations::Count(), system_before);
+  EXPECT_EQ(device->engine().kv().GetStats().used_blocks, 0);
+}
+
+TEST(DeviceResidentTest, DeviceArenaIsAShareOfFreeMemoryAndTheCacheTakesTheRest) {
+  ServerConfig c = Config();
+  c.cache.num_blocks = 0;  // sized from the arena
+  c.worker.gpu_memory_fraction = 0.5;
+  std::unique_ptr<Replica> r =
+      Make(c, std::make_unique<testing::GuardedDeviceBackend>(1, kFreeDeviceBytes));
+  ASSERT_TRUE(r);
+  // What the replica sized before preparing its weights (after, their views have changed).
+  testing::GuardedDeviceBackend b(1, kFreeDeviceBytes);
+  std::unique_ptr<model::LlamaModel> unprepared =
+      std::move(model::LlamaModel::Open(c.model.path, b)).value();
+  const ReplicaMemorySizes others = SizeReplicaMemory(
+      *unprepared, c.scheduler.max_batch_tokens, c.scheduler.max_seqs, c.cache.block_size);
+  const size_t arena = kFreeDeviceBytes / 2;
+  EXPECT_EQ(r->num_blocks(), static_cast<int64_t>((arena - others.Total()) / others.kv_block_bytes));
+  EXPECT_GT(r->num_blocks(), 1000);  // stories260K's blocks are small
+
+  // An explicit block count wins.
+  c.cache.num_blocks = 10;
+  r = Make(c, std::make_unique<testing::GuardedDeviceBackend>(1, kFreeDeviceBytes));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->num_blocks(), 10);
+}
+
+TEST(DeviceResidentTest, ADeviceArenaWithNoRoomForTheCacheNamesTheKnobs) {
+  ServerConfig c = Config();
+  c.cache.num_blocks = 0;
+  c.worker.gpu_memory_fraction = 0.5;
+  // 16 MiB free: 8 MiB of arena, less than the kernel scratch alone.
+  Result<std::unique_ptr<Replica>> r =
+      Replica::Create(c, nullptr, SystemClock::Instance(), {},
+                      std::make_unique<testing::GuardedDeviceBackend>(1, size_t{16} << 20));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("gpu_memory_fraction"), std::string::npos)
+      << r.status().message();
+}
+
+TEST(DeviceResidentTest, ADeviceBackendComputesTheWholeModelOnly) {
+  testing::GuardedDeviceBackend b(1, kFreeDeviceBytes);
+  model::ModelPlacement tp2;
+  tp2.tp = 2;
+  Result<std::unique_ptr<model::LlamaModel>> m =
+      model::LlamaModel::Open(testing::SharedModelsDir() + "/stories260K.gguf", b, tp2);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(m.status().message().find("tensor and pipeline parallelism"), std::string::npos)
+      << m.status().message();
+}
+
+TEST(DeviceResidentTest, ADeviceStepWithoutAWorkspaceIsRefused) {
+  testing::GuardedDeviceBackend b(1, kFreeDeviceBytes);
+  Result<std::unique_ptr<model::LlamaModel>> m =
+      model::LlamaModel::Open(testing::SharedModelsDir() + "/stories260K.gguf", b);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  model::KvCache cache((*m)->CacheShape(4, 16));
+  const std::vector<int32_t> tokens = {1, 2, 3};
+  const std::vector<int32_t> table = {1};
+  const model::SequenceStep step{tokens, 0, table, true};
+  std::vector<float> logits(static_cast<size_t>((*m)->config().n_vocab));
+  const Status s = (*m)->Forward(std::span(&step, 1), cache, logits.data());
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.ToString();
+  EXPECT_NE(s.message().find("workspace"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace bmad::worker
