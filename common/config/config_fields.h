@@ -119,7 +119,7 @@ void VisitConfig(ServerConfig& c, Visitor& v) {
             S{true, false});
     v.Field("pool", c.worker.pool, "Pool this replica serves: normal or long_tail.",
             Limits<ReplicaPool>{});
-    v.Field("backend", c.worker.backend, "Compute backend: cpu, or cuda (one GPU per replica; tp and pp must be 1).", Limits<Backend>{});
+    v.Field("backend", c.worker.backend, "Compute backend: cpu, or cuda (one GPU per rank, by local rank).", Limits<Backend>{});
     v.Field("threads", c.worker.threads, "Compute threads per rank; 0 uses every core.",
             I{0, 1024});
     v.Field("heartbeat_ms", c.worker.heartbeat_ms, "Interval between heartbeats to the coordinator.",

@@ -23,7 +23,7 @@ int64_t CountLogits(std::span<const model::SequenceStep> steps) {
 }  // namespace
 
 ShardStepRunner::ShardStepRunner(const ShardStepContext& context)
-    : c_(context), shard_(context.model->shard()), tp_group_(context.tp) {
+    : c_(context), shard_(context.model->shard()), tp_group_(context.tp_device ? context.tp_device : context.tp, context.tp_device != nullptr) {
   const model::LlamaConfig& mc = c_.model->config();
   const auto tokens = static_cast<size_t>(c_.max_tokens);
   const auto seqs = static_cast<size_t>(c_.max_seqs);

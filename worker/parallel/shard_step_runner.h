@@ -27,6 +27,9 @@ struct ShardStepContext {
   const model::KvCache* cache = nullptr;  // this rank's KV (its layers, its KV heads)
   memory::BumpAllocator* workspace = nullptr;  // optional; reset before each micro-batch
   Communicator* tp = nullptr;  // this stage's tp ranks (needed when tp > 1)
+  // The same ranks over device memory (NCCL), for the model's all-reduces on a device backend;
+  // null: they go over `tp` (through host memory on a device backend).
+  Communicator* tp_device = nullptr;
   Communicator* pp = nullptr;  // this tp rank's line through the stages (needed when pp > 1)
   int64_t micro_batches = 0;   // 0: pp
   int64_t max_tokens = 0;      // per step (scheduler.max_batch_tokens)
@@ -45,11 +48,13 @@ class ShardStepRunner {
  private:
   class TpGroup : public model::TensorParallelGroup {
    public:
-    explicit TpGroup(Communicator* comm) : comm_(comm) {}
+    TpGroup(Communicator* comm, bool device_memory) : comm_(comm), device_memory_(device_memory) {}
     Status AllReduceSum(float* data, size_t count) override { return comm_->AllReduceSum(data, count); }
+    bool device_memory() const override { return device_memory_; }
 
    private:
     Communicator* comm_;
+    bool device_memory_;
   };
 
   Status RunMicroBatch(std::span<const model::SequenceStep> steps, int64_t logits_row, float* assembled);

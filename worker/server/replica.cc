@@ -6,7 +6,9 @@
 #include "kernels/cpu/cpu_backend.h"
 #if defined(BMAD_HAVE_CUDA)
 #include "kernels/cuda/cuda_backend.h"
+#include "worker/parallel/nccl_communicator.h"
 #endif
+#include "worker/parallel/mpi_session.h"
 
 namespace bmad::worker {
 
@@ -24,19 +26,22 @@ Result<int64_t> AgreeOnBlocks(parallel::Communicator& replica, int64_t mine) {
 
 }  // namespace
 
-Result<std::unique_ptr<kernels::Backend>> MakeBackend(Backend kind, int64_t threads) {
+Result<std::unique_ptr<kernels::Backend>> MakeBackend(Backend kind, int64_t threads, int device) {
   if (kind != Backend::kCuda) {
     kernels::CpuBackendOptions options;
     options.threads = static_cast<int>(threads);
     return std::unique_ptr<kernels::Backend>(std::make_unique<kernels::CpuBackend>(options));
   }
 #if defined(BMAD_HAVE_CUDA)
-  Result<std::unique_ptr<kernels::CudaBackend>> cuda = kernels::CudaBackend::Create();
+  kernels::CudaBackendOptions options;
+  options.device = device;
+  Result<std::unique_ptr<kernels::CudaBackend>> cuda = kernels::CudaBackend::Create(options);
   if (!cuda.ok()) {
     return Status(cuda.status().code(), "backend cuda: " + cuda.status().message());
   }
   return std::unique_ptr<kernels::Backend>(std::move(*cuda));
 #else
+  (void)device;
   return Unavailable("backend cuda: this build has no CUDA support (rebuild with -DBMAD_CUDA=ON "
                      "on a machine with the CUDA toolkit)");
 #endif
@@ -50,7 +55,9 @@ Result<std::unique_ptr<Replica>> Replica::Create(const ServerConfig& c, metrics:
   if (backend) {
     r->backend_ = std::move(backend);
   } else {
-    BMAD_ASSIGN_OR_RETURN(r->backend_, MakeBackend(c.worker.backend, c.worker.threads));
+    // One GPU per rank: a host's ranks take its devices in local-rank order.
+    const int device = rank.topology ? parallel::ReadLaunchInfo().local_rank : 0;
+    BMAD_ASSIGN_OR_RETURN(r->backend_, MakeBackend(c.worker.backend, c.worker.threads, device));
   }
   const bool on_device = !r->backend_->host_memory();
   model::ModelPlacement placement;
@@ -123,6 +130,16 @@ Result<std::unique_ptr<Replica>> Replica::Create(const ServerConfig& c, metrics:
     sc.cache = r->cache_.get();
     sc.workspace = &r->memory_->workspace();
     sc.tp = rank.comms->tp.get();
+#if defined(BMAD_HAVE_CUDA)
+    // On GPUs the model's all-reduces run over NCCL on the compute stream (in order with the
+    // ops); host-memory traffic (logit gathers, step plans, stage hand-offs) stays on MPI.
+    auto* cuda = dynamic_cast<kernels::CudaBackend*>(r->backend_.get());
+    if (cuda != nullptr && rank.topology->tp() > 1) {
+      BMAD_ASSIGN_OR_RETURN(r->tp_device_, parallel::NcclCommunicator::Create(
+                                               *rank.comms->tp, "tp", cuda->compute_stream()));
+    }
+#endif
+    sc.tp_device = r->tp_device_.get();
     sc.pp = rank.comms->pp.get();
     sc.micro_batches = c.parallel.micro_batches;
     sc.max_tokens = c.scheduler.max_batch_tokens;

@@ -34,7 +34,8 @@ struct ReplicaRank {
 
 // The compute backend `kind` names (worker.backend), or a start-up error saying why it cannot be
 // had: kUnavailable for cuda on a machine without a usable GPU or in a build without CUDA.
-Result<std::unique_ptr<kernels::Backend>> MakeBackend(Backend kind, int64_t threads);
+// `device`: the GPU for cuda (a replica's ranks use their local rank).
+Result<std::unique_ptr<kernels::Backend>> MakeBackend(Backend kind, int64_t threads, int device = 0);
 
 class Replica {
  public:
@@ -48,8 +49,8 @@ class Replica {
   // cache.num_blocks) unless worker.arena_bytes is set. A device backend's arena is
   // worker.arena_bytes, or worker.gpu_memory_fraction of the device's free memory, reserved at
   // once; the KV cache takes what weights, workspace and scratch leave (cache.num_blocks, when
-  // set, asks for an exact count instead). A device replica is one process: tensor and pipeline
-  // parallelism are refused on it (kUnimplemented).
+  // set, asks for an exact count instead). Split over ranks on GPUs, each rank takes the GPU of
+  // its local rank, and tensor-parallel all-reduces run over NCCL.
   static Result<std::unique_ptr<Replica>> Create(const ServerConfig& config,
                                                  metrics::Registry* registry, const Clock& clock,
                                                  const ReplicaRank& rank = {},
@@ -73,6 +74,7 @@ class Replica {
   // Declaration order is destruction order in reverse: the memory outlives its users.
   std::unique_ptr<ReplicaMemory> memory_;
   std::unique_ptr<kernels::Backend> backend_;
+  std::unique_ptr<parallel::Communicator> tp_device_;  // NCCL over the tp ranks, on GPUs
   std::unique_ptr<model::LlamaModel> model_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   std::unique_ptr<model::KvCache> cache_;

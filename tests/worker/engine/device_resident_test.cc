@@ -146,18 +146,6 @@ TEST(DeviceResidentTest, ADeviceArenaWithNoRoomForTheCacheNamesTheKnobs) {
       << r.status().message();
 }
 
-TEST(DeviceResidentTest, ADeviceBackendComputesTheWholeModelOnly) {
-  testing::GuardedDeviceBackend b(1, kFreeDeviceBytes);
-  model::ModelPlacement tp2;
-  tp2.tp = 2;
-  Result<std::unique_ptr<model::LlamaModel>> m =
-      model::LlamaModel::Open(testing::SharedModelsDir() + "/stories260K.gguf", b, tp2);
-  ASSERT_FALSE(m.ok());
-  EXPECT_EQ(m.status().code(), StatusCode::kUnimplemented);
-  EXPECT_NE(m.status().message().find("tensor and pipeline parallelism"), std::string::npos)
-      << m.status().message();
-}
-
 TEST(DeviceResidentTest, ADeviceStepWithoutAWorkspaceIsRefused) {
   testing::GuardedDeviceBackend b(1, kFreeDeviceBytes);
   Result<std::unique_ptr<model::LlamaModel>> m =

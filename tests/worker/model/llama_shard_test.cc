@@ -9,16 +9,19 @@
 #include <thread>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "tests/support/guarded_device_backend.h"
 #include "tests/support/paths.h"
 #include "worker/model/llama/llama_model.h"
 #include "worker/model/llama/llama_shard.h"
 #include "worker/model/synth/model_synth.h"
 #include "worker/model/tokenizer/tokenizer.h"
+#include "worker/server/replica_memory.h"
 
 namespace bmad::model {
 namespace {
 
 constexpr int64_t kBlockSize = 16;
+constexpr int64_t kMaxTokens = 128, kMaxSeqs = 4;  // per step, for device arenas
 // Logits agree within 1e-4 of the largest logit's magnitude (1e-4 absolute for logits up to 1).
 // Splitting a dot product over ranks changes where it rounds; stories260K amplifies that: its
 // logits reach 18 and even the CPU and reference backends, both correct, differ by 2e-3 on it.
@@ -81,34 +84,68 @@ class ThreadGroup {
   std::barrier<> sync_;
 };
 
-// One rank: its backend, its shard and its own KV cache (its layers, its KV heads).
+// One rank: its backend, its shard and its own KV cache (its layers, its KV heads); on a device
+// backend also its arena (weights, KV blocks, workspace in device memory), as a replica has.
 struct Rank {
-  std::unique_ptr<kernels::CpuBackend> backend;
+  std::unique_ptr<worker::ReplicaMemory> memory;  // outlives the backend that uses its hooks
+  std::unique_ptr<kernels::Backend> backend;
   std::unique_ptr<LlamaModel> model;
   std::unique_ptr<KvCache> cache;
+  testing::GuardedDeviceBackend* device = nullptr;  // the backend, when it is a device one
 };
 
-// Runs steps through tp × pp shards and assembles full-vocabulary logits.
+// Runs steps through tp × pp shards and assembles full-vocabulary logits. With `device`, every
+// rank computes on a simulated device (tests/support/guarded_device_backend.h), whose memory the
+// host cannot touch, so the all-reduces over the in-memory group go through host memory.
 class ShardedRunner {
  public:
-  ShardedRunner(const std::string& path, int64_t tp, int64_t pp) : tp_(tp), pp_(pp) {
+  ShardedRunner(const std::string& path, int64_t tp, int64_t pp, bool device = false)
+      : tp_(tp), pp_(pp) {
     for (int64_t stage = 0; stage < pp; ++stage) {
       groups_.push_back(std::make_unique<ThreadGroup>(static_cast<int>(tp)));
       for (int64_t r = 0; r < tp; ++r) {
         Rank rank;
-        kernels::CpuBackendOptions o;
-        o.threads = 1;
-        rank.backend = std::make_unique<kernels::CpuBackend>(o);
         ModelPlacement placement{tp, r, pp, stage, {}};
-        auto m = LlamaModel::Load(path, *rank.backend, placement);
+        if (device) {
+          auto guarded = std::make_unique<testing::GuardedDeviceBackend>(1, size_t{256} << 20);
+          rank.device = guarded.get();
+          rank.backend = std::move(guarded);
+        } else {
+          kernels::CpuBackendOptions o;
+          o.threads = 1;
+          rank.backend = std::make_unique<kernels::CpuBackend>(o);
+        }
+        auto m = LlamaModel::Open(path, *rank.backend, placement);
         EXPECT_TRUE(m.ok()) << m.status().ToString();
         if (!m.ok()) return;
         rank.model = std::move(*m);
-        rank.cache = std::make_unique<KvCache>(rank.model->CacheShape(64, kBlockSize));
+        if (device) {
+          worker::ReplicaMemorySizes sizes =
+              worker::SizeReplicaMemory(*rank.model, kMaxTokens, kMaxSeqs, kBlockSize);
+          sizes.kv_blocks = 64;
+          auto memory = worker::ReplicaMemory::Create(sizes, 0, rank.backend.get());
+          EXPECT_TRUE(memory.ok()) << memory.status().ToString();
+          if (!memory.ok()) return;
+          rank.memory = std::move(*memory);
+          rank.backend->SetMemoryHooks(rank.memory->BackendHooks());
+          rank.model->PrepareWeights();
+          rank.cache = std::make_unique<KvCache>(rank.model->CacheShape(64, kBlockSize),
+                                                 rank.memory->KvMemory());
+        } else {
+          rank.model->PrepareWeights();
+          rank.cache = std::make_unique<KvCache>(rank.model->CacheShape(64, kBlockSize));
+        }
         members_.push_back(std::make_unique<ThreadGroup::Member>(groups_.back().get(), static_cast<int>(r)));
         ranks_.push_back(std::move(rank));
       }
     }
+  }
+
+  // Ops given host memory where device memory belongs, over every device rank.
+  int64_t host_pointer_violations() const {
+    int64_t n = 0;
+    for (const Rank& r : ranks_) n += r.device ? r.device->host_pointer_violations() : 0;
+    return n;
   }
 
   int64_t vocab() const { return ranks_[0].model->config().n_vocab; }
@@ -135,7 +172,13 @@ class ShardedRunner {
           io.input_hidden = hidden_in.empty() ? nullptr : hidden_in.data();
           io.output_hidden = outs[static_cast<size_t>(r)].data();
           io.logits = local[static_cast<size_t>(r)].data();
-          const Status s = ranks_[i].model->ForwardShard(steps, *ranks_[i].cache, io, members_[i].get());
+          memory::BumpAllocator* workspace = nullptr;
+          if (ranks_[i].memory) {
+            workspace = &ranks_[i].memory->workspace();
+            workspace->Reset();
+          }
+          const Status s = ranks_[i].model->ForwardShard(steps, *ranks_[i].cache, io,
+                                                         members_[i].get(), workspace);
           EXPECT_TRUE(s.ok()) << s.ToString();
         });
       }
@@ -241,6 +284,46 @@ TEST(LlamaShardTest, PipelineParallelMatchesWholeModel) {
 TEST(LlamaShardTest, TensorTimesPipelineMatchesWholeModel) {
   CheckShardedMatchesWhole(StoriesPath(), 2, 2);
   CheckShardedMatchesWhole(GqaSixLayerPath(), 2, 2);
+}
+
+// Shards on a device backend (CUDA's memory contract, simulated) compute what the same shards
+// compute on the CPU backend, bit for bit: device-resident activations, the embedding lookup
+// with its zero row for tokens outside a slice, all-reduces staged through host memory, hidden
+// states handed between stages, padded vocabulary slices copied out.
+void CheckDeviceShardsMatchHostShards(const std::string& path, int64_t tp, int64_t pp) {
+  SCOPED_TRACE(path + " tp=" + std::to_string(tp) + " pp=" + std::to_string(pp));
+  ShardedRunner host(path, tp, pp), device(path, tp, pp, /*device=*/true);
+  if (::testing::Test::HasFailure()) return;
+  kernels::CpuBackend backend;
+  auto whole = LlamaModel::Open(path, backend);
+  ASSERT_TRUE(whole.ok());
+  std::vector<std::vector<int32_t>> inputs = Prompts(**whole), tables;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    std::vector<int32_t> table;
+    for (int b = 0; b < 6; ++b) table.push_back(static_cast<int32_t>(1 + i * 6 + b));
+    tables.push_back(table);
+  }
+  std::vector<int32_t> pos(inputs.size(), 0);
+  const int64_t V = host.vocab();
+  for (int step = 0; step < 6; ++step) {
+    std::vector<SequenceStep> steps;
+    for (size_t i = 0; i < inputs.size(); ++i) steps.push_back({inputs[i], pos[i], tables[i], true});
+    const std::vector<float> want = host.Step(steps);
+    const std::vector<float> got = device.Step(steps);
+    ASSERT_EQ(got, want) << "step " << step;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const float* w = want.data() + i * V;
+      pos[i] += static_cast<int32_t>(inputs[i].size());
+      inputs[i] = {static_cast<int32_t>(std::max_element(w, w + V) - w)};
+    }
+  }
+  EXPECT_EQ(device.host_pointer_violations(), 0);
+}
+
+TEST(LlamaShardTest, DeviceShardsMatchHostShardsBitForBit) {
+  CheckDeviceShardsMatchHostShards(GqaSixLayerPath(), 2, 1);
+  CheckDeviceShardsMatchHostShards(GqaSixLayerPath(), 2, 2);
+  CheckDeviceShardsMatchHostShards(StoriesPath(), 2, 2);
 }
 
 LlamaConfig Config(int64_t layers, int64_t heads, int64_t kv_heads, int64_t ff, int64_t vocab) {

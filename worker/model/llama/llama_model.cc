@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace bmad::model {
 
@@ -16,12 +17,6 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::Open(const std::string& path,
                                              placement.stage, placement.stage_layers);
     if (!made.ok()) return made.status().WithContext(path);
     shard = *made;
-  }
-  if (!backend.host_memory() && !shard.whole()) {
-    return Unimplemented(path + ": tensor and pipeline parallelism run on host-memory backends "
-                                "only; the " + std::string(backend.name()) +
-                         " backend computes the whole model on one device (" + shard.Describe() +
-                         " asked)");
   }
   BMAD_ASSIGN_OR_RETURN(LlamaWeights weights, MapLlamaWeights(*file, config, shard));
   return std::unique_ptr<LlamaModel>(new LlamaModel(std::move(file), std::move(config), shard,
@@ -54,8 +49,9 @@ size_t LlamaModel::PreparedWeightBytes() const {
       bytes += Align64(backend_.PreparedBytes(*m));
     }
   }
-  // What a device backend uploads besides: the embedding table and the norm vectors.
-  if (weights_.token_embd.data != nullptr) bytes += Align64(backend_.UploadedBytes(weights_.token_embd));
+  // What a device backend uploads besides: the embedding table (with a zero row for the tokens
+  // outside a vocabulary slice) and the norm vectors.
+  if (weights_.token_embd.data != nullptr) bytes += Align64(backend_.UploadedBytes(EmbeddingUpload()));
   const kernels::WeightMatrix norm = NormMatrix(nullptr, config_.n_embd);
   const size_t norms = 2 * weights_.layers.size() + (weights_.output_norm != nullptr ? 1 : 0);
   bytes += norms * Align64(backend_.UploadedBytes(norm));
@@ -73,12 +69,29 @@ void LlamaModel::PrepareWeights() {
   auto upload_norm = [&](const float*& norm) {
     if (norm != nullptr) norm = static_cast<const float*>(upload(NormMatrix(norm, config_.n_embd)).data);
   };
-  if (weights_.token_embd.data != nullptr) weights_.token_embd = upload(weights_.token_embd);
+  if (weights_.token_embd.data != nullptr) {
+    kernels::WeightMatrix table = EmbeddingUpload();
+    std::vector<uint8_t> padded;
+    if (table.rows != weights_.token_embd.rows) {
+      // The slice's rows, then one zero row (zero bytes are 0.0 in F32, F16 and Q8_0 alike).
+      padded.assign(static_cast<size_t>(table.rows) * table.row_bytes, 0);
+      std::memcpy(padded.data(), weights_.token_embd.data,
+                  static_cast<size_t>(weights_.token_embd.rows) * table.row_bytes);
+      table.data = padded.data();
+    }
+    weights_.token_embd = upload(table);
+  }
   upload_norm(weights_.output_norm);
   for (LlamaLayerWeights& l : weights_.layers) {
     upload_norm(l.attn_norm);
     upload_norm(l.ffn_norm);
   }
+}
+
+kernels::WeightMatrix LlamaModel::EmbeddingUpload() const {
+  kernels::WeightMatrix t = weights_.token_embd;
+  if (shard_.tp > 1) t.rows += 1;
+  return t;
 }
 
 size_t LlamaModel::WorkspaceBytes(int64_t max_tokens, int64_t max_seqs) const {
@@ -241,6 +254,21 @@ Status LlamaModel::Embed(int64_t n, TensorParallelGroup* group) {
   // Each rank holds a slice of the vocabulary: it fills the rows of its tokens, zeroes the rest,
   // and the sum over the group assembles every row.
   const int64_t d = config_.n_embd;
+  if (!backend_.host_memory()) {
+    // One lookup on the device: tokens outside the slice read the zero row past its end.
+    if (embed_ids_.size() < static_cast<size_t>(n)) {
+      embed_ids_.resize(static_cast<size_t>(n));
+      ++workspace_allocations_;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      const int32_t local = ids[static_cast<size_t>(i)] - static_cast<int32_t>(shard_.vocab_begin);
+      embed_ids_[static_cast<size_t>(i)] =
+          local >= 0 && local < shard_.n_vocab ? local : static_cast<int32_t>(shard_.n_vocab);
+    }
+    backend_.Embedding(weights_.token_embd,
+                       std::span<const int32_t>(embed_ids_.data(), static_cast<size_t>(n)), x_);
+    return AllReduce(group, x_, n * d);
+  }
   for (int64_t i = 0; i < n; ++i) {
     const int32_t local = ids[static_cast<size_t>(i)] - static_cast<int32_t>(shard_.vocab_begin);
     float* row = x_ + i * d;
@@ -250,7 +278,22 @@ Status LlamaModel::Embed(int64_t n, TensorParallelGroup* group) {
       std::fill_n(row, d, 0.0f);
     }
   }
-  return group->AllReduceSum(x_, static_cast<size_t>(n * d));
+  return AllReduce(group, x_, n * d);
+}
+
+Status LlamaModel::AllReduce(TensorParallelGroup* group, float* data, int64_t count) {
+  if (backend_.host_memory() || group->device_memory()) {
+    return group->AllReduceSum(data, static_cast<size_t>(count));
+  }
+  // The group sums host buffers (MPI): a device shard goes through host memory.
+  if (staging_.size() < static_cast<size_t>(count)) {
+    staging_.resize(static_cast<size_t>(count));
+    ++workspace_allocations_;
+  }
+  const size_t bytes = static_cast<size_t>(count) * sizeof(float);
+  BMAD_RETURN_IF_ERROR(backend_.CopyToHost(staging_.data(), data, bytes));
+  BMAD_RETURN_IF_ERROR(group->AllReduceSum(staging_.data(), static_cast<size_t>(count)));
+  return backend_.CopyToDevice(data, staging_.data(), bytes);
 }
 
 Status LlamaModel::RunLayer(int64_t layer, int64_t n, const KvCache& cache,
@@ -279,7 +322,7 @@ Status LlamaModel::RunLayer(int64_t layer, int64_t n, const KvCache& cache,
     b.AttentionDecode(kv, q_, decode_seqs_, n_head, scale, attn_);
   }
   b.MatMul(attn_, n, w.wo, proj_);
-  if (shard_.tp > 1) BMAD_RETURN_IF_ERROR(group->AllReduceSum(proj_, static_cast<size_t>(n * c.n_embd)));
+  if (shard_.tp > 1) BMAD_RETURN_IF_ERROR(AllReduce(group, proj_, n * c.n_embd));
   b.Add(x_, proj_, n * c.n_embd);
 
   // MLP block, over this rank's slice of the width.
@@ -288,7 +331,7 @@ Status LlamaModel::RunLayer(int64_t layer, int64_t n, const KvCache& cache,
   b.MatMul(h_, n, w.w_up, up_);
   b.SwiGlu(gate_, up_, n * shard_.n_ff, gate_);
   b.MatMul(gate_, n, w.w_down, proj_);
-  if (shard_.tp > 1) BMAD_RETURN_IF_ERROR(group->AllReduceSum(proj_, static_cast<size_t>(n * c.n_embd)));
+  if (shard_.tp > 1) BMAD_RETURN_IF_ERROR(AllReduce(group, proj_, n * c.n_embd));
   b.Add(x_, proj_, n * c.n_embd);
   return Status::Ok();
 }
@@ -339,21 +382,20 @@ Status LlamaModel::ForwardShard(std::span<const SequenceStep> steps, const KvCac
   }
 
   const LlamaConfig& c = config_;
+  const size_t row_bytes = static_cast<size_t>(c.n_embd) * sizeof(float);
   if (shard_.first_stage()) {
     BMAD_RETURN_IF_ERROR(Embed(n, group));
   } else {
-    std::copy_n(io.input_hidden, n * c.n_embd, x_);
+    BMAD_RETURN_IF_ERROR(backend_.CopyToDevice(x_, io.input_hidden, row_bytes * static_cast<size_t>(n)));
   }
   for (int64_t l = 0; l < shard_.n_layers(); ++l) BMAD_RETURN_IF_ERROR(RunLayer(l, n, cache, group));
   if (!shard_.last_stage()) {
-    std::copy_n(x_, n * c.n_embd, io.output_hidden);  // host memory: shards are host-only (Open)
-    return Status::Ok();
+    return backend_.CopyToHost(io.output_hidden, x_, row_bytes * static_cast<size_t>(n));
   }
 
   // Logits only for the last token of the sequences that sample this step.
   int64_t n_logits = 0;
   row = 0;
-  const size_t row_bytes = static_cast<size_t>(c.n_embd) * sizeof(float);
   for (const SequenceStep& s : steps) {
     row += static_cast<int64_t>(s.tokens.size());
     if (!s.want_logits) continue;
@@ -363,13 +405,13 @@ Status LlamaModel::ForwardShard(std::span<const SequenceStep> steps, const KvCac
   }
   if (n_logits == 0) return backend_.Synchronize();
   backend_.RmsNorm(last_, weights_.output_norm, n_logits, c.n_embd, c.rms_eps, last_);
+  // A device backend computes its rows on the device and copies them out before the padding.
+  float* rows = device_logits_ != nullptr ? device_logits_ : io.logits;
+  if (shard_.n_vocab > 0) backend_.MatMul(last_, n_logits, weights_.output, rows);
   if (device_logits_ != nullptr) {
-    // A device backend is the whole model (Open), so rows need no padding: copy them out.
-    backend_.MatMul(last_, n_logits, weights_.output, device_logits_);
-    return backend_.CopyToHost(io.logits, device_logits_,
-                               static_cast<size_t>(n_logits * shard_.n_vocab) * sizeof(float));
+    BMAD_RETURN_IF_ERROR(backend_.CopyToHost(
+        io.logits, device_logits_, static_cast<size_t>(n_logits * shard_.n_vocab) * sizeof(float)));
   }
-  if (shard_.n_vocab > 0) backend_.MatMul(last_, n_logits, weights_.output, io.logits);
   // MatMul wrote rows of n_vocab; spread them to the padded stride (last row first, so no row
   // overwrites one not yet moved) and zero the padding.
   const int64_t local = shard_.n_vocab, stride = shard_.vocab_stride;

@@ -41,6 +41,9 @@ class TensorParallelGroup {
  public:
   virtual ~TensorParallelGroup() = default;
   virtual Status AllReduceSum(float* data, size_t count) = 0;
+  // Whether `data` may be device memory (NCCL). Otherwise a shard on a device backend stages
+  // each all-reduce through host memory.
+  virtual bool device_memory() const { return false; }
 };
 
 // A shard's inputs and outputs besides the tokens and the cache.
@@ -62,7 +65,7 @@ class LlamaModel {
   // The two halves of Load, for callers that size memory in between: Open maps the file (only
   // the placement's shard of it) without preparing anything; PreparedWeightBytes says what
   // PrepareWeights will take from the backend's weight memory. kInvalidArgument when the model
-  // cannot be split as the placement asks; kUnimplemented for a split on a device backend.
+  // cannot be split as the placement asks.
   static Result<std::unique_ptr<LlamaModel>> Open(const std::string& path,
                                                   kernels::Backend& backend,
                                                   const ModelPlacement& placement = {});
@@ -95,8 +98,10 @@ class LlamaModel {
   // Device backends (Backend::host_memory() false, i.e. CUDA): weights, the embedding table and
   // norms (PrepareWeights), the cache and the workspace are device memory, and every activation
   // stays there; `steps`, `logits` and the ShardIo buffers are host memory. A workspace is
-  // required (kFailedPrecondition without one); a step ends with the logits copied out, or with
-  // Backend::Synchronize when none are wanted, so a device fault fails the step that caused it.
+  // required (kFailedPrecondition without one); a step ends with its output copied out, or with
+  // Backend::Synchronize when there is none, so a device fault fails the step that caused it.
+  // All-reduces go to the group directly when it takes device memory (NCCL), else through host
+  // memory.
   Status Forward(std::span<const SequenceStep> steps, const KvCache& cache, float* logits,
                  memory::BumpAllocator* workspace = nullptr);
   // One step of this shard: its stage's layers over its heads and MLP slice. `group` is needed
@@ -115,6 +120,9 @@ class LlamaModel {
   void BindOwnBuffers();
   void BindWorkspace(memory::BumpAllocator& workspace, int64_t n_tokens, int64_t n_seqs);
   Status Embed(int64_t n_tokens, TensorParallelGroup* group);
+  Status AllReduce(TensorParallelGroup* group, float* data, int64_t count);
+  // The embedding table as a device backend holds it: a vocabulary slice gains a zero row.
+  kernels::WeightMatrix EmbeddingUpload() const;
   Status RunLayer(int64_t layer, int64_t n_tokens, const KvCache& cache, TensorParallelGroup* group);
 
   std::unique_ptr<gguf::GgufFile> file_;
@@ -132,6 +140,8 @@ class LlamaModel {
   std::vector<float> own_x_, own_h_, own_q_, own_k_, own_v_, own_attn_, own_proj_, own_gate_,
       own_up_, own_last_;
   std::vector<int32_t> own_ids_, own_positions_;
+  std::vector<int32_t> embed_ids_;  // device backends, tp > 1: slice-local ids (host)
+  std::vector<float> staging_;      // device backends: all-reduces over a host-memory group
   std::vector<kernels::AttentionSequence> prefill_seqs_, decode_seqs_;
   uint64_t workspace_allocations_ = 0;
 };
