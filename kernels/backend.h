@@ -93,13 +93,20 @@ class Backend {
   virtual bool host_memory() const { return true; }
   // Device backends: reserves `bytes` of device memory at once for the worker's arena, owned by
   // the backend and released when it is destroyed; and the bytes free on the device now.
+  // AllocateDeviceOverflow/ReleaseDeviceOverflow serve what overflows the arena's workspace
+  // (rare, counted by the caller); nullptr when the backend has no device memory to give.
   virtual Result<void*> ReserveDeviceMemory(size_t bytes) {
     (void)bytes;
     return Unimplemented(std::string(name()) + " backend computes on host memory");
   }
-  virtual Result<size_t> FreeDeviceMemory() const {
+  virtual Result<size_t> AvailableDeviceMemory() const {
     return Unimplemented(std::string(name()) + " backend computes on host memory");
   }
+  virtual void* AllocateDeviceOverflow(size_t bytes) {
+    (void)bytes;
+    return nullptr;
+  }
+  virtual void ReleaseDeviceOverflow(void* p) { (void)p; }
   // A kRows matrix the model reads by rows rather than multiplies (the embedding table, a norm
   // vector as 1 x n), in the backend's memory with its layout unchanged, from allocate_weights.
   // Host backends read it where it is; UploadedBytes is what UploadRows takes.

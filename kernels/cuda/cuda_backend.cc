@@ -89,6 +89,7 @@ Status CudaBackend::Init() {
   BMAD_CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
   BMAD_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking));
   BMAD_CUDA_CHECK(cudaEventCreateWithFlags(&copy_done_, cudaEventDisableTiming));
+  BMAD_CUDA_CHECK(cudaEventCreateWithFlags(&compute_mark_, cudaEventDisableTiming));
   BMAD_CUBLAS_CHECK(cublasCreate(&cublas_));
   BMAD_CUBLAS_CHECK(cublasSetStream(cublas_, compute_));
   cuda::FallbackAllocator fallback;
@@ -109,6 +110,7 @@ CudaBackend::~CudaBackend() {
   for (void* p : reservations_) cudaFree(p);
   if (cublas_) cublasDestroy(cublas_);
   if (copy_done_) cudaEventDestroy(copy_done_);
+  if (compute_mark_) cudaEventDestroy(compute_mark_);
   if (copy_) cudaStreamDestroy(copy_);
   if (compute_) cudaStreamDestroy(compute_);
 }
@@ -424,7 +426,26 @@ Result<void*> CudaBackend::ReserveDeviceMemory(size_t bytes) {
   return p;
 }
 
-Result<size_t> CudaBackend::FreeDeviceMemory() const {
+void* CudaBackend::AllocateDeviceOverflow(size_t bytes) {
+  void* p = nullptr;
+  const Status allocated = [&]() -> Status {
+    BMAD_CUDA_CHECK(cudaSetDevice(device_));
+    BMAD_CUDA_CHECK(cudaMalloc(&p, bytes));
+    return Status::Ok();
+  }();
+  return allocated.ok() ? p : nullptr;  // the caller reports that nothing could serve it
+}
+
+void CudaBackend::ReleaseDeviceOverflow(void* p) {
+  status_.Record([&]() -> Status {
+    BMAD_CUDA_CHECK(cudaSetDevice(device_));
+    BMAD_CUDA_CHECK(cudaStreamSynchronize(compute_));
+    BMAD_CUDA_CHECK(cudaFree(p));
+    return Status::Ok();
+  }());
+}
+
+Result<size_t> CudaBackend::AvailableDeviceMemory() const {
   BMAD_CUDA_CHECK(cudaSetDevice(device_));
   size_t free_bytes = 0, total_bytes = 0;
   BMAD_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
@@ -434,6 +455,10 @@ Result<size_t> CudaBackend::FreeDeviceMemory() const {
 Status CudaBackend::CopyToDevice(void* device_dst, const void* host_src, size_t bytes) {
   if (bytes == 0) return Status::Ok();
   BMAD_CUDA_CHECK(cudaSetDevice(device_));
+  // Both ways ordered: the copy waits for the ops issued so far (which may still read the
+  // destination), and ops issued after it wait for the copy.
+  BMAD_CUDA_CHECK(cudaEventRecord(compute_mark_, compute_));
+  BMAD_CUDA_CHECK(cudaStreamWaitEvent(copy_, compute_mark_, 0));
   BMAD_CUDA_CHECK(cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, copy_));
   BMAD_CUDA_CHECK(cudaEventRecord(copy_done_, copy_));
   BMAD_CUDA_CHECK(cudaStreamWaitEvent(compute_, copy_done_, 0));

@@ -74,7 +74,10 @@ class CudaBackend final : public Backend {
   bool host_memory() const override { return false; }
   // One cudaMalloc, freed with the backend; counted in system_allocations().
   Result<void*> ReserveDeviceMemory(size_t bytes) override;
-  Result<size_t> FreeDeviceMemory() const override;
+  Result<size_t> AvailableDeviceMemory() const override;
+  // cudaMalloc / cudaFree after the stream drains (the chunk's last users have run).
+  void* AllocateDeviceOverflow(size_t bytes) override;
+  void ReleaseDeviceOverflow(void* p) override;
   // Row-layout matrices upload as PrepareMatMulWeight does (the CUDA backend keeps rows).
   PreparedWeight UploadRows(const WeightMatrix& w) override { return PrepareMatMulWeight(w); }
   size_t UploadedBytes(const WeightMatrix& w) const override { return PreparedBytes(w); }
@@ -103,9 +106,9 @@ class CudaBackend final : public Backend {
   // Waits for every op issued so far; the first failure, including asynchronous ones.
   Status Synchronize() override;
 
-  // Host → device on the copy stream; ops issued after this call wait for it. The caller makes
-  // sure no op in flight still uses `device_dst`. Pageable `host_src` may be reused on return;
-  // pinned memory only after the next Synchronize().
+  // Host → device on the copy stream, after the ops issued so far; ops issued after this call
+  // wait for it. Pageable `host_src` may be reused on return; pinned memory only after the next
+  // Synchronize().
   Status CopyToDevice(void* device_dst, const void* host_src, size_t bytes) override;
   // Device → host after every op issued so far; waits.
   Status CopyToHost(void* host_dst, const void* device_src, size_t bytes) override;
@@ -140,6 +143,7 @@ class CudaBackend final : public Backend {
   CUstream_st* compute_ = nullptr;
   CUstream_st* copy_ = nullptr;
   CUevent_st* copy_done_ = nullptr;
+  CUevent_st* compute_mark_ = nullptr;  // ops so far, for the copy stream to wait on
   cublasContext* cublas_ = nullptr;
   MemoryHooks hooks_;
   std::unique_ptr<cuda::DeviceBuffers> buffers_;

@@ -5,6 +5,7 @@
 namespace bmad::gpu_tests {
 
 DeviceModel::~DeviceModel() {
+  if (memory_) memory_->workspace().Reset();  // overflow chunks go back to the live backend
   cache_.reset();
   model_.reset();
   backend_.reset();  // returns its scratch to memory_

@@ -54,6 +54,25 @@ Result<void*> GuardedDeviceBackend::ReserveDeviceMemory(size_t bytes) {
   return Map(bytes);
 }
 
+void* GuardedDeviceBackend::AllocateDeviceOverflow(size_t bytes) {
+  Result<void*> p = Map(bytes == 0 ? 1 : bytes);
+  if (!p.ok()) return nullptr;
+  ++overflow_live_;
+  return *p;
+}
+
+void GuardedDeviceBackend::ReleaseDeviceOverflow(void* p) {
+  for (size_t i = 0; i < mappings_.size(); ++i) {
+    if (mappings_[i].base == p) {
+      munmap(p, mappings_[i].bytes);
+      mappings_.erase(mappings_.begin() + static_cast<std::ptrdiff_t>(i));
+      --overflow_live_;
+      return;
+    }
+  }
+  ++violations_;  // not ours
+}
+
 void GuardedDeviceBackend::Protect(int prot) const {
   for (const Mapping& m : mappings_) mprotect(m.base, m.bytes, prot);
 }
@@ -105,8 +124,13 @@ kernels::PreparedWeight GuardedDeviceBackend::UploadRows(const kernels::WeightMa
   return p;
 }
 
+void GuardedDeviceBackend::ExpectHost(const void* p) {
+  if (p != nullptr && OnDevice(p)) ++violations_;
+}
+
 Status GuardedDeviceBackend::CopyToDevice(void* dst, const void* host_src, size_t bytes) {
   ExpectDevice({dst});
+  ExpectHost(host_src);
   Unlocked u(*this);
   if (bytes != 0) std::memcpy(dst, host_src, bytes);
   return Status::Ok();
@@ -114,6 +138,7 @@ Status GuardedDeviceBackend::CopyToDevice(void* dst, const void* host_src, size_
 
 Status GuardedDeviceBackend::CopyToHost(void* host_dst, const void* src, size_t bytes) {
   ExpectDevice({src});
+  ExpectHost(host_dst);
   Unlocked u(*this);
   if (bytes != 0) std::memcpy(host_dst, src, bytes);
   return Status::Ok();

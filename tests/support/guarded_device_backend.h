@@ -23,14 +23,17 @@ namespace bmad::testing {
 
 class GuardedDeviceBackend final : public kernels::Backend {
  public:
-  // `free_bytes`: what FreeDeviceMemory reports.
+  // `free_bytes`: what AvailableDeviceMemory reports.
   GuardedDeviceBackend(int threads, size_t free_bytes);
   ~GuardedDeviceBackend() override;
 
   std::string_view name() const override { return "guarded-device"; }
   bool host_memory() const override { return false; }
   Result<void*> ReserveDeviceMemory(size_t bytes) override;
-  Result<size_t> FreeDeviceMemory() const override { return free_bytes_; }
+  Result<size_t> AvailableDeviceMemory() const override { return free_bytes_; }
+  void* AllocateDeviceOverflow(size_t bytes) override;
+  void ReleaseDeviceOverflow(void* p) override;
+  int64_t overflow_chunks_live() const { return overflow_live_; }
   uint64_t buffer_allocations() const override { return cpu_.buffer_allocations(); }
   void SetMemoryHooks(kernels::MemoryHooks hooks) override;
   size_t PreparedBytes(const kernels::WeightMatrix& w) const override { return cpu_.PreparedBytes(w); }
@@ -64,8 +67,8 @@ class GuardedDeviceBackend final : public kernels::Backend {
 
   // Whether `p` lies in this backend's device memory.
   bool OnDevice(const void* p) const;
-  // Ops and copies given a pointer that should be device memory but is not (a host buffer
-  // handed to an op): each is a contract violation the CUDA backend would fail on.
+  // Ops and copies given a pointer on the wrong side (a host buffer handed to an op, device
+  // memory as a copy's host end): each is a contract violation the CUDA backend would fail on.
   int64_t host_pointer_violations() const { return violations_; }
   int64_t ops() const { return ops_; }
 
@@ -77,6 +80,7 @@ class GuardedDeviceBackend final : public kernels::Backend {
   class Unlocked;  // RAII: device memory readable and writable for one op
   void Protect(int prot) const;
   void ExpectDevice(std::initializer_list<const void*> pointers);
+  void ExpectHost(const void* p);
   Result<void*> Map(size_t bytes);
 
   kernels::CpuBackend cpu_;
@@ -84,6 +88,7 @@ class GuardedDeviceBackend final : public kernels::Backend {
   kernels::MemoryHooks hooks_;
   std::vector<Mapping> mappings_;
   int64_t violations_ = 0;
+  int64_t overflow_live_ = 0;
   int64_t ops_ = 0;
 };
 

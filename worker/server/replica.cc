@@ -6,13 +6,15 @@
 #include "kernels/cpu/cpu_backend.h"
 #if defined(BMAD_HAVE_CUDA)
 #include "kernels/cuda/cuda_backend.h"
-#include "worker/parallel/nccl_communicator.h"
 #endif
 #include "worker/parallel/mpi_session.h"
 
 namespace bmad::worker {
 
-Replica::~Replica() = default;
+Replica::~Replica() {
+  // Overflow chunks of the last step go back to the backend while it still exists.
+  if (memory_) memory_->workspace().Reset();
+}
 
 namespace {
 
@@ -55,8 +57,9 @@ Result<std::unique_ptr<Replica>> Replica::Create(const ServerConfig& c, metrics:
   if (backend) {
     r->backend_ = std::move(backend);
   } else {
-    // One GPU per rank: a host's ranks take its devices in local-rank order.
-    const int device = rank.topology ? parallel::ReadLaunchInfo().local_rank : 0;
+    // One GPU per process: a host's ranks take its devices in local-rank order (0 without a
+    // launcher; the launcher's CUDA_VISIBLE_DEVICES decides which GPUs a replica sees).
+    const int device = parallel::ReadLaunchInfo().local_rank;
     BMAD_ASSIGN_OR_RETURN(r->backend_, MakeBackend(c.worker.backend, c.worker.threads, device));
   }
   const bool on_device = !r->backend_->host_memory();
@@ -87,15 +90,22 @@ Result<std::unique_ptr<Replica>> Replica::Create(const ServerConfig& c, metrics:
   const size_t block_bytes = sizes.kv_block_bytes;
   size_t arena_bytes = static_cast<size_t>(c.worker.arena_bytes);
   if (on_device && arena_bytes == 0) {
-    BMAD_ASSIGN_OR_RETURN(size_t free_bytes, r->backend_->FreeDeviceMemory());
+    BMAD_ASSIGN_OR_RETURN(size_t free_bytes, r->backend_->AvailableDeviceMemory());
     arena_bytes = static_cast<size_t>(static_cast<double>(free_bytes) * c.worker.gpu_memory_fraction);
   }
   if (c.cache.num_blocks > 0) {
     r->num_blocks_ = c.cache.num_blocks;
   } else if (on_device) {
-    // The KV cache takes the rest of the device arena.
+    // The KV cache takes the rest of the device arena, up to twice what max_seqs sequences of
+    // the whole context need (beyond that, blocks only cost host bookkeeping).
     const size_t others = sizes.Total();  // with no KV blocks yet
+    const int64_t context = c.model.context_length > 0
+                                ? std::min(c.model.context_length, mc.n_ctx_train)
+                                : mc.n_ctx_train;
+    const int64_t cap =
+        2 * c.scheduler.max_seqs * ((context + c.cache.block_size - 1) / c.cache.block_size) + 1;
     r->num_blocks_ = arena_bytes > others ? static_cast<int64_t>((arena_bytes - others) / block_bytes) : 0;
+    r->num_blocks_ = std::min(r->num_blocks_, cap);
   } else {
     r->num_blocks_ = static_cast<int64_t>(static_cast<size_t>(c.cache.kv_bytes) / block_bytes);
   }
@@ -130,15 +140,11 @@ Result<std::unique_ptr<Replica>> Replica::Create(const ServerConfig& c, metrics:
     sc.cache = r->cache_.get();
     sc.workspace = &r->memory_->workspace();
     sc.tp = rank.comms->tp.get();
-#if defined(BMAD_HAVE_CUDA)
-    // On GPUs the model's all-reduces run over NCCL on the compute stream (in order with the
-    // ops); host-memory traffic (logit gathers, step plans, stage hand-offs) stays on MPI.
-    auto* cuda = dynamic_cast<kernels::CudaBackend*>(r->backend_.get());
-    if (cuda != nullptr && rank.topology->tp() > 1) {
-      BMAD_ASSIGN_OR_RETURN(r->tp_device_, parallel::NcclCommunicator::Create(
-                                               *rank.comms->tp, "tp", cuda->compute_stream()));
+    // On GPUs the model's all-reduces take device buffers (NCCL, from the worker process);
+    // host-memory traffic (logit gathers, step plans, stage hand-offs) stays on MPI.
+    if (on_device && rank.device_tp && rank.topology->tp() > 1) {
+      BMAD_ASSIGN_OR_RETURN(r->tp_device_, rank.device_tp(*rank.comms->tp, *r->backend_));
     }
-#endif
     sc.tp_device = r->tp_device_.get();
     sc.pp = rank.comms->pp.get();
     sc.micro_batches = c.parallel.micro_batches;

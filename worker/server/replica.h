@@ -3,6 +3,7 @@
 // process and the in-process tools (`bmad bench serve`) build replicas the same way.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -25,11 +26,18 @@
 
 namespace bmad::worker {
 
+// Makes a communicator over the ranks of `tp` that takes device memory (NCCL), for the model's
+// all-reduces on a device backend; a null result means none (all-reduces then go through host
+// memory). The worker process supplies it, so that only it links NCCL.
+using DeviceCommunicatorFactory = std::function<Result<std::unique_ptr<parallel::Communicator>>(
+    parallel::MpiCommunicator& tp, kernels::Backend& backend)>;
+
 // Where this process stands in a replica split over MPI ranks (parallel.tp × parallel.pp).
 struct ReplicaRank {
   const parallel::ReplicaTopology* topology = nullptr;   // null: the replica is this process
   parallel::ReplicaCommunicators* comms = nullptr;       // with a topology
   parallel::Watchdog* watchdog = nullptr;                // optional
+  DeviceCommunicatorFactory device_tp;                   // optional
 };
 
 // The compute backend `kind` names (worker.backend), or a start-up error saying why it cannot be
@@ -49,8 +57,9 @@ class Replica {
   // cache.num_blocks) unless worker.arena_bytes is set. A device backend's arena is
   // worker.arena_bytes, or worker.gpu_memory_fraction of the device's free memory, reserved at
   // once; the KV cache takes what weights, workspace and scratch leave (cache.num_blocks, when
-  // set, asks for an exact count instead). Split over ranks on GPUs, each rank takes the GPU of
-  // its local rank, and tensor-parallel all-reduces run over NCCL.
+  // set, asks for an exact count instead; a count derived from the arena is capped at twice
+  // what max_seqs sequences of the full context need). Each process takes the GPU of its local
+  // rank; split over ranks, tensor-parallel all-reduces use rank.device_tp's communicator.
   static Result<std::unique_ptr<Replica>> Create(const ServerConfig& config,
                                                  metrics::Registry* registry, const Clock& clock,
                                                  const ReplicaRank& rank = {},

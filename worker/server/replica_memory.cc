@@ -39,12 +39,17 @@ Result<std::unique_ptr<ReplicaMemory>> ReplicaMemory::Create(const ReplicaMemory
                                                              kernels::Backend* device) {
   const size_t needed = sizes.Total();
   if (arena_bytes != 0 && arena_bytes < needed) {
+    const std::string knobs = device != nullptr
+                                  ? "lower cache.num_blocks, or raise worker.gpu_memory_fraction "
+                                    "or worker.arena_bytes"
+                                  : "lower cache.kv_bytes or raise arena_bytes";
     return InvalidArgument(
-        "worker.arena_bytes is " + memory::HumanBytes(arena_bytes) + " but this replica needs " +
+        std::string(device != nullptr ? "the device arena" : "worker.arena_bytes") + " is " +
+        memory::HumanBytes(arena_bytes) + " but this replica needs " +
         memory::HumanBytes(needed) + ": weights " + memory::HumanBytes(sizes.weights_bytes) +
         " + KV cache " + memory::HumanBytes(sizes.kv_block_bytes * static_cast<size_t>(sizes.kv_blocks)) +
         " + workspace " + memory::HumanBytes(sizes.workspace_bytes) + " + scratch " +
-        memory::HumanBytes(sizes.scratch_bytes) + " (lower cache.kv_bytes or raise arena_bytes)");
+        memory::HumanBytes(sizes.scratch_bytes) + " (" + knobs + ")");
   }
   std::unique_ptr<ReplicaMemory> m(new ReplicaMemory());
   const size_t reserve = arena_bytes ? arena_bytes : needed;
@@ -60,7 +65,15 @@ Result<std::unique_ptr<ReplicaMemory>> ReplicaMemory::Create(const ReplicaMemory
   BMAD_ASSIGN_OR_RETURN(memory::FixedBlockPool pool, memory::FixedBlockPool::Create(kv, sizes.kv_block_bytes));
   m->kv_pool_.emplace(std::move(pool));
   BMAD_ASSIGN_OR_RETURN(memory::Region ws, m->arena_->Carve("workspace", std::max<size_t>(sizes.workspace_bytes, 64)));
-  m->workspace_ = std::make_unique<memory::BumpAllocator>(ws);
+  if (device != nullptr) {
+    // A step larger than the workspace must still get device memory.
+    memory::OverflowAllocator overflow;
+    overflow.allocate = [device](size_t bytes) { return device->AllocateDeviceOverflow(bytes); };
+    overflow.free = [device](void* p, size_t) { device->ReleaseDeviceOverflow(p); };
+    m->workspace_ = std::make_unique<memory::BumpAllocator>(ws, std::move(overflow));
+  } else {
+    m->workspace_ = std::make_unique<memory::BumpAllocator>(ws);
+  }
   BMAD_ASSIGN_OR_RETURN(memory::Region scratch, m->arena_->Carve("scratch", std::max<size_t>(sizes.scratch_bytes, 1 << 16)));
   BMAD_ASSIGN_OR_RETURN(memory::BuddyAllocator buddy, memory::BuddyAllocator::Create(scratch));
   m->scratch_.emplace(std::move(buddy));

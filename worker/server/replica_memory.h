@@ -42,7 +42,10 @@ class ReplicaMemory {
   // is too small), else exactly what `sizes` needs. In host memory (one mmap), or, given a
   // `device` backend, in its memory (one ReserveDeviceMemory, owned by the backend, which must
   // outlive this object); then an allocation that does not fit its region gets nullptr from the
-  // hooks, and the backend falls back to its own (counted) allocator.
+  // hooks, and the backend falls back to its own (counted) allocator, and a step that overflows
+  // the workspace gets device memory from the backend (AllocateDeviceOverflow). Such overflow
+  // chunks live until the workspace's next Reset(), which the owner calls before destroying the
+  // backend.
   static Result<std::unique_ptr<ReplicaMemory>> Create(const ReplicaMemorySizes& sizes,
                                                        size_t arena_bytes,
                                                        kernels::Backend* device = nullptr);

@@ -12,6 +12,10 @@
 #include "common/clock.h"
 #include "common/config/server_startup.h"
 #include "common/log.h"
+#if defined(BMAD_HAVE_CUDA)
+#include "kernels/cuda/cuda_backend.h"
+#include "worker/parallel/nccl_communicator.h"
+#endif
 #include "worker/parallel/abort_flag.h"
 #include "worker/parallel/follower_loop.h"
 #include "worker/parallel/mpi_session.h"
@@ -51,11 +55,27 @@ int Fail(const char* what, const bmad::Status& s) {
   std::_Exit(code);
 }
 
+// The tp group's NCCL communicator for a replica on GPUs, on the backend's compute stream so
+// all-reduces run in order with the ops (null: not a CUDA backend).
+bmad::Result<std::unique_ptr<bmad::parallel::Communicator>> DeviceTp(
+    bmad::parallel::MpiCommunicator& tp, bmad::kernels::Backend& backend) {
+#if defined(BMAD_HAVE_CUDA)
+  if (auto* cuda = dynamic_cast<bmad::kernels::CudaBackend*>(&backend)) {
+    BMAD_ASSIGN_OR_RETURN(std::unique_ptr<bmad::parallel::NcclCommunicator> nccl,
+                          bmad::parallel::NcclCommunicator::Create(tp, "tp", cuda->compute_stream()));
+    return std::unique_ptr<bmad::parallel::Communicator>(std::move(nccl));
+  }
+#endif
+  (void)tp;
+  (void)backend;
+  return std::unique_ptr<bmad::parallel::Communicator>();
+}
+
 // A rank other than its replica's leader: compute steps until the leader says stop.
 int RunFollowerRank(const bmad::ServerConfig& config, const bmad::parallel::ReplicaTopology& topo,
                     bmad::parallel::ReplicaCommunicators& comms, bmad::parallel::Watchdog& watchdog) {
   auto replica = bmad::worker::Replica::Create(config, nullptr, bmad::SystemClock::Instance(),
-                                               {&topo, &comms, &watchdog});
+                                               {&topo, &comms, &watchdog, DeviceTp});
   if (!replica.ok()) return Fail("cannot start", replica.status());
   bmad::log::Info(kLog, "rank ready",
                   {{"rank", topo.ToString()}, {"shard", (*replica)->model().shard().Describe()}});
@@ -148,7 +168,7 @@ int main(int argc, char** argv) {
       (void)session->Finalize(timeout);
       return 0;
     }
-    options.rank = {&*topology, &comms, watchdog.get()};
+    options.rank = {&*topology, &comms, watchdog.get(), DeviceTp};
   }
 
   auto server = bmad::worker::WorkerServer::Create(c, options);

@@ -33,6 +33,13 @@ Result<LocalGenerateStats> LocalGenerate(const LocalGenerateOptions& o,
   std::unique_ptr<worker::ReplicaMemory> memory;
   BMAD_ASSIGN_OR_RETURN(std::unique_ptr<kernels::Backend> backend,
                         worker::MakeBackend(o.backend, o.threads));
+  // Overflow chunks of the last step go back to the backend before it is destroyed.
+  struct ResetWorkspace {
+    std::unique_ptr<worker::ReplicaMemory>& memory;
+    ~ResetWorkspace() {
+      if (memory) memory->workspace().Reset();
+    }
+  } reset_workspace{memory};
   BMAD_ASSIGN_OR_RETURN(std::unique_ptr<model::LlamaModel> model,
                         model::LlamaModel::Open(o.model_path, *backend));
   BMAD_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::LoadTokenizer(model->file()));

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/cpu_backend.h"
 #include "tests/support/guarded_device_backend.h"
 #include "tests/support/paths.h"
 #include "worker/memory/system_allocations.h"
@@ -72,13 +73,14 @@ std::unique_ptr<Replica> Make(const ServerConfig& c, std::unique_ptr<kernels::Ba
 TEST(DeviceResidentTest, GuardFaultsOnHostAccessToDeviceMemory) {
   // What makes the other tests meaningful: touching device memory from the host dies.
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_DEATH(
-      {
-        testing::GuardedDeviceBackend b(1, kFreeDeviceBytes);
-        auto* p = static_cast<volatile char*>(*b.ReserveDeviceMemory(4096));
-        p[0] = 1;
-      },
-      "");
+  testing::GuardedDeviceBackend b(1, kFreeDeviceBytes);
+  Result<void*> reserved = b.ReserveDeviceMemory(4096);
+  ASSERT_TRUE(reserved.ok()) << reserved.status().ToString();
+  auto* p = static_cast<volatile char*>(*reserved);
+  char host[1] = {0};
+  ASSERT_TRUE(b.CopyToDevice(*reserved, host, 1).ok());  // through the backend: fine
+  EXPECT_DEATH(p[0] = 1, "");  // the only statement: a host write to device memory
+  EXPECT_EQ(b.host_pointer_violations(), 0);
 }
 
 TEST(DeviceResidentTest, ReplicaOnADeviceGivesTheHostReplicasTokens) {
@@ -112,6 +114,9 @@ TEST(DeviceResidentTest, DeviceArenaIsAShareOfFreeMemoryAndTheCacheTakesTheRest)
   ServerConfig c = Config();
   c.cache.num_blocks = 0;  // sized from the arena
   c.worker.gpu_memory_fraction = 0.5;
+  // Enough sequences that the cap (twice what max_seqs sequences of stories260K's 512-token
+  // context need: 2 x 512 x 32 + 1 blocks) lies above what the arena holds.
+  c.scheduler.max_seqs = 512;
   std::unique_ptr<Replica> r =
       Make(c, std::make_unique<testing::GuardedDeviceBackend>(1, kFreeDeviceBytes));
   ASSERT_TRUE(r);
@@ -124,6 +129,13 @@ TEST(DeviceResidentTest, DeviceArenaIsAShareOfFreeMemoryAndTheCacheTakesTheRest)
   const size_t arena = kFreeDeviceBytes / 2;
   EXPECT_EQ(r->num_blocks(), static_cast<int64_t>((arena - others.Total()) / others.kv_block_bytes));
   EXPECT_GT(r->num_blocks(), 1000);  // stories260K's blocks are small
+  EXPECT_LT(r->num_blocks(), 2 * 512 * 32 + 1);
+
+  // With 8 sequences the cap binds: 2 x 8 x 32 + 1 blocks, the rest of the arena stays unused.
+  c.scheduler.max_seqs = 8;
+  r = Make(c, std::make_unique<testing::GuardedDeviceBackend>(1, kFreeDeviceBytes));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->num_blocks(), 2 * 8 * 32 + 1);
 
   // An explicit block count wins.
   c.cache.num_blocks = 10;
@@ -144,6 +156,45 @@ TEST(DeviceResidentTest, ADeviceArenaWithNoRoomForTheCacheNamesTheKnobs) {
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(r.status().message().find("gpu_memory_fraction"), std::string::npos)
       << r.status().message();
+}
+
+TEST(DeviceResidentTest, AStepThatOverflowsTheWorkspaceStaysInDeviceMemory) {
+  // A workspace far too small for the step: the overflow must be device memory too (a host
+  // chunk would fault in the guarded backend's ops, and count as a violation).
+  const std::string path = testing::SharedModelsDir() + "/stories260K.gguf";
+  kernels::CpuBackend cpu(kernels::CpuBackendOptions{1});
+  std::unique_ptr<model::LlamaModel> host = std::move(model::LlamaModel::Load(path, cpu)).value();
+  model::KvCache host_cache(host->CacheShape(8, 16));
+
+  auto guarded = std::make_unique<testing::GuardedDeviceBackend>(1, kFreeDeviceBytes);
+  testing::GuardedDeviceBackend& b = *guarded;
+  std::unique_ptr<ReplicaMemory> memory;
+  {
+    std::unique_ptr<model::LlamaModel> m = std::move(model::LlamaModel::Open(path, b)).value();
+    ReplicaMemorySizes sizes = SizeReplicaMemory(*m, 64, 4, 16);
+    sizes.kv_blocks = 8;
+    sizes.workspace_bytes = 4096;
+    memory = std::move(ReplicaMemory::Create(sizes, 0, &b)).value();
+    b.SetMemoryHooks(memory->BackendHooks());
+    m->PrepareWeights();
+    model::KvCache cache(m->CacheShape(8, 16), memory->KvMemory());
+    const std::vector<int32_t> tokens = {1, 403, 407, 261, 378, 5, 17, 99};
+    const std::vector<int32_t> table = {1, 2};
+    const model::SequenceStep step{tokens, 0, table, true};
+    const int64_t vocab = m->config().n_vocab;
+    std::vector<float> want(static_cast<size_t>(vocab)), got(static_cast<size_t>(vocab));
+    ASSERT_TRUE(host->Forward(std::span(&step, 1), host_cache, want.data()).ok());
+    memory->workspace().Reset();
+    const Status s = m->Forward(std::span(&step, 1), cache, got.data(), &memory->workspace());
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(got, want);
+    EXPECT_GT(memory->workspace().overflow_count(), 0u);
+    EXPECT_GT(b.overflow_chunks_live(), 0);
+    memory->workspace().Reset();
+    EXPECT_EQ(b.overflow_chunks_live(), 0);
+    EXPECT_EQ(b.host_pointer_violations(), 0);
+  }
+  guarded.reset();  // the backend returns its scratch to the arena's allocator, still alive
 }
 
 TEST(DeviceResidentTest, ADeviceStepWithoutAWorkspaceIsRefused) {

@@ -80,6 +80,8 @@ void LlamaModel::PrepareWeights() {
       table.data = padded.data();
     }
     weights_.token_embd = upload(table);
+    // The upload may read `padded` after returning (an asynchronous copy): wait before freeing.
+    (void)backend_.Synchronize();  // a failure is reported by the caller's Synchronize
   }
   upload_norm(weights_.output_norm);
   for (LlamaLayerWeights& l : weights_.layers) {
@@ -171,7 +173,7 @@ void LlamaModel::BindOwnBuffers() {
   positions_ = own_positions_.data();
 }
 
-void LlamaModel::BindWorkspace(memory::BumpAllocator& ws, int64_t n, int64_t n_seqs) {
+Status LlamaModel::BindWorkspace(memory::BumpAllocator& ws, int64_t n, int64_t n_seqs) {
   const LlamaConfig& c = config_;
   auto floats = [&](int64_t count) {
     return static_cast<float*>(ws.Allocate(static_cast<size_t>(count) * sizeof(float)));
@@ -191,7 +193,7 @@ void LlamaModel::BindWorkspace(memory::BumpAllocator& ws, int64_t n, int64_t n_s
     ids_ = static_cast<int32_t*>(ws.Allocate(static_cast<size_t>(n) * sizeof(int32_t)));
     positions_ = static_cast<int32_t*>(ws.Allocate(static_cast<size_t>(n) * sizeof(int32_t)));
     device_logits_ = nullptr;
-    return;
+    return BoundOrExhausted({x_, h_, q_, k_, v_, attn_, proj_, gate_, up_, last_, ids_, positions_});
   }
   // Ops take token ids and positions as host spans (backend.h) and upload them themselves.
   if (own_ids_.size() < static_cast<size_t>(n)) {
@@ -202,6 +204,17 @@ void LlamaModel::BindWorkspace(memory::BumpAllocator& ws, int64_t n, int64_t n_s
   ids_ = own_ids_.data();
   positions_ = own_positions_.data();
   device_logits_ = floats(n_seqs * shard_.vocab_stride);
+  return BoundOrExhausted({x_, h_, q_, k_, v_, attn_, proj_, gate_, up_, last_, device_logits_});
+}
+
+Status LlamaModel::BoundOrExhausted(std::initializer_list<const void*> buffers) {
+  for (const void* b : buffers) {
+    if (b == nullptr) {
+      return ResourceExhausted("the step's activations overflow the workspace and no memory was "
+                               "left to serve them");
+    }
+  }
+  return Status::Ok();
 }
 
 Status LlamaModel::Validate(std::span<const SequenceStep> steps, const KvCache& cache) const {
@@ -361,7 +374,7 @@ Status LlamaModel::ForwardShard(std::span<const SequenceStep> steps, const KvCac
                               "carved from the device arena");
   }
   if (workspace) {
-    BindWorkspace(*workspace, n, static_cast<int64_t>(steps.size()));
+    BMAD_RETURN_IF_ERROR(BindWorkspace(*workspace, n, static_cast<int64_t>(steps.size())));
   } else {
     Reserve(n, static_cast<int64_t>(steps.size()));
     BindOwnBuffers();

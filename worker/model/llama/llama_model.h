@@ -4,6 +4,7 @@
 // them.
 #pragma once
 
+#include <initializer_list>
 #include <memory>
 #include <span>
 #include <string>
@@ -118,7 +119,8 @@ class LlamaModel {
   Status Validate(std::span<const SequenceStep> steps, const KvCache& cache) const;
   void Grow(std::vector<float>& buffer, size_t floats);
   void BindOwnBuffers();
-  void BindWorkspace(memory::BumpAllocator& workspace, int64_t n_tokens, int64_t n_seqs);
+  Status BindWorkspace(memory::BumpAllocator& workspace, int64_t n_tokens, int64_t n_seqs);
+  static Status BoundOrExhausted(std::initializer_list<const void*> buffers);
   Status Embed(int64_t n_tokens, TensorParallelGroup* group);
   Status AllReduce(TensorParallelGroup* group, float* data, int64_t count);
   // The embedding table as a device backend holds it: a vocabulary slice gains a zero row.

@@ -152,8 +152,12 @@ void PrepareForBackend(LlamaWeights& w, kernels::Backend& backend) {
       prepare(*m);
     }
   }
-  // The backend copied every matrix into its own layout: the column-slice copies are garbage.
-  if (all_relaid) w.column_slices.clear();
+  // The backend copied every matrix into its own layout: the column-slice copies are garbage
+  // once the copies have landed (a device backend's uploads may still be reading them).
+  if (all_relaid) {
+    (void)backend.Synchronize();  // a failure is reported by the caller's Synchronize
+    w.column_slices.clear();
+  }
 }
 
 }  // namespace bmad::model
