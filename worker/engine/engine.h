@@ -57,6 +57,18 @@ struct RequestOutput {
   proto::Usage usage;        // on the last output
 };
 
+// Where the engine's steps spent their time since it was made (non-empty steps only): the
+// forward pass (Execute) against everything around it on the host (schedule, prepare, sample,
+// update, emit). Of the host stages, only planning (schedule, prepare) could overlap the step
+// before while sampling happens on the host: step n+1's inputs are step n's sampled tokens.
+struct StepTiming {
+  uint64_t steps = 0;
+  int64_t plan_nanos = 0;     // schedule and prepare: what does not need the step before's tokens
+  int64_t execute_nanos = 0;
+  int64_t total_nanos = 0;
+  int64_t host_nanos() const { return total_nanos - execute_nanos; }
+};
+
 struct EngineOptions {
   SchedulerConfig scheduler;
   int64_t block_size = 16;
@@ -101,6 +113,7 @@ class Engine {
   const kv::KvBlockManager& kv() const { return kv_; }
   const sched::Scheduler& scheduler() const { return scheduler_; }
   int64_t context_length() const { return context_length_; }
+  const StepTiming& step_timing() const { return timing_; }
 
  private:
   struct RequestState;
@@ -137,6 +150,7 @@ class Engine {
   int64_t busy_nanos_ = 0;       // recent compute time, for utilization
   int64_t window_start_nanos_ = 0;
   float utilization_ = 0;
+  StepTiming timing_;
 };
 
 }  // namespace bmad::engine

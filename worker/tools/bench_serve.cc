@@ -1,5 +1,6 @@
 #include "worker/tools/bench_serve.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -37,12 +38,14 @@ std::string BenchServeResult::Json(const BenchServeOptions& o) const {
                 std::string(EnumName(o.policy)).c_str(), o.rate, static_cast<long long>(requests),
                 o.prompt_len.c_str(), o.output_len.c_str(), static_cast<long long>(o.shared_prefix),
                 duration_s, requests_per_s, output_tokens_per_s, total_tokens_per_s);
-  char tail[256];
+  char tail[384];
   std::snprintf(tail, sizeof tail,
                 ",\"kv_waste_mean\":%.4f,\"kv_waste_max\":%.4f,\"preemptions\":%llu,"
-                "\"prefix_hit_ratio\":%.4f}",
+                "\"prefix_hit_ratio\":%.4f,\"steps\":%llu,\"execute_ms_per_step\":%.3f,"
+                "\"host_ms_per_step\":%.3f,\"plan_ms_per_step\":%.3f}",
                 kv_waste_mean, kv_waste_max, static_cast<unsigned long long>(preemptions),
-                prefix_hit_ratio);
+                prefix_hit_ratio, static_cast<unsigned long long>(steps), execute_ms_per_step,
+                host_ms_per_step, plan_ms_per_step);
   return std::string(head) + "\"ttft_ms\":" + ttft_s.Json(1000) + ",\"itl_ms\":" + itl_s.Json(1000) +
          ",\"e2e_ms\":" + e2e_s.Json(1000) + tail;
 }
@@ -94,6 +97,7 @@ Result<BenchServeResult> RunBenchServe(const BenchServeOptions& o) {
   int64_t waste_samples = 0;
   const uint64_t preempt_start = engine.scheduler().stats().preemptions_total;
   const auto kv_start = engine.kv().GetStats();
+  const engine::StepTiming timing_start = engine.step_timing();
   const auto start = std::chrono::steady_clock::now();
   auto now_s = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   size_t next = 0, done = 0;
@@ -165,6 +169,16 @@ Result<BenchServeResult> RunBenchServe(const BenchServeOptions& o) {
   r.kv_waste_mean = waste_samples ? waste_sum / double(waste_samples) : 0;
   r.kv_waste_max = waste_max;
   r.preemptions = engine.scheduler().stats().preemptions_total - preempt_start;
+  const engine::StepTiming& timing_end = engine.step_timing();
+  r.steps = timing_end.steps - timing_start.steps;
+  if (r.steps > 0) {
+    r.execute_ms_per_step =
+        double(timing_end.execute_nanos - timing_start.execute_nanos) / 1e6 / double(r.steps);
+    r.host_ms_per_step =
+        double(timing_end.host_nanos() - timing_start.host_nanos()) / 1e6 / double(r.steps);
+    r.plan_ms_per_step =
+        double(timing_end.plan_nanos - timing_start.plan_nanos) / 1e6 / double(r.steps);
+  }
   const auto kv_end = engine.kv().GetStats();
   const double queried = double(kv_end.prefix_query_tokens - kv_start.prefix_query_tokens);
   r.prefix_hit_ratio = queried > 0 ? double(kv_end.prefix_hit_tokens - kv_start.prefix_hit_tokens) / queried : 0;
@@ -229,6 +243,11 @@ int RunBenchServeCommand(const std::vector<std::string>& args) {
   std::printf("KV waste: mean %.2f%%, max %.2f%%; preemptions %llu; prefix-cache hits %.1f%%\n",
               100 * r->kv_waste_mean, 100 * r->kv_waste_max,
               static_cast<unsigned long long>(r->preemptions), 100 * r->prefix_hit_ratio);
+  std::printf("engine steps: %llu; per step %.2f ms executing, %.3f ms in the host stages (%.1f%%), "
+              "of which %.3f ms planning\n",
+              static_cast<unsigned long long>(r->steps), r->execute_ms_per_step, r->host_ms_per_step,
+              100 * r->host_ms_per_step / std::max(1e-9, r->execute_ms_per_step + r->host_ms_per_step),
+              r->plan_ms_per_step);
   std::printf("%s\n", r->Json(o).c_str());
   return 0;
 }

@@ -42,6 +42,9 @@ struct BenchServeResult {
   double kv_waste_mean = 0, kv_waste_max = 0;
   uint64_t preemptions = 0;
   double prefix_hit_ratio = 0;
+  // Engine steps, and their time split: the forward pass, and the host stages around it.
+  uint64_t steps = 0;
+  double execute_ms_per_step = 0, host_ms_per_step = 0, plan_ms_per_step = 0;
   std::string Json(const BenchServeOptions& o) const;
 };
 

@@ -121,6 +121,23 @@ TEST(EngineTest, SteadyStateMakesNoSystemAllocations) {
   EXPECT_EQ(f.memory->workspace().overflow_count(), 0u);
 }
 
+TEST(EngineTest, StepTimingSplitsTheForwardPassFromTheHostStages) {
+  Fixture f;
+  EXPECT_EQ(f.engine->step_timing().steps, 0u);
+  EngineRequest r = Greedy(1, f.tok->Encode("Once upon a time"), 6);
+  r.sampling.ignore_eos = true;
+  ASSERT_TRUE(f.engine->Add(std::move(r)).ok());
+  const auto results = f.RunAll();
+  const StepTiming& t = f.engine->step_timing();
+  // The prompt in one step (it samples the first token), then one step per further token.
+  EXPECT_EQ(t.steps, 6u);
+  EXPECT_GT(t.execute_nanos, 0);
+  EXPECT_GT(t.host_nanos(), 0);  // sampling at least
+  EXPECT_GE(t.total_nanos, t.execute_nanos + t.plan_nanos);
+  EXPECT_GT(t.plan_nanos, 0);
+  EXPECT_EQ(results.at(1).second.size(), 6u);
+}
+
 TEST(EngineTest, BadRequestsAreRefusedWithAReason) {
   Fixture f;
   EXPECT_EQ(f.engine->Add(Greedy(1, {}, 4)).code(), StatusCode::kInvalidArgument);
