@@ -75,5 +75,29 @@ TEST(CliConfigCheck, UsageErrors) {
   std::filesystem::remove_all(dir);
 }
 
+// The in-process tools take --backend; a name that is not a backend is refused as bad usage, and
+// cuda without a usable GPU (CI) or without CUDA in the build says so instead of running.
+TEST(CliBackendFlag, UnknownBackendsAreRefusedAndCudaWithoutAGpuSaysWhy) {
+  const std::string dir = MakeTempDir("bmad-cli-");
+  const std::string model = SharedModelsDir() + "/stories260K.gguf";
+  CliRun bad = RunBmad({"generate", "--model", model, "--prompt", "Hi", "--backend", "tpu"}, dir);
+  EXPECT_EQ(bad.status, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--backend must be cpu or cuda, got 'tpu'"), std::string::npos) << bad.output;
+  bad = RunBmad({"bench", "serve", "--model", model, "--backend", "gpu"}, dir);
+  EXPECT_EQ(bad.status, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--backend must be cpu or cuda, got 'gpu'"), std::string::npos) << bad.output;
+
+  CliRun cpu = RunBmad({"generate", "--model", model, "--prompt", "Hi", "--max-tokens", "2",
+                        "--temperature", "0", "--backend", "cpu"}, dir);
+  EXPECT_EQ(cpu.status, 0) << cpu.output;
+
+  CliRun cuda = RunBmad({"generate", "--model", model, "--prompt", "Hi", "--max-tokens", "2",
+                         "--temperature", "0", "--backend", "cuda"}, dir);
+  if (cuda.status != 0) {  // CI: no GPU (on a GPU machine the run simply succeeds)
+    EXPECT_EQ(cuda.status, 1) << cuda.output;
+    EXPECT_NE(cuda.output.find("backend cuda: "), std::string::npos) << cuda.output;
+  }
+}
+
 }  // namespace
 }  // namespace bmad::testing

@@ -59,6 +59,7 @@ Result<BenchServeResult> RunBenchServe(const BenchServeOptions& o) {
   ServerConfig config;
   config.model.path = o.model_path;
   config.worker.threads = o.threads;
+  config.worker.backend = o.backend;
   config.scheduler.policy = o.policy;
   config.scheduler.max_batch_tokens = o.max_batch_tokens;
   config.scheduler.max_seqs = o.max_seqs;
@@ -203,6 +204,10 @@ int RunBenchServeCommand(const std::vector<std::string>& args) {
   flags.AddString("output-len", &o.output_len, "Output tokens: N, A-B or A,B,C (default 32-128).");
   flags.AddInt("shared-prefix", &o.shared_prefix, "Tokens every prompt starts with (default 0).");
   flags.AddInt("threads", &o.threads, "Compute threads (default: every core).");
+  std::string backend = "cpu";
+  flags.AddString("backend", &backend,
+                  "Compute backend: cpu or cuda (default cpu; on cuda the KV cache takes the rest "
+                  "of worker.gpu_memory_fraction's arena and --kv-bytes does not apply).");
   flags.AddInt("max-batch-tokens", &o.max_batch_tokens, "Token budget per step (default 512).");
   flags.AddInt("max-seqs", &o.max_seqs, "Sequences per step (default 64).");
   flags.AddInt("kv-bytes", &o.kv_bytes, "KV cache bytes (default 256 MiB).");
@@ -221,6 +226,9 @@ int RunBenchServeCommand(const std::vector<std::string>& args) {
   }
   if (s.ok() && !EnumFromName(scheduler, &o.policy)) {
     s = InvalidArgument("--scheduler must be continuous, fcfs or static, got '" + scheduler + "'");
+  }
+  if (s.ok() && !EnumFromName(backend, &o.backend)) {
+    s = InvalidArgument("--backend must be cpu or cuda, got '" + backend + "'");
   }
   if (!s.ok()) {
     std::fprintf(stderr, "bmad bench serve: %s\n", s.message().c_str());

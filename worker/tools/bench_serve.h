@@ -24,6 +24,7 @@ struct BenchServeOptions {
   std::string output_len = "32-128";
   int64_t shared_prefix = 0;         // tokens every prompt starts with
   int64_t threads = 0;
+  Backend backend = Backend::kCpu;
   int64_t max_batch_tokens = 512;
   int64_t max_seqs = 64;
   int64_t kv_bytes = 256ll << 20;

@@ -142,14 +142,8 @@ int RunGenerate(const std::vector<std::string>& args) {
   if (s.ok() && o.model_path.empty()) s = InvalidArgument("--model is required");
   if (s.ok() && !flags.Seen("prompt")) s = InvalidArgument("--prompt is required");
   if (s.ok() && !positional.empty()) s = InvalidArgument("unexpected argument '" + positional[0] + "'");
-  if (s.ok()) {
-    if (backend == "cpu") {
-      o.backend = Backend::kCpu;
-    } else if (backend == "cuda") {
-      o.backend = Backend::kCuda;
-    } else {
-      s = InvalidArgument("--backend must be cpu or cuda, got '" + backend + "'");
-    }
+  if (s.ok() && !EnumFromName(backend, &o.backend)) {
+    s = InvalidArgument("--backend must be cpu or cuda, got '" + backend + "'");
   }
   if (s.ok() && (sampling.max_tokens < 1 || sampling.max_tokens > (1 << 24))) {
     s = InvalidArgument("--max-tokens must be between 1 and 16777216");
