@@ -95,7 +95,9 @@ Status CudaBackend::Init() {
   cuda::FallbackAllocator fallback;
   fallback.allocate = [](size_t bytes) -> void* {
     void* p = nullptr;
-    return cudaMalloc(&p, bytes) == cudaSuccess ? p : nullptr;
+    if (cudaMalloc(&p, bytes) == cudaSuccess) return p;
+    cudaGetLastError();  // clear it, or the next launch check would report it
+    return static_cast<void*>(nullptr);
   };
   fallback.free = [](void* p) { cudaFree(p); };
   buffers_ = std::make_unique<cuda::DeviceBuffers>(kSlotCount, fallback,
@@ -433,7 +435,9 @@ void* CudaBackend::AllocateDeviceOverflow(size_t bytes) {
     BMAD_CUDA_CHECK(cudaMalloc(&p, bytes));
     return Status::Ok();
   }();
-  return allocated.ok() ? p : nullptr;  // the caller reports that nothing could serve it
+  if (allocated.ok()) return p;
+  cudaGetLastError();  // clear it, or the next launch check would report it
+  return nullptr;      // the caller reports that nothing could serve it
 }
 
 void CudaBackend::ReleaseDeviceOverflow(void* p) {

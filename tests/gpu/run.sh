@@ -140,7 +140,7 @@ step "end-to-end decode" 240 "$bin/bmad_gpu_bench" decode --model "$synth" --bat
   --prompt-len 128 --gen-len 64
 # The whole replica on the GPU (Replica::Create's device arena, the engine, host sampling), with
 # open-loop load: throughput, latencies, and each step's forward pass against its host stages.
-step "serving on the GPU (bench serve --backend cuda)" 150 bash -c '
+step "serving on the GPU (bench serve --backend cuda)" 120 bash -c '
   out=$("$0" bench serve --backend cuda --model "$1" --rate 0 --requests 256 --max-seqs 64 \
           --prompt-len 32-512 --output-len 32-128 2>&1) || { echo "$out" | tail -n 20; exit 1; }
   printf "### Serving (bmad bench serve --backend cuda, 256 requests at once, 0.9B F16)\n\n"

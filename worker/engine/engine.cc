@@ -228,9 +228,8 @@ Status Engine::Step(std::vector<RequestOutput>* outputs) {
   // Prepare the batch and execute it.
   PrepareBatch(plan);
   const int64_t execute_start = clock_.NowNanos();
-  timing_.plan_nanos += execute_start - start;
   Status executed = Execute();
-  timing_.execute_nanos += clock_.NowNanos() - execute_start;
+  const int64_t execute_end = clock_.NowNanos();
   if (!executed.ok() && executed.code() != StatusCode::kInvalidArgument &&
       executed.code() != StatusCode::kOutOfRange) {
     return executed.WithContext("executing step");
@@ -262,7 +261,9 @@ Status Engine::Step(std::vector<RequestOutput>* outputs) {
   }
   const int64_t end = clock_.NowNanos();
   busy_nanos_ += end - start;
-  ++timing_.steps;
+  ++timing_.steps;  // steps that ran to the end only, all four fields alike
+  timing_.plan_nanos += execute_start - start;
+  timing_.execute_nanos += execute_end - execute_start;
   timing_.total_nanos += end - start;
   if (metrics_) {
     metrics_->step_seconds.Observe(double(end - start) * 1e-9);

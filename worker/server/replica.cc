@@ -6,6 +6,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #if defined(BMAD_HAVE_CUDA)
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/device_info.h"
 #endif
 #include "worker/parallel/mpi_session.h"
 
@@ -36,7 +37,9 @@ Result<std::unique_ptr<kernels::Backend>> MakeBackend(Backend kind, int64_t thre
   }
 #if defined(BMAD_HAVE_CUDA)
   kernels::CudaBackendOptions options;
-  options.device = device;
+  // A launcher that shows each rank only its own GPU leaves one visible: that one.
+  Result<std::vector<cuda::DeviceInfo>> devices = cuda::ListDevices();
+  options.device = devices.ok() && devices->size() == 1 ? 0 : device;
   Result<std::unique_ptr<kernels::CudaBackend>> cuda = kernels::CudaBackend::Create(options);
   if (!cuda.ok()) {
     return Status(cuda.status().code(), "backend cuda: " + cuda.status().message());
@@ -105,7 +108,11 @@ Result<std::unique_ptr<Replica>> Replica::Create(const ServerConfig& c, metrics:
     const int64_t cap =
         2 * c.scheduler.max_seqs * ((context + c.cache.block_size - 1) / c.cache.block_size) + 1;
     r->num_blocks_ = arena_bytes > others ? static_cast<int64_t>((arena_bytes - others) / block_bytes) : 0;
-    r->num_blocks_ = std::min(r->num_blocks_, cap);
+    if (r->num_blocks_ > cap) {
+      r->num_blocks_ = cap;
+      // Reserve no more than that uses: the rest stays free for cuBLAS, NCCL and fallbacks.
+      if (c.worker.arena_bytes == 0) arena_bytes = others + static_cast<size_t>(cap) * block_bytes;
+    }
   } else {
     r->num_blocks_ = static_cast<int64_t>(static_cast<size_t>(c.cache.kv_bytes) / block_bytes);
   }

@@ -58,8 +58,9 @@ class Replica {
   // worker.arena_bytes, or worker.gpu_memory_fraction of the device's free memory, reserved at
   // once; the KV cache takes what weights, workspace and scratch leave (cache.num_blocks, when
   // set, asks for an exact count instead; a count derived from the arena is capped at twice
-  // what max_seqs sequences of the full context need). Each process takes the GPU of its local
-  // rank; split over ranks, tensor-parallel all-reduces use rank.device_tp's communicator.
+  // what max_seqs sequences of the full context need, and the arena then shrinks to fit). Each
+  // process takes the GPU of its local rank (the only one, when it sees one); split over ranks,
+  // tensor-parallel all-reduces use rank.device_tp's communicator.
   static Result<std::unique_ptr<Replica>> Create(const ServerConfig& config,
                                                  metrics::Registry* registry, const Clock& clock,
                                                  const ReplicaRank& rank = {},
@@ -76,6 +77,7 @@ class Replica {
   const std::string& model_name() const { return model_name_; }
   int64_t num_blocks() const { return num_blocks_; }
   std::string MemorySummary() const { return memory_->Describe(); }
+  size_t memory_capacity() const { return memory_->capacity(); }
 
  private:
   Replica() = default;

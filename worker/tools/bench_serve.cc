@@ -31,11 +31,12 @@ struct Planned {
 std::string BenchServeResult::Json(const BenchServeOptions& o) const {
   char head[512];
   std::snprintf(head, sizeof head,
-                "{\"bench\":\"serve\",\"scheduler\":\"%s\",\"rate\":%.3f,\"requests\":%lld,"
+                "{\"bench\":\"serve\",\"backend\":\"%s\",\"scheduler\":\"%s\",\"rate\":%.3f,\"requests\":%lld,"
                 "\"prompt_len\":\"%s\",\"output_len\":\"%s\",\"shared_prefix\":%lld,"
                 "\"duration_s\":%.3f,\"requests_per_s\":%.3f,\"output_tokens_per_s\":%.2f,"
                 "\"total_tokens_per_s\":%.2f,",
-                std::string(EnumName(o.policy)).c_str(), o.rate, static_cast<long long>(requests),
+                std::string(EnumName(o.backend)).c_str(), std::string(EnumName(o.policy)).c_str(),
+                o.rate, static_cast<long long>(requests),
                 o.prompt_len.c_str(), o.output_len.c_str(), static_cast<long long>(o.shared_prefix),
                 duration_s, requests_per_s, output_tokens_per_s, total_tokens_per_s);
   char tail[384];

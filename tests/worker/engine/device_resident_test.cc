@@ -131,11 +131,15 @@ TEST(DeviceResidentTest, DeviceArenaIsAShareOfFreeMemoryAndTheCacheTakesTheRest)
   EXPECT_GT(r->num_blocks(), 1000);  // stories260K's blocks are small
   EXPECT_LT(r->num_blocks(), 2 * 512 * 32 + 1);
 
-  // With 8 sequences the cap binds: 2 x 8 x 32 + 1 blocks, the rest of the arena stays unused.
+  // With 8 sequences the cap binds: 2 x 8 x 32 + 1 blocks, and the arena shrinks to what they
+  // and the rest need (the device's other memory stays free).
   c.scheduler.max_seqs = 8;
   r = Make(c, std::make_unique<testing::GuardedDeviceBackend>(1, kFreeDeviceBytes));
   ASSERT_TRUE(r);
   EXPECT_EQ(r->num_blocks(), 2 * 8 * 32 + 1);
+  const ReplicaMemorySizes others8 = SizeReplicaMemory(
+      *unprepared, c.scheduler.max_batch_tokens, c.scheduler.max_seqs, c.cache.block_size);
+  EXPECT_EQ(r->memory_capacity(), others8.Total() + (2 * 8 * 32 + 1) * others8.kv_block_bytes);
 
   // An explicit block count wins.
   c.cache.num_blocks = 10;

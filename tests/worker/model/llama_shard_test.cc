@@ -87,6 +87,12 @@ class ThreadGroup {
 // One rank: its backend, its shard and its own KV cache (its layers, its KV heads); on a device
 // backend also its arena (weights, KV blocks, workspace in device memory), as a replica has.
 struct Rank {
+  Rank() = default;
+  Rank(Rank&&) = default;
+  Rank& operator=(Rank&&) = default;
+  ~Rank() {
+    if (memory) memory->workspace().Reset();  // overflow chunks back to the live backend
+  }
   std::unique_ptr<worker::ReplicaMemory> memory;  // outlives the backend that uses its hooks
   std::unique_ptr<kernels::Backend> backend;
   std::unique_ptr<LlamaModel> model;
