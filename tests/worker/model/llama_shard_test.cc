@@ -234,6 +234,15 @@ std::vector<std::vector<int32_t>> Prompts(const LlamaModel& m) {
 }
 namespace {
 
+// Six blocks of their own for each of `n` sequences: sequence i has blocks 1 + 6i ... 6 + 6i.
+std::vector<std::vector<int32_t>> BlockTables(size_t n) {
+  std::vector<std::vector<int32_t>> tables(n);
+  for (size_t i = 0; i < n; ++i) {
+    for (int b = 0; b < 6; ++b) tables[i].push_back(static_cast<int32_t>(1 + i * 6 + b));
+  }
+  return tables;
+}
+
 // Three ragged sequences: prefill together, then greedy decode together; the sharded run is fed
 // the whole model's tokens so both see the same inputs, and must choose the same ones.
 void CheckShardedMatchesWhole(const std::string& path, int64_t tp, int64_t pp) {
@@ -246,12 +255,8 @@ void CheckShardedMatchesWhole(const std::string& path, int64_t tp, int64_t pp) {
   const int64_t V = (*whole)->config().n_vocab;
   KvCache cache((*whole)->CacheShape(64, kBlockSize));
 
-  std::vector<std::vector<int32_t>> inputs = Prompts(**whole), tables;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    std::vector<int32_t> table;
-    for (int b = 0; b < 6; ++b) table.push_back(static_cast<int32_t>(1 + i * 6 + b));
-    tables.push_back(table);
-  }
+  std::vector<std::vector<int32_t>> inputs = Prompts(**whole);
+  const std::vector<std::vector<int32_t>> tables = BlockTables(inputs.size());
   std::vector<int32_t> pos(inputs.size(), 0);
   std::vector<float> want(inputs.size() * static_cast<size_t>(V));
   for (int step = 0; step < 8; ++step) {
@@ -303,12 +308,8 @@ void CheckDeviceShardsMatchHostShards(const std::string& path, int64_t tp, int64
   kernels::CpuBackend backend;
   auto whole = LlamaModel::Open(path, backend);
   ASSERT_TRUE(whole.ok());
-  std::vector<std::vector<int32_t>> inputs = Prompts(**whole), tables;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    std::vector<int32_t> table;
-    for (int b = 0; b < 6; ++b) table.push_back(static_cast<int32_t>(1 + i * 6 + b));
-    tables.push_back(table);
-  }
+  std::vector<std::vector<int32_t>> inputs = Prompts(**whole);
+  const std::vector<std::vector<int32_t>> tables = BlockTables(inputs.size());
   std::vector<int32_t> pos(inputs.size(), 0);
   const int64_t V = host.vocab();
   for (int step = 0; step < 6; ++step) {
