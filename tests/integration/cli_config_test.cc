@@ -87,6 +87,11 @@ TEST(CliBackendFlag, UnknownBackendsAreRefusedAndCudaWithoutAGpuSaysWhy) {
   EXPECT_EQ(bad.status, 2) << bad.output;
   EXPECT_NE(bad.output.find("--backend must be cpu or cuda, got 'gpu'"), std::string::npos) << bad.output;
 
+  // bench decode checks its sizes when it runs (exit 1), as for --prompt-len and --batch.
+  bad = RunBmad({"bench", "decode", "--model", model, "--block-size", "0"}, dir);
+  EXPECT_EQ(bad.status, 1) << bad.output;
+  EXPECT_NE(bad.output.find("--block-size must be 1..1024, got 0"), std::string::npos) << bad.output;
+
   CliRun cpu = RunBmad({"generate", "--model", model, "--prompt", "Hi", "--max-tokens", "2",
                         "--temperature", "0", "--backend", "cpu"}, dir);
   EXPECT_EQ(cpu.status, 0) << cpu.output;
