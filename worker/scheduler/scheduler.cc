@@ -103,7 +103,7 @@ void Scheduler::ScheduleRunning(SchedulerOutput* out, int64_t* budget, int64_t* 
   for (size_t i = 0; i < order.size(); ++i) {
     Sequence* seq = order[i];
     if (seq->state != SequenceState::kRunning) continue;  // preempted earlier in this loop
-    if (seq->remaining() <= 0) continue;  // its sampled token never came back (engine error)
+    if (seq->remaining() <= 0) continue;  // nothing to compute (cannot happen; be safe)
     if (*budget <= 0 || *slots <= 0) break;
     const int64_t n = std::min(seq->remaining(), *budget);
     bool fits = kv_.Reserve(seq->id, seq->num_computed + n);
@@ -185,14 +185,28 @@ void Scheduler::Release(Sequence* seq) {
 }
 
 void Scheduler::OnStepDone(const SchedulerOutput& output, std::span<const SampledToken> sampled) {
+  OnStepLaunched(output);
+  OnTokensSampled(sampled);
+}
+
+void Scheduler::OnStepLaunched(const SchedulerOutput& output) {
   for (const ScheduledChunk& c : output.chunks) {
     auto it = sequences_.find(c.seq_id);
-    if (it == sequences_.end()) continue;  // removed while the step ran
+    if (it == sequences_.end()) continue;  // removed since it was planned
     Sequence* seq = it->second.get();
     if (seq->state != SequenceState::kRunning || seq->num_computed != c.start) continue;
     seq->num_computed += c.num_tokens;
+    // Hashes only the blocks filled by computed tokens, never the pending one after them.
     kv_.MarkComputed(seq->id, seq->tokens, seq->num_computed);
+    if (c.samples && !seq->token_pending) {
+      seq->tokens.push_back(kPendingToken);
+      seq->token_pending = true;
+    }
   }
+  for (Sequence* seq : running_) kv_.SetHeldTokens(seq->id, seq->num_computed);
+}
+
+void Scheduler::OnTokensSampled(std::span<const SampledToken> sampled) {
   for (const SampledToken& s : sampled) {
     auto it = sequences_.find(s.seq_id);
     if (it == sequences_.end()) continue;
@@ -201,9 +215,11 @@ void Scheduler::OnStepDone(const SchedulerOutput& output, std::span<const Sample
       Release(seq);
       continue;
     }
-    seq->tokens.push_back(s.token);
+    if (seq->token_pending) {
+      seq->tokens.back() = s.token;
+      seq->token_pending = false;
+    }
   }
-  for (Sequence* seq : running_) kv_.SetHeldTokens(seq->id, seq->num_computed);
 }
 
 bool Scheduler::Remove(uint64_t id) {

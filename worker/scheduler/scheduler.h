@@ -73,8 +73,17 @@ class Scheduler {
 
   // Records what the step computed: every chunk's tokens are now cached; chunks that sampled
   // append their token (or release the sequence when finished). `sampled` holds one entry per
-  // chunk with samples == true, in any order.
+  // chunk with samples == true, in any order. The same as OnStepLaunched then OnTokensSampled.
   void OnStepDone(const SchedulerOutput& output, std::span<const SampledToken> sampled);
+
+  // The two halves of OnStepDone, for an engine that plans step n+1 while step n runs.
+  // OnStepLaunched: step n is on its way; its chunks count as computed (their KV is written
+  // before any later step reads it, the backend runs steps in order) and each chunk that samples
+  // appends kPendingToken, so the next Schedule() plans a decode over it. OnTokensSampled: the
+  // tokens came back; each replaces its sequence's pending token, or releases the sequence
+  // when finished. Sequences removed or preempted in between are handled.
+  void OnStepLaunched(const SchedulerOutput& output);
+  void OnTokensSampled(std::span<const SampledToken> sampled);
 
   // Releases a sequence at once, waiting or running (cancel, error). False when unknown.
   bool Remove(uint64_t id);

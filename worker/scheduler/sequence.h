@@ -18,6 +18,11 @@ struct SequenceRequest {
 
 enum class SequenceState { kWaiting, kRunning };
 
+// The last token of a sequence whose step is launched but not yet sampled. The engine plans the
+// next step over it (a decode of that position) and writes the sampled id in its place before
+// that step runs, so the model never sees it.
+inline constexpr int32_t kPendingToken = -1;
+
 struct Sequence {
   uint64_t id = 0;
   std::vector<int32_t> tokens;     // every known token: prompt, then generated
@@ -30,6 +35,8 @@ struct Sequence {
   int64_t preemptions = 0;
   int64_t reused_prefix_tokens = 0;  // prefix-cache hit at the latest admission
   SequenceState state = SequenceState::kWaiting;
+  bool token_pending = false;      // tokens.back() is kPendingToken
+
 
   int64_t remaining() const { return static_cast<int64_t>(tokens.size()) - num_computed; }
   bool decoding() const { return remaining() == 1 && num_computed > 0; }

@@ -324,5 +324,97 @@ TEST_F(SchedulerTest, BadRequestsAndFullQueue) {
   EXPECT_EQ(full.code(), StatusCode::kResourceExhausted);
 }
 
+// Overlapped steps (the engine plans step n+1 while step n runs): OnStepLaunched, then the next
+// Schedule, then OnTokensSampled.
+TEST_F(SchedulerTest, TheNextStepIsPlannedOverAPendingToken) {
+  Make(Config(64, 8), 32, 4);
+  Add(Request(1, 5, 1, 0), 2);
+  const SchedulerOutput first = sched_->Schedule();
+  ASSERT_EQ(first.chunks.size(), 1u);
+  EXPECT_TRUE(first.chunks[0].samples);
+  sched_->OnStepLaunched(first);
+  const Sequence* seq = sched_->Find(1);
+  EXPECT_EQ(seq->num_computed, 5);
+  ASSERT_EQ(seq->tokens.size(), 6u);
+  EXPECT_EQ(seq->tokens.back(), kPendingToken);
+
+  // Planned before the first step's token is known: a decode of the pending position.
+  const SchedulerOutput second = sched_->Schedule();
+  ASSERT_EQ(second.chunks.size(), 1u);
+  EXPECT_EQ(second.chunks[0].start, 5);
+  EXPECT_EQ(second.chunks[0].num_tokens, 1);
+  EXPECT_TRUE(second.chunks[0].samples);
+  const SampledToken t1[] = {{1, 42, false}};
+  sched_->OnTokensSampled(t1);
+  EXPECT_EQ(seq->tokens.back(), 42);
+  EXPECT_FALSE(seq->token_pending);
+
+  sched_->OnStepLaunched(second);
+  EXPECT_EQ(seq->num_computed, 6);
+  EXPECT_EQ(seq->tokens.back(), kPendingToken);
+  // It finishes with the second token; a third step planned meanwhile is dropped by the engine.
+  const SchedulerOutput third = sched_->Schedule();
+  ASSERT_EQ(third.chunks.size(), 1u);
+  const SampledToken t2[] = {{1, 43, true}};
+  sched_->OnTokensSampled(t2);
+  EXPECT_EQ(sched_->Find(1), nullptr);
+  EXPECT_FALSE(sched_->HasWork());
+  EXPECT_EQ(kv_->GetStats().used_blocks, 0);
+  ASSERT_TRUE(kv_->CheckInvariants().ok()) << kv_->CheckInvariants().ToString();
+}
+
+TEST_F(SchedulerTest, APendingTokenIsNeverHashedForPrefixReuse) {
+  Make(Config(64, 8), 32, 4);
+  Add(Request(1, 7, 1, 0), 2);  // the pending token is the last of the second block
+  const SchedulerOutput first = sched_->Schedule();
+  sched_->OnStepLaunched(first);
+  const SchedulerOutput second = sched_->Schedule();
+  const SampledToken t1[] = {{1, 99, false}};
+  sched_->OnTokensSampled(t1);
+  sched_->OnStepLaunched(second);  // computes position 7: the second block is full now
+  const SampledToken t2[] = {{1, 100, true}};
+  sched_->OnTokensSampled(t2);
+  ASSERT_EQ(sched_->Find(1), nullptr);
+
+  // The cached second block holds the sampled token, not the placeholder: a prompt with the
+  // same eight tokens reuses both blocks, one with the placeholder's value instead reuses one.
+  SequenceRequest same = Request(2, 7, 1, 0);
+  same.prompt.push_back(99);
+  same.prompt.push_back(5);
+  SequenceRequest other = Request(3, 7, 1, 0);
+  other.prompt.push_back(kPendingToken + 1000);
+  other.prompt.push_back(5);
+  Add(std::move(same), 1);
+  Add(std::move(other), 1);
+  const SchedulerOutput next = sched_->Schedule();
+  ASSERT_EQ(next.chunks.size(), 2u);
+  EXPECT_EQ(ChunkOf(next, 2)->start, 8);
+  EXPECT_EQ(ChunkOf(next, 3)->start, 4);
+}
+
+TEST_F(SchedulerTest, ASequencePreemptedWhileItsStepRunsKeepsItsSampledToken) {
+  // Block size 4, three usable blocks: two 4-token prompts take one each; both decodes need a
+  // second block and only one is left.
+  Make(Config(64, 8), 4, 4);
+  Add(Request(1, 4, 1, 0, 0), 3);
+  Add(Request(2, 4, 1, 0, 10), 3);
+  const SchedulerOutput first = sched_->Schedule();
+  ASSERT_EQ(first.chunks.size(), 2u);
+  sched_->OnStepLaunched(first);
+  const SchedulerOutput second = sched_->Schedule();  // planned while the first runs
+  ASSERT_EQ(second.preempted.size(), 1u);
+  const uint64_t victim = second.preempted[0];
+  EXPECT_EQ(victim, 2u);  // most recently admitted
+  const SampledToken t[] = {{1, 50, false}, {2, 60, false}};
+  sched_->OnTokensSampled(t);
+  const Sequence* v = sched_->Find(victim);
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->state, SequenceState::kWaiting);
+  EXPECT_EQ(v->num_computed, 0);
+  EXPECT_EQ(v->tokens, (std::vector<int32_t>{10, 11, 12, 13, 60}));
+  EXPECT_FALSE(v->token_pending);
+  ASSERT_TRUE(kv_->CheckInvariants().ok()) << kv_->CheckInvariants().ToString();
+}
+
 }  // namespace
 }  // namespace bmad::sched
