@@ -130,6 +130,20 @@ class Backend {
     if (bytes != 0) std::memcpy(dst, src, bytes);
     return Status::Ok();
   }
+  // Issues a copy to the caller's host memory after every op so far and returns; the bytes are
+  // there once Synchronize() returns OK. A device backend copies while the caller goes on only
+  // into memory registered with PinHostMemory (page-locked); into any other it may block.
+  virtual Status CopyToHostAsync(void* host_dst, const void* src, size_t bytes) {
+    return CopyToHost(host_dst, src, bytes);
+  }
+  // Registers a host buffer that the backend copies into asynchronously (CUDA: page-locks it),
+  // until UnpinHostMemory. Host backends have nothing to do.
+  virtual Status PinHostMemory(void* p, size_t bytes) {
+    (void)p;
+    (void)bytes;
+    return Status::Ok();
+  }
+  virtual void UnpinHostMemory(void* p) { (void)p; }
   // Waits for every op issued so far; the first failure among them (ops cannot return one).
   // Host backends compute as they are called: always OK.
   virtual Status Synchronize() { return Status::Ok(); }

@@ -21,6 +21,12 @@ enum class RouterPolicy { kWeighted, kRoundRobin, kLeastLoaded };
 enum class ReplicaPool { kNormal, kLongTail };
 enum class Backend { kCpu, kCuda };
 enum class SchedulerPolicy { kContinuous, kFcfs, kStatic };
+// Whether a replica's engine plans step n+1 while step n runs (worker/engine/engine.h).
+enum class StepOverlap {
+  kAuto,  // where the backend computes asynchronously: cuda, a replica of one rank
+  kOn,    // always (on the cpu it changes only the order of the host stages)
+  kOff,
+};
 
 // Names of each enum's values as they appear in YAML; specialised below.
 template <typename E>
@@ -64,6 +70,15 @@ struct EnumNames<SchedulerPolicy> {
       {SchedulerPolicy::kContinuous, "continuous"},
       {SchedulerPolicy::kFcfs, "fcfs"},
       {SchedulerPolicy::kStatic, "static"},
+  }};
+};
+
+template <>
+struct EnumNames<StepOverlap> {
+  static constexpr std::array<std::pair<StepOverlap, std::string_view>, 3> kNames{{
+      {StepOverlap::kAuto, "auto"},
+      {StepOverlap::kOn, "on"},
+      {StepOverlap::kOff, "off"},
   }};
 };
 
@@ -146,6 +161,7 @@ struct SchedulerConfig {
   double priority_decay = 1.0;           // aging: priority gained per second of waiting
   int64_t default_slo_ms = 5000;         // deadline for requests that carry none
   int64_t max_waiting = 4096;            // requests queued on a worker before it refuses more
+  StepOverlap overlap_steps = StepOverlap::kAuto;
 };
 
 struct CacheConfig {

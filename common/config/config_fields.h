@@ -148,6 +148,10 @@ void VisitConfig(ServerConfig& c, Visitor& v) {
             "Deadline given to requests that carry none.", I{1, 86'400'000});
     v.Field("max_waiting", c.scheduler.max_waiting,
             "Requests waiting on a replica before it refuses new ones.", I{1, 1 << 24});
+    v.Field("overlap_steps", c.scheduler.overlap_steps,
+            "Plan step n+1 while step n runs: auto (on cuda, for a replica of one rank), on or "
+            "off. The tokens are the same either way.",
+            Limits<StepOverlap>{});
   });
 
   v.Section("cache", "The paged KV cache.", [&] {

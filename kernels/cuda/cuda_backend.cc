@@ -476,6 +476,23 @@ Status CudaBackend::CopyToHost(void* host_dst, const void* device_src, size_t by
   return Synchronize();
 }
 
+Status CudaBackend::CopyToHostAsync(void* host_dst, const void* device_src, size_t bytes) {
+  if (bytes == 0) return Status::Ok();
+  BMAD_CUDA_CHECK(cudaSetDevice(device_));
+  BMAD_CUDA_CHECK(cudaMemcpyAsync(host_dst, device_src, bytes, cudaMemcpyDeviceToHost, compute_));
+  return Status::Ok();
+}
+
+Status CudaBackend::PinHostMemory(void* p, size_t bytes) {
+  if (bytes == 0) return Status::Ok();
+  BMAD_CUDA_CHECK(cudaHostRegister(p, bytes, cudaHostRegisterDefault));
+  return Status::Ok();
+}
+
+void CudaBackend::UnpinHostMemory(void* p) {
+  if (cudaHostUnregister(p) != cudaSuccess) cudaGetLastError();  // nothing to report it to
+}
+
 Status CudaBackend::CopyOnDevice(void* device_dst, const void* device_src, size_t bytes) {
   if (bytes == 0) return Status::Ok();
   BMAD_CUDA_CHECK(cudaSetDevice(device_));

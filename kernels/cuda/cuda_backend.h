@@ -112,6 +112,12 @@ class CudaBackend final : public Backend {
   Status CopyToDevice(void* device_dst, const void* host_src, size_t bytes) override;
   // Device → host after every op issued so far; waits.
   Status CopyToHost(void* host_dst, const void* device_src, size_t bytes) override;
+  // Device → host after every op issued so far, on the compute stream; does not wait (into
+  // pageable memory the driver itself waits for the copy). Done after Synchronize().
+  Status CopyToHostAsync(void* host_dst, const void* device_src, size_t bytes) override;
+  // cudaHostRegister / cudaHostUnregister.
+  Status PinHostMemory(void* p, size_t bytes) override;
+  void UnpinHostMemory(void* p) override;
   // Device → device, in order with the ops (compute stream); does not wait.
   Status CopyOnDevice(void* device_dst, const void* device_src, size_t bytes) override;
 

@@ -87,6 +87,11 @@ TEST(CliBackendFlag, UnknownBackendsAreRefusedAndCudaWithoutAGpuSaysWhy) {
   EXPECT_EQ(bad.status, 2) << bad.output;
   EXPECT_NE(bad.output.find("--backend must be cpu or cuda, got 'gpu'"), std::string::npos) << bad.output;
 
+  bad = RunBmad({"bench", "serve", "--model", model, "--overlap", "sometimes"}, dir);
+  EXPECT_EQ(bad.status, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--overlap must be auto, on or off, got 'sometimes'"), std::string::npos)
+      << bad.output;
+
   // bench decode checks its sizes when it runs (exit 1), as for --prompt-len and --batch.
   bad = RunBmad({"bench", "decode", "--model", model, "--block-size", "0"}, dir);
   EXPECT_EQ(bad.status, 1) << bad.output;
@@ -101,6 +106,30 @@ TEST(CliBackendFlag, UnknownBackendsAreRefusedAndCudaWithoutAGpuSaysWhy) {
   if (cuda.status != 0) {  // CI: no GPU (on a GPU machine the run simply succeeds)
     EXPECT_EQ(cuda.status, 1) << cuda.output;
     EXPECT_NE(cuda.output.find("backend cuda: "), std::string::npos) << cuda.output;
+  }
+}
+
+// bench serve end to end on a small model, steps overlapped: its last line is the JSON summary,
+// which says so.
+TEST(CliBenchServe, OverlappedStepsAreReportedInTheSummary) {
+  const std::string dir = MakeTempDir("bmad-cli-");
+  const std::string model = SharedModelsDir() + "/stories260K.gguf";
+  for (const std::string overlap : {"on", "off"}) {
+    CliRun run = RunBmad({"bench", "serve", "--model", model, "--rate", "0", "--requests", "6",
+                          "--prompt-len", "8-24", "--output-len", "8-16", "--threads", "2",
+                          "--overlap", overlap}, dir);
+    ASSERT_EQ(run.status, 0) << run.output;
+    const std::string last = run.output.substr(run.output.rfind("{\"bench\":\"serve\""));
+    EXPECT_NE(last.find("\"requests\":6,"), std::string::npos) << last;
+    EXPECT_NE(last.find("\"overlap\":\"" + overlap + "\""), std::string::npos) << last;
+    const size_t at = last.find("\"overlapped_steps\":");
+    ASSERT_NE(at, std::string::npos) << last;
+    const long overlapped = std::stol(last.substr(at + 19));
+    if (overlap == "on") {
+      EXPECT_GT(overlapped, 0) << last;
+    } else {
+      EXPECT_EQ(overlapped, 0) << last;
+    }
   }
 }
 

@@ -1,5 +1,7 @@
 #include "tests/support/guarded_device_backend.h"
 
+#include <algorithm>
+
 #include <sys/mman.h>
 
 #include <cerrno>
@@ -136,7 +138,51 @@ Status GuardedDeviceBackend::CopyToDevice(void* dst, const void* host_src, size_
   return Status::Ok();
 }
 
+Status GuardedDeviceBackend::CopyToHostAsync(void* host_dst, const void* src, size_t bytes) {
+  const auto* dst = static_cast<const char*>(host_dst);
+  const bool pinned = std::any_of(pinned_.begin(), pinned_.end(), [&](const Mapping& m) {
+    const auto* base = static_cast<const char*>(m.base);
+    return dst >= base && dst + bytes <= base + m.bytes;
+  });
+  if (!pinned) return CopyToHost(host_dst, src, bytes);  // pageable: the copy blocks
+  ExpectDevice({src});
+  ExpectHost(host_dst);
+  const size_t offset = staging_.size();
+  staging_.resize(offset + bytes);
+  {
+    Unlocked u(*this);
+    if (bytes != 0) std::memcpy(staging_.data() + offset, src, bytes);
+  }
+  std::memset(host_dst, 0xff, bytes);  // NaN until it lands
+  pending_.push_back({host_dst, offset, bytes});
+  ++deferred_copies_;
+  return Status::Ok();
+}
+
+void GuardedDeviceBackend::LandPendingCopies() {
+  for (const PendingCopy& c : pending_) std::memcpy(c.host_dst, staging_.data() + c.offset, c.bytes);
+  pending_.clear();
+  staging_.clear();
+}
+
+Status GuardedDeviceBackend::PinHostMemory(void* p, size_t bytes) {
+  ExpectHost(p);
+  pinned_.push_back({p, bytes});
+  return Status::Ok();
+}
+
+void GuardedDeviceBackend::UnpinHostMemory(void* p) {
+  std::erase_if(pinned_, [&](const Mapping& m) { return m.base == p; });
+}
+
+size_t GuardedDeviceBackend::pinned_bytes() const {
+  size_t total = 0;
+  for (const Mapping& m : pinned_) total += m.bytes;
+  return total;
+}
+
 Status GuardedDeviceBackend::CopyToHost(void* host_dst, const void* src, size_t bytes) {
+  LandPendingCopies();  // it waits for everything issued before it
   ExpectDevice({src});
   ExpectHost(host_dst);
   Unlocked u(*this);
@@ -152,6 +198,8 @@ Status GuardedDeviceBackend::CopyOnDevice(void* dst, const void* src, size_t byt
 }
 
 Status GuardedDeviceBackend::Synchronize() {
+  if (on_synchronize) on_synchronize();
+  LandPendingCopies();
   if (violations_ != 0) {
     return Internal(std::to_string(violations_) + " ops were given host memory for device memory");
   }

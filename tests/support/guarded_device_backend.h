@@ -8,11 +8,16 @@
 // at once, so the test crashes instead of passing by luck. Results are the CPU backend's, bit for
 // bit: a device-resident run must equal a host one exactly.
 //
+// Copies to the host issued with CopyToHostAsync into pinned memory land only at the next
+// Synchronize (or CopyToHost), as on a GPU; until then the destination holds NaNs, so code that
+// reads it before waiting computes garbage instead of passing by luck.
+//
 // One thread issues ops at a time (as for the CUDA backend).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -43,6 +48,9 @@ class GuardedDeviceBackend final : public kernels::Backend {
   Status CopyToDevice(void* dst, const void* host_src, size_t bytes) override;
   Status CopyToHost(void* host_dst, const void* src, size_t bytes) override;
   Status CopyOnDevice(void* dst, const void* src, size_t bytes) override;
+  Status CopyToHostAsync(void* host_dst, const void* src, size_t bytes) override;
+  Status PinHostMemory(void* p, size_t bytes) override;
+  void UnpinHostMemory(void* p) override;
   Status Synchronize() override;
 
   void Embedding(const kernels::WeightMatrix& table, std::span<const int32_t> ids,
@@ -71,6 +79,12 @@ class GuardedDeviceBackend final : public kernels::Backend {
   // memory as a copy's host end): each is a contract violation the CUDA backend would fail on.
   int64_t host_pointer_violations() const { return violations_; }
   int64_t ops() const { return ops_; }
+  // Copies CopyToHostAsync deferred to the next Synchronize (into pinned memory), and the
+  // bytes pinned now.
+  int64_t deferred_copies() const { return deferred_copies_; }
+  size_t pinned_bytes() const;
+  // Called at the start of every Synchronize (tests: what the caller had done by then).
+  std::function<void()> on_synchronize;
 
  private:
   struct Mapping {
@@ -83,6 +97,17 @@ class GuardedDeviceBackend final : public kernels::Backend {
   void ExpectHost(const void* p);
   Result<void*> Map(size_t bytes);
 
+  struct PendingCopy {
+    void* host_dst;
+    size_t offset;  // into staging_
+    size_t bytes;
+  };
+  void LandPendingCopies();
+
+  std::vector<Mapping> pinned_;
+  std::vector<PendingCopy> pending_;
+  std::vector<char> staging_;  // what the pending copies read, as of when they were issued
+  int64_t deferred_copies_ = 0;
   kernels::CpuBackend cpu_;
   size_t free_bytes_;
   kernels::MemoryHooks hooks_;

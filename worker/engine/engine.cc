@@ -1,6 +1,8 @@
 #include "worker/engine/engine.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <new>
 #include <random>
 
 #include "worker/memory/system_allocations.h"
@@ -48,15 +50,35 @@ Engine::Engine(const EngineOptions& options, model::LlamaModel& model, model::Kv
       default_seed_(std::random_device{}()) {
   // Size every step buffer for the largest step up front, so steps never allocate.
   if (!options.workspace) model_.Reserve(options.scheduler.max_batch_tokens, options.scheduler.max_seqs);
-  steps_.reserve(static_cast<size_t>(options.scheduler.max_seqs));
-  step_ids_.reserve(static_cast<size_t>(options.scheduler.max_seqs));
-  sampling_chunks_.reserve(static_cast<size_t>(options.scheduler.max_seqs));
-  sampled_.reserve(static_cast<size_t>(options.scheduler.max_seqs));
-  logits_.resize(static_cast<size_t>(options.scheduler.max_seqs * model.config().n_vocab));
+  const auto max_seqs = static_cast<size_t>(options.scheduler.max_seqs);
+  for (StepBatch& b : batches_) {
+    b.steps.reserve(max_seqs);
+    b.ids.reserve(max_seqs);
+    b.sampling.reserve(max_seqs);
+  }
+  sampled_.reserve(max_seqs);
+  // A device backend runs the forward pass while the host goes on; the CPU backend computes in
+  // the launch. An executor (a replica over ranks) computes its step before returning.
+  const StepOverlap overlap = options.scheduler.overlap_steps;
+  overlap_ = overlap == StepOverlap::kOn ||
+             (overlap == StepOverlap::kAuto && !backend.host_memory() && !options.executor);
+  constexpr size_t kPage = 4096;
+  logits_bytes_ = (max_seqs * static_cast<size_t>(model.config().n_vocab) * sizeof(float) + kPage - 1) /
+                  kPage * kPage;
+  logits_.reset(static_cast<float*>(std::aligned_alloc(kPage, logits_bytes_)));
+  if (!logits_) throw std::bad_alloc();
+  // Unpinned, a device backend's copy of the logits blocks until the step is done: correct,
+  // but nothing overlaps.
+  logits_pinned_ = !backend.host_memory() && backend.PinHostMemory(logits_.get(), logits_bytes_).ok();
   window_start_nanos_ = clock_.NowNanos();
 }
 
-Engine::~Engine() = default;
+Engine::~Engine() {
+  // A step still running on the device writes into the logits buffer and the cache.
+  StepBatch& b = batches_[current_];
+  if (b.in_flight && b.launched.ok() && !options_.executor) (void)model_.FinishForward();
+  if (logits_pinned_) backend_.UnpinHostMemory(logits_.get());
+}
 
 Status Engine::Add(EngineRequest r) {
   const std::string which = "request " + std::to_string(r.id);
@@ -118,29 +140,114 @@ bool Engine::Cancel(uint64_t id, RequestOutput* final_output) {
   return true;
 }
 
-void Engine::PrepareBatch(const sched::SchedulerOutput& plan) {
-  steps_.clear();
-  step_ids_.clear();
-  sampling_chunks_.clear();
-  for (const sched::ScheduledChunk& c : plan.chunks) {
-    step_ids_.push_back(c.seq_id);
+bool Engine::Plan(StepBatch& batch) {
+  const int64_t start = clock_.NowNanos();
+  const kv::KvBlockManager::Stats kv_before = kv_.GetStats();
+  batch.plan = scheduler_.Schedule();
+  if (metrics_) {
+    // Prefix lookups and evictions happen while planning; counted here, not at the step's end,
+    // so that a step planned while another runs is not counted twice.
+    const kv::KvBlockManager::Stats kv_after = kv_.GetStats();
+    metrics_->prefix_query_tokens.Increment(double(kv_after.prefix_query_tokens - kv_before.prefix_query_tokens));
+    metrics_->prefix_hit_tokens.Increment(double(kv_after.prefix_hit_tokens - kv_before.prefix_hit_tokens));
+    metrics_->kv_evictions.Increment(double(kv_after.evictions - kv_before.evictions));
+    if (!batch.plan.preempted.empty()) metrics_->preemptions.Increment(double(batch.plan.preempted.size()));
+  }
+  if (options_.executor) {
+    for (uint64_t id : batch.plan.preempted) options_.executor->Release(id);
+  }
+  for (const sched::ScheduledChunk& c : batch.plan.chunks) {
+    RequestState& r = *requests_.at(c.seq_id);
+    if (r.admitted_ns == 0) {
+      r.admitted_ns = start;
+      r.cached_prompt_tokens = c.start;
+      if (metrics_) {
+        metrics_->queue_wait.Observe(double(start - r.arrival_ns) * 1e-9);
+        metrics_->prompt_tokens.Increment(double(r.prompt.size()));
+      }
+    }
+  }
+  timing_.plan_nanos += clock_.NowNanos() - start;
+  return !batch.plan.empty();
+}
+
+void Engine::PrepareBatch(StepBatch& batch) {
+  const int64_t start = clock_.NowNanos();
+  batch.steps.clear();
+  batch.ids.clear();
+  batch.sampling.clear();
+  for (const sched::ScheduledChunk& c : batch.plan.chunks) {
+    batch.ids.push_back(c.seq_id);
     const sched::Sequence* seq = scheduler_.Find(c.seq_id);
-    steps_.push_back({std::span<const int32_t>(seq->tokens).subspan(static_cast<size_t>(c.start),
-                                                                     static_cast<size_t>(c.num_tokens)),
-                      static_cast<int32_t>(c.start), scheduler_.BlockTable(c.seq_id), c.samples});
-    if (c.samples) sampling_chunks_.push_back(&c);
+    batch.steps.push_back({std::span<const int32_t>(seq->tokens).subspan(static_cast<size_t>(c.start),
+                                                                         static_cast<size_t>(c.num_tokens)),
+                           static_cast<int32_t>(c.start), scheduler_.BlockTable(c.seq_id), c.samples});
+    if (c.samples) batch.sampling.push_back(&c);
+  }
+  timing_.plan_nanos += clock_.NowNanos() - start;
+}
+
+void Engine::Launch(StepBatch& batch) {
+  const int64_t start = clock_.NowNanos();
+  if (options_.workspace) options_.workspace->Reset();
+  batch.launched = options_.executor
+                       ? options_.executor->Execute(batch.steps, batch.ids, logits_.get())
+                       : model_.LaunchForward(batch.steps, cache_, logits_.get(), options_.workspace);
+  // From here on the scheduler plans as if the step were done (its tokens pending).
+  if (batch.launched.ok()) scheduler_.OnStepLaunched(batch.plan);
+  batch.in_flight = true;
+  timing_.execute_nanos += clock_.NowNanos() - start;
+}
+
+Status Engine::Wait(StepBatch& batch) {
+  batch.in_flight = false;
+  if (!batch.launched.ok() || options_.executor) return batch.launched;
+  const int64_t start = clock_.NowNanos();
+  Status done = model_.FinishForward();
+  timing_.execute_nanos += clock_.NowNanos() - start;
+  return done;
+}
+
+void Engine::FailBatch(const StepBatch& batch, const Status& why, std::vector<RequestOutput>* outputs) {
+  // A malformed step is a bug, not the requests' fault, but they cannot continue: fail them with
+  // the reason and keep serving the rest.
+  for (const sched::ScheduledChunk& c : batch.plan.chunks) {
+    auto it = requests_.find(c.seq_id);
+    if (it == requests_.end()) continue;
+    RequestOutput out;
+    out.id = c.seq_id;
+    out.finished = true;
+    out.reason = proto::FinishReason::kError;
+    out.error = why.ToString();
+    FinishMetrics(*it->second, out.reason);
+    outputs->push_back(std::move(out));
+    scheduler_.Remove(c.seq_id);
+    Forget(c.seq_id);
   }
 }
 
-Status Engine::Sample(const sched::SchedulerOutput& plan, std::vector<RequestOutput>* outputs) {
-  (void)plan;
+void Engine::DropGoneChunks(StepBatch& batch) {
+  // Sequences that finished, failed or were cancelled after this step was planned.
+  std::erase_if(batch.plan.chunks, [&](const sched::ScheduledChunk& c) {
+    if (scheduler_.Find(c.seq_id) != nullptr) return false;
+    batch.plan.num_tokens -= c.num_tokens;
+    return true;
+  });
+}
+
+void Engine::Sample(const StepBatch& batch, std::vector<RequestOutput>* outputs) {
   sampled_.clear();
   const int64_t vocab = model_.config().n_vocab;
   const int64_t now = clock_.NowNanos();
-  for (size_t i = 0; i < sampling_chunks_.size(); ++i) {
-    const uint64_t id = sampling_chunks_[i]->seq_id;
-    RequestState& r = *requests_.at(id);
-    const std::span<const float> row(logits_.data() + static_cast<size_t>(i) * vocab,
+  for (size_t i = 0; i < batch.sampling.size(); ++i) {
+    const uint64_t id = batch.sampling[i]->seq_id;
+    // Cancelled while its step ran (and perhaps its id given to a new request since, whose
+    // sequence has no pending token: this row is not its).
+    const sched::Sequence* seq = scheduler_.Find(id);
+    auto found = requests_.find(id);
+    if (found == requests_.end() || seq == nullptr || !seq->token_pending) continue;
+    RequestState& r = *found->second;
+    const std::span<const float> row(logits_.get() + static_cast<size_t>(i) * vocab,
                                      static_cast<size_t>(vocab));
     RequestOutput out;
     out.id = id;
@@ -179,13 +286,6 @@ Status Engine::Sample(const sched::SchedulerOutput& plan, std::vector<RequestOut
     }
     outputs->push_back(std::move(out));
   }
-  return Status::Ok();
-}
-
-Status Engine::Execute() {
-  if (options_.workspace) options_.workspace->Reset();
-  if (options_.executor) return options_.executor->Execute(steps_, step_ids_, logits_.data());
-  return model_.Forward(steps_, cache_, logits_.data(), options_.workspace);
 }
 
 void Engine::Forget(uint64_t id) {
@@ -203,76 +303,52 @@ void Engine::FinishMetrics(const RequestState& r, proto::FinishReason reason) {
 
 Status Engine::Step(std::vector<RequestOutput>* outputs) {
   const int64_t start = clock_.NowNanos();
-  // Schedule.
-  const kv::KvBlockManager::Stats kv_before = kv_.GetStats();
-  sched::SchedulerOutput plan = scheduler_.Schedule();
-  if (metrics_ && !plan.preempted.empty()) metrics_->preemptions.Increment(double(plan.preempted.size()));
-  if (options_.executor) {
-    for (uint64_t id : plan.preempted) options_.executor->Release(id);
-  }
-  if (plan.empty()) {
-    UpdateGauges();
-    return Status::Ok();
-  }
-  for (const sched::ScheduledChunk& c : plan.chunks) {
-    RequestState& r = *requests_.at(c.seq_id);
-    if (r.admitted_ns == 0) {
-      r.admitted_ns = start;
-      r.cached_prompt_tokens = c.start;
-      if (metrics_) {
-        metrics_->queue_wait.Observe(double(start - r.arrival_ns) * 1e-9);
-        metrics_->prompt_tokens.Increment(double(r.prompt.size()));
-      }
+  StepBatch& now = batches_[current_];
+  if (!now.in_flight) {
+    if (!Plan(now)) {
+      UpdateGauges();
+      return Status::Ok();
     }
+    PrepareBatch(now);
+    Launch(now);
   }
-  // Prepare the batch and execute it.
-  PrepareBatch(plan);
-  const int64_t execute_start = clock_.NowNanos();
-  Status executed = Execute();
-  const int64_t execute_end = clock_.NowNanos();
+  // While step n runs, plan step n+1 over its pending tokens.
+  StepBatch& next = batches_[1 - current_];
+  const bool planned_next = overlap_ && now.launched.ok() && Plan(next);
+  Status executed = Wait(now);
   if (!executed.ok() && executed.code() != StatusCode::kInvalidArgument &&
       executed.code() != StatusCode::kOutOfRange) {
-    return executed.WithContext("executing step");
+    return executed.WithContext("executing step");  // the replica stops
   }
-  if (!executed.ok()) {
-    // A malformed step is a bug, not the requests' fault, but they cannot continue: fail them
-    // with the reason and keep serving the rest.
-    for (const sched::ScheduledChunk& c : plan.chunks) {
-      auto it = requests_.find(c.seq_id);
-      if (it == requests_.end()) continue;
-      RequestOutput out;
-      out.id = c.seq_id;
-      out.finished = true;
-      out.reason = proto::FinishReason::kError;
-      out.error = executed.ToString();
-      FinishMetrics(*it->second, out.reason);
-      outputs->push_back(std::move(out));
-      scheduler_.Remove(c.seq_id);
-      Forget(c.seq_id);
-    }
-    return Status::Ok();
-  }
-  // Sample, then update the scheduler and emit.
   const size_t first_output = outputs->size();
-  BMAD_RETURN_IF_ERROR(Sample(plan, outputs));
-  scheduler_.OnStepDone(plan, sampled_);
-  for (size_t i = first_output; i < outputs->size(); ++i) {
-    if ((*outputs)[i].finished) Forget((*outputs)[i].id);
+  if (executed.ok()) {
+    Sample(now, outputs);
+    scheduler_.OnTokensSampled(sampled_);
+    for (size_t i = first_output; i < outputs->size(); ++i) {
+      if ((*outputs)[i].finished) Forget((*outputs)[i].id);
+    }
+  } else {
+    FailBatch(now, executed, outputs);
+  }
+  if (planned_next) {
+    DropGoneChunks(next);
+    if (!next.plan.empty()) {
+      PrepareBatch(next);
+      Launch(next);  // runs while this step's outputs go out
+      current_ = 1 - current_;
+    }
   }
   const int64_t end = clock_.NowNanos();
   busy_nanos_ += end - start;
-  ++timing_.steps;  // steps that ran to the end only, all four fields alike
-  timing_.plan_nanos += execute_start - start;
-  timing_.execute_nanos += execute_end - execute_start;
   timing_.total_nanos += end - start;
-  if (metrics_) {
-    metrics_->step_seconds.Observe(double(end - start) * 1e-9);
-    metrics_->step_tokens.Observe(double(plan.num_tokens));
-    metrics_->batch_sequences.Observe(double(plan.chunks.size()));
-    const kv::KvBlockManager::Stats kv_after = kv_.GetStats();
-    metrics_->prefix_query_tokens.Increment(double(kv_after.prefix_query_tokens - kv_before.prefix_query_tokens));
-    metrics_->prefix_hit_tokens.Increment(double(kv_after.prefix_hit_tokens - kv_before.prefix_hit_tokens));
-    metrics_->kv_evictions.Increment(double(kv_after.evictions - kv_before.evictions));
+  if (executed.ok()) {
+    ++timing_.steps;
+    if (planned_next) ++timing_.overlapped_steps;
+    if (metrics_) {
+      metrics_->step_seconds.Observe(double(end - start) * 1e-9);
+      metrics_->step_tokens.Observe(double(now.plan.num_tokens));
+      metrics_->batch_sequences.Observe(double(now.plan.chunks.size()));
+    }
   }
   UpdateGauges();
   return Status::Ok();

@@ -1,16 +1,24 @@
 // The serving engine of one replica: requests in, token chunks out, one step at a time.
 //
 // A step reads as its stages:
-//   Schedule      the scheduler picks this step's chunks (decodes first, then prefill chunks)
-//   PrepareBatch  each chunk becomes a model::SequenceStep (tokens, positions, block table)
-//   Execute       one forward pass over the whole batch
-//   Sample        each sequence that reached its last known token samples its next one
-//   Update        the scheduler records computed tokens and new tokens; finished ones release
-//   Emit          detokenized text (stop strings held back) goes out as RequestOutputs
+//   Plan      the scheduler picks this step's chunks (decodes first, then prefill chunks)
+//   Prepare   each chunk becomes a model::SequenceStep (tokens, positions, block table)
+//   Launch    the forward pass over the whole batch is issued
+//   Wait      ... and its logits come back
+//   Sample    each sequence that reached its last known token samples its next one
+//   Update    the scheduler records the new tokens; finished ones release their blocks
+//   Emit      detokenized text (stop strings held back) goes out as RequestOutputs
 //
-// The CPU backend computes on every core, with the engine's thread as one of the compute
-// threads, so the stages run back to back; nothing is allocated per step once warm.
-// Single-threaded: one thread owns the engine (the worker's event loop).
+// Overlap. On a device backend the forward pass runs while the host goes on, so the engine
+// plans step n+1 between launching step n and waiting for it: the scheduler counts step n's
+// chunks as computed at launch and gives each sampling sequence a pending last token, which
+// step n+1 decodes. Once step n's tokens are sampled they replace the pending ones; sequences
+// that finished (or were cancelled) meanwhile are dropped from step n+1, which is then launched
+// and runs while step n's outputs are emitted. The tokens are the same as without overlap.
+// On the CPU backend the engine's thread is one of the compute threads and the launch
+// computes the step, so there is nothing to overlap and the stages run back to back.
+// Nothing is allocated per step once warm. Single-threaded: one thread owns the engine (the
+// worker's event loop).
 #pragma once
 
 #include <memory>
@@ -61,16 +69,19 @@ struct RequestOutput {
 // forward pass (Execute) against everything around it on the host (schedule, prepare, sample,
 // update, emit). Of the host stages, only planning (schedule, prepare) could overlap the step
 // before while sampling happens on the host: step n+1's inputs are step n's sampled tokens.
+// With overlap, planning step n+1 happens while step n runs: plan_nanos then counts time the
+// device was busy, and overlapped_steps the steps whose successor was planned during them.
 struct StepTiming {
   uint64_t steps = 0;
+  uint64_t overlapped_steps = 0;
   int64_t plan_nanos = 0;     // schedule and prepare: what does not need the step before's tokens
-  int64_t execute_nanos = 0;
+  int64_t execute_nanos = 0;  // launching the forward pass and waiting for it
   int64_t total_nanos = 0;
   int64_t host_nanos() const { return total_nanos - execute_nanos; }
 };
 
 struct EngineOptions {
-  SchedulerConfig scheduler;
+  SchedulerConfig scheduler;  // overlap_steps: see the top of this file
   int64_t block_size = 16;
   int64_t num_blocks = 0;       // KV blocks (block 0 reserved)
   bool prefix_caching = true;
@@ -102,7 +113,8 @@ class Engine {
   // requests.
   Status Step(std::vector<RequestOutput>* outputs);
 
-  bool HasWork() const { return scheduler_.HasWork(); }
+  bool HasWork() const { return scheduler_.HasWork() || batches_[current_].in_flight; }
+  bool overlaps_steps() const { return overlap_; }
   void StartDraining() { draining_ = true; }
   bool draining() const { return draining_; }
   std::vector<uint64_t> ActiveRequestIds() const;
@@ -117,11 +129,24 @@ class Engine {
 
  private:
   struct RequestState;
+  // One planned step and the buffers it runs from; two alternate when steps overlap.
+  struct StepBatch {
+    sched::SchedulerOutput plan;
+    std::vector<model::SequenceStep> steps;
+    std::vector<uint64_t> ids;
+    std::vector<const sched::ScheduledChunk*> sampling;  // into plan.chunks
+    Status launched;
+    bool in_flight = false;
+  };
 
-  void PrepareBatch(const sched::SchedulerOutput& plan);
-  Status Execute();
+  bool Plan(StepBatch& batch);
+  void PrepareBatch(StepBatch& batch);
+  void Launch(StepBatch& batch);
+  Status Wait(StepBatch& batch);
+  void FailBatch(const StepBatch& batch, const Status& why, std::vector<RequestOutput>* outputs);
+  void DropGoneChunks(StepBatch& batch);
   void Forget(uint64_t id);
-  Status Sample(const sched::SchedulerOutput& plan, std::vector<RequestOutput>* outputs);
+  void Sample(const StepBatch& batch, std::vector<RequestOutput>* outputs);
   void UpdateGauges();
   void FinishMetrics(const RequestState& r, proto::FinishReason reason);
 
@@ -139,12 +164,16 @@ class Engine {
   bool draining_ = false;
   uint64_t default_seed_;
 
-  // Step buffers, reused.
-  std::vector<model::SequenceStep> steps_;
-  std::vector<uint64_t> step_ids_;
-  std::vector<const sched::ScheduledChunk*> sampling_chunks_;
+  // Step buffers, reused. One step is in flight at most, so one logits buffer serves both
+  // batches: step n's logits are sampled before step n+1 is launched. Page-aligned so that a
+  // device backend can pin it and copy into it without blocking.
+  bool overlap_ = false;
+  StepBatch batches_[2];
+  int current_ = 0;  // the batch launched first
   std::vector<sched::SampledToken> sampled_;
-  std::vector<float> logits_;
+  std::unique_ptr<float, void (*)(void*)> logits_{nullptr, &std::free};
+  size_t logits_bytes_ = 0;
+  bool logits_pinned_ = false;
   uint64_t buffer_growths_ = 0;
   uint64_t generated_total_ = 0;
   int64_t busy_nanos_ = 0;       // recent compute time, for utilization

@@ -25,6 +25,7 @@ struct BenchServeOptions {
   int64_t shared_prefix = 0;         // tokens every prompt starts with
   int64_t threads = 0;
   Backend backend = Backend::kCpu;
+  StepOverlap overlap = StepOverlap::kAuto;
   int64_t max_batch_tokens = 512;
   int64_t max_seqs = 64;
   int64_t kv_bytes = 256ll << 20;
@@ -44,7 +45,10 @@ struct BenchServeResult {
   uint64_t preemptions = 0;
   double prefix_hit_ratio = 0;
   // Engine steps, and their time split: the forward pass, and the host stages around it.
+  // With overlap, execute is the time the host waited for the device (launch included), and
+  // overlapped_steps the steps whose successor was planned while they ran.
   uint64_t steps = 0;
+  uint64_t overlapped_steps = 0;
   double execute_ms_per_step = 0, host_ms_per_step = 0, plan_ms_per_step = 0;
   std::string Json(const BenchServeOptions& o) const;
 };

@@ -99,6 +99,11 @@ TEST(DeviceResidentTest, ReplicaOnADeviceGivesTheHostReplicasTokens) {
   }
   EXPECT_GT(device_backend->ops(), 100);
   EXPECT_EQ(device_backend->host_pointer_violations(), 0);
+  // It overlapped its steps, and its logits landed only when waited for (NaN before).
+  EXPECT_TRUE(device->engine().overlaps_steps());
+  EXPECT_FALSE(host->engine().overlaps_steps());
+  EXPECT_GT(device->engine().step_timing().overlapped_steps, 0u);
+  EXPECT_GT(device_backend->deferred_copies(), 0);
 
   // Steady state on the device: a second round allocates nothing.
   const uint64_t engine_before = device->engine().SystemAllocations();
@@ -108,6 +113,30 @@ TEST(DeviceResidentTest, ReplicaOnADeviceGivesTheHostReplicasTokens) {
   EXPECT_EQ(device->engine().SystemAllocations(), engine_before);
   EXPECT_EQ(memory::SystemAllocations::Count(), system_before);
   EXPECT_EQ(device->engine().kv().GetStats().used_blocks, 0);
+}
+
+TEST(DeviceResidentTest, TheNextStepIsPlannedBeforeWaitingForThisOne) {
+  auto guarded = std::make_unique<testing::GuardedDeviceBackend>(2, kFreeDeviceBytes);
+  testing::GuardedDeviceBackend* b = guarded.get();
+  std::unique_ptr<Replica> device = Make(Config(), std::move(guarded));
+  ASSERT_TRUE(device);
+  EXPECT_GT(b->pinned_bytes(), 0u);  // the logits buffer, so that its copy does not block
+  // At every wait for the device: steps planned by the scheduler against steps finished.
+  int waits = 0, waits_with_next_planned = 0;
+  b->on_synchronize = [&] {
+    const uint64_t planned = device->engine().scheduler().stats().steps_total;
+    const uint64_t done = device->engine().step_timing().steps;
+    ++waits;
+    if (planned == done + 2) ++waits_with_next_planned;  // step n+1 planned, step n not done
+  };
+  Serve(*device);
+  b->on_synchronize = nullptr;
+  const engine::StepTiming& t = device->engine().step_timing();
+  EXPECT_GT(t.steps, 10u);
+  EXPECT_GT(t.overlapped_steps, t.steps / 2);
+  EXPECT_EQ(waits_with_next_planned, static_cast<int>(t.overlapped_steps));
+  EXPECT_GE(waits, static_cast<int>(t.steps));
+  EXPECT_EQ(b->deferred_copies(), static_cast<int64_t>(t.steps));
 }
 
 TEST(DeviceResidentTest, DeviceArenaIsAShareOfFreeMemoryAndTheCacheTakesTheRest) {

@@ -17,7 +17,9 @@ namespace bmad::engine {
 namespace {
 
 struct Fixture {
-  explicit Fixture(int64_t num_blocks = 64, int64_t max_batch_tokens = 64) {
+  explicit Fixture(int64_t num_blocks = 64, int64_t max_batch_tokens = 64,
+                   StepOverlap overlap = StepOverlap::kAuto) {
+    options.scheduler.overlap_steps = overlap;
     kernels::CpuBackendOptions bo;
     bo.threads = 2;
     backend = std::make_unique<kernels::CpuBackend>(bo);
@@ -170,6 +172,160 @@ TEST(EngineTest, CancelFreesBlocksAndEndsTheStream) {
   EXPECT_EQ(f.engine->kv().GetStats().used_blocks, 0);
   EXPECT_FALSE(f.engine->HasWork());
   EXPECT_FALSE(f.engine->Cancel(1, &last));
+}
+
+// What a request streamed, all of it.
+struct Transcript {
+  std::string text;
+  std::vector<int32_t> ids;
+  std::vector<float> logprobs;
+  proto::FinishReason reason = proto::FinishReason::kNone;
+  proto::Usage usage;
+  int outputs_after_finish = 0;
+  bool operator==(const Transcript&) const = default;
+};
+
+void Record(const std::vector<RequestOutput>& outputs, std::map<uint64_t, Transcript>* out) {
+  for (const RequestOutput& o : outputs) {
+    Transcript& t = (*out)[o.id];
+    if (t.reason != proto::FinishReason::kNone) ++t.outputs_after_finish;
+    t.text += o.text;
+    t.ids.insert(t.ids.end(), o.token_ids.begin(), o.token_ids.end());
+    t.logprobs.insert(t.logprobs.end(), o.logprobs.begin(), o.logprobs.end());
+    if (o.finished) {
+      t.reason = o.reason;
+      t.usage = o.usage;
+    }
+  }
+}
+
+// A mixed workload: greedy and seeded sampling, logprobs, penalties, a stop string, a stop
+// token, max_tokens 1, prompts longer than the step budget (chunked), and requests that arrive
+// while others run. Returns every request's transcript.
+std::map<uint64_t, Transcript> RunMixed(Fixture& f) {
+  auto text = [&](const std::string& t) { return f.tok->Encode(t); };
+  std::string long_prompt;
+  for (int i = 0; i < 12; ++i) long_prompt += "Once upon a time there was a little girl named Lily. ";
+  std::vector<EngineRequest> first, later;
+  first.push_back(Greedy(1, text("Once upon a time"), 40));
+  EngineRequest sampled = Greedy(2, text(long_prompt), 30);
+  sampled.sampling.temperature = 0.8f;
+  sampled.sampling.top_k = 40;
+  sampled.sampling.top_p = 0.9f;
+  sampled.sampling.seed = 7;
+  sampled.sampling.has_seed = true;
+  sampled.sampling.logprobs = true;
+  first.push_back(std::move(sampled));
+  EngineRequest stop = Greedy(3, text("The little dog"), 60);
+  stop.sampling.stop_strings = {" box"};
+  first.push_back(std::move(stop));
+  EngineRequest penalized = Greedy(4, text("Lily and Ben went to the park"), 25);
+  penalized.sampling.temperature = 1.0f;
+  penalized.sampling.repetition_penalty = 1.3f;
+  penalized.sampling.frequency_penalty = 0.5f;
+  penalized.sampling.seed = 3;
+  penalized.sampling.has_seed = true;
+  later.push_back(std::move(penalized));
+  later.push_back(Greedy(5, text("One day"), 1));
+  EngineRequest stop_token = Greedy(6, text("Once upon a time"), 40);
+  stop_token.sampling.stop_token_ids = {static_cast<uint32_t>(text(" was").back())};
+  later.push_back(std::move(stop_token));
+
+  std::map<uint64_t, Transcript> out;
+  std::vector<RequestOutput> outputs;
+  for (EngineRequest& r : first) EXPECT_TRUE(f.engine->Add(std::move(r)).ok());
+  for (int i = 0; i < 3; ++i) {
+    outputs.clear();
+    EXPECT_TRUE(f.engine->Step(&outputs).ok());
+    Record(outputs, &out);
+  }
+  for (EngineRequest& r : later) EXPECT_TRUE(f.engine->Add(std::move(r)).ok());
+  for (int i = 0; i < 2000 && f.engine->HasWork(); ++i) {
+    outputs.clear();
+    EXPECT_TRUE(f.engine->Step(&outputs).ok());
+    Record(outputs, &out);
+  }
+  EXPECT_FALSE(f.engine->HasWork());
+  EXPECT_EQ(f.engine->kv().GetStats().used_blocks, 0);
+  return out;
+}
+
+TEST(EngineTest, OverlappedStepsGiveTheSameOutputsAsStepsInOrder) {
+  Fixture in_order(64, 64, StepOverlap::kOff);
+  Fixture overlapped(64, 64, StepOverlap::kOn);
+  EXPECT_FALSE(in_order.engine->overlaps_steps());
+  EXPECT_TRUE(overlapped.engine->overlaps_steps());
+  const auto expected = RunMixed(in_order);
+  const auto got = RunMixed(overlapped);
+  ASSERT_EQ(expected.size(), 6u);
+  for (const auto& [id, t] : expected) {
+    EXPECT_NE(t.reason, proto::FinishReason::kNone) << "request " << id;
+    EXPECT_EQ(t.outputs_after_finish, 0) << "request " << id;
+    ASSERT_TRUE(got.count(id)) << "request " << id;
+    EXPECT_EQ(got.at(id), t) << "request " << id << ": '" << got.at(id).text << "' against '" << t.text << "'";
+  }
+  EXPECT_EQ(expected.at(3).reason, proto::FinishReason::kStop);  // the stop string was hit
+  EXPECT_EQ(expected.at(6).reason, proto::FinishReason::kStop);  // the stop token was hit
+  EXPECT_EQ(expected.at(2).logprobs.size(), expected.at(2).ids.size());
+  EXPECT_EQ(expected.at(5).ids.size(), 1u);
+  EXPECT_EQ(in_order.engine->step_timing().overlapped_steps, 0u);
+  const StepTiming& t = overlapped.engine->step_timing();
+  // Every step but the last ones (nothing left to plan) had its successor planned while it ran.
+  EXPECT_GT(t.overlapped_steps, t.steps / 2);
+  EXPECT_EQ(t.steps, in_order.engine->step_timing().steps);
+}
+
+TEST(EngineTest, OverlappedStepsUnderKvPressurePreemptAndGiveTheSameTokens) {
+  // 9 usable blocks of 16 tokens for four 70-token sequences: decodes preempt.
+  auto run = [](StepOverlap overlap, uint64_t* preemptions) {
+    Fixture f(10, 64, overlap);
+    const std::vector<std::string> prompts = {"Once upon a time", "The little dog",
+                                              "Lily and Ben went to the park", "One day"};
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EngineRequest r = Greedy(i + 1, f.tok->Encode(prompts[i]), 60);
+      r.sampling.ignore_eos = true;
+      EXPECT_TRUE(f.engine->Add(std::move(r)).ok());
+    }
+    auto out = f.RunAll();
+    *preemptions = f.engine->scheduler().stats().preemptions_total;
+    EXPECT_EQ(f.engine->kv().GetStats().used_blocks, 0);
+    return out;
+  };
+  uint64_t preempted_in_order = 0, preempted_overlapped = 0;
+  const auto expected = run(StepOverlap::kOff, &preempted_in_order);
+  const auto got = run(StepOverlap::kOn, &preempted_overlapped);
+  EXPECT_GT(preempted_in_order, 0u);
+  EXPECT_GT(preempted_overlapped, 0u);
+  EXPECT_EQ(got, expected);
+  for (const auto& [id, r] : got) EXPECT_EQ(r.second.size(), 60u) << "request " << id;
+}
+
+TEST(EngineTest, CancelWhileItsStepRunsDropsItsResult) {
+  Fixture f(64, 64, StepOverlap::kOn);
+  EngineRequest endless = Greedy(1, f.tok->Encode("Once upon a time"), 300);
+  endless.sampling.ignore_eos = true;
+  ASSERT_TRUE(f.engine->Add(std::move(endless)).ok());
+  ASSERT_TRUE(f.engine->Add(Greedy(2, f.tok->Encode("The little dog"), 20)).ok());
+  std::vector<RequestOutput> outputs;
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(f.engine->Step(&outputs).ok());
+  // Step 6 is in flight with both requests in it.
+  EXPECT_EQ(f.engine->scheduler().stats().steps_total, 6u);
+  RequestOutput last;
+  ASSERT_TRUE(f.engine->Cancel(1, &last));
+  EXPECT_EQ(last.reason, proto::FinishReason::kCancelled);
+  EXPECT_EQ(last.usage.completion_tokens, 5u);
+  // Its id comes back at once as a new request: the running step's row for the old one is not
+  // the new one's.
+  ASSERT_TRUE(f.engine->Add(Greedy(1, f.tok->Encode("One day"), 10)).ok());
+  std::map<uint64_t, std::pair<std::string, std::vector<int32_t>>> rest = f.RunAll();
+  EXPECT_EQ(rest[1].first, LocalText("One day", 10));
+  std::string text;
+  for (const RequestOutput& o : outputs) {
+    if (o.id == 2) text += o.text;
+  }
+  EXPECT_EQ(text + rest[2].first, LocalText("The little dog", 20));
+  EXPECT_EQ(f.engine->kv().GetStats().used_blocks, 0);
+  EXPECT_FALSE(f.engine->HasWork());
 }
 
 }  // namespace

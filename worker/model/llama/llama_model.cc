@@ -359,6 +359,17 @@ Status LlamaModel::Forward(std::span<const SequenceStep> steps, const KvCache& c
   return ForwardShard(steps, cache, io, nullptr, workspace);
 }
 
+Status LlamaModel::LaunchForward(std::span<const SequenceStep> steps, const KvCache& cache,
+                                 float* logits, memory::BumpAllocator* workspace) {
+  if (!shard_.whole()) {
+    return FailedPrecondition("LaunchForward computes the whole model; this is " + shard_.Describe());
+  }
+  ShardIo io;
+  io.logits = logits;
+  io.finish_later = true;
+  return ForwardShard(steps, cache, io, nullptr, workspace);
+}
+
 Status LlamaModel::ForwardShard(std::span<const SequenceStep> steps, const KvCache& cache,
                                 const ShardIo& io, TensorParallelGroup* group,
                                 memory::BumpAllocator* workspace) {
@@ -416,14 +427,16 @@ Status LlamaModel::ForwardShard(std::span<const SequenceStep> steps, const KvCac
         backend_.CopyOnDevice(last_ + n_logits * c.n_embd, x_ + (row - 1) * c.n_embd, row_bytes));
     ++n_logits;
   }
-  if (n_logits == 0) return backend_.Synchronize();
+  if (n_logits == 0) return io.finish_later ? Status::Ok() : backend_.Synchronize();
   backend_.RmsNorm(last_, weights_.output_norm, n_logits, c.n_embd, c.rms_eps, last_);
   // A device backend computes its rows on the device and copies them out before the padding.
   float* rows = device_logits_ != nullptr ? device_logits_ : io.logits;
   if (shard_.n_vocab > 0) backend_.MatMul(last_, n_logits, weights_.output, rows);
   if (device_logits_ != nullptr) {
-    BMAD_RETURN_IF_ERROR(backend_.CopyToHost(
-        io.logits, device_logits_, static_cast<size_t>(n_logits * shard_.n_vocab) * sizeof(float)));
+    const size_t bytes = static_cast<size_t>(n_logits * shard_.n_vocab) * sizeof(float);
+    // Finishing later is for the whole model, whose rows need no padding after the copy.
+    if (io.finish_later) return backend_.CopyToHostAsync(io.logits, device_logits_, bytes);
+    BMAD_RETURN_IF_ERROR(backend_.CopyToHost(io.logits, device_logits_, bytes));
   }
   // MatMul wrote rows of n_vocab; spread them to the padded stride (last row first, so no row
   // overwrites one not yet moved) and zero the padding.

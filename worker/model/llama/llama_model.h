@@ -54,6 +54,9 @@ struct ShardIo {
   // The last stage: [sampling sequences, shard.vocab_stride], this rank's vocabulary slice; the
   // padding past the slice is zeroed.
   float* logits = nullptr;
+  // The last stage of the whole model only: return once the copy of the logits is issued
+  // (Backend::CopyToHostAsync); they are in `logits` after FinishForward.
+  bool finish_later = false;
 };
 
 class LlamaModel {
@@ -105,6 +108,16 @@ class LlamaModel {
   // memory.
   Status Forward(std::span<const SequenceStep> steps, const KvCache& cache, float* logits,
                  memory::BumpAllocator* workspace = nullptr);
+  // Forward in two halves, for an engine that plans the next step while this one runs.
+  // LaunchForward issues the step and returns once it is issued: a device backend computes it
+  // meanwhile, a host backend has computed it by then. Errors found before issuing (a malformed
+  // step) come from LaunchForward; `logits` is written, and a device fault reported, once
+  // FinishForward returns. `steps` may be reused at once; `logits` must stay valid until then,
+  // and the backend copies into it without blocking only when it is pinned
+  // (Backend::PinHostMemory).
+  Status LaunchForward(std::span<const SequenceStep> steps, const KvCache& cache, float* logits,
+                       memory::BumpAllocator* workspace = nullptr);
+  Status FinishForward() { return backend_.Synchronize(); }
   // One step of this shard: its stage's layers over its heads and MLP slice. `group` is needed
   // when shard().tp > 1. Every rank of a replica calls this with the same steps.
   Status ForwardShard(std::span<const SequenceStep> steps, const KvCache& cache, const ShardIo& io,
