@@ -180,7 +180,8 @@ class Backend {
   // Row-wise softmax in place.                                    x: [rows, n]
   virtual void Softmax(float* x, int64_t rows, int64_t n) = 0;
 
-  // out[r] = index of the largest x[r, :] (the lowest index on ties).  x: [rows, n]
+  // out[r] = index of the largest x[r, :] (the lowest index on ties); -1 when the row holds a
+  // NaN or +inf, or nothing above -inf (what the host sampler refuses).  x: [rows, n]
   virtual void Argmax(const float* x, int64_t rows, int64_t n, int32_t* out) = 0;
 
   // Writes each sequence's new keys and values into its cache slots (converted to F16).

@@ -151,9 +151,22 @@ void CpuBackend::Softmax(float* x, int64_t rows, int64_t n) {
 }
 
 void CpuBackend::Argmax(const float* x, int64_t rows, int64_t n, int32_t* out) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = x + r * n;
-    out[r] = static_cast<int32_t>(std::max_element(row, row + n) - row);
+    int64_t best = -1;
+    float best_value = -kInf;
+    for (int64_t i = 0; i < n; ++i) {
+      if (!(row[i] < kInf)) {  // NaN or +inf
+        best = -1;
+        break;
+      }
+      if (row[i] > best_value) {  // strict: ties keep the lowest index; -inf is never taken
+        best_value = row[i];
+        best = i;
+      }
+    }
+    out[r] = static_cast<int32_t>(best);
   }
 }
 

@@ -164,30 +164,45 @@ __device__ void WarpArgmax(float& v, int64_t& idx) {
   }
 }
 
+__device__ int WarpAny(int flag) {
+  for (int o = 16; o > 0; o >>= 1) flag |= __shfl_xor_sync(0xffffffffu, flag, o);
+  return flag;
+}
+
+// The host sampler's greedy pick: the largest value, the lowest index on ties; -1 when the row
+// holds a NaN or +inf, or nothing above -inf.
 __global__ void ArgmaxKernel(const float* x, int64_t n, int32_t* out) {
   __shared__ float best_v[32];
   __shared__ int64_t best_i[32];
+  __shared__ int bad_w[32];
   const float* row = x + blockIdx.x * n;
   float v = -INFINITY;
   int64_t idx = kNoIndex;
+  int bad = 0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {  // i rises: ties keep the first
-    if (idx == kNoIndex || row[i] > v) {
-      v = row[i];
+    const float e = row[i];
+    if (!(e < INFINITY)) bad = 1;  // NaN or +inf
+    if (e > v) {
+      v = e;
       idx = i;
     }
   }
   WarpArgmax(v, idx);
+  bad = WarpAny(bad);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
   if (lane == 0) {
     best_v[warp] = v;
     best_i[warp] = idx;
+    bad_w[warp] = bad;
   }
   __syncthreads();
   if (warp != 0) return;
   v = lane < warps ? best_v[lane] : -INFINITY;
   idx = lane < warps ? best_i[lane] : kNoIndex;
+  bad = lane < warps ? bad_w[lane] : 0;
   WarpArgmax(v, idx);
-  if (lane == 0) out[blockIdx.x] = static_cast<int32_t>(idx == kNoIndex ? 0 : idx);
+  bad = WarpAny(bad);
+  if (lane == 0) out[blockIdx.x] = static_cast<int32_t>(bad || idx == kNoIndex ? -1 : idx);
 }
 
 __global__ void StoreKvKernel(KvArgs kv, const float* k, const float* v, const int32_t* slots) {

@@ -110,9 +110,12 @@ void ReferenceBackend::Softmax(float* x, int64_t rows, int64_t n) {
 
 void ReferenceBackend::Argmax(const float* x, int64_t rows, int64_t n, int32_t* out) {
   for (int64_t r = 0; r < rows; ++r) {
-    int64_t best = 0;
-    for (int64_t i = 1; i < n; ++i) {
-      if (x[r * n + i] > x[r * n + best]) best = i;
+    const float* row = x + r * n;
+    bool finite = true;
+    for (int64_t i = 0; i < n; ++i) finite = finite && !std::isnan(row[i]) && row[i] != INFINITY;
+    int64_t best = -1;
+    for (int64_t i = 0; i < n && finite; ++i) {
+      if (row[i] != -INFINITY && (best < 0 || row[i] > row[best])) best = i;
     }
     out[r] = static_cast<int32_t>(best);
   }

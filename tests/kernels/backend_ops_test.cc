@@ -3,6 +3,10 @@
 // and the portable ones, on 1 and 3 threads.
 #include <gtest/gtest.h>
 
+#include <limits>
+
+#include <array>
+
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -229,6 +233,18 @@ TEST_P(BackendOpsTest, EmbeddingNormRopeSwiGluSoftmaxArgmax) {
     EXPECT_EQ(got[0], 1);
     EXPECT_EQ(got[1], 1);
     EXPECT_EQ(got[0], expect[0]);
+    // What the host sampler refuses gives -1: a NaN, +inf, nothing above -inf. -inf elsewhere
+    // is never picked.
+    const float inf = std::numeric_limits<float>::infinity();
+    std::vector<float> odd = {-inf, -inf, -2, -inf,  1, NAN, 9, 0,  0, 1, inf, 2,
+                              -inf, -inf, -inf, -inf};
+    int32_t odd_got[4], odd_expect[4];
+    cpu_->Argmax(odd.data(), 4, 4, odd_got);
+    ref_.Argmax(odd.data(), 4, 4, odd_expect);
+    for (int r = 0; r < 4; ++r) {
+      EXPECT_EQ(odd_got[r], (std::array<int32_t, 4>{2, -1, -1, -1})[r]) << "row " << r;
+      EXPECT_EQ(odd_expect[r], odd_got[r]) << "row " << r;
+    }
   }
 }
 

@@ -9,6 +9,8 @@
 // NaN and fails the comparison.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -129,6 +131,21 @@ TEST(CudaKernelsEmulated, ArgmaxTakesTheLowestIndexOnTies) {
   ASSERT_EQ(launch::Argmax(x.data(), 4, n, got.data(), nullptr), 0);
   EXPECT_EQ(got, want);
   EXPECT_EQ(got, (std::vector<int32_t>{5, 1234, 0, static_cast<int32_t>(n - 1)}));
+
+  // -1 where the host sampler refuses: a NaN (row 0), +inf (row 1), nothing above -inf (row 2);
+  // -inf elsewhere is never picked (row 3: all -inf but one, far from the start).
+  const float inf = std::numeric_limits<float>::infinity();
+  x[2999] = NAN;
+  x[n + 7] = inf;
+  for (int64_t i = 0; i < n; ++i) {
+    x[static_cast<size_t>(2 * n + i)] = -inf;
+    x[static_cast<size_t>(3 * n + i)] = -inf;
+  }
+  x[3 * n + 2047] = -5.0f;
+  Cpu().Argmax(x.data(), 4, n, want.data());
+  ASSERT_EQ(launch::Argmax(x.data(), 4, n, got.data(), nullptr), 0);
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(got, (std::vector<int32_t>{-1, -1, -1, 2047}));
 }
 
 TEST(CudaKernelsEmulated, ElementwiseOpsMatchTheCpu) {

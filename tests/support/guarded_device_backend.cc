@@ -147,6 +147,7 @@ Status GuardedDeviceBackend::CopyToHostAsync(void* host_dst, const void* src, si
   if (!pinned) return CopyToHost(host_dst, src, bytes);  // pageable: the copy blocks
   ExpectDevice({src});
   ExpectHost(host_dst);
+  bytes_to_host_ += bytes;
   const size_t offset = staging_.size();
   staging_.resize(offset + bytes);
   {
@@ -183,6 +184,7 @@ size_t GuardedDeviceBackend::pinned_bytes() const {
 
 Status GuardedDeviceBackend::CopyToHost(void* host_dst, const void* src, size_t bytes) {
   LandPendingCopies();  // it waits for everything issued before it
+  bytes_to_host_ += bytes;
   ExpectDevice({src});
   ExpectHost(host_dst);
   Unlocked u(*this);

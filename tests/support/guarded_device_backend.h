@@ -82,6 +82,8 @@ class GuardedDeviceBackend final : public kernels::Backend {
   // Copies CopyToHostAsync deferred to the next Synchronize (into pinned memory), and the
   // bytes pinned now.
   int64_t deferred_copies() const { return deferred_copies_; }
+  // Everything copied from device memory to the host (CopyToHost and CopyToHostAsync).
+  size_t bytes_copied_to_host() const { return bytes_to_host_; }
   size_t pinned_bytes() const;
   // Called at the start of every Synchronize (tests: what the caller had done by then).
   std::function<void()> on_synchronize;
@@ -108,6 +110,7 @@ class GuardedDeviceBackend final : public kernels::Backend {
   std::vector<PendingCopy> pending_;
   std::vector<char> staging_;  // what the pending copies read, as of when they were issued
   int64_t deferred_copies_ = 0;
+  size_t bytes_to_host_ = 0;
   kernels::CpuBackend cpu_;
   size_t free_bytes_;
   kernels::MemoryHooks hooks_;

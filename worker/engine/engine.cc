@@ -62,22 +62,34 @@ Engine::Engine(const EngineOptions& options, model::LlamaModel& model, model::Kv
   const StepOverlap overlap = options.scheduler.overlap_steps;
   overlap_ = overlap == StepOverlap::kOn ||
              (overlap == StepOverlap::kAuto && !backend.host_memory() && !options.executor);
-  constexpr size_t kPage = 4096;
-  logits_bytes_ = (max_seqs * static_cast<size_t>(model.config().n_vocab) * sizeof(float) + kPage - 1) /
-                  kPage * kPage;
-  logits_.reset(static_cast<float*>(std::aligned_alloc(kPage, logits_bytes_)));
-  if (!logits_) throw std::bad_alloc();
-  // Unpinned, a device backend's copy of the logits blocks until the step is done: correct,
-  // but nothing overlaps.
-  logits_pinned_ = !backend.host_memory() && backend.PinHostMemory(logits_.get(), logits_bytes_).ok();
+  // What comes back from the device: page-aligned and pinned, since a device backend's copy into
+  // unpinned memory blocks until the step is done (correct, but nothing overlaps).
+  auto page_aligned = [](size_t bytes, size_t* rounded) {
+    constexpr size_t kPage = 4096;
+    *rounded = (std::max<size_t>(bytes, 1) + kPage - 1) / kPage * kPage;
+    void* p = std::aligned_alloc(kPage, *rounded);
+    if (p == nullptr) throw std::bad_alloc();
+    return p;
+  };
+  logits_.reset(static_cast<float*>(page_aligned(
+      max_seqs * static_cast<size_t>(model.config().n_vocab) * sizeof(float), &logits_bytes_)));
+  greedy_ids_.reset(static_cast<int32_t*>(page_aligned(max_seqs * sizeof(int32_t), &greedy_ids_bytes_)));
+  if (!backend.host_memory()) {
+    logits_pinned_ = backend.PinHostMemory(logits_.get(), logits_bytes_).ok();
+    greedy_ids_pinned_ = backend.PinHostMemory(greedy_ids_.get(), greedy_ids_bytes_).ok();
+  }
+  // Where the logits are on a device, the argmax is picked there. On the CPU the host sampler
+  // does the same pass over the same memory. An executor (a replica over ranks) returns logits.
+  greedy_on_device_ = !backend.host_memory() && !options.executor;
   window_start_nanos_ = clock_.NowNanos();
 }
 
 Engine::~Engine() {
-  // A step still running on the device writes into the logits buffer and the cache.
+  // A step still running on the device writes into the buffers below and the cache.
   StepBatch& b = batches_[current_];
   if (b.in_flight && b.launched.ok() && !options_.executor) (void)model_.FinishForward();
   if (logits_pinned_) backend_.UnpinHostMemory(logits_.get());
+  if (greedy_ids_pinned_) backend_.UnpinHostMemory(greedy_ids_.get());
 }
 
 Status Engine::Add(EngineRequest r) {
@@ -184,15 +196,24 @@ void Engine::PrepareBatch(StepBatch& batch) {
                            static_cast<int32_t>(c.start), scheduler_.BlockTable(c.seq_id), c.samples});
     if (c.samples) batch.sampling.push_back(&c);
   }
+  batch.greedy_on_device =
+      greedy_on_device_ && std::all_of(batch.sampling.begin(), batch.sampling.end(),
+                                       [&](const sched::ScheduledChunk* c) {
+                                         return requests_.at(c->seq_id)->sampler.plain_greedy();
+                                       });
   timing_.plan_nanos += clock_.NowNanos() - start;
 }
 
 void Engine::Launch(StepBatch& batch) {
   const int64_t start = clock_.NowNanos();
   if (options_.workspace) options_.workspace->Reset();
-  batch.launched = options_.executor
-                       ? options_.executor->Execute(batch.steps, batch.ids, logits_.get())
-                       : model_.LaunchForward(batch.steps, cache_, logits_.get(), options_.workspace);
+  if (options_.executor) {
+    batch.launched = options_.executor->Execute(batch.steps, batch.ids, logits_.get());
+  } else if (batch.greedy_on_device) {
+    batch.launched = model_.LaunchGreedyForward(batch.steps, cache_, greedy_ids_.get(), options_.workspace);
+  } else {
+    batch.launched = model_.LaunchForward(batch.steps, cache_, logits_.get(), options_.workspace);
+  }
   // From here on the scheduler plans as if the step were done (its tokens pending).
   if (batch.launched.ok()) scheduler_.OnStepLaunched(batch.plan);
   batch.in_flight = true;
@@ -252,7 +273,15 @@ void Engine::Sample(const StepBatch& batch, std::vector<RequestOutput>* outputs)
     RequestOutput out;
     out.id = id;
     out.token_offset = static_cast<int64_t>(r.output.generated().size());
-    Result<sampling::SampleResult> s = r.sampler.Sample(row, r.prompt, r.output.generated());
+    Result<sampling::SampleResult> s = sampling::SampleResult{};
+    if (!batch.greedy_on_device) {
+      s = r.sampler.Sample(row, r.prompt, r.output.generated());
+    } else if (greedy_ids_.get()[i] >= 0) {
+      s->token_id = greedy_ids_.get()[i];
+    } else {
+      s = Internal("no token can be chosen: the logits hold a NaN or +inf, or nothing above -inf "
+                   "(greedy sampling on the device)");
+    }
     if (!s.ok()) {
       out.finished = true;
       out.reason = proto::FinishReason::kError;
@@ -344,6 +373,7 @@ Status Engine::Step(std::vector<RequestOutput>* outputs) {
   if (executed.ok()) {
     ++timing_.steps;
     if (planned_next) ++timing_.overlapped_steps;
+    if (now.greedy_on_device) ++timing_.device_sampled_steps;
     if (metrics_) {
       metrics_->step_seconds.Observe(double(end - start) * 1e-9);
       metrics_->step_tokens.Observe(double(now.plan.num_tokens));

@@ -83,6 +83,9 @@ class Sampler {
                               std::span<const int32_t> generated_tokens);
 
   bool greedy() const { return temperature_ == 0.0f; }
+  // Greedy with nothing else that reads the logits (no penalty, no logprobs): the token is
+  // their argmax, which a device backend can pick where the logits are (Backend::Argmax).
+  bool plain_greedy() const { return greedy() && !penalties_.active() && !want_logprob_; }
   uint64_t seed() const { return seed_; }
 
  private:

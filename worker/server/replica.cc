@@ -13,6 +13,8 @@
 namespace bmad::worker {
 
 Replica::~Replica() {
+  // The engine first: it waits for a step still running on the device.
+  engine_.reset();
   // Overflow chunks of the last step go back to the backend while it still exists.
   if (memory_) memory_->workspace().Reset();
 }

@@ -39,15 +39,16 @@ std::string BenchServeResult::Json(const BenchServeOptions& o) const {
                 o.rate, static_cast<long long>(requests),
                 o.prompt_len.c_str(), o.output_len.c_str(), static_cast<long long>(o.shared_prefix),
                 duration_s, requests_per_s, output_tokens_per_s, total_tokens_per_s);
-  char tail[384];
+  char tail[512];
   std::snprintf(tail, sizeof tail,
                 ",\"kv_waste_mean\":%.4f,\"kv_waste_max\":%.4f,\"preemptions\":%llu,"
-                "\"prefix_hit_ratio\":%.4f,\"steps\":%llu,\"overlap\":\"%s\",\"overlapped_steps\":%llu,"
+                "\"prefix_hit_ratio\":%.4f,\"steps\":%llu,\"overlap\":\"%s\",\"overlapped_steps\":%llu,\"device_sampled_steps\":%llu,"
                 "\"execute_ms_per_step\":%.3f,\"host_ms_per_step\":%.3f,\"plan_ms_per_step\":%.3f}",
                 kv_waste_mean, kv_waste_max, static_cast<unsigned long long>(preemptions),
                 prefix_hit_ratio, static_cast<unsigned long long>(steps),
                 std::string(EnumName(o.overlap)).c_str(),
-                static_cast<unsigned long long>(overlapped_steps), execute_ms_per_step,
+                static_cast<unsigned long long>(overlapped_steps),
+                static_cast<unsigned long long>(device_sampled_steps), execute_ms_per_step,
                 host_ms_per_step, plan_ms_per_step);
   return std::string(head) + "\"ttft_ms\":" + ttft_s.Json(1000) + ",\"itl_ms\":" + itl_s.Json(1000) +
          ",\"e2e_ms\":" + e2e_s.Json(1000) + tail;
@@ -177,6 +178,7 @@ Result<BenchServeResult> RunBenchServe(const BenchServeOptions& o) {
   const engine::StepTiming& timing_end = engine.step_timing();
   r.steps = timing_end.steps - timing_start.steps;
   r.overlapped_steps = timing_end.overlapped_steps - timing_start.overlapped_steps;
+  r.device_sampled_steps = timing_end.device_sampled_steps - timing_start.device_sampled_steps;
   if (r.steps > 0) {
     r.execute_ms_per_step =
         double(timing_end.execute_nanos - timing_start.execute_nanos) / 1e6 / double(r.steps);
@@ -262,10 +264,12 @@ int RunBenchServeCommand(const std::vector<std::string>& args) {
   std::printf("KV waste: mean %.2f%%, max %.2f%%; preemptions %llu; prefix-cache hits %.1f%%\n",
               100 * r->kv_waste_mean, 100 * r->kv_waste_max,
               static_cast<unsigned long long>(r->preemptions), 100 * r->prefix_hit_ratio);
-  std::printf("engine steps: %llu (%llu with the next planned while they ran); per step %.2f ms executing, %.3f ms in the host stages (%.1f%%), "
+  std::printf("engine steps: %llu (%llu with the next planned while they ran, %llu sampled on the "
+              "device); per step %.2f ms executing, %.3f ms in the host stages (%.1f%%), "
               "of which %.3f ms planning\n",
               static_cast<unsigned long long>(r->steps),
-              static_cast<unsigned long long>(r->overlapped_steps), r->execute_ms_per_step,
+              static_cast<unsigned long long>(r->overlapped_steps),
+              static_cast<unsigned long long>(r->device_sampled_steps), r->execute_ms_per_step,
               r->host_ms_per_step,
               100 * r->host_ms_per_step / std::max(1e-9, r->execute_ms_per_step + r->host_ms_per_step),
               r->plan_ms_per_step);

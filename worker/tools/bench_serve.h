@@ -49,6 +49,7 @@ struct BenchServeResult {
   // overlapped_steps the steps whose successor was planned while they ran.
   uint64_t steps = 0;
   uint64_t overlapped_steps = 0;
+  uint64_t device_sampled_steps = 0;  // tokens picked on the device (greedy steps on cuda)
   double execute_ms_per_step = 0, host_ms_per_step = 0, plan_ms_per_step = 0;
   std::string Json(const BenchServeOptions& o) const;
 };

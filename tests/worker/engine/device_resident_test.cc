@@ -104,6 +104,10 @@ TEST(DeviceResidentTest, ReplicaOnADeviceGivesTheHostReplicasTokens) {
   EXPECT_FALSE(host->engine().overlaps_steps());
   EXPECT_GT(device->engine().step_timing().overlapped_steps, 0u);
   EXPECT_GT(device_backend->deferred_copies(), 0);
+  // Every request is greedy: every token was picked on the device, only ids came back.
+  EXPECT_EQ(device->engine().step_timing().device_sampled_steps, device->engine().step_timing().steps);
+  EXPECT_EQ(host->engine().step_timing().device_sampled_steps, 0u);
+  EXPECT_LE(device_backend->bytes_copied_to_host(), device->engine().step_timing().steps * 8 * sizeof(int32_t));
 
   // Steady state on the device: a second round allocates nothing.
   const uint64_t engine_before = device->engine().SystemAllocations();
@@ -113,6 +117,49 @@ TEST(DeviceResidentTest, ReplicaOnADeviceGivesTheHostReplicasTokens) {
   EXPECT_EQ(device->engine().SystemAllocations(), engine_before);
   EXPECT_EQ(memory::SystemAllocations::Count(), system_before);
   EXPECT_EQ(device->engine().kv().GetStats().used_blocks, 0);
+}
+
+// Sampled and greedy requests mixed: steps with a sampled (or logprobs) request copy the logits
+// out and sample on the host; the others pick on the device. Same tokens and logprobs as a host
+// replica either way.
+TEST(DeviceResidentTest, MixedSamplingOnADeviceGivesTheHostReplicasOutputs) {
+  const ServerConfig c = Config();
+  std::unique_ptr<Replica> host = Make(c, nullptr);
+  auto guarded = std::make_unique<testing::GuardedDeviceBackend>(2, kFreeDeviceBytes);
+  std::unique_ptr<Replica> device = Make(c, std::move(guarded));
+  ASSERT_TRUE(host && device);
+  auto serve = [](Replica& r) {
+    std::vector<engine::EngineRequest> requests;
+    requests.push_back(Greedy(1, r.tokenizer().Encode("Once upon a time"), 30));
+    engine::EngineRequest sampled = Greedy(2, r.tokenizer().Encode("The little dog"), 6);
+    sampled.sampling.temperature = 0.9f;
+    sampled.sampling.seed = 11;
+    sampled.sampling.has_seed = true;
+    requests.push_back(std::move(sampled));
+    engine::EngineRequest logprobs = Greedy(3, r.tokenizer().Encode("One day"), 4);
+    logprobs.sampling.logprobs = true;
+    requests.push_back(std::move(logprobs));
+    for (engine::EngineRequest& q : requests) EXPECT_TRUE(r.engine().Add(std::move(q)).ok());
+    std::map<uint64_t, std::pair<std::vector<int32_t>, std::vector<float>>> out;
+    std::vector<engine::RequestOutput> outputs;
+    for (int step = 0; step < 1000 && r.engine().HasWork(); ++step) {
+      outputs.clear();
+      EXPECT_TRUE(r.engine().Step(&outputs).ok());
+      for (const engine::RequestOutput& o : outputs) {
+        out[o.id].first.insert(out[o.id].first.end(), o.token_ids.begin(), o.token_ids.end());
+        out[o.id].second.insert(out[o.id].second.end(), o.logprobs.begin(), o.logprobs.end());
+      }
+    }
+    return out;
+  };
+  const auto expected = serve(*host);
+  const auto got = serve(*device);
+  ASSERT_EQ(expected.size(), 3u);
+  EXPECT_EQ(got, expected);
+  EXPECT_EQ(expected.at(3).second.size(), 4u);
+  const engine::StepTiming& t = device->engine().step_timing();
+  EXPECT_GT(t.device_sampled_steps, 0u);  // once only the greedy request is left
+  EXPECT_LT(t.device_sampled_steps, t.steps);
 }
 
 TEST(DeviceResidentTest, TheNextStepIsPlannedBeforeWaitingForThisOne) {

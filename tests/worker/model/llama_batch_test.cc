@@ -3,6 +3,7 @@
 // agrees with the reference backend on a whole model.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -180,6 +181,39 @@ TEST(LlamaBatchTest, CpuBackendMatchesReferenceBackendOnWholeModel) {
   ASSERT_TRUE((*a)->Forward(steps, ca, la.data()).ok());
   ASSERT_TRUE((*b)->Forward(steps, cb, lb.data()).ok());
   EXPECT_LE(MaxAbsDiff(la.data(), lb.data(), 2 * V), 1e-4);
+}
+
+// A greedy launch returns each sampling sequence's argmax instead of its logits (the engine uses
+// it on device backends; here on the CPU, where the ids are computed in the launch).
+TEST(LlamaBatchTest, AGreedyLaunchGivesTheArgmaxOfTheLogits) {
+  kernels::CpuBackend backend;
+  auto loaded = LlamaModel::Load(GqaModelPath(), backend);
+  ASSERT_TRUE(loaded.ok());
+  LlamaModel& m = **loaded;
+  const int64_t V = m.config().n_vocab;
+  const Sequences seqs = MakeSequences({9, 30, 4}, V, 5);
+  // The second sequence is a prefill chunk that does not sample: no id for it.
+  std::vector<SequenceStep> steps = {{seqs.prompts[0], 0, seqs.tables[0], true},
+                                     {seqs.prompts[1], 0, seqs.tables[1], false},
+                                     {seqs.prompts[2], 0, seqs.tables[2], true}};
+  KvCache a(m.CacheShape(30, kBlockSize)), b(m.CacheShape(30, kBlockSize));
+  std::vector<float> logits(2 * static_cast<size_t>(V));
+  ASSERT_TRUE(m.Forward(steps, a, logits.data()).ok());
+  std::vector<int32_t> ids(3, -7);
+  ASSERT_TRUE(m.LaunchGreedyForward(steps, b, ids.data(), nullptr).ok());
+  ASSERT_TRUE(m.FinishForward().ok());
+  for (size_t i = 0; i < 2; ++i) {
+    const float* row = logits.data() + i * static_cast<size_t>(V);
+    EXPECT_EQ(ids[i], static_cast<int32_t>(std::max_element(row, row + V) - row)) << "row " << i;
+  }
+  EXPECT_EQ(ids[2], -7);  // two sampling sequences: two ids
+  // Its cache holds what the plain forward pass wrote.
+  std::vector<int32_t> next = {ids[0]};
+  const SequenceStep decode{next, 9, seqs.tables[0], true};
+  std::vector<float> la(static_cast<size_t>(V)), lb(la.size());
+  ASSERT_TRUE(m.Forward(std::span(&decode, 1), a, la.data()).ok());
+  ASSERT_TRUE(m.Forward(std::span(&decode, 1), b, lb.data()).ok());
+  EXPECT_EQ(MaxAbsDiff(la.data(), lb.data(), V), 0.0);
 }
 
 TEST(LlamaBatchTest, MalformedStepsAreErrors) {

@@ -105,8 +105,10 @@ size_t LlamaModel::WorkspaceBytes(int64_t max_tokens, int64_t max_seqs) const {
   // A device backend's logits are computed on the device, then copied to the caller.
   const size_t device_logits =
       backend_.host_memory() ? 0 : static_cast<size_t>(max_seqs * shard_.vocab_stride);
-  // Each of the 13 buffers is 64-byte aligned.
-  return (floats + device_logits) * sizeof(float) + 2 * t * sizeof(int32_t) + 13 * 64;
+  // ... and their argmax for greedy steps.
+  const size_t device_ids = backend_.host_memory() ? 0 : static_cast<size_t>(max_seqs);
+  // Each of the 14 buffers is 64-byte aligned.
+  return (floats + device_logits) * sizeof(float) + (2 * t + device_ids) * sizeof(int32_t) + 14 * 64;
 }
 
 LlamaModel::LlamaModel(std::unique_ptr<gguf::GgufFile> file, LlamaConfig config,
@@ -159,6 +161,7 @@ void LlamaModel::Reserve(int64_t max_tokens, int64_t max_seqs) {
 
 void LlamaModel::BindOwnBuffers() {
   device_logits_ = nullptr;
+  device_ids_ = nullptr;
   x_ = own_x_.data();
   h_ = own_h_.data();
   q_ = own_q_.data();
@@ -193,6 +196,7 @@ Status LlamaModel::BindWorkspace(memory::BumpAllocator& ws, int64_t n, int64_t n
     ids_ = static_cast<int32_t*>(ws.Allocate(static_cast<size_t>(n) * sizeof(int32_t)));
     positions_ = static_cast<int32_t*>(ws.Allocate(static_cast<size_t>(n) * sizeof(int32_t)));
     device_logits_ = nullptr;
+    device_ids_ = nullptr;
     return BoundOrExhausted({x_, h_, q_, k_, v_, attn_, proj_, gate_, up_, last_, ids_, positions_});
   }
   // Ops take token ids and positions as host spans (backend.h) and upload them themselves.
@@ -204,7 +208,8 @@ Status LlamaModel::BindWorkspace(memory::BumpAllocator& ws, int64_t n, int64_t n
   ids_ = own_ids_.data();
   positions_ = own_positions_.data();
   device_logits_ = floats(n_seqs * shard_.vocab_stride);
-  return BoundOrExhausted({x_, h_, q_, k_, v_, attn_, proj_, gate_, up_, last_, device_logits_});
+  device_ids_ = static_cast<int32_t*>(ws.Allocate(static_cast<size_t>(n_seqs) * sizeof(int32_t)));
+  return BoundOrExhausted({x_, h_, q_, k_, v_, attn_, proj_, gate_, up_, last_, device_logits_, device_ids_});
 }
 
 Status LlamaModel::BoundOrExhausted(std::initializer_list<const void*> buffers) {
@@ -370,6 +375,19 @@ Status LlamaModel::LaunchForward(std::span<const SequenceStep> steps, const KvCa
   return ForwardShard(steps, cache, io, nullptr, workspace);
 }
 
+Status LlamaModel::LaunchGreedyForward(std::span<const SequenceStep> steps, const KvCache& cache,
+                                       int32_t* greedy_ids, memory::BumpAllocator* workspace) {
+  if (!shard_.whole()) {
+    return FailedPrecondition("LaunchGreedyForward computes the whole model; this is " +
+                              shard_.Describe());
+  }
+  if (greedy_ids == nullptr) return InvalidArgument("LaunchGreedyForward needs somewhere for the ids");
+  ShardIo io;
+  io.finish_later = true;
+  io.greedy_ids = greedy_ids;
+  return ForwardShard(steps, cache, io, nullptr, workspace);
+}
+
 Status LlamaModel::ForwardShard(std::span<const SequenceStep> steps, const KvCache& cache,
                                 const ShardIo& io, TensorParallelGroup* group,
                                 memory::BumpAllocator* workspace) {
@@ -430,6 +448,23 @@ Status LlamaModel::ForwardShard(std::span<const SequenceStep> steps, const KvCac
   if (n_logits == 0) return io.finish_later ? Status::Ok() : backend_.Synchronize();
   backend_.RmsNorm(last_, weights_.output_norm, n_logits, c.n_embd, c.rms_eps, last_);
   // A device backend computes its rows on the device and copies them out before the padding.
+  if (io.greedy_ids != nullptr) {
+    if (!io.finish_later || !shard_.whole()) return InvalidArgument("greedy ids are for LaunchGreedyForward");
+    // The whole vocabulary: the rows live in the step's own buffers, only their argmax leaves.
+    float* rows = device_logits_;
+    if (rows == nullptr) {
+      Grow(logits_rows_, static_cast<size_t>(n_logits * shard_.n_vocab));
+      rows = logits_rows_.data();
+    }
+    backend_.MatMul(last_, n_logits, weights_.output, rows);
+    if (device_ids_ == nullptr) {
+      backend_.Argmax(rows, n_logits, shard_.n_vocab, io.greedy_ids);
+      return Status::Ok();
+    }
+    backend_.Argmax(rows, n_logits, shard_.n_vocab, device_ids_);
+    return backend_.CopyToHostAsync(io.greedy_ids, device_ids_,
+                                    static_cast<size_t>(n_logits) * sizeof(int32_t));
+  }
   float* rows = device_logits_ != nullptr ? device_logits_ : io.logits;
   if (shard_.n_vocab > 0) backend_.MatMul(last_, n_logits, weights_.output, rows);
   if (device_logits_ != nullptr) {

@@ -57,6 +57,10 @@ struct ShardIo {
   // The last stage of the whole model only: return once the copy of the logits is issued
   // (Backend::CopyToHostAsync); they are in `logits` after FinishForward.
   bool finish_later = false;
+  // With finish_later: instead of the logits, each row's greedy token (Backend::Argmax, -1 for
+  // a row the host sampler would refuse), computed where the logits are; only these ids cross
+  // to the host. `logits` is then unused.
+  int32_t* greedy_ids = nullptr;
 };
 
 class LlamaModel {
@@ -117,6 +121,10 @@ class LlamaModel {
   // (Backend::PinHostMemory).
   Status LaunchForward(std::span<const SequenceStep> steps, const KvCache& cache, float* logits,
                        memory::BumpAllocator* workspace = nullptr);
+  // The same, for a step whose sequences all sample greedily: `greedy_ids` gets each sampling
+  // sequence's argmax (ShardIo::greedy_ids) instead of its logits.
+  Status LaunchGreedyForward(std::span<const SequenceStep> steps, const KvCache& cache,
+                             int32_t* greedy_ids, memory::BumpAllocator* workspace);
   Status FinishForward() { return backend_.Synchronize(); }
   // One step of this shard: its stage's layers over its heads and MLP slice. `group` is needed
   // when shard().tp > 1. Every rank of a replica calls this with the same steps.
@@ -151,9 +159,11 @@ class LlamaModel {
   float *x_ = nullptr, *h_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr,
         *attn_ = nullptr, *proj_ = nullptr, *gate_ = nullptr, *up_ = nullptr, *last_ = nullptr;
   float* device_logits_ = nullptr;  // device backends: the step's logits before the copy out
+  int32_t* device_ids_ = nullptr;    // device backends: their argmax, for greedy steps
   int32_t *ids_ = nullptr, *positions_ = nullptr;
   std::vector<float> own_x_, own_h_, own_q_, own_k_, own_v_, own_attn_, own_proj_, own_gate_,
       own_up_, own_last_;
+  std::vector<float> logits_rows_;  // host backends, greedy steps: logits nobody else needs
   std::vector<int32_t> own_ids_, own_positions_;
   std::vector<int32_t> embed_ids_;  // device backends, tp > 1: slice-local ids (host)
   std::vector<float> staging_;      // device backends: all-reduces over a host-memory group
