@@ -485,12 +485,19 @@ Status CudaBackend::CopyToHostAsync(void* host_dst, const void* device_src, size
 
 Status CudaBackend::PinHostMemory(void* p, size_t bytes) {
   if (bytes == 0) return Status::Ok();
-  BMAD_CUDA_CHECK(cudaHostRegister(p, bytes, cudaHostRegisterDefault));
+  BMAD_CUDA_CHECK(cudaSetDevice(device_));
+  const cudaError_t e = cudaHostRegister(p, bytes, cudaHostRegisterDefault);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // clear it, or the next launch check would report it
+    return Unavailable(std::string("cudaHostRegister: ") + cudaGetErrorString(e));
+  }
   return Status::Ok();
 }
 
 void CudaBackend::UnpinHostMemory(void* p) {
-  if (cudaHostUnregister(p) != cudaSuccess) cudaGetLastError();  // nothing to report it to
+  if (cudaSetDevice(device_) != cudaSuccess || cudaHostUnregister(p) != cudaSuccess) {
+    cudaGetLastError();  // nothing to report it to; clear it for the next launch check
+  }
 }
 
 Status CudaBackend::CopyOnDevice(void* device_dst, const void* device_src, size_t bytes) {

@@ -10,6 +10,24 @@
 
 namespace bmad::engine {
 
+namespace {
+
+// The model's context (or the configured one, if shorter), and never more than the KV cache
+// holds: a sequence longer than the whole cache could never run, and would preempt itself
+// forever. As in vLLM, max_model_len fits in the cache; the worker reports it to the coordinator.
+int64_t ContextLength(const EngineOptions& o, int64_t trained) {
+  const int64_t configured = o.context_length > 0 ? std::min(o.context_length, trained) : trained;
+  const int64_t cache_tokens = (o.num_blocks - 1) * o.block_size;
+  return cache_tokens > 0 ? std::min(configured, cache_tokens) : configured;
+}
+
+// A step refused as malformed fails its requests; any other error stops the replica.
+bool Malformed(const Status& s) {
+  return s.code() == StatusCode::kInvalidArgument || s.code() == StatusCode::kOutOfRange;
+}
+
+}  // namespace
+
 struct Engine::RequestState {
   RequestState(uint64_t request_id, std::vector<int32_t> prompt_tokens,
                const proto::SamplingParams& params, uint64_t seed,
@@ -42,9 +60,7 @@ Engine::Engine(const EngineOptions& options, model::LlamaModel& model, model::Kv
       backend_(backend),
       clock_(clock),
       metrics_(metrics),
-      context_length_(options.context_length > 0
-                          ? std::min(options.context_length, model.config().n_ctx_train)
-                          : model.config().n_ctx_train),
+      context_length_(ContextLength(options, model.config().n_ctx_train)),
       kv_(kv::KvBlockManagerOptions{options.num_blocks, options.block_size, options.prefix_caching}),
       scheduler_(options.scheduler, kv_, clock),
       default_seed_(std::random_device{}()) {
@@ -57,6 +73,7 @@ Engine::Engine(const EngineOptions& options, model::LlamaModel& model, model::Kv
     b.sampling.reserve(max_seqs);
   }
   sampled_.reserve(max_seqs);
+  last_samples_.reserve(max_seqs);
   // A device backend runs the forward pass while the host goes on; the CPU backend computes in
   // the launch. An executor (a replica over ranks) computes its step before returning.
   const StepOverlap overlap = options.scheduler.overlap_steps;
@@ -109,9 +126,16 @@ Status Engine::Add(EngineRequest r) {
   BMAD_RETURN_IF_ERROR(sampling::ValidateSamplingParams(r.sampling, vocab).WithContext(which));
   const auto known = static_cast<int64_t>(r.prompt.size() + r.generated.size());
   if (known >= context_length_) {
+    const bool cache_bound =
+        context_length_ < ContextLength(EngineOptions{.context_length = options_.context_length},
+                                        model_.config().n_ctx_train);
     return OutOfRange(which + ": the prompt has " + std::to_string(known) +
                       " tokens; the context length is " + std::to_string(context_length_) +
-                      " (prompt plus at least one generated token)");
+                      " (prompt plus at least one generated token)" +
+                      (cache_bound ? std::string(", all the KV cache holds (") +
+                                         std::to_string(kv_.NumUsableBlocks()) + " blocks of " +
+                                         std::to_string(options_.block_size) + " tokens)"
+                                   : std::string()));
   }
   const int64_t already = static_cast<int64_t>(r.generated.size());
   if (already >= static_cast<int64_t>(r.sampling.max_tokens)) {
@@ -152,6 +176,7 @@ bool Engine::Cancel(uint64_t id, RequestOutput* final_output) {
   return true;
 }
 
+
 bool Engine::Plan(StepBatch& batch) {
   const int64_t start = clock_.NowNanos();
   const kv::KvBlockManager::Stats kv_before = kv_.GetStats();
@@ -179,7 +204,7 @@ bool Engine::Plan(StepBatch& batch) {
       }
     }
   }
-  timing_.plan_nanos += clock_.NowNanos() - start;
+  call_timing_.plan_nanos += clock_.NowNanos() - start;
   return !batch.plan.empty();
 }
 
@@ -201,7 +226,7 @@ void Engine::PrepareBatch(StepBatch& batch) {
                                        [&](const sched::ScheduledChunk* c) {
                                          return requests_.at(c->seq_id)->sampler.plain_greedy();
                                        });
-  timing_.plan_nanos += clock_.NowNanos() - start;
+  call_timing_.plan_nanos += clock_.NowNanos() - start;
 }
 
 void Engine::Launch(StepBatch& batch) {
@@ -214,10 +239,17 @@ void Engine::Launch(StepBatch& batch) {
   } else {
     batch.launched = model_.LaunchForward(batch.steps, cache_, logits_.get(), options_.workspace);
   }
-  // From here on the scheduler plans as if the step were done (its tokens pending).
-  if (batch.launched.ok()) scheduler_.OnStepLaunched(batch.plan);
+  // From here on the scheduler plans as if the step were done (its tokens pending), except for
+  // sequences whose token is their last by length: nothing is planned after it.
+  if (batch.launched.ok()) {
+    last_samples_.clear();
+    for (const sched::ScheduledChunk* c : batch.sampling) {
+      if (requests_.at(c->seq_id)->output.next_is_last()) last_samples_.push_back(c->seq_id);
+    }
+    scheduler_.OnStepLaunched(batch.plan, last_samples_);
+  }
   batch.in_flight = true;
-  timing_.execute_nanos += clock_.NowNanos() - start;
+  call_timing_.execute_nanos += clock_.NowNanos() - start;
 }
 
 Status Engine::Wait(StepBatch& batch) {
@@ -225,7 +257,7 @@ Status Engine::Wait(StepBatch& batch) {
   if (!batch.launched.ok() || options_.executor) return batch.launched;
   const int64_t start = clock_.NowNanos();
   Status done = model_.FinishForward();
-  timing_.execute_nanos += clock_.NowNanos() - start;
+  call_timing_.execute_nanos += clock_.NowNanos() - start;
   return done;
 }
 
@@ -263,10 +295,10 @@ void Engine::Sample(const StepBatch& batch, std::vector<RequestOutput>* outputs)
   for (size_t i = 0; i < batch.sampling.size(); ++i) {
     const uint64_t id = batch.sampling[i]->seq_id;
     // Cancelled while its step ran (and perhaps its id given to a new request since, whose
-    // sequence has no pending token: this row is not its).
+    // sequence was not in this step: this row is not its).
     const sched::Sequence* seq = scheduler_.Find(id);
     auto found = requests_.find(id);
-    if (found == requests_.end() || seq == nullptr || !seq->token_pending) continue;
+    if (found == requests_.end() || seq == nullptr || seq->launched_step != batch.plan.step) continue;
     RequestState& r = *found->second;
     const std::span<const float> row(logits_.get() + static_cast<size_t>(i) * vocab,
                                      static_cast<size_t>(vocab));
@@ -332,6 +364,11 @@ void Engine::FinishMetrics(const RequestState& r, proto::FinishReason reason) {
 
 Status Engine::Step(std::vector<RequestOutput>* outputs) {
   const int64_t start = clock_.NowNanos();
+  call_timing_ = StepTiming{};
+  if (returned_in_flight_at_ != 0) {
+    busy_nanos_ += start - returned_in_flight_at_;  // the device worked between the calls
+    returned_in_flight_at_ = 0;
+  }
   StepBatch& now = batches_[current_];
   if (!now.in_flight) {
     if (!Plan(now)) {
@@ -345,8 +382,7 @@ Status Engine::Step(std::vector<RequestOutput>* outputs) {
   StepBatch& next = batches_[1 - current_];
   const bool planned_next = overlap_ && now.launched.ok() && Plan(next);
   Status executed = Wait(now);
-  if (!executed.ok() && executed.code() != StatusCode::kInvalidArgument &&
-      executed.code() != StatusCode::kOutOfRange) {
+  if (!executed.ok() && !Malformed(executed)) {
     return executed.WithContext("executing step");  // the replica stops
   }
   const size_t first_output = outputs->size();
@@ -364,16 +400,26 @@ Status Engine::Step(std::vector<RequestOutput>* outputs) {
     if (!next.plan.empty()) {
       PrepareBatch(next);
       Launch(next);  // runs while this step's outputs go out
-      current_ = 1 - current_;
+      if (Malformed(next.launched)) {
+        // Refused before it ran: fail its requests now, not after the caller may have reused
+        // their ids.
+        FailBatch(next, next.launched, outputs);
+        next.in_flight = false;
+      } else {
+        current_ = 1 - current_;  // a fatal error surfaces at the next call's wait
+      }
     }
   }
   const int64_t end = clock_.NowNanos();
   busy_nanos_ += end - start;
-  timing_.total_nanos += end - start;
-  if (executed.ok()) {
+  if (batches_[current_].in_flight) returned_in_flight_at_ = end;
+  if (executed.ok()) {  // the timing of calls that completed a step only, all fields alike
     ++timing_.steps;
     if (planned_next) ++timing_.overlapped_steps;
     if (now.greedy_on_device) ++timing_.device_sampled_steps;
+    timing_.plan_nanos += call_timing_.plan_nanos;
+    timing_.execute_nanos += call_timing_.execute_nanos;
+    timing_.total_nanos += end - start;
     if (metrics_) {
       metrics_->step_seconds.Observe(double(end - start) * 1e-9);
       metrics_->step_tokens.Observe(double(now.plan.num_tokens));

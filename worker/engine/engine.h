@@ -180,6 +180,9 @@ class Engine {
   StepBatch batches_[2];
   int current_ = 0;  // the batch launched first
   std::vector<sched::SampledToken> sampled_;
+  std::vector<uint64_t> last_samples_;  // sequences whose sample in the launched step is their last
+  StepTiming call_timing_;              // this Step() call's, kept if a step completes in it
+  int64_t returned_in_flight_at_ = 0;   // when Step() last returned with a step on the device
   std::unique_ptr<float, void (*)(void*)> logits_{nullptr, &std::free};
   size_t logits_bytes_ = 0;
   bool logits_pinned_ = false;

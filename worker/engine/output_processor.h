@@ -39,6 +39,8 @@ class OutputProcessor {
   std::string Finish();
 
   const std::vector<int32_t>& generated() const { return generated_; }
+  // The next token is the last the length limit allows (it finishes the sequence whatever it is).
+  bool next_is_last() const { return static_cast<int64_t>(generated_.size()) + 1 >= max_new_tokens_; }
   bool finished() const { return finished_; }
 
  private:

@@ -189,16 +189,18 @@ void Scheduler::OnStepDone(const SchedulerOutput& output, std::span<const Sample
   OnTokensSampled(sampled);
 }
 
-void Scheduler::OnStepLaunched(const SchedulerOutput& output) {
+void Scheduler::OnStepLaunched(const SchedulerOutput& output, std::span<const uint64_t> last_samples) {
   for (const ScheduledChunk& c : output.chunks) {
     auto it = sequences_.find(c.seq_id);
     if (it == sequences_.end()) continue;  // removed since it was planned
     Sequence* seq = it->second.get();
     if (seq->state != SequenceState::kRunning || seq->num_computed != c.start) continue;
     seq->num_computed += c.num_tokens;
+    seq->launched_step = output.step;
     // Hashes only the blocks filled by computed tokens, never the pending one after them.
     kv_.MarkComputed(seq->id, seq->tokens, seq->num_computed);
-    if (c.samples && !seq->token_pending) {
+    if (c.samples && !seq->token_pending &&
+        std::find(last_samples.begin(), last_samples.end(), c.seq_id) == last_samples.end()) {
       seq->tokens.push_back(kPendingToken);
       seq->token_pending = true;
     }
@@ -218,6 +220,8 @@ void Scheduler::OnTokensSampled(std::span<const SampledToken> sampled) {
     if (seq->token_pending) {
       seq->tokens.back() = s.token;
       seq->token_pending = false;
+    } else {
+      seq->tokens.push_back(s.token);  // was expected to be its last; keep it all the same
     }
   }
 }

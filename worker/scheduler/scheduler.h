@@ -82,7 +82,9 @@ class Scheduler {
   // appends kPendingToken, so the next Schedule() plans a decode over it. OnTokensSampled: the
   // tokens came back; each replaces its sequence's pending token, or releases the sequence
   // when finished. Sequences removed or preempted in between are handled.
-  void OnStepLaunched(const SchedulerOutput& output);
+  // `last_samples`: sequences whose token sampled in this step is certainly their last (their
+  // length limit): they get no pending token, so the next step plans nothing for them.
+  void OnStepLaunched(const SchedulerOutput& output, std::span<const uint64_t> last_samples = {});
   void OnTokensSampled(std::span<const SampledToken> sampled);
 
   // Releases a sequence at once, waiting or running (cancel, error). False when unknown.

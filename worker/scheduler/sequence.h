@@ -36,6 +36,7 @@ struct Sequence {
   int64_t reused_prefix_tokens = 0;  // prefix-cache hit at the latest admission
   SequenceState state = SequenceState::kWaiting;
   bool token_pending = false;      // tokens.back() is kPendingToken
+  uint64_t launched_step = 0;      // the latest step launched with a chunk of it
 
 
   int64_t remaining() const { return static_cast<int64_t>(tokens.size()) - num_computed; }

@@ -181,7 +181,8 @@ TEST(DeviceResidentTest, TheNextStepIsPlannedBeforeWaitingForThisOne) {
   const engine::StepTiming& t = device->engine().step_timing();
   EXPECT_GT(t.steps, 10u);
   EXPECT_GT(t.overlapped_steps, t.steps / 2);
-  EXPECT_EQ(waits_with_next_planned, static_cast<int>(t.overlapped_steps));
+  // Every wait came after the next step's planning (which finds nothing to do at the very end).
+  EXPECT_EQ(waits_with_next_planned, static_cast<int>(t.steps));
   EXPECT_GE(waits, static_cast<int>(t.steps));
   EXPECT_EQ(b->deferred_copies(), static_cast<int64_t>(t.steps));
 }

@@ -138,6 +138,13 @@ TEST(EngineTest, StepTimingSplitsTheForwardPassFromTheHostStages) {
   EXPECT_GE(t.total_nanos, t.execute_nanos + t.plan_nanos);
   EXPECT_GT(t.plan_nanos, 0);
   EXPECT_EQ(results.at(1).second.size(), 6u);
+  // Idle calls plan nothing and count nothing.
+  const StepTiming before = t;
+  std::vector<RequestOutput> outputs;
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(f.engine->Step(&outputs).ok());
+  EXPECT_EQ(t.plan_nanos, before.plan_nanos);
+  EXPECT_EQ(t.total_nanos, before.total_nanos);
+  EXPECT_TRUE(outputs.empty());
 }
 
 TEST(EngineTest, BadRequestsAreRefusedWithAReason) {
@@ -273,6 +280,37 @@ TEST(EngineTest, OverlappedStepsGiveTheSameOutputsAsStepsInOrder) {
   // Every step but the last ones (nothing left to plan) had its successor planned while it ran.
   EXPECT_GT(t.overlapped_steps, t.steps / 2);
   EXPECT_EQ(t.steps, in_order.engine->step_timing().steps);
+}
+
+// A sequence longer than the whole KV cache could never run (it would preempt itself forever):
+// the context is cut to what the cache holds, prompts beyond it are refused with the reason, and
+// generation stops there with finish reason length.
+TEST(EngineTest, TheContextIsCutToWhatTheKvCacheHolds) {
+  Fixture f(5, 64);  // 4 usable blocks of 16 tokens; the model's context is 512
+  EXPECT_EQ(f.engine->context_length(), 64);
+  Status refused = f.engine->Add(Greedy(1, std::vector<int32_t>(64, 5), 4));
+  EXPECT_EQ(refused.code(), StatusCode::kOutOfRange);
+  EXPECT_NE(refused.message().find("all the KV cache holds (4 blocks of 16 tokens)"), std::string::npos)
+      << refused.message();
+  EngineRequest r = Greedy(2, f.tok->Encode("Once upon a time"), 500);
+  r.sampling.ignore_eos = true;
+  const auto prompt_len = static_cast<uint32_t>(r.prompt.size());
+  ASSERT_TRUE(f.engine->Add(std::move(r)).ok());
+  uint32_t generated = 0;
+  proto::FinishReason reason = proto::FinishReason::kNone;
+  std::vector<RequestOutput> outputs;
+  for (int i = 0; i < 200 && f.engine->HasWork(); ++i) {
+    outputs.clear();
+    ASSERT_TRUE(f.engine->Step(&outputs).ok());
+    for (const RequestOutput& o : outputs) {
+      generated += static_cast<uint32_t>(o.token_ids.size());
+      if (o.finished) reason = o.reason;
+    }
+  }
+  EXPECT_FALSE(f.engine->HasWork());
+  EXPECT_EQ(reason, proto::FinishReason::kLength);
+  EXPECT_EQ(generated, 64 - prompt_len);
+  EXPECT_EQ(f.engine->scheduler().stats().preemptions_total, 0u);
 }
 
 TEST(EngineTest, OverlappedStepsUnderKvPressurePreemptAndGiveTheSameTokens) {

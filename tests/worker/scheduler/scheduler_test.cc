@@ -363,6 +363,25 @@ TEST_F(SchedulerTest, TheNextStepIsPlannedOverAPendingToken) {
   ASSERT_TRUE(kv_->CheckInvariants().ok()) << kv_->CheckInvariants().ToString();
 }
 
+TEST_F(SchedulerTest, NothingIsPlannedAfterASequencesLastToken) {
+  Make(Config(64, 8), 32, 4);
+  Add(Request(1, 5, 1, 0), 1);
+  Add(Request(2, 3, 1, 0, 100), 2);
+  const SchedulerOutput first = sched_->Schedule();
+  ASSERT_EQ(first.chunks.size(), 2u);
+  const uint64_t last[] = {1};  // its first token is its last
+  sched_->OnStepLaunched(first, last);
+  EXPECT_FALSE(sched_->Find(1)->token_pending);
+  EXPECT_TRUE(sched_->Find(2)->token_pending);
+  const SchedulerOutput second = sched_->Schedule();
+  ASSERT_EQ(second.chunks.size(), 1u);
+  EXPECT_EQ(second.chunks[0].seq_id, 2u);
+  const SampledToken t[] = {{1, 7, true}, {2, 8, false}};
+  sched_->OnTokensSampled(t);
+  EXPECT_EQ(sched_->Find(1), nullptr);
+  EXPECT_EQ(sched_->Find(2)->tokens.back(), 8);
+}
+
 TEST_F(SchedulerTest, APendingTokenIsNeverHashedForPrefixReuse) {
   Make(Config(64, 8), 32, 4);
   Add(Request(1, 7, 1, 0), 2);  // the pending token is the last of the second block
@@ -377,12 +396,12 @@ TEST_F(SchedulerTest, APendingTokenIsNeverHashedForPrefixReuse) {
   ASSERT_EQ(sched_->Find(1), nullptr);
 
   // The cached second block holds the sampled token, not the placeholder: a prompt with the
-  // same eight tokens reuses both blocks, one with the placeholder's value instead reuses one.
+  // same eight tokens reuses both blocks, one with the placeholder itself there reuses one.
   SequenceRequest same = Request(2, 7, 1, 0);
   same.prompt.push_back(99);
   same.prompt.push_back(5);
   SequenceRequest other = Request(3, 7, 1, 0);
-  other.prompt.push_back(kPendingToken + 1000);
+  other.prompt.push_back(kPendingToken);
   other.prompt.push_back(5);
   Add(std::move(same), 1);
   Add(std::move(other), 1);
