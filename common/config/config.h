@@ -165,7 +165,7 @@ struct SchedulerConfig {
 };
 
 struct CacheConfig {
-  int64_t block_size = 16;               // tokens per KV block
+  int64_t block_size = 8;                // tokens per KV block (docs/benchmarks.md: 8 against 16)
   int64_t num_blocks = 0;                // 0: derived from kv_bytes
   int64_t kv_bytes = 256ll << 20;        // KV cache size when num_blocks is 0
   bool prefix_caching = true;

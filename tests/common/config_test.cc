@@ -20,7 +20,7 @@ TEST(ConfigTest, EmptyDocumentGivesDefaults) {
   ASSERT_TRUE(load.ok()) << load.errors[0].ToString();
   EXPECT_EQ(load.config.scheduler.max_batch_tokens, 512);
   EXPECT_EQ(load.config.scheduler.max_wait_ms, 200);
-  EXPECT_EQ(load.config.cache.block_size, 16);
+  EXPECT_EQ(load.config.cache.block_size, 8);
   EXPECT_EQ(load.config.router.policy, RouterPolicy::kWeighted);
   EXPECT_DOUBLE_EQ(load.config.router.weight_queue, 0.6);
 }
@@ -95,7 +95,7 @@ TEST(ConfigTest, ReportsEveryProblemWithKeyAndPosition) {
   ASSERT_NE(choice, nullptr);
   EXPECT_NE(choice->message.find("weighted, round_robin, least_loaded"), std::string::npos);
   // A bad value leaves the default in place.
-  EXPECT_EQ(load.config.cache.block_size, 16);
+  EXPECT_EQ(load.config.cache.block_size, 8);
 }
 
 TEST(ConfigTest, UnknownSectionAndStructuralErrors) {

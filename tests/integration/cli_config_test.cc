@@ -58,7 +58,7 @@ TEST(CliConfigCheck, GoodFilePrintsEffectiveConfig) {
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("is valid"), std::string::npos);
   EXPECT_NE(r.output.find("max_batch_tokens:"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("block_size: 16"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("block_size: 8"), std::string::npos) << r.output;
   std::filesystem::remove_all(dir);
 }
 

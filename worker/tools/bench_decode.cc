@@ -121,7 +121,7 @@ int RunBenchDecodeCommand(const std::vector<std::string>& args) {
   flags.AddInt("gen-len", &o.gen_len, "Generated tokens per sequence (default 128).");
   flags.AddInt("threads", &o.threads, "Compute threads (default: every core).");
   flags.AddInt("prefill-chunk", &o.prefill_chunk, "Tokens per prefill step (default 2048).");
-  flags.AddInt("block-size", &o.block_size, "Tokens per KV block (default 16).");
+  flags.AddInt("block-size", &o.block_size, "Tokens per KV block (default: cache.block_size's, 8).");
   std::vector<std::string> positional;
   Status s = flags.Parse(args, &positional);
   if (flags.help_requested()) {

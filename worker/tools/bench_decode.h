@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/cli/command.h"
+#include "common/config/config.h"
 #include "common/status.h"
 
 namespace bmad::tools {
@@ -19,7 +20,7 @@ struct BenchDecodeOptions {
   int64_t gen_len = 128;
   int64_t threads = 0;          // 0: every core
   int64_t prefill_chunk = 2048; // tokens per prefill step
-  int64_t block_size = 16;
+  int64_t block_size = CacheConfig{}.block_size;
 };
 
 struct BenchDecodeResult {

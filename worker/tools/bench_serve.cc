@@ -221,7 +221,7 @@ int RunBenchServeCommand(const std::vector<std::string>& args) {
   flags.AddInt("max-batch-tokens", &o.max_batch_tokens, "Token budget per step (default 512).");
   flags.AddInt("max-seqs", &o.max_seqs, "Sequences per step (default 64).");
   flags.AddInt("kv-bytes", &o.kv_bytes, "KV cache bytes (default 256 MiB).");
-  flags.AddInt("block-size", &o.block_size, "Tokens per KV block (default 16).");
+  flags.AddInt("block-size", &o.block_size, "Tokens per KV block (default: cache.block_size's, 8).");
   flags.AddBool("no-prefix-caching", &no_prefix_caching, "Turn prefix reuse off.");
   flags.AddInt("seed", &seed, "Workload seed (default 1).");
   std::vector<std::string> positional;

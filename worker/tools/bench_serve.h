@@ -29,7 +29,7 @@ struct BenchServeOptions {
   int64_t max_batch_tokens = 512;
   int64_t max_seqs = 64;
   int64_t kv_bytes = 256ll << 20;
-  int64_t block_size = 16;
+  int64_t block_size = CacheConfig{}.block_size;
   bool prefix_caching = true;
   uint64_t seed = 1;
 };
