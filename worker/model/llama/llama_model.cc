@@ -366,25 +366,25 @@ Status LlamaModel::Forward(std::span<const SequenceStep> steps, const KvCache& c
 
 Status LlamaModel::LaunchForward(std::span<const SequenceStep> steps, const KvCache& cache,
                                  float* logits, memory::BumpAllocator* workspace) {
-  if (!shard_.whole()) {
-    return FailedPrecondition("LaunchForward computes the whole model; this is " + shard_.Describe());
-  }
   ShardIo io;
   io.logits = logits;
-  io.finish_later = true;
-  return ForwardShard(steps, cache, io, nullptr, workspace);
+  return LaunchWhole(steps, cache, io, workspace);
 }
 
 Status LlamaModel::LaunchGreedyForward(std::span<const SequenceStep> steps, const KvCache& cache,
                                        int32_t* greedy_ids, memory::BumpAllocator* workspace) {
-  if (!shard_.whole()) {
-    return FailedPrecondition("LaunchGreedyForward computes the whole model; this is " +
-                              shard_.Describe());
-  }
   if (greedy_ids == nullptr) return InvalidArgument("LaunchGreedyForward needs somewhere for the ids");
   ShardIo io;
-  io.finish_later = true;
   io.greedy_ids = greedy_ids;
+  return LaunchWhole(steps, cache, io, workspace);
+}
+
+Status LlamaModel::LaunchWhole(std::span<const SequenceStep> steps, const KvCache& cache, ShardIo io,
+                               memory::BumpAllocator* workspace) {
+  if (!shard_.whole()) {
+    return FailedPrecondition("a launched step computes the whole model; this is " + shard_.Describe());
+  }
+  io.finish_later = true;
   return ForwardShard(steps, cache, io, nullptr, workspace);
 }
 

@@ -135,6 +135,9 @@ class LlamaModel {
   uint64_t workspace_allocations() const { return workspace_allocations_; }
 
  private:
+  // LaunchForward and LaunchGreedyForward: the whole model, finished by FinishForward.
+  Status LaunchWhole(std::span<const SequenceStep> steps, const KvCache& cache, ShardIo io,
+                     memory::BumpAllocator* workspace);
   LlamaModel(std::unique_ptr<gguf::GgufFile> file, LlamaConfig config, LlamaShard shard,
              LlamaWeights weights, kernels::Backend& backend);
   Status Validate(std::span<const SequenceStep> steps, const KvCache& cache) const;
