@@ -1,8 +1,6 @@
 #include "kernels/cuda/device_info.h"
 
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
-#include <nccl.h>
 
 #include "kernels/cuda/cuda_status.h"
 
@@ -29,18 +27,6 @@ Result<std::vector<DeviceInfo>> ListDevices() {
     devices.push_back(d);
   }
   return devices;
-}
-
-std::string LibraryVersions() {
-  int major = 0, minor = 0, patch = 0;
-  cublasGetProperty(MAJOR_VERSION, &major);
-  cublasGetProperty(MINOR_VERSION, &minor);
-  cublasGetProperty(PATCH_LEVEL, &patch);
-  int nccl = 0;
-  ncclGetVersion(&nccl);
-  return "cuBLAS " + std::to_string(major) + "." + std::to_string(minor) + "." +
-         std::to_string(patch) + ", NCCL " + std::to_string(nccl / 10000) + "." +
-         std::to_string((nccl / 100) % 100) + "." + std::to_string(nccl % 100);
 }
 
 }  // namespace bmad::cuda

@@ -7,6 +7,7 @@
 #   lib/     the shared libraries they need beyond glibc, libstdc++ and cuBLAS (OpenBLAS,
 #            gfortran, yaml-cpp, the CUDA runtime), which a bare CUDA machine lacks
 #   models/  the shared model files (../shared/models does not travel with the checkout)
+#   SOURCE_FINGERPRINT  tests/gpu/source_fingerprint.sh of the sources it was built from
 # and packs that into build-gpu/bundle.tar.xz (what travels to the GPU machine; run.sh unpacks
 # it), and prints the sizes. cuBLAS is left to the GPU machine (its toolkit or PyTorch's wheels):
 # libcublasLt alone is over 500 MB.
@@ -40,6 +41,7 @@ models=${BMAD_SHARED_MODELS:-../shared/models}
 cp "$models/stories260K.gguf" "$models/llama-2-tiny-random.gguf" "$bundle/models/"
 echo "built $(date -u +%Y-%m-%dT%H:%MZ) on $(hostname) from $build, $("$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" --version 2>/dev/null | tail -n 1)" \
   >"$bundle/BUILD_INFO"
+tests/gpu/source_fingerprint.sh >"$bundle/SOURCE_FINGERPRINT"
 # The device tool carries at most 64 MiB with the checkout; compressed, the bundle is ~14 MB.
 tar -C build-gpu -cJf build-gpu/bundle.tar.xz bundle
 du -sh "$bundle" build-gpu/bundle.tar.xz

@@ -2,7 +2,9 @@
 # The GPU checks of the CUDA backend, in one bounded run on a machine with an NVIDIA GPU (sized
 # for one H200: under 8 minutes including the build). CI has no GPU and never runs this.
 #
-#   1. programs: build-gpu/bundle/ (or build-gpu/bundle.tar.xz) when it exists (packed by
+#   1. programs: build-gpu/bundle/ (or build-gpu/bundle.tar.xz) when it exists and was built
+#      from these sources (tests/gpu/source_fingerprint.sh; a stale bundle is refused before
+#      anything runs) (packed by
 #      tests/gpu/package.sh on a machine with the project's Debian packages, for GPU machines
 #      that have the driver and CUDA libraries but cannot build the project); otherwise build
 #      them here: CMake with
@@ -62,11 +64,23 @@ step() {
 
 # ---- 1. programs ----
 bundle=$root/build-gpu/bundle
-if [ ! -x "$bundle/bin/bmad_gpu_bench" ] && [ -f "$bundle.tar.xz" ]; then
+if [ -f "$bundle.tar.xz" ] && { [ ! -x "$bundle/bin/bmad_gpu_bench" ] || [ "$bundle.tar.xz" -nt "$bundle" ]; }; then
   say "unpacking build-gpu/bundle.tar.xz"
+  rm -rf "$bundle"
   tar -C "$root/build-gpu" -xJf "$bundle.tar.xz"
 fi
 if [ -x "$bundle/bin/bmad_gpu_bench" ]; then
+  # A bundle built from other sources would measure other code: refuse it (rebuild it with
+  # tests/gpu/package.sh, or remove it to build here).
+  want=$(tests/gpu/source_fingerprint.sh)
+  have=$(cat "$bundle/SOURCE_FINGERPRINT" 2>/dev/null || echo none)
+  if [ "$want" != "$have" ]; then
+    say "the bundle was built from other sources (fingerprint $have, this checkout $want)"
+    printf '\n**The prebuilt bundle was built from other sources** (fingerprint %s; this checkout %s). Rebuild it with `tests/gpu/package.sh`. Nothing was run.\n' \
+      "$have" "$want" >>"$results"
+    cat "$results"
+    exit 1
+  fi
   say "using the prebuilt bundle in build-gpu/bundle"
   bin=$bundle/bin
   export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
