@@ -145,9 +145,7 @@ Status GuardedDeviceBackend::CopyToHostAsync(void* host_dst, const void* src, si
     return dst >= base && dst + bytes <= base + m.bytes;
   });
   if (!pinned) return CopyToHost(host_dst, src, bytes);  // pageable: the copy blocks
-  ExpectDevice({src});
-  ExpectHost(host_dst);
-  bytes_to_host_ += bytes;
+  CheckCopyToHost(host_dst, src, bytes);
   const size_t offset = staging_.size();
   staging_.resize(offset + bytes);
   {
@@ -158,6 +156,12 @@ Status GuardedDeviceBackend::CopyToHostAsync(void* host_dst, const void* src, si
   pending_.push_back({host_dst, offset, bytes});
   ++deferred_copies_;
   return Status::Ok();
+}
+
+void GuardedDeviceBackend::CheckCopyToHost(const void* host_dst, const void* src, size_t bytes) {
+  ExpectDevice({src});
+  ExpectHost(host_dst);
+  bytes_to_host_ += bytes;
 }
 
 void GuardedDeviceBackend::LandPendingCopies() {
@@ -184,9 +188,7 @@ size_t GuardedDeviceBackend::pinned_bytes() const {
 
 Status GuardedDeviceBackend::CopyToHost(void* host_dst, const void* src, size_t bytes) {
   LandPendingCopies();  // it waits for everything issued before it
-  bytes_to_host_ += bytes;
-  ExpectDevice({src});
-  ExpectHost(host_dst);
+  CheckCopyToHost(host_dst, src, bytes);
   Unlocked u(*this);
   if (bytes != 0) std::memcpy(host_dst, src, bytes);
   return Status::Ok();

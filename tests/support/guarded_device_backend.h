@@ -105,6 +105,7 @@ class GuardedDeviceBackend final : public kernels::Backend {
     size_t bytes;
   };
   void LandPendingCopies();
+  void CheckCopyToHost(const void* host_dst, const void* src, size_t bytes);  // and counts it
 
   std::vector<Mapping> pinned_;
   std::vector<PendingCopy> pending_;

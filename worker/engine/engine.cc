@@ -12,11 +12,16 @@ namespace bmad::engine {
 
 namespace {
 
-// The model's context (or the configured one, if shorter), and never more than the KV cache
-// holds: a sequence longer than the whole cache could never run, and would preempt itself
-// forever. As in vLLM, max_model_len fits in the cache; the worker reports it to the coordinator.
+// The model's context, or the configured one if shorter.
+int64_t ConfiguredContext(const EngineOptions& o, int64_t trained) {
+  return o.context_length > 0 ? std::min(o.context_length, trained) : trained;
+}
+
+// ... and never more than the KV cache holds: a sequence longer than the whole cache could never
+// run, and would preempt itself forever. As in vLLM, max_model_len fits in the cache; the worker
+// reports it to the coordinator.
 int64_t ContextLength(const EngineOptions& o, int64_t trained) {
-  const int64_t configured = o.context_length > 0 ? std::min(o.context_length, trained) : trained;
+  const int64_t configured = ConfiguredContext(o, trained);
   const int64_t cache_tokens = (o.num_blocks - 1) * o.block_size;
   return cache_tokens > 0 ? std::min(configured, cache_tokens) : configured;
 }
@@ -127,8 +132,7 @@ Status Engine::Add(EngineRequest r) {
   const auto known = static_cast<int64_t>(r.prompt.size() + r.generated.size());
   if (known >= context_length_) {
     const bool cache_bound =
-        context_length_ < ContextLength(EngineOptions{.context_length = options_.context_length},
-                                        model_.config().n_ctx_train);
+        context_length_ < ConfiguredContext(options_, model_.config().n_ctx_train);
     return OutOfRange(which + ": the prompt has " + std::to_string(known) +
                       " tokens; the context length is " + std::to_string(context_length_) +
                       " (prompt plus at least one generated token)" +
