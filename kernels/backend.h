@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "common/status.h"
+#include "kernels/sample_row.h"
 #include "kernels/weight_matrix.h"
 
 namespace bmad::kernels {
@@ -183,6 +184,14 @@ class Backend {
   // out[r] = index of the largest x[r, :] (the lowest index on ties); -1 when the row holds a
   // NaN or +inf, or nothing above -inf (what the host sampler refuses).  x: [rows, n]
   virtual void Argmax(const float* x, int64_t rows, int64_t n, int32_t* out) = 0;
+
+  // out[r] = a token drawn from row r by params[r] (RowSampling, kernels/sample_row.h): the
+  // argmax when its temperature is 0, else the draw of sampling::Sampler at params[r].uniform
+  // (top-k, softmax of score / temperature, top-p, min-p, inverse CDF over the kept tokens);
+  // -1 when the row holds a NaN or +inf, or nothing above -inf.  x: [rows, n]
+  // `params` is host memory (rows entries), like the other spans.
+  virtual void SampleRows(const float* x, int64_t rows, int64_t n,
+                          std::span<const RowSampling> params, int32_t* out) = 0;
 
   // Writes each sequence's new keys and values into its cache slots (converted to F16).
   //   k, v: [total rows, n_kv_heads * head_dim]

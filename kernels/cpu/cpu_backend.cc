@@ -170,6 +170,16 @@ void CpuBackend::Argmax(const float* x, int64_t rows, int64_t n, int32_t* out) {
   }
 }
 
+void CpuBackend::SampleRows(const float* x, int64_t rows, int64_t n,
+                            std::span<const RowSampling> params, int32_t* out) {
+  // The engine samples on the host when the backend is a host backend; this op serves the
+  // simulated device backend of the tests and callers of the op interface. Plain is enough.
+  for (int64_t r = 0; r < rows; ++r) {
+    out[r] = SampleRow({x + r * n, static_cast<size_t>(n)}, params[static_cast<size_t>(r)],
+                       sample_order_);
+  }
+}
+
 void CpuBackend::StoreKv(const KvLayerView& c, const float* k, const float* v,
                          std::span<const AttentionSequence> sequences) {
   const int64_t width = c.n_kv_heads * c.head_dim;

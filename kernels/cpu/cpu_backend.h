@@ -45,6 +45,8 @@ class CpuBackend final : public Backend {
   void Add(float* x, const float* y, int64_t n) override;
   void Softmax(float* x, int64_t rows, int64_t n) override;
   void Argmax(const float* x, int64_t rows, int64_t n, int32_t* out) override;
+  void SampleRows(const float* x, int64_t rows, int64_t n, std::span<const RowSampling> params,
+                  int32_t* out) override;
   void StoreKv(const KvLayerView& cache, const float* k, const float* v,
                std::span<const AttentionSequence> sequences) override;
   void AttentionPrefill(const KvLayerView& cache, const float* q,
@@ -65,6 +67,7 @@ class CpuBackend final : public Backend {
   const cpu::SimdKernels& simd_;
   cpu::ThreadPool pool_;
   cpu::ScratchBuffers scratch_;  // one slot per thread, plus the matmul's input slot
+  std::vector<int32_t> sample_order_;  // SampleRows' scratch
   cpu::MatMulEngine matmul_;
   MemoryHooks hooks_;
   std::vector<AttentionTask> tasks_;

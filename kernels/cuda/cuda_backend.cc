@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 
 #include "kernels/cuda/kernel_launchers.h"
@@ -18,11 +19,16 @@ static_assert(static_cast<int>(WeightType::kF32) == cuda::launch::kTypeF32 &&
                   static_cast<int>(WeightType::kQ8_0) == cuda::launch::kTypeQ8_0,
               "the kernels number weight types as kernels::WeightType does");
 
-// Scratch slots (DeviceBuffers).
-enum Slot : int {
+// Scratch slots (DeviceBuffers) the kernels write.
+enum Scratch : int {
   kHalfActivations,  // F16 copy of an F16 product's input
   kQ8Activations,    // Q8_0-rounded copy of a Q8_0 product's input
   kDecodePartials,   // split-K partial results
+  kScratchCount
+};
+
+// Kinds of uploaded op metadata (UploadSlots); their device buffers follow the scratch slots.
+enum UploadKind : int {
   kIds,              // Embedding's token ids
   kPositions,        // Rope's positions
   kKvSlots,          // StoreKv's (row, block, slot) triples: prompt chunks
@@ -30,8 +36,20 @@ enum Slot : int {
                      //   both cached across layers)
   kPrefillMeta,      // AttentionPrefill's sequences, block tables and work items
   kDecodeMeta,       // AttentionDecode's sequences and block tables
-  kSlotCount
+  kSampling,         // SampleRows' per-row parameters
+  kUploadKinds
 };
+
+static_assert(sizeof(RowSampling) == sizeof(cuda::launch::RowSamplingArgs) &&
+                  offsetof(RowSampling, temperature) ==
+                      offsetof(cuda::launch::RowSamplingArgs, temperature) &&
+                  offsetof(RowSampling, top_k) == offsetof(cuda::launch::RowSamplingArgs, top_k) &&
+                  offsetof(RowSampling, top_p) == offsetof(cuda::launch::RowSamplingArgs, top_p) &&
+                  offsetof(RowSampling, min_p) == offsetof(cuda::launch::RowSamplingArgs, min_p) &&
+                  offsetof(RowSampling, uniform) ==
+                      offsetof(cuda::launch::RowSamplingArgs, uniform) &&
+                  sizeof(RowSampling) % sizeof(int32_t) == 0,
+              "SampleRows uploads RowSampling as the kernel reads RowSamplingArgs");
 
 cuda::launch::KvArgs KvArgsOf(const KvLayerView& c) {
   cuda::launch::KvArgs a;
@@ -78,7 +96,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOption
 }
 
 CudaBackend::CudaBackend(const CudaBackendOptions& options)
-    : options_(options), device_(options.device), last_upload_(kSlotCount) {}
+    : options_(options), device_(options.device), uploads_(kUploadKinds) {}
 
 Status CudaBackend::Init() {
   BMAD_CUDA_CHECK(cudaSetDevice(device_));
@@ -90,6 +108,14 @@ Status CudaBackend::Init() {
   BMAD_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking));
   BMAD_CUDA_CHECK(cudaEventCreateWithFlags(&copy_done_, cudaEventDisableTiming));
   BMAD_CUDA_CHECK(cudaEventCreateWithFlags(&compute_mark_, cudaEventDisableTiming));
+  const auto upload_buffers = static_cast<size_t>(uploads_.buffer_count());
+  consumed_.assign(upload_buffers, nullptr);
+  landed_.assign(upload_buffers, nullptr);
+  staging_.assign(upload_buffers, PinnedStaging{});
+  for (size_t b = 0; b < upload_buffers; ++b) {
+    BMAD_CUDA_CHECK(cudaEventCreateWithFlags(&consumed_[b], cudaEventDisableTiming));
+    BMAD_CUDA_CHECK(cudaEventCreateWithFlags(&landed_[b], cudaEventDisableTiming));
+  }
   BMAD_CUBLAS_CHECK(cublasCreate(&cublas_));
   BMAD_CUBLAS_CHECK(cublasSetStream(cublas_, compute_));
   cuda::FallbackAllocator fallback;
@@ -100,16 +126,31 @@ Status CudaBackend::Init() {
     return static_cast<void*>(nullptr);
   };
   fallback.free = [](void* p) { cudaFree(p); };
-  buffers_ = std::make_unique<cuda::DeviceBuffers>(kSlotCount, fallback,
-                                                   [this] { cudaStreamSynchronize(compute_); });
+  // A buffer is given back only once both streams are done with it: kernels read it on the
+  // compute stream, uploads write it on the copy stream.
+  buffers_ = std::make_unique<cuda::DeviceBuffers>(
+      kScratchCount + uploads_.buffer_count(), fallback, [this] {
+        cudaStreamSynchronize(copy_);
+        cudaStreamSynchronize(compute_);
+      });
   return Status::Ok();
 }
 
 CudaBackend::~CudaBackend() {
   cudaSetDevice(device_);
+  if (copy_) cudaStreamSynchronize(copy_);
   if (compute_) cudaStreamSynchronize(compute_);
-  buffers_.reset();  // its frees wait for the compute stream, which must still exist
+  buffers_.reset();  // its frees wait for the streams, which must still exist
   for (void* p : reservations_) cudaFree(p);
+  for (const PinnedStaging& s : staging_) {
+    if (s.p != nullptr) cudaFreeHost(s.p);
+  }
+  for (cudaEvent_t e : consumed_) {
+    if (e) cudaEventDestroy(e);
+  }
+  for (cudaEvent_t e : landed_) {
+    if (e) cudaEventDestroy(e);
+  }
   if (cublas_) cublasDestroy(cublas_);
   if (copy_done_) cudaEventDestroy(copy_done_);
   if (compute_mark_) cudaEventDestroy(compute_mark_);
@@ -156,25 +197,47 @@ Status CudaBackend::CheckDevicePointers(const char* op,
   return Status::Ok();
 }
 
-Result<const int32_t*> CudaBackend::Upload(int slot, const std::vector<int32_t>& host) {
+Result<const int32_t*> CudaBackend::Upload(int kind, const std::vector<int32_t>& host) {
   const size_t bytes = host.size() * sizeof(int32_t);
-  std::vector<int32_t>& last = last_upload_[static_cast<size_t>(slot)];
-  void* dst = buffers_->Get(slot, std::max<size_t>(bytes, 4));
+  const cuda::UploadSlots::Plan plan = uploads_.Next(kind, host);
+  const auto b = static_cast<size_t>(plan.buffer);
+  // A reuse never needs more room than the buffer has: it holds these very bytes.
+  void* dst = buffers_->Get(kScratchCount + plan.buffer, std::max<size_t>(bytes, 4));
   if (dst == nullptr) {
-    last.clear();
+    uploads_.Failed(kind);
     return ResourceExhausted("no device memory for " + std::to_string(bytes) +
                              " bytes of op metadata");
   }
-  // An upload equal to the last one to this slot is still on the device (a grown slot was
-  // reallocated, but it only grows for a larger upload, which never compares equal).
-  if (last.size() == host.size() && !host.empty() &&
-      std::memcmp(last.data(), host.data(), bytes) == 0) {
-    return static_cast<const int32_t*>(dst);
+  if (plan.reuse || bytes == 0) return static_cast<const int32_t*>(dst);
+  Status issued = [&]() -> Status {
+    // Every op that can read the buffer given up has been issued: mark the point.
+    if (plan.retire >= 0) {
+      BMAD_CUDA_CHECK(cudaEventRecord(consumed_[static_cast<size_t>(plan.retire)], compute_));
+    }
+    if (plan.wait_landed) BMAD_CUDA_CHECK(cudaEventSynchronize(landed_[b]));
+    PinnedStaging& staging = staging_[b];
+    if (staging.bytes < bytes) {
+      if (staging.p != nullptr) BMAD_CUDA_CHECK(cudaFreeHost(staging.p));
+      staging = PinnedStaging{};
+      const size_t grown = (bytes + bytes / 4 + 255) / 256 * 256;
+      BMAD_CUDA_CHECK(cudaHostAlloc(&staging.p, grown, cudaHostAllocDefault));
+      staging.bytes = grown;
+      ++staging_growths_;
+    }
+    // From pinned memory the copy is truly asynchronous: the host does not wait for the copy
+    // stream, which may itself be waiting for the compute stream.
+    std::memcpy(staging.p, host.data(), bytes);
+    if (plan.wait_consumed) BMAD_CUDA_CHECK(cudaStreamWaitEvent(copy_, consumed_[b], 0));
+    BMAD_CUDA_CHECK(cudaMemcpyAsync(dst, staging.p, bytes, cudaMemcpyHostToDevice, copy_));
+    BMAD_CUDA_CHECK(cudaEventRecord(landed_[b], copy_));
+    BMAD_CUDA_CHECK(cudaStreamWaitEvent(compute_, landed_[b], 0));
+    return Status::Ok();
+  }();
+  if (!issued.ok()) {
+    uploads_.Failed(kind);
+    return issued;
   }
-  last.clear();  // until the copy below is issued
-  // Pageable source: cudaMemcpyAsync stages it before returning, so `host` may change next op.
-  BMAD_CUDA_CHECK(cudaMemcpyAsync(dst, host.data(), bytes, cudaMemcpyHostToDevice, compute_));
-  last = host;
+  uploads_.Issued(kind, plan, host);
   return static_cast<const int32_t*>(dst);
 }
 
@@ -333,6 +396,25 @@ void CudaBackend::Argmax(const float* x, int64_t rows, int64_t n, int32_t* out) 
   Run("Argmax", [&]() -> Status {
     BMAD_RETURN_IF_ERROR(CheckDevicePointers("Argmax", {x, out}));
     BMAD_CUDA_CHECK(cuda::launch::Argmax(x, rows, n, out, compute_));
+    return Status::Ok();
+  });
+}
+
+void CudaBackend::SampleRows(const float* x, int64_t rows, int64_t n,
+                             std::span<const RowSampling> params, int32_t* out) {
+  Run("SampleRows", [&]() -> Status {
+    if (rows == 0) return Status::Ok();
+    if (params.size() != static_cast<size_t>(rows)) {
+      return InvalidArgument("SampleRows: " + std::to_string(params.size()) +
+                             " rows of parameters for " + std::to_string(rows) + " rows");
+    }
+    BMAD_RETURN_IF_ERROR(CheckDevicePointers("SampleRows", {x, out}));
+    host_meta_.resize(params.size_bytes() / sizeof(int32_t));
+    std::memcpy(host_meta_.data(), params.data(), params.size_bytes());
+    BMAD_ASSIGN_OR_RETURN(const int32_t* d_params, Upload(kSampling, host_meta_));
+    BMAD_CUDA_CHECK(cuda::launch::SampleRows(
+        x, rows, n, reinterpret_cast<const cuda::launch::RowSamplingArgs*>(d_params), out,
+        compute_));
     return Status::Ok();
   });
 }

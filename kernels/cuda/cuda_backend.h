@@ -8,9 +8,11 @@
 //     memory; the embedding table and norm vectors too (UploadRows, like PrepareMatMulWeight,
 //     uploads a kRows matrix in its row layout, which Embedding, RmsNorm and MatMul read);
 //   - the spans (token ids, positions, the sequences and their block tables) are HOST memory:
-//     the backend uploads them itself, through a per-op scratch slot, and skips the upload when
-//     the bytes equal the previous op's of the same kind (the same block tables are used by every
-//     layer of a step, so only the first layer uploads them).
+//     the backend uploads them itself on the copy stream, through pinned staging into one of two
+//     device buffers per kind used in turn (cuda/upload_slots.h), so an upload overlaps the ops
+//     still reading the previous one; it skips the upload when the bytes equal the previous
+//     upload of the same kind (the same block tables are used by every layer of a step, so only
+//     the first layer uploads them).
 //
 // MatMul: F32 weights through cublasGemmEx with F32 inputs and CUBLAS_COMPUTE_32F (no TF32: exact
 // F32 as on the CPU); F16 weights: the activations are converted to F16 first (the op's contract:
@@ -19,6 +21,9 @@
 // (matmul_q8_kernels.cu). Deviation from backend.h: cuBLAS picks its algorithm (and split-K) by
 // shape, so a row of y is NOT guaranteed bit-identical for different m (batch invariance);
 // results agree to F32 rounding.
+//
+// SampleRows: one block per row, no sort (sampling_kernels.cu); the parameters are uploaded like
+// the other spans.
 //
 // Errors: ops cannot return one. Each op's body runs as a function returning Status, with every
 // CUDA and cuBLAS call and kernel launch through BMAD_CUDA_CHECK / BMAD_CUBLAS_CHECK; the first
@@ -44,6 +49,7 @@
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/device_buffers.h"
+#include "kernels/cuda/upload_slots.h"
 
 struct CUstream_st;    // cudaStream_t is CUstream_st*
 struct CUevent_st;     // cudaEvent_t is CUevent_st*
@@ -67,7 +73,10 @@ class CudaBackend final : public Backend {
   CudaBackend& operator=(const CudaBackend&) = delete;
 
   std::string_view name() const override { return "cuda"; }
-  uint64_t buffer_allocations() const override { return buffers_->growths(); }
+  // Device scratch growths and pinned staging growths (cudaHostAlloc).
+  uint64_t buffer_allocations() const override {
+    return buffers_->growths() + staging_growths_;
+  }
   void SetMemoryHooks(MemoryHooks hooks) override;
   size_t PreparedBytes(const WeightMatrix& w) const override;
   PreparedWeight PrepareMatMulWeight(const WeightMatrix& w) override;
@@ -92,6 +101,8 @@ class CudaBackend final : public Backend {
   void Add(float* x, const float* y, int64_t n) override;
   void Softmax(float* x, int64_t rows, int64_t n) override;
   void Argmax(const float* x, int64_t rows, int64_t n, int32_t* out) override;
+  void SampleRows(const float* x, int64_t rows, int64_t n, std::span<const RowSampling> params,
+                  int32_t* out) override;
   void StoreKv(const KvLayerView& cache, const float* k, const float* v,
                std::span<const AttentionSequence> sequences) override;
   void AttentionPrefill(const KvLayerView& cache, const float* q,
@@ -137,9 +148,9 @@ class CudaBackend final : public Backend {
   template <typename Body>
   void Run(const char* op, Body&& body);
   Status CheckDevicePointers(const char* op, std::initializer_list<const void*> pointers) const;
-  // Copies `host` to scratch slot `slot` on the compute stream (skipped when equal to the last
-  // upload to that slot); the device address.
-  Result<const int32_t*> Upload(int slot, const std::vector<int32_t>& host);
+  // Copies `host`, op metadata of kind `kind`, to the device on the copy stream (skipped when
+  // equal to the last upload of that kind); ops issued after it wait for it. The device address.
+  Result<const int32_t*> Upload(int kind, const std::vector<int32_t>& host);
   Status GemmF(const float* x, int64_t m, const WeightMatrix& w, float* y);
 
   CudaBackendOptions options_;
@@ -153,8 +164,16 @@ class CudaBackend final : public Backend {
   cublasContext* cublas_ = nullptr;
   MemoryHooks hooks_;
   std::unique_ptr<cuda::DeviceBuffers> buffers_;
-  std::vector<std::vector<int32_t>> last_upload_;  // per scratch slot
-  std::vector<int32_t> host_meta_;                 // reused host staging for uploads
+  struct PinnedStaging {
+    void* p = nullptr;  // cudaHostAlloc'd
+    size_t bytes = 0;
+  };
+  cuda::UploadSlots uploads_;
+  std::vector<CUevent_st*> consumed_;     // per upload buffer: its readers have run
+  std::vector<CUevent_st*> landed_;       // per upload buffer: its last copy has landed
+  std::vector<PinnedStaging> staging_;    // per upload buffer
+  uint64_t staging_growths_ = 0;
+  std::vector<int32_t> host_meta_;        // reused host buffer where ops build their metadata
   uint64_t weight_fallbacks_ = 0;
   std::vector<void*> reservations_;  // ReserveDeviceMemory's, freed in the destructor
   cuda::StickyStatus status_;

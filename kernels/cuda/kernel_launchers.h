@@ -47,6 +47,20 @@ int Add(float* x, const float* y, int64_t n, cudaStream_t stream);
 int Softmax(float* x, int64_t rows, int64_t n, cudaStream_t stream);
 int Argmax(const float* x, int64_t rows, int64_t n, int32_t* out, cudaStream_t stream);
 
+// One row's sampling parameters, laid out as kernels::RowSampling (kernels/sample_row.h, whose
+// definition SampleRows follows; the backend checks the layouts match).
+struct RowSamplingArgs {
+  float temperature;
+  int32_t top_k;
+  float top_p;
+  float min_p;
+  double uniform;
+};
+// out[r]: a token drawn from row r of x [rows, n] by params[r] (device memory), -1 for a row the
+// host sampler would refuse (sampling_kernels.cu).
+int SampleRows(const float* x, int64_t rows, int64_t n, const RowSamplingArgs* params,
+               int32_t* out, cudaStream_t stream);
+
 // `slots`: n triples {activation row, block id, slot in block}.
 int StoreKv(const KvArgs& kv, const float* k, const float* v, const int32_t* slots, int64_t n,
             cudaStream_t stream);

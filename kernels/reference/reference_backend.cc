@@ -121,6 +121,14 @@ void ReferenceBackend::Argmax(const float* x, int64_t rows, int64_t n, int32_t* 
   }
 }
 
+void ReferenceBackend::SampleRows(const float* x, int64_t rows, int64_t n,
+                                  std::span<const RowSampling> params, int32_t* out) {
+  std::vector<int32_t> order;
+  for (int64_t r = 0; r < rows; ++r) {
+    out[r] = SampleRow({x + r * n, static_cast<size_t>(n)}, params[static_cast<size_t>(r)], order);
+  }
+}
+
 void ReferenceBackend::StoreKv(const KvLayerView& c, const float* k, const float* v,
                                std::span<const AttentionSequence> sequences) {
   const int64_t width = c.n_kv_heads * c.head_dim;

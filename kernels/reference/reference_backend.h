@@ -21,6 +21,8 @@ class ReferenceBackend final : public Backend {
   void Add(float* x, const float* y, int64_t n) override;
   void Softmax(float* x, int64_t rows, int64_t n) override;
   void Argmax(const float* x, int64_t rows, int64_t n, int32_t* out) override;
+  void SampleRows(const float* x, int64_t rows, int64_t n, std::span<const RowSampling> params,
+                  int32_t* out) override;
   void StoreKv(const KvLayerView& cache, const float* k, const float* v,
                std::span<const AttentionSequence> sequences) override;
   void AttentionPrefill(const KvLayerView& cache, const float* q,

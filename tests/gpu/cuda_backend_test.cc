@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <string>
@@ -194,6 +195,72 @@ TEST(CudaBackend, RopeMatchesTheCpu) {
   }
 }
 
+// Drawing on the GPU against the CPU's definition (kernels/sample_row.h) on vocabulary-sized rows:
+// greedy rows must agree exactly; a sampled row may differ only where the GPU's expf or its
+// order of adding puts the draw on the other side of a boundary, which should be rare.
+TEST(CudaBackend, SampleRowsDrawsAsTheCpu) {
+  const int64_t n = 32000, rows = 256;
+  std::vector<float> x = Random(static_cast<size_t>(rows * n), 21, 4.0f);
+  std::mt19937_64 rng(22);
+  std::vector<RowSampling> params;
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = x.data() + r * n;
+    if (r % 4 == 1) {
+      for (int64_t i = 0; i < n; ++i) row[i] = std::round(row[i]);  // ties everywhere
+    }
+    if (r % 8 == 3) row[rng() % n] = -INFINITY;
+    RowSampling p;
+    p.temperature = r % 5 == 0 ? 0.0f : 0.5f + static_cast<float>(r % 3);
+    p.top_k = r % 3 == 0 ? 0 : (r % 3 == 1 ? 40 : 1000);
+    p.top_p = r % 4 == 0 ? 1.0f : 0.9f;
+    p.min_p = r % 6 == 0 ? 0.05f : 0.0f;
+    p.uniform = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+    params.push_back(p);
+  }
+  std::vector<int32_t> want(static_cast<size_t>(rows));
+  Cpu().SampleRows(x.data(), rows, n, params, want.data());
+  DeviceVector<float> dx(x);
+  DeviceVector<int32_t> got(std::vector<int32_t>(static_cast<size_t>(rows), -2));
+  Gpu().SampleRows(dx.get(), rows, n, params, got.get());
+  const std::vector<int32_t> g = got.ToHost();
+  int differ = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const size_t i = static_cast<size_t>(r);
+    if (params[i].temperature == 0.0f) {
+      EXPECT_EQ(g[i], want[i]) << "greedy row " << r;
+    } else if (g[i] != want[i]) {
+      ++differ;
+      EXPECT_GE(g[i], 0) << "row " << r;
+    }
+  }
+  EXPECT_LE(differ, 2) << "of " << rows << " rows";
+}
+
+// Metadata uploads run on the copy stream into two buffers per kind used in turn. Many ops in
+// flight at once, each with other positions than the op before it, must each read their own:
+// an upload that overwrote a buffer still being read, or a kernel that ran before its upload
+// landed, would rotate some rows by the wrong positions.
+TEST(CudaBackend, UploadsInFlightKeepEachOpsMetadata) {
+  const int64_t heads = 32, hd = 128, rows = 2048;
+  const RopeConfig rope{hd, 10000.0f, 1.0f};
+  constexpr int kOps = 12;
+  std::vector<std::vector<float>> want;
+  std::vector<std::unique_ptr<DeviceVector<float>>> got;
+  for (int op = 0; op < kOps; ++op) {  // every input first: each one synchronizes the device
+    want.push_back(Random(static_cast<size_t>(rows * heads * hd), 100 + op));
+    got.push_back(std::make_unique<DeviceVector<float>>(want.back()));
+  }
+  for (int op = 0; op < kOps; ++op) {
+    std::vector<int32_t> pos(static_cast<size_t>(rows));
+    std::iota(pos.begin(), pos.end(), 1000 * (op % 3));  // three position sets, in turn
+    Gpu().Rope(got[static_cast<size_t>(op)]->get(), pos, heads, hd, rope);  // nothing waits
+    Cpu().Rope(want[static_cast<size_t>(op)].data(), pos, heads, hd, rope);
+  }
+  for (size_t op = 0; op < want.size(); ++op) {
+    ExpectClose(got[op]->ToHost(), want[op], 1e-5, "rope op " + std::to_string(op));
+  }
+}
+
 TEST(CudaBackend, MatMulEveryWeightTypeAndBatchSize) {
   for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kQ8_0}) {
     const double tol = type == WeightType::kF16 ? 1e-4 : 1e-5;
@@ -311,9 +378,12 @@ TEST(CudaBackend, DecodeRaggedGqaAndSplitK) {
 }
 
 TEST(CudaBackend, ScratchStaysFlatAfterWarmUp) {
+  // Two different batches in turn: each kind's metadata goes to both of its buffers.
   CheckAttention(32, 8, 128, 16, {{4000, 1}, {10, 1}}, true);
+  CheckAttention(32, 8, 128, 16, {{3000, 1}, {20, 1}}, true);
   const uint64_t warm = Gpu().buffer_allocations();
   CheckAttention(32, 8, 128, 16, {{4000, 1}, {10, 1}}, true);
+  CheckAttention(32, 8, 128, 16, {{3000, 1}, {20, 1}}, true);
   EXPECT_EQ(Gpu().buffer_allocations(), warm);
 }
 

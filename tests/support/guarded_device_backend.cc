@@ -262,6 +262,14 @@ void GuardedDeviceBackend::Argmax(const float* x, int64_t rows, int64_t n, int32
   cpu_.Argmax(x, rows, n, out);
 }
 
+void GuardedDeviceBackend::SampleRows(const float* x, int64_t rows, int64_t n,
+                                      std::span<const kernels::RowSampling> params,
+                                      int32_t* out) {
+  ExpectDevice({x, out});
+  Unlocked u(*this);
+  cpu_.SampleRows(x, rows, n, params, out);
+}
+
 void GuardedDeviceBackend::StoreKv(const kernels::KvLayerView& cache, const float* k,
                                    const float* v,
                                    std::span<const kernels::AttentionSequence> sequences) {

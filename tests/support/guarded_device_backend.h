@@ -64,6 +64,8 @@ class GuardedDeviceBackend final : public kernels::Backend {
   void Add(float* x, const float* y, int64_t n) override;
   void Softmax(float* x, int64_t rows, int64_t n) override;
   void Argmax(const float* x, int64_t rows, int64_t n, int32_t* out) override;
+  void SampleRows(const float* x, int64_t rows, int64_t n,
+                  std::span<const kernels::RowSampling> params, int32_t* out) override;
   void StoreKv(const kernels::KvLayerView& cache, const float* k, const float* v,
                std::span<const kernels::AttentionSequence> sequences) override;
   void AttentionPrefill(const kernels::KvLayerView& cache, const float* q,

@@ -95,14 +95,17 @@ Engine::Engine(const EngineOptions& options, model::LlamaModel& model, model::Kv
   };
   logits_.reset(static_cast<float*>(page_aligned(
       max_seqs * static_cast<size_t>(model.config().n_vocab) * sizeof(float), &logits_bytes_)));
-  greedy_ids_.reset(static_cast<int32_t*>(page_aligned(max_seqs * sizeof(int32_t), &greedy_ids_bytes_)));
+  device_tokens_.reset(
+      static_cast<int32_t*>(page_aligned(max_seqs * sizeof(int32_t), &device_tokens_bytes_)));
   if (!backend.host_memory()) {
     logits_pinned_ = backend.PinHostMemory(logits_.get(), logits_bytes_).ok();
-    greedy_ids_pinned_ = backend.PinHostMemory(greedy_ids_.get(), greedy_ids_bytes_).ok();
+    device_tokens_pinned_ =
+        backend.PinHostMemory(device_tokens_.get(), device_tokens_bytes_).ok();
   }
-  // Where the logits are on a device, the argmax is picked there. On the CPU the host sampler
-  // does the same pass over the same memory. An executor (a replica over ranks) returns logits.
-  greedy_on_device_ = !backend.host_memory() && !options.executor;
+  // Where the logits are on a device, tokens are drawn there. On the CPU the host sampler reads
+  // the same memory. An executor (a replica over ranks) returns logits.
+  sample_on_device_ = !backend.host_memory() && !options.executor;
+  for (StepBatch& b : batches_) b.row_sampling.reserve(max_seqs);
   window_start_nanos_ = clock_.NowNanos();
 }
 
@@ -111,7 +114,7 @@ Engine::~Engine() {
   StepBatch& b = batches_[current_];
   if (b.in_flight && b.launched.ok() && !options_.executor) (void)model_.FinishForward();
   if (logits_pinned_) backend_.UnpinHostMemory(logits_.get());
-  if (greedy_ids_pinned_) backend_.UnpinHostMemory(greedy_ids_.get());
+  if (device_tokens_pinned_) backend_.UnpinHostMemory(device_tokens_.get());
 }
 
 Status Engine::Add(EngineRequest r) {
@@ -225,11 +228,18 @@ void Engine::PrepareBatch(StepBatch& batch) {
                            static_cast<int32_t>(c.start), scheduler_.BlockTable(c.seq_id), c.samples});
     if (c.samples) batch.sampling.push_back(&c);
   }
-  batch.greedy_on_device =
-      greedy_on_device_ && std::all_of(batch.sampling.begin(), batch.sampling.end(),
+  batch.sampled_on_device =
+      sample_on_device_ && std::all_of(batch.sampling.begin(), batch.sampling.end(),
                                        [&](const sched::ScheduledChunk* c) {
-                                         return requests_.at(c->seq_id)->sampler.plain_greedy();
+                                         return requests_.at(c->seq_id)->sampler.device_samplable();
                                        });
+  batch.row_sampling.clear();
+  if (batch.sampled_on_device) {
+    for (const sched::ScheduledChunk* c : batch.sampling) {
+      const sampling::DeviceDraw d = requests_.at(c->seq_id)->sampler.PrepareDeviceDraw();
+      batch.row_sampling.push_back({d.temperature, d.top_k, d.top_p, d.min_p, d.uniform});
+    }
+  }
   call_timing_.plan_nanos += clock_.NowNanos() - start;
 }
 
@@ -238,8 +248,9 @@ void Engine::Launch(StepBatch& batch) {
   if (options_.workspace) options_.workspace->Reset();
   if (options_.executor) {
     batch.launched = options_.executor->Execute(batch.steps, batch.ids, logits_.get());
-  } else if (batch.greedy_on_device) {
-    batch.launched = model_.LaunchGreedyForward(batch.steps, cache_, greedy_ids_.get(), options_.workspace);
+  } else if (batch.sampled_on_device) {
+    batch.launched = model_.LaunchSampledForward(batch.steps, cache_, batch.row_sampling,
+                                                 device_tokens_.get(), options_.workspace);
   } else {
     batch.launched = model_.LaunchForward(batch.steps, cache_, logits_.get(), options_.workspace);
   }
@@ -310,13 +321,14 @@ void Engine::Sample(const StepBatch& batch, std::vector<RequestOutput>* outputs)
     out.id = id;
     out.token_offset = static_cast<int64_t>(r.output.generated().size());
     Result<sampling::SampleResult> s = sampling::SampleResult{};
-    if (!batch.greedy_on_device) {
+    if (!batch.sampled_on_device) {
       s = r.sampler.Sample(row, r.prompt, r.output.generated());
-    } else if (greedy_ids_.get()[i] >= 0) {
-      s->token_id = greedy_ids_.get()[i];
+    } else if (device_tokens_.get()[i] >= 0) {
+      s->token_id = device_tokens_.get()[i];
+      r.sampler.DrawnOnDevice();
     } else {
       s = Internal("no token can be chosen: the logits hold a NaN or +inf, or nothing above -inf "
-                   "(greedy sampling on the device)");
+                   "(sampling on the device)");
     }
     if (!s.ok()) {
       out.finished = true;
@@ -420,7 +432,7 @@ Status Engine::Step(std::vector<RequestOutput>* outputs) {
   if (executed.ok()) {  // the timing of calls that completed a step only, all fields alike
     ++timing_.steps;
     if (planned_next) ++timing_.overlapped_steps;
-    if (now.greedy_on_device) ++timing_.device_sampled_steps;
+    if (now.sampled_on_device) ++timing_.device_sampled_steps;
     timing_.plan_nanos += call_timing_.plan_nanos;
     timing_.execute_nanos += call_timing_.execute_nanos;
     timing_.total_nanos += end - start;

@@ -18,11 +18,11 @@
 // On the CPU backend the engine's thread is one of the compute threads and the launch
 // computes the step, so there is nothing to overlap and the stages run back to back.
 //
-// Greedy on the device. On a device backend a step whose sampling sequences are all plain
-// greedy (temperature 0, no penalty, no logprobs) has its tokens picked where the logits are
-// (Backend::Argmax, the host sampler's rule: lowest id on ties, an error for NaN or +inf), and
-// only the ids come back instead of every logit; other steps copy the logits out and sample on
-// the host.
+// Sampling on the device. On a device backend a step whose sampling sequences need nothing but
+// the draw (no penalty, no logprobs: greedy, or temperature with top-k, top-p and min-p) has its
+// tokens drawn where the logits are (Backend::SampleRows, the host sampler's definition, with
+// the uniform each sequence's own generator gives), and only the ids come back instead of every
+// logit; other steps copy the logits out and sample on the host.
 // Nothing is allocated per step once warm. Single-threaded: one thread owns the engine (the
 // worker's event loop).
 #pragma once
@@ -80,7 +80,7 @@ struct RequestOutput {
 struct StepTiming {
   uint64_t steps = 0;
   uint64_t overlapped_steps = 0;
-  uint64_t device_sampled_steps = 0;  // whose tokens were picked on the device (greedy)
+  uint64_t device_sampled_steps = 0;  // whose tokens were drawn on the device
   int64_t plan_nanos = 0;     // schedule and prepare: what does not need the step before's tokens
   int64_t execute_nanos = 0;  // launching the forward pass and waiting for it
   int64_t total_nanos = 0;
@@ -142,8 +142,9 @@ class Engine {
     std::vector<model::SequenceStep> steps;
     std::vector<uint64_t> ids;
     std::vector<const sched::ScheduledChunk*> sampling;  // into plan.chunks
-    bool greedy_on_device = false;  // every sequence that samples takes the argmax, computed
-                                    // on the device: only the ids come back
+    bool sampled_on_device = false;  // every sequence that samples is drawn on the device
+                                     // (row_sampling): only the ids come back
+    std::vector<kernels::RowSampling> row_sampling;  // one per entry of `sampling`
     Status launched;
     bool in_flight = false;
   };
@@ -186,12 +187,12 @@ class Engine {
   std::unique_ptr<float, void (*)(void*)> logits_{nullptr, &std::free};
   size_t logits_bytes_ = 0;
   bool logits_pinned_ = false;
-  // Device backends: steps whose sequences all sample plain greedily get their tokens picked on
-  // the device, and only the ids are copied back (pinned like the logits).
-  bool greedy_on_device_ = false;
-  std::unique_ptr<int32_t, void (*)(void*)> greedy_ids_{nullptr, &std::free};
-  size_t greedy_ids_bytes_ = 0;
-  bool greedy_ids_pinned_ = false;
+  // Device backends: steps whose sequences all need nothing but the draw get their tokens drawn
+  // on the device, and only the ids are copied back (pinned like the logits).
+  bool sample_on_device_ = false;
+  std::unique_ptr<int32_t, void (*)(void*)> device_tokens_{nullptr, &std::free};
+  size_t device_tokens_bytes_ = 0;
+  bool device_tokens_pinned_ = false;
   uint64_t buffer_growths_ = 0;
   uint64_t generated_total_ = 0;
   int64_t busy_nanos_ = 0;       // recent compute time, for utilization

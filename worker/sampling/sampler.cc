@@ -181,8 +181,26 @@ Result<int32_t> Sampler::Draw(std::span<const float> scores) {
 }
 
 double Sampler::NextUniform() {
+  if (held_uniform_) {
+    const double u = *held_uniform_;
+    held_uniform_.reset();
+    return u;
+  }
   // The top 53 bits of one output, scaled to [0, 1): exact in a double, same on every platform.
   return static_cast<double>(rng_() >> 11) * 0x1.0p-53;
+}
+
+DeviceDraw Sampler::PrepareDeviceDraw() {
+  DeviceDraw d;
+  d.temperature = temperature_;
+  d.top_k = top_k_;
+  d.top_p = top_p_;
+  d.min_p = min_p_;
+  if (!greedy()) {
+    if (!held_uniform_) held_uniform_ = NextUniform();
+    d.uniform = *held_uniform_;
+  }
+  return d;
 }
 
 float LogSoftmaxAt(std::span<const float> logits, int32_t token) {

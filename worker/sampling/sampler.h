@@ -56,6 +56,16 @@ struct SampleResult {
   std::optional<float> logprob;
 };
 
+// One draw made where the logits are, as kernels::RowSampling carries it to the backend
+// (Backend::SampleRows follows this sampler's definition, kernels/sample_row.h).
+struct DeviceDraw {
+  float temperature = 0.0f;  // 0: greedy
+  int32_t top_k = 0;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  double uniform = 0.0;  // the generator's next uniform; 0 for greedy (which draws none)
+};
+
 class Sampler {
  public:
   // `params` should have passed ValidateSamplingParams. Values that did not are not rejected
@@ -83,9 +93,15 @@ class Sampler {
                               std::span<const int32_t> generated_tokens);
 
   bool greedy() const { return temperature_ == 0.0f; }
-  // Greedy with nothing else that reads the logits (no penalty, no logprobs): the token is
-  // their argmax, which a device backend can pick where the logits are (Backend::Argmax).
-  bool plain_greedy() const { return greedy() && !penalties_.active() && !want_logprob_; }
+  // Nothing here reads the logits besides the draw itself (no penalty, no logprobs): a device
+  // backend can draw the token where the logits are (Backend::SampleRows).
+  bool device_samplable() const { return !penalties_.active() && !want_logprob_; }
+  // The draw for a device backend, with the uniform the next Sample would use. The uniform is
+  // held until DrawnOnDevice says the token was taken: a draw prepared but not taken (its step
+  // refused, or its row ignored) is the next draw, on the device or here, so a seed gives the
+  // same tokens whichever way each token is drawn.
+  DeviceDraw PrepareDeviceDraw();
+  void DrawnOnDevice() { held_uniform_.reset(); }
   uint64_t seed() const { return seed_; }
 
  private:
@@ -95,6 +111,7 @@ class Sampler {
   Result<std::span<Candidate>> CollectFinite(std::span<const float> scores);
   // The k most likely finite-score tokens (fewer if fewer are finite), most likely first.
   Result<std::span<Candidate>> SelectTopK(std::span<const float> scores, size_t k);
+  // The held uniform if there is one (PrepareDeviceDraw), else the generator's next.
   double NextUniform();
 
   float temperature_;
@@ -105,6 +122,7 @@ class Sampler {
   bool want_logprob_;
   uint64_t seed_;
   std::mt19937_64 rng_;
+  std::optional<double> held_uniform_;
 
   TokenOccurrences occurrences_;        // only used when a penalty is set
   std::vector<float> penalized_;        // [V] logits after penalties

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -119,8 +120,8 @@ TEST(DeviceResidentTest, ReplicaOnADeviceGivesTheHostReplicasTokens) {
   EXPECT_EQ(device->engine().kv().GetStats().used_blocks, 0);
 }
 
-// Sampled and greedy requests mixed: steps with a sampled (or logprobs) request copy the logits
-// out and sample on the host; the others pick on the device. Same tokens and logprobs as a host
+// Sampled, greedy and logprobs requests mixed: steps with the logprobs request copy the logits
+// out and sample on the host; the others draw on the device. Same tokens and logprobs as a host
 // replica either way.
 TEST(DeviceResidentTest, MixedSamplingOnADeviceGivesTheHostReplicasOutputs) {
   const ServerConfig c = Config();
@@ -158,8 +159,84 @@ TEST(DeviceResidentTest, MixedSamplingOnADeviceGivesTheHostReplicasOutputs) {
   EXPECT_EQ(got, expected);
   EXPECT_EQ(expected.at(3).second.size(), 4u);
   const engine::StepTiming& t = device->engine().step_timing();
-  EXPECT_GT(t.device_sampled_steps, 0u);  // once only the greedy request is left
+  EXPECT_GT(t.device_sampled_steps, 0u);  // once the logprobs request is done
   EXPECT_LT(t.device_sampled_steps, t.steps);
+}
+
+// Requests that sample with temperature, top-k, top-p and min-p (no penalty, no logprobs), with
+// one greedy among them, served until done; the generated ids of each.
+std::map<uint64_t, std::vector<int32_t>> ServeSampled(Replica& r, uint32_t max_tokens) {
+  const std::vector<std::string> prompts = {"Once upon a time", "The little dog",
+                                            "Lily and Ben went to the park to play", "One day",
+                                            "She was"};
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    engine::EngineRequest q = Greedy(i + 1, r.tokenizer().Encode(prompts[i]), max_tokens);
+    q.sampling.seed = 100 + i;
+    q.sampling.has_seed = true;
+    switch (i) {
+      case 0: q.sampling.temperature = 0.8f; q.sampling.top_k = 40; break;
+      case 1: q.sampling.temperature = 1.2f; q.sampling.top_p = 0.9f; break;
+      case 2: q.sampling.temperature = 0.7f; q.sampling.min_p = 0.1f; break;
+      case 3: q.sampling.temperature = 1.0f; q.sampling.top_k = 10; q.sampling.top_p = 0.8f;
+              q.sampling.min_p = 0.05f; break;
+      default: break;  // greedy
+    }
+    EXPECT_TRUE(r.engine().Add(std::move(q)).ok());
+  }
+  std::map<uint64_t, std::vector<int32_t>> out;
+  std::vector<engine::RequestOutput> outputs;
+  for (int step = 0; step < 2000 && r.engine().HasWork(); ++step) {
+    outputs.clear();
+    const Status s = r.engine().Step(&outputs);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    if (!s.ok()) break;
+    for (const engine::RequestOutput& o : outputs) {
+      EXPECT_TRUE(o.error.empty()) << o.error;
+      out[o.id].insert(out[o.id].end(), o.token_ids.begin(), o.token_ids.end());
+    }
+  }
+  return out;
+}
+
+// Every step's tokens are drawn on the device (Backend::SampleRows with each request's own
+// uniform): the same tokens as the host sampler's for the same seeds, and only ids come back.
+TEST(DeviceResidentTest, SampledRequestsAreDrawnOnTheDeviceWithTheHostsTokens) {
+  const ServerConfig c = Config();
+  std::unique_ptr<Replica> host = Make(c, nullptr);
+  auto guarded = std::make_unique<testing::GuardedDeviceBackend>(2, kFreeDeviceBytes);
+  testing::GuardedDeviceBackend* device_backend = guarded.get();
+  std::unique_ptr<Replica> device = Make(c, std::move(guarded));
+  ASSERT_TRUE(host && device);
+  const auto expected = ServeSampled(*host, 24);
+  const auto got = ServeSampled(*device, 24);
+  ASSERT_EQ(expected.size(), 5u);
+  EXPECT_EQ(got, expected);
+  const engine::StepTiming& t = device->engine().step_timing();
+  EXPECT_EQ(t.device_sampled_steps, t.steps);
+  EXPECT_LE(device_backend->bytes_copied_to_host(), t.steps * 8 * sizeof(int32_t));
+  EXPECT_EQ(device_backend->host_pointer_violations(), 0);
+  // Different seeds, different draws: the sampled requests did not all follow the greedy path.
+  std::set<std::vector<int32_t>> distinct;
+  for (const auto& [id, ids] : got) distinct.insert(ids);
+  EXPECT_EQ(distinct.size(), got.size());
+}
+
+// Under KV pressure sequences are preempted (with overlap, while a step of theirs runs) and
+// recomputed; the seeds still give the host replica's tokens.
+TEST(DeviceResidentTest, PreemptedSampledRequestsGiveTheHostsTokens) {
+  ServerConfig c = Config();
+  c.cache.num_blocks = 12;  // 11 usable blocks of 16 for five sequences of up to ~60 tokens
+  std::unique_ptr<Replica> host = Make(c, nullptr);
+  auto guarded = std::make_unique<testing::GuardedDeviceBackend>(2, kFreeDeviceBytes);
+  std::unique_ptr<Replica> device = Make(c, std::move(guarded));
+  ASSERT_TRUE(host && device);
+  const auto expected = ServeSampled(*host, 48);
+  const auto got = ServeSampled(*device, 48);
+  ASSERT_EQ(expected.size(), 5u);
+  EXPECT_EQ(got, expected);
+  EXPECT_GT(device->engine().scheduler().stats().preemptions_total, 0u);
+  EXPECT_EQ(device->engine().step_timing().device_sampled_steps,
+            device->engine().step_timing().steps);
 }
 
 TEST(DeviceResidentTest, TheNextStepIsPlannedBeforeWaitingForThisOne) {

@@ -183,9 +183,9 @@ TEST(LlamaBatchTest, CpuBackendMatchesReferenceBackendOnWholeModel) {
   EXPECT_LE(MaxAbsDiff(la.data(), lb.data(), 2 * V), 1e-4);
 }
 
-// A greedy launch returns each sampling sequence's argmax instead of its logits (the engine uses
-// it on device backends; here on the CPU, where the ids are computed in the launch).
-TEST(LlamaBatchTest, AGreedyLaunchGivesTheArgmaxOfTheLogits) {
+// A sampled launch returns each sampling sequence's drawn token instead of its logits (the engine
+// uses it on device backends; here on the CPU, where the ids are computed in the launch).
+TEST(LlamaBatchTest, ASampledLaunchDrawsFromTheLogits) {
   kernels::CpuBackend backend;
   auto loaded = LlamaModel::Load(GqaModelPath(), backend);
   ASSERT_TRUE(loaded.ok());
@@ -199,13 +199,17 @@ TEST(LlamaBatchTest, AGreedyLaunchGivesTheArgmaxOfTheLogits) {
   KvCache a(m.CacheShape(30, kBlockSize)), b(m.CacheShape(30, kBlockSize));
   std::vector<float> logits(2 * static_cast<size_t>(V));
   ASSERT_TRUE(m.Forward(steps, a, logits.data()).ok());
+  // Greedy for the first, a draw with every filter for the second.
+  const std::vector<kernels::RowSampling> params = {{}, {0.8f, 20, 0.9f, 0.05f, 0.37}};
   std::vector<int32_t> ids(3, -7);
-  ASSERT_TRUE(m.LaunchGreedyForward(steps, b, ids.data(), nullptr).ok());
+  EXPECT_EQ(m.LaunchSampledForward(steps, b, std::span(params).first(1), ids.data(), nullptr).code(),
+            StatusCode::kInvalidArgument);  // one row of parameters for two sequences
+  ASSERT_TRUE(m.LaunchSampledForward(steps, b, params, ids.data(), nullptr).ok());
   ASSERT_TRUE(m.FinishForward().ok());
-  for (size_t i = 0; i < 2; ++i) {
-    const float* row = logits.data() + i * static_cast<size_t>(V);
-    EXPECT_EQ(ids[i], static_cast<int32_t>(std::max_element(row, row + V) - row)) << "row " << i;
-  }
+  const float* row0 = logits.data();
+  EXPECT_EQ(ids[0], static_cast<int32_t>(std::max_element(row0, row0 + V) - row0));
+  std::vector<int32_t> order;
+  EXPECT_EQ(ids[1], kernels::SampleRow({logits.data() + V, static_cast<size_t>(V)}, params[1], order));
   EXPECT_EQ(ids[2], -7);  // two sampling sequences: two ids
   // Its cache holds what the plain forward pass wrote.
   std::vector<int32_t> next = {ids[0]};

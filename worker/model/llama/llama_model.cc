@@ -371,11 +371,20 @@ Status LlamaModel::LaunchForward(std::span<const SequenceStep> steps, const KvCa
   return LaunchWhole(steps, cache, io, workspace);
 }
 
-Status LlamaModel::LaunchGreedyForward(std::span<const SequenceStep> steps, const KvCache& cache,
-                                       int32_t* greedy_ids, memory::BumpAllocator* workspace) {
-  if (greedy_ids == nullptr) return InvalidArgument("LaunchGreedyForward needs somewhere for the ids");
+Status LlamaModel::LaunchSampledForward(std::span<const SequenceStep> steps, const KvCache& cache,
+                                        std::span<const kernels::RowSampling> row_sampling,
+                                        int32_t* sampled_ids, memory::BumpAllocator* workspace) {
+  if (sampled_ids == nullptr) return InvalidArgument("LaunchSampledForward needs somewhere for the ids");
+  size_t sampling = 0;
+  for (const SequenceStep& s : steps) sampling += s.want_logits ? 1 : 0;
+  if (row_sampling.size() != sampling) {
+    return InvalidArgument("LaunchSampledForward: " + std::to_string(row_sampling.size()) +
+                           " rows of sampling parameters for " + std::to_string(sampling) +
+                           " sequences that sample");
+  }
   ShardIo io;
-  io.greedy_ids = greedy_ids;
+  io.sampled_ids = sampled_ids;
+  io.row_sampling = row_sampling;
   return LaunchWhole(steps, cache, io, workspace);
 }
 
@@ -448,9 +457,9 @@ Status LlamaModel::ForwardShard(std::span<const SequenceStep> steps, const KvCac
   if (n_logits == 0) return io.finish_later ? Status::Ok() : backend_.Synchronize();
   backend_.RmsNorm(last_, weights_.output_norm, n_logits, c.n_embd, c.rms_eps, last_);
   // A device backend computes its rows on the device and copies them out before the padding.
-  if (io.greedy_ids != nullptr) {
-    if (!io.finish_later || !shard_.whole()) return InvalidArgument("greedy ids are for LaunchGreedyForward");
-    // The whole vocabulary: the rows live in the step's own buffers, only their argmax leaves.
+  if (io.sampled_ids != nullptr) {
+    if (!io.finish_later || !shard_.whole()) return InvalidArgument("sampled ids are for LaunchSampledForward");
+    // The whole vocabulary: the rows live in the step's own buffers, only the drawn ids leave.
     float* rows = device_logits_;
     if (rows == nullptr) {
       Grow(logits_rows_, static_cast<size_t>(n_logits * shard_.n_vocab));
@@ -458,11 +467,11 @@ Status LlamaModel::ForwardShard(std::span<const SequenceStep> steps, const KvCac
     }
     backend_.MatMul(last_, n_logits, weights_.output, rows);
     if (device_ids_ == nullptr) {
-      backend_.Argmax(rows, n_logits, shard_.n_vocab, io.greedy_ids);
+      backend_.SampleRows(rows, n_logits, shard_.n_vocab, io.row_sampling, io.sampled_ids);
       return Status::Ok();
     }
-    backend_.Argmax(rows, n_logits, shard_.n_vocab, device_ids_);
-    return backend_.CopyToHostAsync(io.greedy_ids, device_ids_,
+    backend_.SampleRows(rows, n_logits, shard_.n_vocab, io.row_sampling, device_ids_);
+    return backend_.CopyToHostAsync(io.sampled_ids, device_ids_,
                                     static_cast<size_t>(n_logits) * sizeof(int32_t));
   }
   float* rows = device_logits_ != nullptr ? device_logits_ : io.logits;

@@ -57,10 +57,11 @@ struct ShardIo {
   // The last stage of the whole model only: return once the copy of the logits is issued
   // (Backend::CopyToHostAsync); they are in `logits` after FinishForward.
   bool finish_later = false;
-  // With finish_later: instead of the logits, each row's greedy token (Backend::Argmax, -1 for
-  // a row the host sampler would refuse), computed where the logits are; only these ids cross
-  // to the host. `logits` is then unused.
-  int32_t* greedy_ids = nullptr;
+  // With finish_later: instead of the logits, each row's token drawn by row_sampling
+  // (Backend::SampleRows, -1 for a row the host sampler would refuse), computed where the logits
+  // are; only these ids cross to the host. `logits` is then unused.
+  int32_t* sampled_ids = nullptr;
+  std::span<const kernels::RowSampling> row_sampling;  // one per sampling sequence
 };
 
 class LlamaModel {
@@ -121,10 +122,12 @@ class LlamaModel {
   // (Backend::PinHostMemory).
   Status LaunchForward(std::span<const SequenceStep> steps, const KvCache& cache, float* logits,
                        memory::BumpAllocator* workspace = nullptr);
-  // The same, for a step whose sequences all sample greedily: `greedy_ids` gets each sampling
-  // sequence's argmax (ShardIo::greedy_ids) instead of its logits.
-  Status LaunchGreedyForward(std::span<const SequenceStep> steps, const KvCache& cache,
-                             int32_t* greedy_ids, memory::BumpAllocator* workspace);
+  // The same, drawing each sampling sequence's token where the logits are: `sampled_ids` gets
+  // the token drawn by `row_sampling` (one per sequence with want_logits, in step order;
+  // ShardIo::sampled_ids) instead of its logits.
+  Status LaunchSampledForward(std::span<const SequenceStep> steps, const KvCache& cache,
+                              std::span<const kernels::RowSampling> row_sampling,
+                              int32_t* sampled_ids, memory::BumpAllocator* workspace);
   Status FinishForward() { return backend_.Synchronize(); }
   // One step of this shard: its stage's layers over its heads and MLP slice. `group` is needed
   // when shard().tp > 1. Every rank of a replica calls this with the same steps.
@@ -135,7 +138,7 @@ class LlamaModel {
   uint64_t workspace_allocations() const { return workspace_allocations_; }
 
  private:
-  // LaunchForward and LaunchGreedyForward: the whole model, finished by FinishForward.
+  // LaunchForward and LaunchSampledForward: the whole model, finished by FinishForward.
   Status LaunchWhole(std::span<const SequenceStep> steps, const KvCache& cache, ShardIo io,
                      memory::BumpAllocator* workspace);
   LlamaModel(std::unique_ptr<gguf::GgufFile> file, LlamaConfig config, LlamaShard shard,
@@ -162,11 +165,11 @@ class LlamaModel {
   float *x_ = nullptr, *h_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr,
         *attn_ = nullptr, *proj_ = nullptr, *gate_ = nullptr, *up_ = nullptr, *last_ = nullptr;
   float* device_logits_ = nullptr;  // device backends: the step's logits before the copy out
-  int32_t* device_ids_ = nullptr;    // device backends: their argmax, for greedy steps
+  int32_t* device_ids_ = nullptr;    // device backends: the tokens drawn there
   int32_t *ids_ = nullptr, *positions_ = nullptr;
   std::vector<float> own_x_, own_h_, own_q_, own_k_, own_v_, own_attn_, own_proj_, own_gate_,
       own_up_, own_last_;
-  std::vector<float> logits_rows_;  // host backends, greedy steps: logits nobody else needs
+  std::vector<float> logits_rows_;  // host backends, sampled steps: logits nobody else needs
   std::vector<int32_t> own_ids_, own_positions_;
   std::vector<int32_t> embed_ids_;  // device backends, tp > 1: slice-local ids (host)
   std::vector<float> staging_;      // device backends: all-reduces over a host-memory group
