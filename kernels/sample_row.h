@@ -3,7 +3,7 @@
 //
 // The definition is sampling::Sampler's (worker/sampling/sampler.h, step 4), so a request drawn
 // where its logits are gets the tokens the host sampler would draw from the same uniform:
-//   - temperature 0: the argmax, the lowest id on ties;
+//   - temperature 0 (or not finite): the argmax, the lowest id on ties;
 //   - otherwise, in the "more likely" order (higher score first, equal scores to the lower id):
 //     top-k (0 < k < the row's length) keeps the first k finite tokens;
 //     each kept token weighs p = exp((score - max score) / temperature), in float;
@@ -28,7 +28,7 @@
 namespace bmad::kernels {
 
 struct RowSampling {
-  float temperature = 0.0f;  // <= 0: greedy
+  float temperature = 0.0f;  // <= 0, NaN or +inf: greedy
   int32_t top_k = 0;         // <= 0: off
   float top_p = 1.0f;        // >= 1: off
   float min_p = 0.0f;        // <= 0: off

@@ -6,34 +6,11 @@
 // Not yet run on a GPU: see tests/gpu/run.sh.
 #include <cfloat>
 
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/kernel_launchers.h"
 
 namespace bmad::cuda::launch {
 namespace {
-
-// Sum (or max) of `v` over the block; every thread gets the result. blockDim.x is a multiple of
-// 32 and at most 1024. `shared` holds 32 floats.
-__device__ float BlockSum(float v, float* shared) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  __syncthreads();  // `shared` may still be read by a previous reduction
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  v = lane < warps ? shared[lane] : 0.0f;
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-__device__ float BlockMax(float v, float* shared) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  __syncthreads();
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  v = lane < warps ? shared[lane] : -FLT_MAX;
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
 
 __global__ void ConvertToHalfKernel(const float* x, int64_t n, __half* out) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;

@@ -13,8 +13,7 @@
 // more-likely order, only when the draw lands within rounding of a boundary.
 //
 // Not yet run on a GPU: see tests/gpu/run.sh.
-#include <cfloat>
-
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/kernel_launchers.h"
 
 namespace bmad::cuda::launch {
@@ -38,54 +37,17 @@ __device__ uint32_t KeyOf(float score) {
   return (b & 0x80000000u) != 0 ? ~b : (b | 0x80000000u);
 }
 
-template <typename T>
-__device__ T WarpSum(T v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-// The sum over the block, in a fixed order; every thread gets it. `shared`: 32 values.
-template <typename T>
-__device__ T BlockSum(T v, T* shared) {
-  v = WarpSum(v);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  __syncthreads();  // `shared` may still be read by the previous reduction
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  v = lane < warps ? shared[lane] : T{0};
-  v = WarpSum(v);
-  if (threadIdx.x == 0) shared[0] = v;  // warp 0 has it; hand it to the other warps
-  __syncthreads();
-  v = shared[0];
-  return v;
-}
-
 // The sum of `v` over the threads before this one (thread order is id order). `shared`: one
 // value per thread.
-__device__ int64_t ExclusiveScan(int64_t v, int64_t* shared) {
+template <typename T>
+__device__ T ExclusiveScan(T v, T* shared) {
   __syncthreads();
   shared[threadIdx.x] = v;
   __syncthreads();
   if (threadIdx.x == 0) {
-    int64_t running = 0;
+    T running{0};
     for (unsigned t = 0; t < blockDim.x; ++t) {
-      const int64_t here = shared[t];
-      shared[t] = running;
-      running += here;
-    }
-  }
-  __syncthreads();
-  return shared[threadIdx.x];
-}
-
-__device__ double ExclusiveScan(double v, double* shared) {
-  __syncthreads();
-  shared[threadIdx.x] = v;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    double running = 0.0;
-    for (unsigned t = 0; t < blockDim.x; ++t) {
-      const double here = shared[t];
+      const T here = shared[t];
       shared[t] = running;
       running += here;
     }
@@ -152,18 +114,6 @@ __device__ uint32_t LargestKeyReaching(Measure&& measure, Reaches&& reaches) {
   return x;
 }
 
-// The largest of each thread's `v` (the weight of tokens tied at one key: all equal where set).
-__device__ float BlockMaxWeight(float v, float* shared) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  __syncthreads();
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  v = 0.0f;
-  for (int k = 0; k < warps; ++k) v = fmaxf(v, shared[k]);
-  return v;
-}
-
 // The tokens of `stage` tied at `key`: how many in the block, how many before this thread's
 // range (for the id-order ranks), and their common weight.
 struct Ties {
@@ -190,14 +140,17 @@ __device__ Ties TiesAt(const Walker& w, int stage, uint32_t key, Scratch& sh) {
     }
   });
   Ties t;
-  t.weight = BlockMaxWeight(weight, sh.max_f);
+  t.weight = BlockMax(weight, sh.max_f);  // the tied tokens' common weight (0 where none)
   t.count = BlockSum(mine, sh.sum_i);
   t.before = ExclusiveScan(mine, sh.scan_i);
   return t;
 }
 
-__global__ void SampleRowsKernel(const float* x, int64_t n, const RowSamplingArgs* params,
-                                 int32_t* out) {
+// Launched with up to kThreads threads: the bound keeps the compiler within a block's register
+// file at that size (without it, ptxas gives this kernel 66-68 registers a thread, and a launch
+// of 1024 threads fails for lack of registers).
+__global__ void __launch_bounds__(kThreads)
+    SampleRowsKernel(const float* x, int64_t n, const RowSamplingArgs* params, int32_t* out) {
   __shared__ Scratch sh;
   __shared__ float best_v[32];
   __shared__ int64_t best_i[32];
@@ -207,8 +160,10 @@ __global__ void SampleRowsKernel(const float* x, int64_t n, const RowSamplingArg
   const float* row = x + blockIdx.x * n;
   const int64_t chunk = (n + blockDim.x - 1) / blockDim.x;
   const int64_t begin = threadIdx.x * chunk, end = begin + chunk;
-  Walker w{row,  begin < n ? begin : n, end < n ? end : n, 0.0f, p.temperature,
-           p.min_p < 1.0f ? p.min_p : 1.0f, &cuts, {0, 0, 0}};
+  // min-p as the host sampler clamps it: NaN or <= 0 off, at most 1.
+  const float min_p = p.min_p > 0.0f ? fminf(p.min_p, 1.0f) : 0.0f;
+  Walker w{row, begin < n ? begin : n, end < n ? end : n, 0.0f, p.temperature, min_p, &cuts,
+           {0, 0, 0}};
 
   // The argmax (lowest id on ties) and whether the row can be sampled at all.
   float v = -INFINITY;
@@ -250,7 +205,7 @@ __global__ void SampleRowsKernel(const float* x, int64_t n, const RowSamplingArg
     if (threadIdx.x == 0) out[blockIdx.x] = -1;
     return;
   }
-  if (!(p.temperature > 0.0f)) {
+  if (!(p.temperature > 0.0f) || p.temperature == INFINITY) {  // greedy, as the host sampler
     if (threadIdx.x == 0) out[blockIdx.x] = static_cast<int32_t>(idx);
     return;
   }

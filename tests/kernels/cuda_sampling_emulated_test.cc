@@ -118,6 +118,26 @@ TEST(CudaSamplingEmulated, TiesAtTheBoundariesGoToTheLowerIds) {
   EXPECT_EQ(kernels::SampleRow(flat, {1.0f, 0, 0.5f, 0.0f, 0.999}, order), 1498);
 }
 
+// Parameters the host sampler would have sanitised mean what they mean there: a temperature of
+// +inf or NaN is greedy, a NaN min-p is off, a min-p above 1 is 1.
+TEST(CudaSamplingEmulated, NonFiniteParametersMeanWhatTheHostSamplerMakesOfThem) {
+  const int64_t n = 300;
+  std::mt19937_64 rng(13);
+  const std::vector<float> one = RandomRows(rng, 1, n);
+  std::vector<float> x;
+  std::vector<RowSampling> params = {{kInf, 0, 1.0f, 0.0f, 0.7},
+                                     {NAN, 5, 0.5f, 0.0f, 0.7},
+                                     {1.0f, 0, 1.0f, NAN, 0.7},
+                                     {1.0f, 0, 1.0f, 3.0f, 0.7},
+                                     {1.0f, 0, NAN, 0.0f, 0.7}};
+  for (size_t r = 0; r < params.size(); ++r) x.insert(x.end(), one.begin(), one.end());
+  ExpectSameDraws(x, n, params, "non-finite");
+  std::vector<int32_t> order;
+  const int32_t argmax = kernels::SampleRow(one, RowSampling{}, order);
+  EXPECT_EQ(kernels::SampleRow(one, params[0], order), argmax);
+  EXPECT_EQ(kernels::SampleRow(one, params[3], order), argmax);  // only weight 1 is kept
+}
+
 TEST(CudaSamplingEmulated, RefusesRowsTheHostSamplerRefuses) {
   const int64_t n = 2100;
   std::vector<float> x(static_cast<size_t>(4 * n), 0.5f);

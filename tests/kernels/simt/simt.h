@@ -29,6 +29,7 @@
 #define __forceinline__ inline
 #define __shared__ static
 #define __align__(n) alignas(n)
+#define __launch_bounds__(...)
 #define BMAD_DYNAMIC_SHARED(name) unsigned char* name = ::bmad::simt::DynamicShared()
 #define BMAD_LAUNCH(kernel, grid, block, shared_bytes, stream, ...)                          \
   (static_cast<void>(stream),                                                                \

@@ -41,6 +41,23 @@ engine::EngineRequest Greedy(uint64_t id, std::vector<int32_t> prompt, uint32_t 
   return r;
 }
 
+// Steps the engine until its requests are done (at most 2000 steps); the generated ids of each.
+std::map<uint64_t, std::vector<int32_t>> RunToEnd(Replica& r) {
+  std::map<uint64_t, std::vector<int32_t>> out;
+  std::vector<engine::RequestOutput> outputs;
+  for (int step = 0; step < 2000 && r.engine().HasWork(); ++step) {
+    outputs.clear();
+    const Status s = r.engine().Step(&outputs);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    if (!s.ok()) break;
+    for (const engine::RequestOutput& o : outputs) {
+      EXPECT_TRUE(o.error.empty()) << o.error;
+      out[o.id].insert(out[o.id].end(), o.token_ids.begin(), o.token_ids.end());
+    }
+  }
+  return out;
+}
+
 // Serves a few concurrent requests of different lengths (prefill chunks and decodes mixed in
 // steps) to the end; the generated ids of each.
 std::map<uint64_t, std::vector<int32_t>> Serve(Replica& r) {
@@ -50,18 +67,7 @@ std::map<uint64_t, std::vector<int32_t>> Serve(Replica& r) {
     EXPECT_TRUE(r.engine().Add(Greedy(i + 1, r.tokenizer().Encode(prompts[i]),
                                       12 + 6 * static_cast<uint32_t>(i))).ok());
   }
-  std::map<uint64_t, std::vector<int32_t>> out;
-  std::vector<engine::RequestOutput> outputs;
-  for (int step = 0; step < 1000 && r.engine().HasWork(); ++step) {
-    outputs.clear();
-    const Status s = r.engine().Step(&outputs);
-    EXPECT_TRUE(s.ok()) << s.ToString();
-    if (!s.ok()) break;
-    for (const engine::RequestOutput& o : outputs) {
-      out[o.id].insert(out[o.id].end(), o.token_ids.begin(), o.token_ids.end());
-    }
-  }
-  return out;
+  return RunToEnd(r);
 }
 
 std::unique_ptr<Replica> Make(const ServerConfig& c, std::unique_ptr<kernels::Backend> backend) {
@@ -69,6 +75,22 @@ std::unique_ptr<Replica> Make(const ServerConfig& c, std::unique_ptr<kernels::Ba
       Replica::Create(c, nullptr, SystemClock::Instance(), {}, std::move(backend));
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   return r.ok() ? std::move(*r) : nullptr;
+}
+
+// The same configuration served by a CPU replica and by one on the guarded device backend.
+struct HostAndDevice {
+  std::unique_ptr<Replica> host, device;
+  testing::GuardedDeviceBackend* device_backend = nullptr;
+  bool ok() const { return host && device; }
+};
+
+HostAndDevice MakeHostAndDevice(const ServerConfig& c) {
+  HostAndDevice r;
+  r.host = Make(c, nullptr);
+  auto guarded = std::make_unique<testing::GuardedDeviceBackend>(2, kFreeDeviceBytes);
+  r.device_backend = guarded.get();
+  r.device = Make(c, std::move(guarded));
+  return r;
 }
 
 TEST(DeviceResidentTest, GuardFaultsOnHostAccessToDeviceMemory) {
@@ -86,14 +108,14 @@ TEST(DeviceResidentTest, GuardFaultsOnHostAccessToDeviceMemory) {
 
 TEST(DeviceResidentTest, ReplicaOnADeviceGivesTheHostReplicasTokens) {
   const ServerConfig c = Config();
-  std::unique_ptr<Replica> host = Make(c, nullptr);
-  auto guarded = std::make_unique<testing::GuardedDeviceBackend>(2, kFreeDeviceBytes);
-  testing::GuardedDeviceBackend* device_backend = guarded.get();
-  std::unique_ptr<Replica> device = Make(c, std::move(guarded));
-  ASSERT_TRUE(host && device);
+  HostAndDevice pair = MakeHostAndDevice(c);
+  ASSERT_TRUE(pair.ok());
+  Replica& host = *pair.host;
+  Replica& device = *pair.device;
+  testing::GuardedDeviceBackend* device_backend = pair.device_backend;
 
-  const auto expected = Serve(*host);
-  const auto got = Serve(*device);
+  const auto expected = Serve(host);
+  const auto got = Serve(device);
   ASSERT_EQ(expected.size(), 4u);
   for (const auto& [id, ids] : expected) {
     EXPECT_EQ(got.count(id) ? got.at(id) : std::vector<int32_t>{}, ids) << "request " << id;
@@ -101,23 +123,23 @@ TEST(DeviceResidentTest, ReplicaOnADeviceGivesTheHostReplicasTokens) {
   EXPECT_GT(device_backend->ops(), 100);
   EXPECT_EQ(device_backend->host_pointer_violations(), 0);
   // It overlapped its steps, and its logits landed only when waited for (NaN before).
-  EXPECT_TRUE(device->engine().overlaps_steps());
-  EXPECT_FALSE(host->engine().overlaps_steps());
-  EXPECT_GT(device->engine().step_timing().overlapped_steps, 0u);
+  EXPECT_TRUE(device.engine().overlaps_steps());
+  EXPECT_FALSE(host.engine().overlaps_steps());
+  EXPECT_GT(device.engine().step_timing().overlapped_steps, 0u);
   EXPECT_GT(device_backend->deferred_copies(), 0);
   // Every request is greedy: every token was picked on the device, only ids came back.
-  EXPECT_EQ(device->engine().step_timing().device_sampled_steps, device->engine().step_timing().steps);
-  EXPECT_EQ(host->engine().step_timing().device_sampled_steps, 0u);
-  EXPECT_LE(device_backend->bytes_copied_to_host(), device->engine().step_timing().steps * 8 * sizeof(int32_t));
+  EXPECT_EQ(device.engine().step_timing().device_sampled_steps, device.engine().step_timing().steps);
+  EXPECT_EQ(host.engine().step_timing().device_sampled_steps, 0u);
+  EXPECT_LE(device_backend->bytes_copied_to_host(), device.engine().step_timing().steps * 8 * sizeof(int32_t));
 
   // Steady state on the device: a second round allocates nothing.
-  const uint64_t engine_before = device->engine().SystemAllocations();
+  const uint64_t engine_before = device.engine().SystemAllocations();
   const uint64_t system_before = memory::SystemAllocations::Count();
-  const auto again = Serve(*device);
+  const auto again = Serve(device);
   EXPECT_EQ(again, expected);
-  EXPECT_EQ(device->engine().SystemAllocations(), engine_before);
+  EXPECT_EQ(device.engine().SystemAllocations(), engine_before);
   EXPECT_EQ(memory::SystemAllocations::Count(), system_before);
-  EXPECT_EQ(device->engine().kv().GetStats().used_blocks, 0);
+  EXPECT_EQ(device.engine().kv().GetStats().used_blocks, 0);
 }
 
 // Sampled, greedy and logprobs requests mixed: steps with the logprobs request copy the logits
@@ -125,10 +147,10 @@ TEST(DeviceResidentTest, ReplicaOnADeviceGivesTheHostReplicasTokens) {
 // replica either way.
 TEST(DeviceResidentTest, MixedSamplingOnADeviceGivesTheHostReplicasOutputs) {
   const ServerConfig c = Config();
-  std::unique_ptr<Replica> host = Make(c, nullptr);
-  auto guarded = std::make_unique<testing::GuardedDeviceBackend>(2, kFreeDeviceBytes);
-  std::unique_ptr<Replica> device = Make(c, std::move(guarded));
-  ASSERT_TRUE(host && device);
+  HostAndDevice pair = MakeHostAndDevice(c);
+  ASSERT_TRUE(pair.ok());
+  Replica& host = *pair.host;
+  Replica& device = *pair.device;
   auto serve = [](Replica& r) {
     std::vector<engine::EngineRequest> requests;
     requests.push_back(Greedy(1, r.tokenizer().Encode("Once upon a time"), 30));
@@ -153,12 +175,12 @@ TEST(DeviceResidentTest, MixedSamplingOnADeviceGivesTheHostReplicasOutputs) {
     }
     return out;
   };
-  const auto expected = serve(*host);
-  const auto got = serve(*device);
+  const auto expected = serve(host);
+  const auto got = serve(device);
   ASSERT_EQ(expected.size(), 3u);
   EXPECT_EQ(got, expected);
   EXPECT_EQ(expected.at(3).second.size(), 4u);
-  const engine::StepTiming& t = device->engine().step_timing();
+  const engine::StepTiming& t = device.engine().step_timing();
   EXPECT_GT(t.device_sampled_steps, 0u);  // once the logprobs request is done
   EXPECT_LT(t.device_sampled_steps, t.steps);
 }
@@ -183,35 +205,23 @@ std::map<uint64_t, std::vector<int32_t>> ServeSampled(Replica& r, uint32_t max_t
     }
     EXPECT_TRUE(r.engine().Add(std::move(q)).ok());
   }
-  std::map<uint64_t, std::vector<int32_t>> out;
-  std::vector<engine::RequestOutput> outputs;
-  for (int step = 0; step < 2000 && r.engine().HasWork(); ++step) {
-    outputs.clear();
-    const Status s = r.engine().Step(&outputs);
-    EXPECT_TRUE(s.ok()) << s.ToString();
-    if (!s.ok()) break;
-    for (const engine::RequestOutput& o : outputs) {
-      EXPECT_TRUE(o.error.empty()) << o.error;
-      out[o.id].insert(out[o.id].end(), o.token_ids.begin(), o.token_ids.end());
-    }
-  }
-  return out;
+  return RunToEnd(r);
 }
 
 // Every step's tokens are drawn on the device (Backend::SampleRows with each request's own
 // uniform): the same tokens as the host sampler's for the same seeds, and only ids come back.
 TEST(DeviceResidentTest, SampledRequestsAreDrawnOnTheDeviceWithTheHostsTokens) {
   const ServerConfig c = Config();
-  std::unique_ptr<Replica> host = Make(c, nullptr);
-  auto guarded = std::make_unique<testing::GuardedDeviceBackend>(2, kFreeDeviceBytes);
-  testing::GuardedDeviceBackend* device_backend = guarded.get();
-  std::unique_ptr<Replica> device = Make(c, std::move(guarded));
-  ASSERT_TRUE(host && device);
-  const auto expected = ServeSampled(*host, 24);
-  const auto got = ServeSampled(*device, 24);
+  HostAndDevice pair = MakeHostAndDevice(c);
+  ASSERT_TRUE(pair.ok());
+  Replica& host = *pair.host;
+  Replica& device = *pair.device;
+  testing::GuardedDeviceBackend* device_backend = pair.device_backend;
+  const auto expected = ServeSampled(host, 24);
+  const auto got = ServeSampled(device, 24);
   ASSERT_EQ(expected.size(), 5u);
   EXPECT_EQ(got, expected);
-  const engine::StepTiming& t = device->engine().step_timing();
+  const engine::StepTiming& t = device.engine().step_timing();
   EXPECT_EQ(t.device_sampled_steps, t.steps);
   EXPECT_LE(device_backend->bytes_copied_to_host(), t.steps * 8 * sizeof(int32_t));
   EXPECT_EQ(device_backend->host_pointer_violations(), 0);
@@ -226,17 +236,17 @@ TEST(DeviceResidentTest, SampledRequestsAreDrawnOnTheDeviceWithTheHostsTokens) {
 TEST(DeviceResidentTest, PreemptedSampledRequestsGiveTheHostsTokens) {
   ServerConfig c = Config();
   c.cache.num_blocks = 12;  // 11 usable blocks of 16 for five sequences of up to ~60 tokens
-  std::unique_ptr<Replica> host = Make(c, nullptr);
-  auto guarded = std::make_unique<testing::GuardedDeviceBackend>(2, kFreeDeviceBytes);
-  std::unique_ptr<Replica> device = Make(c, std::move(guarded));
-  ASSERT_TRUE(host && device);
-  const auto expected = ServeSampled(*host, 48);
-  const auto got = ServeSampled(*device, 48);
+  HostAndDevice pair = MakeHostAndDevice(c);
+  ASSERT_TRUE(pair.ok());
+  Replica& host = *pair.host;
+  Replica& device = *pair.device;
+  const auto expected = ServeSampled(host, 48);
+  const auto got = ServeSampled(device, 48);
   ASSERT_EQ(expected.size(), 5u);
   EXPECT_EQ(got, expected);
-  EXPECT_GT(device->engine().scheduler().stats().preemptions_total, 0u);
-  EXPECT_EQ(device->engine().step_timing().device_sampled_steps,
-            device->engine().step_timing().steps);
+  EXPECT_GT(device.engine().scheduler().stats().preemptions_total, 0u);
+  EXPECT_EQ(device.engine().step_timing().device_sampled_steps,
+            device.engine().step_timing().steps);
 }
 
 TEST(DeviceResidentTest, TheNextStepIsPlannedBeforeWaitingForThisOne) {
