@@ -170,6 +170,12 @@ void CpuBackend::Argmax(const float* x, int64_t rows, int64_t n, int32_t* out) {
   }
 }
 
+void CpuBackend::ParallelForOnHost(int64_t n, const std::function<void(int64_t i)>& body) {
+  pool_.ParallelFor(n, 1, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) body(i);
+  });
+}
+
 void CpuBackend::SampleRows(const float* x, int64_t rows, int64_t n,
                             std::span<const RowSampling> params, int32_t* out) {
   // The engine samples on the host when the backend is a host backend; this op serves the

@@ -30,6 +30,8 @@ class CpuBackend final : public Backend {
   std::string_view name() const override { return "cpu"; }
   PreparedWeight PrepareMatMulWeight(const WeightMatrix& w) override;
   int threads() const { return pool_.size(); }
+  // On the compute threads.
+  void ParallelForOnHost(int64_t n, const std::function<void(int64_t i)>& body) override;
   const char* isa() const { return simd_.isa; }
   uint64_t buffer_allocations() const override;
   void SetMemoryHooks(MemoryHooks hooks) override;

@@ -15,7 +15,8 @@
 #      own model in a device arena, and through `bmad generate --backend cuda`.
 #   4. benchmarks: decode attention bandwidth, GEMM against cuBLAS, end-to-end decode tokens/s
 #      at batch 1, 32 and 256 on a synthesized ~0.9B-parameter F16 Llama, and the whole replica
-#      serving that model (`bmad bench serve --backend cuda`, steps overlapped and not).
+#      serving that model (`bmad bench serve --backend cuda`, steps overlapped and not, and a
+#      sampled workload).
 #
 # Results: one Markdown file, $OUT/gpu-results.md ($OUT defaults to build-gpu/results), and the
 # full log beside it ($OUT/gpu-log.txt). Every step has its own time limit; a failed step is
@@ -152,15 +153,16 @@ step "gemm" 120 "$bin/bmad_gpu_bench" gemm
 synth=${BMAD_GPU_SYNTH_MODEL:-/tmp/bmad-synth-llama-0.9b-f16.gguf}
 step "end-to-end decode" 240 "$bin/bmad_gpu_bench" decode --model "$synth" --batch 1,32,256 \
   --prompt-len 128 --gen-len 64
-# The whole replica on the GPU (Replica::Create's device arena, the engine, host sampling), with
-# open-loop load: throughput, latencies, and each step's forward pass against its host stages;
-# once with step n+1 planned while step n runs (the default on cuda) and once without.
-step "serving on the GPU (bench serve --backend cuda, overlap on and off)" 180 bash -c '
-  for overlap in on off; do
+# The whole replica on the GPU (Replica::Create's device arena, the engine, tokens drawn on the
+# device), with open-loop load: throughput, latencies, and each step's forward pass against its
+# host stages; greedy with step n+1 planned while step n runs (the default on cuda) and
+# without, then sampled (temperature 0.8, top-p 0.95: the sampling kernel's bisection path).
+step "serving on the GPU (bench serve --backend cuda: overlap on and off, sampled)" 240 bash -c '
+  for run in "on" "off" "on --temperature 0.8 --top-p 0.95"; do
     out=$("$0" bench serve --backend cuda --model "$1" --rate 0 --requests 256 --max-seqs 64 \
-            --prompt-len 32-512 --output-len 32-128 --overlap $overlap 2>&1) ||
+            --prompt-len 32-512 --output-len 32-128 --overlap $run 2>&1) ||
       { echo "$out" | tail -n 20; exit 1; }
-    printf "### Serving (bmad bench serve --backend cuda --overlap %s, 256 requests at once, 0.9B F16)\n\n" $overlap
+    printf "### Serving (bmad bench serve --backend cuda --overlap %s, 256 requests at once, 0.9B F16)\n\n" "$run"
     echo "$out" | grep -v "^{" | sed "s/^/    /"; echo
     echo "$out" | tail -n 1 | sed "s/^/    /"; echo
   done' "$bin/bmad" "$synth"

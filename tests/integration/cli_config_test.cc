@@ -133,5 +133,31 @@ TEST(CliBenchServe, OverlappedStepsAreReportedInTheSummary) {
   }
 }
 
+// bench serve with a sampled workload: the knobs reach the run (the summary echoes them), and
+// bad knobs are refused with the sampler's own message.
+TEST(CliBenchServe, SampledWorkloadsTakeTheSamplingKnobs) {
+  const std::string dir = MakeTempDir("bmad-cli-");
+  const std::string model = SharedModelsDir() + "/stories260K.gguf";
+  std::vector<std::string> args = {"bench", "serve", "--model", model, "--rate", "0",
+                                   "--requests", "4", "--prompt-len", "8", "--output-len", "8",
+                                   "--threads", "2", "--temperature", "0.9", "--top-k", "20",
+                                   "--top-p", "0.95", "--min-p", "0.01"};
+  CliRun run = RunBmad(args, dir);
+  ASSERT_EQ(run.status, 0) << run.output;
+  const std::string last = run.output.substr(run.output.rfind("{\"bench\":\"serve\""));
+  EXPECT_NE(last.find("\"sampling\":{\"temperature\":0.9,\"top_k\":20,\"top_p\":0.95,"
+                      "\"min_p\":0.01}"),
+            std::string::npos)
+      << last;
+  EXPECT_NE(last.find("\"requests\":4,"), std::string::npos) << last;
+
+  args.push_back("--top-p");
+  args.push_back("0");
+  CliRun bad = RunBmad(args, dir);
+  EXPECT_EQ(bad.status, 1) << bad.output;
+  EXPECT_NE(bad.output.find("'top_p' must be a finite number in (0, 1]; got 0"), std::string::npos)
+      << bad.output;
+}
+
 }  // namespace
 }  // namespace bmad::testing

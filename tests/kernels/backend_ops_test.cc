@@ -8,10 +8,15 @@
 #include <array>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <random>
+#include <set>
+#include <thread>
 #include <vector>
 
 #include "common/half.h"
@@ -333,6 +338,27 @@ TEST_P(BackendOpsTest, PagedAttentionPrefillWholeAndChunked) {
   RunAttentionCase(*cpu_, ref_, 12, 12, 64, 16, {0, 128}, {70, 17}, false, 33);
   RunAttentionCase(*cpu_, ref_, 6, 2, 16, 3, {1, 9}, {2, 11}, false, 34);
   RunAttentionCase(*cpu_, ref_, 4, 2, 8, 16, {0, 0, 0}, {5, 19, 33}, false, 35);  // a tp=2 shard of stories260K
+}
+
+// The engine draws its sequences' tokens through ParallelForOnHost: every index exactly once,
+// spread over the compute threads, and done when the call returns.
+TEST(CpuBackendHostLoopTest, RunsEveryIndexOnceOnTheComputeThreads) {
+  CpuBackend backend(CpuBackendOptions{.threads = 2});
+  for (int64_t n : {0, 1, 7, 200}) {
+    std::vector<std::atomic<int>> calls(static_cast<size_t>(n));
+    std::mutex m;
+    std::set<std::thread::id> threads;
+    backend.ParallelForOnHost(n, [&](int64_t i) {
+      calls[static_cast<size_t>(i)].fetch_add(1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));  // long enough to be shared
+      std::lock_guard<std::mutex> lock(m);
+      threads.insert(std::this_thread::get_id());
+    });
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(calls[static_cast<size_t>(i)].load(), 1) << i;
+    if (n >= 200) {  // 200 ms of work: the other thread has long woken up
+      EXPECT_EQ(threads.size(), 2u);
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, BackendOpsTest, ::testing::ValuesIn(Variants()),

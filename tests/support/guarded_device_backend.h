@@ -40,6 +40,10 @@ class GuardedDeviceBackend final : public kernels::Backend {
   void ReleaseDeviceOverflow(void* p) override;
   int64_t overflow_chunks_live() const { return overflow_live_; }
   uint64_t buffer_allocations() const override { return cpu_.buffer_allocations(); }
+  // Host work: nothing of the device is touched.
+  void ParallelForOnHost(int64_t n, const std::function<void(int64_t i)>& body) override {
+    cpu_.ParallelForOnHost(n, body);
+  }
   void SetMemoryHooks(kernels::MemoryHooks hooks) override;
   size_t PreparedBytes(const kernels::WeightMatrix& w) const override { return cpu_.PreparedBytes(w); }
   kernels::PreparedWeight PrepareMatMulWeight(const kernels::WeightMatrix& w) override;

@@ -79,6 +79,8 @@ Engine::Engine(const EngineOptions& options, model::LlamaModel& model, model::Kv
   }
   sampled_.reserve(max_seqs);
   last_samples_.reserve(max_seqs);
+  sampling_rows_.reserve(max_seqs);
+  host_draws_.reserve(max_seqs);
   // A device backend runs the forward pass while the host goes on; the CPU backend computes in
   // the launch. An executor (a replica over ranks) computes its step before returning.
   const StepOverlap overlap = options.scheduler.overlap_steps;
@@ -307,22 +309,38 @@ void Engine::Sample(const StepBatch& batch, std::vector<RequestOutput>* outputs)
   sampled_.clear();
   const int64_t vocab = model_.config().n_vocab;
   const int64_t now = clock_.NowNanos();
-  for (size_t i = 0; i < batch.sampling.size(); ++i) {
+  const size_t n = batch.sampling.size();
+  // Each row's request, or null: cancelled while its step ran (and perhaps its id given to a new
+  // request since, whose sequence was not in this step: the row is not its).
+  sampling_rows_.clear();
+  for (size_t i = 0; i < n; ++i) {
     const uint64_t id = batch.sampling[i]->seq_id;
-    // Cancelled while its step ran (and perhaps its id given to a new request since, whose
-    // sequence was not in this step: this row is not its).
     const sched::Sequence* seq = scheduler_.Find(id);
     auto found = requests_.find(id);
-    if (found == requests_.end() || seq == nullptr || seq->launched_step != batch.plan.step) continue;
-    RequestState& r = *found->second;
-    const std::span<const float> row(logits_.get() + static_cast<size_t>(i) * vocab,
-                                     static_cast<size_t>(vocab));
+    const bool gone = found == requests_.end() || seq == nullptr || seq->launched_step != batch.plan.step;
+    sampling_rows_.push_back(gone ? nullptr : found->second.get());
+  }
+  // Host draws, one per row, on the backend's host threads: each request has its own sampler,
+  // and a draw over a whole vocabulary (top-p without top-k) takes a fraction of a millisecond.
+  if (!batch.sampled_on_device) {
+    host_draws_.assign(n, sampling::SampleResult{});
+    backend_.ParallelForOnHost(static_cast<int64_t>(n), [&](int64_t i) {
+      RequestState* r = sampling_rows_[static_cast<size_t>(i)];
+      if (r == nullptr) return;
+      const std::span<const float> row(logits_.get() + i * vocab, static_cast<size_t>(vocab));
+      host_draws_[static_cast<size_t>(i)] = r->sampler.Sample(row, r->prompt, r->output.generated());
+    });
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (sampling_rows_[i] == nullptr) continue;
+    RequestState& r = *sampling_rows_[i];
+    const uint64_t id = batch.sampling[i]->seq_id;
     RequestOutput out;
     out.id = id;
     out.token_offset = static_cast<int64_t>(r.output.generated().size());
     Result<sampling::SampleResult> s = sampling::SampleResult{};
     if (!batch.sampled_on_device) {
-      s = r.sampler.Sample(row, r.prompt, r.output.generated());
+      s = std::move(host_draws_[i]);
     } else if (device_tokens_.get()[i] >= 0) {
       s->token_id = device_tokens_.get()[i];
       r.sampler.DrawnOnDevice();

@@ -181,6 +181,8 @@ class Engine {
   StepBatch batches_[2];
   int current_ = 0;  // the batch launched first
   std::vector<sched::SampledToken> sampled_;
+  std::vector<RequestState*> sampling_rows_;                  // Sample(): each row's request
+  std::vector<Result<sampling::SampleResult>> host_draws_;    // Sample(): each row's host draw
   std::vector<uint64_t> last_samples_;  // sequences whose sample in the launched step is their last
   StepTiming call_timing_;              // this Step() call's, kept if a step completes in it
   int64_t returned_in_flight_at_ = 0;   // when Step() last returned with a step on the device

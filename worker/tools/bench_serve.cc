@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "common/cli/flags.h"
+#include "worker/sampling/sampling_params_validation.h"
 #include "worker/server/replica.h"
 #include "worker/tools/length_distribution.h"
 
@@ -33,12 +34,14 @@ std::string BenchServeResult::Json(const BenchServeOptions& o) const {
   std::snprintf(head, sizeof head,
                 "{\"bench\":\"serve\",\"backend\":\"%s\",\"scheduler\":\"%s\",\"rate\":%.3f,\"requests\":%lld,"
                 "\"prompt_len\":\"%s\",\"output_len\":\"%s\",\"shared_prefix\":%lld,"
+                "\"sampling\":{\"temperature\":%g,\"top_k\":%d,\"top_p\":%g,\"min_p\":%g},"
                 "\"duration_s\":%.3f,\"requests_per_s\":%.3f,\"output_tokens_per_s\":%.2f,"
                 "\"total_tokens_per_s\":%.2f,",
                 std::string(EnumName(o.backend)).c_str(), std::string(EnumName(o.policy)).c_str(),
                 o.rate, static_cast<long long>(requests),
                 o.prompt_len.c_str(), o.output_len.c_str(), static_cast<long long>(o.shared_prefix),
-                duration_s, requests_per_s, output_tokens_per_s, total_tokens_per_s);
+                static_cast<double>(o.temperature), o.top_k, static_cast<double>(o.top_p),
+                static_cast<double>(o.min_p), duration_s, requests_per_s, output_tokens_per_s, total_tokens_per_s);
   char tail[512];
   std::snprintf(tail, sizeof tail,
                 ",\"kv_waste_mean\":%.4f,\"kv_waste_max\":%.4f,\"preemptions\":%llu,"
@@ -60,6 +63,13 @@ Result<BenchServeResult> RunBenchServe(const BenchServeOptions& o) {
   BMAD_ASSIGN_OR_RETURN(LengthDistribution prompt_len, LengthDistribution::Parse(o.prompt_len, "--prompt-len"));
   BMAD_ASSIGN_OR_RETURN(LengthDistribution output_len, LengthDistribution::Parse(o.output_len, "--output-len"));
 
+  proto::SamplingParams sampling;
+  sampling.temperature = o.temperature;
+  sampling.top_k = o.top_k;
+  sampling.top_p = o.top_p;
+  sampling.min_p = o.min_p;
+  sampling.ignore_eos = true;
+
   ServerConfig config;
   config.model.path = o.model_path;
   config.worker.threads = o.threads;
@@ -77,6 +87,7 @@ Result<BenchServeResult> RunBenchServe(const BenchServeOptions& o) {
                         worker::Replica::Create(config, nullptr, clock));
   engine::Engine& engine = replica->engine();
   const int64_t vocab = replica->model().config().n_vocab;
+  BMAD_RETURN_IF_ERROR(sampling::ValidateSamplingParams(sampling, static_cast<int32_t>(vocab)));
   if (o.shared_prefix + prompt_len.max() + output_len.max() > engine.context_length()) {
     return OutOfRange("shared prefix + longest prompt + longest output exceed the context length " +
                       std::to_string(engine.context_length()));
@@ -114,8 +125,9 @@ Result<BenchServeResult> RunBenchServe(const BenchServeOptions& o) {
       engine::EngineRequest r;
       r.id = next + 1;
       r.prompt = plan[next].prompt;
-      r.sampling.temperature = 0;
-      r.sampling.ignore_eos = true;
+      r.sampling = sampling;
+      r.sampling.seed = o.seed * 1000003 + next;
+      r.sampling.has_seed = true;
       r.sampling.max_tokens = static_cast<uint32_t>(plan[next].output_len);
       BMAD_RETURN_IF_ERROR(engine.Add(std::move(r)));
       ++next;
@@ -224,6 +236,13 @@ int RunBenchServeCommand(const std::vector<std::string>& args) {
   flags.AddInt("block-size", &o.block_size, "Tokens per KV block (default: cache.block_size's, 8).");
   flags.AddBool("no-prefix-caching", &no_prefix_caching, "Turn prefix reuse off.");
   flags.AddInt("seed", &seed, "Workload seed (default 1).");
+  double temperature = 0.0, top_p = 1.0, min_p = 0.0;
+  int64_t top_k = 0;
+  flags.AddDouble("temperature", &temperature,
+                  "Every request's sampling temperature (default 0: greedy).");
+  flags.AddInt("top-k", &top_k, "Every request's top-k (default 0: off).");
+  flags.AddDouble("top-p", &top_p, "Every request's top-p (default 1: off).");
+  flags.AddDouble("min-p", &min_p, "Every request's min-p (default 0: off).");
   std::vector<std::string> positional;
   Status s = flags.Parse(args, &positional);
   if (flags.help_requested()) {
@@ -248,6 +267,10 @@ int RunBenchServeCommand(const std::vector<std::string>& args) {
     return 2;
   }
   o.seed = static_cast<uint64_t>(seed);
+  o.temperature = static_cast<float>(temperature);
+  o.top_k = static_cast<int32_t>(std::clamp<int64_t>(top_k, -1, INT32_MAX));
+  o.top_p = static_cast<float>(top_p);
+  o.min_p = static_cast<float>(min_p);
   o.prefix_caching = !no_prefix_caching;
   auto r = RunBenchServe(o);
   if (!r.ok()) {

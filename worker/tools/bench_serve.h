@@ -32,6 +32,12 @@ struct BenchServeOptions {
   int64_t block_size = CacheConfig{}.block_size;
   bool prefix_caching = true;
   uint64_t seed = 1;
+  // How every request samples (greedy by default). Each request gets its own seed, derived
+  // from `seed` and its index, so a run draws the same tokens every time.
+  float temperature = 0.0f;
+  int32_t top_k = 0;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
 };
 
 struct BenchServeResult {
@@ -49,7 +55,7 @@ struct BenchServeResult {
   // overlapped_steps the steps whose successor was planned while they ran.
   uint64_t steps = 0;
   uint64_t overlapped_steps = 0;
-  uint64_t device_sampled_steps = 0;  // tokens picked on the device (greedy steps on cuda)
+  uint64_t device_sampled_steps = 0;  // tokens drawn on the device (cuda)
   double execute_ms_per_step = 0, host_ms_per_step = 0, plan_ms_per_step = 0;
   std::string Json(const BenchServeOptions& o) const;
 };
