@@ -147,7 +147,8 @@ class Backend {
   virtual void UnpinHostMemory(void* p) { (void)p; }
   // Runs body(i) for every i in [0, n), on the backend's host threads where it has them (a host
   // backend's compute threads are idle between steps): the engine samples sequences this way.
-  // Returns when every call is done; calls must be independent of each other.
+  // Returns when every call is done; calls must be independent of each other and must not
+  // throw.
   virtual void ParallelForOnHost(int64_t n, const std::function<void(int64_t i)>& body) {
     for (int64_t i = 0; i < n; ++i) body(i);
   }

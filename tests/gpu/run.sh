@@ -157,7 +157,7 @@ step "end-to-end decode" 240 "$bin/bmad_gpu_bench" decode --model "$synth" --bat
 # device), with open-loop load: throughput, latencies, and each step's forward pass against its
 # host stages; greedy with step n+1 planned while step n runs (the default on cuda) and
 # without, then sampled (temperature 0.8, top-p 0.95: the sampling kernel's bisection path).
-step "serving on the GPU (bench serve --backend cuda: overlap on and off, sampled)" 240 bash -c '
+step "serving on the GPU (bench serve --backend cuda: overlap on and off, sampled)" 270 bash -c '
   for run in "on" "off" "on --temperature 0.8 --top-p 0.95"; do
     out=$("$0" bench serve --backend cuda --model "$1" --rate 0 --requests 256 --max-seqs 64 \
             --prompt-len 32-512 --output-len 32-128 --overlap $run 2>&1) ||

@@ -134,7 +134,7 @@ TEST(CliBenchServe, OverlappedStepsAreReportedInTheSummary) {
 }
 
 // bench serve with a sampled workload: the knobs reach the run (the summary echoes them), and
-// bad knobs are refused with the sampler's own message.
+// bad knobs are refused with the value as typed.
 TEST(CliBenchServe, SampledWorkloadsTakeTheSamplingKnobs) {
   const std::string dir = MakeTempDir("bmad-cli-");
   const std::string model = SharedModelsDir() + "/stories260K.gguf";
@@ -151,12 +151,22 @@ TEST(CliBenchServe, SampledWorkloadsTakeTheSamplingKnobs) {
       << last;
   EXPECT_NE(last.find("\"requests\":4,"), std::string::npos) << last;
 
-  args.push_back("--top-p");
-  args.push_back("0");
-  CliRun bad = RunBmad(args, dir);
-  EXPECT_EQ(bad.status, 1) << bad.output;
-  EXPECT_NE(bad.output.find("'top_p' must be a finite number in (0, 1]; got 0"), std::string::npos)
-      << bad.output;
+  // Refused as typed, before the model loads (exit 2, like every flag error).
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad_knobs = {
+      {{"--top-p", "0"}, "--top-p must be in (0, 1], got 0"},
+      {{"--top-p", "1.00000001"}, "--top-p must be in (0, 1], got 1.00000001"},
+      {{"--top-k", "5000000000"}, "--top-k must be 0..2147483647 (0: off), got 5000000000"},
+      {{"--top-k", "-5"}, "--top-k must be 0..2147483647 (0: off), got -5"},
+      {{"--temperature", "-1"}, "--temperature must be a finite number >= 0, got -1"},
+      {{"--min-p", "1.5"}, "--min-p must be in [0, 1], got 1.5"},
+  };
+  for (const auto& [extra, message] : bad_knobs) {
+    std::vector<std::string> bad_args = args;
+    bad_args.insert(bad_args.end(), extra.begin(), extra.end());
+    CliRun bad = RunBmad(bad_args, dir);
+    EXPECT_EQ(bad.status, 2) << bad.output;
+    EXPECT_NE(bad.output.find(message), std::string::npos) << bad.output;
+  }
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "worker/tools/bench_serve.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -30,8 +31,9 @@ struct Planned {
 }  // namespace
 
 std::string BenchServeResult::Json(const BenchServeOptions& o) const {
-  char head[512];
-  std::snprintf(head, sizeof head,
+  // The length lists can be long ("A,B,C,..."): size the buffer for them.
+  std::string head(512 + o.prompt_len.size() + o.output_len.size(), '\0');
+  const int head_len = std::snprintf(head.data(), head.size(),
                 "{\"bench\":\"serve\",\"backend\":\"%s\",\"scheduler\":\"%s\",\"rate\":%.3f,\"requests\":%lld,"
                 "\"prompt_len\":\"%s\",\"output_len\":\"%s\",\"shared_prefix\":%lld,"
                 "\"sampling\":{\"temperature\":%g,\"top_k\":%d,\"top_p\":%g,\"min_p\":%g},"
@@ -41,7 +43,9 @@ std::string BenchServeResult::Json(const BenchServeOptions& o) const {
                 o.rate, static_cast<long long>(requests),
                 o.prompt_len.c_str(), o.output_len.c_str(), static_cast<long long>(o.shared_prefix),
                 static_cast<double>(o.temperature), o.top_k, static_cast<double>(o.top_p),
-                static_cast<double>(o.min_p), duration_s, requests_per_s, output_tokens_per_s, total_tokens_per_s);
+                static_cast<double>(o.min_p), duration_s, requests_per_s, output_tokens_per_s,
+                total_tokens_per_s);
+  head.resize(static_cast<size_t>(std::max(head_len, 0)));
   char tail[512];
   std::snprintf(tail, sizeof tail,
                 ",\"kv_waste_mean\":%.4f,\"kv_waste_max\":%.4f,\"preemptions\":%llu,"
@@ -53,7 +57,7 @@ std::string BenchServeResult::Json(const BenchServeOptions& o) const {
                 static_cast<unsigned long long>(overlapped_steps),
                 static_cast<unsigned long long>(device_sampled_steps), execute_ms_per_step,
                 host_ms_per_step, plan_ms_per_step);
-  return std::string(head) + "\"ttft_ms\":" + ttft_s.Json(1000) + ",\"itl_ms\":" + itl_s.Json(1000) +
+  return head + "\"ttft_ms\":" + ttft_s.Json(1000) + ",\"itl_ms\":" + itl_s.Json(1000) +
          ",\"e2e_ms\":" + e2e_s.Json(1000) + tail;
 }
 
@@ -69,6 +73,9 @@ Result<BenchServeResult> RunBenchServe(const BenchServeOptions& o) {
   sampling.top_p = o.top_p;
   sampling.min_p = o.min_p;
   sampling.ignore_eos = true;
+
+  // Before the model loads: nothing here depends on the vocabulary (no stop token ids).
+  BMAD_RETURN_IF_ERROR(sampling::ValidateSamplingParams(sampling, INT32_MAX));
 
   ServerConfig config;
   config.model.path = o.model_path;
@@ -87,7 +94,6 @@ Result<BenchServeResult> RunBenchServe(const BenchServeOptions& o) {
                         worker::Replica::Create(config, nullptr, clock));
   engine::Engine& engine = replica->engine();
   const int64_t vocab = replica->model().config().n_vocab;
-  BMAD_RETURN_IF_ERROR(sampling::ValidateSamplingParams(sampling, static_cast<int32_t>(vocab)));
   if (o.shared_prefix + prompt_len.max() + output_len.max() > engine.context_length()) {
     return OutOfRange("shared prefix + longest prompt + longest output exceed the context length " +
                       std::to_string(engine.context_length()));
@@ -262,13 +268,32 @@ int RunBenchServeCommand(const std::vector<std::string>& args) {
   if (s.ok() && !EnumFromName(overlap, &o.overlap)) {
     s = InvalidArgument("--overlap must be auto, on or off, got '" + overlap + "'");
   }
+  // The sampling knobs as typed (before they narrow to the sampler's types), with the ranges
+  // the sampler accepts.
+  auto typed = [](double v) {  // the shortest text that reads back as v: what was typed
+    char buf[64];
+    const auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;
+    return std::string(buf, end);
+  };
+  if (s.ok() && !(std::isfinite(temperature) && temperature >= 0.0)) {
+    s = InvalidArgument("--temperature must be a finite number >= 0, got " + typed(temperature));
+  }
+  if (s.ok() && (top_k < 0 || top_k > INT32_MAX)) {
+    s = InvalidArgument("--top-k must be 0..2147483647 (0: off), got " + std::to_string(top_k));
+  }
+  if (s.ok() && !(top_p > 0.0 && top_p <= 1.0)) {
+    s = InvalidArgument("--top-p must be in (0, 1], got " + typed(top_p));
+  }
+  if (s.ok() && !(min_p >= 0.0 && min_p <= 1.0)) {
+    s = InvalidArgument("--min-p must be in [0, 1], got " + typed(min_p));
+  }
   if (!s.ok()) {
     std::fprintf(stderr, "bmad bench serve: %s\n", s.message().c_str());
     return 2;
   }
   o.seed = static_cast<uint64_t>(seed);
   o.temperature = static_cast<float>(temperature);
-  o.top_k = static_cast<int32_t>(std::clamp<int64_t>(top_k, -1, INT32_MAX));
+  o.top_k = static_cast<int32_t>(top_k);
   o.top_p = static_cast<float>(top_p);
   o.min_p = static_cast<float>(min_p);
   o.prefix_caching = !no_prefix_caching;
