@@ -48,7 +48,7 @@ void ThreadPool::RunChunks(uint32_t gen, int thread) {
   while (Generation(s) == gen) {
     const uint32_t chunk = NextChunk(s);
     // Read after observing `gen`: if a newer loop has started since, the claim below fails.
-    if (chunk >= n_chunks_) return;
+    if (chunk >= n_chunks_.load(std::memory_order_relaxed)) return;
     if (!state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel,
                                       std::memory_order_acquire)) {
       continue;
@@ -71,7 +71,8 @@ void ThreadPool::ParallelFor(int64_t n_tasks, int64_t grain, const RangeFn& fn) 
   fn_ = &fn;
   n_tasks_ = n_tasks;
   grain_ = grain;
-  n_chunks_ = static_cast<uint32_t>((n_tasks + grain - 1) / grain);
+  const auto n_chunks = static_cast<uint32_t>((n_tasks + grain - 1) / grain);
+  n_chunks_.store(n_chunks, std::memory_order_relaxed);
   chunks_done_.store(0, std::memory_order_relaxed);
   const uint32_t gen = Generation(state_.load(std::memory_order_relaxed)) + 1;
   state_.store(uint64_t{gen} << 32, std::memory_order_release);
@@ -80,7 +81,7 @@ void ThreadPool::ParallelFor(int64_t n_tasks, int64_t grain, const RangeFn& fn) 
     wake_.notify_all();
   }
   RunChunks(gen, 0);
-  while (chunks_done_.load(std::memory_order_acquire) != n_chunks_) BMAD_CPU_RELAX();
+  while (chunks_done_.load(std::memory_order_acquire) != n_chunks) BMAD_CPU_RELAX();
 }
 
 void ThreadPool::WorkerLoop(int thread) {

@@ -48,7 +48,9 @@ class ThreadPool {
   const RangeFn* fn_ = nullptr;
   int64_t n_tasks_ = 0;
   int64_t grain_ = 1;
-  uint32_t n_chunks_ = 0;
+  // Atomic because a worker that woke late reads it before its claim fails (a newer loop may
+  // be writing it); the claim (state_) is what orders everything else.
+  std::atomic<uint32_t> n_chunks_{0};
   // (generation << 32) | next chunk index.
   std::atomic<uint64_t> state_{0};
   std::atomic<uint32_t> chunks_done_{0};
