@@ -76,6 +76,7 @@ Engine::Engine(const EngineOptions& options, model::LlamaModel& model, model::Kv
     b.steps.reserve(max_seqs);
     b.ids.reserve(max_seqs);
     b.sampling.reserve(max_seqs);
+    b.row_sampling.reserve(max_seqs);
   }
   sampled_.reserve(max_seqs);
   last_samples_.reserve(max_seqs);
@@ -107,7 +108,6 @@ Engine::Engine(const EngineOptions& options, model::LlamaModel& model, model::Kv
   // Where the logits are on a device, tokens are drawn there. On the CPU the host sampler reads
   // the same memory. An executor (a replica over ranks) returns logits.
   sample_on_device_ = !backend.host_memory() && !options.executor;
-  for (StepBatch& b : batches_) b.row_sampling.reserve(max_seqs);
   window_start_nanos_ = clock_.NowNanos();
 }
 

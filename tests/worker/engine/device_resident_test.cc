@@ -78,20 +78,23 @@ std::unique_ptr<Replica> Make(const ServerConfig& c, std::unique_ptr<kernels::Ba
 }
 
 // The same configuration served by a CPU replica and by one on the guarded device backend.
-struct HostAndDevice {
-  std::unique_ptr<Replica> host, device;
-  testing::GuardedDeviceBackend* device_backend = nullptr;
-  bool ok() const { return host && device; }
-};
+class HostAndDeviceReplicasTest : public ::testing::Test {
+ protected:
+  void Start(const ServerConfig& c) {
+    host_ = Make(c, nullptr);
+    auto guarded = std::make_unique<testing::GuardedDeviceBackend>(2, kFreeDeviceBytes);
+    device_backend_ = guarded.get();
+    device_ = Make(c, std::move(guarded));
+    ASSERT_TRUE(host_ && device_);
+  }
+  Replica& host() { return *host_; }
+  Replica& device() { return *device_; }
+  testing::GuardedDeviceBackend& device_backend() { return *device_backend_; }
 
-HostAndDevice MakeHostAndDevice(const ServerConfig& c) {
-  HostAndDevice r;
-  r.host = Make(c, nullptr);
-  auto guarded = std::make_unique<testing::GuardedDeviceBackend>(2, kFreeDeviceBytes);
-  r.device_backend = guarded.get();
-  r.device = Make(c, std::move(guarded));
-  return r;
-}
+ private:
+  std::unique_ptr<Replica> host_, device_;
+  testing::GuardedDeviceBackend* device_backend_ = nullptr;
+};
 
 TEST(DeviceResidentTest, GuardFaultsOnHostAccessToDeviceMemory) {
   // What makes the other tests meaningful: touching device memory from the host dies.
@@ -106,51 +109,42 @@ TEST(DeviceResidentTest, GuardFaultsOnHostAccessToDeviceMemory) {
   EXPECT_EQ(b.host_pointer_violations(), 0);
 }
 
-TEST(DeviceResidentTest, ReplicaOnADeviceGivesTheHostReplicasTokens) {
-  const ServerConfig c = Config();
-  HostAndDevice pair = MakeHostAndDevice(c);
-  ASSERT_TRUE(pair.ok());
-  Replica& host = *pair.host;
-  Replica& device = *pair.device;
-  testing::GuardedDeviceBackend* device_backend = pair.device_backend;
+TEST_F(HostAndDeviceReplicasTest, ReplicaOnADeviceGivesTheHostReplicasTokens) {
+  Start(Config());
 
-  const auto expected = Serve(host);
-  const auto got = Serve(device);
+  const auto expected = Serve(host());
+  const auto got = Serve(device());
   ASSERT_EQ(expected.size(), 4u);
   for (const auto& [id, ids] : expected) {
     EXPECT_EQ(got.count(id) ? got.at(id) : std::vector<int32_t>{}, ids) << "request " << id;
   }
-  EXPECT_GT(device_backend->ops(), 100);
-  EXPECT_EQ(device_backend->host_pointer_violations(), 0);
+  EXPECT_GT(device_backend().ops(), 100);
+  EXPECT_EQ(device_backend().host_pointer_violations(), 0);
   // It overlapped its steps, and its logits landed only when waited for (NaN before).
-  EXPECT_TRUE(device.engine().overlaps_steps());
-  EXPECT_FALSE(host.engine().overlaps_steps());
-  EXPECT_GT(device.engine().step_timing().overlapped_steps, 0u);
-  EXPECT_GT(device_backend->deferred_copies(), 0);
+  EXPECT_TRUE(device().engine().overlaps_steps());
+  EXPECT_FALSE(host().engine().overlaps_steps());
+  EXPECT_GT(device().engine().step_timing().overlapped_steps, 0u);
+  EXPECT_GT(device_backend().deferred_copies(), 0);
   // Every request is greedy: every token was picked on the device, only ids came back.
-  EXPECT_EQ(device.engine().step_timing().device_sampled_steps, device.engine().step_timing().steps);
-  EXPECT_EQ(host.engine().step_timing().device_sampled_steps, 0u);
-  EXPECT_LE(device_backend->bytes_copied_to_host(), device.engine().step_timing().steps * 8 * sizeof(int32_t));
+  EXPECT_EQ(device().engine().step_timing().device_sampled_steps, device().engine().step_timing().steps);
+  EXPECT_EQ(host().engine().step_timing().device_sampled_steps, 0u);
+  EXPECT_LE(device_backend().bytes_copied_to_host(), device().engine().step_timing().steps * 8 * sizeof(int32_t));
 
   // Steady state on the device: a second round allocates nothing.
-  const uint64_t engine_before = device.engine().SystemAllocations();
+  const uint64_t engine_before = device().engine().SystemAllocations();
   const uint64_t system_before = memory::SystemAllocations::Count();
-  const auto again = Serve(device);
+  const auto again = Serve(device());
   EXPECT_EQ(again, expected);
-  EXPECT_EQ(device.engine().SystemAllocations(), engine_before);
+  EXPECT_EQ(device().engine().SystemAllocations(), engine_before);
   EXPECT_EQ(memory::SystemAllocations::Count(), system_before);
-  EXPECT_EQ(device.engine().kv().GetStats().used_blocks, 0);
+  EXPECT_EQ(device().engine().kv().GetStats().used_blocks, 0);
 }
 
 // Sampled, greedy and logprobs requests mixed: steps with the logprobs request copy the logits
 // out and sample on the host; the others draw on the device. Same tokens and logprobs as a host
 // replica either way.
-TEST(DeviceResidentTest, MixedSamplingOnADeviceGivesTheHostReplicasOutputs) {
-  const ServerConfig c = Config();
-  HostAndDevice pair = MakeHostAndDevice(c);
-  ASSERT_TRUE(pair.ok());
-  Replica& host = *pair.host;
-  Replica& device = *pair.device;
+TEST_F(HostAndDeviceReplicasTest, MixedSamplingOnADeviceGivesTheHostReplicasOutputs) {
+  Start(Config());
   auto serve = [](Replica& r) {
     std::vector<engine::EngineRequest> requests;
     requests.push_back(Greedy(1, r.tokenizer().Encode("Once upon a time"), 30));
@@ -175,12 +169,12 @@ TEST(DeviceResidentTest, MixedSamplingOnADeviceGivesTheHostReplicasOutputs) {
     }
     return out;
   };
-  const auto expected = serve(host);
-  const auto got = serve(device);
+  const auto expected = serve(host());
+  const auto got = serve(device());
   ASSERT_EQ(expected.size(), 3u);
   EXPECT_EQ(got, expected);
   EXPECT_EQ(expected.at(3).second.size(), 4u);
-  const engine::StepTiming& t = device.engine().step_timing();
+  const engine::StepTiming& t = device().engine().step_timing();
   EXPECT_GT(t.device_sampled_steps, 0u);  // once the logprobs request is done
   EXPECT_LT(t.device_sampled_steps, t.steps);
 }
@@ -210,21 +204,16 @@ std::map<uint64_t, std::vector<int32_t>> ServeSampled(Replica& r, uint32_t max_t
 
 // Every step's tokens are drawn on the device (Backend::SampleRows with each request's own
 // uniform): the same tokens as the host sampler's for the same seeds, and only ids come back.
-TEST(DeviceResidentTest, SampledRequestsAreDrawnOnTheDeviceWithTheHostsTokens) {
-  const ServerConfig c = Config();
-  HostAndDevice pair = MakeHostAndDevice(c);
-  ASSERT_TRUE(pair.ok());
-  Replica& host = *pair.host;
-  Replica& device = *pair.device;
-  testing::GuardedDeviceBackend* device_backend = pair.device_backend;
-  const auto expected = ServeSampled(host, 24);
-  const auto got = ServeSampled(device, 24);
+TEST_F(HostAndDeviceReplicasTest, SampledRequestsAreDrawnOnTheDeviceWithTheHostsTokens) {
+  Start(Config());
+  const auto expected = ServeSampled(host(), 24);
+  const auto got = ServeSampled(device(), 24);
   ASSERT_EQ(expected.size(), 5u);
   EXPECT_EQ(got, expected);
-  const engine::StepTiming& t = device.engine().step_timing();
+  const engine::StepTiming& t = device().engine().step_timing();
   EXPECT_EQ(t.device_sampled_steps, t.steps);
-  EXPECT_LE(device_backend->bytes_copied_to_host(), t.steps * 8 * sizeof(int32_t));
-  EXPECT_EQ(device_backend->host_pointer_violations(), 0);
+  EXPECT_LE(device_backend().bytes_copied_to_host(), t.steps * 8 * sizeof(int32_t));
+  EXPECT_EQ(device_backend().host_pointer_violations(), 0);
   // Different seeds, different draws: the sampled requests did not all follow the greedy path.
   std::set<std::vector<int32_t>> distinct;
   for (const auto& [id, ids] : got) distinct.insert(ids);
@@ -233,20 +222,17 @@ TEST(DeviceResidentTest, SampledRequestsAreDrawnOnTheDeviceWithTheHostsTokens) {
 
 // Under KV pressure sequences are preempted (with overlap, while a step of theirs runs) and
 // recomputed; the seeds still give the host replica's tokens.
-TEST(DeviceResidentTest, PreemptedSampledRequestsGiveTheHostsTokens) {
+TEST_F(HostAndDeviceReplicasTest, PreemptedSampledRequestsGiveTheHostsTokens) {
   ServerConfig c = Config();
   c.cache.num_blocks = 12;  // 11 usable blocks of 16 for five sequences of up to ~60 tokens
-  HostAndDevice pair = MakeHostAndDevice(c);
-  ASSERT_TRUE(pair.ok());
-  Replica& host = *pair.host;
-  Replica& device = *pair.device;
-  const auto expected = ServeSampled(host, 48);
-  const auto got = ServeSampled(device, 48);
+  Start(c);
+  const auto expected = ServeSampled(host(), 48);
+  const auto got = ServeSampled(device(), 48);
   ASSERT_EQ(expected.size(), 5u);
   EXPECT_EQ(got, expected);
-  EXPECT_GT(device.engine().scheduler().stats().preemptions_total, 0u);
-  EXPECT_EQ(device.engine().step_timing().device_sampled_steps,
-            device.engine().step_timing().steps);
+  EXPECT_GT(device().engine().scheduler().stats().preemptions_total, 0u);
+  EXPECT_EQ(device().engine().step_timing().device_sampled_steps,
+            device().engine().step_timing().steps);
 }
 
 TEST(DeviceResidentTest, TheNextStepIsPlannedBeforeWaitingForThisOne) {
