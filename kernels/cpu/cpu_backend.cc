@@ -13,8 +13,10 @@ namespace {
 
 // Below this many elements an element-wise op runs on the calling thread alone.
 constexpr int64_t kParallelElements = 1 << 15;
-// Query rows per prefill attention task.
+// Query rows per prefill attention task, at most.
 constexpr int64_t kPrefillRowsPerTask = 16;
+// Scores one attention task may hold (1 MiB).
+constexpr int64_t kScoreFloatsPerTask = 1 << 18;
 
 }  // namespace
 
@@ -204,145 +206,62 @@ void CpuBackend::StoreKv(const KvLayerView& c, const float* k, const float* v,
   }
 }
 
-// Floats of scratch one attention tile with `n_q` (row, head) pairs needs: a K block, a V block,
-// one score per block slot, accumulators, running max and sum.
-namespace {
-size_t AttentionScratchFloats(const KvLayerView& c, int64_t n_q) {
-  return static_cast<size_t>(2 * c.block_size * c.head_dim + c.block_size + n_q * (c.head_dim + 2));
-}
-}  // namespace
-
-// Online-softmax attention of query rows [row_lo, row_hi) of one sequence, for the query heads
-// of KV heads [kv_lo, kv_hi). Keys and values are read block by block through the block table;
-// a KV head's part of a block is read as F16 when one query uses it, else converted to F32 once
-// for all of its rows and query heads (the arithmetic is the same either way). The
-// heads of a block lie next to each other in the cache, so a tile of several KV heads reads
-// each block front to back; every head's result is the same whatever the tile.
-void CpuBackend::AttendTile(const KvLayerView& c, const float* q, const AttentionSequence& seq,
-                            int64_t kv_lo, int64_t kv_hi, int64_t row_lo, int64_t row_hi,
-                            int64_t n_heads, float scale, float* out, int thread) {
-  const int64_t hd = c.head_dim;
-  const int64_t bs = c.block_size;
-  const int64_t group = n_heads / c.n_kv_heads;
-  const int64_t n_rows = row_hi - row_lo;
-  const int64_t n_q = (kv_hi - kv_lo) * n_rows * group;  // (KV head, row, head) triples
-  float* kf = scratch_.Get(thread, AttentionScratchFloats(c, n_q));
-  float* vf = kf + bs * hd;
-  float* scores = vf + bs * hd;
-  float* acc = scores + bs;
-  float* run_max = acc + n_q * hd;
-  float* run_sum = run_max + n_q;
-  std::fill(acc, acc + n_q * hd, 0.0f);
-  std::fill(run_max, run_max + n_q, -std::numeric_limits<float>::infinity());
-  std::fill(run_sum, run_sum + n_q, 0.0f);
-  const auto query_index = [&](int64_t kv, int64_t r, int64_t j) {
-    return ((kv - kv_lo) * n_rows + r) * group + j;
-  };
-
-  const int64_t last_pos = seq.start_pos + row_hi - 1;  // the tile's latest query position
-  const int64_t n_blocks = last_pos / bs + 1;
-  const int64_t prefetch_bytes = (kv_hi - kv_lo) * bs * hd * 2;
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    const int64_t block = seq.block_table[static_cast<size_t>(b)];
-    const int64_t first = b * bs;
-    const int64_t n_tok = std::min(bs, last_pos + 1 - first);
-    // Blocks are a block stride apart (or anywhere, once the cache has churned): ask for the
-    // tile's part of them two blocks ahead (and for block 1 at the start), or decode attention
-    // waits on memory.
-    for (int64_t ahead = b == 0 ? 1 : 2; ahead <= 2 && b + ahead < n_blocks; ++ahead) {
-      const int64_t next = c.Offset(seq.block_table[static_cast<size_t>(b + ahead)], kv_lo, 0);
-      for (int64_t byte = 0; byte < prefetch_bytes; byte += 64) {
-        __builtin_prefetch(reinterpret_cast<const char*>(c.k + next) + byte);
-        __builtin_prefetch(reinterpret_cast<const char*>(c.v + next) + byte);
-      }
-    }
-    for (int64_t kv = kv_lo; kv < kv_hi; ++kv) {
-      const int64_t at = c.Offset(block, kv, 0);
-      if (n_rows * group == 1) {
-        // One query for this head (decode without GQA): read the F16 block in place.
-        const int64_t valid = std::min(n_tok, seq.start_pos + row_lo + 1 - first);
-        if (valid <= 0) continue;
-        const int64_t h = kv * group;
-        const int64_t qi = query_index(kv, 0, 0);
-        simd_.attend_block_f16(q + ((seq.row_begin + row_lo) * n_heads + h) * hd, c.k + at,
-                               c.v + at, valid, hd, scale, scores, &run_max[qi], &run_sum[qi],
-                               acc + qi * hd);
-        continue;
-      }
-      // Several queries share the block: convert it once.
-      simd_.half_to_float(c.k + at, n_tok * hd, kf);
-      simd_.half_to_float(c.v + at, n_tok * hd, vf);
-      for (int64_t r = 0; r < n_rows; ++r) {
-        const int64_t pos = seq.start_pos + row_lo + r;
-        const int64_t valid = std::min(n_tok, pos + 1 - first);  // causal mask
-        if (valid <= 0) continue;
-        for (int64_t j = 0; j < group; ++j) {
-          const int64_t h = kv * group + j;
-          const int64_t qi = query_index(kv, r, j);
-          simd_.attend_block_f32(q + ((seq.row_begin + row_lo + r) * n_heads + h) * hd, kf, vf,
-                                 valid, hd, scale, scores, &run_max[qi], &run_sum[qi],
-                                 acc + qi * hd);
-        }
-      }
-    }
-  }
-  for (int64_t kv = kv_lo; kv < kv_hi; ++kv) {
-    for (int64_t r = 0; r < n_rows; ++r) {
-      for (int64_t j = 0; j < group; ++j) {
-        const int64_t h = kv * group + j;
-        const int64_t qi = query_index(kv, r, j);
-        float* o = out + ((seq.row_begin + row_lo + r) * n_heads + h) * hd;
-        const float inv = 1.0f / run_sum[qi];
-        for (int64_t d = 0; d < hd; ++d) o[d] = acc[qi * hd + d] * inv;
-      }
-    }
-  }
-}
-
 void CpuBackend::RunAttention(const KvLayerView& cache, const float* q,
                               std::span<const AttentionSequence> sequences, int64_t n_heads,
-                              float scale, int64_t rows_per_task, int64_t kv_heads_per_task,
+                              float scale, int64_t kv_heads_per_task, int64_t max_rows_per_task,
                               float* out) {
+  const int64_t group = n_heads / cache.n_kv_heads;
+  const int64_t hd = cache.head_dim;
   tasks_.clear();
-  int64_t widest_tile = 0;
+  size_t scratch_floats = 0;
   for (const AttentionSequence& s : sequences) {
-    widest_tile = std::max(widest_tile, std::min(s.row_count, rows_per_task));
+    // A task's scores are rows x query heads x context: fewer rows for long contexts, so they
+    // stay in L2.
+    const int64_t stride = cpu::AttendRowsScoreStride(s.start_pos + s.row_count);
+    const int64_t rows = std::clamp<int64_t>(
+        kScoreFloatsPerTask / (kv_heads_per_task * group * stride), 1, max_rows_per_task);
     for (int64_t h = 0; h < cache.n_kv_heads; h += kv_heads_per_task) {
       const int64_t h_hi = std::min(cache.n_kv_heads, h + kv_heads_per_task);
-      for (int64_t lo = 0; lo < s.row_count; lo += rows_per_task) {
-        tasks_.push_back({&s, h, h_hi, lo, std::min(s.row_count, lo + rows_per_task)});
+      for (int64_t lo = 0; lo < s.row_count; lo += rows) {
+        tasks_.push_back({&s, h, h_hi, lo, std::min(s.row_count, lo + rows)});
       }
     }
+    scratch_floats = std::max(scratch_floats, static_cast<size_t>(std::min(rows, s.row_count) *
+                                                                  kv_heads_per_task * group * stride));
   }
-  const int64_t group = n_heads / cache.n_kv_heads;
-  scratch_.Reserve(pool_.size(),
-                   AttentionScratchFloats(cache, widest_tile * group * kv_heads_per_task));
+  scratch_.Reserve(pool_.size(), scratch_floats);
   pool_.ParallelFor(static_cast<int64_t>(tasks_.size()), 1,
                     [&](int64_t begin, int64_t end, int thread) {
-                      for (int64_t i = begin; i < end; ++i) {
-                        const AttentionTask& t = tasks_[static_cast<size_t>(i)];
-                        AttendTile(cache, q, *t.seq, t.kv_head_lo, t.kv_head_hi, t.row_lo,
-                                   t.row_hi, n_heads, scale, out, thread);
-                      }
-                    });
+    float* scores = scratch_.Get(thread, scratch_floats);
+    for (int64_t i = begin; i < end; ++i) {
+      const AttentionTask& t = tasks_[static_cast<size_t>(i)];
+      const int64_t first = ((t.seq->row_begin + t.row_lo) * n_heads + t.kv_head_lo * group) * hd;
+      simd_.attend_rows_f16(q + first, n_heads * hd, t.row_hi - t.row_lo,
+                            t.seq->start_pos + t.row_lo + 1, t.kv_head_hi - t.kv_head_lo, group,
+                            cache.k + cache.Offset(0, t.kv_head_lo, 0),
+                            cache.v + cache.Offset(0, t.kv_head_lo, 0), t.seq->block_table.data(),
+                            cache.block_stride, cache.block_size, hd, scale, scores, out + first);
+    }
+  });
 }
 
 void CpuBackend::AttentionPrefill(const KvLayerView& cache, const float* q,
                                   std::span<const AttentionSequence> sequences, int64_t n_heads,
                                   float scale, float* out) {
-  RunAttention(cache, q, sequences, n_heads, scale, kPrefillRowsPerTask, 1, out);
+  // A task is one KV head's queries for a tile of rows: every row reuses each block it reads.
+  RunAttention(cache, q, sequences, n_heads, scale, 1, kPrefillRowsPerTask, out);
 }
 
 void CpuBackend::AttentionDecode(const KvLayerView& cache, const float* q,
                                  std::span<const AttentionSequence> sequences, int64_t n_heads,
                                  float scale, float* out) {
-  // One query row per sequence: tiles of several KV heads read the cache in long runs. Keep
-  // about four tiles per thread for balance.
+  // One row per sequence: a task covers several KV heads, which lie next to each other in every
+  // block, so it reads each block front to back. Keep about four tasks per thread for balance.
   const int64_t n_seqs = static_cast<int64_t>(sequences.size());
-  const int64_t tiles_wanted = 4 * static_cast<int64_t>(pool_.size());
-  const int64_t heads_per_tile = std::clamp<int64_t>(
-      cache.n_kv_heads * n_seqs / std::max<int64_t>(1, tiles_wanted), 1, cache.n_kv_heads);
-  RunAttention(cache, q, sequences, n_heads, scale, 1, heads_per_tile, out);
+  const int64_t tasks_wanted = 4 * static_cast<int64_t>(pool_.size());
+  const int64_t heads_per_task = std::clamp<int64_t>(
+      cache.n_kv_heads * n_seqs / std::max<int64_t>(1, tasks_wanted), 1, cache.n_kv_heads);
+  RunAttention(cache, q, sequences, n_heads, scale, heads_per_task, 1, out);
 }
 
 }  // namespace bmad::kernels

@@ -60,12 +60,11 @@ class CpuBackend final : public Backend {
 
  private:
   struct AttentionTask;
+  // Attention through SimdKernels::attend_rows_f16, in tasks of up to `kv_heads_per_task` KV
+  // heads and `max_rows_per_task` rows of one sequence.
   void RunAttention(const KvLayerView& cache, const float* q,
                     std::span<const AttentionSequence> sequences, int64_t n_heads, float scale,
-                    int64_t rows_per_task, int64_t kv_heads_per_task, float* out);
-  void AttendTile(const KvLayerView& cache, const float* q, const AttentionSequence& seq,
-                  int64_t kv_lo, int64_t kv_hi, int64_t row_lo, int64_t row_hi, int64_t n_heads,
-                  float scale, float* out, int thread);
+                    int64_t kv_heads_per_task, int64_t max_rows_per_task, float* out);
   const cpu::SimdKernels& simd_;
   cpu::ThreadPool pool_;
   cpu::ScratchBuffers scratch_;  // one slot per thread, plus the matmul's input slot

@@ -37,17 +37,25 @@ using FloatToHalfFn = void (*)(const float* in, int64_t n, uint16_t* out);
 // dot(a, b) over n floats.
 using DotFn = float (*)(const float* a, const float* b, int64_t n);
 
-// One step of online-softmax attention: one query `q` (hd floats) against the n keys and values
-// of one KV block (n rows of hd, F32 or F16), folded into the query's running state: max score
-// *run_max, sum of exp(score - max) *run_sum, and acc (hd floats, the exp-weighted sum of values).
-// Scores are dot(q, k) * scale; `scores` is n floats of scratch. Both forms do the same
-// arithmetic (F16 to F32 is exact), so it does not matter which one a caller uses.
-using AttendBlockF32Fn = void (*)(const float* q, const float* k, const float* v, int64_t n,
-                                  int64_t hd, float scale, float* scores, float* run_max,
-                                  float* run_sum, float* acc);
-using AttendBlockF16Fn = void (*)(const float* q, const uint16_t* k, const uint16_t* v, int64_t n,
-                                  int64_t hd, float scale, float* scores, float* run_max,
-                                  float* run_sum, float* acc);
+// Attention of `n_rows` consecutive new tokens of one sequence (one for decode, a tile of a
+// prefill chunk), for KV heads [0, n_kv) and each one's `group` query heads (GQA). Row r's query
+// heads are n_kv * group rows of hd floats at q + r * row_stride (head-major, as they lie in an
+// activation row; `out` likewise). Row r attends to the sequence's cached tokens
+// [0, first_n + r) (causal, itself included):
+//   out_rj = softmax(q_rj . K * scale) . V
+// in one pass over the keys and one over the values. Token t lives at slot t % block_size of
+// block blocks[t / block_size]: KV head h's key at
+//   k + blocks[t / block_size] * block_stride + (h * block_size + t % block_size) * hd
+// (k and v point at the first head's part of block 0; F16). A (row, query head)'s result
+// depends only on its query, its length and the cache, never on the other rows and heads of the
+// call, so a token's attention is the same whether it was decoded or prefilled, in any batch.
+// `scores` is n_rows * n_kv * group * AttendRowsScoreStride(first_n + n_rows - 1) floats.
+inline int64_t AttendRowsScoreStride(int64_t n) { return (n + 15) / 16 * 16; }
+using AttendRowsF16Fn = void (*)(const float* q, int64_t row_stride, int64_t n_rows,
+                                 int64_t first_n, int64_t n_kv, int64_t group, const uint16_t* k,
+                                 const uint16_t* v, const int32_t* blocks, int64_t block_stride,
+                                 int64_t block_size, int64_t hd, float scale, float* scores,
+                                 float* out);
 
 // Activations rounded to Q8_0 (RoundToQ8_0 in kernels/q8_0.h) in the form the integer kernels
 // read, one record of Q8ActivationRowBytes(k) bytes per row of k inputs (nb = k / 32 blocks):
@@ -70,8 +78,7 @@ struct SimdKernels {
   HalfToFloatFn half_to_float;
   FloatToHalfFn float_to_half;
   DotFn dot;
-  AttendBlockF32Fn attend_block_f32;
-  AttendBlockF16Fn attend_block_f16;
+  AttendRowsF16Fn attend_rows_f16;
   // Integer Q8_0 products (AVX-512 VNNI); null where the CPU lacks them, and then Q8_0 panels
   // go through panel_gemm with the activations rounded to Q8_0 as floats (same values).
   QuantizeQ8RowsFn quantize_q8_rows = nullptr;

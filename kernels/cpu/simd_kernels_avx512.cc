@@ -291,7 +291,7 @@ float DotAvx512(const float* a, const float* b, int64_t n) {
   return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
 }
 
-// exp(x) for x <= 0 (scores minus their running max): x = n ln2 + r, |r| <= ln2 / 2, and
+// exp(x) for x <= 0 (scores minus their max): x = n ln2 + r, |r| <= ln2 / 2, and
 // exp(r) by Cephes' expf polynomial (about 1 ulp); 2^n by scalef. Below -87 (where exp
 // underflows) the result stays a tiny positive number instead of 0. NaN stays NaN.
 inline __m512 ExpNonPositive(__m512 x) {
@@ -310,104 +310,248 @@ inline __m512 ExpNonPositive(__m512 x) {
   return _mm512_scalef_ps(p, n);
 }
 
-// 16 elements (masked) of a K or V row, as F32.
-inline __m512 LoadKv(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+// 16 elements (masked) of a K or V row (F16), as F32.
 inline __m512 LoadKv(const uint16_t* p, __mmask16 m) {
   return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
 }
 
-// NC = ceil(hd / 16) vectors per row: the query and the accumulator stay in registers.
-template <int NC, typename Src>
-void AttendBlockVec(const float* q, const Src* k, const Src* v, int64_t n, int64_t hd,
-                    float scale, float* scores, float* run_max, float* run_sum, float* acc) {
+// Sums of 8 vectors at once: lane t of the result is the sum of the lanes of token t's vector,
+// added in the order _mm512_reduce_add_ps adds them (upper half to lower, then 4, 2, 1 apart).
+// The adds pair two vectors per shuffle, so 8 sums cost 8 adds instead of 8 horizontal
+// reductions. `part[s]` holds token kTokenOfSlot[s]; the last permute puts token t in lane t.
+constexpr int kTokenOfSlot[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+inline __m512 SumLanes8(const __m512 part[8]) {
+  __m512 half[4];  // 8 partial sums of two vectors each
+  for (int i = 0; i < 4; ++i) {
+    half[i] = _mm512_add_ps(_mm512_shuffle_f32x4(part[2 * i], part[2 * i + 1], 0x44),
+                            _mm512_shuffle_f32x4(part[2 * i], part[2 * i + 1], 0xEE));
+  }
+  __m512 quarter[2];  // 4 partial sums of four vectors each
+  for (int i = 0; i < 2; ++i) {
+    quarter[i] = _mm512_add_ps(_mm512_shuffle_f32x4(half[2 * i], half[2 * i + 1], 0x88),
+                               _mm512_shuffle_f32x4(half[2 * i], half[2 * i + 1], 0xDD));
+  }
+  const __m512 pairs = _mm512_add_ps(_mm512_shuffle_ps(quarter[0], quarter[1], 0x44),
+                                     _mm512_shuffle_ps(quarter[0], quarter[1], 0xEE));
+  const __m512 sums = _mm512_add_ps(_mm512_shuffle_ps(pairs, pairs, 0x88),
+                                    _mm512_shuffle_ps(pairs, pairs, 0xDD));
+  return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 1, 4, 5, 8, 9, 12, 13, 0, 0, 0, 0, 0, 0, 0, 0),
+                               sums);
+}
+
+// dot(q, k_t) * scale for tokens [0, count) of `k` (count <= 8) in lanes 0..count-1.
+template <int NC>
+inline __m512 ScoreTokens8(const __m512 (&qv)[NC], const __mmask16 (&mask)[NC], const uint16_t* k,
+                           int64_t count, int64_t hd, float scale) {
+  __m512 part[8];
+  for (int s = 0; s < 8; ++s) {
+    const int t = kTokenOfSlot[s];
+    part[s] = _mm512_setzero_ps();
+    if (t >= count) continue;
+    for (int c = 0; c < NC; ++c) {
+      part[s] = _mm512_fmadd_ps(qv[c], LoadKv(k + t * hd + c * 16, mask[c]), part[s]);
+    }
+  }
+  return _mm512_mul_ps(SumLanes8(part), _mm512_set1_ps(scale));
+}
+
+// Asks for `bytes` of block blocks[b] of `base` (nothing past the last block) in L2. The
+// prefetch is an asm statement: GCC 12 deletes calls to a function that does nothing but
+// __builtin_prefetch, which its IPA passes deem free of side effects.
+inline void PrefetchBlock(const uint16_t* base, const int32_t* blocks, int64_t b,
+                          int64_t n_blocks, int64_t block_stride, int64_t bytes) {
+  if (b < 0 || b >= n_blocks) return;
+  const char* p = reinterpret_cast<const char*>(base + blocks[b] * block_stride);
+  for (int64_t byte = 0; byte < bytes; byte += 64) asm volatile("prefetcht1 %0" : : "m"(p[byte]));
+}
+
+// The softmax of n scores, in place: exp(s - max) / sum, the max and the sum taken 16 lanes at
+// a time from token 0 (so a query's weights depend on nothing but its own scores).
+inline void SoftmaxScores(float* s, int64_t n) {
+  __m512 vmax = _mm512_set1_ps(-__builtin_inff());
+  for (int64_t t = 0; t < n; t += 16) {
+    const __mmask16 m = n - t >= 16 ? static_cast<__mmask16>(0xffff) : TailMask(n - t);
+    vmax = _mm512_mask_max_ps(vmax, m, vmax, _mm512_maskz_loadu_ps(m, s + t));
+  }
+  const __m512 max = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
+  __m512 vsum = _mm512_setzero_ps();
+  for (int64_t t = 0; t < n; t += 16) {
+    const __mmask16 m = n - t >= 16 ? static_cast<__mmask16>(0xffff) : TailMask(n - t);
+    const __m512 p =
+        _mm512_maskz_mov_ps(m, ExpNonPositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + t), max)));
+    vsum = _mm512_add_ps(vsum, p);
+    _mm512_mask_storeu_ps(s + t, m, p);
+  }
+  const __m512 sum = _mm512_set1_ps(_mm512_reduce_add_ps(vsum));
+  for (int64_t t = 0; t < n; t += 16) {
+    const __mmask16 m = n - t >= 16 ? static_cast<__mmask16>(0xffff) : TailMask(n - t);
+    _mm512_mask_storeu_ps(s + t, m, _mm512_div_ps(_mm512_maskz_loadu_ps(m, s + t), sum));
+  }
+}
+
+// The KV head of query j (no division without GQA).
+inline int64_t HeadOf(int64_t j, int64_t group) { return group == 1 ? j : j / group; }
+
+// AttendRowsF16Fn for heads of NC * 16 or fewer dims. Both passes walk the blocks in order,
+// each block's heads front to back (every row and query head of the task use a block while it
+// is in L1), and ask for the blocks a few ahead, since a sequence's blocks are anywhere in the
+// pool. Every (row, query head) pair does the same operations in the same order whatever the
+// other pairs are, which is what makes a token's result independent of its task.
+template <int NC>
+void AttendRowsVec(const float* q, int64_t row_stride, int64_t n_rows, int64_t first_n,
+                   int64_t n_kv, int64_t group, const uint16_t* k, const uint16_t* v,
+                   const int32_t* blocks, int64_t block_stride, int64_t block_size, int64_t hd,
+                   float scale, float* scores, float* out) {
+  constexpr int64_t kBlocksAhead = 2;
   __mmask16 mask[NC];
   for (int c = 0; c < NC; ++c) {
     const int64_t left = hd - c * 16;
     mask[c] = left >= 16 ? static_cast<__mmask16>(0xffff) : TailMask(left);
   }
-  __m512 qv[NC];
-  for (int c = 0; c < NC; ++c) qv[c] = _mm512_maskz_loadu_ps(mask[c], q + c * 16);
-  float block_max = -__builtin_inff();
-  for (int64_t t = 0; t < n; ++t) {
-    __m512 s = _mm512_setzero_ps();
-    for (int c = 0; c < NC; ++c) s = _mm512_fmadd_ps(qv[c], LoadKv(k + t * hd + c * 16, mask[c]), s);
-    scores[t] = _mm512_reduce_add_ps(s) * scale;
-    block_max = block_max > scores[t] ? block_max : scores[t];
+  const int64_t n_q = n_kv * group;
+  const int64_t head_stride = block_size * hd;  // elements between a block's heads
+  const int64_t last_n = first_n + n_rows - 1;
+  const int64_t stride = AttendRowsScoreStride(last_n);
+  const int64_t n_blocks = (last_n + block_size - 1) / block_size;
+  const int64_t fetch_bytes = n_kv * head_stride * static_cast<int64_t>(sizeof(uint16_t));
+  for (int64_t b = 0; b < kBlocksAhead; ++b) {
+    PrefetchBlock(k, blocks, b, n_blocks, block_stride, fetch_bytes);
   }
-  const float new_max = *run_max > block_max ? *run_max : block_max;
-  const float correction = _mm512_cvtss_f32(ExpNonPositive(_mm512_set1_ps(*run_max - new_max)));
-  __m512 a[NC];
-  for (int c = 0; c < NC; ++c) {
-    a[c] = _mm512_maskz_loadu_ps(mask[c], acc + c * 16);
-    if (correction != 1.0f) a[c] = _mm512_mul_ps(a[c], _mm512_set1_ps(correction));
-  }
-  float sum = *run_sum * correction;
-  for (int64_t t0 = 0; t0 < n; t0 += 16) {
-    const int64_t count = MinI64(16, n - t0);
-    const __mmask16 m = count == 16 ? static_cast<__mmask16>(0xffff) : TailMask(count);
-    const __m512 p = _mm512_maskz_mov_ps(
-        m, ExpNonPositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scores + t0), _mm512_set1_ps(new_max))));
-    sum += _mm512_reduce_add_ps(p);
-    _mm512_mask_storeu_ps(scores + t0, m, p);
-    for (int64_t t = t0; t < t0 + count; ++t) {
-      const __m512 pb = _mm512_set1_ps(scores[t]);
-      for (int c = 0; c < NC; ++c) a[c] = _mm512_fmadd_ps(pb, LoadKv(v + t * hd + c * 16, mask[c]), a[c]);
+
+  // Pass 1: every score, eight tokens at a time.
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    PrefetchBlock(k, blocks, b + kBlocksAhead, n_blocks, block_stride, fetch_bytes);
+    // The first value blocks, as the keys run out.
+    PrefetchBlock(v, blocks, b + kBlocksAhead - n_blocks, n_blocks, block_stride, fetch_bytes);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const int64_t count = MinI64(block_size, first_n + r - b * block_size);
+      if (count <= 0) continue;  // causal: this row ends before the block
+      for (int64_t j = 0; j < n_q; ++j) {
+        const uint16_t* kb = k + blocks[b] * block_stride + HeadOf(j, group) * head_stride;
+        const float* qj = q + r * row_stride + j * hd;
+        __m512 qv[NC];
+        for (int c = 0; c < NC; ++c) qv[c] = _mm512_maskz_loadu_ps(mask[c], qj + c * 16);
+        float* s = scores + (r * n_q + j) * stride + b * block_size;
+        for (int64_t t0 = 0; t0 < count; t0 += 8) {
+          const int64_t chunk = MinI64(8, count - t0);
+          _mm512_mask_storeu_ps(s + t0, TailMask(chunk),
+                                ScoreTokens8<NC>(qv, mask, kb + t0 * hd, chunk, hd, scale));
+        }
+      }
     }
   }
-  for (int c = 0; c < NC; ++c) _mm512_mask_storeu_ps(acc + c * 16, mask[c], a[c]);
-  *run_sum = sum;
-  *run_max = new_max;
+  // Pass 2: each query's weights.
+  for (int64_t r = 0; r < n_rows; ++r) {
+    for (int64_t j = 0; j < n_q; ++j) {
+      SoftmaxScores(scores + (r * n_q + j) * stride, first_n + r);
+      float* o = out + r * row_stride + j * hd;
+      for (int c = 0; c < NC; ++c) _mm512_mask_storeu_ps(o + c * 16, mask[c], _mm512_setzero_ps());
+    }
+  }
+  // Pass 3: the weighted sum of the values, added into `out` block by block; two accumulators
+  // (even and odd tokens) halve the chain of dependent FMAs.
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    PrefetchBlock(v, blocks, b + kBlocksAhead, n_blocks, block_stride, fetch_bytes);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const int64_t count = MinI64(block_size, first_n + r - b * block_size);
+      if (count <= 0) continue;
+      for (int64_t j = 0; j < n_q; ++j) {
+        const uint16_t* vb = v + blocks[b] * block_stride + HeadOf(j, group) * head_stride;
+        const float* w = scores + (r * n_q + j) * stride + b * block_size;
+        float* o = out + r * row_stride + j * hd;
+        __m512 even[NC], odd[NC];
+        for (int c = 0; c < NC; ++c) {
+          even[c] = _mm512_maskz_loadu_ps(mask[c], o + c * 16);
+          odd[c] = _mm512_setzero_ps();
+        }
+        int64_t t = 0;
+        for (; t + 2 <= count; t += 2) {
+          const __m512 w0 = _mm512_set1_ps(w[t]);
+          const __m512 w1 = _mm512_set1_ps(w[t + 1]);
+          for (int c = 0; c < NC; ++c) {
+            even[c] = _mm512_fmadd_ps(w0, LoadKv(vb + t * hd + c * 16, mask[c]), even[c]);
+            odd[c] = _mm512_fmadd_ps(w1, LoadKv(vb + (t + 1) * hd + c * 16, mask[c]), odd[c]);
+          }
+        }
+        if (t < count) {
+          const __m512 w0 = _mm512_set1_ps(w[t]);
+          for (int c = 0; c < NC; ++c) {
+            even[c] = _mm512_fmadd_ps(w0, LoadKv(vb + t * hd + c * 16, mask[c]), even[c]);
+          }
+        }
+        for (int c = 0; c < NC; ++c) {
+          _mm512_mask_storeu_ps(o + c * 16, mask[c], _mm512_add_ps(even[c], odd[c]));
+        }
+      }
+    }
+  }
 }
 
-template <typename Src>
-void AttendBlockAvx512(const float* q, const Src* k, const Src* v, int64_t n, int64_t hd,
-                       float scale, float* scores, float* run_max, float* run_sum, float* acc) {
+// Heads wider than 128 dims keep nothing in registers: plain loops per (row, query head).
+void AttendRowsWide(const float* q, int64_t row_stride, int64_t n_rows, int64_t first_n,
+                    int64_t n_kv, int64_t group, const uint16_t* k, const uint16_t* v,
+                    const int32_t* blocks, int64_t block_stride, int64_t block_size, int64_t hd,
+                    float scale, float* scores, float* out) {
+  const int64_t n_q = n_kv * group;
+  const int64_t stride = AttendRowsScoreStride(first_n + n_rows - 1);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const int64_t n = first_n + r;
+    for (int64_t j = 0; j < n_q; ++j) {
+      const int64_t head = HeadOf(j, group) * block_size * hd;
+      const auto at = [&](int64_t t) {
+        return blocks[t / block_size] * block_stride + head + (t % block_size) * hd;
+      };
+      const float* qj = q + r * row_stride + j * hd;
+      float* s = scores + (r * n_q + j) * stride;
+      for (int64_t t = 0; t < n; ++t) {
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t d = 0; d < hd; d += 16) {
+          const __mmask16 m = hd - d >= 16 ? static_cast<__mmask16>(0xffff) : TailMask(hd - d);
+          acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, qj + d), LoadKv(k + at(t) + d, m), acc);
+        }
+        s[t] = _mm512_reduce_add_ps(acc) * scale;
+      }
+      SoftmaxScores(s, n);
+      float* o = out + r * row_stride + j * hd;
+      for (int64_t d = 0; d < hd; d += 16) {
+        const __mmask16 m = hd - d >= 16 ? static_cast<__mmask16>(0xffff) : TailMask(hd - d);
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t t = 0; t < n; ++t) {
+          acc = _mm512_fmadd_ps(_mm512_set1_ps(s[t]), LoadKv(v + at(t) + d, m), acc);
+        }
+        _mm512_mask_storeu_ps(o + d, m, acc);
+      }
+    }
+  }
+}
+
+void AttendRowsAvx512(const float* q, int64_t row_stride, int64_t n_rows, int64_t first_n,
+                      int64_t n_kv, int64_t group, const uint16_t* k, const uint16_t* v,
+                      const int32_t* blocks, int64_t block_stride, int64_t block_size, int64_t hd,
+                      float scale, float* scores, float* out) {
   switch ((hd + 15) / 16) {
-#define BMAD_ATTEND_CASE(nc) \
-  case nc: AttendBlockVec<nc, Src>(q, k, v, n, hd, scale, scores, run_max, run_sum, acc); return;
-    BMAD_ATTEND_CASE(1) BMAD_ATTEND_CASE(2) BMAD_ATTEND_CASE(3) BMAD_ATTEND_CASE(4)
-    BMAD_ATTEND_CASE(5) BMAD_ATTEND_CASE(6) BMAD_ATTEND_CASE(7) BMAD_ATTEND_CASE(8)
-#undef BMAD_ATTEND_CASE
-    default: break;
+#define BMAD_ROWS_CASE(nc)                                                                     \
+  case nc:                                                                                     \
+    AttendRowsVec<nc>(q, row_stride, n_rows, first_n, n_kv, group, k, v, blocks, block_stride, \
+                      block_size, hd, scale, scores, out);                                     \
+    return;
+    BMAD_ROWS_CASE(1) BMAD_ROWS_CASE(2) BMAD_ROWS_CASE(3) BMAD_ROWS_CASE(4)
+    BMAD_ROWS_CASE(5) BMAD_ROWS_CASE(6) BMAD_ROWS_CASE(7) BMAD_ROWS_CASE(8)
+#undef BMAD_ROWS_CASE
+    default:
+      AttendRowsWide(q, row_stride, n_rows, first_n, n_kv, group, k, v, blocks, block_stride,
+                     block_size, hd, scale, scores, out);
   }
-  // Heads wider than 128: the accumulator lives in memory.
-  float block_max = -__builtin_inff();
-  for (int64_t t = 0; t < n; ++t) {
-    __m512 s = _mm512_setzero_ps();
-    for (int64_t d = 0; d < hd; d += 16) {
-      const __mmask16 m = hd - d >= 16 ? static_cast<__mmask16>(0xffff) : TailMask(hd - d);
-      s = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + d), LoadKv(k + t * hd + d, m), s);
-    }
-    scores[t] = _mm512_reduce_add_ps(s) * scale;
-    block_max = block_max > scores[t] ? block_max : scores[t];
-  }
-  const float new_max = *run_max > block_max ? *run_max : block_max;
-  const float correction = _mm512_cvtss_f32(ExpNonPositive(_mm512_set1_ps(*run_max - new_max)));
-  float sum = *run_sum * correction;
-  for (int64_t t = 0; t < n; ++t) {
-    const float p = _mm512_cvtss_f32(ExpNonPositive(_mm512_set1_ps(scores[t] - new_max)));
-    sum += p;
-    for (int64_t d = 0; d < hd; d += 16) {
-      const __mmask16 m = hd - d >= 16 ? static_cast<__mmask16>(0xffff) : TailMask(hd - d);
-      __m512 a = _mm512_maskz_loadu_ps(m, acc + d);
-      if (correction != 1.0f && t == 0) a = _mm512_mul_ps(a, _mm512_set1_ps(correction));
-      _mm512_mask_storeu_ps(acc + d, m, _mm512_fmadd_ps(_mm512_set1_ps(p), LoadKv(v + t * hd + d, m), a));
-    }
-  }
-  *run_sum = sum;
-  *run_max = new_max;
 }
 
 const SimdKernels kAvx512Kernels{"avx512",        DotRowsAvx512,     PanelGemmAvx512,
                                  DequantRowAvx512,
                                  RoundHalfAvx512, HalfToFloatAvx512, FloatToHalfAvx512,
-                                 DotAvx512,       AttendBlockAvx512<float>,
-                                 AttendBlockAvx512<uint16_t>};
+                                 DotAvx512,       AttendRowsAvx512};
 const SimdKernels kAvx512VnniKernels{"avx512-vnni",   DotRowsAvx512,     PanelGemmAvx512,
                                      DequantRowAvx512,
                                      RoundHalfAvx512, HalfToFloatAvx512, FloatToHalfAvx512,
-                                     DotAvx512,       AttendBlockAvx512<float>,
-                                     AttendBlockAvx512<uint16_t>,        QuantizeQ8RowsVnni,
+                                     DotAvx512,       AttendRowsAvx512,  QuantizeQ8RowsVnni,
                                      PanelGemmQ8Vnni};
 
 }  // namespace

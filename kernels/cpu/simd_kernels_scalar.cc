@@ -77,32 +77,41 @@ float DotScalar(const float* a, const float* b, int64_t n) {
   return acc;
 }
 
-inline float KvValue(const float* p, int64_t i) { return p[i]; }
-inline float KvValue(const uint16_t* p, int64_t i) { return HalfToFloat(p[i]); }
-
-template <typename Src>
-void AttendBlockScalar(const float* q, const Src* k, const Src* v, int64_t n, int64_t hd,
-                       float scale, float* scores, float* run_max, float* run_sum, float* acc) {
-  float block_max = -std::numeric_limits<float>::infinity();
-  for (int64_t t = 0; t < n; ++t) {
-    float s = 0.0f;
-    for (int64_t d = 0; d < hd; ++d) s += q[d] * KvValue(k, t * hd + d);
-    scores[t] = s * scale;
-    block_max = std::max(block_max, scores[t]);
+void AttendRowsScalar(const float* q, int64_t row_stride, int64_t n_rows, int64_t first_n,
+                      int64_t n_kv, int64_t group, const uint16_t* k, const uint16_t* v,
+                      const int32_t* blocks, int64_t block_stride, int64_t block_size, int64_t hd,
+                      float scale, float* scores, float* out) {
+  const int64_t n_q = n_kv * group;
+  const int64_t stride = AttendRowsScoreStride(first_n + n_rows - 1);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const int64_t n = first_n + r;
+    for (int64_t j = 0; j < n_q; ++j) {
+      const int64_t head = (j / group) * block_size * hd;
+      const auto at = [&](int64_t t) {
+        return blocks[t / block_size] * block_stride + head + (t % block_size) * hd;
+      };
+      const float* qj = q + r * row_stride + j * hd;
+      float* s = scores + (r * n_q + j) * stride;
+      float max = -std::numeric_limits<float>::infinity();
+      for (int64_t t = 0; t < n; ++t) {
+        float dot = 0.0f;
+        for (int64_t d = 0; d < hd; ++d) dot += qj[d] * HalfToFloat(k[at(t) + d]);
+        s[t] = dot * scale;
+        max = std::max(max, s[t]);
+      }
+      float sum = 0.0f;
+      for (int64_t t = 0; t < n; ++t) {
+        s[t] = std::exp(s[t] - max);
+        sum += s[t];
+      }
+      float* o = out + r * row_stride + j * hd;
+      std::fill(o, o + hd, 0.0f);
+      for (int64_t t = 0; t < n; ++t) {
+        const float w = s[t] / sum;
+        for (int64_t d = 0; d < hd; ++d) o[d] += w * HalfToFloat(v[at(t) + d]);
+      }
+    }
   }
-  const float new_max = std::max(*run_max, block_max);
-  const float correction = std::exp(*run_max - new_max);
-  if (correction != 1.0f) {
-    for (int64_t d = 0; d < hd; ++d) acc[d] *= correction;
-  }
-  float sum = *run_sum * correction;
-  for (int64_t t = 0; t < n; ++t) {
-    const float p = std::exp(scores[t] - new_max);
-    sum += p;
-    for (int64_t d = 0; d < hd; ++d) acc[d] += p * KvValue(v, t * hd + d);
-  }
-  *run_sum = sum;
-  *run_max = new_max;
 }
 
 }  // namespace
@@ -111,8 +120,7 @@ const SimdKernels& ScalarSimdKernels() {
   static const SimdKernels kKernels{"scalar",         DotRowsScalar,     PanelGemmScalar,
                                     DequantRowScalar,
                                     RoundHalfScalar,  HalfToFloatScalar, FloatToHalfScalar,
-                                    DotScalar,        AttendBlockScalar<float>,
-                                    AttendBlockScalar<uint16_t>};
+                                    DotScalar,        AttendRowsScalar};
   return kKernels;
 }
 

@@ -330,6 +330,11 @@ TEST_P(BackendOpsTest, PagedAttentionDecode) {
   RunAttentionCase(*cpu_, ref_, 8, 4, 8, 4, {3, 0, 100}, {1, 1, 1}, true, 22);
   RunAttentionCase(*cpu_, ref_, 12, 3, 64, 16, {200, 1, 17, 63, 64}, {1, 1, 1, 1, 1}, true, 23);
   RunAttentionCase(*cpu_, ref_, 4, 2, 20, 1, {7, 2}, {1, 1}, true, 24);
+  // 8-token blocks (the default) with the widest head kept in registers, a head too wide for
+  // them, and blocks longer than the 8-token score groups.
+  RunAttentionCase(*cpu_, ref_, 2, 2, 128, 8, {100, 7, 8}, {1, 1, 1}, true, 25);
+  RunAttentionCase(*cpu_, ref_, 2, 1, 144, 8, {9, 30}, {1, 1}, true, 26);
+  RunAttentionCase(*cpu_, ref_, 6, 3, 32, 32, {31, 32, 95}, {1, 1, 1}, true, 27);
 }
 
 TEST_P(BackendOpsTest, PagedAttentionPrefillWholeAndChunked) {
@@ -338,6 +343,8 @@ TEST_P(BackendOpsTest, PagedAttentionPrefillWholeAndChunked) {
   RunAttentionCase(*cpu_, ref_, 12, 12, 64, 16, {0, 128}, {70, 17}, false, 33);
   RunAttentionCase(*cpu_, ref_, 6, 2, 16, 3, {1, 9}, {2, 11}, false, 34);
   RunAttentionCase(*cpu_, ref_, 4, 2, 8, 16, {0, 0, 0}, {5, 19, 33}, false, 35);  // a tp=2 shard of stories260K
+  RunAttentionCase(*cpu_, ref_, 4, 2, 16, 32, {5, 40}, {30, 9}, false, 36);  // blocks over 16 tokens
+  RunAttentionCase(*cpu_, ref_, 2, 2, 64, 8, {0, 3}, {1, 21}, false, 37);
 }
 
 // The engine draws its sequences' tokens through ParallelForOnHost: every index exactly once,
