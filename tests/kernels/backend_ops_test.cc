@@ -226,6 +226,16 @@ TEST_P(BackendOpsTest, EmbeddingNormRopeSwiGluSoftmaxArgmax) {
     ExpectClose(a, b, 0, "add");
   }
   {
+    // Over the serial threshold, a range where exp(-|g|) underflows, and in place.
+    const size_t n = 40000;
+    auto g = Random(n, 15, 100.0f);
+    const auto u = Random(n, 16);
+    std::vector<float> want(n);
+    ref_.SwiGlu(g.data(), u.data(), static_cast<int64_t>(n), want.data());
+    cpu_->SwiGlu(g.data(), u.data(), static_cast<int64_t>(n), g.data());
+    ExpectClose(g, want, 1e-6, "swiglu in place");
+  }
+  {
     auto x = Random(3 * 101, 14, 20.0f);
     auto want = x;
     cpu_->Softmax(x.data(), 3, 101);
