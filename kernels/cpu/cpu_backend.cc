@@ -120,6 +120,11 @@ void CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w, float*
   matmul_.Run(x, m, w, y);
 }
 
+void CpuBackend::MatMuls(const float* x, int64_t m, std::span<const WeightMatrix* const> ws,
+                         std::span<float* const> ys) {
+  matmul_.RunShared(x, m, ws, ys);
+}
+
 void CpuBackend::SwiGlu(const float* gate, const float* up, int64_t n, float* out) {
   // An exp per element: worth both threads from a few thousand elements (a decode step of 8
   // sequences has 16K). Scalar on purpose: a vector exp rounds differently from the C

@@ -43,6 +43,8 @@ class CpuBackend final : public Backend {
   void Rope(float* x, std::span<const int32_t> positions, int64_t n_heads, int64_t head_dim,
             const RopeConfig& rope) override;
   void MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y) override;
+  void MatMuls(const float* x, int64_t m, std::span<const WeightMatrix* const> ws,
+               std::span<float* const> ys) override;
   void SwiGlu(const float* gate, const float* up, int64_t n, float* out) override;
   void Add(float* x, const float* y, int64_t n) override;
   void Softmax(float* x, int64_t rows, int64_t n) override;

@@ -25,7 +25,42 @@ MatMulEngine::MatMulEngine(ThreadPool& pool, const SimdKernels& simd, ScratchBuf
     : pool_(pool), simd_(simd), scratch_(scratch), sgemm_for_rows_layout_(sgemm_for_rows_layout) {}
 
 void MatMulEngine::Run(const float* x, int64_t m, const WeightMatrix& w, float* y) {
-  if (m <= 0 || w.rows <= 0) return;
+  const WeightMatrix* ws[] = {&w};
+  float* ys[] = {y};
+  RunShared(x, m, ws, ys);
+}
+
+void MatMulEngine::RunShared(const float* x, int64_t m, std::span<const WeightMatrix* const> ws,
+                             std::span<float* const> ys) {
+  if (m <= 0 || ws.empty()) return;
+  const WeightMatrix& w0 = *ws[0];
+  bool shared = w0.layout == WeightLayout::kPanels16;
+  for (const WeightMatrix* w : ws) {
+    shared = shared && w->layout == w0.layout && w->type == w0.type && w->cols == w0.cols;
+  }
+  if (!shared) {
+    for (size_t i = 0; i < ws.size(); ++i) {
+      const WeightMatrix& w = *ws[i];
+      if (w.rows <= 0) continue;
+      if (w.layout == WeightLayout::kPanels16) {
+        RunShared(x, m, ws.subspan(i, 1), ys.subspan(i, 1));
+      } else if (sgemm_for_rows_layout_ && m >= kSgemmMinRows) {
+        RunSgemm(RoundedInput(x, m, w), m, w, ys[i]);
+      } else {
+        RunDot(RoundedInput(x, m, w), m, w, ys[i]);
+      }
+    }
+    return;
+  }
+  // With VNNI, Q8_0 panels take the activations as 8-bit integers (RunPanelsQ8).
+  if (w0.type == WeightType::kQ8_0 && simd_.panel_gemm_q8 != nullptr) {
+    RunPanelsQ8(x, m, ws, ys);
+  } else {
+    RunPanels(RoundedInput(x, m, w0), m, ws, ys);
+  }
+}
+
+const float* MatMulEngine::RoundedInput(const float* x, int64_t m, const WeightMatrix& w) {
   const int64_t k = w.cols;
   if (w.type == WeightType::kF16) {
     // llama.cpp multiplies F16 weights by F16-rounded activations; doing the same keeps our
@@ -34,28 +69,18 @@ void MatMulEngine::Run(const float* x, int64_t m, const WeightMatrix& w, float* 
     ForRowBlocks(m, k, [&](int64_t r0, int64_t rows) {
       simd_.round_half(x + r0 * k, rows * k, rounded + r0 * k);
     });
-    x = rounded;
-  } else if (w.type == WeightType::kQ8_0) {
-    // llama.cpp rounds the activations of Q8_0 products to Q8_0 too (kernels/q8_0.h). With VNNI
-    // they stay 8-bit and the products are integer ones; otherwise the float kernels multiply
-    // the values the rounded activations stand for.
-    if (w.layout == WeightLayout::kPanels16 && simd_.panel_gemm_q8 != nullptr) {
-      RunPanelsQ8(x, m, w, y);
-      return;
-    }
+    return rounded;
+  }
+  if (w.type == WeightType::kQ8_0) {
+    // llama.cpp rounds the activations of Q8_0 products to Q8_0 too (kernels/q8_0.h); without
+    // VNNI the float kernels multiply the values the rounded activations stand for.
     float* rounded = scratch_.Get(pool_.size(), static_cast<size_t>(m * k));
     ForRowBlocks(m, k, [&](int64_t r0, int64_t rows) {
       RoundToQ8_0(x + r0 * k, rows * k, rounded + r0 * k);
     });
-    x = rounded;
+    return rounded;
   }
-  if (w.layout == WeightLayout::kPanels16) {
-    RunPanels(x, m, w, y);
-  } else if (sgemm_for_rows_layout_ && m >= kSgemmMinRows) {
-    RunSgemm(x, m, w, y);
-  } else {
-    RunDot(x, m, w, y);
-  }
+  return x;
 }
 
 void MatMulEngine::ForRowBlocks(int64_t m, int64_t k,
@@ -75,36 +100,47 @@ void MatMulEngine::ForRowBlocks(int64_t m, int64_t k,
 }
 
 void MatMulEngine::ForPanelGroups(
-    const WeightMatrix& w, const std::function<void(const uint8_t*, int64_t, int64_t)>& fn) {
-  const int64_t n = w.rows;
-  const int64_t tasks = (PanelCount(n) + kPanelsPerTask - 1) / kPanelsPerTask;
-  const auto* base = static_cast<const uint8_t*>(w.data);
-  pool_.ParallelFor(tasks, 1, [&](int64_t begin, int64_t end, int) {
+    std::span<const WeightMatrix* const> ws,
+    const std::function<void(size_t, const uint8_t*, int64_t, int64_t)>& fn) {
+  // Task t is group t - first[i] of weight i, for the i whose range holds it.
+  std::vector<int64_t>& first = task_starts_;
+  first.assign(1, 0);
+  for (const WeightMatrix* w : ws) {
+    first.push_back(first.back() + (PanelCount(w->rows) + kPanelsPerTask - 1) / kPanelsPerTask);
+  }
+  pool_.ParallelFor(first.back(), 1, [&](int64_t begin, int64_t end, int) {
+    size_t i = 0;
     for (int64_t t = begin; t < end; ++t) {
-      const int64_t p0 = t * kPanelsPerTask;
-      fn(base + static_cast<size_t>(p0) * w.row_bytes, p0 * kPanelRows,
-         std::min(kPanelsPerTask * kPanelRows, n - p0 * kPanelRows));
+      while (t >= first[i + 1]) ++i;
+      const WeightMatrix& w = *ws[i];
+      const int64_t p0 = (t - first[i]) * kPanelsPerTask;
+      fn(i, static_cast<const uint8_t*>(w.data) + static_cast<size_t>(p0) * w.row_bytes,
+         p0 * kPanelRows, std::min(kPanelsPerTask * kPanelRows, w.rows - p0 * kPanelRows));
     }
   });
 }
 
-void MatMulEngine::RunPanels(const float* x, int64_t m, const WeightMatrix& w, float* y) {
-  const int64_t k = w.cols;
-  ForPanelGroups(w, [&](const uint8_t* panels, int64_t first, int64_t rows) {
-    simd_.panel_gemm(w.type, panels, w.row_bytes, rows, x, k, m, k, y + first, w.rows);
+void MatMulEngine::RunPanels(const float* x, int64_t m, std::span<const WeightMatrix* const> ws,
+                             std::span<float* const> ys) {
+  ForPanelGroups(ws, [&](size_t i, const uint8_t* panels, int64_t first, int64_t rows) {
+    const WeightMatrix& w = *ws[i];
+    simd_.panel_gemm(w.type, panels, w.row_bytes, rows, x, w.cols, m, w.cols, ys[i] + first,
+                     w.rows);
   });
 }
 
-void MatMulEngine::RunPanelsQ8(const float* x, int64_t m, const WeightMatrix& w, float* y) {
-  const int64_t k = w.cols;
+void MatMulEngine::RunPanelsQ8(const float* x, int64_t m, std::span<const WeightMatrix* const> ws,
+                               std::span<float* const> ys) {
+  const int64_t k = ws[0]->cols;
   const size_t row_bytes = Q8ActivationRowBytes(k);
   const size_t bytes = row_bytes * static_cast<size_t>(m);
   auto* xq = reinterpret_cast<uint8_t*>(scratch_.Get(pool_.size(), (bytes + 3) / 4));
   ForRowBlocks(m, k, [&](int64_t r0, int64_t rows) {
     simd_.quantize_q8_rows(x + r0 * k, rows, k, xq + static_cast<size_t>(r0) * row_bytes);
   });
-  ForPanelGroups(w, [&](const uint8_t* panels, int64_t first, int64_t rows) {
-    simd_.panel_gemm_q8(panels, w.row_bytes, rows, xq, m, k, y + first, w.rows);
+  ForPanelGroups(ws, [&](size_t i, const uint8_t* panels, int64_t first, int64_t rows) {
+    const WeightMatrix& w = *ws[i];
+    simd_.panel_gemm_q8(panels, w.row_bytes, rows, xq, m, k, ys[i] + first, w.rows);
   });
 }
 

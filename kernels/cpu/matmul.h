@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <vector>
 
 #include "kernels/cpu/scratch_buffers.h"
@@ -34,16 +35,27 @@ class MatMulEngine {
                bool sgemm_for_rows_layout);
 
   void Run(const float* x, int64_t m, const WeightMatrix& w, float* y);
+  // ys[i] = x · ws[i]ᵀ, each as Run computes it. Packed weights of one type and width share one
+  // rounding of x and one parallel loop over all their panels (fewer waits for the slower
+  // thread than one loop each); anything else runs one by one.
+  void RunShared(const float* x, int64_t m, std::span<const WeightMatrix* const> ws,
+                 std::span<float* const> ys);
 
  private:
   // fn(first_row, rows) over [0, m) in blocks, on the pool when m x k is large.
   void ForRowBlocks(int64_t m, int64_t k, const std::function<void(int64_t, int64_t)>& fn);
-  // fn(first panel, first output row, rows) for each group of kPanelsPerTask packed panels of
-  // w, on the pool.
-  void ForPanelGroups(const WeightMatrix& w,
-                      const std::function<void(const uint8_t*, int64_t, int64_t)>& fn);
-  void RunPanels(const float* x, int64_t m, const WeightMatrix& w, float* y);
-  void RunPanelsQ8(const float* x, int64_t m, const WeightMatrix& w, float* y);
+  // fn(weight index, first panel, first output row, rows) for each group of kPanelsPerTask
+  // packed panels of every weight in ws, in one loop on the pool.
+  void ForPanelGroups(
+      std::span<const WeightMatrix* const> ws,
+      const std::function<void(size_t, const uint8_t*, int64_t, int64_t)>& fn);
+  // x rounded as products with weights of w's type take it (F16, or Q8_0 values without VNNI);
+  // x itself for F32.
+  const float* RoundedInput(const float* x, int64_t m, const WeightMatrix& w);
+  void RunPanels(const float* x, int64_t m, std::span<const WeightMatrix* const> ws,
+                 std::span<float* const> ys);
+  void RunPanelsQ8(const float* x, int64_t m, std::span<const WeightMatrix* const> ws,
+                   std::span<float* const> ys);
   void RunSgemm(const float* x, int64_t m, const WeightMatrix& w, float* y);
   void RunDot(const float* x, int64_t m, const WeightMatrix& w, float* y);
 
@@ -51,6 +63,7 @@ class MatMulEngine {
   const SimdKernels& simd_;
   ScratchBuffers& scratch_;
   const bool sgemm_for_rows_layout_;
+  std::vector<int64_t> task_starts_;  // ForPanelGroups' first task of each weight
 };
 
 }  // namespace bmad::kernels::cpu

@@ -186,6 +186,47 @@ TEST_P(BackendOpsTest, PreparedMatMulLargeBatchRowsEqualSingleRows) {
   }
 }
 
+// MatMuls (a layer's Q, K and V; its gate and up, in one call) gives each output bit for bit what
+// MatMul gives it alone: prepared weights of one type sharing a loop, weights of mixed types and
+// layouts one by one, an empty one among them.
+TEST_P(BackendOpsTest, MatMulsEqualsEachMatMulAlone) {
+  const int64_t k = 96;
+  uint64_t seed = 700;
+  for (const int64_t m : {1, 8, 37}) {
+    const std::vector<float> x = Random(static_cast<size_t>(m * k), ++seed);
+    for (const bool mixed : {false, true}) {
+      for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kQ8_0}) {
+        // Q (wide), K and V (narrow, V not a multiple of a panel), as in a GQA layer.
+        std::vector<OwnedWeights> owned;
+        std::vector<PreparedWeight> prepared;
+        std::vector<WeightMatrix> views;
+        const int64_t rows[] = {200, 40, 0, 33};
+        for (size_t i = 0; i < 4; ++i) {
+          const WeightType t = mixed && i == 1 ? WeightType::kF32 : type;
+          owned.push_back(MakeWeights(t, rows[i], k, ++seed));
+          prepared.push_back(cpu_->PrepareMatMulWeight(owned.back().view));
+          views.push_back(mixed && i == 3 ? owned.back().view : prepared.back().view);
+        }
+        std::vector<std::vector<float>> shared(4), alone(4);
+        std::vector<const WeightMatrix*> ws;
+        std::vector<float*> ys;
+        for (size_t i = 0; i < 4; ++i) {
+          shared[i].assign(static_cast<size_t>(m * rows[i]), -1.0f);
+          alone[i].assign(shared[i].size(), -2.0f);
+          ws.push_back(&views[i]);
+          ys.push_back(shared[i].data());
+          cpu_->MatMul(x.data(), m, views[i], alone[i].data());
+        }
+        cpu_->MatMuls(x.data(), m, ws, ys);
+        for (size_t i = 0; i < 4; ++i) {
+          ASSERT_EQ(shared[i], alone[i]) << WeightTypeName(type) << (mixed ? " mixed" : "")
+                                         << " m=" << m << " weight " << i;
+        }
+      }
+    }
+  }
+}
+
 TEST_P(BackendOpsTest, EmbeddingNormRopeSwiGluSoftmaxArgmax) {
   for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kQ8_0}) {
     OwnedWeights table = MakeWeights(type, 50, 64, 3);

@@ -324,9 +324,9 @@ Status LlamaModel::RunLayer(int64_t layer, int64_t n, const KvCache& cache,
 
   // Attention block, over this rank's heads.
   b.RmsNorm(x_, w.attn_norm, n, c.n_embd, c.rms_eps, h_);
-  b.MatMul(h_, n, w.wq, q_);
-  b.MatMul(h_, n, w.wk, k_);
-  b.MatMul(h_, n, w.wv, v_);
+  const kernels::WeightMatrix* qkv[] = {&w.wq, &w.wk, &w.wv};
+  float* qkv_out[] = {q_, k_, v_};
+  b.MatMuls(h_, n, qkv, qkv_out);
   b.Rope(q_, positions, n_head, c.head_dim, rope_);
   b.Rope(k_, positions, shard_.n_kv_head, c.head_dim, rope_);
   const kernels::KvLayerView kv = cache.Layer(layer);
@@ -345,8 +345,9 @@ Status LlamaModel::RunLayer(int64_t layer, int64_t n, const KvCache& cache,
 
   // MLP block, over this rank's slice of the width.
   b.RmsNorm(x_, w.ffn_norm, n, c.n_embd, c.rms_eps, h_);
-  b.MatMul(h_, n, w.w_gate, gate_);
-  b.MatMul(h_, n, w.w_up, up_);
+  const kernels::WeightMatrix* gate_up[] = {&w.w_gate, &w.w_up};
+  float* gate_up_out[] = {gate_, up_};
+  b.MatMuls(h_, n, gate_up, gate_up_out);
   b.SwiGlu(gate_, up_, n * shard_.n_ff, gate_);
   b.MatMul(gate_, n, w.w_down, proj_);
   if (shard_.tp > 1) BMAD_RETURN_IF_ERROR(AllReduce(group, proj_, n * c.n_embd));
