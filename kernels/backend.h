@@ -180,10 +180,10 @@ class Backend {
   // not depend on m (batch invariance).
   virtual void MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y) = 0;
 
-  // Several products of one input, each exactly as MatMul computes it: ys[i] = x · ws[i]ᵀ (a
-  // layer's Q, K and V projections; its gate and up). A backend may run them as one (the CPU
-  // backend rounds the input once and shares one parallel loop); this default runs MatMul for
-  // each.
+  // Several products of one input, each exactly as MatMul computes it: ys[i] = x · ws[i]ᵀ, with
+  // ws and ys of one length (a layer's Q, K and V projections; its gate and up). A backend may
+  // run them as one (the CPU backend rounds the input once and shares one parallel loop); this
+  // default runs MatMul for each.
   virtual void MatMuls(const float* x, int64_t m, std::span<const WeightMatrix* const> ws,
                        std::span<float* const> ys) {
     for (size_t i = 0; i < ws.size(); ++i) MatMul(x, m, *ws[i], ys[i]);

@@ -15,7 +15,9 @@ namespace {
 constexpr int64_t kParallelElements = 1 << 15;
 // Query rows per prefill attention task, at most.
 constexpr int64_t kPrefillRowsPerTask = 16;
-// Scores one attention task may hold (1 MiB).
+// Attention takes the context in spans of about this many tokens (AttendRowsF16Fn).
+constexpr int64_t kAttentionSpanTokens = 2048;
+// Scores one attention task may hold (1 MiB): fewer prefill rows a task for wide GQA groups.
 constexpr int64_t kScoreFloatsPerTask = 1 << 18;
 
 }  // namespace
@@ -222,27 +224,25 @@ void CpuBackend::RunAttention(const KvLayerView& cache, const float* q,
                               float* out) {
   const int64_t group = n_heads / cache.n_kv_heads;
   const int64_t hd = cache.head_dim;
+  // Spans of about kAttentionSpanTokens whole blocks: the scratch depends on neither the
+  // context nor the batch, so it is sized once.
+  const int64_t span = std::max<int64_t>(1, kAttentionSpanTokens / cache.block_size) * cache.block_size;
+  const int64_t per_row = cpu::AttendRowsScratchFloats(1, kv_heads_per_task * group, span);
+  const int64_t rows = std::clamp<int64_t>(kScoreFloatsPerTask / per_row, 1, max_rows_per_task);
   tasks_.clear();
-  size_t scratch_floats = 0;
   for (const AttentionSequence& s : sequences) {
-    // A task's scores are rows x query heads x context: fewer rows for long contexts, so they
-    // stay in L2.
-    const int64_t stride = cpu::AttendRowsScoreStride(s.start_pos + s.row_count);
-    const int64_t rows = std::clamp<int64_t>(
-        kScoreFloatsPerTask / (kv_heads_per_task * group * stride), 1, max_rows_per_task);
     for (int64_t h = 0; h < cache.n_kv_heads; h += kv_heads_per_task) {
       const int64_t h_hi = std::min(cache.n_kv_heads, h + kv_heads_per_task);
       for (int64_t lo = 0; lo < s.row_count; lo += rows) {
         tasks_.push_back({&s, h, h_hi, lo, std::min(s.row_count, lo + rows)});
       }
     }
-    scratch_floats = std::max(scratch_floats, static_cast<size_t>(std::min(rows, s.row_count) *
-                                                                  kv_heads_per_task * group * stride));
   }
+  const size_t scratch_floats = static_cast<size_t>(rows * per_row);
   scratch_.Reserve(pool_.size(), scratch_floats);
   pool_.ParallelFor(static_cast<int64_t>(tasks_.size()), 1,
                     [&](int64_t begin, int64_t end, int thread) {
-    float* scores = scratch_.Get(thread, scratch_floats);
+    float* scratch = scratch_.Get(thread, scratch_floats);
     for (int64_t i = begin; i < end; ++i) {
       const AttentionTask& t = tasks_[static_cast<size_t>(i)];
       const int64_t first = ((t.seq->row_begin + t.row_lo) * n_heads + t.kv_head_lo * group) * hd;
@@ -250,7 +250,8 @@ void CpuBackend::RunAttention(const KvLayerView& cache, const float* q,
                             t.seq->start_pos + t.row_lo + 1, t.kv_head_hi - t.kv_head_lo, group,
                             cache.k + cache.Offset(0, t.kv_head_lo, 0),
                             cache.v + cache.Offset(0, t.kv_head_lo, 0), t.seq->block_table.data(),
-                            cache.block_stride, cache.block_size, hd, scale, scores, out + first);
+                            cache.block_stride, cache.block_size, hd, scale, span, scratch,
+                            out + first);
     }
   });
 }

@@ -41,21 +41,28 @@ using DotFn = float (*)(const float* a, const float* b, int64_t n);
 // prefill chunk), for KV heads [0, n_kv) and each one's `group` query heads (GQA). Row r's query
 // heads are n_kv * group rows of hd floats at q + r * row_stride (head-major, as they lie in an
 // activation row; `out` likewise). Row r attends to the sequence's cached tokens
-// [0, first_n + r) (causal, itself included):
+// [0, first_n + r) (causal, itself included; first_n >= 1):
 //   out_rj = softmax(q_rj . K * scale) . V
-// in one pass over the keys and one over the values. Token t lives at slot t % block_size of
-// block blocks[t / block_size]: KV head h's key at
+// Token t lives at slot t % block_size of block blocks[t / block_size]: KV head h's key at
 //   k + blocks[t / block_size] * block_stride + (h * block_size + t % block_size) * hd
-// (k and v point at the first head's part of block 0; F16). A (row, query head)'s result
-// depends only on its query, its length and the cache, never on the other rows and heads of the
-// call, so a token's attention is the same whether it was decoded or prefilled, in any batch.
-// `scores` is n_rows * n_kv * group * AttendRowsScoreStride(first_n + n_rows - 1) floats.
+// (k and v point at the first head's part of block 0; F16).
+//
+// The context is taken in spans of `span_tokens` (a multiple of block_size, from token 0): per
+// span one pass over the keys for every score, then the span's weights, then one pass over
+// the values; spans are merged with a running max and sum. So the scratch does not grow with
+// the context, and a (row, query head)'s result depends only on its query, its length, the
+// cache and span_tokens, never on the other rows and heads of the call: a token's attention is
+// the same whether it was decoded or prefilled, in any batch. `scratch` holds
+// AttendRowsScratchFloats(n_rows, n_kv * group, span_tokens) floats.
 inline int64_t AttendRowsScoreStride(int64_t n) { return (n + 15) / 16 * 16; }
+inline int64_t AttendRowsScratchFloats(int64_t n_rows, int64_t n_q, int64_t span_tokens) {
+  return n_rows * n_q * (AttendRowsScoreStride(span_tokens) + 2);
+}
 using AttendRowsF16Fn = void (*)(const float* q, int64_t row_stride, int64_t n_rows,
                                  int64_t first_n, int64_t n_kv, int64_t group, const uint16_t* k,
                                  const uint16_t* v, const int32_t* blocks, int64_t block_stride,
-                                 int64_t block_size, int64_t hd, float scale, float* scores,
-                                 float* out);
+                                 int64_t block_size, int64_t hd, float scale,
+                                 int64_t span_tokens, float* scratch, float* out);
 
 // Activations rounded to Q8_0 (RoundToQ8_0 in kernels/q8_0.h) in the form the integer kernels
 // read, one record of Q8ActivationRowBytes(k) bytes per row of k inputs (nb = k / 32 blocks):

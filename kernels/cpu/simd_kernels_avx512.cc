@@ -365,15 +365,30 @@ inline void PrefetchBlock(const uint16_t* base, const int32_t* blocks, int64_t b
   for (int64_t byte = 0; byte < bytes; byte += 64) asm volatile("prefetcht1 %0" : : "m"(p[byte]));
 }
 
-// The softmax of n scores, in place: exp(s - max) / sum, the max and the sum taken 16 lanes at
-// a time from token 0 (so a query's weights depend on nothing but its own scores).
-inline void SoftmaxScores(float* s, int64_t n) {
+// One span's weights for one query, merged into its running softmax: p = exp(s - max) in place,
+// with max the largest score so far; when that rises, the sum so far and the query's
+// accumulated values `o` are scaled down to the new max. Max and sum are taken 16 lanes at a
+// time from the span's first token.
+template <int NC>
+inline void SpanWeights(float* s, int64_t n, const __mmask16 (&mask)[NC], float* run_max,
+                        float* run_sum, float* o) {
   __m512 vmax = _mm512_set1_ps(-__builtin_inff());
   for (int64_t t = 0; t < n; t += 16) {
     const __mmask16 m = n - t >= 16 ? static_cast<__mmask16>(0xffff) : TailMask(n - t);
     vmax = _mm512_mask_max_ps(vmax, m, vmax, _mm512_maskz_loadu_ps(m, s + t));
   }
-  const __m512 max = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
+  const float span_max = _mm512_reduce_max_ps(vmax);
+  const float new_max = *run_max > span_max ? *run_max : span_max;
+  if (*run_max != -__builtin_inff() && *run_max != new_max) {
+    const float correction = _mm512_cvtss_f32(ExpNonPositive(_mm512_set1_ps(*run_max - new_max)));
+    *run_sum *= correction;
+    for (int c = 0; c < NC; ++c) {
+      _mm512_mask_storeu_ps(o + c * 16, mask[c],
+                            _mm512_mul_ps(_mm512_maskz_loadu_ps(mask[c], o + c * 16),
+                                          _mm512_set1_ps(correction)));
+    }
+  }
+  const __m512 max = _mm512_set1_ps(new_max);
   __m512 vsum = _mm512_setzero_ps();
   for (int64_t t = 0; t < n; t += 16) {
     const __mmask16 m = n - t >= 16 ? static_cast<__mmask16>(0xffff) : TailMask(n - t);
@@ -382,26 +397,23 @@ inline void SoftmaxScores(float* s, int64_t n) {
     vsum = _mm512_add_ps(vsum, p);
     _mm512_mask_storeu_ps(s + t, m, p);
   }
-  const __m512 sum = _mm512_set1_ps(_mm512_reduce_add_ps(vsum));
-  for (int64_t t = 0; t < n; t += 16) {
-    const __mmask16 m = n - t >= 16 ? static_cast<__mmask16>(0xffff) : TailMask(n - t);
-    _mm512_mask_storeu_ps(s + t, m, _mm512_div_ps(_mm512_maskz_loadu_ps(m, s + t), sum));
-  }
+  *run_sum += _mm512_reduce_add_ps(vsum);
+  *run_max = new_max;
 }
 
 // The KV head of query j (no division without GQA).
 inline int64_t HeadOf(int64_t j, int64_t group) { return group == 1 ? j : j / group; }
 
-// AttendRowsF16Fn for heads of NC * 16 or fewer dims. Both passes walk the blocks in order,
-// each block's heads front to back (every row and query head of the task use a block while it
-// is in L1), and ask for the blocks a few ahead, since a sequence's blocks are anywhere in the
-// pool. Every (row, query head) pair does the same operations in the same order whatever the
-// other pairs are, which is what makes a token's result independent of its task.
+// AttendRowsF16Fn for heads of NC * 16 or fewer dims. Both passes of a span walk its blocks in
+// order, each block's heads front to back (every row and query head of the task use a block
+// while it is in L1), and ask for the blocks a few ahead, since a sequence's blocks are anywhere
+// in the pool. Every (row, query head) pair does the same operations in the same order whatever
+// the other pairs are, which is what makes a token's result independent of its task.
 template <int NC>
 void AttendRowsVec(const float* q, int64_t row_stride, int64_t n_rows, int64_t first_n,
                    int64_t n_kv, int64_t group, const uint16_t* k, const uint16_t* v,
                    const int32_t* blocks, int64_t block_stride, int64_t block_size, int64_t hd,
-                   float scale, float* scores, float* out) {
+                   float scale, int64_t span_tokens, float* scratch, float* out) {
   constexpr int64_t kBlocksAhead = 2;
   __mmask16 mask[NC];
   for (int c = 0; c < NC; ++c) {
@@ -411,115 +423,112 @@ void AttendRowsVec(const float* q, int64_t row_stride, int64_t n_rows, int64_t f
   const int64_t n_q = n_kv * group;
   const int64_t head_stride = block_size * hd;  // elements between a block's heads
   const int64_t last_n = first_n + n_rows - 1;
-  const int64_t stride = AttendRowsScoreStride(last_n);
+  const int64_t stride = AttendRowsScoreStride(span_tokens);
+  float* const scores = scratch;  // [row][query][span token]
+  float* const run_max = scores + n_rows * n_q * stride;
+  float* const run_sum = run_max + n_rows * n_q;
   const int64_t n_blocks = (last_n + block_size - 1) / block_size;
   const int64_t fetch_bytes = n_kv * head_stride * static_cast<int64_t>(sizeof(uint16_t));
-  for (int64_t b = 0; b < kBlocksAhead; ++b) {
-    PrefetchBlock(k, blocks, b, n_blocks, block_stride, fetch_bytes);
+  for (int64_t i = 0; i < n_rows * n_q; ++i) {
+    run_max[i] = -__builtin_inff();
+    run_sum[i] = 0.0f;
   }
-
-  // Pass 1: every score, eight tokens at a time.
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    PrefetchBlock(k, blocks, b + kBlocksAhead, n_blocks, block_stride, fetch_bytes);
-    // The first value blocks, as the keys run out.
-    PrefetchBlock(v, blocks, b + kBlocksAhead - n_blocks, n_blocks, block_stride, fetch_bytes);
-    for (int64_t r = 0; r < n_rows; ++r) {
-      const int64_t count = MinI64(block_size, first_n + r - b * block_size);
-      if (count <= 0) continue;  // causal: this row ends before the block
-      for (int64_t j = 0; j < n_q; ++j) {
-        const uint16_t* kb = k + blocks[b] * block_stride + HeadOf(j, group) * head_stride;
-        const float* qj = q + r * row_stride + j * hd;
-        __m512 qv[NC];
-        for (int c = 0; c < NC; ++c) qv[c] = _mm512_maskz_loadu_ps(mask[c], qj + c * 16);
-        float* s = scores + (r * n_q + j) * stride + b * block_size;
-        for (int64_t t0 = 0; t0 < count; t0 += 8) {
-          const int64_t chunk = MinI64(8, count - t0);
-          _mm512_mask_storeu_ps(s + t0, TailMask(chunk),
-                                ScoreTokens8<NC>(qv, mask, kb + t0 * hd, chunk, hd, scale));
-        }
-      }
-    }
-  }
-  // Pass 2: each query's weights.
   for (int64_t r = 0; r < n_rows; ++r) {
     for (int64_t j = 0; j < n_q; ++j) {
-      SoftmaxScores(scores + (r * n_q + j) * stride, first_n + r);
       float* o = out + r * row_stride + j * hd;
       for (int c = 0; c < NC; ++c) _mm512_mask_storeu_ps(o + c * 16, mask[c], _mm512_setzero_ps());
     }
   }
-  // Pass 3: the weighted sum of the values, added into `out` block by block; two accumulators
-  // (even and odd tokens) halve the chain of dependent FMAs.
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    PrefetchBlock(v, blocks, b + kBlocksAhead, n_blocks, block_stride, fetch_bytes);
+  for (int64_t b = 0; b < kBlocksAhead; ++b) {
+    PrefetchBlock(k, blocks, b, n_blocks, block_stride, fetch_bytes);
+  }
+
+  for (int64_t c0 = 0; c0 < last_n; c0 += span_tokens) {
+    const int64_t c1 = MinI64(c0 + span_tokens, last_n);
+    const int64_t b0 = c0 / block_size, b1 = (c1 + block_size - 1) / block_size;
+    // Pass 1: the span's scores, eight tokens at a time.
+    for (int64_t b = b0; b < b1; ++b) {
+      PrefetchBlock(k, blocks, b + kBlocksAhead, b1, block_stride, fetch_bytes);
+      // The span's first value blocks, as its keys run out.
+      if (b + kBlocksAhead >= b1) {
+        PrefetchBlock(v, blocks, b0 + b + kBlocksAhead - b1, b1, block_stride, fetch_bytes);
+      }
+      for (int64_t r = 0; r < n_rows; ++r) {
+        const int64_t count = MinI64(block_size, first_n + r - b * block_size);
+        if (count <= 0) continue;  // causal: this row ends before the block
+        for (int64_t j = 0; j < n_q; ++j) {
+          const uint16_t* kb = k + blocks[b] * block_stride + HeadOf(j, group) * head_stride;
+          const float* qj = q + r * row_stride + j * hd;
+          __m512 qv[NC];
+          for (int c = 0; c < NC; ++c) qv[c] = _mm512_maskz_loadu_ps(mask[c], qj + c * 16);
+          float* s = scores + (r * n_q + j) * stride + (b * block_size - c0);
+          for (int64_t t0 = 0; t0 < count; t0 += 8) {
+            const int64_t chunk = MinI64(8, count - t0);
+            _mm512_mask_storeu_ps(s + t0, TailMask(chunk),
+                                  ScoreTokens8<NC>(qv, mask, kb + t0 * hd, chunk, hd, scale));
+          }
+        }
+      }
+    }
+    // Pass 2: each query's weights for the span.
     for (int64_t r = 0; r < n_rows; ++r) {
-      const int64_t count = MinI64(block_size, first_n + r - b * block_size);
-      if (count <= 0) continue;
+      const int64_t len = MinI64(first_n + r, c1) - c0;
+      if (len <= 0) continue;
       for (int64_t j = 0; j < n_q; ++j) {
-        const uint16_t* vb = v + blocks[b] * block_stride + HeadOf(j, group) * head_stride;
-        const float* w = scores + (r * n_q + j) * stride + b * block_size;
-        float* o = out + r * row_stride + j * hd;
-        __m512 even[NC], odd[NC];
-        for (int c = 0; c < NC; ++c) {
-          even[c] = _mm512_maskz_loadu_ps(mask[c], o + c * 16);
-          odd[c] = _mm512_setzero_ps();
-        }
-        int64_t t = 0;
-        for (; t + 2 <= count; t += 2) {
-          const __m512 w0 = _mm512_set1_ps(w[t]);
-          const __m512 w1 = _mm512_set1_ps(w[t + 1]);
+        const int64_t i = r * n_q + j;
+        SpanWeights<NC>(scores + i * stride, len, mask, &run_max[i], &run_sum[i],
+                        out + r * row_stride + j * hd);
+      }
+    }
+    // Pass 3: the weighted values, added into `out` block by block; two accumulators (even and
+    // odd tokens) halve the chain of dependent FMAs.
+    for (int64_t b = b0; b < b1; ++b) {
+      PrefetchBlock(v, blocks, b + kBlocksAhead, b1, block_stride, fetch_bytes);
+      if (b + kBlocksAhead >= b1) {  // the next span's first key blocks
+        PrefetchBlock(k, blocks, b + kBlocksAhead, n_blocks, block_stride, fetch_bytes);
+      }
+      for (int64_t r = 0; r < n_rows; ++r) {
+        const int64_t count = MinI64(block_size, first_n + r - b * block_size);
+        if (count <= 0) continue;
+        for (int64_t j = 0; j < n_q; ++j) {
+          const uint16_t* vb = v + blocks[b] * block_stride + HeadOf(j, group) * head_stride;
+          const float* w = scores + (r * n_q + j) * stride + (b * block_size - c0);
+          float* o = out + r * row_stride + j * hd;
+          __m512 even[NC], odd[NC];
           for (int c = 0; c < NC; ++c) {
-            even[c] = _mm512_fmadd_ps(w0, LoadKv(vb + t * hd + c * 16, mask[c]), even[c]);
-            odd[c] = _mm512_fmadd_ps(w1, LoadKv(vb + (t + 1) * hd + c * 16, mask[c]), odd[c]);
+            even[c] = _mm512_maskz_loadu_ps(mask[c], o + c * 16);
+            odd[c] = _mm512_setzero_ps();
           }
-        }
-        if (t < count) {
-          const __m512 w0 = _mm512_set1_ps(w[t]);
+          int64_t t = 0;
+          for (; t + 2 <= count; t += 2) {
+            const __m512 w0 = _mm512_set1_ps(w[t]);
+            const __m512 w1 = _mm512_set1_ps(w[t + 1]);
+            for (int c = 0; c < NC; ++c) {
+              even[c] = _mm512_fmadd_ps(w0, LoadKv(vb + t * hd + c * 16, mask[c]), even[c]);
+              odd[c] = _mm512_fmadd_ps(w1, LoadKv(vb + (t + 1) * hd + c * 16, mask[c]), odd[c]);
+            }
+          }
+          if (t < count) {
+            const __m512 w0 = _mm512_set1_ps(w[t]);
+            for (int c = 0; c < NC; ++c) {
+              even[c] = _mm512_fmadd_ps(w0, LoadKv(vb + t * hd + c * 16, mask[c]), even[c]);
+            }
+          }
           for (int c = 0; c < NC; ++c) {
-            even[c] = _mm512_fmadd_ps(w0, LoadKv(vb + t * hd + c * 16, mask[c]), even[c]);
+            _mm512_mask_storeu_ps(o + c * 16, mask[c], _mm512_add_ps(even[c], odd[c]));
           }
-        }
-        for (int c = 0; c < NC; ++c) {
-          _mm512_mask_storeu_ps(o + c * 16, mask[c], _mm512_add_ps(even[c], odd[c]));
         }
       }
     }
   }
-}
-
-// Heads wider than 128 dims keep nothing in registers: plain loops per (row, query head).
-void AttendRowsWide(const float* q, int64_t row_stride, int64_t n_rows, int64_t first_n,
-                    int64_t n_kv, int64_t group, const uint16_t* k, const uint16_t* v,
-                    const int32_t* blocks, int64_t block_stride, int64_t block_size, int64_t hd,
-                    float scale, float* scores, float* out) {
-  const int64_t n_q = n_kv * group;
-  const int64_t stride = AttendRowsScoreStride(first_n + n_rows - 1);
+  // Divide by the sums.
   for (int64_t r = 0; r < n_rows; ++r) {
-    const int64_t n = first_n + r;
     for (int64_t j = 0; j < n_q; ++j) {
-      const int64_t head = HeadOf(j, group) * block_size * hd;
-      const auto at = [&](int64_t t) {
-        return blocks[t / block_size] * block_stride + head + (t % block_size) * hd;
-      };
-      const float* qj = q + r * row_stride + j * hd;
-      float* s = scores + (r * n_q + j) * stride;
-      for (int64_t t = 0; t < n; ++t) {
-        __m512 acc = _mm512_setzero_ps();
-        for (int64_t d = 0; d < hd; d += 16) {
-          const __mmask16 m = hd - d >= 16 ? static_cast<__mmask16>(0xffff) : TailMask(hd - d);
-          acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, qj + d), LoadKv(k + at(t) + d, m), acc);
-        }
-        s[t] = _mm512_reduce_add_ps(acc) * scale;
-      }
-      SoftmaxScores(s, n);
       float* o = out + r * row_stride + j * hd;
-      for (int64_t d = 0; d < hd; d += 16) {
-        const __mmask16 m = hd - d >= 16 ? static_cast<__mmask16>(0xffff) : TailMask(hd - d);
-        __m512 acc = _mm512_setzero_ps();
-        for (int64_t t = 0; t < n; ++t) {
-          acc = _mm512_fmadd_ps(_mm512_set1_ps(s[t]), LoadKv(v + at(t) + d, m), acc);
-        }
-        _mm512_mask_storeu_ps(o + d, m, acc);
+      const __m512 sum = _mm512_set1_ps(run_sum[r * n_q + j]);
+      for (int c = 0; c < NC; ++c) {
+        _mm512_mask_storeu_ps(o + c * 16, mask[c],
+                              _mm512_div_ps(_mm512_maskz_loadu_ps(mask[c], o + c * 16), sum));
       }
     }
   }
@@ -528,19 +537,21 @@ void AttendRowsWide(const float* q, int64_t row_stride, int64_t n_rows, int64_t 
 void AttendRowsAvx512(const float* q, int64_t row_stride, int64_t n_rows, int64_t first_n,
                       int64_t n_kv, int64_t group, const uint16_t* k, const uint16_t* v,
                       const int32_t* blocks, int64_t block_stride, int64_t block_size, int64_t hd,
-                      float scale, float* scores, float* out) {
+                      float scale, int64_t span_tokens, float* scratch, float* out) {
   switch ((hd + 15) / 16) {
 #define BMAD_ROWS_CASE(nc)                                                                     \
   case nc:                                                                                     \
     AttendRowsVec<nc>(q, row_stride, n_rows, first_n, n_kv, group, k, v, blocks, block_stride, \
-                      block_size, hd, scale, scores, out);                                     \
+                      block_size, hd, scale, span_tokens, scratch, out);                       \
     return;
     BMAD_ROWS_CASE(1) BMAD_ROWS_CASE(2) BMAD_ROWS_CASE(3) BMAD_ROWS_CASE(4)
     BMAD_ROWS_CASE(5) BMAD_ROWS_CASE(6) BMAD_ROWS_CASE(7) BMAD_ROWS_CASE(8)
 #undef BMAD_ROWS_CASE
     default:
-      AttendRowsWide(q, row_stride, n_rows, first_n, n_kv, group, k, v, blocks, block_stride,
-                     block_size, hd, scale, scores, out);
+      // Heads wider than 128 dims (none in the Llama family) take the portable loops.
+      ScalarSimdKernels().attend_rows_f16(q, row_stride, n_rows, first_n, n_kv, group, k, v,
+                                          blocks, block_stride, block_size, hd, scale,
+                                          span_tokens, scratch, out);
   }
 }
 

@@ -80,9 +80,9 @@ float DotScalar(const float* a, const float* b, int64_t n) {
 void AttendRowsScalar(const float* q, int64_t row_stride, int64_t n_rows, int64_t first_n,
                       int64_t n_kv, int64_t group, const uint16_t* k, const uint16_t* v,
                       const int32_t* blocks, int64_t block_stride, int64_t block_size, int64_t hd,
-                      float scale, float* scores, float* out) {
+                      float scale, int64_t span_tokens, float* scratch, float* out) {
   const int64_t n_q = n_kv * group;
-  const int64_t stride = AttendRowsScoreStride(first_n + n_rows - 1);
+  float* s = scratch;  // one query's span of scores at a time
   for (int64_t r = 0; r < n_rows; ++r) {
     const int64_t n = first_n + r;
     for (int64_t j = 0; j < n_q; ++j) {
@@ -91,25 +91,32 @@ void AttendRowsScalar(const float* q, int64_t row_stride, int64_t n_rows, int64_
         return blocks[t / block_size] * block_stride + head + (t % block_size) * hd;
       };
       const float* qj = q + r * row_stride + j * hd;
-      float* s = scores + (r * n_q + j) * stride;
-      float max = -std::numeric_limits<float>::infinity();
-      for (int64_t t = 0; t < n; ++t) {
-        float dot = 0.0f;
-        for (int64_t d = 0; d < hd; ++d) dot += qj[d] * HalfToFloat(k[at(t) + d]);
-        s[t] = dot * scale;
-        max = std::max(max, s[t]);
-      }
-      float sum = 0.0f;
-      for (int64_t t = 0; t < n; ++t) {
-        s[t] = std::exp(s[t] - max);
-        sum += s[t];
-      }
       float* o = out + r * row_stride + j * hd;
       std::fill(o, o + hd, 0.0f);
-      for (int64_t t = 0; t < n; ++t) {
-        const float w = s[t] / sum;
-        for (int64_t d = 0; d < hd; ++d) o[d] += w * HalfToFloat(v[at(t) + d]);
+      float run_max = -std::numeric_limits<float>::infinity(), run_sum = 0.0f;
+      for (int64_t c0 = 0; c0 < n; c0 += span_tokens) {
+        const int64_t len = std::min(span_tokens, n - c0);
+        float span_max = -std::numeric_limits<float>::infinity();
+        for (int64_t t = 0; t < len; ++t) {
+          float dot = 0.0f;
+          for (int64_t d = 0; d < hd; ++d) dot += qj[d] * HalfToFloat(k[at(c0 + t) + d]);
+          s[t] = dot * scale;
+          span_max = std::max(span_max, s[t]);
+        }
+        const float new_max = std::max(run_max, span_max);
+        if (run_max != -std::numeric_limits<float>::infinity() && run_max != new_max) {
+          const float correction = std::exp(run_max - new_max);
+          run_sum *= correction;
+          for (int64_t d = 0; d < hd; ++d) o[d] *= correction;
+        }
+        for (int64_t t = 0; t < len; ++t) {
+          s[t] = std::exp(s[t] - new_max);
+          run_sum += s[t];
+          for (int64_t d = 0; d < hd; ++d) o[d] += s[t] * HalfToFloat(v[at(c0 + t) + d]);
+        }
+        run_max = new_max;
       }
+      for (int64_t d = 0; d < hd; ++d) o[d] /= run_sum;
     }
   }
 }

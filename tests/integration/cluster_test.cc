@@ -146,7 +146,9 @@ TEST(ClusterTest, KillNineOfAReplicaLosesNothing) {
   ASSERT_TRUE(cluster.Start(&error)) << error;
   const std::vector<std::string> prompts = {"Once upon a time", "The little dog", "Lily had a toy",
                                             "One day the sun", "Tom and Sue", "A big red ball"};
-  const int kTokens = 60;
+  // Long enough that the kill lands mid-stream: stories260K makes 60 tokens in a few ms, and
+  // with faster kernels every request could finish before the kill.
+  const int kTokens = 240;
   std::vector<std::string> want;
   for (const auto& p : prompts) want.push_back(LocalText(Stories(), p, kTokens, true));
   std::vector<StreamResult> got(prompts.size());

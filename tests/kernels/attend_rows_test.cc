@@ -1,6 +1,7 @@
 // SimdKernels::attend_rows_f16: attention of a tile of a sequence's new tokens over its paged
-// cache. A token's result must be the same bit for bit however the call around it is cut (a
-// prefill tile or a lone decode row; one KV head or several), or a token's attention would depend
+// cache, in spans merged by a running softmax. A token's result must be the same bit for bit
+// however the call around it is cut (a prefill tile or a lone decode row; one KV head or
+// several), or a token's attention would depend
 // on whether it was prefilled or decoded, and recomputing a preempted or migrated sequence could
 // change its greedy text. Every form must match a double-precision computation.
 #include <gtest/gtest.h>
@@ -60,16 +61,17 @@ PagedSequence MakeSequence(int64_t n_kv, int64_t group, int64_t hd, int64_t bloc
   return s;
 }
 
-// Rows [row_lo, row_hi) and KV heads [h_lo, h_hi) in one call; out is n_tokens rows.
+// Rows [row_lo, row_hi) and KV heads [h_lo, h_hi) in one call, the context taken in spans of
+// `span` tokens; out is n_tokens rows. The scratch is exactly what the contract asks for.
 void Attend(const SimdKernels& simd, const PagedSequence& s, int64_t row_lo, int64_t row_hi,
-            int64_t h_lo, int64_t h_hi, float scale, std::vector<float>& out) {
+            int64_t h_lo, int64_t h_hi, float scale, int64_t span, std::vector<float>& out) {
   const int64_t rows = row_hi - row_lo;
-  std::vector<float> scores(static_cast<size_t>(rows * (h_hi - h_lo) * s.group *
-                                                AttendRowsScoreStride(row_hi)));
+  std::vector<float> scratch(
+      static_cast<size_t>(AttendRowsScratchFloats(rows, (h_hi - h_lo) * s.group, span)));
   const int64_t first = row_lo * s.row_stride() + h_lo * s.group * s.hd;
   simd.attend_rows_f16(s.q.data() + first, s.row_stride(), rows, row_lo + 1, h_hi - h_lo, s.group,
                        s.k(h_lo), s.v(h_lo), s.table.data(), s.block_stride(), s.block_size, s.hd,
-                       scale, scores.data(), out.data() + first);
+                       scale, span, scratch.data(), out.data() + first);
 }
 
 TEST(AttendRows, ATokensResultDoesNotDependOnHowTheCallIsCut) {
@@ -78,23 +80,28 @@ TEST(AttendRows, ATokensResultDoesNotDependOnHowTheCallIsCut) {
       for (const int64_t hd : {8, 20, 64, 128, 144}) {
         const PagedSequence s = MakeSequence(3, 2, hd, block_size, 41, 11 + block_size + hd);
         const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-        const std::string what = std::string(simd->isa) + " bs " + std::to_string(block_size) +
-                                 " hd " + std::to_string(hd);
-        // One call for every row and head, as a prefill of the whole sequence.
-        std::vector<float> whole(s.q.size(), 0.0f);
-        Attend(*simd, s, 0, s.n_tokens, 0, s.n_kv, scale, whole);
-        // Ragged tiles of rows with one head each, as a chunked prefill.
-        std::vector<float> tiles(s.q.size(), 0.0f);
-        for (int64_t lo = 0, size = 1; lo < s.n_tokens; lo += size, size = size % 7 + 2) {
-          for (int64_t h = 0; h < s.n_kv; ++h) {
-            Attend(*simd, s, lo, std::min(s.n_tokens, lo + size), h, h + 1, scale, tiles);
+        // One span for the whole context, and spans of one and two blocks (merged).
+        for (const int64_t span : {2048 / block_size * block_size, block_size, 2 * block_size}) {
+          const std::string what = std::string(simd->isa) + " bs " + std::to_string(block_size) +
+                                   " hd " + std::to_string(hd) + " span " + std::to_string(span);
+          // One call for every row and head, as a prefill of the whole sequence.
+          std::vector<float> whole(s.q.size(), 0.0f);
+          Attend(*simd, s, 0, s.n_tokens, 0, s.n_kv, scale, span, whole);
+          // Ragged tiles of rows with one head each, as a chunked prefill.
+          std::vector<float> tiles(s.q.size(), 0.0f);
+          for (int64_t lo = 0, size = 1; lo < s.n_tokens; lo += size, size = size % 7 + 2) {
+            for (int64_t h = 0; h < s.n_kv; ++h) {
+              Attend(*simd, s, lo, std::min(s.n_tokens, lo + size), h, h + 1, scale, span, tiles);
+            }
           }
+          // One row at a time, every head at once, as decode steps.
+          std::vector<float> decode(s.q.size(), 0.0f);
+          for (int64_t r = 0; r < s.n_tokens; ++r) {
+            Attend(*simd, s, r, r + 1, 0, s.n_kv, scale, span, decode);
+          }
+          ASSERT_EQ(whole, tiles) << what;
+          ASSERT_EQ(whole, decode) << what;
         }
-        // One row at a time, every head at once, as decode steps.
-        std::vector<float> decode(s.q.size(), 0.0f);
-        for (int64_t r = 0; r < s.n_tokens; ++r) Attend(*simd, s, r, r + 1, 0, s.n_kv, scale, decode);
-        ASSERT_EQ(whole, tiles) << what;
-        ASSERT_EQ(whole, decode) << what;
       }
     }
   }
@@ -104,11 +111,13 @@ TEST(AttendRows, MatchesDoublePrecision) {
   for (const SimdKernels* simd : AllKernels()) {
     // Head widths below, at and above one vector, odd ones, and past the register-resident 128.
     for (const int64_t hd : {8, 16, 20, 64, 100, 128, 160}) {
-      for (const int64_t block_size : {8, 16, 5}) {
+      // One span, and spans of one or two blocks merged by the running softmax.
+      for (const auto& [block_size, span] : {std::pair<int64_t, int64_t>{8, 2048}, {16, 16},
+                                            {5, 10}, {8, 8}}) {
         const PagedSequence s = MakeSequence(2, 3, hd, block_size, 37, 7 + hd);
         const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
         std::vector<float> got(s.q.size(), 0.0f);
-        Attend(*simd, s, 0, s.n_tokens, 0, s.n_kv, scale, got);
+        Attend(*simd, s, 0, s.n_tokens, 0, s.n_kv, scale, span, got);
         for (int64_t r = 0; r < s.n_tokens; ++r) {
           for (int64_t j = 0; j < s.n_kv * s.group; ++j) {
             const int64_t h = j / s.group;
@@ -128,7 +137,8 @@ TEST(AttendRows, MatchesDoublePrecision) {
               for (int64_t t = 0; t <= r; ++t) want += score[static_cast<size_t>(t)] * s.Value(t, h, d);
               want /= total;
               ASSERT_NEAR(got[static_cast<size_t>(r * s.row_stride() + j * hd + d)], want, 2e-6)
-                  << simd->isa << " hd " << hd << " bs " << block_size << " row " << r
+                  << simd->isa << " hd " << hd << " bs " << block_size << " span " << span
+                  << " row " << r
                   << " head " << j << " d " << d;
             }
           }

@@ -396,6 +396,11 @@ TEST_P(BackendOpsTest, PagedAttentionPrefillWholeAndChunked) {
   RunAttentionCase(*cpu_, ref_, 4, 2, 8, 16, {0, 0, 0}, {5, 19, 33}, false, 35);  // a tp=2 shard of stories260K
   RunAttentionCase(*cpu_, ref_, 4, 2, 16, 32, {5, 40}, {30, 9}, false, 36);  // blocks over 16 tokens
   RunAttentionCase(*cpu_, ref_, 2, 2, 64, 8, {0, 3}, {1, 21}, false, 37);
+  // A sequence with no new rows among others: nothing to do for it.
+  RunAttentionCase(*cpu_, ref_, 4, 2, 16, 8, {0, 0, 9}, {0, 12, 0}, false, 38);
+  // Contexts over one 2048-token span: spans merged by the running softmax.
+  RunAttentionCase(*cpu_, ref_, 2, 1, 16, 8, {2100, 4090}, {1, 1}, true, 39);
+  RunAttentionCase(*cpu_, ref_, 2, 2, 16, 16, {2040}, {20}, false, 40);
 }
 
 // The engine draws its sequences' tokens through ParallelForOnHost: every index exactly once,
