@@ -10,12 +10,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "common/cli/flags.h"
 #include "common/half.h"
+#include "common/status.h"
 #include "kernels/cpu/cpu_backend.h"
 
 namespace {
@@ -25,27 +26,44 @@ struct Options {
           kv_heads = 12, head_dim = 64, reps = 30;
 };
 
+// Flags as every bmad command takes them; a bad value is a message naming it and exit 2.
 bool Parse(int argc, char** argv, Options& o) {
-  const std::pair<const char*, int64_t*> flags[] = {
-      {"--seqs", &o.seqs},         {"--context", &o.context}, {"--block-size", &o.block_size},
-      {"--threads", &o.threads},   {"--layers", &o.layers},   {"--heads", &o.heads},
-      {"--kv-heads", &o.kv_heads}, {"--head-dim", &o.head_dim}, {"--reps", &o.reps}};
-  for (int i = 1; i < argc; i += 2) {
-    int64_t* target = nullptr;
-    for (const auto& [name, value] : flags) {
-      if (std::strcmp(argv[i], name) == 0) target = value;
-    }
-    char* end = nullptr;
-    const long long v = i + 1 < argc ? std::strtoll(argv[i + 1], &end, 10) : 0;
-    if (target == nullptr || i + 1 >= argc || *end != '\0' || v <= 0) {
-      std::fprintf(stderr, "bmad-attention-bench: bad flag or value at '%s' (flags take a positive integer)\n",
-                   argv[i]);
-      return false;
-    }
-    *target = v;
+  bmad::cli::Flags flags("bmad-attention-bench [flags]");
+  struct IntFlag {
+    const char* name;
+    int64_t* value;
+    const char* help;
+  };
+  const IntFlag ints[] = {
+      {"seqs", &o.seqs, "Sequences decoding together (default 32)."},
+      {"context", &o.context, "Cached tokens per sequence before the new one (default 192)."},
+      {"block-size", &o.block_size, "Tokens per KV block (default 8)."},
+      {"threads", &o.threads, "Compute threads (default 2)."},
+      {"layers", &o.layers, "Layers per step (default 12)."},
+      {"heads", &o.heads, "Query heads (default 12)."},
+      {"kv-heads", &o.kv_heads, "KV heads, dividing --heads (default 12)."},
+      {"head-dim", &o.head_dim, "Dimensions per head (default 64)."},
+      {"reps", &o.reps, "Steps timed; the best is reported (default 30)."}};
+  for (const IntFlag& f : ints) flags.AddInt(f.name, f.value, f.help);
+  std::vector<std::string> positional;
+  bmad::Status status = flags.Parse({argv + 1, argv + argc}, &positional);
+  if (status.ok() && !positional.empty()) {
+    status = bmad::InvalidArgument("unexpected argument '" + positional[0] + "'");
   }
-  if (o.heads % o.kv_heads != 0) {
-    std::fprintf(stderr, "bmad-attention-bench: --heads must be a multiple of --kv-heads\n");
+  for (const IntFlag& f : ints) {
+    if (status.ok() && *f.value <= 0) {
+      status = bmad::InvalidArgument(std::string("--") + f.name + " must be a positive integer");
+    }
+  }
+  if (status.ok() && o.heads % o.kv_heads != 0) {
+    status = bmad::InvalidArgument("--heads must be a multiple of --kv-heads");
+  }
+  if (flags.help_requested()) {
+    std::printf("%s", flags.Help().c_str());
+    std::exit(0);
+  }
+  if (!status.ok()) {
+    std::fprintf(stderr, "bmad-attention-bench: %s\n", status.ToString().c_str());
     return false;
   }
   return true;
