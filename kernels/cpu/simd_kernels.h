@@ -30,8 +30,7 @@ using DequantRowFn = void (*)(WeightType type, const uint8_t* row, int64_t n, fl
 // out[i] = nearest half-precision value of x[i] (out may be x).
 using RoundHalfFn = void (*)(const float* x, int64_t n, float* out);
 
-// Half <-> float for KV cache rows.
-using HalfToFloatFn = void (*)(const uint16_t* in, int64_t n, float* out);
+// Float to half for KV cache rows.
 using FloatToHalfFn = void (*)(const float* in, int64_t n, uint16_t* out);
 
 // dot(a, b) over n floats.
@@ -82,7 +81,6 @@ struct SimdKernels {
   PanelGemmFn panel_gemm;
   DequantRowFn dequant_row;
   RoundHalfFn round_half;
-  HalfToFloatFn half_to_float;
   FloatToHalfFn float_to_half;
   DotFn dot;
   AttendRowsF16Fn attend_rows_f16;

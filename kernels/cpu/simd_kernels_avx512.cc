@@ -260,10 +260,6 @@ void RoundHalfAvx512(const float* x, int64_t n, float* out) {
   }
 }
 
-void HalfToFloatAvx512(const uint16_t* in, int64_t n, float* out) {
-  DequantRowAvx512(WeightType::kF16, reinterpret_cast<const uint8_t*>(in), n, out);
-}
-
 void FloatToHalfAvx512(const float* in, int64_t n, uint16_t* out) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
@@ -557,11 +553,11 @@ void AttendRowsAvx512(const float* q, int64_t row_stride, int64_t n_rows, int64_
 
 const SimdKernels kAvx512Kernels{"avx512",        DotRowsAvx512,     PanelGemmAvx512,
                                  DequantRowAvx512,
-                                 RoundHalfAvx512, HalfToFloatAvx512, FloatToHalfAvx512,
+                                 RoundHalfAvx512, FloatToHalfAvx512,
                                  DotAvx512,       AttendRowsAvx512};
 const SimdKernels kAvx512VnniKernels{"avx512-vnni",   DotRowsAvx512,     PanelGemmAvx512,
                                      DequantRowAvx512,
-                                     RoundHalfAvx512, HalfToFloatAvx512, FloatToHalfAvx512,
+                                     RoundHalfAvx512, FloatToHalfAvx512,
                                      DotAvx512,       AttendRowsAvx512,  QuantizeQ8RowsVnni,
                                      PanelGemmQ8Vnni};
 

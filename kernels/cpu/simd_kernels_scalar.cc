@@ -63,10 +63,6 @@ void RoundHalfScalar(const float* x, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = RoundToHalf(x[i]);
 }
 
-void HalfToFloatScalar(const uint16_t* in, int64_t n, float* out) {
-  for (int64_t i = 0; i < n; ++i) out[i] = HalfToFloat(in[i]);
-}
-
 void FloatToHalfScalar(const float* in, int64_t n, uint16_t* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = FloatToHalf(in[i]);
 }
@@ -126,7 +122,7 @@ void AttendRowsScalar(const float* q, int64_t row_stride, int64_t n_rows, int64_
 const SimdKernels& ScalarSimdKernels() {
   static const SimdKernels kKernels{"scalar",         DotRowsScalar,     PanelGemmScalar,
                                     DequantRowScalar,
-                                    RoundHalfScalar,  HalfToFloatScalar, FloatToHalfScalar,
+                                    RoundHalfScalar,  FloatToHalfScalar,
                                     DotScalar,        AttendRowsScalar};
   return kKernels;
 }
