@@ -13,10 +13,17 @@ namespace {
 // Rows of W per parallel task in the dot-product regimes: enough work to amortize the handout,
 // small enough to balance 2-64 threads.
 constexpr int64_t kRowsPerTask = 64;
-// Packed panels per parallel task: 192 outputs.
-constexpr int64_t kPanelsPerTask = 12;  // divisible by every NP the kernels use (12, 6, 4, 3)
+// Packed panels per parallel task: 192 outputs, divisible by every NP the kernels use (12, 6,
+// 4, 3). From 7 activation rows every kernel takes 3 panels at a time, and tasks of 6 panels
+// halve the wait for the last task of a narrow product (768 outputs are 4 tasks of 12).
+constexpr int64_t kPanelsPerTask = 12;
+constexpr int64_t kPanelsPerTaskManyRows = 6;
+constexpr int64_t kManyRows = 7;
 // Activation elements below which rounding them (F16, Q8_0) stays on the calling thread.
 constexpr int64_t kParallelActivationElements = 1 << 15;
+// Activation elements up to which each thread of a packed product rounds its own copy (a
+// decode step's rows, up to 64 of the widest input here): at most half a MiB per thread.
+constexpr int64_t kPerThreadInputElements = 1 << 17;
 
 }  // namespace
 
@@ -56,7 +63,7 @@ void MatMulEngine::RunShared(const float* x, int64_t m, std::span<const WeightMa
   if (w0.type == WeightType::kQ8_0 && simd_.panel_gemm_q8 != nullptr) {
     RunPanelsQ8(x, m, ws, ys);
   } else {
-    RunPanels(RoundedInput(x, m, w0), m, ws, ys);
+    RunPanels(x, m, ws, ys);
   }
 }
 
@@ -100,31 +107,51 @@ void MatMulEngine::ForRowBlocks(int64_t m, int64_t k,
 }
 
 void MatMulEngine::ForPanelGroups(
-    std::span<const WeightMatrix* const> ws,
-    const std::function<void(size_t, const uint8_t*, int64_t, int64_t)>& fn) {
+    int64_t m, std::span<const WeightMatrix* const> ws,
+    const std::function<void(size_t, const uint8_t*, int64_t, int64_t, int)>& fn) {
   // Task t is group t - first[i] of weight i, for the i whose range holds it.
+  const int64_t panels_per_task = m >= kManyRows ? kPanelsPerTaskManyRows : kPanelsPerTask;
   std::vector<int64_t>& first = task_starts_;
   first.assign(1, 0);
   for (const WeightMatrix* w : ws) {
-    first.push_back(first.back() + (PanelCount(w->rows) + kPanelsPerTask - 1) / kPanelsPerTask);
+    first.push_back(first.back() + (PanelCount(w->rows) + panels_per_task - 1) / panels_per_task);
   }
-  pool_.ParallelFor(first.back(), 1, [&](int64_t begin, int64_t end, int) {
+  pool_.ParallelFor(first.back(), 1, [&](int64_t begin, int64_t end, int thread) {
     size_t i = 0;
     for (int64_t t = begin; t < end; ++t) {
       while (t >= first[i + 1]) ++i;
       const WeightMatrix& w = *ws[i];
-      const int64_t p0 = (t - first[i]) * kPanelsPerTask;
+      const int64_t p0 = (t - first[i]) * panels_per_task;
       fn(i, static_cast<const uint8_t*>(w.data) + static_cast<size_t>(p0) * w.row_bytes,
-         p0 * kPanelRows, std::min(kPanelsPerTask * kPanelRows, w.rows - p0 * kPanelRows));
+         p0 * kPanelRows, std::min(panels_per_task * kPanelRows, w.rows - p0 * kPanelRows), thread);
     }
   });
 }
 
 void MatMulEngine::RunPanels(const float* x, int64_t m, std::span<const WeightMatrix* const> ws,
                              std::span<float* const> ys) {
-  ForPanelGroups(ws, [&](size_t i, const uint8_t* panels, int64_t first, int64_t rows) {
+  const int64_t k = ws[0]->cols;
+  const WeightType type = ws[0]->type;
+  // F16 and, without VNNI, Q8_0 products take rounded activations; F32 ones take x as it is.
+  const bool rounds = type != WeightType::kF32;
+  const bool per_thread = rounds && PrepareInputPerThread(m, k);
+  const float* shared = rounds && !per_thread ? RoundedInput(x, m, *ws[0]) : x;
+  ForPanelGroups(m, ws, [&](size_t i, const uint8_t* panels, int64_t first, int64_t rows, int thread) {
+    const float* input = shared;
+    if (per_thread) {
+      float* own = scratch_.Get(thread, static_cast<size_t>(m * k));
+      if (!input_ready_[thread]) {
+        if (type == WeightType::kF16) {
+          simd_.round_half(x, m * k, own);
+        } else {
+          RoundToQ8_0(x, m * k, own);
+        }
+        input_ready_[thread] = 1;
+      }
+      input = own;
+    }
     const WeightMatrix& w = *ws[i];
-    simd_.panel_gemm(w.type, panels, w.row_bytes, rows, x, w.cols, m, w.cols, ys[i] + first,
+    simd_.panel_gemm(w.type, panels, w.row_bytes, rows, input, w.cols, m, w.cols, ys[i] + first,
                      w.rows);
   });
 }
@@ -133,15 +160,40 @@ void MatMulEngine::RunPanelsQ8(const float* x, int64_t m, std::span<const Weight
                                std::span<float* const> ys) {
   const int64_t k = ws[0]->cols;
   const size_t row_bytes = Q8ActivationRowBytes(k);
-  const size_t bytes = row_bytes * static_cast<size_t>(m);
-  auto* xq = reinterpret_cast<uint8_t*>(scratch_.Get(pool_.size(), (bytes + 3) / 4));
-  ForRowBlocks(m, k, [&](int64_t r0, int64_t rows) {
-    simd_.quantize_q8_rows(x + r0 * k, rows, k, xq + static_cast<size_t>(r0) * row_bytes);
-  });
-  ForPanelGroups(ws, [&](size_t i, const uint8_t* panels, int64_t first, int64_t rows) {
+  const size_t floats = (row_bytes * static_cast<size_t>(m) + 3) / 4;
+  const bool per_thread = PrepareInputPerThread(m, k);
+  uint8_t* shared = nullptr;
+  if (!per_thread) {
+    shared = reinterpret_cast<uint8_t*>(scratch_.Get(pool_.size(), floats));
+    ForRowBlocks(m, k, [&](int64_t r0, int64_t rows) {
+      simd_.quantize_q8_rows(x + r0 * k, rows, k, shared + static_cast<size_t>(r0) * row_bytes);
+    });
+  }
+  ForPanelGroups(m, ws, [&](size_t i, const uint8_t* panels, int64_t first, int64_t rows, int thread) {
+    const uint8_t* input = shared;
+    if (per_thread) {
+      auto* own = reinterpret_cast<uint8_t*>(scratch_.Get(thread, floats));
+      if (!input_ready_[thread]) {
+        simd_.quantize_q8_rows(x, m, k, own);
+        input_ready_[thread] = 1;
+      }
+      input = own;
+    }
     const WeightMatrix& w = *ws[i];
-    simd_.panel_gemm_q8(panels, w.row_bytes, rows, xq, m, k, ys[i] + first, w.rows);
+    simd_.panel_gemm_q8(panels, w.row_bytes, rows, input, m, k, ys[i] + first, w.rows);
   });
+}
+
+bool MatMulEngine::PrepareInputPerThread(int64_t m, int64_t k) {
+  // A decode step's few rows: each thread rounds its own copy, on its first task. Rounding
+  // them once on the calling thread would leave the others waiting, and then every thread
+  // would read a buffer another core has just written, line by line (measured: the serial
+  // rounding took a tenth of a 16-row F16 step's matmul time, nearly all in store stalls).
+  // A prefill chunk's many rows are rounded once, in parallel, into one shared buffer.
+  if (m * k > kPerThreadInputElements || pool_.size() == 1) return false;
+  scratch_.Reserve(pool_.size(), static_cast<size_t>(m * k));
+  input_ready_.assign(static_cast<size_t>(pool_.size()), 0);
+  return true;
 }
 
 void MatMulEngine::RunSgemm(const float* x, int64_t m, const WeightMatrix& w, float* y) {

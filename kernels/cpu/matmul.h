@@ -44,11 +44,15 @@ class MatMulEngine {
  private:
   // fn(first_row, rows) over [0, m) in blocks, on the pool when m x k is large.
   void ForRowBlocks(int64_t m, int64_t k, const std::function<void(int64_t, int64_t)>& fn);
-  // fn(weight index, first panel, first output row, rows) for each group of kPanelsPerTask
-  // packed panels of every weight in ws, in one loop on the pool.
+  // fn(weight index, first panel, first output row, rows, thread) for each group of packed
+  // panels (how many depends on the m activation rows) of every weight in ws, in one loop on
+  // the pool.
   void ForPanelGroups(
-      std::span<const WeightMatrix* const> ws,
-      const std::function<void(size_t, const uint8_t*, int64_t, int64_t)>& fn);
+      int64_t m, std::span<const WeightMatrix* const> ws,
+      const std::function<void(size_t, const uint8_t*, int64_t, int64_t, int)>& fn);
+  // Whether the panel loop's threads each prepare (round or quantize) their own copy of the
+  // m x k activations in their scratch slot; if so, reserves the slots and clears input_ready_.
+  bool PrepareInputPerThread(int64_t m, int64_t k);
   // x rounded as products with weights of w's type take it (F16, or Q8_0 values without VNNI);
   // x itself for F32.
   const float* RoundedInput(const float* x, int64_t m, const WeightMatrix& w);
@@ -64,6 +68,7 @@ class MatMulEngine {
   ScratchBuffers& scratch_;
   const bool sgemm_for_rows_layout_;
   std::vector<int64_t> task_starts_;  // ForPanelGroups' first task of each weight
+  std::vector<uint8_t> input_ready_;  // per thread: its copy of this loop's input is prepared
 };
 
 }  // namespace bmad::kernels::cpu

@@ -165,10 +165,11 @@ TEST_P(BackendOpsTest, PreparedMatMulMatchesReferenceAndIsBatchInvariant) {
   }
 }
 
-// A prefill-sized batch (its activations are rounded to F16 / Q8_0 on several threads): every
-// row bit-identical to that row multiplied alone.
+// A prefill-sized batch (its activations are rounded to F16 / Q8_0 once, on several threads,
+// where a decode step's few rows are rounded by each thread for itself): every row
+// bit-identical to that row multiplied alone.
 TEST_P(BackendOpsTest, PreparedMatMulLargeBatchRowsEqualSingleRows) {
-  const int64_t m = 300, n = 40, k = 256;
+  const int64_t m = 600, n = 40, k = 256;
   uint64_t seed = 500;
   for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kQ8_0}) {
     OwnedWeights w = MakeWeights(type, n, k, ++seed);
@@ -176,7 +177,7 @@ TEST_P(BackendOpsTest, PreparedMatMulLargeBatchRowsEqualSingleRows) {
     const std::vector<float> x = Random(static_cast<size_t>(m * k), ++seed);
     std::vector<float> all(static_cast<size_t>(m * n)), one(static_cast<size_t>(n));
     cpu_->MatMul(x.data(), m, prepared.view, all.data());
-    for (int64_t r : {0, 1, 127, 128, 255, 299}) {
+    for (int64_t r : {0, 1, 127, 128, 255, 299, 511, 599}) {
       cpu_->MatMul(x.data() + r * k, 1, prepared.view, one.data());
       for (int64_t i = 0; i < n; ++i) {
         ASSERT_EQ(one[static_cast<size_t>(i)], all[static_cast<size_t>(r * n + i)])
