@@ -13,6 +13,10 @@ namespace {
 
 // Below this many elements an element-wise op runs on the calling thread alone.
 constexpr int64_t kParallelElements = 1 << 15;
+// RMSNorm splits rows among the threads from here (a decode step of 8 rows of width 768 is
+// 6K): the next op is a product every thread reads the whole output of, so a norm left to the
+// calling thread is both a wait for the others and a buffer they must all fetch from its core.
+constexpr int64_t kParallelNormElements = 1 << 12;
 // Query rows per prefill attention task, at most.
 constexpr int64_t kPrefillRowsPerTask = 16;
 // Attention takes the context in spans of about this many tokens (AttendRowsF16Fn).
@@ -78,28 +82,50 @@ void CpuBackend::RmsNorm(const float* x, const float* weight, int64_t rows, int6
       for (int64_t i = 0; i < dim; ++i) o[i] = xr[i] * scale * weight[i];
     }
   };
-  if (rows * dim < kParallelElements) {
+  if (rows * dim < kParallelNormElements) {
     norm_rows(0, rows, 0);
   } else {
-    pool_.ParallelFor(rows, 4, norm_rows);
+    const int64_t grain = std::max<int64_t>(1, (kParallelElements / 8) / dim);
+    pool_.ParallelFor(rows, grain, norm_rows);
   }
+}
+
+const float* CpuBackend::RopeAngles(std::span<const int32_t> positions, const RopeConfig& rope) {
+  const bool same = rope.rope_dim == rope_config_.rope_dim &&
+                    rope.freq_base == rope_config_.freq_base &&
+                    rope.freq_scale == rope_config_.freq_scale &&
+                    std::equal(positions.begin(), positions.end(), rope_positions_.begin(),
+                               rope_positions_.end());
+  if (same) return rope_angles_.data();
+  const int64_t half = rope.rope_dim / 2;
+  rope_inv_freq_.resize(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i) {
+    rope_inv_freq_[static_cast<size_t>(i)] =
+        std::pow(double(rope.freq_base), -2.0 * double(i) / double(rope.rope_dim));
+  }
+  rope_angles_.resize(positions.size() * static_cast<size_t>(2 * half));
+  for (size_t t = 0; t < positions.size(); ++t) {
+    const float pos = static_cast<float>(positions[t]) * rope.freq_scale;
+    float* cos_sin = rope_angles_.data() + t * static_cast<size_t>(2 * half);
+    for (int64_t i = 0; i < half; ++i) {
+      const double theta = double(pos) * rope_inv_freq_[static_cast<size_t>(i)];
+      cos_sin[2 * i] = static_cast<float>(std::cos(theta));
+      cos_sin[2 * i + 1] = static_cast<float>(std::sin(theta));
+    }
+  }
+  rope_positions_.assign(positions.begin(), positions.end());
+  rope_config_ = rope;
+  return rope_angles_.data();
 }
 
 void CpuBackend::Rope(float* x, std::span<const int32_t> positions, int64_t n_heads,
                       int64_t head_dim, const RopeConfig& rope) {
   const int64_t half = rope.rope_dim / 2;
   const int64_t rows = static_cast<int64_t>(positions.size());
+  const float* angles = RopeAngles(positions, rope);
   auto rotate_rows = [&](int64_t begin, int64_t end, int) {
-    float cos_sin[2 * 256];
     for (int64_t t = begin; t < end; ++t) {
-      const float pos = static_cast<float>(positions[static_cast<size_t>(t)]) * rope.freq_scale;
-      for (int64_t i = 0; i < half; ++i) {
-        const double inv_freq =
-            std::pow(double(rope.freq_base), -2.0 * double(i) / double(rope.rope_dim));
-        const double theta = double(pos) * inv_freq;
-        cos_sin[2 * i] = static_cast<float>(std::cos(theta));
-        cos_sin[2 * i + 1] = static_cast<float>(std::sin(theta));
-      }
+      const float* cos_sin = angles + t * 2 * half;
       for (int64_t h = 0; h < n_heads; ++h) {
         float* v = x + (t * n_heads + h) * head_dim;
         for (int64_t i = 0; i < half; ++i) {
@@ -166,21 +192,28 @@ void CpuBackend::Softmax(float* x, int64_t rows, int64_t n) {
 
 void CpuBackend::Argmax(const float* x, int64_t rows, int64_t n, int32_t* out) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = x + r * n;
-    int64_t best = -1;
-    float best_value = -kInf;
-    for (int64_t i = 0; i < n; ++i) {
-      if (!(row[i] < kInf)) {  // NaN or +inf
-        best = -1;
-        break;
+  auto argmax_rows = [&](int64_t begin, int64_t end, int) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* row = x + r * n;
+      int64_t best = -1;
+      float best_value = -kInf;
+      for (int64_t i = 0; i < n; ++i) {
+        if (!(row[i] < kInf)) {  // NaN or +inf
+          best = -1;
+          break;
+        }
+        if (row[i] > best_value) {  // strict: ties keep the lowest index; -inf is never taken
+          best_value = row[i];
+          best = i;
+        }
       }
-      if (row[i] > best_value) {  // strict: ties keep the lowest index; -inf is never taken
-        best_value = row[i];
-        best = i;
-      }
+      out[r] = static_cast<int32_t>(best);
     }
-    out[r] = static_cast<int32_t>(best);
+  };
+  if (rows * n < kParallelElements) {
+    argmax_rows(0, rows, 0);
+  } else {
+    pool_.ParallelFor(rows, 1, argmax_rows);
   }
 }
 

@@ -67,6 +67,10 @@ class CpuBackend final : public Backend {
   void RunAttention(const KvLayerView& cache, const float* q,
                     std::span<const AttentionSequence> sequences, int64_t n_heads, float scale,
                     int64_t kv_heads_per_task, int64_t max_rows_per_task, float* out);
+  // cos and sin of every rotated pair at each of `positions` ([row][pair][cos, sin]); the table
+  // of the previous call when positions and config are the same (the queries and keys of every
+  // layer of a step rotate by the same angles).
+  const float* RopeAngles(std::span<const int32_t> positions, const RopeConfig& rope);
   const cpu::SimdKernels& simd_;
   cpu::ThreadPool pool_;
   cpu::ScratchBuffers scratch_;  // one slot per thread, plus the matmul's input slot
@@ -74,6 +78,10 @@ class CpuBackend final : public Backend {
   cpu::MatMulEngine matmul_;
   MemoryHooks hooks_;
   std::vector<AttentionTask> tasks_;
+  std::vector<double> rope_inv_freq_;
+  std::vector<float> rope_angles_;
+  std::vector<int32_t> rope_positions_;  // what rope_angles_ holds
+  RopeConfig rope_config_;
 };
 
 }  // namespace bmad::kernels

@@ -238,7 +238,7 @@ TEST_P(BackendOpsTest, EmbeddingNormRopeSwiGluSoftmaxArgmax) {
     ExpectClose(got, want, 0, "embedding");
   }
   for (int64_t dim : {8, 64, 97, 768}) {
-    const int64_t rows = 5;
+    const int64_t rows = 9;  // 9 x 768 is split among the threads
     const auto x = Random(static_cast<size_t>(rows * dim), 9);
     const auto weight = Random(static_cast<size_t>(dim), 10);
     std::vector<float> got(x.size()), want(x.size());
@@ -290,6 +290,12 @@ TEST_P(BackendOpsTest, EmbeddingNormRopeSwiGluSoftmaxArgmax) {
     EXPECT_EQ(got[0], 1);
     EXPECT_EQ(got[1], 1);
     EXPECT_EQ(got[0], expect[0]);
+    // Rows enough to be split among the threads.
+    const auto many = Random(7 * 10000, 17);
+    int32_t many_got[7], many_expect[7];
+    cpu_->Argmax(many.data(), 7, 10000, many_got);
+    ref_.Argmax(many.data(), 7, 10000, many_expect);
+    for (int r = 0; r < 7; ++r) EXPECT_EQ(many_got[r], many_expect[r]) << "row " << r;
     // What the host sampler refuses gives -1: a NaN, +inf, nothing above -inf. -inf elsewhere
     // is never picked.
     const float inf = std::numeric_limits<float>::infinity();
@@ -302,6 +308,33 @@ TEST_P(BackendOpsTest, EmbeddingNormRopeSwiGluSoftmaxArgmax) {
       EXPECT_EQ(odd_got[r], (std::array<int32_t, 4>{2, -1, -1, -1})[r]) << "row " << r;
       EXPECT_EQ(odd_expect[r], odd_got[r]) << "row " << r;
     }
+  }
+}
+
+// The CPU backend keeps the angles of its last rotation (every layer of a step rotates by the
+// same ones): other positions, another config, fewer rows, and a batch large enough to be split
+// among the threads must each get their own.
+TEST_P(BackendOpsTest, RopeAfterOtherPositionsAndConfigs) {
+  const int64_t heads = 4, head_dim = 64;
+  std::vector<int32_t> many(200);
+  for (size_t i = 0; i < many.size(); ++i) many[i] = static_cast<int32_t>(3 * i + 1);
+  struct Case {
+    std::vector<int32_t> pos;
+    RopeConfig rope;
+  };
+  const std::vector<int32_t> a = {0, 1, 5, 511}, b = {1, 2, 6, 512};
+  const std::vector<Case> cases = {
+      {a, {64, 10000.0f, 1.0f}}, {a, {64, 10000.0f, 1.0f}}, {b, {64, 10000.0f, 1.0f}},
+      {a, {64, 500000.0f, 1.0f}}, {a, {64, 500000.0f, 0.25f}}, {a, {32, 500000.0f, 0.25f}},
+      {{0, 1, 5}, {32, 500000.0f, 0.25f}}, {many, {64, 10000.0f, 1.0f}}, {a, {64, 10000.0f, 1.0f}}};
+  uint64_t seed = 40;
+  for (size_t c = 0; c < cases.size(); ++c) {
+    const Case& k = cases[c];
+    auto x = Random(k.pos.size() * static_cast<size_t>(heads * head_dim), ++seed);
+    auto want = x;
+    cpu_->Rope(x.data(), k.pos, heads, head_dim, k.rope);
+    ref_.Rope(want.data(), k.pos, heads, head_dim, k.rope);
+    ExpectClose(x, want, 2e-5, "rope case " + std::to_string(c));
   }
 }
 
