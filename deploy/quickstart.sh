@@ -52,12 +52,16 @@ if [ -z "$model" ]; then
 fi
 [ -f "$model" ] || { echo "quickstart: no such model file: $model" >&2; exit 2; }
 
-# Free ports on 127.0.0.1 (so a second cluster or another server never collides).
+# Free ports on 127.0.0.1 (so a second cluster or another server never collides), below the
+# kernel's ephemeral range, where the source port of some outgoing connection could take one
+# between this check and the server's bind.
 # free_port [N]: the first of N consecutive free ports (replica i's /metrics is worker_port + i).
+ephemeral_low=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+[ "${ephemeral_low:-0}" -gt 12000 ] 2>/dev/null || ephemeral_low=32768
 free_port() {
   local n=${1:-1} p i
   while true; do
-    p=$(( (RANDOM << 2 | RANDOM % 4) % 30000 + 20000 ))
+    p=$(( (RANDOM << 2 | RANDOM % 4) % (ephemeral_low - 10000 - n) + 10000 ))
     for ((i = 0; i < n; i++)); do
       (exec 3<>"/dev/tcp/127.0.0.1/$((p + i))") 2>/dev/null && continue 2
     done
@@ -79,6 +83,14 @@ for _ in $(seq 300); do
   # Until the coordinator listens, curl fails: that is "not yet", not an error (set -e would exit).
   live=$(curl -fsS "http://127.0.0.1:$http_port/metrics" 2>/dev/null | awk '/^bmad_coordinator_live_replicas /{print $2}' || true)
   [ "${live:-0}" = "2" ] && break
+  # A process that exited while starting will not come up: say which, with its log, now.
+  for f in "$state"/*.pid; do
+    kill -0 "$(cat "$f")" 2>/dev/null && continue
+    name=$(basename "$f" .pid)
+    echo "quickstart: $name exited while starting; the end of $state/$name.log:" >&2
+    tail -n 30 "$state/$name.log" >&2
+    exit 1
+  done
   sleep 0.2
 done
 [ "${live:-0}" = "2" ] || { echo "quickstart: replicas did not come up; logs in $state" >&2; tail -n 20 "$state"/*.log >&2; exit 1; }

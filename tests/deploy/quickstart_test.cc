@@ -41,6 +41,43 @@ std::string SlowCoordinatorBin(const std::string& dir) {
   return dir;
 }
 
+// A bin folder whose worker exits at once with a message, as one that cannot bind its port would.
+std::string FailingWorkerBin(const std::string& dir) {
+  const std::string real = std::string(BMAD_BINARY_DIR) + "/bin";
+  std::filesystem::create_directories(dir);
+  for (const char* name : {"bmad", "bmad-coordinator"}) {
+    std::filesystem::create_symlink(real + "/" + name, dir + "/" + name);
+  }
+  WriteTextFile(dir + "/bmad-worker", "#!/bin/sh\necho 'worker: simulated start-up failure' >&2\nexit 3\n");
+  std::filesystem::permissions(dir + "/bmad-worker", std::filesystem::perms::owner_all);
+  return dir;
+}
+
+// A replica that dies while starting is reported as soon as it is gone, with its log, rather
+// than after the whole wait for replicas to come up; and the rest is stopped.
+TEST(QuickstartTest, AReplicaThatExitsWhileStartingIsReportedWithItsLog) {
+  const std::string dir = MakeTempDir("bmad-quickstart-fail-");
+  const std::string state = dir + "/state";
+  StopClusterOnExit guard{state};
+  const CommandResult run =
+      RunCommand({kSource + "/deploy/quickstart.sh"}, 240s,
+                 {{"BMAD_QUICKSTART_BIN", FailingWorkerBin(dir + "/bin")},
+                  {"BMAD_QUICKSTART_STATE", state}});
+  const std::string both = run.out + "\n--- stderr ---\n" + run.err;
+  EXPECT_EQ(run.status, 1) << both;
+  EXPECT_TRUE(Contains(run.err, "exited while starting")) << both;
+  EXPECT_TRUE(Contains(run.err, "replica-")) << both;
+  EXPECT_TRUE(Contains(run.err, "simulated start-up failure")) << both;
+  EXPECT_FALSE(Contains(run.err, "did not come up")) << both;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(e.path() / "cmdline", std::ios::binary);
+    const std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_FALSE(Contains(cmdline, state)) << "pid " << name << " still runs: " << cmdline;
+  }
+}
+
 TEST(QuickstartTest, ServesThroughEveryFrontDoorAndStopsEverything) {
   const std::string dir = MakeTempDir("bmad-quickstart-");
   const std::string state = dir + "/state";
