@@ -78,6 +78,16 @@ config=$root/deploy/config/local.yaml
 ./deploy/cluster.sh start --config "$config" "${sets[@]}" --state "$state" --bin "$bin"
 trap '[ $keep -eq 1 ] || ./deploy/cluster.sh stop --state "$state" >/dev/null' EXIT
 
+# running PID: the process exists and has not exited (a zombie whose parent has not reaped it
+# yet has).
+running() {
+  kill -0 "$1" 2>/dev/null || return 1
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+  stat=${stat##*) }
+  [ "${stat%% *}" != Z ]
+}
+
 echo "== waiting for both replicas"
 for _ in $(seq 300); do
   # Until the coordinator listens, curl fails: that is "not yet", not an error (set -e would exit).
@@ -85,7 +95,8 @@ for _ in $(seq 300); do
   [ "${live:-0}" = "2" ] && break
   # A process that exited while starting will not come up: say which, with its log, now.
   for f in "$state"/*.pid; do
-    kill -0 "$(cat "$f")" 2>/dev/null && continue
+    [ -f "$f" ] || continue
+    running "$(cat "$f")" && continue
     name=$(basename "$f" .pid)
     echo "quickstart: $name exited while starting; the end of $state/$name.log:" >&2
     tail -n 30 "$state/$name.log" >&2

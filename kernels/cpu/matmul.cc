@@ -134,7 +134,7 @@ void MatMulEngine::RunPanels(const float* x, int64_t m, std::span<const WeightMa
   const WeightType type = ws[0]->type;
   // F16 and, without VNNI, Q8_0 products take rounded activations; F32 ones take x as it is.
   const bool rounds = type != WeightType::kF32;
-  const bool per_thread = rounds && PrepareInputPerThread(m, k);
+  const bool per_thread = rounds && PrepareInputPerThread(m, k, static_cast<size_t>(m * k));
   const float* shared = rounds && !per_thread ? RoundedInput(x, m, *ws[0]) : x;
   ForPanelGroups(m, ws, [&](size_t i, const uint8_t* panels, int64_t first, int64_t rows, int thread) {
     const float* input = shared;
@@ -161,7 +161,7 @@ void MatMulEngine::RunPanelsQ8(const float* x, int64_t m, std::span<const Weight
   const int64_t k = ws[0]->cols;
   const size_t row_bytes = Q8ActivationRowBytes(k);
   const size_t floats = (row_bytes * static_cast<size_t>(m) + 3) / 4;
-  const bool per_thread = PrepareInputPerThread(m, k);
+  const bool per_thread = PrepareInputPerThread(m, k, floats);
   uint8_t* shared = nullptr;
   if (!per_thread) {
     shared = reinterpret_cast<uint8_t*>(scratch_.Get(pool_.size(), floats));
@@ -184,14 +184,14 @@ void MatMulEngine::RunPanelsQ8(const float* x, int64_t m, std::span<const Weight
   });
 }
 
-bool MatMulEngine::PrepareInputPerThread(int64_t m, int64_t k) {
+bool MatMulEngine::PrepareInputPerThread(int64_t m, int64_t k, size_t floats) {
   // A decode step's few rows: each thread rounds its own copy, on its first task. Rounding
   // them once on the calling thread would leave the others waiting, and then every thread
   // would read a buffer another core has just written, line by line (measured: the serial
   // rounding took a tenth of a 16-row F16 step's matmul time, nearly all in store stalls).
   // A prefill chunk's many rows are rounded once, in parallel, into one shared buffer.
   if (m * k > kPerThreadInputElements || pool_.size() == 1) return false;
-  scratch_.Reserve(pool_.size(), static_cast<size_t>(m * k));
+  scratch_.Reserve(pool_.size(), floats);
   input_ready_.assign(static_cast<size_t>(pool_.size()), 0);
   return true;
 }

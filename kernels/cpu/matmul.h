@@ -51,8 +51,9 @@ class MatMulEngine {
       int64_t m, std::span<const WeightMatrix* const> ws,
       const std::function<void(size_t, const uint8_t*, int64_t, int64_t, int)>& fn);
   // Whether the panel loop's threads each prepare (round or quantize) their own copy of the
-  // m x k activations in their scratch slot; if so, reserves the slots and clears input_ready_.
-  bool PrepareInputPerThread(int64_t m, int64_t k);
+  // m x k activations in their scratch slot; if so, reserves `floats` in each thread's slot and
+  // clears input_ready_.
+  bool PrepareInputPerThread(int64_t m, int64_t k, size_t floats);
   // x rounded as products with weights of w's type take it (F16, or Q8_0 values without VNNI);
   // x itself for F32.
   const float* RoundedInput(const float* x, int64_t m, const WeightMatrix& w);
