@@ -5,6 +5,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <fstream>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -13,7 +15,7 @@ namespace bmad::testing {
 
 namespace {
 
-// A socket bound to 127.0.0.1:port (0: any free port), or -1 when the port is taken.
+// A socket bound to 127.0.0.1:port, or -1 when the port is taken.
 int BindLoopback(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) throw std::runtime_error("socket() failed");
@@ -23,17 +25,22 @@ int BindLoopback(int port) {
   addr.sin_port = htons(static_cast<uint16_t>(port));
   if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     close(fd);
-    if (port == 0) throw std::runtime_error("bind(127.0.0.1:0) failed");
     return -1;
   }
   return fd;
 }
 
-int BoundPort(int fd) {
-  sockaddr_in addr{};
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  return ntohs(addr.sin_port);
+// Ports are drawn from [kLowestPort, the kernel's ephemeral range), not by binding port 0: that
+// hands out ports of the ephemeral range, where the source port of any outgoing connection
+// (thousands, in a parallel test run) can take the port between this check and the server's
+// bind. That happened: a coordinator's /metrics port, picked free, was "address in use".
+constexpr int kLowestPort = 10000;
+
+int EphemeralLow() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0;
+  if (!(in >> low) || low <= kLowestPort + 1000 || low > 65535) return 32768;
+  return low;
 }
 
 }  // namespace
@@ -41,12 +48,15 @@ int BoundPort(int fd) {
 int PickFreePort() { return PickFreePorts(1); }
 
 int PickFreePorts(int count) {
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    // Hold the base and each next port while checking the rest, so none is counted twice.
-    std::vector<int> held = {BindLoopback(0)};
-    const int base = BoundPort(held[0]);
-    bool all_free = base + count - 1 <= 65535;
-    for (int i = 1; i < count && all_free; ++i) {
+  if (count < 1 || count > 1000) throw std::invalid_argument("PickFreePorts: bad count");
+  static std::mt19937 rng(std::random_device{}() ^ static_cast<unsigned>(getpid()));
+  std::uniform_int_distribution<int> draw(kLowestPort, EphemeralLow() - count);
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    // Hold each port while checking the rest, so a run is free all at once.
+    const int base = draw(rng);
+    std::vector<int> held;
+    bool all_free = true;
+    for (int i = 0; i < count && all_free; ++i) {
       const int fd = BindLoopback(base + i);
       if (fd < 0) all_free = false;
       else held.push_back(fd);

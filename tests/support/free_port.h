@@ -1,5 +1,6 @@
 // A TCP port on 127.0.0.1 that was free a moment ago, for servers that cannot bind port 0
-// themselves (Prometheus). Ports are drawn from a range outside the usual service ports.
+// themselves (Prometheus, the coordinator's configured ports). Ports are drawn at random from
+// 10000 up to the kernel's ephemeral range, which outgoing connections take their ports from.
 #pragma once
 
 namespace bmad::testing {
