@@ -3,8 +3,12 @@
 // complete; a client that disconnects mid-stream gets its request cancelled and its KV blocks
 // freed; kill -9 of a replica mid-stream loses nothing (migrated requests finish with the same
 // text); garbage at every door gets a clear error while the cluster keeps serving.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <nlohmann/json.hpp>
@@ -12,6 +16,7 @@
 
 #include "common/proto/frames.h"
 #include "coordinator/client/client.h"
+#include "tests/support/free_port.h"
 #include "tests/support/local_cluster.h"
 #include "tests/support/local_greedy.h"
 #include "tests/support/paths.h"
@@ -74,6 +79,27 @@ TEST(ClusterTest, GreedyOverHttpEqualsLocalGenerate) {
     EXPECT_EQ(s.text, want) << model;
     EXPECT_EQ(s.completion_tokens, 32);
   }
+}
+
+// The harness itself: a process that exits while the cluster starts (here the coordinator,
+// whose /metrics port another socket holds) is named at once, with the logs, instead of after
+// the whole wait for replicas.
+TEST(ClusterTest, AProcessThatExitsWhileStartingIsNamed) {
+  const int port = PickFreePort();
+  const int holder = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  ASSERT_EQ(bind(holder, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(holder, 1), 0);
+  LocalCluster cluster({Stories(), 1, 0, {"metrics.coordinator_port=" + std::to_string(port)}});
+  std::string error;
+  EXPECT_FALSE(cluster.Start(&error));
+  close(holder);
+  EXPECT_NE(error.find("the coordinator exited while the cluster was starting"), std::string::npos)
+      << error;
+  EXPECT_NE(error.find(std::to_string(port)), std::string::npos) << error;
 }
 
 TEST(ClusterTest, GreedyOverTheSocketEqualsLocalGenerate) {

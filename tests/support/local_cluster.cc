@@ -108,9 +108,22 @@ bool LocalCluster::Start(std::string* error) {
     }
   }
   const int want = index;
-  if (!WaitFor([&] { return LiveReplicas() == want; }, 60s, 100ms)) {
-    *error = "the cluster did not come up (" + std::to_string(LiveReplicas()) + " of " +
-             std::to_string(want) + " replicas live)\n" + Logs();
+  // A process that exits while starting (a port taken, a bad flag) will not come up: stop
+  // waiting as soon as one has, and say which.
+  std::string exited;
+  auto any_exited = [&] {
+    if (!coordinator_->running()) exited = "the coordinator";
+    for (size_t i = 0; i < replicas_.size() && exited.empty(); ++i) {
+      if (!replicas_[i]->running()) exited = "replica " + std::to_string(i);
+    }
+    return !exited.empty();
+  };
+  if (!WaitFor([&] { return LiveReplicas() == want || any_exited(); }, 60s, 100ms) ||
+      !exited.empty()) {
+    *error = (exited.empty() ? "the cluster did not come up (" + std::to_string(LiveReplicas()) +
+                                   " of " + std::to_string(want) + " replicas live)"
+                             : exited + " exited while the cluster was starting") +
+             "\n" + Logs();
     return false;
   }
   return true;
