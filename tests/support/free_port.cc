@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <mutex>
 #include <random>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -49,7 +51,13 @@ int PickFreePort() { return PickFreePorts(1); }
 
 int PickFreePorts(int count) {
   if (count < 1 || count > 1000) throw std::invalid_argument("PickFreePorts: bad count");
+  // A port handed out is not bound until its server starts, so it looks free to the next call:
+  // remember every port this process has handed out and never hand it out again (a cluster
+  // picks five or six ports before starting anything; two of them once came out the same).
+  static std::mutex mutex;
+  static std::set<int> handed_out;
   static std::mt19937 rng(std::random_device{}() ^ static_cast<unsigned>(getpid()));
+  std::lock_guard<std::mutex> lock(mutex);
   std::uniform_int_distribution<int> draw(kLowestPort, EphemeralLow() - count);
   for (int attempt = 0; attempt < 1000; ++attempt) {
     // Hold each port while checking the rest, so a run is free all at once.
@@ -57,12 +65,15 @@ int PickFreePorts(int count) {
     std::vector<int> held;
     bool all_free = true;
     for (int i = 0; i < count && all_free; ++i) {
-      const int fd = BindLoopback(base + i);
+      const int fd = handed_out.count(base + i) ? -1 : BindLoopback(base + i);
       if (fd < 0) all_free = false;
       else held.push_back(fd);
     }
     for (int fd : held) close(fd);
-    if (all_free) return base;
+    if (all_free) {
+      for (int i = 0; i < count; ++i) handed_out.insert(base + i);
+      return base;
+    }
   }
   throw std::runtime_error("no run of " + std::to_string(count) + " free ports on 127.0.0.1");
 }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <set>
 
 namespace bmad::testing {
 namespace {
@@ -47,6 +48,20 @@ TEST(FreePortTest, ARunOfPortsIsFreeTogether) {
   EXPECT_GE(base, 10000);
   EXPECT_LT(base + 3, low);
   for (int i = 0; i < 4; ++i) EXPECT_TRUE(CanBind(base + i)) << base + i;
+}
+
+// A port is not bound until its server starts, so it still looks free: no port is handed out
+// twice in one process, or a cluster's ports could collide (a replica's /metrics once came out
+// as the coordinator's worker port). 500 draws from ~22K ports repeat one nearly always when
+// nothing prevents it.
+TEST(FreePortTest, NoPortIsHandedOutTwice) {
+  std::set<int> seen;
+  const int base = PickFreePorts(3);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(seen.insert(base + i).second) << base + i;
+  for (int i = 0; i < 500; ++i) {
+    const int port = PickFreePort();
+    EXPECT_TRUE(seen.insert(port).second) << "port " << port << " handed out twice";
+  }
 }
 
 }  // namespace
