@@ -25,7 +25,14 @@ if [ ! -f "$MODEL" ]; then
     --vocab-from ../shared/models/llama-2-tiny-random.gguf --dtype f16 --text-only >/dev/null
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# free_ports N: N distinct free ports on 127.0.0.1 (all held at once while picked, so no two are
+# the same).
+free_ports() {
+  python3 -c 'import socket, sys
+ss = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in ss: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in ss))' "$1"
+}
 work=$(mktemp -d)
 pids=()
 stop_all() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done; pids=(); }
@@ -37,7 +44,7 @@ summary() {  # the JSON line of bench http -> "tok/s ttft_mean ttft_p99" (ms)
 
 run_llama() {
   local port
-  port=$(free_port)
+  port=$(free_ports 1)
   "$LLAMA/llama-server" -m "$MODEL" -t "$THREADS" -c $((16 * 288)) --parallel 16 --host 127.0.0.1 \
     --port "$port" >"$work/llama.log" 2>&1 &
   pids+=($!)
@@ -48,7 +55,7 @@ run_llama() {
 
 run_bmad() {
   local http cm wm client worker
-  http=$(free_port) cm=$(free_port) wm=$(free_port) client=$(free_port) worker=$(free_port)
+  read -r http cm wm client worker <<<"$(free_ports 5)"
   cat >"$work/bmad.yaml" <<EOF
 model: {path: $MODEL}
 coordinator: {client_endpoint: "tcp://127.0.0.1:$client", worker_endpoint: "tcp://127.0.0.1:$worker", http_port: $http}

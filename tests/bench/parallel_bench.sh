@@ -26,7 +26,14 @@ fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export OMPI_MCA_btl=self,vader OPENBLAS_NUM_THREADS=1
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# free_ports N: N distinct free ports on 127.0.0.1 (all held at once while picked, so no two are
+# the same).
+free_ports() {
+  python3 -c 'import socket, sys
+ss = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in ss: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in ss))' "$1"
+}
 work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; sleep 1; rm -rf "$work"; }
@@ -42,7 +49,7 @@ for split in "1 1" "2 1" "1 2"; do
   ranks=$((tp * pp))
   threads=$((CORES / ranks))
   [ "$threads" -ge 1 ] || threads=1
-  http=$(free_port) cm=$(free_port) wm=$(free_port) client=$(free_port) worker=$(free_port)
+  read -r http cm wm client worker <<<"$(free_ports 5)"
   cat >"$work/c.yaml" <<EOF
 model: {path: $MODEL}
 coordinator: {client_endpoint: "tcp://127.0.0.1:$client", worker_endpoint: "tcp://127.0.0.1:$worker", http_port: $http, liveness_timeout_ms: 5000}
