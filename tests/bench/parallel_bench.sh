@@ -7,7 +7,9 @@
 #
 #   tests/bench/parallel_bench.sh [MODEL.gguf]
 #
-# Default model: the 134M synthetic Llama of compare_decode.sh (F16) in $BMAD_BENCH_MODELS.
+# Default model: the 134M synthetic Llama of compare_decode.sh (F16) in $BMAD_BENCH_MODELS. For a
+# model whose vocabulary has fewer than 20000 tokens, set VOCAB to its size (prompt token ids are
+# drawn below it).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${BMAD_BIN:-build/bin}
@@ -17,6 +19,7 @@ REQUESTS=${REQUESTS:-32}
 CONCURRENCY=${CONCURRENCY:-8}
 PROMPT=${PROMPT:-128}
 OUTPUT=${OUTPUT:-64}
+VOCAB=${VOCAB:-}
 CORES=$(nproc)
 if [ ! -f "$MODEL" ]; then
   mkdir -p "$(dirname "$MODEL")"
@@ -69,7 +72,14 @@ EOF
     sleep 0.1
   done
   result=$("$BIN/bmad" bench http --url "http://127.0.0.1:$http" --requests "$REQUESTS" \
-    --concurrency "$CONCURRENCY" --prompt-len "$PROMPT" --output-len "$OUTPUT" --timeout-s 600 | tail -n 1)
+    --concurrency "$CONCURRENCY" --prompt-len "$PROMPT" --output-len "$OUTPUT" --timeout-s 600 \
+    ${VOCAB:+--vocab-size "$VOCAB"} | tail -n 1 || true)  # it exits 1 when requests failed
+  failed=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1]).get("failed", 0))' "$result")
+  if [ "$failed" != 0 ]; then
+    echo "parallel_bench: $failed requests failed with tp=$tp pp=$pp; the first errors:" >&2
+    python3 -c 'import json,sys; [print("  ", e, file=sys.stderr) for e in json.loads(sys.argv[1]).get("errors", [])[:3]]' "$result"
+    exit 1
+  fi
   tps=$(python3 -c 'import json,sys; print("%.1f" % json.loads(sys.argv[1])["output_tokens_per_s"])' "$result")
   curl -s "http://127.0.0.1:$wm/metrics" >"$work/m.txt"
   steps=$(metric bmad_worker_step_seconds_count '{replica="r0"}' "$work/m.txt")
