@@ -306,6 +306,45 @@ inline __m512 ExpNonPositive(__m512 x) {
   return _mm512_scalef_ps(p, n);
 }
 
+// exp(x) in double: x = n ln2 + r with |r| <= ln2 / 2 (ln2 in two parts, so n ln2 is exact
+// enough), exp(r) by its Taylor series to r^11 / 11! (relative error below 1e-14), 2^n by
+// scalef. Arguments are clamped to +-1000 first, where the result is already 0 or infinite in
+// float; NaN stays NaN (max and min return their second operand when either is NaN).
+inline __m512d ExpDouble(__m512d x) {
+  x = _mm512_min_pd(_mm512_set1_pd(1000.0), _mm512_max_pd(_mm512_set1_pd(-1000.0), x));
+  const __m512d n = _mm512_roundscale_pd(_mm512_mul_pd(x, _mm512_set1_pd(1.4426950408889634)),
+                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512d r = _mm512_fnmadd_pd(n, _mm512_set1_pd(0.6931471803691238), x);
+  r = _mm512_fnmadd_pd(n, _mm512_set1_pd(1.9082149292705877e-10), r);
+  constexpr double kInverseFactorials[] = {1.0 / 3628800, 1.0 / 362880, 1.0 / 40320,
+                                           1.0 / 5040,    1.0 / 720,    1.0 / 120,
+                                           1.0 / 24,      1.0 / 6,      1.0 / 2,
+                                           1.0,           1.0};
+  __m512d p = _mm512_set1_pd(1.0 / 39916800);
+  for (double c : kInverseFactorials) p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(c));
+  return _mm512_scalef_pd(p, n);
+}
+
+// exp of 16 floats, each rounded once from ExpDouble's result.
+inline __m512 ExpFloat(__m512 x) {
+  const __m256 lo = _mm512_castps512_ps256(x);
+  const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1));
+  const __m256 e_lo = _mm512_cvtpd_ps(ExpDouble(_mm512_cvtps_pd(lo)));
+  const __m256 e_hi = _mm512_cvtpd_ps(ExpDouble(_mm512_cvtps_pd(hi)));
+  return _mm512_insertf32x8(_mm512_castps256_ps512(e_lo), e_hi, 1);
+}
+
+void SwiGluAvx512(const float* gate, const float* up, int64_t n, float* out) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? static_cast<__mmask16>(0xffff) : TailMask(n - i);
+    const __m512 g = _mm512_maskz_loadu_ps(m, gate + i);
+    const __m512 e = ExpFloat(_mm512_sub_ps(_mm512_setzero_ps(), g));
+    const __m512 silu = _mm512_div_ps(g, _mm512_add_ps(one, e));
+    _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(silu, _mm512_maskz_loadu_ps(m, up + i)));
+  }
+}
+
 // 16 elements (masked) of a K or V row (F16), as F32.
 inline __m512 LoadKv(const uint16_t* p, __mmask16 m) {
   return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
@@ -581,11 +620,13 @@ void AttendRowsAvx512(const float* q, int64_t row_stride, int64_t n_rows, int64_
 const SimdKernels kAvx512Kernels{"avx512",        DotRowsAvx512,     PanelGemmAvx512,
                                  DequantRowAvx512,
                                  RoundHalfAvx512, FloatToHalfAvx512,
-                                 DotAvx512,       AttendRowsAvx512};
+                                 DotAvx512,       AttendRowsAvx512,
+                                 SwiGluAvx512};
 const SimdKernels kAvx512VnniKernels{"avx512-vnni",   DotRowsAvx512,     PanelGemmAvx512,
                                      DequantRowAvx512,
                                      RoundHalfAvx512, FloatToHalfAvx512,
-                                     DotAvx512,       AttendRowsAvx512,  QuantizeQ8RowsVnni,
+                                     DotAvx512,       AttendRowsAvx512,  SwiGluAvx512,
+                                     QuantizeQ8RowsVnni,
                                      PanelGemmQ8Vnni};
 
 }  // namespace

@@ -117,13 +117,21 @@ void AttendRowsScalar(const float* q, int64_t row_stride, int64_t n_rows, int64_
   }
 }
 
+void SwiGluScalar(const float* gate, const float* up, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
 }  // namespace
 
 const SimdKernels& ScalarSimdKernels() {
   static const SimdKernels kKernels{"scalar",         DotRowsScalar,     PanelGemmScalar,
                                     DequantRowScalar,
                                     RoundHalfScalar,  FloatToHalfScalar,
-                                    DotScalar,        AttendRowsScalar};
+                                    DotScalar,        AttendRowsScalar,
+                                    SwiGluScalar};
   return kKernels;
 }
 
