@@ -47,7 +47,12 @@ Result<std::unique_ptr<Arena>> Arena::ReserveHost(size_t bytes) {
   if (bytes == 0) return InvalidArgument("arena: cannot reserve 0 bytes");
   // No MAP_NORESERVE: with the kernel's default overcommit policy an impossible reservation
   // then fails here, at start-up, instead of as an out-of-memory kill in the middle of serving.
-  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  // MAP_POPULATE backs every page now, for the same reason and so that serving never waits on
+  // the kernel to zero a page: the first use of each KV block used to fault in its pages from
+  // inside a decode step (1.2% of a fresh worker's samples in the server benchmark went to
+  // zeroing pages).
+  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
   if (base == MAP_FAILED) {
     const int error = errno;
     return ResourceExhausted("arena: cannot reserve " + SizeText(bytes) +

@@ -29,8 +29,9 @@ namespace bmad::memory {
 class Arena {
  public:
   // Reserves `bytes` of host memory with one anonymous private mmap, released when the arena is
-  // destroyed, and records it as one SystemAllocations entry. The pages are not touched here, so
-  // the kernel backs them on first use. Errors: kInvalidArgument for 0 bytes;
+  // destroyed, and records it as one SystemAllocations entry. Every page is backed here
+  // (MAP_POPULATE), at start-up, not on first use in the middle of a step. Errors:
+  // kInvalidArgument for 0 bytes;
   // kResourceExhausted, naming the size and the errno text, when mmap refuses.
   static Result<std::unique_ptr<Arena>> ReserveHost(size_t bytes);
 

@@ -4,6 +4,10 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -34,6 +38,18 @@ TEST(ArenaTest, ReserveHostMapsUsableMemoryAndRecordsOneSystemAllocation) {
   // Host memory is real: the test (not the arena) may write and read it.
   std::memset(region->base, 0xab, region->bytes);
   EXPECT_EQ(static_cast<unsigned char*>(region->base)[region->bytes - 1], 0xab);
+}
+
+TEST(ArenaTest, ReserveHostBacksEveryPageAtOnce) {
+  constexpr size_t kBytes = 8 << 20;
+  Result<std::unique_ptr<Arena>> arena = Arena::ReserveHost(kBytes);
+  ASSERT_TRUE(arena.ok()) << arena.status().ToString();
+  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> resident((kBytes + page - 1) / page);
+  ASSERT_EQ(mincore((*arena)->base(), kBytes, resident.data()), 0) << std::strerror(errno);
+  size_t backed = 0;
+  for (unsigned char r : resident) backed += r & 1;
+  EXPECT_EQ(backed, resident.size()) << "pages not yet backed after ReserveHost";
 }
 
 TEST(ArenaTest, ReserveHostOfZeroBytesIsInvalid) {
