@@ -168,7 +168,16 @@ void CpuBackend::SwiGlu(const float* gate, const float* up, int64_t n, float* ou
 }
 
 void CpuBackend::Add(float* x, const float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+  // A prefill chunk's residual (512 rows of 768: 393K elements) is worth both threads; a decode
+  // step's is not.
+  auto add = [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) x[i] += y[i];
+  };
+  if (n < kParallelElements) {
+    add(0, n, 0);
+  } else {
+    pool_.ParallelFor(n, kParallelElements / 4, add);
+  }
 }
 
 void CpuBackend::Softmax(float* x, int64_t rows, int64_t n) {
@@ -231,19 +240,37 @@ void CpuBackend::SampleRows(const float* x, int64_t rows, int64_t n,
 void CpuBackend::StoreKv(const KvLayerView& c, const float* k, const float* v,
                          std::span<const AttentionSequence> sequences) {
   const int64_t width = c.n_kv_heads * c.head_dim;
-  for (const AttentionSequence& s : sequences) {
-    for (int64_t t = 0; t < s.row_count; ++t) {
-      const int64_t pos = s.start_pos + t;
-      const int64_t block = s.block_table[static_cast<size_t>(pos / c.block_size)];
-      const int64_t slot = pos % c.block_size;
-      const int64_t row = s.row_begin + t;
-      for (int64_t h = 0; h < c.n_kv_heads; ++h) {
-        const int64_t at = c.Offset(block, h, slot);
-        simd_.float_to_half(k + row * width + h * c.head_dim, c.head_dim, c.k + at);
-        simd_.float_to_half(v + row * width + h * c.head_dim, c.head_dim, c.v + at);
-      }
+  auto store = [&](const AttentionSequence& s, int64_t t) {
+    const int64_t pos = s.start_pos + t;
+    const int64_t block = s.block_table[static_cast<size_t>(pos / c.block_size)];
+    const int64_t slot = pos % c.block_size;
+    const int64_t row = s.row_begin + t;
+    for (int64_t h = 0; h < c.n_kv_heads; ++h) {
+      const int64_t at = c.Offset(block, h, slot);
+      simd_.float_to_half(k + row * width + h * c.head_dim, c.head_dim, c.k + at);
+      simd_.float_to_half(v + row * width + h * c.head_dim, c.head_dim, c.v + at);
     }
+  };
+  int64_t rows = 0;
+  for (const AttentionSequence& s : sequences) rows += s.row_count;
+  if (rows * width < kParallelElements) {
+    for (const AttentionSequence& s : sequences) {
+      for (int64_t t = 0; t < s.row_count; ++t) store(s, t);
+    }
+    return;
   }
+  // A prefill chunk's rows, split among the threads: task r is the r-th (sequence, token) pair,
+  // taking the sequences in order.
+  pool_.ParallelFor(rows, std::max<int64_t>(1, kParallelElements / (4 * width)),
+                    [&](int64_t begin, int64_t end, int) {
+    size_t i = 0;
+    int64_t first_row = 0;  // of sequences[i] among all rows
+    while (first_row + sequences[i].row_count <= begin) first_row += sequences[i++].row_count;
+    for (int64_t r = begin; r < end; ++r) {
+      while (r >= first_row + sequences[i].row_count) first_row += sequences[i++].row_count;
+      store(sequences[i], r - first_row);
+    }
+  });
 }
 
 void CpuBackend::RunAttention(const KvLayerView& cache, const float* q,

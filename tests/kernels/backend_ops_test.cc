@@ -276,6 +276,12 @@ TEST_P(BackendOpsTest, EmbeddingNormRopeSwiGluSoftmaxArgmax) {
     ref_.SwiGlu(g.data(), u.data(), static_cast<int64_t>(n), want.data());
     cpu_->SwiGlu(g.data(), u.data(), static_cast<int64_t>(n), g.data());
     ExpectClose(g, want, 1e-6, "swiglu in place");
+    // Add over its serial threshold too (a prefill chunk's residual).
+    auto a = Random(100003, 17), b = a;
+    const auto y = Random(a.size(), 18);
+    cpu_->Add(a.data(), y.data(), static_cast<int64_t>(a.size()));
+    ref_.Add(b.data(), y.data(), static_cast<int64_t>(b.size()));
+    ExpectClose(a, b, 0, "add, large");
   }
   {
     auto x = Random(3 * 101, 14, 20.0f);
@@ -435,6 +441,9 @@ TEST_P(BackendOpsTest, PagedAttentionPrefillWholeAndChunked) {
   // Contexts over one 2048-token span: spans merged by the running softmax.
   RunAttentionCase(*cpu_, ref_, 2, 1, 16, 8, {2100, 4090}, {1, 1}, true, 39);
   RunAttentionCase(*cpu_, ref_, 2, 2, 16, 16, {2040}, {20}, false, 40);
+  // Enough rows (74 of 512 KV values) that StoreKv splits them among the threads, across
+  // sequences with and without rows.
+  RunAttentionCase(*cpu_, ref_, 8, 8, 64, 8, {0, 5, 3, 0, 60}, {0, 40, 0, 33, 1}, false, 41);
 }
 
 // The engine draws its sequences' tokens through ParallelForOnHost: every index exactly once,
