@@ -168,8 +168,8 @@ void CpuBackend::SwiGlu(const float* gate, const float* up, int64_t n, float* ou
 }
 
 void CpuBackend::Add(float* x, const float* y, int64_t n) {
-  // A prefill chunk's residual (512 rows of 768: 393K elements) is worth both threads; a decode
-  // step's is not.
+  // From 32K elements (a prefill chunk's residual is 512 rows of 768: 393K) both threads; a
+  // decode step of the 134M model stays below that up to 42 sequences.
   auto add = [&](int64_t begin, int64_t end, int) {
     for (int64_t i = begin; i < end; ++i) x[i] += y[i];
   };
@@ -259,8 +259,9 @@ void CpuBackend::StoreKv(const KvLayerView& c, const float* k, const float* v,
     }
     return;
   }
-  // A prefill chunk's rows, split among the threads: task r is the r-th (sequence, token) pair,
-  // taking the sequences in order.
+  // Many rows (a prefill chunk; a decode step only with very many sequences or wide KV heads),
+  // split among the threads: task r is the r-th (sequence, token) pair, taking the sequences in
+  // order. Tasks write different slots: only full blocks are shared between sequences.
   pool_.ParallelFor(rows, std::max<int64_t>(1, kParallelElements / (4 * width)),
                     [&](int64_t begin, int64_t end, int) {
     size_t i = 0;

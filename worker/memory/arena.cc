@@ -47,10 +47,12 @@ Result<std::unique_ptr<Arena>> Arena::ReserveHost(size_t bytes) {
   if (bytes == 0) return InvalidArgument("arena: cannot reserve 0 bytes");
   // No MAP_NORESERVE: with the kernel's default overcommit policy an impossible reservation
   // then fails here, at start-up, instead of as an out-of-memory kill in the middle of serving.
-  // MAP_POPULATE backs every page now, for the same reason and so that serving never waits on
-  // the kernel to zero a page: the first use of each KV block used to fault in its pages from
-  // inside a decode step (1.2% of a fresh worker's samples in the server benchmark went to
-  // zeroing pages).
+  // MAP_POPULATE asks the kernel to back every page now, so that serving does not wait on it
+  // to zero a page: the first use of each KV block used to fault in its pages from inside a
+  // decode step (1.2% of a fresh worker's samples in the server benchmark went to zeroing
+  // pages). It is best effort: mmap does not fail when the pages cannot all be backed, but a
+  // shortage then shows at start-up (the pages are committed) rather than mid-request. The
+  // pages land on the NUMA node of the thread that reserves them.
   void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
   if (base == MAP_FAILED) {

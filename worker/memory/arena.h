@@ -29,10 +29,10 @@ namespace bmad::memory {
 class Arena {
  public:
   // Reserves `bytes` of host memory with one anonymous private mmap, released when the arena is
-  // destroyed, and records it as one SystemAllocations entry. Every page is backed here
-  // (MAP_POPULATE), at start-up, not on first use in the middle of a step. Errors:
-  // kInvalidArgument for 0 bytes;
-  // kResourceExhausted, naming the size and the errno text, when mmap refuses.
+  // destroyed, and records it as one SystemAllocations entry. The kernel is asked to back every
+  // page here (MAP_POPULATE, best effort), at start-up, not on first use in the middle of a
+  // step. Errors: kInvalidArgument for 0 bytes; kResourceExhausted, naming the size and the
+  // errno text, when mmap refuses.
   static Result<std::unique_ptr<Arena>> ReserveHost(size_t bytes);
 
   // Adopts [base, base + bytes), owned by the caller, who frees it after the arena is gone.
