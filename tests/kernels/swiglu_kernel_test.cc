@@ -25,12 +25,8 @@ bool Close(float want, float got) {
          std::ldexp(std::fabs(static_cast<double>(want)), -20);
 }
 
-const cpu::SimdKernels* Avx512OrSkip() {
-  return cpu::Avx512SimdKernels();
-}
-
 TEST(SwiGluKernel, Avx512ExpIsCorrectlyRoundedAndRarelyDiffersFromTheCLibrarys) {
-  const cpu::SimdKernels* avx = Avx512OrSkip();
+  const cpu::SimdKernels* avx = cpu::Avx512SimdKernels();
   if (avx == nullptr) GTEST_SKIP() << "this CPU has no AVX-512; the scalar kernel is the only one";
   // Every 61st float bit pattern with 2^-24 <= |g| < 100: the range where exp(-g) is not 1 in
   // float and silu(g) is neither g nor 0, both sides of where exp(-g) overflows and underflows.
@@ -78,7 +74,7 @@ TEST(SwiGluKernel, Avx512ExpIsCorrectlyRoundedAndRarelyDiffersFromTheCLibrarys) 
 }
 
 TEST(SwiGluKernel, LimitsTailsAndInPlace) {
-  const cpu::SimdKernels* avx = Avx512OrSkip();
+  const cpu::SimdKernels* avx = cpu::Avx512SimdKernels();
   if (avx == nullptr) GTEST_SKIP() << "this CPU has no AVX-512; the scalar kernel is the only one";
   const float inf = std::numeric_limits<float>::infinity();
   const float max = std::numeric_limits<float>::max();
