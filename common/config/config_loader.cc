@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <charconv>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -14,6 +15,28 @@ namespace bmad {
 namespace {
 
 std::string Quote(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+// What is wrong with a ZeroMQ endpoint, or "" when nothing is. ZeroMQ itself would bind a port
+// out of range to another port (it parses 99999 modulo 65536), so the range is checked here.
+std::string EndpointProblem(std::string_view s) {
+  const std::string_view kShape = "expected a ZeroMQ endpoint (tcp://HOST:PORT or ipc://PATH)";
+  if (s.starts_with("ipc://") || s.starts_with("inproc://")) {
+    return s.substr(s.find("://") + 3).empty() ? std::string(kShape) : "";
+  }
+  if (!s.starts_with("tcp://")) return std::string(kShape);
+  const std::string_view rest = s.substr(6);
+  const size_t colon = rest.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) return std::string(kShape);
+  const std::string_view port = rest.substr(colon + 1);
+  if (port == "*") return "";  // ZeroMQ picks a free port
+  int64_t value = 0;
+  const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+  if (ec != std::errc() || end != port.data() + port.size() || port.empty() || value < 1 ||
+      value > 65535) {
+    return "the port of a tcp:// endpoint must be 1..65535 or *";
+  }
+  return "";
+}
 
 template <typename E>
 std::string EnumChoices() {
@@ -81,9 +104,13 @@ class LoadVisitor {
     root_.reset(root);  // reset rebinds; yaml-cpp's operator= would copy into the tree
     VisitConfig(config, *this);
     if (!root_ || root_.IsNull()) return;
+    std::set<std::string> seen;
     for (auto it = root_.begin(); it != root_.end(); ++it) {
       const std::string name = it->first.Scalar();
-      if (!known_sections_.count(name)) {
+      if (!seen.insert(name).second) {
+        // yaml-cpp keeps both and lookups find the first: the second would be silently ignored.
+        Fail(name, it->first.Mark(), "section " + Quote(name) + " appears twice");
+      } else if (!known_sections_.count(name)) {
         Fail(name, it->first.Mark(), "unknown section " + Quote(name) + SuggestSection());
       }
     }
@@ -125,9 +152,12 @@ class LoadVisitor {
       return;
     }
     body();
+    std::set<std::string> seen;
     for (auto it = node_.begin(); it != node_.end(); ++it) {
       const std::string key = it->first.Scalar();
-      if (!known_keys_.count(key)) {
+      if (!seen.insert(key).second) {
+        Fail(section_ + "." + key, it->first.Mark(), "key " + Quote(key) + " appears twice");
+      } else if (!known_keys_.count(key)) {
         Fail(section_ + "." + key, it->first.Mark(),
              "unknown key (known keys: " + KnownKeysList() + ")");
       }
@@ -243,11 +273,12 @@ class LoadVisitor {
       Fail(path, n.Mark(), "must not be empty");
       return;
     }
-    if (limits.endpoint && !(s.starts_with("tcp://") || s.starts_with("ipc://") ||
-                             s.starts_with("inproc://"))) {
-      Fail(path, n.Mark(),
-           "expected a ZeroMQ endpoint (tcp://HOST:PORT or ipc://PATH), got " + Quote(s));
-      return;
+    if (limits.endpoint) {
+      const std::string problem = EndpointProblem(s);
+      if (!problem.empty()) {
+        Fail(path, n.Mark(), problem + ", got " + Quote(s));
+        return;
+      }
     }
     value = std::move(s);
   }
@@ -416,6 +447,13 @@ ConfigLoad LoadConfigText(std::string_view yaml, std::string_view source_name,
 }
 
 ConfigLoad LoadConfigFile(const std::string& path, const std::vector<std::string>& overrides) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    // An ifstream opens a directory and reads nothing: that would pass as an empty config.
+    ConfigLoad load;
+    load.errors.push_back({path, "", 0, 0, "is a directory, not a config file"});
+    return load;
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     ConfigLoad load;

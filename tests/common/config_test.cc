@@ -220,5 +220,48 @@ TEST(ModelConfigTest, ServedNameIsTheNameElseTheFileStem) {
   EXPECT_EQ(m.ServedName(), "my-model");
 }
 
+TEST(ConfigTest, ADirectoryIsNotAnEmptyConfig) {
+  const std::string dir = ::testing::TempDir();
+  ConfigLoad load = LoadConfigFile(dir);
+  ASSERT_EQ(load.errors.size(), 1u);
+  EXPECT_NE(load.errors[0].ToString().find("is a directory"), std::string::npos)
+      << load.errors[0].ToString();
+  EXPECT_FALSE(ReadConfigFile(dir).ok());
+}
+
+TEST(ConfigTest, ARepeatedKeyOrSectionIsAnError) {
+  // yaml-cpp keeps both entries and lookups find the first, so the second was silently ignored.
+  ConfigLoad key = LoadConfigText("coordinator:\n  http_port: 8000\n  http_port: 8001\n", "k.yaml");
+  ASSERT_EQ(key.errors.size(), 1u);
+  EXPECT_EQ(key.errors[0].key, "coordinator.http_port");
+  EXPECT_EQ(key.errors[0].line, 3);
+  EXPECT_NE(key.errors[0].message.find("appears twice"), std::string::npos);
+
+  ConfigLoad section = LoadConfigText("scheduler:\n  max_seqs: 2\nscheduler:\n  max_seqs: 3\n", "s.yaml");
+  ASSERT_EQ(section.errors.size(), 1u);
+  EXPECT_EQ(section.errors[0].key, "scheduler");
+  EXPECT_EQ(section.errors[0].line, 3);
+  EXPECT_NE(section.errors[0].message.find("appears twice"), std::string::npos);
+}
+
+TEST(ConfigTest, EndpointPortsAreChecked) {
+  // ZeroMQ would bind tcp://...:99999 to another port and say nothing.
+  for (const char* bad : {"tcp://127.0.0.1:99999", "tcp://127.0.0.1:-5", "tcp://127.0.0.1:abc",
+                          "tcp://127.0.0.1:0", "tcp://127.0.0.1:", "tcp://127.0.0.1",
+                          "tcp://:5555", "ipc://", "udp://127.0.0.1:5555"}) {
+    ConfigLoad load = LoadConfigText(std::string("coordinator:\n  client_endpoint: \"") + bad + "\"\n",
+                                     "e.yaml");
+    ASSERT_EQ(load.errors.size(), 1u) << bad;
+    EXPECT_EQ(load.errors[0].key, "coordinator.client_endpoint") << bad;
+    EXPECT_NE(load.errors[0].message.find(bad), std::string::npos) << load.errors[0].message;
+  }
+  for (const char* good : {"tcp://127.0.0.1:5555", "tcp://*:65535", "tcp://127.0.0.1:*",
+                           "tcp://[::1]:1", "ipc:///tmp/bmad.sock", "inproc://workers"}) {
+    ConfigLoad load = LoadConfigText(std::string("coordinator:\n  client_endpoint: \"") + good + "\"\n",
+                                     "e.yaml");
+    EXPECT_TRUE(load.ok()) << good << ": " << load.errors[0].ToString();
+  }
+}
+
 }  // namespace
 }  // namespace bmad
