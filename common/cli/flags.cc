@@ -3,6 +3,17 @@
 #include <charconv>
 
 namespace bmad::cli {
+namespace {
+
+// The shortest positional text that reads back as v (a range bound: 1000000, 0.5).
+std::string FormatDouble(double v) {
+  char buf[512];
+  auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed);
+  if (r.ec != std::errc()) r = std::to_chars(buf, buf + sizeof buf, v);  // too long positionally
+  return std::string(buf, r.ptr);
+}
+
+}  // namespace
 
 Flags::Flags(std::string usage) : usage_(std::move(usage)) {}
 
@@ -12,8 +23,22 @@ void Flags::AddString(std::string name, std::string* out, std::string help) {
 void Flags::AddInt(std::string name, int64_t* out, std::string help) {
   specs_.push_back({std::move(name), Kind::kInt, out, std::move(help)});
 }
+void Flags::AddInt(std::string name, int64_t* out, std::string help, int64_t min, int64_t max) {
+  Spec spec{std::move(name), Kind::kInt, out, std::move(help)};
+  spec.bounded = true;
+  spec.int_min = min;
+  spec.int_max = max;
+  specs_.push_back(std::move(spec));
+}
 void Flags::AddDouble(std::string name, double* out, std::string help) {
   specs_.push_back({std::move(name), Kind::kDouble, out, std::move(help)});
+}
+void Flags::AddDouble(std::string name, double* out, std::string help, double min, double max) {
+  Spec spec{std::move(name), Kind::kDouble, out, std::move(help)};
+  spec.bounded = true;
+  spec.double_min = min;
+  spec.double_max = max;
+  specs_.push_back(std::move(spec));
 }
 void Flags::AddBool(std::string name, bool* out, std::string help) {
   specs_.push_back({std::move(name), Kind::kBool, out, std::move(help)});
@@ -51,6 +76,10 @@ Status Flags::Assign(Spec& spec, const std::string& value) {
       if (ec != std::errc() || p != value.data() + value.size() || value.empty()) {
         return InvalidArgument("--" + spec.name + " expects an integer, got '" + value + "'");
       }
+      if (spec.bounded && (v < spec.int_min || v > spec.int_max)) {
+        return InvalidArgument("--" + spec.name + " must be in [" + std::to_string(spec.int_min) +
+                               ", " + std::to_string(spec.int_max) + "], got " + value);
+      }
       *static_cast<int64_t*>(spec.out) = v;
       return Status::Ok();
     }
@@ -59,6 +88,10 @@ Status Flags::Assign(Spec& spec, const std::string& value) {
       auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
       if (ec != std::errc() || p != value.data() + value.size() || value.empty()) {
         return InvalidArgument("--" + spec.name + " expects a number, got '" + value + "'");
+      }
+      if (spec.bounded && !(v >= spec.double_min && v <= spec.double_max)) {  // NaN fails too
+        return InvalidArgument("--" + spec.name + " must be in [" + FormatDouble(spec.double_min) +
+                               ", " + FormatDouble(spec.double_max) + "], got " + value);
       }
       *static_cast<double*>(spec.out) = v;
       return Status::Ok();

@@ -17,7 +17,12 @@ class Flags {
 
   void AddString(std::string name, std::string* out, std::string help);
   void AddInt(std::string name, int64_t* out, std::string help);
+  // The same, refusing values outside [min, max] with an error that names the flag and the range
+  // (a value past what the consumer takes must never wrap or be clamped on the way).
+  void AddInt(std::string name, int64_t* out, std::string help, int64_t min, int64_t max);
   void AddDouble(std::string name, double* out, std::string help);
+  // The same, refusing NaN and values outside [min, max].
+  void AddDouble(std::string name, double* out, std::string help, double min, double max);
   void AddBool(std::string name, bool* out, std::string help);  // presence sets true
   void AddList(std::string name, std::vector<std::string>* out, std::string help);  // repeatable
 
@@ -38,6 +43,9 @@ class Flags {
     void* out;
     std::string help;
     bool seen = false;
+    bool bounded = false;
+    int64_t int_min = 0, int_max = 0;
+    double double_min = 0, double_max = 0;
   };
   Spec* Find(const std::string& name);
   Status Assign(Spec& spec, const std::string& value);

@@ -142,6 +142,9 @@ struct RouterConfig {
   double prefix_affinity_load_bound = 1.5;  // ...if its load is within this factor of the best
 };
 
+// The most compute threads a rank may ask for (worker.threads and every command's --threads).
+inline constexpr int64_t kMaxComputeThreads = 1024;
+
 struct WorkerConfig {
   std::string replica_id = "replica-0";
   ReplicaPool pool = ReplicaPool::kNormal;

@@ -122,7 +122,7 @@ void VisitConfig(ServerConfig& c, Visitor& v) {
             Limits<ReplicaPool>{});
     v.Field("backend", c.worker.backend, "Compute backend: cpu, or cuda (one GPU per rank, by local rank).", Limits<Backend>{});
     v.Field("threads", c.worker.threads, "Compute threads per rank; 0 uses every core.",
-            I{0, 1024});
+            I{0, kMaxComputeThreads});
     v.Field("heartbeat_ms", c.worker.heartbeat_ms, "Interval between heartbeats to the coordinator.",
             I{10, 600'000});
     v.Field("arena_bytes", c.worker.arena_bytes,

@@ -22,7 +22,8 @@ int main(int argc, char** argv) {
   flags.AddString("config", &config_path, "The cluster's YAML config file.");
   flags.AddList("set", &overrides, "Override one config key (e.g. coordinator.http_port=0).");
   flags.AddString("log-level", &log_level, "debug, info, warn or error (default: log.level).");
-  flags.AddInt("max-run-ms", &max_run_ms, "Stop after this many milliseconds (tests).");
+  flags.AddInt("max-run-ms", &max_run_ms, "Stop after this many milliseconds (tests; 0: never).", 0,
+               INT64_MAX);
   std::vector<std::string> positional;
   bmad::Status s = flags.Parse(std::vector<std::string>(argv + 1, argv + argc), &positional);
   if (flags.help_requested()) {

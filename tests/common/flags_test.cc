@@ -62,5 +62,29 @@ TEST(FlagsTest, IntList) {
   EXPECT_NE(ParseIntList("x", "--batch").status().message().find("--batch"), std::string::npos);
 }
 
+TEST(FlagsTest, BoundedValuesOutsideTheirRangeAreRefusedNamingIt) {
+  int64_t threads = 7;
+  double rate = 2.0;
+  Flags flags("test");
+  flags.AddInt("threads", &threads, "t", 0, 1024);
+  flags.AddDouble("rate", &rate, "r", 0.0, 1e6);
+  std::vector<std::string> positional;
+  ASSERT_TRUE(flags.Parse({"--threads", "1024", "--rate", "0"}, &positional).ok());
+  EXPECT_EQ(threads, 1024);
+  EXPECT_EQ(rate, 0.0);
+  for (const char* bad : {"-1", "1025", "100000"}) {
+    const Status s = flags.Parse({"--threads", bad}, &positional);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_EQ(s.message(), std::string("--threads must be in [0, 1024], got ") + bad);
+  }
+  EXPECT_EQ(threads, 1024);  // a refused value leaves the last good one
+  for (const char* bad : {"-1", "nan", "inf", "1e7"}) {
+    const Status s = flags.Parse({"--rate", bad}, &positional);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_EQ(s.message(), std::string("--rate must be in [0, 1000000], got ") + bad);
+  }
+  EXPECT_EQ(rate, 0.0);
+}
+
 }  // namespace
 }  // namespace bmad::cli

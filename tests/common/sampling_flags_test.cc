@@ -58,5 +58,22 @@ TEST(SamplingFlagsTest, AWrongTypeNamesTheFlag) {
   EXPECT_NE(s.message().find("top-k"), std::string::npos) << s.message();
 }
 
+TEST(SamplingFlagsTest, TopKPastTheSamplersRangeIsRefusedNotWrapped) {
+  Flags flags("test");
+  SamplingFlags sampling;
+  sampling.AddTo(flags);
+  std::vector<std::string> positional;
+  // 2^32 + 1 used to narrow to top-k 1, and 2^31 to a negative top-k.
+  for (const char* bad : {"4294967297", "2147483648", "-1"}) {
+    const Status s = flags.Parse({"--top-k", bad}, &positional);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_NE(s.message().find("--top-k must be in [0, 2147483647]"), std::string::npos) << s.message();
+  }
+  ASSERT_TRUE(flags.Parse({"--top-k", "2147483647", "--seed", "-1"}, &positional).ok());
+  EXPECT_EQ(sampling.Params().top_k, 2147483647);
+  EXPECT_FALSE(sampling.Params().has_seed);
+  EXPECT_FALSE(flags.Parse({"--seed", "-2"}, &positional).ok());
+}
+
 }  // namespace
 }  // namespace bmad::cli

@@ -155,8 +155,15 @@ TEST(CliBenchServe, SampledWorkloadsTakeTheSamplingKnobs) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> bad_knobs = {
       {{"--top-p", "0"}, "--top-p must be in (0, 1], got 0"},
       {{"--top-p", "1.00000001"}, "--top-p must be in (0, 1], got 1.00000001"},
-      {{"--top-k", "5000000000"}, "--top-k must be 0..2147483647 (0: off), got 5000000000"},
-      {{"--top-k", "-5"}, "--top-k must be 0..2147483647 (0: off), got -5"},
+      {{"--top-k", "5000000000"}, "--top-k must be in [0, 2147483647], got 5000000000"},
+      {{"--top-k", "-5"}, "--top-k must be in [0, 2147483647], got -5"},
+      // These used to hang (a step budget of nothing), abort, or print "rate":nan as JSON.
+      {{"--max-seqs", "0"}, "--max-seqs must be in [1, 65536], got 0"},
+      {{"--max-seqs", "-3"}, "--max-seqs must be in [1, 65536], got -3"},
+      {{"--max-batch-tokens", "0"}, "--max-batch-tokens must be in [1, 1048576], got 0"},
+      {{"--rate", "nan"}, "--rate must be in [0, 1000000], got nan"},
+      {{"--rate", "-1"}, "--rate must be in [0, 1000000], got -1"},
+      {{"--threads", "100000"}, "--threads must be in [0, 1024], got 100000"},
       {{"--temperature", "-1"}, "--temperature must be a finite number >= 0, got -1"},
       {{"--min-p", "1.5"}, "--min-p must be in [0, 1], got 1.5"},
   };

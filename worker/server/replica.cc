@@ -1,6 +1,8 @@
 #include "worker/server/replica.h"
 
 #include <algorithm>
+#include <string>
+#include <system_error>
 
 #include "common/log.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -32,10 +34,20 @@ Result<int64_t> AgreeOnBlocks(parallel::Communicator& replica, int64_t mine) {
 }  // namespace
 
 Result<std::unique_ptr<kernels::Backend>> MakeBackend(Backend kind, int64_t threads, int device) {
+  if (threads < 0 || threads > kMaxComputeThreads) {
+    return InvalidArgument("compute threads must be in [0, " + std::to_string(kMaxComputeThreads) +
+                           "], got " + std::to_string(threads));
+  }
   if (kind != Backend::kCuda) {
     kernels::CpuBackendOptions options;
     options.threads = static_cast<int>(threads);
-    return std::unique_ptr<kernels::Backend>(std::make_unique<kernels::CpuBackend>(options));
+    try {
+      return std::unique_ptr<kernels::Backend>(std::make_unique<kernels::CpuBackend>(options));
+    } catch (const std::system_error& e) {
+      // The system refused a thread (a process or memory limit): say so instead of aborting.
+      return ResourceExhausted("cannot start " + std::to_string(threads) +
+                               " compute threads: " + e.what());
+    }
   }
 #if defined(BMAD_HAVE_CUDA)
   kernels::CudaBackendOptions options;

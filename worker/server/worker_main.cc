@@ -101,9 +101,11 @@ int main(int argc, char** argv) {
   flags.AddList("set", &overrides, "Override one config key (e.g. worker.replica_id=r1).");
   flags.AddInt("replica-index", &replica_index,
                "This job's first replica's index (offsets the metrics port; the job's k-th "
-               "replica adds k).");
+               "replica adds k).",
+               0, 65535);
   flags.AddString("log-level", &log_level, "debug, info, warn or error (default: log.level).");
-  flags.AddInt("max-run-ms", &max_run_ms, "Stop after this many milliseconds (tests).");
+  flags.AddInt("max-run-ms", &max_run_ms, "Stop after this many milliseconds (tests; 0: never).", 0,
+               INT64_MAX);
   std::vector<std::string> positional;
   bmad::Status s = flags.Parse(std::vector<std::string>(argv + 1, argv + argc), &positional);
   if (flags.help_requested()) {

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "common/cli/flags.h"
+#include "common/config/config.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "worker/model/llama/llama_model.h"
 
@@ -119,8 +120,10 @@ int RunBenchDecodeCommand(const std::vector<std::string>& args) {
   flags.AddString("batch", &batches, "Comma-separated batch sizes (concurrent sequences).");
   flags.AddInt("prompt-len", &o.prompt_len, "Prompt tokens per sequence (default 128).");
   flags.AddInt("gen-len", &o.gen_len, "Generated tokens per sequence (default 128).");
-  flags.AddInt("threads", &o.threads, "Compute threads (default: every core).");
-  flags.AddInt("prefill-chunk", &o.prefill_chunk, "Tokens per prefill step (default 2048).");
+  flags.AddInt("threads", &o.threads, "Compute threads (default: every core).", 0,
+                kMaxComputeThreads);
+  flags.AddInt("prefill-chunk", &o.prefill_chunk, "Tokens per prefill step (default 2048).", 1,
+                1 << 20);
   flags.AddInt("block-size", &o.block_size, "Tokens per KV block (default: cache.block_size's, 8).");
   std::vector<std::string> positional;
   Status s = flags.Parse(args, &positional);

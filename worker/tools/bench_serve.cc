@@ -223,12 +223,14 @@ int RunBenchServeCommand(const std::vector<std::string>& args) {
       "[--requests N] [--prompt-len DIST] [--output-len DIST] [--shared-prefix TOKENS]");
   flags.AddString("model", &o.model_path, "GGUF model to serve in this process.");
   flags.AddString("scheduler", &scheduler, "continuous, fcfs or static (default continuous).");
-  flags.AddDouble("rate", &o.rate, "Poisson arrival rate, requests/s (0: all at once).");
-  flags.AddInt("requests", &o.requests, "Requests to send (default 64).");
+  flags.AddDouble("rate", &o.rate, "Poisson arrival rate, requests/s (0: all at once).", 0.0, 1e6);
+  flags.AddInt("requests", &o.requests, "Requests to send (default 64).", 1, 1'000'000);
   flags.AddString("prompt-len", &o.prompt_len, "Prompt tokens: N, A-B or A,B,C (default 32-512).");
   flags.AddString("output-len", &o.output_len, "Output tokens: N, A-B or A,B,C (default 32-128).");
-  flags.AddInt("shared-prefix", &o.shared_prefix, "Tokens every prompt starts with (default 0).");
-  flags.AddInt("threads", &o.threads, "Compute threads (default: every core).");
+  flags.AddInt("shared-prefix", &o.shared_prefix, "Tokens every prompt starts with (default 0).", 0,
+                1 << 24);
+  flags.AddInt("threads", &o.threads, "Compute threads (default: every core).", 0,
+                kMaxComputeThreads);
   std::string backend = "cpu";
   flags.AddString("backend", &backend,
                   "Compute backend: cpu or cuda (default cpu; on cuda the KV cache takes the rest "
@@ -236,9 +238,11 @@ int RunBenchServeCommand(const std::vector<std::string>& args) {
   std::string overlap = "auto";
   flags.AddString("overlap", &overlap,
                   "Plan step n+1 while step n runs: auto (on cuda), on or off (default auto).");
-  flags.AddInt("max-batch-tokens", &o.max_batch_tokens, "Token budget per step (default 512).");
-  flags.AddInt("max-seqs", &o.max_seqs, "Sequences per step (default 64).");
-  flags.AddInt("kv-bytes", &o.kv_bytes, "KV cache bytes (default 256 MiB).");
+  // The limits of the config keys these set (common/config/config_fields.h).
+  flags.AddInt("max-batch-tokens", &o.max_batch_tokens, "Token budget per step (default 512).", 1,
+                1 << 20);
+  flags.AddInt("max-seqs", &o.max_seqs, "Sequences per step (default 64).", 1, 1 << 16);
+  flags.AddInt("kv-bytes", &o.kv_bytes, "KV cache bytes (default 256 MiB).", 1 << 16, 1ll << 42);
   flags.AddInt("block-size", &o.block_size, "Tokens per KV block (default: cache.block_size's, 8).");
   flags.AddBool("no-prefix-caching", &no_prefix_caching, "Turn prefix reuse off.");
   flags.AddInt("seed", &seed, "Workload seed (default 1).");
@@ -246,7 +250,7 @@ int RunBenchServeCommand(const std::vector<std::string>& args) {
   int64_t top_k = 0;
   flags.AddDouble("temperature", &temperature,
                   "Every request's sampling temperature (default 0: greedy).");
-  flags.AddInt("top-k", &top_k, "Every request's top-k (default 0: off).");
+  flags.AddInt("top-k", &top_k, "Every request's top-k (default 0: off).", 0, INT32_MAX);
   flags.AddDouble("top-p", &top_p, "Every request's top-p (default 1: off).");
   flags.AddDouble("min-p", &min_p, "Every request's min-p (default 0: off).");
   std::vector<std::string> positional;
@@ -277,9 +281,6 @@ int RunBenchServeCommand(const std::vector<std::string>& args) {
   };
   if (s.ok() && !(std::isfinite(temperature) && temperature >= 0.0)) {
     s = InvalidArgument("--temperature must be a finite number >= 0, got " + typed(temperature));
-  }
-  if (s.ok() && (top_k < 0 || top_k > INT32_MAX)) {
-    s = InvalidArgument("--top-k must be 0..2147483647 (0: off), got " + std::to_string(top_k));
   }
   if (s.ok() && !(top_p > 0.0 && top_p <= 1.0)) {
     s = InvalidArgument("--top-p must be in (0, 1], got " + typed(top_p));

@@ -128,7 +128,8 @@ int RunGenerate(const std::vector<std::string>& args) {
   flags.AddString("model", &o.model_path, "GGUF model to run in this process.");
   flags.AddString("prompt", &o.prompt, "Text to continue.");
   sampling.AddTo(flags);
-  flags.AddInt("threads", &o.threads, "Compute threads (default: every core).");
+  flags.AddInt("threads", &o.threads, "Compute threads (default: every core).", 0,
+                kMaxComputeThreads);
   std::string backend = "cpu";
   flags.AddString("backend", &backend, "Compute backend: cpu or cuda (default cpu).");
   flags.AddBool("ids", &show_ids, "Also print the generated token ids (JSON) to stderr.");
@@ -153,11 +154,16 @@ int RunGenerate(const std::vector<std::string>& args) {
     return 2;
   }
   o.sampling = sampling.Params();
-  auto stats = LocalGenerate(o, [](std::string_view text) {
+  bool wrote = false;
+  auto stats = LocalGenerate(o, [&wrote](std::string_view text) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
+    wrote = true;
   });
-  std::printf("\n");
+  // End the text's line (a partial one too) before anything goes to stderr; an error before
+  // any text leaves stdout empty.
+  if (wrote || stats.ok()) std::printf("\n");
+  std::fflush(stdout);
   if (!stats.ok()) {
     std::fprintf(stderr, "bmad generate: %s\n", stats.status().message().c_str());
     return 1;
