@@ -103,12 +103,13 @@ Status ValidateBenchHttpOptions(const BenchHttpOptions& o) {
   if (o.requests < 1 || o.requests > kMaxRequests) {
     return InvalidArgument("--requests must be between 1 and " + std::to_string(kMaxRequests));
   }
-  if ((o.rate > 0) == (o.concurrency > 0)) {
-    return InvalidArgument("give exactly one of --rate (open loop) and --concurrency (closed loop)");
-  }
+  // Each value's own range first: a NaN or negative rate is not "no rate given".
   if (o.rate < 0 || !std::isfinite(o.rate)) return InvalidArgument("--rate must be a positive number");
   if (o.concurrency < 0 || o.concurrency > kMaxConcurrency) {
     return InvalidArgument("--concurrency must be between 1 and " + std::to_string(kMaxConcurrency));
+  }
+  if ((o.rate > 0) == (o.concurrency > 0)) {
+    return InvalidArgument("give exactly one of --rate (open loop) and --concurrency (closed loop)");
   }
   BMAD_ASSIGN_OR_RETURN(auto prompt_len, tools::LengthDistribution::Parse(o.prompt_len, "--prompt-len"));
   BMAD_ASSIGN_OR_RETURN(auto output_len, tools::LengthDistribution::Parse(o.output_len, "--output-len"));

@@ -1,6 +1,8 @@
 #include "coordinator/client/http_bench.h"
 
 #include <gtest/gtest.h>
+
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "coordinator/client/http_stream_request.h"
@@ -272,6 +274,16 @@ TEST(HttpBenchTest, OptionsAreValidated) {
   bad = o;
   bad.concurrency = 0;
   fails(bad, "exactly one of --rate");
+  // A NaN or negative rate is named as such, not taken for "no rate".
+  for (double rate : {std::nan(""), -1.0}) {
+    bad = o;
+    bad.concurrency = 0;
+    bad.rate = rate;
+    fails(bad, "--rate must be a positive number");
+  }
+  bad = o;
+  bad.concurrency = -1;
+  fails(bad, "--concurrency must be between 1 and");
   bad = o;
   bad.url = "ftp://x";
   fails(bad, "--url");
