@@ -14,9 +14,15 @@ std::string JoinPath(const std::vector<std::string>& path) {
   return out;
 }
 
-void PrintHelp(const std::vector<Command>& commands, FILE* to) {
-  std::fprintf(to, "usage: bmad COMMAND [args]   (bmad COMMAND --help for its flags)\n\ncommands:\n");
+bool IsHelp(const std::string& arg) { return arg == "-h" || arg == "--help" || arg == "help"; }
+
+// Commands under `group` (every command when it is empty).
+void PrintHelp(const std::vector<Command>& commands, FILE* to, const std::string& group = "") {
+  const std::string usage = group.empty() ? "bmad COMMAND" : "bmad " + group + " COMMAND";
+  std::fprintf(to, "usage: %s [args]   (bmad COMMAND --help for its flags)\n\ncommands:\n",
+               usage.c_str());
   for (const Command& c : commands) {
+    if (!group.empty() && c.path[0] != group) continue;
     std::string name = JoinPath(c.path);
     if (name.size() < 24) name.append(24 - name.size(), ' ');
     std::fprintf(to, "  %s %s\n", name.c_str(), c.summary.c_str());
@@ -27,7 +33,7 @@ void PrintHelp(const std::vector<Command>& commands, FILE* to) {
 
 int Dispatch(const std::vector<Command>& commands, int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+  if (args.empty() || IsHelp(args[0])) {
     PrintHelp(commands, args.empty() ? stderr : stdout);
     return args.empty() ? 2 : 0;
   }
@@ -39,6 +45,15 @@ int Dispatch(const std::vector<Command>& commands, int argc, char** argv) {
     if (match && (!best || c.path.size() > best->path.size())) best = &c;
   }
   if (!best) {
+    // A group's name alone ("bmad bench") or with --help lists the group's commands.
+    bool group = false;
+    for (const Command& c : commands) group = group || (c.path.size() > 1 && c.path[0] == args[0]);
+    if (group && (args.size() == 1 || IsHelp(args[1]))) {
+      const bool help = args.size() > 1;
+      if (!help) std::fprintf(stderr, "bmad %s: which one?\n\n", args[0].c_str());
+      PrintHelp(commands, help ? stdout : stderr, args[0]);
+      return help ? 0 : 2;
+    }
     std::fprintf(stderr, "bmad: unknown command '%s'\n\n", JoinPath(args).c_str());
     PrintHelp(commands, stderr);
     return 2;

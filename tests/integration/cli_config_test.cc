@@ -72,6 +72,16 @@ TEST(CliConfigCheck, UsageErrors) {
   CliRun unknown = RunBmad({"frobnicate"}, dir);
   EXPECT_EQ(unknown.status, 2);
   EXPECT_NE(unknown.output.find("unknown command"), std::string::npos);
+  // A group of commands lists its members.
+  CliRun group_help = RunBmad({"bench", "--help"}, dir);
+  EXPECT_EQ(group_help.status, 0) << group_help.output;
+  EXPECT_NE(group_help.output.find("bench decode"), std::string::npos) << group_help.output;
+  EXPECT_EQ(group_help.output.find("tokenize"), std::string::npos) << group_help.output;
+  CliRun group_alone = RunBmad({"model"}, dir);
+  EXPECT_EQ(group_alone.status, 2) << group_alone.output;
+  EXPECT_NE(group_alone.output.find("bmad model: which one?"), std::string::npos);
+  EXPECT_NE(group_alone.output.find("model synth"), std::string::npos);
+  EXPECT_EQ(RunBmad({"bench", "nonsense"}, dir).status, 2);
   std::filesystem::remove_all(dir);
 }
 
