@@ -124,7 +124,10 @@ int RunGenerate(const std::vector<std::string>& args) {
   LocalGenerateOptions o;
   bool quiet = false, show_ids = false;
   cli::SamplingFlags sampling;
-  cli::Flags flags("bmad generate --model FILE.gguf --prompt TEXT [flags]");
+  cli::Flags flags(
+      "bmad generate --model FILE.gguf --prompt TEXT [flags]\n"
+      "       bmad generate --coordinator ENDPOINT --prompt TEXT [flags]   (a cluster: "
+      "bmad generate --coordinator ENDPOINT --help)");
   flags.AddString("model", &o.model_path, "GGUF model to run in this process.");
   flags.AddString("prompt", &o.prompt, "Text to continue.");
   sampling.AddTo(flags);
