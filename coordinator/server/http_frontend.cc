@@ -12,6 +12,7 @@
 #include "coordinator/http/chat_template.h"
 #include "coordinator/http/openai_request.h"
 #include "coordinator/http/openai_response.h"
+#include "coordinator/server/client_connection.h"
 #include "coordinator/server/coordinator_core.h"
 
 namespace bmad::coord {
@@ -19,9 +20,13 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// How long a handler waits for the next event before it gives up on the request.
+// How long a handler waits for the event loop to accept or refuse a request.
 constexpr auto kAcceptTimeout = 30s;
-constexpr auto kEventTimeout = 120s;
+// Once accepted, a request is waited for as long as its client is there: a queue may hold it for
+// minutes, and the event loop, not the handler, decides when it ends (it fails or migrates the
+// requests of a replica that dies). Between events the handler checks this often whether the
+// client has gone, and cancels the request if so.
+constexpr auto kClientCheckInterval = 1s;
 // Streaming requests hold a handler thread for their whole life: allow many at once.
 constexpr size_t kHandlerThreads = 256;
 constexpr int kListenBacklog = 4096;
@@ -178,17 +183,24 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
   ctx.include_usage = cr.stream && cr.include_usage;
   const tokenizer::Tokenizer& tok = core_.tokenizer();
 
+  auto client = std::make_shared<ClientConnection>(req.local_addr, req.local_port, req.remote_addr,
+                                                   req.remote_port);
   if (!cr.stream) {
     http::ChoiceOutput all;
     proto::Usage usage;
+    auto next_check = std::chrono::steady_clock::now() + kClientCheckInterval;
     while (true) {
-      std::optional<StreamEvent> e = stream->Pop(kEventTimeout);
-      if (!e) {
-        stream->MarkAbandoned();
-        core_.Post(InboxItem{InboxItem::Kind::kAbandon, {}, stream});
-        SendError(res, DeadlineExceeded("no output from the replica in time"));
-        return;
+      std::optional<StreamEvent> e = stream->Pop(kClientCheckInterval);
+      // Tokens may come without pause for minutes: check on a clock, not only when idle.
+      if (std::chrono::steady_clock::now() >= next_check) {
+        next_check = std::chrono::steady_clock::now() + kClientCheckInterval;
+        if (client->Gone()) {
+          stream->MarkAbandoned();  // nobody is left to answer
+          core_.Post(InboxItem{InboxItem::Kind::kAbandon, {}, stream});
+          return;
+        }
       }
+      if (!e) continue;
       if (e->kind == StreamEvent::Kind::kError) {
         SendError(res, e->status);
         return;
@@ -213,7 +225,7 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
   auto role_sent = std::make_shared<bool>(false);
   res.set_chunked_content_provider(
       "text/event-stream",
-      [this, stream, ctx, chat, text_sent, role_sent, &tok](size_t, httplib::DataSink& sink) {
+      [this, stream, client, ctx, chat, text_sent, role_sent, &tok](size_t, httplib::DataSink& sink) {
         auto abandon = [&] {
           stream->MarkAbandoned();
           core_.Post(InboxItem{InboxItem::Kind::kAbandon, {}, stream});
@@ -224,8 +236,10 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
           *role_sent = true;
           if (!write(http::RenderChatRoleChunk(ctx))) return abandon();
         }
-        std::optional<StreamEvent> e = stream->Pop(kEventTimeout);
-        if (!e) return abandon();
+        std::optional<StreamEvent> e;
+        while (!(e = stream->Pop(kClientCheckInterval))) {
+          if (client->Gone()) return abandon();
+        }
         if (e->kind == StreamEvent::Kind::kError) {
           write(http::SseEvent(http::ErrorJson(e->status)));
           write(http::SseDone());

@@ -1,7 +1,8 @@
 // The OpenAI-compatible HTTP API (cpp-httplib): /v1/completions and /v1/chat/completions (plain
 // and streaming SSE ending with [DONE], with usage), /v1/models, /health, /ready, /metrics.
 // Handler threads parse and validate the body (coordinator/http), hand the request to the event
-// loop, and relay its events; a client that disconnects mid-stream gets its request cancelled.
+// loop, and relay its events for as long as the request lives; a client that disconnects, while
+// streaming or waiting for a whole answer, gets its request cancelled.
 #pragma once
 
 #include <memory>

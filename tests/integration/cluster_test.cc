@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -20,6 +22,7 @@
 #include "tests/support/local_cluster.h"
 #include "tests/support/local_greedy.h"
 #include "tests/support/paths.h"
+#include "tests/support/process.h"
 #include "tests/support/sse_completion.h"
 
 namespace bmad::testing {
@@ -164,6 +167,56 @@ TEST(ClusterTest, DisconnectMidStreamCancelsAndFreesBlocks) {
   EXPECT_EQ(LocalCluster::MetricValue(cluster.Get("/metrics"),
                                       "bmad_coordinator_requests_finished_total{status=\"cancelled\"}"),
             1.0);
+}
+
+// A model slow enough on one thread that a long answer takes many seconds (stories260K writes
+// 500 tokens in milliseconds): 8 layers of width 512 in F32, stories260K's vocabulary.
+std::string SlowModel() {
+  static const std::string path = [] {
+    static const std::string dir = MakeTempDir("bmad-slow-model-");
+    std::atexit([] { std::filesystem::remove_all(dir); });  // 100 MB: not left in /tmp
+    const std::string p = dir + "/slow8x512.gguf";
+    ChildProcess synth;
+    EXPECT_TRUE(synth.Start({BinaryPath("bmad"), "model", "synth", "--out", p, "--layers", "8",
+                             "--dim", "512", "--heads", "8", "--ffn", "1536", "--ctx", "2048",
+                             "--vocab-from", Stories(), "--dtype", "f32", "--seed", "3"},
+                            p + ".log"));
+    EXPECT_EQ(synth.Wait(60s), 0) << synth.ReadLog();
+    return p;
+  }();
+  return path;
+}
+
+TEST(ClusterTest, ClosingANonStreamingRequestCancelsIt) {
+  LocalCluster cluster({SlowModel(), 1, 0, {"worker.threads=1"}});
+  std::string error;
+  ASSERT_TRUE(cluster.Start(&error)) << error;
+  // The client gives up after a second; 1900 tokens take this model many seconds. The handler,
+  // which writes nothing until the whole answer is there, must notice and cancel the request.
+  httplib::Client client("127.0.0.1", cluster.http_port());
+  client.set_read_timeout(1, 0);
+  EXPECT_FALSE(client.Post("/v1/completions", Completion("Once", 1900, false, true).dump(),
+                           "application/json"));
+  client.stop();
+  httplib::Client worker("127.0.0.1", cluster.worker_metrics_port(0));
+  std::string metrics;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto res = worker.Get("/metrics");
+        metrics = res ? res->body : "";
+        return LocalCluster::MetricValue(metrics, "bmad_worker_requests_running{replica=\"normal-0\"}") == 0.0 &&
+               LocalCluster::MetricValue(
+                   metrics, "bmad_worker_requests_finished_total{reason=\"cancelled\",replica=\"normal-0\"}") == 1.0;
+      },
+      20s))
+      << metrics;
+  EXPECT_EQ(LocalCluster::MetricValue(cluster.Get("/metrics"),
+                                      "bmad_coordinator_requests_finished_total{status=\"cancelled\"}"),
+            1.0);
+  // Far fewer tokens than asked for were made.
+  EXPECT_LT(LocalCluster::MetricValue(metrics, "bmad_worker_generation_tokens_total{replica=\"normal-0\"}").value_or(1e9),
+            1900.0)
+      << metrics;
 }
 
 TEST(ClusterTest, KillNineOfAReplicaLosesNothing) {
