@@ -39,6 +39,7 @@ struct SamplingParams {
   stopStrings @11 :List(Text);
   logprobs @12 :Bool;
   ignoreEos @13 :Bool;
+  topLogprobs @14 :UInt32;          # alternatives per token (needs logprobs), at most 20
 }
 
 struct Usage {
@@ -83,6 +84,8 @@ struct TokenChunk {
   logprobs @6 :List(Float32); # one per token id when asked for
   finishReason @7 :FinishReason;
   usage @8 :Usage;            # on the last chunk
+  topTokenIds @9 :List(UInt32);   # per token, its top-logprobs alternatives, most likely first
+  topLogprobs @10 :List(Float32); # their log-probabilities, in the same order
 }
 
 struct Error {

@@ -107,6 +107,7 @@ void Fill(wire::SamplingParams::Builder b, const SamplingParams& s) {
   }
   b.setLogprobs(s.logprobs);
   b.setIgnoreEos(s.ignore_eos);
+  b.setTopLogprobs(s.top_logprobs);
 }
 
 void Fill(wire::Usage::Builder b, const Usage& u) {
@@ -184,6 +185,8 @@ struct BodyFiller {
     SetList(b.initLogprobs(static_cast<unsigned>(m.logprobs.size())), m.logprobs);
     b.setFinishReason(ToWire(m.finish_reason));
     Fill(b.initUsage(), m.usage);
+    SetList(b.initTopTokenIds(static_cast<unsigned>(m.top_token_ids.size())), m.top_token_ids);
+    SetList(b.initTopLogprobs(static_cast<unsigned>(m.top_logprobs.size())), m.top_logprobs);
   }
   void operator()(const ErrorMessage& m) {
     auto b = body.initError();
@@ -278,6 +281,7 @@ SamplingParams Read(wire::SamplingParams::Reader r) {
   s.stop_strings = GetTextList(r.getStopStrings());
   s.logprobs = r.getLogprobs();
   s.ignore_eos = r.getIgnoreEos();
+  s.top_logprobs = r.getTopLogprobs();
   return s;
 }
 
@@ -363,6 +367,8 @@ Message ReadBody(wire::Envelope::Body::Reader body) {
       m.logprobs = GetList<float>(r.getLogprobs());
       m.finish_reason = FromWire(r.getFinishReason());
       m.usage = Read(r.getUsage());
+      m.top_token_ids = GetList<uint32_t>(r.getTopTokenIds());
+      m.top_logprobs = GetList<float>(r.getTopLogprobs());
       return m;
     }
     case wire::Envelope::Body::ERROR: {

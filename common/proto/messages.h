@@ -35,6 +35,7 @@ struct SamplingParams {
   std::vector<std::string> stop_strings;
   bool logprobs = false;
   bool ignore_eos = false;
+  uint32_t top_logprobs = 0;  // with logprobs: the most likely tokens reported per token (<= 20)
   friend bool operator==(const SamplingParams&, const SamplingParams&) = default;
 };
 
@@ -81,6 +82,10 @@ struct TokenChunk {
   std::vector<float> logprobs;
   FinishReason finish_reason = FinishReason::kNone;
   Usage usage;
+  // With top_logprobs N: N alternatives per token of token_ids (fewer when the vocabulary is
+  // smaller), token after token, each token's most likely first; log-probabilities alike.
+  std::vector<uint32_t> top_token_ids;
+  std::vector<float> top_logprobs;
   friend bool operator==(const TokenChunk&, const TokenChunk&) = default;
 };
 

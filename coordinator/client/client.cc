@@ -102,6 +102,8 @@ class RequestTracker {
     result_->token_ids.insert(result_->token_ids.end(), c.token_ids.begin(), c.token_ids.end());
     result_->text += c.text;
     result_->logprobs.insert(result_->logprobs.end(), c.logprobs.begin(), c.logprobs.end());
+    result_->top_token_ids.insert(result_->top_token_ids.end(), c.top_token_ids.begin(), c.top_token_ids.end());
+    result_->top_logprobs.insert(result_->top_logprobs.end(), c.top_logprobs.begin(), c.top_logprobs.end());
     ++result_->chunks;
     result_->total_s = SecondsBetween(sent_, now);
     if (on_chunk_) on_chunk_(c);

@@ -33,6 +33,8 @@ struct GenerateResult {
   std::vector<uint32_t> token_ids;
   std::string text;
   std::vector<float> logprobs;
+  std::vector<uint32_t> top_token_ids;  // with sampling.top_logprobs: each token's alternatives
+  std::vector<float> top_logprobs;
   proto::FinishReason finish_reason = proto::FinishReason::kNone;
   proto::Usage usage;              // from the last chunk
   uint32_t chunks = 0;

@@ -301,6 +301,7 @@ Status ReadLogprobs(const JsonFields& body, bool chat, CompletionRequest& reques
                           body.Integer("logprobs", 0, kMaxLogprobs, range));
     request.sampling.logprobs = n.has_value();
     request.top_logprobs = static_cast<uint32_t>(n.value_or(0));
+    request.sampling.top_logprobs = request.top_logprobs;
     return Status::Ok();
   }
   BMAD_ASSIGN_OR_RETURN(const std::optional<bool> logprobs, body.Bool("logprobs"));
@@ -311,6 +312,7 @@ Status ReadLogprobs(const JsonFields& body, bool chat, CompletionRequest& reques
   if (request.top_logprobs > 0 && !request.sampling.logprobs) {
     return InvalidArgument("'top_logprobs' needs 'logprobs' set to true");
   }
+  request.sampling.top_logprobs = request.top_logprobs;
   return Status::Ok();
 }
 

@@ -100,7 +100,13 @@ Json CompletionLogprobsJson(const ChoiceOutput& output) {
   for (const TokenLogprob& t : output.logprobs) {
     tokens.push_back(t.token);
     token_logprobs.push_back(LogprobValue(t.logprob));
-    top_logprobs.push_back(Json::object());  // alternatives are not computed
+    // The chosen token and its alternatives; OpenAI: "up to logprobs+1 elements". A piece
+    // that two ids share is listed once, with the higher log-probability (the first seen).
+    Json top = Json{{t.token, LogprobValue(t.logprob)}};
+    for (const TokenLogprob& a : t.top) {
+      if (!top.contains(a.token)) top[a.token] = LogprobValue(a.logprob);
+    }
+    top_logprobs.push_back(std::move(top));
     text_offset.push_back(offset);
     offset += CodePoints(t.token);
   }
@@ -112,14 +118,21 @@ Json CompletionLogprobsJson(const ChoiceOutput& output) {
 
 // Chat's shape: one entry per token, with the exact bytes (which survive partial characters).
 Json ChatLogprobsJson(const ChoiceOutput& output) {
+  const auto bytes_of = [](const std::string& token) {
+    Json bytes = Json::array();
+    for (const char c : token) bytes.push_back(static_cast<unsigned char>(c));
+    return bytes;
+  };
   Json content = Json::array();
   for (const TokenLogprob& t : output.logprobs) {
-    Json bytes = Json::array();
-    for (const char c : t.token) bytes.push_back(static_cast<unsigned char>(c));
+    Json top = Json::array();
+    for (const TokenLogprob& a : t.top) {
+      top.push_back(Json{{"token", a.token}, {"logprob", LogprobValue(a.logprob)}, {"bytes", bytes_of(a.token)}});
+    }
     content.push_back(Json{{"token", t.token},
                            {"logprob", LogprobValue(t.logprob)},
-                           {"bytes", std::move(bytes)},
-                           {"top_logprobs", Json::array()}});
+                           {"bytes", bytes_of(t.token)},
+                           {"top_logprobs", std::move(top)}});
   }
   return Json{{"content", std::move(content)}};
 }

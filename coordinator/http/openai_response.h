@@ -53,6 +53,9 @@ std::string ErrorJson(const Status& status, std::string_view param = {});
 struct TokenLogprob {
   std::string token;     // the token's text; may be part of a UTF-8 character
   float logprob = 0.0f;  // non-finite values and values below -9999 are sent as -9999
+  // The most likely tokens at this position (top_logprobs), most likely first; each entry's
+  // `top` is empty.
+  std::vector<TokenLogprob> top;
 };
 
 // One choice's output: all of it (non-streaming), or the part one chunk carries (streaming).

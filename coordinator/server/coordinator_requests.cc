@@ -160,6 +160,9 @@ bool CoordinatorServer::Core::Deliver(CoordRequest* r, proto::TokenChunk chunk) 
     // Non-streaming socket clients get one chunk at the end.
     r->pending_text += chunk.text;
     r->pending_logprobs.insert(r->pending_logprobs.end(), chunk.logprobs.begin(), chunk.logprobs.end());
+    r->pending_top_ids.insert(r->pending_top_ids.end(), chunk.top_token_ids.begin(), chunk.top_token_ids.end());
+    r->pending_top_logprobs.insert(r->pending_top_logprobs.end(), chunk.top_logprobs.begin(),
+                                   chunk.top_logprobs.end());
     return true;
   }
   if (!r->stream) {
@@ -167,6 +170,12 @@ bool CoordinatorServer::Core::Deliver(CoordRequest* r, proto::TokenChunk chunk) 
     std::vector<float> lp = std::move(r->pending_logprobs);
     lp.insert(lp.end(), chunk.logprobs.begin(), chunk.logprobs.end());
     chunk.logprobs = std::move(lp);
+    std::vector<uint32_t> top_ids = std::move(r->pending_top_ids);
+    top_ids.insert(top_ids.end(), chunk.top_token_ids.begin(), chunk.top_token_ids.end());
+    chunk.top_token_ids = std::move(top_ids);
+    std::vector<float> top_lp = std::move(r->pending_top_logprobs);
+    top_lp.insert(top_lp.end(), chunk.top_logprobs.begin(), chunk.top_logprobs.end());
+    chunk.top_logprobs = std::move(top_lp);
     chunk.token_ids = r->streamed_tokens;
     chunk.token_offset = 0;
   }
@@ -192,6 +201,13 @@ void CoordinatorServer::Core::OnChunk(const std::string& replica_id, proto::Toke
   }
   if (chunk.token_offset < have) {
     const size_t skip = have - chunk.token_offset;
+    // Each token's alternatives go with it (the same count for every token of a chunk).
+    const size_t per_token = chunk.token_ids.empty() ? 0 : chunk.top_token_ids.size() / chunk.token_ids.size();
+    const size_t skip_top = std::min(skip * per_token, chunk.top_token_ids.size());
+    chunk.top_token_ids.erase(chunk.top_token_ids.begin(), chunk.top_token_ids.begin() + static_cast<long>(skip_top));
+    if (chunk.top_logprobs.size() >= skip_top) {
+      chunk.top_logprobs.erase(chunk.top_logprobs.begin(), chunk.top_logprobs.begin() + static_cast<long>(skip_top));
+    }
     chunk.token_ids.erase(chunk.token_ids.begin(), chunk.token_ids.begin() + static_cast<long>(std::min(skip, chunk.token_ids.size())));
     if (chunk.logprobs.size() >= skip) chunk.logprobs.erase(chunk.logprobs.begin(), chunk.logprobs.begin() + static_cast<long>(skip));
     chunk.token_offset = static_cast<uint32_t>(have);

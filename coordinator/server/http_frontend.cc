@@ -46,8 +46,14 @@ http::ChoiceOutput Choice(const proto::TokenChunk& chunk, const tokenizer::Token
   out.finish_reason = chunk.finish_reason;
   out.text_offset = text_offset;
   if (logprobs) {
+    // Each token's alternatives (top_logprobs), the same count for every token of the chunk.
+    const size_t per_token = chunk.token_ids.empty() ? 0 : chunk.top_token_ids.size() / chunk.token_ids.size();
     for (size_t i = 0; i < chunk.token_ids.size() && i < chunk.logprobs.size(); ++i) {
-      out.logprobs.push_back({tok.TokenPiece(static_cast<int32_t>(chunk.token_ids[i])), chunk.logprobs[i]});
+      http::TokenLogprob t{tok.TokenPiece(static_cast<int32_t>(chunk.token_ids[i])), chunk.logprobs[i], {}};
+      for (size_t j = i * per_token; j < (i + 1) * per_token && j < chunk.top_logprobs.size(); ++j) {
+        t.top.push_back({tok.TokenPiece(static_cast<int32_t>(chunk.top_token_ids[j])), chunk.top_logprobs[j], {}});
+      }
+      out.logprobs.push_back(std::move(t));
     }
   }
   return out;

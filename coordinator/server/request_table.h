@@ -42,6 +42,8 @@ struct CoordRequest {
   std::vector<uint32_t> streamed_tokens;  // sent to the client, in order
   std::string pending_text;      // aggregated text (non-streaming socket clients)
   std::vector<float> pending_logprobs;
+  std::vector<uint32_t> pending_top_ids;  // their alternatives (top_logprobs), token after token
+  std::vector<float> pending_top_logprobs;
   uint32_t next_client_sequence = 0;
   uint32_t migrations = 0;
   int64_t arrival_ns = 0;

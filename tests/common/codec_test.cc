@@ -26,11 +26,12 @@ std::vector<Message> SampleMessages() {
   sampling.stop_token_ids = {2, 13};
   sampling.stop_strings = {"\n\n", "END"};
   sampling.logprobs = true;
+  sampling.top_logprobs = 2;
 
   Submit text_submit{"c-1", "stories", false, "Once upon a time", {}, sampling, 0, 1500, true};
   Submit token_submit{"c-2", "", true, "", {1, 403, 407}, {}, 2, 0, false};
   TokenChunk chunk{42, "c-1", 3, 17, {261, 378}, " a time", {-0.5f, -1.25f},
-                   FinishReason::kLength, Usage{5, 20, 4}};
+                   FinishReason::kLength, Usage{5, 20, 4}, {261, 7, 378, 9}, {-0.5f, -2.0f, -1.25f, -1.5f}};
   ReplicaInfo info;
   info.replica_id = "r0";
   info.pool = ReplicaPool::kLongTail;

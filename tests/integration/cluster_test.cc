@@ -87,6 +87,44 @@ TEST(ClusterTest, GreedyOverHttpEqualsLocalGenerate) {
 // The harness itself: a process that exits while the cluster starts (here the coordinator,
 // whose /metrics port another socket holds) is named at once, with the logs, instead of after
 // the whole wait for replicas.
+TEST(ClusterTest, TopLogprobsComeWithEveryToken) {
+  LocalCluster cluster({Stories(), 1, 0});
+  std::string error;
+  ASSERT_TRUE(cluster.Start(&error)) << error;
+  // Completions: logprobs 3 lists the chosen token and its 3 most likely alternatives; greedy,
+  // the chosen one is the most likely, with the same log-probability.
+  json body = Completion("Once upon a time", 12, false);
+  body["logprobs"] = 3;
+  HttpResult r = Post(cluster.http_port(), "/v1/completions", body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json lp = json::parse(r.body)["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), 12u) << r.body;
+  for (size_t i = 0; i < 12; ++i) {
+    const json& top = lp["top_logprobs"][i];
+    ASSERT_GE(top.size(), 3u) << top;  // 4 unless the chosen piece is among the 3, or pieces repeat
+    ASSERT_LE(top.size(), 4u) << top;
+    const std::string chosen = lp["tokens"][i];
+    ASSERT_TRUE(top.contains(chosen)) << top;
+    EXPECT_EQ(top[chosen], lp["token_logprobs"][i]);
+    double best = -1e9;
+    for (const auto& [piece, value] : top.items()) best = std::max(best, value.get<double>());
+    EXPECT_EQ(best, lp["token_logprobs"][i].get<double>()) << top;
+  }
+  // Chat: top_logprobs 2 gives two entries per token, the greedy token first.
+  json chat = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 6},
+               {"temperature", 0}, {"logprobs", true}, {"top_logprobs", 2}};
+  HttpResult c = Post(cluster.http_port(), "/v1/chat/completions", chat.dump());
+  ASSERT_EQ(c.status, 200) << c.body;
+  const json content = json::parse(c.body)["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 6u) << c.body;
+  for (const json& t : content) {
+    ASSERT_EQ(t["top_logprobs"].size(), 2u) << t;
+    EXPECT_EQ(t["top_logprobs"][0]["token"], t["token"]) << t;
+    EXPECT_EQ(t["top_logprobs"][0]["logprob"], t["logprob"]) << t;
+    EXPECT_GE(t["top_logprobs"][0]["logprob"].get<double>(), t["top_logprobs"][1]["logprob"].get<double>());
+  }
+}
+
 TEST(ClusterTest, AProcessThatExitsWhileStartingIsNamed) {
   const int port = PickFreePort();
   const int holder = socket(AF_INET, SOCK_STREAM, 0);

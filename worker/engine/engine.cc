@@ -357,6 +357,10 @@ void Engine::Sample(const StepBatch& batch, std::vector<RequestOutput>* outputs)
       TokenOutcome outcome = r.output.OnToken(s->token_id);
       out.token_ids.push_back(s->token_id);
       if (r.want_logprobs && s->logprob) out.logprobs.push_back(*s->logprob);
+      for (const sampling::SampleResult::Alternative& a : s->top) {
+        out.top_token_ids.push_back(a.token_id);
+        out.top_logprobs.push_back(a.logprob);
+      }
       out.text = std::move(outcome.text);
       out.finished = outcome.finished;
       out.reason = outcome.reason;

@@ -63,6 +63,9 @@ struct RequestOutput {
   uint64_t id = 0;
   std::vector<int32_t> token_ids;
   std::vector<float> logprobs;
+  // With top_logprobs: each token's alternatives, token after token (proto::TokenChunk's layout).
+  std::vector<int32_t> top_token_ids;
+  std::vector<float> top_logprobs;
   std::string text;
   bool finished = false;
   proto::FinishReason reason = proto::FinishReason::kNone;

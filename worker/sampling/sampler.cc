@@ -1,5 +1,7 @@
 #include "worker/sampling/sampler.h"
 
+#include "worker/sampling/sampling_params_validation.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -37,6 +39,7 @@ Sampler::Sampler(const proto::SamplingParams& params, uint64_t default_seed)
                  std::isfinite(params.presence_penalty) ? params.presence_penalty : 0.0f,
                  std::isfinite(params.frequency_penalty) ? params.frequency_penalty : 0.0f},
       want_logprob_(params.logprobs),
+      top_logprobs_(params.logprobs ? std::min<uint32_t>(params.top_logprobs, kMaxTopLogprobs) : 0),
       seed_(params.has_seed ? params.seed : default_seed),
       rng_(seed_) {}
 
@@ -63,7 +66,15 @@ Result<SampleResult> Sampler::Sample(std::span<const float> logits,
     BMAD_ASSIGN_OR_RETURN(result.token_id, Draw(scores));
   }
   // The raw logits passed the finiteness check above: penalties keep NaN and +inf as they are.
-  if (want_logprob_) result.logprob = LogSoftmaxAt(logits, result.token_id);
+  if (!want_logprob_) return result;
+  const LogSoftmaxNorm norm = LogSoftmaxNormOf(logits);
+  result.logprob = norm.At(logits[static_cast<size_t>(result.token_id)]);
+  if (top_logprobs_ > 0) {
+    if (candidates_.size() < top_logprobs_) candidates_.resize(top_logprobs_);
+    BMAD_ASSIGN_OR_RETURN(std::span<Candidate> top, SelectTopK(logits, top_logprobs_));
+    result.top.reserve(top.size());
+    for (const Candidate& c : top) result.top.push_back({c.id, norm.At(c.score)});
+  }
   return result;
 }
 
@@ -203,13 +214,16 @@ DeviceDraw Sampler::PrepareDeviceDraw() {
   return d;
 }
 
-float LogSoftmaxAt(std::span<const float> logits, int32_t token) {
+LogSoftmaxNorm LogSoftmaxNormOf(std::span<const float> logits) {
   float max_logit = -kInf;
   for (float logit : logits) max_logit = std::max(max_logit, logit);
   double sum = 0.0;
   for (float logit : logits) sum += std::exp(logit - max_logit);  // float exp, double sum
-  const double chosen = static_cast<double>(logits[static_cast<size_t>(token)] - max_logit);
-  return static_cast<float>(chosen - std::log(sum));
+  return LogSoftmaxNorm{max_logit, std::log(sum)};
+}
+
+float LogSoftmaxAt(std::span<const float> logits, int32_t token) {
+  return LogSoftmaxNormOf(logits).At(logits[static_cast<size_t>(token)]);
 }
 
 }  // namespace bmad::sampling

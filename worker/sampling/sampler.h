@@ -54,6 +54,14 @@ struct SampleResult {
   // sampling knobs, and meaningful for greedy requests, whose processed distribution is a point
   // mass. Set only when `params.logprobs` is true: it costs one exp per vocabulary entry.
   std::optional<float> logprob;
+  // With params.top_logprobs N (and logprobs): the N most likely tokens under that same raw
+  // distribution (fewer when fewer have finite logits), most likely first, ties by lower id;
+  // each log-probability computed as `logprob` is, so a greedy token's equals its first one's.
+  struct Alternative {
+    int32_t token_id;
+    float logprob;
+  };
+  std::vector<Alternative> top;
 };
 
 // One draw made where the logits are, as kernels::RowSampling carries it to the backend
@@ -120,6 +128,7 @@ class Sampler {
   float min_p_;
   Penalties penalties_;
   bool want_logprob_;
+  size_t top_logprobs_;  // alternatives per token; 0 unless want_logprob_
   uint64_t seed_;
   std::mt19937_64 rng_;
   std::optional<double> held_uniform_;
@@ -133,5 +142,15 @@ class Sampler {
 // log_softmax(logits)[token], the exponentials summed in double. Requires: no NaN or +inf in
 // `logits`, at least one finite value, 0 <= token < logits.size().
 float LogSoftmaxAt(std::span<const float> logits, int32_t token);
+
+// The same for many tokens of one row: the maximum and the log of the sum, taken once.
+struct LogSoftmaxNorm {
+  float max_logit;
+  double log_sum;
+  float At(float logit) const {
+    return static_cast<float>(static_cast<double>(logit - max_logit) - log_sum);
+  }
+};
+LogSoftmaxNorm LogSoftmaxNormOf(std::span<const float> logits);
 
 }  // namespace bmad::sampling

@@ -90,6 +90,13 @@ Status ValidateSamplingParams(const proto::SamplingParams& params, int32_t vocab
   if (params.max_tokens < 1) {
     return InvalidArgument("'max_tokens' must be >= 1; got 0");
   }
+  if (params.top_logprobs > kMaxTopLogprobs) {
+    return InvalidArgument("'top_logprobs' must be at most " + std::to_string(kMaxTopLogprobs) +
+                           "; got " + std::to_string(params.top_logprobs));
+  }
+  if (params.top_logprobs > 0 && !params.logprobs) {
+    return InvalidArgument("'top_logprobs' needs 'logprobs'");
+  }
   if (params.stop_token_ids.size() > kMaxStopTokenIds) {
     return InvalidArgument("'stop_token_ids' holds " +
                            std::to_string(params.stop_token_ids.size()) + " ids; at most " +

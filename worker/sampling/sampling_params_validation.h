@@ -25,6 +25,8 @@ inline constexpr size_t kMaxStopStrings = 8;
 inline constexpr size_t kMaxStopStringBytes = 128;
 // Bounds the per-request work of checking stop token ids (each is a vocabulary id).
 inline constexpr size_t kMaxStopTokenIds = 64;
+// Alternatives reported per token (OpenAI's top_logprobs limit).
+inline constexpr uint32_t kMaxTopLogprobs = 20;
 
 // OK, or kInvalidArgument whose message names the first bad field, e.g.
 // "'top_p' must be a finite number in (0, 1]; got nan". Checks:

@@ -145,6 +145,8 @@ void WorkerServer::Impl::SendOutput(engine::RequestOutput& out) {
     chunk.token_ids.assign(out.token_ids.begin(), out.token_ids.end());
     chunk.text = std::move(out.text);
     chunk.logprobs = std::move(out.logprobs);
+    chunk.top_token_ids.assign(out.top_token_ids.begin(), out.top_token_ids.end());
+    chunk.top_logprobs = std::move(out.top_logprobs);
     chunk.finish_reason = out.reason;
     chunk.usage = out.usage;
     Send(chunk);

@@ -103,6 +103,7 @@ TEST(ParseCompletionRequest, CompletionReadsEveryField) {
   EXPECT_THAT(r.sampling.stop_token_ids, ElementsAre(2u, 7u));
   EXPECT_TRUE(r.sampling.logprobs);
   EXPECT_EQ(r.top_logprobs, 3u);
+  EXPECT_EQ(r.sampling.top_logprobs, 3u);  // what the worker computes
   EXPECT_TRUE(r.sampling.ignore_eos);
   EXPECT_TRUE(r.stream);
   EXPECT_TRUE(r.include_usage);
@@ -147,6 +148,7 @@ TEST(ParseCompletionRequest, ChatMaxTokensLogprobsAndExtensions) {
       Ok(Chat("{" + messages + R"(, "logprobs": true, "top_logprobs": 5})"));
   EXPECT_TRUE(logprobs.sampling.logprobs);
   EXPECT_EQ(logprobs.top_logprobs, 5u);
+  EXPECT_EQ(logprobs.sampling.top_logprobs, 5u);
   EXPECT_TRUE(Ok(Chat("{" + messages + R"(, "logprobs": true})")).sampling.logprobs);
   EXPECT_FALSE(
       Ok(Chat("{" + messages + R"(, "logprobs": false, "top_logprobs": 0})")).sampling.logprobs);

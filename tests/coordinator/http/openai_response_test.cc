@@ -168,8 +168,40 @@ TEST(RenderCompletion, LogprobsInTheLegacyShape) {
       Parse(RenderCompletion(context, output, SomeUsage()))["choices"][0]["logprobs"];
   EXPECT_EQ(logprobs["tokens"], Json({"Hi", " caf\xC3\xA9", "!"}));
   EXPECT_EQ(logprobs["token_logprobs"], Json({-0.25, -1.5, -9999.0}));
-  EXPECT_EQ(logprobs["top_logprobs"], Json({Json::object(), Json::object(), Json::object()}));
+  // Without alternatives asked for, each position lists the chosen token (OpenAI: "up to
+  // logprobs+1 elements").
+  EXPECT_EQ(logprobs["top_logprobs"],
+            Json({Json{{"Hi", -0.25}}, Json{{" caf\xC3\xA9", -1.5}}, Json{{"!", -9999.0}}}));
   EXPECT_EQ(logprobs["text_offset"], Json({0, 2, 7}));  // characters, not bytes
+}
+
+TEST(RenderCompletion, TopLogprobsListTheChosenTokenAndItsAlternatives) {
+  ResponseContext context = Context();
+  context.logprobs = true;
+  ChoiceOutput output;
+  output.text = "ab";
+  // A sampled token need not be among the alternatives; a piece two ids share is listed once.
+  output.logprobs = {{"a", -0.5f, {{"a", -0.5f, {}}, {"b", -1.0f, {}}}},
+                     {"b", -3.0f, {{"c", -0.25f, {}}, {"c", -2.0f, {}}}}};
+  const Json logprobs =
+      Parse(RenderCompletion(context, output, SomeUsage()))["choices"][0]["logprobs"];
+  EXPECT_EQ(logprobs["top_logprobs"],
+            Json({Json{{"a", -0.5}, {"b", -1.0}}, Json{{"b", -3.0}, {"c", -0.25}}}));
+}
+
+TEST(RenderChatCompletion, TopLogprobsAreEntriesWithBytes) {
+  ResponseContext context = Context();
+  context.logprobs = true;
+  ChoiceOutput output;
+  output.text = "a";
+  output.logprobs = {{"a", -0.5f, {{"a", -0.5f, {}}, {"\xC3", -2.0f, {}}}}};
+  const Json content =
+      Parse(RenderChatCompletion(context, output, SomeUsage()))["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 1u);
+  ASSERT_EQ(content[0]["top_logprobs"].size(), 2u);
+  EXPECT_EQ(content[0]["top_logprobs"][0], Json({{"token", "a"}, {"logprob", -0.5}, {"bytes", {97}}}));
+  EXPECT_EQ(content[0]["top_logprobs"][1]["bytes"], Json({0xC3}));
+  EXPECT_EQ(content[0]["top_logprobs"][1]["logprob"], -2.0);
 }
 
 TEST(RenderChatCompletion, HasOpenAIsFields) {

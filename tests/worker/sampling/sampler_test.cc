@@ -412,6 +412,57 @@ TEST(Sampler, LogprobIgnoresPenaltiesTemperatureAndFilters) {
   }
 }
 
+TEST(Sampler, TopLogprobsAreTheMostLikelyRawTokensInOrder) {
+  // A sampled run with penalties and top-k: the alternatives are still the raw distribution's.
+  proto::SamplingParams params = Params(0.8f);
+  params.logprobs = true;
+  params.top_logprobs = 3;
+  params.repetition_penalty = 1.3f;
+  params.top_k = 2;
+  Sampler sampler(params, 7);
+  std::mt19937 rng(11);
+  for (int step = 0; step < 100; ++step) {
+    std::vector<float> logits(50);
+    for (float& l : logits) l = static_cast<float>(rng() % 40) * 0.1f;  // many ties
+    logits[3] = -kInf;
+    Result<SampleResult> result = sampler.Sample(logits, kNoTokens, std::vector<int32_t>{5});
+    ASSERT_TRUE(result.ok());
+    // Brute force: order by logit, ties by lower id.
+    std::vector<int32_t> order(logits.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+    ASSERT_EQ(result->top.size(), 3u);
+    for (size_t j = 0; j < 3; ++j) {
+      EXPECT_EQ(result->top[j].token_id, order[j]) << "step " << step << " rank " << j;
+      EXPECT_EQ(result->top[j].logprob, LogSoftmaxAt(logits, order[j]));
+    }
+    EXPECT_EQ(*result->logprob, LogSoftmaxAt(logits, result->token_id));
+  }
+}
+
+TEST(Sampler, TopLogprobsOfAGreedyTokenMatchItsOwn) {
+  proto::SamplingParams params = Params(0.0f);
+  params.logprobs = true;
+  params.top_logprobs = 20;
+  Sampler sampler(params, 0);
+  // Fewer finite logits than asked for: only those are listed.
+  Result<SampleResult> result =
+      sampler.Sample(std::vector<float>{1.0f, 3.0f, -kInf, 2.0f}, kNoTokens, kNoTokens);
+  ASSERT_TRUE(result.ok());
+  ASSERT_EQ(result->top.size(), 3u);
+  EXPECT_EQ(result->top[0].token_id, result->token_id);
+  EXPECT_EQ(result->top[0].logprob, *result->logprob);  // bit for bit
+  EXPECT_EQ(result->top[1].token_id, 3);
+  EXPECT_EQ(result->top[2].token_id, 0);
+  // Without logprobs, top_logprobs asks for nothing (the validator refuses that pairing).
+  params.logprobs = false;
+  Sampler plain(params, 0);
+  Result<SampleResult> none = plain.Sample(std::vector<float>{1.0f, 3.0f}, kNoTokens, kNoTokens);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->top.empty());
+}
+
 TEST(Sampler, LogprobIsOnlyComputedWhenRequested) {
   Sampler sampler(Params(0.0f), 0);
   Result<SampleResult> result = sampler.Sample(std::vector<float>{1.0f}, kNoTokens, kNoTokens);

@@ -78,6 +78,14 @@ TEST(ValidateSamplingParams, RejectsEachBadFieldNamingItAndItsRange) {
       {"frequency_penalty inf", [](auto& p) { p.frequency_penalty = kInf; },
        {"'frequency_penalty'"}},
       {"max_tokens 0", [](auto& p) { p.max_tokens = 0; }, {"'max_tokens'", ">= 1"}},
+      {"top_logprobs 21",
+       [](auto& p) {
+         p.logprobs = true;
+         p.top_logprobs = 21;
+       },
+       {"'top_logprobs'", "at most 20", "21"}},
+      {"top_logprobs without logprobs", [](auto& p) { p.top_logprobs = 2; },
+       {"'top_logprobs'", "'logprobs'"}},
       {"stop token = vocab", [](auto& p) { p.stop_token_ids = {2, kVocab}; },
        {"'stop_token_ids[1]'", "32000", "[0, 32000)"}},
       {"stop token huge", [](auto& p) { p.stop_token_ids = {0xFFFFFFFFu}; },
@@ -113,6 +121,10 @@ TEST(ValidateSamplingParams, AcceptsTheBoundaries) {
       [](auto& p) { p.presence_penalty = -2.0f; },
       [](auto& p) { p.frequency_penalty = 2.0f; },
       [](auto& p) { p.max_tokens = 1; },
+      [](auto& p) {
+        p.logprobs = true;
+        p.top_logprobs = kMaxTopLogprobs;
+      },
       [](auto& p) { p.stop_token_ids = {0, kVocab - 1}; },
       [](auto& p) { p.stop_token_ids.assign(kMaxStopTokenIds, 7u); },
       [](auto& p) { p.stop_strings.assign(kMaxStopStrings, "\n\n"); },
