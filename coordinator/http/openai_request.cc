@@ -382,6 +382,31 @@ Status RejectUnsupported(const JsonFields& body, bool chat) {
       return InvalidArgument(Quoted(key) + " is not supported: this server runs no tools");
     }
   }
+  for (const std::string_view key : {"tool_choice", "function_call"}) {
+    if (const Json* choice = body.Find(key); choice != nullptr && !choice->is_null() && *choice != "none") {
+      return InvalidArgument(Quoted(key) + " is only allowed when tools are given, and this server "
+                             "runs no tools");
+    }
+  }
+  // vLLM's extensions that change what is generated: refused rather than ignored, so that a
+  // client relying on one learns it has no effect here. Their "off" values pass.
+  for (const std::string_view key : {"use_beam_search", "include_stop_str_in_output",
+                                     "continue_final_message"}) {
+    if (const Json* flag = body.Find(key); flag != nullptr && *flag != false && !flag->is_null()) {
+      return InvalidArgument(Quoted(key) + " is not supported");
+    }
+  }
+  if (const Json* min_tokens = body.Find("min_tokens");
+      min_tokens != nullptr && !min_tokens->is_null() && *min_tokens != 0) {
+    return InvalidArgument("'min_tokens' is not supported");
+  }
+  for (const std::string_view key : {"guided_json", "guided_regex", "guided_choice",
+                                     "guided_grammar", "structured_outputs", "chat_template",
+                                     "chat_template_kwargs", "prompt_logprobs"}) {
+    if (const Json* value = body.Find(key); value != nullptr && !value->is_null()) {
+      return InvalidArgument(Quoted(key) + " is not supported");
+    }
+  }
   return Status::Ok();
 }
 

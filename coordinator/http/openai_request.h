@@ -39,7 +39,11 @@
 //   slo_ms             bmad: latency objective in milliseconds, integer >= 0 (0: none)
 // Parameters OpenAI defines but this server cannot honour are rejected rather than silently
 // ignored when set to anything but their neutral value: logit_bias (non-empty), suffix
-// (non-empty), response_format (type other than "text"), tools and functions (non-empty).
+// (non-empty), response_format (type other than "text"), tools and functions (non-empty),
+// tool_choice and function_call (other than "none"); so are vLLM's extensions that would change
+// the output: use_beam_search, include_stop_str_in_output, continue_final_message (true),
+// min_tokens (above 0), guided_json/regex/choice/grammar, structured_outputs, chat_template,
+// chat_template_kwargs and prompt_logprobs (non-null).
 //
 // Thread-safety: pure functions.
 #pragma once

@@ -195,12 +195,20 @@ std::string ErrorJson(const Status& status, std::string_view param) {
   if (param.empty() && HttpStatusFor(status.code()) / 100 == 4) {
     param = LeadingParam(status.message());
   }
+  if (param.empty() && status.code() == StatusCode::kNotFound) param = "model";  // model_not_found
   const std::string message =
       status.ok() ? "ErrorJson was given an OK status (a bug in the server)" : status.message();
   return Dump(Json{{"error", Json{{"message", message},
                                   {"type", kind.type},
                                   {"param", param.empty() ? Json(nullptr) : Json(param)},
                                   {"code", kind.code}}}});
+}
+
+std::string RouteErrorJson(std::string_view method, std::string_view path) {
+  return Dump(Json{{"error", Json{{"message", "Invalid URL (" + std::string(method) + " " + std::string(path) + ")"},
+                                  {"type", "invalid_request_error"},
+                                  {"param", nullptr},
+                                  {"code", nullptr}}}});
 }
 
 std::string RenderCompletion(const ResponseContext& context, const ChoiceOutput& output,

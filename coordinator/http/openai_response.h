@@ -44,8 +44,12 @@ int HttpStatusFor(StatusCode code);
 // status code's name in lower case ("invalid_argument", "unavailable", ...).
 // param: `param` when given; otherwise, for 4xx errors whose message starts with a quoted
 // parameter name (as every ParseCompletionRequest error does: "'top_p' must be ..."), that name;
-// else null. Meant for non-OK statuses (an OK one renders as a server error saying so).
+// "model" for NotFound (the model does not exist); else null. Meant for non-OK statuses (an OK one renders as a server error saying so).
 std::string ErrorJson(const Status& status, std::string_view param = {});
+// The body of a 404 or 405 for a path or method the API does not have, as OpenAI words it:
+// {"error": {"message": "Invalid URL (POST /v1/embeddings)", "type": "invalid_request_error",
+// "param": null, "code": null}}.
+std::string RouteErrorJson(std::string_view method, std::string_view path);
 
 // ---- completions ----
 

@@ -5,6 +5,8 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <cstdio>
+#include <random>
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -57,6 +59,22 @@ http::ChoiceOutput Choice(const proto::TokenChunk& chunk, const tokenizer::Token
     }
   }
   return out;
+}
+
+// The id after "cmpl-" / "chatcmpl-": unique across coordinator restarts (the request ids
+// restart at 1), and ending with the coordinator's request id, which its logs name.
+std::string ResponseId(uint64_t request_id) {
+  static const uint64_t salt = [] {
+    std::random_device device;
+    return (uint64_t{device()} << 32) ^ device();
+  }();
+  uint64_t z = salt + request_id * 0x9E3779B97F4A7C15ull;  // SplitMix64's finaliser
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(z));
+  return std::string(hex) + "-" + std::to_string(request_id);
 }
 
 size_t CodePoints(std::string_view s) {
@@ -112,12 +130,30 @@ Status HttpFrontend::Start(const std::string& host, int port) {
   server_->Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
     HandleCompletion(req, res, /*chat=*/true);
   });
+  // The right path with the wrong method: 405 naming the one it takes.
+  for (const auto& [path, allowed] : {std::pair<const char*, const char*>{"/v1/completions", "POST"},
+                                      {"/v1/chat/completions", "POST"},
+                                      {"/v1/models", "GET"}}) {
+    auto not_allowed = [allowed](const httplib::Request& req, httplib::Response& res) {
+      res.status = 405;
+      res.set_header("Allow", allowed);
+      res.set_content(http::RouteErrorJson(req.method, req.path), "application/json");
+    };
+    if (std::string_view(allowed) == "POST") {
+      server_->Get(path, not_allowed);
+    } else {
+      server_->Post(path, not_allowed);
+    }
+  }
   // httplib calls this for every 4xx/5xx response, ours included: only fill in bodies it made.
   server_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (res.status == 404 && res.body.empty()) {
-      SendError(res, NotFound("no route " + req.method + " " + req.path));
+      res.set_content(http::RouteErrorJson(req.method, req.path), "application/json");
     }
   });
+  // httplib's default closes a connection after 5 requests; clients that keep one open (every
+  // OpenAI SDK) would reconnect that often.
+  server_->set_keep_alive_max_count(10000);
   port_ = port == 0 ? server_->bind_to_any_port(host) : (server_->bind_to_port(host, port) ? port : -1);
   if (port_ <= 0) {
     return IoError("cannot serve HTTP on " + host + ":" + std::to_string(port) +
@@ -182,7 +218,7 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
     return;
   }
   http::ResponseContext ctx;
-  ctx.request_id = std::to_string(first->request_id);
+  ctx.request_id = ResponseId(first->request_id);
   ctx.created_unix_s = UnixMillis() / 1000;
   ctx.model = core_.model_name();
   ctx.logprobs = cr.sampling.logprobs;

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "common/proto/frames.h"
@@ -64,6 +65,31 @@ json Completion(const std::string& prompt, int max_tokens, bool stream, bool ign
   if (ignore_eos) b["ignore_eos"] = true;
   if (stream) b["stream_options"] = {{"include_usage", true}};
   return b;
+}
+
+TEST(ClusterTest, ResponseIdsAreUniqueAndConnectionsStayOpen) {
+  LocalCluster cluster({Stories(), 1, 0});
+  std::string error;
+  ASSERT_TRUE(cluster.Start(&error)) << error;
+  // Ten requests on one kept-alive connection (httplib's default closed it after five): each
+  // response carries a fresh, not merely sequential, id.
+  httplib::Client c("127.0.0.1", cluster.http_port());
+  c.set_keep_alive(true);
+  c.set_read_timeout(60, 0);
+  std::set<std::string> ids;
+  for (int i = 0; i < 10; ++i) {
+    auto res = c.Post("/v1/completions", Completion("Once", 2, false).dump(), "application/json");
+    ASSERT_TRUE(res) << i;
+    ASSERT_EQ(res->status, 200) << res->body;
+    const std::string id = json::parse(res->body)["id"];
+    EXPECT_TRUE(id.starts_with("cmpl-")) << id;
+    EXPECT_GT(id.size(), std::string("cmpl-").size() + 16) << id;  // 16 hex digits, then the request id
+    ids.insert(id);
+    const std::string keep_alive = res->get_header_value("Keep-Alive");
+    EXPECT_EQ(keep_alive.find("max=0"), std::string::npos) << keep_alive;
+    EXPECT_NE(res->get_header_value("Connection"), "close") << i;
+  }
+  EXPECT_EQ(ids.size(), 10u);
 }
 
 TEST(ClusterTest, GreedyOverHttpEqualsLocalGenerate) {
@@ -321,6 +347,21 @@ TEST(ClusterTest, GarbageGetsClearErrorsAndServingGoesOn) {
   EXPECT_EQ(chat.status, 400);
   httplib::Client c("127.0.0.1", port);
   EXPECT_EQ(c.Get("/v1/nothing")->status, 404);
+  // Routes and methods the API lacks, worded as OpenAI words them (code null, not a model error).
+  auto embeddings = c.Post("/v1/embeddings", "{}", "application/json");
+  ASSERT_TRUE(embeddings);
+  EXPECT_EQ(embeddings->status, 404);
+  json route = json::parse(embeddings->body);
+  EXPECT_EQ(route["error"]["message"], "Invalid URL (POST /v1/embeddings)");
+  EXPECT_TRUE(route["error"]["code"].is_null()) << embeddings->body;
+  auto get_completions = c.Get("/v1/completions");
+  ASSERT_TRUE(get_completions);
+  EXPECT_EQ(get_completions->status, 405);
+  EXPECT_EQ(get_completions->get_header_value("Allow"), "POST");
+  // An unknown model names the parameter.
+  HttpResult no_model = Post(port, "/v1/completions", R"({"prompt": "hi", "model": "gpt-4"})");
+  EXPECT_EQ(json::parse(no_model.body)["error"]["param"], "model") << no_model.body;
+  EXPECT_EQ(json::parse(no_model.body)["error"]["code"], "model_not_found") << no_model.body;
 
   // The socket door: random bytes, a truncated message, a worker-only message.
   zmq::context_t ctx;

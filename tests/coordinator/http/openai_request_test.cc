@@ -184,7 +184,7 @@ TEST(ParseCompletionRequest, NullMeansNotSetAndUnknownFieldsAreIgnored) {
       "stop": null, "seed": null, "logprobs": null, "n": null, "stream": null,
       "stream_options": null, "logit_bias": null, "suffix": null, "priority": null,
       "user": 12, "metadata": {"a": [1, {"b": null}]}, "tool_choice": "none",
-      "guided_json": {"type": "object"}, "logit_bias_extra": 1})"));
+      "some_future_field": {"type": "object"}, "logit_bias_extra": 1})"));
   EXPECT_EQ(r.model, "");
   EXPECT_EQ(r.max_tokens, 16u);
   EXPECT_EQ(r.sampling.temperature, 1.0f);
@@ -429,7 +429,35 @@ TEST(ParseCompletionRequest, RejectsBadMessages) {
       {R"({"messages": [{"role": "user", "content": "x"}], "functions": [{"name": "f"}]})",
        true,
        {"'functions' is not supported"}},
+      // Extensions that would change the output are refused, not ignored.
+      {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})",
+       true,
+       {"'tool_choice' is only allowed when tools are given"}},
+      {R"({"messages": [{"role": "user", "content": "x"}], "continue_final_message": true})",
+       true,
+       {"'continue_final_message' is not supported"}},
+      {R"({"messages": [{"role": "user", "content": "x"}], "chat_template": "{{x}}"})",
+       true,
+       {"'chat_template' is not supported"}},
+      {R"({"prompt": "x", "min_tokens": 3})", false, {"'min_tokens' is not supported"}},
+      {R"({"prompt": "x", "use_beam_search": true})", false, {"'use_beam_search' is not supported"}},
+      {R"({"prompt": "x", "include_stop_str_in_output": true})",
+       false,
+       {"'include_stop_str_in_output' is not supported"}},
+      {R"({"prompt": "x", "guided_json": {"type": "object"}})", false, {"'guided_json' is not supported"}},
+      {R"({"prompt": "x", "guided_choice": ["a", "b"]})", false, {"'guided_choice' is not supported"}},
+      {R"({"prompt": "x", "prompt_logprobs": 1})", false, {"'prompt_logprobs' is not supported"}},
   });
+}
+
+TEST(ParseCompletionRequest, TheOffValuesOfUnsupportedExtensionsPass) {
+  for (const char* body :
+       {R"({"prompt": "x", "min_tokens": 0, "use_beam_search": false, "tool_choice": "none",
+            "include_stop_str_in_output": false, "guided_json": null, "prompt_logprobs": null})",
+        R"({"prompt": "x", "tool_choice": null, "continue_final_message": false})"}) {
+    EXPECT_TRUE(ParseCompletionRequest(body, false, {}).ok())
+        << body << ": " << ParseCompletionRequest(body, false, {}).status().ToString();
+  }
 }
 
 TEST(ParseCompletionRequest, RejectsBodiesThatAreNotAJsonObject) {
