@@ -198,6 +198,14 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
     in.prompt_text = std::move(cr.prompt_text);
     in.prompt_tokens = std::move(cr.prompt_tokens);
   }
+  if (!in.prompt_is_tokens) {
+    // Tokenized here, on this request's own thread: in the event loop a long prompt (megabytes
+    // take seconds) would stall every other request's tokens meanwhile.
+    const std::vector<int32_t> ids = core_.tokenizer().Encode(in.prompt_text);
+    in.prompt_tokens.assign(ids.begin(), ids.end());
+    in.prompt_is_tokens = true;
+    in.prompt_text.clear();
+  }
   in.sampling = cr.sampling;
   in.max_tokens_given = cr.max_tokens.has_value();
   in.priority = cr.priority.value_or(1);
@@ -263,11 +271,14 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
 
   // Streaming: SSE events as chunks come, then the usage chunk (if asked) and [DONE].
   res.set_header("Cache-Control", "no-cache");
-  auto text_sent = std::make_shared<size_t>(0);
+  // Where the next token's logprobs.text_offset starts: the characters of the tokens already
+  // reported, counted as the whole response counts them (a stop string may hold text back for a
+  // while, or cut it, without moving the tokens' offsets).
+  auto token_chars = std::make_shared<size_t>(0);
   auto role_sent = std::make_shared<bool>(false);
   res.set_chunked_content_provider(
       "text/event-stream",
-      [this, stream, client, ctx, chat, text_sent, role_sent, &tok](size_t, httplib::DataSink& sink) {
+      [this, stream, client, ctx, chat, token_chars, role_sent, &tok](size_t, httplib::DataSink& sink) {
         auto abandon = [&] {
           stream->MarkAbandoned();
           core_.Post(InboxItem{InboxItem::Kind::kAbandon, {}, stream});
@@ -288,8 +299,8 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
           sink.done();
           return true;
         }
-        http::ChoiceOutput out = Choice(e->chunk, tok, ctx.logprobs, *text_sent);
-        *text_sent += CodePoints(out.text);
+        http::ChoiceOutput out = Choice(e->chunk, tok, ctx.logprobs, *token_chars);
+        for (const http::TokenLogprob& t : out.logprobs) *token_chars += CodePoints(t.token);
         if (!out.text.empty() || out.finish_reason != proto::FinishReason::kNone || !out.logprobs.empty()) {
           const std::string event = chat ? http::RenderChatChunk(ctx, out) : http::RenderCompletionChunk(ctx, out);
           if (!write(event)) return abandon();

@@ -136,6 +136,21 @@ TEST(ClusterTest, TopLogprobsComeWithEveryToken) {
     for (const auto& [piece, value] : top.items()) best = std::max(best, value.get<double>());
     EXPECT_EQ(best, lp["token_logprobs"][i].get<double>()) << top;
   }
+  // Streamed, each token has the text_offset it has in the whole answer, also when a stop
+  // string holds text back and then cuts it.
+  for (const json& stop : {json(nullptr), json({"girl"}), json({" the"})}) {
+    json both = Completion("Once upon a time", 40, false);
+    both["logprobs"] = 1;
+    if (!stop.is_null()) both["stop"] = stop;
+    HttpResult whole = Post(cluster.http_port(), "/v1/completions", both.dump());
+    ASSERT_EQ(whole.status, 200) << whole.body;
+    const std::vector<int64_t> want =
+        json::parse(whole.body)["choices"][0]["logprobs"]["text_offset"].get<std::vector<int64_t>>();
+    both["stream"] = true;
+    StreamResult streamed = Stream(cluster.http_port(), both);
+    ASSERT_TRUE(streamed.done);
+    EXPECT_EQ(streamed.text_offsets, want) << stop;
+  }
   // Chat: top_logprobs 2 gives two entries per token, the greedy token first.
   json chat = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 6},
                {"temperature", 0}, {"logprobs", true}, {"top_logprobs", 2}};

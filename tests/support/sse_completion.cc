@@ -39,6 +39,10 @@ SseCompletion StreamCompletion(int port, const std::string& path, const nlohmann
             choice["delta"]["content"].is_string()) {
           out.text += choice["delta"]["content"].get<std::string>();
         }
+        if (choice.contains("logprobs") && choice["logprobs"].is_object() &&
+            choice["logprobs"].contains("text_offset")) {
+          for (const auto& o : choice["logprobs"]["text_offset"]) out.text_offsets.push_back(o.get<int64_t>());
+        }
         if (choice.contains("finish_reason") && choice["finish_reason"].is_string()) {
           out.finish_reason = choice["finish_reason"];
         }

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -15,6 +16,7 @@ struct SseCompletion {
   std::string text;                // the choices' text, concatenated
   int64_t completion_tokens = -1;  // from the usage chunk, when the server sent one
   std::string finish_reason;
+  std::vector<int64_t> text_offsets;  // completions with logprobs: every token's, in order
   std::string error;               // an error event's JSON, if any
   int events = 0;                  // data events other than [DONE]
   bool done = false;               // [DONE] arrived
