@@ -410,6 +410,12 @@ std::vector<ConfigError> ValidateConfig(const ServerConfig& c) {
   if (c.metrics.worker_port != 0 && c.metrics.worker_port + replicas - 1 > kMaxPort) {
     fail("metrics.worker_port", "worker_port + replicas - 1 exceeds 65535");
   }
+  // The coordinator's two ports, always on one host (0 picks a free one and never collides).
+  // Workers may run elsewhere (Kubernetes), so their ports are not compared with these.
+  const int64_t http = c.coordinator.http_port, coord_metrics = c.metrics.coordinator_port;
+  if (http != 0 && http == coord_metrics) {
+    fail("metrics.coordinator_port", "must differ from coordinator.http_port (" + std::to_string(http) + ")");
+  }
   return errors;
 }
 

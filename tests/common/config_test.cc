@@ -263,5 +263,15 @@ TEST(ConfigTest, EndpointPortsAreChecked) {
   }
 }
 
+TEST(ConfigTest, TheCoordinatorsTwoPortsMustDiffer) {
+  ConfigLoad load =
+      LoadConfigText("coordinator:\n  http_port: 9400\nmetrics:\n  coordinator_port: 9400\n", "p.yaml");
+  ASSERT_EQ(load.errors.size(), 1u);
+  EXPECT_EQ(load.errors[0].key, "metrics.coordinator_port");
+  EXPECT_NE(load.errors[0].message.find("must differ from coordinator.http_port (9400)"), std::string::npos);
+  // 0 picks a free port for each: no clash.
+  EXPECT_TRUE(LoadConfigText("coordinator:\n  http_port: 0\nmetrics:\n  coordinator_port: 0\n", "z.yaml").ok());
+}
+
 }  // namespace
 }  // namespace bmad

@@ -184,6 +184,14 @@ TEST(CliBenchServe, SampledWorkloadsTakeTheSamplingKnobs) {
     EXPECT_EQ(bad.status, 2) << bad.output;
     EXPECT_NE(bad.output.find(message), std::string::npos) << bad.output;
   }
+  // The rules across config keys hold here too: a step budget smaller than its sequence cap.
+  std::vector<std::string> cross = args;
+  for (const char* a : {"--max-seqs", "100", "--max-batch-tokens", "10"}) cross.push_back(a);
+  CliRun cross_run = RunBmad(cross, dir);
+  EXPECT_NE(cross_run.status, 0) << cross_run.output;
+  EXPECT_NE(cross_run.output.find("scheduler.max_seqs is 100, more than scheduler.max_batch_tokens (10)"),
+            std::string::npos)
+      << cross_run.output;
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "common/cli/flags.h"
+#include "common/config/config_loader.h"
 #include "worker/sampling/sampling_params_validation.h"
 #include "worker/server/replica.h"
 #include "worker/tools/length_distribution.h"
@@ -89,6 +90,8 @@ Result<BenchServeResult> RunBenchServe(const BenchServeOptions& o) {
   config.cache.kv_bytes = o.kv_bytes;
   config.cache.block_size = o.block_size;
   config.cache.prefix_caching = o.prefix_caching;
+  // The rules across keys a config file is held to (e.g. max_seqs <= max_batch_tokens).
+  for (const ConfigError& e : ValidateConfig(config)) return InvalidArgument(e.key + " " + e.message);
   SystemClock& clock = SystemClock::Instance();
   BMAD_ASSIGN_OR_RETURN(std::unique_ptr<worker::Replica> replica,
                         worker::Replica::Create(config, nullptr, clock));

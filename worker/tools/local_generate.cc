@@ -56,7 +56,8 @@ Result<LocalGenerateStats> LocalGenerate(const LocalGenerateOptions& o,
   const int64_t room = c.n_ctx_train - static_cast<int64_t>(prompt.size());
   if (room < 1) {
     return OutOfRange("the prompt has " + std::to_string(prompt.size()) +
-                      " tokens; the model's context length is " + std::to_string(c.n_ctx_train));
+                      " tokens; the model's context length is " + std::to_string(c.n_ctx_train) +
+                      ", which leaves no room to generate");
   }
   const int64_t max_new = std::min<int64_t>(o.sampling.max_tokens, room);
   std::vector<float> logits(static_cast<size_t>(c.n_vocab));
@@ -83,6 +84,7 @@ Result<LocalGenerateStats> LocalGenerate(const LocalGenerateOptions& o,
   engine::OutputProcessor output(tok, o.sampling, prompt, max_new);
   LocalGenerateStats stats;
   stats.prompt_tokens = static_cast<int64_t>(prompt.size());
+  if (max_new < o.sampling.max_tokens) stats.context_limited_to = max_new;
 
   auto start = std::chrono::steady_clock::now();
   for (size_t done = 0; done < prompt.size();) {
@@ -177,6 +179,11 @@ int RunGenerate(const std::vector<std::string>& args) {
       ids += (i ? ", " : "") + std::to_string(stats->generated_ids[i]);
     }
     std::fprintf(stderr, "%s]\n", ids.c_str());
+  }
+  if (stats->context_limited_to > 0) {
+    std::fprintf(stderr, "[--max-tokens %lld is more than the context leaves: at most %lld generated]\n",
+                 static_cast<long long>(sampling.max_tokens),
+                 static_cast<long long>(stats->context_limited_to));
   }
   if (!quiet) {
     std::fprintf(stderr,

@@ -30,6 +30,8 @@ struct LocalGenerateStats {
   proto::FinishReason finish_reason = proto::FinishReason::kNone;
   std::vector<int32_t> generated_ids;
   std::vector<float> logprobs;  // when sampling.logprobs
+  // The most tokens the context left room for, when that was fewer than max_tokens (else 0).
+  int64_t context_limited_to = 0;
 };
 
 // Generates, calling `on_text` with each piece of text as soon as it is final.
