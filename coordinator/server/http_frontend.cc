@@ -134,9 +134,10 @@ Status HttpFrontend::Start(const std::string& host, int port) {
   for (const auto& [path, allowed] : {std::pair<const char*, const char*>{"/v1/completions", "POST"},
                                       {"/v1/chat/completions", "POST"},
                                       {"/v1/models", "GET"}}) {
-    auto not_allowed = [allowed](const httplib::Request& req, httplib::Response& res) {
+    const std::string allow = allowed;  // (structured bindings cannot be captured before C++20's clang 16)
+    auto not_allowed = [allow](const httplib::Request& req, httplib::Response& res) {
       res.status = 405;
-      res.set_header("Allow", allowed);
+      res.set_header("Allow", allow);
       res.set_content(http::RouteErrorJson(req.method, req.path), "application/json");
     };
     if (std::string_view(allowed) == "POST") {
