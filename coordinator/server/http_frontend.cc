@@ -134,7 +134,7 @@ Status HttpFrontend::Start(const std::string& host, int port) {
   for (const auto& [path, allowed] : {std::pair<const char*, const char*>{"/v1/completions", "POST"},
                                       {"/v1/chat/completions", "POST"},
                                       {"/v1/models", "GET"}}) {
-    const std::string allow = allowed;  // (structured bindings cannot be captured before C++20's clang 16)
+    const std::string allow = allowed;  // a copy: clang before 16 cannot capture a structured binding
     auto not_allowed = [allow](const httplib::Request& req, httplib::Response& res) {
       res.status = 405;
       res.set_header("Allow", allow);

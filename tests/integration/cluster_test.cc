@@ -11,8 +11,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdlib>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -25,6 +23,7 @@
 #include "tests/support/paths.h"
 #include "tests/support/process.h"
 #include "tests/support/sse_completion.h"
+#include "tests/support/synth_model.h"
 
 namespace bmad::testing {
 namespace {
@@ -223,15 +222,19 @@ TEST(ClusterTest, TwoHundredConcurrentRequestsAllComplete) {
   EXPECT_EQ(ok.load(), 200) << cluster.Logs().substr(0, 4000);
 }
 
-TEST(ClusterTest, DisconnectMidStreamCancelsAndFreesBlocks) {
-  LocalCluster cluster({Stories(), 1, 0});
-  std::string error;
-  ASSERT_TRUE(cluster.Start(&error)) << error;
-  StreamResult s = Stream(cluster.http_port(), Completion("Once", 400, true, true), nullptr,
-                          /*stop_after_events=*/5);
-  EXPECT_FALSE(s.done);
+// A model slow enough on one thread that a long answer takes many seconds (stories260K writes
+// 500 tokens in milliseconds): 8 layers of width 512 in F32, stories260K's vocabulary.
+std::string SlowModel() {
+  return SynthModel("slow8x512.gguf", {"--layers", "8", "--dim", "512", "--heads", "8", "--ffn",
+                                       "1536", "--ctx", "2048", "--vocab-from", Stories(),
+                                       "--dtype", "f32", "--seed", "3"});
+}
+
+// Waits until replica 0 runs nothing, holds no KV block and has counted one cancelled request,
+// then checks that the coordinator counted it too. Replica 0's /metrics text ends in `metrics`.
+void ExpectOneCancelledAndFreed(LocalCluster& cluster, std::string& metrics,
+                                std::chrono::seconds timeout) {
   httplib::Client worker("127.0.0.1", cluster.worker_metrics_port(0));
-  std::string metrics;
   ASSERT_TRUE(WaitFor(
       [&] {
         auto res = worker.Get("/metrics");
@@ -241,29 +244,22 @@ TEST(ClusterTest, DisconnectMidStreamCancelsAndFreesBlocks) {
                LocalCluster::MetricValue(
                    metrics, "bmad_worker_requests_finished_total{reason=\"cancelled\",replica=\"normal-0\"}") == 1.0;
       },
-      15s))
+      timeout))
       << metrics;
   EXPECT_EQ(LocalCluster::MetricValue(cluster.Get("/metrics"),
                                       "bmad_coordinator_requests_finished_total{status=\"cancelled\"}"),
             1.0);
 }
 
-// A model slow enough on one thread that a long answer takes many seconds (stories260K writes
-// 500 tokens in milliseconds): 8 layers of width 512 in F32, stories260K's vocabulary.
-std::string SlowModel() {
-  static const std::string path = [] {
-    static const std::string dir = MakeTempDir("bmad-slow-model-");
-    std::atexit([] { std::filesystem::remove_all(dir); });  // 100 MB: not left in /tmp
-    const std::string p = dir + "/slow8x512.gguf";
-    ChildProcess synth;
-    EXPECT_TRUE(synth.Start({BinaryPath("bmad"), "model", "synth", "--out", p, "--layers", "8",
-                             "--dim", "512", "--heads", "8", "--ffn", "1536", "--ctx", "2048",
-                             "--vocab-from", Stories(), "--dtype", "f32", "--seed", "3"},
-                            p + ".log"));
-    EXPECT_EQ(synth.Wait(60s), 0) << synth.ReadLog();
-    return p;
-  }();
-  return path;
+TEST(ClusterTest, DisconnectMidStreamCancelsAndFreesBlocks) {
+  LocalCluster cluster({Stories(), 1, 0});
+  std::string error;
+  ASSERT_TRUE(cluster.Start(&error)) << error;
+  StreamResult s = Stream(cluster.http_port(), Completion("Once", 400, true, true), nullptr,
+                          /*stop_after_events=*/5);
+  EXPECT_FALSE(s.done);
+  std::string metrics;
+  ExpectOneCancelledAndFreed(cluster, metrics, 15s);
 }
 
 TEST(ClusterTest, ClosingANonStreamingRequestCancelsIt) {
@@ -277,21 +273,8 @@ TEST(ClusterTest, ClosingANonStreamingRequestCancelsIt) {
   EXPECT_FALSE(client.Post("/v1/completions", Completion("Once", 1900, false, true).dump(),
                            "application/json"));
   client.stop();
-  httplib::Client worker("127.0.0.1", cluster.worker_metrics_port(0));
   std::string metrics;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        auto res = worker.Get("/metrics");
-        metrics = res ? res->body : "";
-        return LocalCluster::MetricValue(metrics, "bmad_worker_requests_running{replica=\"normal-0\"}") == 0.0 &&
-               LocalCluster::MetricValue(
-                   metrics, "bmad_worker_requests_finished_total{reason=\"cancelled\",replica=\"normal-0\"}") == 1.0;
-      },
-      20s))
-      << metrics;
-  EXPECT_EQ(LocalCluster::MetricValue(cluster.Get("/metrics"),
-                                      "bmad_coordinator_requests_finished_total{status=\"cancelled\"}"),
-            1.0);
+  ExpectOneCancelledAndFreed(cluster, metrics, 20s);
   // Far fewer tokens than asked for were made.
   EXPECT_LT(LocalCluster::MetricValue(metrics, "bmad_worker_generation_tokens_total{replica=\"normal-0\"}").value_or(1e9),
             1900.0)

@@ -18,6 +18,7 @@
 #include "tests/support/local_cluster.h"
 #include "tests/support/local_greedy.h"
 #include "tests/support/paths.h"
+#include "tests/support/synth_model.h"
 #include "tests/support/process.h"
 
 namespace bmad::testing {
@@ -31,17 +32,9 @@ std::string TinyRandom() { return SharedModelsDir() + "/llama-2-tiny-random.gguf
 
 // 8 query heads, 2 KV heads, 6 layers, F32, written by `bmad model synth`.
 std::string GqaModel() {
-  static const std::string path = [] {
-    const std::string p = MakeTempDir("bmad-parallel-") + "/gqa6.gguf";
-    ChildProcess synth;
-    EXPECT_TRUE(synth.Start({BinaryPath("bmad"), "model", "synth", "--out", p, "--layers", "6",
-                             "--dim", "128", "--heads", "8", "--kv-heads", "2", "--ffn", "256",
-                             "--vocab-from", TinyRandom(), "--dtype", "f32", "--seed", "5"},
-                            p + ".log"));
-    EXPECT_EQ(synth.Wait(60s), 0) << synth.ReadLog();
-    return p;
-  }();
-  return path;
+  return SynthModel("gqa6.gguf", {"--layers", "6", "--dim", "128", "--heads", "8", "--kv-heads",
+                                  "2", "--ffn", "256", "--vocab-from", TinyRandom(), "--dtype",
+                                  "f32", "--seed", "5"});
 }
 
 std::string LocalText(const std::string& model, const std::string& prompt, uint32_t max_tokens) {
