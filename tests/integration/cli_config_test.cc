@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include "tests/support/paths.h"
 #include "tests/support/process.h"
@@ -82,6 +83,22 @@ TEST(CliConfigCheck, UsageErrors) {
   EXPECT_NE(group_alone.output.find("bmad model: which one?"), std::string::npos);
   EXPECT_NE(group_alone.output.find("model synth"), std::string::npos);
   EXPECT_EQ(RunBmad({"bench", "nonsense"}, dir).status, 2);
+  std::filesystem::remove_all(dir);
+}
+
+// A sampling value out of range is bad usage like any other flag: exit 2, nothing on stdout.
+TEST(CliGenerate, SamplingRangesAreUsageErrors) {
+  const std::string dir = MakeTempDir("bmad-cli-");
+  const std::string model = SharedModelsDir() + "/stories260K.gguf";
+  for (const auto& [flag, value, message] :
+       {std::tuple<const char*, const char*, const char*>{"--temperature", "-1", "'temperature' must be"},
+        {"--top-p", "1.5", "'top_p' must be"},
+        {"--min-p", "2", "'min_p' must be"}}) {
+    CliRun bad = RunBmad({"generate", "--model", model, "--prompt", "Hi", "--threads", "1", flag, value}, dir);
+    EXPECT_EQ(bad.status, 2) << flag << ": " << bad.output;
+    EXPECT_NE(bad.output.find(message), std::string::npos) << bad.output;
+    EXPECT_EQ(bad.output.find("bmad generate:"), bad.output.rfind("bmad generate:")) << bad.output;
+  }
   std::filesystem::remove_all(dir);
 }
 

@@ -154,6 +154,9 @@ int RunGenerate(const std::vector<std::string>& args) {
   if (s.ok() && (sampling.max_tokens < 1 || sampling.max_tokens > (1 << 24))) {
     s = InvalidArgument("--max-tokens must be between 1 and 16777216");
   }
+  // The sampling ranges, before the model loads (exit 2, like every other bad flag); what needs
+  // the vocabulary (stop token ids) is checked once it is known.
+  if (s.ok()) s = sampling::ValidateSamplingParams(sampling.Params(), INT32_MAX);
   if (!s.ok()) {
     std::fprintf(stderr, "bmad generate: %s\n", s.message().c_str());
     return 2;
