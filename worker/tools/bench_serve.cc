@@ -91,7 +91,9 @@ Result<BenchServeResult> RunBenchServe(const BenchServeOptions& o) {
   config.cache.block_size = o.block_size;
   config.cache.prefix_caching = o.prefix_caching;
   // The rules across keys a config file is held to (e.g. max_seqs <= max_batch_tokens).
-  for (const ConfigError& e : ValidateConfig(config)) return InvalidArgument(e.key + " " + e.message);
+  if (const std::vector<ConfigError> errors = ValidateConfig(config); !errors.empty()) {
+    return InvalidArgument(errors.front().key + " " + errors.front().message);
+  }
   SystemClock& clock = SystemClock::Instance();
   BMAD_ASSIGN_OR_RETURN(std::unique_ptr<worker::Replica> replica,
                         worker::Replica::Create(config, nullptr, clock));
