@@ -92,6 +92,15 @@ void Scheduler::Preempt(Sequence* seq, SchedulerOutput* out) {
   out->preempted.push_back(seq->id);
 }
 
+void Scheduler::Unplan(uint64_t id, SchedulerOutput* out, int64_t* budget, int64_t* slots) {
+  auto chunk = std::find_if(out->chunks.begin(), out->chunks.end(),
+                            [&](const ScheduledChunk& c) { return c.seq_id == id; });
+  if (chunk == out->chunks.end()) return;
+  *budget += chunk->num_tokens;
+  *slots += 1;
+  out->chunks.erase(chunk);
+}
+
 void Scheduler::ScheduleRunning(SchedulerOutput* out, int64_t* budget, int64_t* slots,
                                 int64_t now_ms) {
   // Decodes first (one token each, latency-critical), then prompts being prefilled.
@@ -108,12 +117,16 @@ void Scheduler::ScheduleRunning(SchedulerOutput* out, int64_t* budget, int64_t* 
     const int64_t n = std::min(seq->remaining(), *budget);
     bool fits = kv_.Reserve(seq->id, seq->num_computed + n);
     while (!fits) {
-      // Victims: running sequences not yet given a chunk this step, this one included.
+      // Victims: every running sequence, this one included. One already given a chunk this
+      // step loses it (its tokens and slot go back to the budget): otherwise an urgent prompt
+      // being prefilled could only evict itself while a low-priority decode, planned first,
+      // kept running.
       std::vector<Sequence*> candidates;
-      for (size_t j = i; j < order.size(); ++j) {
-        if (order[j]->state == SequenceState::kRunning) candidates.push_back(order[j]);
+      for (Sequence* s : order) {
+        if (s->state == SequenceState::kRunning) candidates.push_back(s);
       }
       Sequence* victim = PickVictim(candidates, now_ms);
+      Unplan(victim->id, out, budget, slots);
       Preempt(victim, out);
       if (victim == seq) break;
       fits = kv_.Reserve(seq->id, seq->num_computed + n);

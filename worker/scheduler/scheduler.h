@@ -10,9 +10,10 @@
 // nothing starves. `fcfs` admits in arrival order. `static` forms a batch (up to max_seqs, in
 // arrival order) only when none is running and runs it to completion.
 //
-// Out of KV blocks: the lowest-priority, most recently admitted running sequence is preempted:
-// its blocks are freed and it waits again, to be recomputed from its tokens later (its prefix
-// may still be cached). Admission never preempts.
+// Out of KV blocks: the lowest-priority, most recently admitted running sequence is preempted
+// (even one already planned into this step, which then loses its chunk): its blocks are freed
+// and it waits again, to be recomputed from its tokens later (its prefix may still be cached).
+// Admission never preempts.
 //
 // Pure logic over the KV block manager and a clock; single-threaded (the engine's thread).
 #pragma once
@@ -104,6 +105,8 @@ class Scheduler {
   void SortWaiting(int64_t now_ms);
   Sequence* PickVictim(std::span<Sequence* const> candidates, int64_t now_ms) const;
   void Preempt(Sequence* seq, SchedulerOutput* out);
+  // Takes back the chunk `id` was given in the step being planned, if any.
+  void Unplan(uint64_t id, SchedulerOutput* out, int64_t* budget, int64_t* slots);
   void ScheduleRunning(SchedulerOutput* out, int64_t* budget, int64_t* slots, int64_t now_ms);
   void AdmitWaiting(SchedulerOutput* out, int64_t* budget, int64_t* slots, int64_t now_ms);
   void Release(Sequence* seq);

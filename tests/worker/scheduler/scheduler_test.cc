@@ -242,6 +242,46 @@ TEST_F(SchedulerTest, LowerPriorityIsPreemptedFirst) {
   RunToCompletion();
 }
 
+TEST_F(SchedulerTest, AnUrgentPrefillPreemptsALowPriorityDecodePlannedBeforeIt) {
+  // Decodes are planned before prompts, so when the urgent prompt runs out of blocks the
+  // low-priority decode already holds its chunk of this step. It must still be the victim (and
+  // lose that chunk), not the urgent prompt. 10 usable blocks of 4 tokens, a budget of 8.
+  SchedulerConfig config = Config(8, 8);
+  config.priority_decay = 0;
+  config.max_wait_ms = 1'000'000;
+  Make(config, 11, 4, /*prefix_caching=*/false);
+  Add(Request(1, 4, 2, clock_.NowMillis(), 0), 1000);  // low class, decodes for long
+  for (int i = 0; i < 12; ++i) {
+    exec_.Step(*sched_);
+    clock_.AdvanceMillis(10);
+  }
+  ASSERT_EQ(sched_->Find(1)->state, SequenceState::kRunning);
+  ASSERT_GE(kv_->GetStats().used_blocks, 4);
+  // Urgent: 20 prompt tokens and 10 generated fit in 8 blocks, but not beside the low one's.
+  Add(Request(2, 20, 0, clock_.NowMillis(), 300), 10);
+  int urgent_preempted = 0, low_preempted = 0;
+  for (int i = 0; i < 100 && sched_->Find(2) != nullptr; ++i) {
+    const SchedulerOutput out = exec_.Step(*sched_);
+    ASSERT_TRUE(kv_->CheckInvariants().ok()) << kv_->CheckInvariants().ToString();
+    int64_t tokens = 0;
+    for (const ScheduledChunk& c : out.chunks) tokens += c.num_tokens;
+    EXPECT_LE(tokens, 8);
+    EXPECT_EQ(tokens, out.num_tokens);
+    for (uint64_t id : out.preempted) {
+      (id == 2 ? urgent_preempted : low_preempted)++;
+      // A preempted sequence computes nothing in the step that preempted it.
+      EXPECT_EQ(ChunkOf(out, id), nullptr) << "step " << out.step;
+    }
+    clock_.AdvanceMillis(10);
+  }
+  EXPECT_EQ(sched_->Find(2), nullptr) << "the urgent request did not finish";
+  EXPECT_EQ(urgent_preempted, 0);
+  EXPECT_GE(low_preempted, 1);
+  EXPECT_EQ(exec_.generated[2].size(), 10u);
+  ASSERT_TRUE(sched_->Remove(1));
+  EXPECT_EQ(kv_->GetStats().used_blocks, 0);
+}
+
 TEST_F(SchedulerTest, CancelFreesBlocksAtOnce) {
   Make(Config(64, 8), 32);
   Add(Request(1, 20, 1, 0), 100);
