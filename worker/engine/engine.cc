@@ -109,6 +109,7 @@ Engine::Engine(const EngineOptions& options, model::LlamaModel& model, model::Kv
   // the same memory. An executor (a replica over ranks) returns logits.
   sample_on_device_ = !backend.host_memory() && !options.executor;
   window_start_nanos_ = clock_.NowNanos();
+  UpdateGauges();  // the gauges say "empty cache, nothing running" before the first request
 }
 
 Engine::~Engine() {
@@ -468,12 +469,19 @@ Status Engine::Step(std::vector<RequestOutput>* outputs) {
   return Status::Ok();
 }
 
-void Engine::UpdateGauges() {
-  // Utilization: share of wall time spent in steps, over windows of about a second.
-  const int64_t now = clock_.NowNanos();
+float Engine::Utilization(int64_t now) const {
+  // The share of wall time spent in steps, over windows of about a second. Only a step (or an
+  // Add or Cancel) closes a window, so an idle engine's window stays open: counted as it grows,
+  // its idle time brings the value down instead of leaving the last busy second's figure.
   const int64_t window = now - window_start_nanos_;
-  if (window >= 1'000'000'000) {
-    utilization_ = static_cast<float>(std::min(1.0, double(busy_nanos_) / double(window)));
+  if (window < 1'000'000'000) return utilization_;
+  return static_cast<float>(std::min(1.0, double(busy_nanos_) / double(window)));
+}
+
+void Engine::UpdateGauges() {
+  const int64_t now = clock_.NowNanos();
+  if (now - window_start_nanos_ >= 1'000'000'000) {
+    utilization_ = Utilization(now);
     busy_nanos_ = 0;
     window_start_nanos_ = now;
   }
@@ -509,7 +517,7 @@ proto::LoadStats Engine::Load() const {
   l.running = static_cast<uint32_t>(s.running);
   l.waiting = static_cast<uint32_t>(s.waiting);
   l.kv_usage = static_cast<float>(kv.usage);
-  l.utilization = utilization_;
+  l.utilization = Utilization(clock_.NowNanos());
   l.kv_free_blocks = static_cast<uint32_t>(kv_.NumFreeBlocks());
   l.kv_total_blocks = static_cast<uint32_t>(kv_.NumUsableBlocks());
   l.steps_total = s.steps_total;

@@ -161,6 +161,7 @@ class Engine {
   void Forget(uint64_t id);
   void Sample(const StepBatch& batch, std::vector<RequestOutput>* outputs);
   void UpdateGauges();
+  float Utilization(int64_t now) const;
   void FinishMetrics(const RequestState& r, proto::FinishReason reason);
 
   EngineOptions options_;

@@ -5,9 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <map>
 
+#include "common/metrics/registry.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "worker/engine/engine_metrics.h"
 #include "tests/support/paths.h"
 #include "worker/memory/system_allocations.h"
 #include "worker/server/replica_memory.h"
@@ -18,7 +21,9 @@ namespace {
 
 struct Fixture {
   explicit Fixture(int64_t num_blocks = 64, int64_t max_batch_tokens = 64,
-                   StepOverlap overlap = StepOverlap::kAuto) {
+                   StepOverlap overlap = StepOverlap::kAuto, const Clock& engine_clock = SystemClock::Instance(),
+                   EngineMetrics* metrics = nullptr)
+      : clock(engine_clock) {
     options.scheduler.overlap_steps = overlap;
     kernels::CpuBackendOptions bo;
     bo.threads = 2;
@@ -40,7 +45,7 @@ struct Fixture {
     model->PrepareWeights();
     cache = std::make_unique<model::KvCache>(model->CacheShape(num_blocks, 16), memory->KvMemory());
     options.workspace = &memory->workspace();
-    engine = std::make_unique<Engine>(options, *model, *cache, *tok, *backend, clock, nullptr);
+    engine = std::make_unique<Engine>(options, *model, *cache, *tok, *backend, clock, metrics);
   }
 
   // Runs until every request finished; returns the text and ids of each.
@@ -58,7 +63,7 @@ struct Fixture {
     return out;
   }
 
-  SystemClock& clock = SystemClock::Instance();
+  const Clock& clock;
   std::unique_ptr<worker::ReplicaMemory> memory;  // outlives the backend that uses its hooks
   std::unique_ptr<kernels::CpuBackend> backend;
   std::unique_ptr<model::LlamaModel> model;
@@ -179,6 +184,47 @@ TEST(EngineTest, CancelFreesBlocksAndEndsTheStream) {
   EXPECT_EQ(f.engine->kv().GetStats().used_blocks, 0);
   EXPECT_FALSE(f.engine->HasWork());
   EXPECT_FALSE(f.engine->Cancel(1, &last));
+}
+
+// A clock that moves on by `tick` at every reading: steps take time without a real model
+// being slow, and idle time is added by hand.
+class TickingClock final : public Clock {
+ public:
+  explicit TickingClock(int64_t tick_ns) : tick_ns_(tick_ns) {}
+  int64_t NowNanos() const override { return now_.fetch_add(tick_ns_) + tick_ns_; }
+  void Advance(int64_t ns) { now_.fetch_add(ns); }
+
+ private:
+  const int64_t tick_ns_;
+  mutable std::atomic<int64_t> now_{1'000'000'000};
+};
+
+TEST(EngineTest, AnIdleEnginesUtilizationFalls) {
+  // The heartbeat's utilization weighs routing. It used to keep the last busy second's figure
+  // for as long as the engine stayed idle, since only a step closed the one-second window.
+  TickingClock clock(10'000'000);
+  Fixture f(64, 64, StepOverlap::kAuto, clock);
+  EngineRequest r = Greedy(1, {1}, 300);
+  r.sampling.ignore_eos = true;
+  ASSERT_TRUE(f.engine->Add(std::move(r)).ok());
+  std::vector<RequestOutput> outputs;
+  for (int i = 0; i < 200 && f.engine->HasWork(); ++i) ASSERT_TRUE(f.engine->Step(&outputs).ok());
+  const float busy = f.engine->Load().utilization;
+  EXPECT_GT(busy, 0.5f);
+  RequestOutput last;
+  ASSERT_TRUE(f.engine->Cancel(1, &last));
+  clock.Advance(int64_t{20'000'000'000});  // 20 s with nothing to do: no step, no Add
+  EXPECT_LT(f.engine->Load().utilization, 0.1f) << "busy: " << busy;
+}
+
+TEST(EngineTest, GaugesDescribeTheEmptyCacheBeforeTheFirstRequest) {
+  metrics::Registry registry;
+  EngineMetrics metrics(registry, "r0", 16, 64);
+  Fixture f(64, 64, StepOverlap::kAuto, SystemClock::Instance(), &metrics);
+  const std::string text = registry.RenderText();
+  // 64 blocks, block 0 reserved: 63 free, not 0 (a full cache to an autoscaler).
+  EXPECT_NE(text.find("bmad_worker_kv_free_blocks{replica=\"r0\"} 63\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("vllm:num_requests_waiting{replica=\"r0\"} 0\n"), std::string::npos) << text;
 }
 
 // What a request streamed, all of it.
