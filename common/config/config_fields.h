@@ -73,7 +73,8 @@ void VisitConfig(ServerConfig& c, Visitor& v) {
     v.Field("http_port", c.coordinator.http_port,
             "Port of the HTTP API (also serves /metrics); 0 picks a free port.", I{0, kMaxPort});
     v.Field("liveness_timeout_ms", c.coordinator.liveness_timeout_ms,
-            "A replica with no heartbeat for this long is declared dead and its requests move.",
+            "A replica with no heartbeat for this long is declared dead and its requests move; at "
+            "least twice worker.heartbeat_ms.",
             I{50, 3'600'000});
     v.Field("drain_timeout_ms", c.coordinator.drain_timeout_ms,
             "On SIGTERM the coordinator refuses new requests and waits this long for in-flight "
@@ -123,7 +124,8 @@ void VisitConfig(ServerConfig& c, Visitor& v) {
     v.Field("backend", c.worker.backend, "Compute backend: cpu, or cuda (one GPU per rank, by local rank).", Limits<Backend>{});
     v.Field("threads", c.worker.threads, "Compute threads per rank; 0 uses every core.",
             I{0, kMaxComputeThreads});
-    v.Field("heartbeat_ms", c.worker.heartbeat_ms, "Interval between heartbeats to the coordinator.",
+    v.Field("heartbeat_ms", c.worker.heartbeat_ms,
+            "Interval between heartbeats to the coordinator, sent during long steps too.",
             I{10, 600'000});
     v.Field("arena_bytes", c.worker.arena_bytes,
             "Arena for weights, KV blocks and workspace; 0: on cpu sized from the model and cache, "
@@ -174,7 +176,8 @@ void VisitConfig(ServerConfig& c, Visitor& v) {
     v.Field("micro_batches", c.parallel.micro_batches,
             "Micro-batches in flight through the pipeline; 0 means pp.", I{0, 64});
     v.Field("step_timeout_ms", c.parallel.step_timeout_ms,
-            "A step or collective taking longer is a hang: the replica reports and exits.",
+            "A step or collective taking longer is a hang: the replica reports and exits (one "
+            "rank: stops its heartbeats, so the coordinator moves its requests).",
             I{100, 3'600'000});
   });
 

@@ -402,6 +402,14 @@ std::vector<ConfigError> ValidateConfig(const ServerConfig& c) {
                                    std::to_string(c.scheduler.max_batch_tokens) +
                                    "): every sequence needs at least one token per step");
   }
+  if (c.coordinator.liveness_timeout_ms < 2 * c.worker.heartbeat_ms) {
+    // With less, one late heartbeat (a busy machine) makes a healthy replica dead, and its
+    // requests move.
+    fail("coordinator.liveness_timeout_ms",
+         "is " + std::to_string(c.coordinator.liveness_timeout_ms) +
+             ", less than twice worker.heartbeat_ms (" + std::to_string(c.worker.heartbeat_ms) +
+             "): replicas would be declared dead between two heartbeats");
+  }
   if (c.coordinator.client_endpoint == c.coordinator.worker_endpoint) {
     fail("coordinator.worker_endpoint", "must differ from coordinator.client_endpoint");
   }

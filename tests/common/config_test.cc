@@ -273,5 +273,20 @@ TEST(ConfigTest, TheCoordinatorsTwoPortsMustDiffer) {
   EXPECT_TRUE(LoadConfigText("coordinator:\n  http_port: 0\nmetrics:\n  coordinator_port: 0\n", "z.yaml").ok());
 }
 
+TEST(ConfigTest, TheLivenessTimeoutCoversTwoHeartbeats) {
+  ConfigLoad load = LoadConfigText(
+      "coordinator:\n  liveness_timeout_ms: 1000\nworker:\n  heartbeat_ms: 3000\n", "h.yaml");
+  ASSERT_EQ(load.errors.size(), 1u);
+  EXPECT_EQ(load.errors[0].key, "coordinator.liveness_timeout_ms");
+  EXPECT_EQ(load.errors[0].line, 2);  // points at the key in the file
+  EXPECT_NE(load.errors[0].message.find("less than twice worker.heartbeat_ms (3000)"), std::string::npos)
+      << load.errors[0].message;
+  // Through --set too.
+  ConfigLoad overridden = LoadConfigText("", "o.yaml", {"worker.heartbeat_ms=1001"});
+  ASSERT_EQ(overridden.errors.size(), 1u);
+  EXPECT_EQ(overridden.errors[0].key, "coordinator.liveness_timeout_ms");
+  EXPECT_TRUE(LoadConfigText("worker:\n  heartbeat_ms: 1000\n", "ok.yaml").ok());  // exactly twice
+}
+
 }  // namespace
 }  // namespace bmad
