@@ -86,6 +86,7 @@ struct TokenChunk {
   usage @8 :Usage;            # on the last chunk
   topTokenIds @9 :List(UInt32);   # per token, its top-logprobs alternatives, most likely first
   topLogprobs @10 :List(Float32); # their log-probabilities, in the same order
+  assignment @11 :UInt32;     # replica -> coordinator: the Assign.assignment this chunk answers
 }
 
 struct Error {
@@ -94,6 +95,7 @@ struct Error {
   requestId @2 :UInt64;
   clientRequestId @3 :Text;
   retryAfterMs @4 :UInt32;    # for "overloaded"
+  assignment @5 :UInt32;      # replica -> coordinator: the Assign.assignment it concerns
 }
 
 struct StatusQuery {
@@ -163,6 +165,7 @@ struct Assign {
   priority @4 :Int32;
   sloMs @5 :UInt32;
   arrivalUnixMs @6 :UInt64;
+  assignment @7 :UInt32;      # 1, 2, ... per request: a new number each time it is (re)assigned
 }
 
 struct WorkerCancel {

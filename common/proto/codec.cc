@@ -187,6 +187,7 @@ struct BodyFiller {
     Fill(b.initUsage(), m.usage);
     SetList(b.initTopTokenIds(static_cast<unsigned>(m.top_token_ids.size())), m.top_token_ids);
     SetList(b.initTopLogprobs(static_cast<unsigned>(m.top_logprobs.size())), m.top_logprobs);
+    b.setAssignment(m.assignment);
   }
   void operator()(const ErrorMessage& m) {
     auto b = body.initError();
@@ -195,6 +196,7 @@ struct BodyFiller {
     b.setRequestId(m.request_id);
     b.setClientRequestId(Txt(m.client_request_id));
     b.setRetryAfterMs(m.retry_after_ms);
+    b.setAssignment(m.assignment);
   }
   void operator()(const StatusQuery&) { body.initStatusQuery(); }
   void operator()(const ClusterStatus& m) {
@@ -233,6 +235,7 @@ struct BodyFiller {
     b.setPriority(m.priority);
     b.setSloMs(m.slo_ms);
     b.setArrivalUnixMs(m.arrival_unix_ms);
+    b.setAssignment(m.assignment);
   }
   void operator()(const WorkerCancel& m) { body.initWorkerCancel().setRequestId(m.request_id); }
   void operator()(const Drain&) { body.initDrain(); }
@@ -369,6 +372,7 @@ Message ReadBody(wire::Envelope::Body::Reader body) {
       m.usage = Read(r.getUsage());
       m.top_token_ids = GetList<uint32_t>(r.getTopTokenIds());
       m.top_logprobs = GetList<float>(r.getTopLogprobs());
+      m.assignment = r.getAssignment();
       return m;
     }
     case wire::Envelope::Body::ERROR: {
@@ -379,6 +383,7 @@ Message ReadBody(wire::Envelope::Body::Reader body) {
       m.request_id = r.getRequestId();
       m.client_request_id = GetText(r.getClientRequestId());
       m.retry_after_ms = r.getRetryAfterMs();
+      m.assignment = r.getAssignment();
       return m;
     }
     case wire::Envelope::Body::STATUS_QUERY:
@@ -416,6 +421,7 @@ Message ReadBody(wire::Envelope::Body::Reader body) {
       m.priority = r.getPriority();
       m.slo_ms = r.getSloMs();
       m.arrival_unix_ms = r.getArrivalUnixMs();
+      m.assignment = r.getAssignment();
       return m;
     }
     case wire::Envelope::Body::WORKER_CANCEL:

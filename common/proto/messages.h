@@ -86,6 +86,9 @@ struct TokenChunk {
   // smaller), token after token, each token's most likely first; log-probabilities alike.
   std::vector<uint32_t> top_token_ids;
   std::vector<float> top_logprobs;
+  // From a replica: the number of the assignment this chunk answers (Assign::assignment), so
+  // that the coordinator can tell a request's current copy from an older one under the same id.
+  uint32_t assignment = 0;
   friend bool operator==(const TokenChunk&, const TokenChunk&) = default;
 };
 
@@ -95,6 +98,7 @@ struct ErrorMessage {
   uint64_t request_id = 0;
   std::string client_request_id;
   uint32_t retry_after_ms = 0;
+  uint32_t assignment = 0;  // from a replica, about a request: as in TokenChunk
   friend bool operator==(const ErrorMessage&, const ErrorMessage&) = default;
 };
 
@@ -169,6 +173,8 @@ struct Assign {
   int32_t priority = 1;
   uint32_t slo_ms = 0;
   uint64_t arrival_unix_ms = 0;
+  // 1, 2, ... per request: each (re)assignment (migration, a retry elsewhere) gets the next.
+  uint32_t assignment = 0;
   friend bool operator==(const Assign&, const Assign&) = default;
 };
 

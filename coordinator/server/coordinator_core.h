@@ -77,6 +77,9 @@ class CoordinatorServer::Core {
   void OnChunk(const std::string& replica_id, proto::TokenChunk& chunk);
   void OnWorkerError(const std::string& replica_id, const proto::ErrorMessage& error);
   void Migrate(const std::string& replica_id);
+  // Cancels, on the replica, every request it reports running that is not ours there (moved
+  // away while it was taken for dead, finished, or from before a coordinator restart).
+  void CancelOrphans(const std::string& replica_id, const std::vector<uint64_t>& running);
   void Cancel(CoordRequest* r, bool tell_client);
   void Fail(CoordRequest* r, const Status& status);
   void Finish(CoordRequest* r, const std::string& outcome);

@@ -116,6 +116,7 @@ void CoordinatorServer::Core::Dispatch(CoordRequest* r) {
   a.priority = r->priority;
   a.slo_ms = r->slo_ms;
   a.arrival_unix_ms = static_cast<uint64_t>(UnixMillis());
+  a.assignment = r->assignment + 1;
   ReplicaState* replica = replicas_.Find(chosen.id);
   if (!replica) return;
   if (!proto::SendMessage(*worker_socket_, a, replica->routing_id).ok()) {
@@ -126,6 +127,7 @@ void CoordinatorServer::Core::Dispatch(CoordRequest* r) {
   }
   r->state = r->streamed_tokens.empty() ? RequestState::kDispatched : RequestState::kStreaming;
   r->replica_id = chosen.id;
+  r->assignment = a.assignment;
   replicas_.AddInFlight(chosen.id, +1);
   router_.Record(route, chosen);
   metrics_->Routed(chosen.id, d->policy, std::string(EnumName(d->pool))).Increment();
@@ -192,7 +194,17 @@ void CoordinatorServer::Core::OnChunk(const std::string& replica_id, proto::Toke
     }
     return;
   }
-  if (replica_id != r->replica_id) return;  // from the replica it left (migration)
+  if (replica_id != r->replica_id) {
+    // From a replica the request has left (it was taken for dead and its requests moved, or
+    // it refused and the request went elsewhere): that copy is an orphan, so stop it.
+    if (chunk.finish_reason == proto::FinishReason::kNone && !replica_id.empty()) {
+      SendToWorker(replica_id, proto::WorkerCancel{chunk.request_id});
+    }
+    return;
+  }
+  // An older copy on the same replica (it was taken for dead, then given the request back): the
+  // replica replaces that copy when the new assignment reaches it; until then, drop its chunks.
+  if (chunk.assignment != r->assignment) return;
   // Drop tokens the client already has (a migrated request restarts from what was streamed).
   const size_t have = r->streamed_tokens.size();
   if (chunk.token_offset + chunk.token_ids.size() <= have && chunk.finish_reason == proto::FinishReason::kNone &&
@@ -243,7 +255,7 @@ void CoordinatorServer::Core::OnWorkerError(const std::string& replica_id, const
     log::Warn(kLog, "error from a replica", {{"replica", replica_id}, {"message", e.message}});
     return;
   }
-  if (r->replica_id != replica_id || r->done()) return;
+  if (r->replica_id != replica_id || r->done() || e.assignment != r->assignment) return;
   if (e.code == StatusCode::kResourceExhausted || e.code == StatusCode::kFailedPrecondition) {
     // The replica is full or draining: try another one.
     replicas_.AddInFlight(replica_id, -1);
@@ -253,6 +265,16 @@ void CoordinatorServer::Core::OnWorkerError(const std::string& replica_id, const
     return;
   }
   Fail(r, Status(e.code, e.message));
+}
+
+void CoordinatorServer::Core::CancelOrphans(const std::string& replica_id,
+                                            const std::vector<uint64_t>& running) {
+  for (uint64_t id : running) {
+    const CoordRequest* r = requests_.Find(id);
+    if (r && !r->done() && r->replica_id == replica_id) continue;
+    log::Info(kLog, "cancelling an orphan request on a replica", {{"request", id}, {"replica", replica_id}});
+    SendToWorker(replica_id, proto::WorkerCancel{id});
+  }
 }
 
 void CoordinatorServer::Core::Migrate(const std::string& replica_id) {

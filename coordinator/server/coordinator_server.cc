@@ -182,6 +182,8 @@ void CoordinatorServer::Core::HandleWorkerMessage(const std::string& routing_id,
       (void)proto::SendMessage(*worker_socket_,
                                proto::ErrorMessage{StatusCode::kNotFound, "unknown replica; register", 0, "", 0},
                                routing_id);
+    } else if (s.ok()) {
+      CancelOrphans(hb->replica_id, hb->active_request_ids);
     }
   } else if (auto* chunk = std::get_if<proto::TokenChunk>(&m)) {
     const ReplicaState* replica = replicas_.FindByRoutingId(routing_id);

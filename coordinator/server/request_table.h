@@ -46,6 +46,7 @@ struct CoordRequest {
   std::vector<float> pending_top_logprobs;
   uint32_t next_client_sequence = 0;
   uint32_t migrations = 0;
+  uint32_t assignment = 0;       // the number of its latest Assign (proto::Assign::assignment)
   int64_t arrival_ns = 0;
   int64_t queued_since_ns = 0;
   int64_t first_token_ns = 0;

@@ -86,6 +86,7 @@ struct Sequence {
   int64_t blocks = 0;          // KV blocks held
   uint64_t admitted_order = 0; // larger: admitted more recently (preempted first)
   uint32_t chunk_sequence = 0;
+  uint32_t assignment = 0;  // echoed on its chunks
   bool cancelled = false;      // cancelled while in the step being computed
 
   int64_t known() const { return prompt_len + generated; }
@@ -248,8 +249,8 @@ class FakeWorker {
     last_heartbeat_ns_ = clock_.NowNanos();
   }
 
-  void SendError(StatusCode code, const std::string& message, uint64_t id) {
-    Send(proto::ErrorMessage{code, message, id, "", 0});
+  void SendError(StatusCode code, const std::string& message, uint64_t id, uint32_t assignment) {
+    Send(proto::ErrorMessage{code, message, id, "", 0, assignment});
   }
 
   // Returns false when the worker must stop.
@@ -290,14 +291,15 @@ class FakeWorker {
     const std::string which = "request " + std::to_string(a.request_id);
     if (draining_) {
       return SendError(StatusCode::kFailedPrecondition,
-                       "replica is draining; not accepting " + which, a.request_id);
+                       "replica is draining; not accepting " + which, a.request_id, a.assignment);
     }
-    if (sequences_.count(a.request_id)) {
-      return SendError(StatusCode::kInvalidArgument, which + " is already running here",
-                       a.request_id);
+    // As bmad-worker: an assignment of an id already running replaces that copy (the
+    // coordinator took this replica for dead and gave the request back).
+    if (auto running = sequences_.find(a.request_id); running != sequences_.end()) {
+      Remove(running->second.get());
     }
     if (a.prompt_tokens.empty()) {
-      return SendError(StatusCode::kInvalidArgument, which + ": the prompt is empty", a.request_id);
+      return SendError(StatusCode::kInvalidArgument, which + ": the prompt is empty", a.request_id, a.assignment);
     }
     const auto prompt = static_cast<int64_t>(a.prompt_tokens.size());
     const auto already = static_cast<int64_t>(a.generated_tokens.size());
@@ -305,20 +307,21 @@ class FakeWorker {
       return SendError(StatusCode::kOutOfRange,
                        which + ": the prompt has " + std::to_string(prompt + already) +
                            " tokens; the context length is " + std::to_string(o_.context_length),
-                       a.request_id);
+                       a.request_id, a.assignment);
     }
     if (already >= static_cast<int64_t>(a.sampling.max_tokens)) {
       return SendError(StatusCode::kInvalidArgument, which + " has already generated its max_tokens",
-                       a.request_id);
+                       a.request_id, a.assignment);
     }
     if (static_cast<int64_t>(waiting_.size()) >= o_.max_waiting) {
       return SendError(StatusCode::kResourceExhausted,
                        "replica queue is full (" + std::to_string(waiting_.size()) +
                            " requests waiting)",
-                       a.request_id);
+                       a.request_id, a.assignment);
     }
     auto seq = std::make_unique<Sequence>();
     seq->id = a.request_id;
+    seq->assignment = a.assignment;
     seq->prompt_len = prompt;
     seq->generated = already;
     seq->max_generated = std::min<int64_t>(a.sampling.max_tokens, o_.context_length - prompt);
@@ -333,6 +336,7 @@ class FakeWorker {
     proto::TokenChunk chunk;
     chunk.request_id = id;
     chunk.sequence = s->chunk_sequence++;
+    chunk.assignment = s->assignment;
     chunk.token_offset = static_cast<uint32_t>(s->generated);
     chunk.finish_reason = proto::FinishReason::kCancelled;
     chunk.usage = {static_cast<uint32_t>(s->prompt_len), static_cast<uint32_t>(s->generated), 0};
@@ -447,6 +451,7 @@ class FakeWorker {
       proto::TokenChunk chunk;
       chunk.request_id = s->id;
       chunk.sequence = s->chunk_sequence++;
+    chunk.assignment = s->assignment;
       chunk.token_offset = offset;
       chunk.token_ids = {static_cast<uint32_t>(100 + (s->id * 7919 + offset * 104729) % 20000)};
       chunk.text = " x";

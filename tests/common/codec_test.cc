@@ -31,7 +31,7 @@ std::vector<Message> SampleMessages() {
   Submit text_submit{"c-1", "stories", false, "Once upon a time", {}, sampling, 0, 1500, true};
   Submit token_submit{"c-2", "", true, "", {1, 403, 407}, {}, 2, 0, false};
   TokenChunk chunk{42, "c-1", 3, 17, {261, 378}, " a time", {-0.5f, -1.25f},
-                   FinishReason::kLength, Usage{5, 20, 4}, {261, 7, 378, 9}, {-0.5f, -2.0f, -1.25f, -1.5f}};
+                   FinishReason::kLength, Usage{5, 20, 4}, {261, 7, 378, 9}, {-0.5f, -2.0f, -1.25f, -1.5f}, 2};
   ReplicaInfo info;
   info.replica_id = "r0";
   info.pool = ReplicaPool::kLongTail;
@@ -58,13 +58,13 @@ std::vector<Message> SampleMessages() {
           Cancel{"c-1", 42},
           Accepted{"c-1", 42, 5},
           chunk,
-          ErrorMessage{StatusCode::kResourceExhausted, "overloaded", 42, "c-1", 250},
+          ErrorMessage{StatusCode::kResourceExhausted, "overloaded", 42, "c-1", 250, 3},
           StatusQuery{},
           ClusterStatus{"stories", {info, info}, 3, 4, 1000},
           Register{info, 77},
           RegisterAck{true, "welcome"},
           Heartbeat{"r0", info.load, {42, 43}},
-          Assign{42, {1, 2, 3}, {4, 5}, sampling, 1, 2000, 1700000000000},
+          Assign{42, {1, 2, 3}, {4, 5}, sampling, 1, 2000, 1700000000000, 4},
           WorkerCancel{42},
           Drain{},
           Shutdown{"bye"},

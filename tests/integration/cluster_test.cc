@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -310,6 +311,85 @@ TEST(ClusterTest, KillNineOfAReplicaLosesNothing) {
   ASSERT_TRUE(migrations.has_value());
   EXPECT_GE(*migrations, 1.0) << "the killed replica was serving nothing: the test proved nothing";
   EXPECT_EQ(cluster.LiveReplicas(), 1);
+}
+
+std::string ReplicaMetrics(LocalCluster& cluster, int index) {
+  httplib::Client worker("127.0.0.1", cluster.worker_metrics_port(index));
+  auto res = worker.Get("/metrics");
+  return res ? res->body : "";
+}
+
+std::optional<double> ReplicaMetric(const std::string& metrics, const std::string& name, int index,
+                                    const std::string& labels = "") {
+  return LocalCluster::MetricValue(metrics, name + "{" + labels + "replica=\"normal-" + std::to_string(index) + "\"}");
+}
+
+// Streams one greedy request, stops the replica serving it (SIGSTOP) past the liveness timeout
+// after the first tokens, wakes it, and checks the client got every token of an undisturbed
+// run, with no error. The stall must have been taken for a death (a migration), or the test
+// proves nothing. Returns the index of the replica that stalled.
+int StallTheServingReplicaMidStream(LocalCluster& cluster, int replicas, int tokens) {
+  const std::string want = LocalText(SlowModel(), "Once", tokens, true);
+  std::atomic<int> events{0};
+  StreamResult got;
+  std::thread client([&] { got = Stream(cluster.http_port(), Completion("Once", tokens, true, true), &events); });
+  int serving = -1;
+  EXPECT_TRUE(WaitFor([&] { return events.load() >= 10; }, 30s, 1ms));
+  for (int i = 0; i < replicas; ++i) {
+    if (ReplicaMetric(ReplicaMetrics(cluster, i), "bmad_worker_requests_running", i) == 1.0) serving = i;
+  }
+  EXPECT_GE(serving, 0) << "no replica runs the request";
+  if (serving >= 0) {
+    EXPECT_TRUE(cluster.SignalRank(serving, 0, SIGSTOP));
+    std::this_thread::sleep_for(1500ms);  // the liveness timeout is 600 ms
+    EXPECT_TRUE(cluster.SignalRank(serving, 0, SIGCONT));
+  }
+  client.join();
+  EXPECT_TRUE(got.done) << got.error << cluster.Logs();
+  EXPECT_EQ(got.completion_tokens, tokens);
+  EXPECT_EQ(got.text, want);
+  auto migrations = LocalCluster::MetricValue(cluster.Get("/metrics"), "bmad_coordinator_migrations_total");
+  EXPECT_GE(migrations.value_or(0), 1.0) << "the stall was not taken for a death";
+  return serving;
+}
+
+TEST(ClusterTest, AStalledReplicaGetsItsRequestBackWithoutAnError) {
+  // The only replica stalls: its request is moved (to nowhere yet), and given back to it when it
+  // wakes, while it still runs its old copy under the same id. That used to end the stream with
+  // "request 1 is already running here".
+  LocalCluster cluster({SlowModel(), 1, 0, {"worker.threads=1"}});
+  std::string error;
+  ASSERT_TRUE(cluster.Start(&error)) << error;
+  ASSERT_EQ(StallTheServingReplicaMidStream(cluster, 1, 120), 0);
+  // No copy is left behind.
+  std::string metrics;
+  EXPECT_TRUE(WaitFor([&] {
+    metrics = ReplicaMetrics(cluster, 0);
+    return ReplicaMetric(metrics, "bmad_worker_requests_running", 0) == 0.0 &&
+           ReplicaMetric(metrics, "bmad_worker_kv_usage_ratio", 0) == 0.0;
+  }, 10s)) << metrics;
+}
+
+TEST(ClusterTest, AStalledReplicasOrphanCopyIsCancelled) {
+  // With two replicas the request moves to the other one. The stalled replica, once awake, must
+  // stop its orphan copy rather than compute it to the end.
+  LocalCluster cluster({SlowModel(), 2, 0, {"worker.threads=1"}});
+  std::string error;
+  ASSERT_TRUE(cluster.Start(&error)) << error;
+  const int kTokens = 400;
+  const int stalled = StallTheServingReplicaMidStream(cluster, 2, kTokens);
+  ASSERT_GE(stalled, 0);
+  std::string metrics;
+  EXPECT_TRUE(WaitFor([&] {
+    metrics = ReplicaMetrics(cluster, stalled);
+    return ReplicaMetric(metrics, "bmad_worker_requests_running", stalled) == 0.0;
+  }, 10s)) << metrics;
+  EXPECT_EQ(ReplicaMetric(metrics, "bmad_worker_requests_finished_total", stalled, "reason=\"cancelled\","), 1.0)
+      << metrics;
+  // Stopped as soon as the coordinator heard from it again (a heartbeat, a chunk), not when the
+  // moved copy finished (each replica makes tokens at about the same rate).
+  EXPECT_LT(ReplicaMetric(metrics, "bmad_worker_generation_tokens_total", stalled).value_or(1e9), kTokens / 2.0)
+      << "the orphan copy ran on";
 }
 
 TEST(ClusterTest, GarbageGetsClearErrorsAndServingGoesOn) {

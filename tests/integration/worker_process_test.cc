@@ -11,6 +11,7 @@
 #include "common/proto/frames.h"
 #include "tests/support/paths.h"
 #include "tests/support/process.h"
+#include "tests/support/synth_model.h"
 #include "worker/tools/local_generate.h"
 
 namespace bmad::testing {
@@ -47,6 +48,17 @@ class FakeCoordinator {
     }
     return std::nullopt;
   }
+  // The next message of any type within `timeout`.
+  std::optional<proto::Message> Next(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto in = proto::ReceiveMessage(socket_, true);
+      if (!in || !in->message.ok()) continue;
+      worker_id_ = in->routing_id;
+      return std::move(*in->message);
+    }
+    return std::nullopt;
+  }
   void Send(const proto::Message& m) { ASSERT_TRUE(proto::SendMessage(socket_, m, worker_id_).ok()); }
   void SendRaw(const std::string& bytes) {
     socket_.send(zmq::buffer(worker_id_), zmq::send_flags::sndmore);
@@ -76,10 +88,11 @@ class FakeCoordinator {
   std::string worker_id_;
 };
 
-std::string WriteConfig(const std::string& dir, const std::string& endpoint) {
+std::string WriteConfig(const std::string& dir, const std::string& endpoint,
+                        const std::string& model = SharedModelsDir() + "/stories260K.gguf") {
   const std::string path = dir + "/worker.yaml";
   std::ofstream f(path);
-  f << "model:\n  path: " << SharedModelsDir() << "/stories260K.gguf\n"
+  f << "model:\n  path: " << model << "\n"
     << "coordinator:\n  worker_endpoint: " << endpoint << "\n"
     << "  client_endpoint: tcp://127.0.0.1:1\n"
     << "worker:\n  replica_id: test-replica\n  heartbeat_ms: 50\n  threads: 1\n"
@@ -227,6 +240,153 @@ TEST(WorkerProcessTest, ServesAFakeCoordinator) {
   EXPECT_EQ(*status, 0) << worker.ReadLog();
 }
 
+TEST(WorkerProcessTest, AnAssignmentOfARunningIdReplacesItsCopy) {
+  // The coordinator took the replica for dead (a stall past its liveness timeout), moved the
+  // request, and gives it back with the tokens the client has: the worker used to refuse the
+  // id as "already running here", and the client got that error.
+  FakeCoordinator coord;
+  const std::string dir = MakeTempDir("bmad-worker-");
+  ChildProcess worker;
+  ASSERT_TRUE(worker.Start({BinaryPath("bmad-worker"), "--config", WriteConfig(dir, coord.endpoint()),
+                            "--max-run-ms", "60000"},
+                           dir + "/worker.log"))
+      << worker.error();
+  ASSERT_TRUE(coord.Expect<proto::Register>().has_value()) << worker.ReadLog();
+  coord.Send(proto::RegisterAck{true, "welcome"});
+  proto::Assign first = Greedy(20, kPrompt, 500);
+  first.sampling.ignore_eos = true;
+  first.assignment = 1;
+  coord.Send(first);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(coord.Expect<proto::TokenChunk>().has_value()) << worker.ReadLog();
+  proto::Assign again = Greedy(20, kPrompt, 32);
+  again.generated_tokens.assign(kGreedy32.begin(), kGreedy32.begin() + 10);
+  again.assignment = 2;
+  coord.Send(again);
+  // The old copy's chunks already on their way come first; then the new copy's, numbered from 0
+  // and starting after the 10 tokens it was given.
+  int old_chunks = 0;
+  std::vector<proto::TokenChunk> replaced;
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto m = coord.Next(1s);
+    if (!m) continue;
+    ASSERT_FALSE(std::holds_alternative<proto::ErrorMessage>(*m))
+        << std::get<proto::ErrorMessage>(*m).message;
+    auto* c = std::get_if<proto::TokenChunk>(&*m);
+    if (c == nullptr || c->request_id != 20) continue;
+    EXPECT_NE(c->finish_reason, proto::FinishReason::kCancelled) << "the old copy's end is not news";
+    if (replaced.empty() && c->sequence != 0) {
+      EXPECT_EQ(c->assignment, 1u);  // each chunk says which assignment it answers
+      ++old_chunks;
+      continue;
+    }
+    EXPECT_EQ(c->sequence, replaced.size());
+    EXPECT_EQ(c->assignment, 2u);
+    replaced.push_back(*c);
+    if (c->finish_reason != proto::FinishReason::kNone) break;
+  }
+  ASSERT_FALSE(replaced.empty()) << worker.ReadLog();
+  EXPECT_EQ(replaced.front().token_offset, 10u);
+  EXPECT_EQ(Ids(replaced), std::vector<uint32_t>(kGreedy32.begin() + 10, kGreedy32.end()));
+  EXPECT_EQ(replaced.back().finish_reason, proto::FinishReason::kLength);
+  EXPECT_LT(old_chunks, 400) << "the old copy ran on";
+  EXPECT_NE(worker.ReadLog().find("replaces the running copy"), std::string::npos) << worker.ReadLog();
+  // Nothing of either copy is left.
+  ASSERT_TRUE(WaitFor([&] {
+    coord.Expect<proto::Heartbeat>(200ms);
+    return coord.last_heartbeat_.active_request_ids.empty() && coord.last_heartbeat_.load.kv_usage == 0;
+  }, 10s));
+  worker.Stop();
+}
+
+// The gaps between the heartbeats a worker sends while it prefills one long prompt in a single
+// step; `step_ms` is how long that took (until the first token).
+struct StepGaps {
+  int64_t step_ms = 0;
+  int64_t longest_gap_ms = 0;
+  int heartbeats = 0;
+};
+
+StepGaps HeartbeatsDuringALongStep(const std::vector<std::string>& sets) {
+  // 1900 prompt tokens in one step of a model slow enough to take seconds over them.
+  const std::string model = SynthModel("slow.gguf", {"--layers", "8", "--dim", "512", "--heads", "8",
+                                                     "--ffn", "1536", "--vocab", "512", "--ctx", "2048",
+                                                     "--dtype", "f32"});
+  FakeCoordinator coord;
+  const std::string dir = MakeTempDir("bmad-worker-");
+  std::vector<std::string> args = {BinaryPath("bmad-worker"), "--config", WriteConfig(dir, coord.endpoint(), model),
+                                   "--max-run-ms", "60000", "--set", "scheduler.max_batch_tokens=2048",
+                                   "--set", "cache.num_blocks=256"};
+  for (const std::string& set : sets) {
+    args.push_back("--set");
+    args.push_back(set);
+  }
+  ChildProcess worker;
+  StepGaps gaps;
+  EXPECT_TRUE(worker.Start(args, dir + "/worker.log")) << worker.error();
+  EXPECT_TRUE(coord.Expect<proto::Register>().has_value()) << worker.ReadLog();
+  coord.Send(proto::RegisterAck{true, "welcome"});
+  EXPECT_TRUE(coord.Expect<proto::Heartbeat>().has_value());
+  proto::Assign long_prompt = Greedy(1, std::vector<uint32_t>(1900, 300), 1);
+  for (size_t i = 0; i < long_prompt.prompt_tokens.size(); ++i) long_prompt.prompt_tokens[i] = 3 + (i * 7) % 500;
+  const auto start = std::chrono::steady_clock::now();
+  auto last = start;
+  coord.Send(long_prompt);
+  bool done = false;
+  while (!done && std::chrono::steady_clock::now() - start < 60s) {
+    auto m = coord.Next(200ms);
+    const auto now = std::chrono::steady_clock::now();
+    if (m && std::holds_alternative<proto::Heartbeat>(*m)) {
+      gaps.longest_gap_ms = std::max<int64_t>(
+          gaps.longest_gap_ms, std::chrono::duration_cast<std::chrono::milliseconds>(now - last).count());
+      last = now;
+      ++gaps.heartbeats;
+    } else if (m && std::holds_alternative<proto::TokenChunk>(*m)) {
+      gaps.step_ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count();
+      gaps.longest_gap_ms = std::max<int64_t>(
+          gaps.longest_gap_ms, std::chrono::duration_cast<std::chrono::milliseconds>(now - last).count());
+      done = true;
+    }
+  }
+  EXPECT_TRUE(done) << worker.ReadLog();
+  worker.Stop();
+  return gaps;
+}
+
+TEST(WorkerProcessTest, HeartbeatsGoOnDuringAStepLongerThanTheLivenessTimeout) {
+  // Heartbeats used to go out only between steps: a long prefill step made a busy replica look
+  // dead to the coordinator, which then moved its requests.
+  const StepGaps gaps = HeartbeatsDuringALongStep({});
+  ASSERT_GE(gaps.step_ms, 1000) << "the step must be long for this test to mean anything";
+  EXPECT_LE(gaps.longest_gap_ms, 500) << gaps.heartbeats << " heartbeats in a " << gaps.step_ms << " ms step";
+  EXPECT_GE(gaps.heartbeats, gaps.step_ms / 50 / 3);
+}
+
+TEST(WorkerProcessTest, HeartbeatsStopWhenAStepRunsPastTheStepTimeout) {
+  // A step running past parallel.step_timeout_ms is a hang: the replica goes silent so that
+  // the coordinator moves its requests.
+  const StepGaps gaps = HeartbeatsDuringALongStep({"parallel.step_timeout_ms=300"});
+  ASSERT_GE(gaps.step_ms, 1000) << "the step must be long for this test to mean anything";
+  EXPECT_GE(gaps.longest_gap_ms, gaps.step_ms - 300 - 300) << gaps.heartbeats << " heartbeats";
+}
+
+TEST(WorkerProcessTest, AReplicaTheCoordinatorRefusesExitsWithAnError) {
+  FakeCoordinator coord;
+  const std::string dir = MakeTempDir("bmad-worker-");
+  ChildProcess worker;
+  ASSERT_TRUE(worker.Start({BinaryPath("bmad-worker"), "--config", WriteConfig(dir, coord.endpoint()),
+                            "--max-run-ms", "60000"},
+                           dir + "/worker.log"))
+      << worker.error();
+  ASSERT_TRUE(coord.Expect<proto::Register>().has_value()) << worker.ReadLog();
+  coord.Send(proto::RegisterAck{false, "model 'stories260K' is not the cluster's model 'llama'"});
+  auto status = worker.Wait(20s);
+  ASSERT_TRUE(status.has_value()) << worker.ReadLog();
+  EXPECT_EQ(*status, 1) << worker.ReadLog();
+  EXPECT_NE(worker.ReadLog().find("the coordinator refused this replica: model 'stories260K'"), std::string::npos)
+      << worker.ReadLog();
+}
+
 TEST(WorkerProcessTest, BadStartupIsOneClearError) {
   const std::string dir = MakeTempDir("bmad-worker-");
   {
@@ -247,6 +407,16 @@ TEST(WorkerProcessTest, BadStartupIsOneClearError) {
   ASSERT_TRUE(status.has_value());
   EXPECT_EQ(*status, 1);
   EXPECT_NE(cuda.ReadLog().find("cuda"), std::string::npos) << cuda.ReadLog();
+  // Block 0 is reserved: one block is none. The error names the key that was set.
+  ChildProcess one_block;
+  ASSERT_TRUE(one_block.Start({BinaryPath("bmad-worker"), "--config", dir + "/bad.yaml", "--set",
+                               "cache.num_blocks=1", "--set", "model.path=" + SharedModelsDir() + "/stories260K.gguf"},
+                              dir + "/b.log"));
+  status = one_block.Wait(20s);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(*status, 1);
+  EXPECT_NE(one_block.ReadLog().find("cache.num_blocks is 1: block 0 is reserved"), std::string::npos)
+      << one_block.ReadLog();
 }
 
 }  // namespace

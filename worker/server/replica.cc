@@ -141,9 +141,14 @@ Result<std::unique_ptr<Replica>> Replica::Create(const ServerConfig& c, metrics:
                              std::to_string(block_bytes) +
                              " bytes): raise worker.gpu_memory_fraction or worker.arena_bytes");
     }
+    if (c.cache.num_blocks > 0) {
+      return InvalidArgument("cache.num_blocks is " + std::to_string(c.cache.num_blocks) +
+                             ": block 0 is reserved, so a replica needs at least 2");
+    }
     return InvalidArgument("cache.kv_bytes " + std::to_string(c.cache.kv_bytes) +
-                           " holds no KV block (one block needs " + std::to_string(block_bytes) +
-                           " bytes)");
+                           " holds no usable KV block (one block needs " +
+                           std::to_string(block_bytes) + " bytes, and block 0 is reserved: it "
+                           "must hold at least 2)");
   }
   sizes.kv_blocks = r->num_blocks_;
   BMAD_ASSIGN_OR_RETURN(r->memory_, ReplicaMemory::Create(sizes, arena_bytes,

@@ -16,6 +16,7 @@
 #include "worker/model/llama/llama_model.h"
 #include "worker/model/tokenizer/tokenizer.h"
 #include "worker/server/replica.h"
+#include "worker/server/step_heartbeat.h"
 
 namespace bmad::worker {
 namespace {
@@ -40,21 +41,33 @@ struct WorkerServer::Impl {
   engine::Engine* engine = nullptr;
   zmq::context_t context{1};
   std::unique_ptr<zmq::socket_t> socket;
+  std::unique_ptr<StepHeartbeat> step_heartbeat;  // uses `socket`: declared after it
   uint64_t incarnation = 0;
   std::atomic<bool> stop_requested{false};
   bool registered = false;
   int64_t last_register_ns = 0;
   int64_t last_heartbeat_ns = 0;
   int64_t last_plan_ns = 0;  // the last step or keepalive sent to the other ranks
-  std::unordered_map<uint64_t, uint32_t> chunk_sequence;  // next TokenChunk.sequence per request
+  // Per request: the number of the assignment being served (echoed on its chunks and errors, so
+  // the coordinator can tell it from an older copy under the same id) and the next chunk number.
+  struct Served {
+    uint32_t assignment = 0;
+    uint32_t next_sequence = 0;
+  };
+  std::unordered_map<uint64_t, Served> served;
   std::vector<engine::RequestOutput> outputs;
+  std::vector<engine::EngineRequest> replacements;  // assignments waiting for the next step's end
+  Status refused;  // the coordinator refused to register this replica
 
   Status Load();
   proto::ReplicaInfo Info() const;
   void Send(const proto::Message& m);
   void SendRegister();
+  proto::Heartbeat HeartbeatMessage() const;
   void SendHeartbeat();
   void SendOutput(engine::RequestOutput& out);
+  void Add(engine::EngineRequest r);
+  void AddReplacements();
   // Returns false when the worker must stop.
   bool Handle(proto::Message& m);
 };
@@ -90,6 +103,8 @@ Status WorkerServer::Impl::Load() {
   socket->set(zmq::sockopt::rcvhwm, 100000);
   socket->set(zmq::sockopt::routing_id, c.worker.replica_id + "/" + Hex(incarnation));
   socket->connect(c.coordinator.worker_endpoint);
+  step_heartbeat = std::make_unique<StepHeartbeat>(*socket, c.worker.heartbeat_ms,
+                                                   c.parallel.step_timeout_ms);
   log::Info(kLog, "replica ready",
             {{"replica", c.worker.replica_id},
              {"pool", std::string(EnumName(c.worker.pool))},
@@ -128,19 +143,24 @@ void WorkerServer::Impl::SendRegister() {
   last_register_ns = clock.NowNanos();
 }
 
+proto::Heartbeat WorkerServer::Impl::HeartbeatMessage() const {
+  return proto::Heartbeat{config.worker.replica_id, engine->Load(), engine->ActiveRequestIds()};
+}
+
 void WorkerServer::Impl::SendHeartbeat() {
-  Send(proto::Heartbeat{config.worker.replica_id, engine->Load(), engine->ActiveRequestIds()});
+  Send(HeartbeatMessage());
   last_heartbeat_ns = clock.NowNanos();
 }
 
 void WorkerServer::Impl::SendOutput(engine::RequestOutput& out) {
-  uint32_t& seq = chunk_sequence[out.id];
+  Served& served_as = served[out.id];
   if (out.reason == proto::FinishReason::kError) {
-    Send(proto::ErrorMessage{StatusCode::kInternal, out.error, out.id, "", 0});
+    Send(proto::ErrorMessage{StatusCode::kInternal, out.error, out.id, "", 0, served_as.assignment});
   } else {
     proto::TokenChunk chunk;
     chunk.request_id = out.id;
-    chunk.sequence = seq++;
+    chunk.sequence = served_as.next_sequence++;
+    chunk.assignment = served_as.assignment;
     chunk.token_offset = static_cast<uint32_t>(out.token_offset);
     chunk.token_ids.assign(out.token_ids.begin(), out.token_ids.end());
     chunk.text = std::move(out.text);
@@ -151,7 +171,22 @@ void WorkerServer::Impl::SendOutput(engine::RequestOutput& out) {
     chunk.usage = out.usage;
     Send(chunk);
   }
-  if (out.finished) chunk_sequence.erase(out.id);
+  if (out.finished) served.erase(out.id);
+}
+
+void WorkerServer::Impl::Add(engine::EngineRequest r) {
+  const uint64_t id = r.id;
+  Status s = engine->Add(std::move(r));
+  if (!s.ok()) {
+    log::Warn(kLog, "assignment refused", {{"request", id}, {"error", s}});
+    Send(proto::ErrorMessage{s.code(), s.message(), id, "", 0, served[id].assignment});
+    served.erase(id);
+  }
+}
+
+void WorkerServer::Impl::AddReplacements() {
+  for (engine::EngineRequest& r : replacements) Add(std::move(r));
+  replacements.clear();
 }
 
 bool WorkerServer::Impl::Handle(proto::Message& m) {
@@ -163,12 +198,21 @@ bool WorkerServer::Impl::Handle(proto::Message& m) {
     r.sampling = a->sampling;
     r.priority = a->priority;
     r.slo_ms = a->slo_ms;
-    const uint64_t id = r.id;
-    Status s = engine->Add(std::move(r));
-    if (!s.ok()) {
-      log::Warn(kLog, "assignment refused", {{"request", id}, {"error", s}});
-      Send(proto::ErrorMessage{s.code(), s.message(), id, "", 0});
+    engine::RequestOutput replaced;
+    if (engine->Cancel(r.id, &replaced)) {
+      // We already run this id. The coordinator took us for dead (a stall longer than its
+      // liveness timeout), moved the request and has now given it back, from the tokens the
+      // client has; or it restarted and reuses the id for a new request. Either way its
+      // assignment is what counts: the old copy goes, silently (the coordinator has finished
+      // with it). The new one is added after the next step, when no step in flight can still
+      // hold the old copy's tokens under the same id.
+      log::Info(kLog, "assignment replaces the running copy of the request", {{"request", r.id}});
+      served[r.id] = Served{a->assignment, 0};
+      replacements.push_back(std::move(r));
+      return true;
     }
+    served[r.id] = Served{a->assignment, 0};
+    Add(std::move(r));
   } else if (auto* c = std::get_if<proto::WorkerCancel>(&m)) {
     engine::RequestOutput final_output;
     if (engine->Cancel(c->request_id, &final_output)) SendOutput(final_output);
@@ -181,7 +225,8 @@ bool WorkerServer::Impl::Handle(proto::Message& m) {
     return false;
   } else if (auto* ack = std::get_if<proto::RegisterAck>(&m)) {
     if (!ack->accepted) {
-      log::Error(kLog, "the coordinator refused this replica", {{"reason", ack->message}});
+      // An error exit, so that mpirun, cluster.sh or Kubernetes see the replica fail.
+      refused = FailedPrecondition("the coordinator refused this replica: " + ack->message);
       return false;
     }
     if (!registered) log::Info(kLog, "registered with the coordinator");
@@ -273,12 +318,17 @@ Status WorkerServer::Run() {
       }
     }
     if (stopping) break;
+    if (!w.engine->HasWork()) w.AddReplacements();  // no step in flight
     if (w.engine->HasWork()) {
       w.outputs.clear();
+      // A step may outlast the coordinator's liveness timeout: heartbeats go on meanwhile.
+      w.step_heartbeat->Begin(w.HeartbeatMessage(), w.last_heartbeat_ns);
       failure = w.engine->Step(&w.outputs);
+      w.last_heartbeat_ns = w.step_heartbeat->End();
       w.last_plan_ns = w.clock.NowNanos();
       for (engine::RequestOutput& out : w.outputs) w.SendOutput(out);
       if (!failure.ok()) break;
+      w.AddReplacements();
     }
   }
   if (!failure.ok()) {
@@ -287,6 +337,10 @@ Status WorkerServer::Run() {
     log::Error(kLog, "replica failed; exiting", {{"replica", w.config.worker.replica_id}, {"error", failure}});
     w.Send(proto::Shutdown{"replica " + w.config.worker.replica_id + " failed: " + failure.ToString()});
     return failure;
+  }
+  if (!w.refused.ok()) {
+    if (ranks) (void)ranks->Shutdown("the coordinator refused the replica");
+    return w.refused;
   }
   if (ranks) {
     Status s = ranks->Shutdown("the leader stopped");
