@@ -112,6 +112,11 @@ class CoordinatorServer::Core {
   Router router_;
   RequestTable requests_;
   uint64_t requests_received_ = 0;
+  // Assignment numbers start here, drawn at random for each coordinator process: request ids
+  // restart from 1 with the process, and a replica may still run a copy of a request the last
+  // coordinator gave it under an id this one is about to reuse. Only the number tells that
+  // copy's chunks from those of the new request.
+  uint32_t assignment_base_ = 0;
 
   std::mutex inbox_mutex_;
   std::deque<InboxItem> inbox_;

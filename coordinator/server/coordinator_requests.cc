@@ -72,6 +72,7 @@ Result<CoordRequest*> CoordinatorServer::Core::Accept(SubmitInput in, const std:
     return reject(s, "invalid");
   }
   r->id = requests_.NextId();
+  r->assignment = assignment_base_;  // its first Assign is numbered assignment_base_ + 1
   r->client_routing_id = client_routing_id;
   r->http = std::move(http);
   r->client_request_id = std::move(in.client_request_id);

@@ -3,6 +3,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <random>
 
 #include "common/log.h"
 #include "common/proto/frames.h"
@@ -45,7 +46,8 @@ CoordinatorServer::Core::Core(const ServerConfig& config, const CoordinatorRunOp
       // Replicas serving another model are refused at registration.
       replicas_(config.coordinator, clock_, model_name_),
       router_(config.router),
-      requests_(config.coordinator.max_queued_per_priority, config.coordinator.priority_classes) {}
+      requests_(config.coordinator.max_queued_per_priority, config.coordinator.priority_classes),
+      assignment_base_(static_cast<uint32_t>(std::random_device{}())) {}
 
 CoordinatorServer::Core::~Core() {
   http_.reset();  // stop HTTP threads before the state they post into goes away

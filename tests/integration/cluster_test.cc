@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <fstream>
 #include <csignal>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -390,6 +391,77 @@ TEST(ClusterTest, AStalledReplicasOrphanCopyIsCancelled) {
   // moved copy finished (each replica makes tokens at about the same rate).
   EXPECT_LT(ReplicaMetric(metrics, "bmad_worker_generation_tokens_total", stalled).value_or(1e9), kTokens / 2.0)
       << "the orphan copy ran on";
+}
+
+TEST(ClusterTest, EachCoordinatorProcessNumbersItsAssignmentsAfresh) {
+  // Request ids restart from 1 with a coordinator process. A replica may still run a copy of the
+  // last coordinator's request 1 when the new one assigns its own request 1 there; the chunks of
+  // that copy must not be taken for the new request's (another client's text). The assignment
+  // number tells them apart only if it does not restart too.
+  const std::string dir = MakeTempDir("bmad-restart-");
+  const std::string client = "tcp://127.0.0.1:" + std::to_string(PickFreePort());
+  const std::string worker_endpoint = "tcp://127.0.0.1:" + std::to_string(PickFreePort());
+  {
+    std::ofstream f(dir + "/c.yaml");
+    f << "model:\n  path: " << Stories() << "\n"
+      << "coordinator:\n  client_endpoint: " << client << "\n  worker_endpoint: " << worker_endpoint
+      << "\n  http_port: " << PickFreePort() << "\n  drain_timeout_ms: 0\n"
+      << "metrics:\n  coordinator_port: " << PickFreePort() << "\n";
+  }
+  std::vector<uint32_t> numbers;
+  for (int run = 0; run < 2; ++run) {
+    ChildProcess coordinator;
+    ASSERT_TRUE(coordinator.Start({BinaryPath("bmad-coordinator"), "--config", dir + "/c.yaml",
+                                   "--max-run-ms", "60000"},
+                                  dir + "/coordinator" + std::to_string(run) + ".log"));
+    zmq::context_t ctx;
+    zmq::socket_t worker(ctx, zmq::socket_type::dealer);
+    worker.set(zmq::sockopt::linger, 0);
+    worker.set(zmq::sockopt::rcvtimeo, 200);
+    worker.set(zmq::sockopt::routing_id, "fake/" + std::to_string(run));
+    worker.connect(worker_endpoint);
+    proto::ReplicaInfo info;
+    info.replica_id = "fake";
+    info.tp = info.pp = 1;
+    info.kv_blocks = 100;
+    info.block_size = 16;
+    info.max_seqs = 8;
+    info.model_name = "stories260K";
+    info.context_length = 512;
+    bool registered = false;
+    for (int i = 0; i < 100 && !registered; ++i) {  // until the coordinator is up
+      ASSERT_TRUE(proto::SendMessage(worker, proto::Register{info, 1}).ok());
+      auto in = proto::ReceiveMessage(worker, false);
+      registered = in && in->message.ok() && std::holds_alternative<proto::RegisterAck>(*in->message) &&
+                   std::get<proto::RegisterAck>(*in->message).accepted;
+    }
+    ASSERT_TRUE(registered) << coordinator.ReadLog();
+    ASSERT_TRUE(proto::SendMessage(worker, proto::Heartbeat{"fake", {}, {}}).ok());
+    zmq::socket_t submitter(ctx, zmq::socket_type::dealer);
+    submitter.set(zmq::sockopt::linger, 0);
+    submitter.set(zmq::sockopt::rcvtimeo, 5000);
+    submitter.connect(client);
+    proto::SamplingParams greedy;
+    greedy.temperature = 0;
+    greedy.max_tokens = 2;
+    ASSERT_TRUE(proto::SendMessage(submitter, proto::Submit{"c", "", true, "", {1, 403}, greedy, 1, 0, true}).ok());
+    auto accepted = proto::ReceiveMessage(submitter, false);
+    ASSERT_TRUE(accepted && accepted->message.ok() && std::holds_alternative<proto::Accepted>(*accepted->message));
+    EXPECT_EQ(std::get<proto::Accepted>(*accepted->message).request_id, 1u);  // ids do restart
+    std::optional<proto::Assign> assign;
+    for (int i = 0; i < 50 && !assign; ++i) {
+      auto in = proto::ReceiveMessage(worker, false);
+      if (in && in->message.ok() && std::holds_alternative<proto::Assign>(*in->message)) {
+        assign = std::get<proto::Assign>(*in->message);
+      }
+    }
+    ASSERT_TRUE(assign.has_value()) << coordinator.ReadLog();
+    EXPECT_EQ(assign->request_id, 1u);
+    numbers.push_back(assign->assignment);
+    EXPECT_EQ(coordinator.Stop(), 0) << coordinator.ReadLog();
+  }
+  // Drawn at random per process: equal once in 2^32 runs.
+  EXPECT_NE(numbers[0], numbers[1]);
 }
 
 TEST(ClusterTest, GarbageGetsClearErrorsAndServingGoesOn) {
