@@ -122,17 +122,29 @@ proto::Assign Greedy(uint64_t id, std::vector<uint32_t> prompt, uint32_t max_tok
   return a;
 }
 
+// Starts bmad-worker against `coord` (model and --set values as given) and returns its
+// registration, or nullopt after a failed expectation.
+std::optional<proto::Register> StartWorker(ChildProcess& worker, FakeCoordinator& coord,
+                                           const std::string& model = SharedModelsDir() + "/stories260K.gguf",
+                                           const std::vector<std::string>& sets = {}) {
+  const std::string dir = MakeTempDir("bmad-worker-");
+  std::vector<std::string> args = {BinaryPath("bmad-worker"), "--config", WriteConfig(dir, coord.endpoint(), model),
+                                   "--max-run-ms", "120000"};
+  for (const std::string& set : sets) {
+    args.push_back("--set");
+    args.push_back(set);
+  }
+  EXPECT_TRUE(worker.Start(args, dir + "/worker.log")) << worker.error();
+  auto reg = coord.Expect<proto::Register>();
+  EXPECT_TRUE(reg.has_value()) << worker.ReadLog();
+  return reg;
+}
+
 TEST(WorkerProcessTest, ServesAFakeCoordinator) {
   FakeCoordinator coord;
-  const std::string dir = MakeTempDir("bmad-worker-");
   ChildProcess worker;
-  ASSERT_TRUE(worker.Start({BinaryPath("bmad-worker"), "--config", WriteConfig(dir, coord.endpoint()),
-                            "--max-run-ms", "120000"},
-                           dir + "/worker.log"))
-      << worker.error();
-
-  auto reg = coord.Expect<proto::Register>();
-  ASSERT_TRUE(reg.has_value()) << worker.ReadLog();
+  auto reg = StartWorker(worker, coord);
+  ASSERT_TRUE(reg.has_value());
   EXPECT_EQ(reg->info.replica_id, "test-replica");
   EXPECT_EQ(reg->info.model_name, "stories260K");
   EXPECT_EQ(reg->info.block_size, 16u);
@@ -245,13 +257,8 @@ TEST(WorkerProcessTest, AnAssignmentOfARunningIdReplacesItsCopy) {
   // request, and gives it back with the tokens the client has: the worker used to refuse the
   // id as "already running here", and the client got that error.
   FakeCoordinator coord;
-  const std::string dir = MakeTempDir("bmad-worker-");
   ChildProcess worker;
-  ASSERT_TRUE(worker.Start({BinaryPath("bmad-worker"), "--config", WriteConfig(dir, coord.endpoint()),
-                            "--max-run-ms", "60000"},
-                           dir + "/worker.log"))
-      << worker.error();
-  ASSERT_TRUE(coord.Expect<proto::Register>().has_value()) << worker.ReadLog();
+  ASSERT_TRUE(StartWorker(worker, coord).has_value());
   coord.Send(proto::RegisterAck{true, "welcome"});
   proto::Assign first = Greedy(20, kPrompt, 500);
   first.sampling.ignore_eos = true;
@@ -313,18 +320,11 @@ StepGaps HeartbeatsDuringALongStep(const std::vector<std::string>& sets) {
                                                      "--ffn", "1536", "--vocab", "512", "--ctx", "2048",
                                                      "--dtype", "f32"});
   FakeCoordinator coord;
-  const std::string dir = MakeTempDir("bmad-worker-");
-  std::vector<std::string> args = {BinaryPath("bmad-worker"), "--config", WriteConfig(dir, coord.endpoint(), model),
-                                   "--max-run-ms", "60000", "--set", "scheduler.max_batch_tokens=2048",
-                                   "--set", "cache.num_blocks=256"};
-  for (const std::string& set : sets) {
-    args.push_back("--set");
-    args.push_back(set);
-  }
+  std::vector<std::string> all_sets = {"scheduler.max_batch_tokens=2048", "cache.num_blocks=256"};
+  all_sets.insert(all_sets.end(), sets.begin(), sets.end());
   ChildProcess worker;
   StepGaps gaps;
-  EXPECT_TRUE(worker.Start(args, dir + "/worker.log")) << worker.error();
-  EXPECT_TRUE(coord.Expect<proto::Register>().has_value()) << worker.ReadLog();
+  EXPECT_TRUE(StartWorker(worker, coord, model, all_sets).has_value());
   coord.Send(proto::RegisterAck{true, "welcome"});
   EXPECT_TRUE(coord.Expect<proto::Heartbeat>().has_value());
   proto::Assign long_prompt = Greedy(1, std::vector<uint32_t>(1900, 300), 1);
@@ -372,13 +372,8 @@ TEST(WorkerProcessTest, HeartbeatsStopWhenAStepRunsPastTheStepTimeout) {
 
 TEST(WorkerProcessTest, AReplicaTheCoordinatorRefusesExitsWithAnError) {
   FakeCoordinator coord;
-  const std::string dir = MakeTempDir("bmad-worker-");
   ChildProcess worker;
-  ASSERT_TRUE(worker.Start({BinaryPath("bmad-worker"), "--config", WriteConfig(dir, coord.endpoint()),
-                            "--max-run-ms", "60000"},
-                           dir + "/worker.log"))
-      << worker.error();
-  ASSERT_TRUE(coord.Expect<proto::Register>().has_value()) << worker.ReadLog();
+  ASSERT_TRUE(StartWorker(worker, coord).has_value());
   coord.Send(proto::RegisterAck{false, "model 'stories260K' is not the cluster's model 'llama'"});
   auto status = worker.Wait(20s);
   ASSERT_TRUE(status.has_value()) << worker.ReadLog();
@@ -393,30 +388,25 @@ TEST(WorkerProcessTest, BadStartupIsOneClearError) {
     std::ofstream f(dir + "/bad.yaml");
     f << "model:\n  path: /nonexistent/model.gguf\nmetrics:\n  worker_port: 0\n";
   }
-  ChildProcess worker;
-  ASSERT_TRUE(worker.Start({BinaryPath("bmad-worker"), "--config", dir + "/bad.yaml"}, dir + "/w.log"));
-  auto status = worker.Wait(20s);
-  ASSERT_TRUE(status.has_value());
-  EXPECT_EQ(*status, 1);
-  EXPECT_NE(worker.ReadLog().find("/nonexistent/model.gguf"), std::string::npos) << worker.ReadLog();
-  ChildProcess cuda;
-  ASSERT_TRUE(cuda.Start({BinaryPath("bmad-worker"), "--config", dir + "/bad.yaml", "--set",
-                          "worker.backend=cuda", "--set", "model.path=" + SharedModelsDir() + "/stories260K.gguf"},
-                         dir + "/c.log"));
-  status = cuda.Wait(20s);
-  ASSERT_TRUE(status.has_value());
-  EXPECT_EQ(*status, 1);
-  EXPECT_NE(cuda.ReadLog().find("cuda"), std::string::npos) << cuda.ReadLog();
+  // Starts the worker on bad.yaml with `sets`; it must exit 1 with `message` in its log.
+  auto expect_failure = [&](const std::vector<std::string>& sets, const std::string& message) {
+    std::vector<std::string> args = {BinaryPath("bmad-worker"), "--config", dir + "/bad.yaml"};
+    for (const std::string& set : sets) {
+      args.push_back("--set");
+      args.push_back(set);
+    }
+    ChildProcess worker;
+    ASSERT_TRUE(worker.Start(args, dir + "/w.log"));
+    auto status = worker.Wait(20s);
+    ASSERT_TRUE(status.has_value());
+    EXPECT_EQ(*status, 1);
+    EXPECT_NE(worker.ReadLog().find(message), std::string::npos) << worker.ReadLog();
+  };
+  const std::string stories = "model.path=" + SharedModelsDir() + "/stories260K.gguf";
+  expect_failure({}, "/nonexistent/model.gguf");
+  expect_failure({"worker.backend=cuda", stories}, "cuda");
   // Block 0 is reserved: one block is none. The error names the key that was set.
-  ChildProcess one_block;
-  ASSERT_TRUE(one_block.Start({BinaryPath("bmad-worker"), "--config", dir + "/bad.yaml", "--set",
-                               "cache.num_blocks=1", "--set", "model.path=" + SharedModelsDir() + "/stories260K.gguf"},
-                              dir + "/b.log"));
-  status = one_block.Wait(20s);
-  ASSERT_TRUE(status.has_value());
-  EXPECT_EQ(*status, 1);
-  EXPECT_NE(one_block.ReadLog().find("cache.num_blocks is 1: block 0 is reserved"), std::string::npos)
-      << one_block.ReadLog();
+  expect_failure({"cache.num_blocks=1", stories}, "cache.num_blocks is 1: block 0 is reserved");
 }
 
 }  // namespace
