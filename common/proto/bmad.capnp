@@ -165,7 +165,7 @@ struct Assign {
   priority @4 :Int32;
   sloMs @5 :UInt32;
   arrivalUnixMs @6 :UInt64;
-  assignment @7 :UInt32;      # 1, 2, ... per request: a new number each time it is (re)assigned
+  assignment @7 :UInt32;      # a new number each time the request is (re)assigned
 }
 
 struct WorkerCancel {

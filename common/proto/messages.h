@@ -15,7 +15,9 @@
 
 namespace bmad::proto {
 
-inline constexpr uint16_t kProtocolVersion = 1;
+// 2: Assign, TokenChunk and Error carry `assignment`; a coordinator drops a replica's chunks
+// without the number of the request's current assignment, so version 1 replicas are refused.
+inline constexpr uint16_t kProtocolVersion = 2;
 
 enum class FinishReason : uint8_t { kNone = 0, kStop, kLength, kCancelled, kError };
 std::string_view FinishReasonName(FinishReason reason);  // "stop", "length", ... ("" for none)
@@ -173,7 +175,8 @@ struct Assign {
   int32_t priority = 1;
   uint32_t slo_ms = 0;
   uint64_t arrival_unix_ms = 0;
-  // 1, 2, ... per request: each (re)assignment (migration, a retry elsewhere) gets the next.
+  // A new number for each (re)assignment of the request (migration, a retry elsewhere): the
+  // next after the last, from a random start per coordinator process.
   uint32_t assignment = 0;
   friend bool operator==(const Assign&, const Assign&) = default;
 };

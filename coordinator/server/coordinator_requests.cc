@@ -148,6 +148,7 @@ void CoordinatorServer::Core::DispatchQueued() {
 }
 
 bool CoordinatorServer::Core::Deliver(CoordRequest* r, proto::TokenChunk chunk) {
+  chunk.assignment = 0;  // between the coordinator and its replicas; clients never see it
   chunk.request_id = r->id;
   chunk.client_request_id = r->client_request_id;
   if (r->http) {

@@ -269,8 +269,11 @@ TEST(WorkerProcessTest, AnAssignmentOfARunningIdReplacesItsCopy) {
   again.generated_tokens.assign(kGreedy32.begin(), kGreedy32.begin() + 10);
   again.assignment = 2;
   coord.Send(again);
-  // The old copy's chunks already on their way come first; then the new copy's, numbered from 0
-  // and starting after the 10 tokens it was given.
+  // Given back twice in a row (both usually reach the worker within one step): the last wins.
+  again.assignment = 3;
+  coord.Send(again);
+  // The older copies' chunks already on their way come first; then the last copy's, numbered
+  // from 0 and starting after the 10 tokens it was given.
   int old_chunks = 0;
   std::vector<proto::TokenChunk> replaced;
   const auto deadline = std::chrono::steady_clock::now() + 20s;
@@ -282,13 +285,12 @@ TEST(WorkerProcessTest, AnAssignmentOfARunningIdReplacesItsCopy) {
     auto* c = std::get_if<proto::TokenChunk>(&*m);
     if (c == nullptr || c->request_id != 20) continue;
     EXPECT_NE(c->finish_reason, proto::FinishReason::kCancelled) << "the old copy's end is not news";
-    if (replaced.empty() && c->sequence != 0) {
-      EXPECT_EQ(c->assignment, 1u);  // each chunk says which assignment it answers
+    if (c->assignment != 3) {  // each chunk says which assignment it answers
+      EXPECT_TRUE(replaced.empty()) << "a chunk of an older copy after the last copy's first";
       ++old_chunks;
       continue;
     }
     EXPECT_EQ(c->sequence, replaced.size());
-    EXPECT_EQ(c->assignment, 2u);
     replaced.push_back(*c);
     if (c->finish_reason != proto::FinishReason::kNone) break;
   }
@@ -298,6 +300,22 @@ TEST(WorkerProcessTest, AnAssignmentOfARunningIdReplacesItsCopy) {
   EXPECT_EQ(replaced.back().finish_reason, proto::FinishReason::kLength);
   EXPECT_LT(old_chunks, 400) << "the old copy ran on";
   EXPECT_NE(worker.ReadLog().find("replaces the running copy"), std::string::npos) << worker.ReadLog();
+  // A cancel that reaches a replacement before it was added ends it like a running request.
+  first.request_id = 21;
+  coord.Send(first);
+  ASSERT_TRUE(coord.Expect<proto::TokenChunk>().has_value());
+  again.request_id = 21;
+  coord.Send(again);
+  coord.Send(proto::WorkerCancel{21});
+  bool cancelled = false;
+  while (auto c = coord.Expect<proto::TokenChunk>(5s)) {
+    if (c->request_id == 21 && c->finish_reason == proto::FinishReason::kCancelled) {
+      EXPECT_EQ(c->assignment, 3u);
+      cancelled = true;
+      break;
+    }
+  }
+  EXPECT_TRUE(cancelled);
   // Nothing of either copy is left.
   ASSERT_TRUE(WaitFor([&] {
     coord.Expect<proto::Heartbeat>(200ms);

@@ -1,5 +1,6 @@
 #include "worker/server/worker_server.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <random>
 #include <unordered_map>
@@ -198,6 +199,14 @@ bool WorkerServer::Impl::Handle(proto::Message& m) {
     r.sampling = a->sampling;
     r.priority = a->priority;
     r.slo_ms = a->slo_ms;
+    auto queued = std::find_if(replacements.begin(), replacements.end(),
+                               [&](const engine::EngineRequest& q) { return q.id == r.id; });
+    if (queued != replacements.end()) {
+      // Given back twice within one step: the latest assignment wins.
+      *queued = std::move(r);
+      served[queued->id] = Served{a->assignment, 0};
+      return true;
+    }
     engine::RequestOutput replaced;
     if (engine->Cancel(r.id, &replaced)) {
       // We already run this id. The coordinator took us for dead (a stall longer than its
@@ -215,7 +224,21 @@ bool WorkerServer::Impl::Handle(proto::Message& m) {
     Add(std::move(r));
   } else if (auto* c = std::get_if<proto::WorkerCancel>(&m)) {
     engine::RequestOutput final_output;
-    if (engine->Cancel(c->request_id, &final_output)) SendOutput(final_output);
+    auto queued = std::find_if(replacements.begin(), replacements.end(),
+                               [&](const engine::EngineRequest& q) { return q.id == c->request_id; });
+    if (queued != replacements.end()) {
+      // A replacement not added yet: it ends here, as a running request would.
+      final_output.id = queued->id;
+      final_output.finished = true;
+      final_output.reason = proto::FinishReason::kCancelled;
+      final_output.token_offset = static_cast<int64_t>(queued->generated.size());
+      final_output.usage = proto::Usage{static_cast<uint32_t>(queued->prompt.size()),
+                                        static_cast<uint32_t>(queued->generated.size()), 0};
+      replacements.erase(queued);
+      SendOutput(final_output);
+    } else if (engine->Cancel(c->request_id, &final_output)) {
+      SendOutput(final_output);
+    }
   } else if (std::holds_alternative<proto::Drain>(m)) {
     log::Info(kLog, "draining: finishing running requests, accepting none");
     engine->StartDraining();
