@@ -355,9 +355,11 @@ int StallTheServingReplicaMidStream(LocalCluster& cluster, int replicas, int tok
 }
 
 TEST(ClusterTest, AStalledReplicaGetsItsRequestBackWithoutAnError) {
-  // The only replica stalls: its request is moved (to nowhere yet), and given back to it when it
-  // wakes, while it still runs its old copy under the same id. That used to end the stream with
-  // "request 1 is already running here".
+  // The only replica stalls: its request is moved (to nowhere yet) and given back to it when it
+  // wakes, under the same id. That used to end the stream with "request 1 is already running
+  // here". Now the coordinator first cancels the old copy (an orphan: the heartbeat or a chunk
+  // of the woken replica names it), and the worker would replace it anyway if the new
+  // assignment came first (that path: worker_process_test).
   LocalCluster cluster({SlowModel(), 1, 0, {"worker.threads=1"}});
   std::string error;
   ASSERT_TRUE(cluster.Start(&error)) << error;
