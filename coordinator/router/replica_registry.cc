@@ -99,6 +99,7 @@ Result<const ReplicaState*> ReplicaRegistry::Register(const proto::Register& mes
   if (!same_process) {
     state.in_flight = 0;
     state.active_request_ids.clear();
+    state.draining = false;
   }
   state.info = info;
   state.info.load = Sanitized(info.load);
@@ -148,6 +149,13 @@ bool ReplicaRegistry::MarkDead(const std::string& id) {
   return true;
 }
 
+bool ReplicaRegistry::MarkDraining(const std::string& id) {
+  ReplicaState* state = Find(id);
+  if (state == nullptr || state->draining) return false;
+  state->draining = true;
+  return true;
+}
+
 void ReplicaRegistry::SetLive(ReplicaState& state, bool live) {
   state.live = live;
   state.info.live = live;
@@ -186,7 +194,7 @@ std::vector<ReplicaView> ReplicaRegistry::Views() const {
   for (const auto& state : replicas_) {
     const proto::ReplicaInfo& info = state->info;
     views.push_back(ReplicaView{info.replica_id, info.pool, state->live, info.max_seqs,
-                                info.kv_blocks, info.load, state->in_flight});
+                                info.kv_blocks, info.load, state->in_flight, !state->draining});
   }
   return views;
 }

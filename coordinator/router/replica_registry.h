@@ -50,6 +50,7 @@ struct ReplicaState {
   uint32_t in_flight = 0;              // assigned by the coordinator, not yet seen finish
   uint64_t routed_total = 0;           // requests ever dispatched here (a counter)
   std::vector<uint64_t> active_request_ids;  // as of the last heartbeat, as sent
+  bool draining = false;               // it refused an assignment as draining (this process)
 
   const std::string& id() const { return info.replica_id; }
 };
@@ -100,6 +101,9 @@ class ReplicaRegistry {
   // live (a death the caller should act on), false when already dead or unknown. ExpireDead
   // will not report it again.
   bool MarkDead(const std::string& id);
+  // The replica refused work because it is draining: it stays live (its requests finish) but is
+  // offered nothing new until a new process registers under its id. True when newly marked.
+  bool MarkDraining(const std::string& id);
 
   // nullptr when unknown. The mutable overloads are for the coordinator's own per-replica
   // bookkeeping; what the methods here maintain (routing_id, info, incarnation, liveness,

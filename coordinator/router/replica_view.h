@@ -22,6 +22,8 @@ struct ReplicaView {
   uint32_t kv_blocks = 0;               // usable KV blocks (as registered)
   proto::LoadStats load;                // as of the replica's last heartbeat
   uint32_t in_flight = 0;               // assigned by the coordinator and not yet finished
+  bool accepting = true;                // false once it refused work as draining: still live
+                                        // (its requests finish there) but offered nothing new
 };
 
 }  // namespace bmad::coord

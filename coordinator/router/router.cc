@@ -111,13 +111,13 @@ Router::CandidateSet Router::SelectCandidates(bool long_tail,
   if (long_tail_) {
     const ReplicaPool wanted = long_tail ? ReplicaPool::kLongTail : ReplicaPool::kNormal;
     for (size_t i = 0; i < replicas.size(); ++i) {
-      if (replicas[i].live && replicas[i].pool == wanted) candidates_.push_back(i);
+      if (replicas[i].live && replicas[i].accepting && replicas[i].pool == wanted) candidates_.push_back(i);
     }
     if (!candidates_.empty()) return long_tail ? kLongTailSet : kNormalSet;
     *fallback = true;
   }
   for (size_t i = 0; i < replicas.size(); ++i) {
-    if (replicas[i].live) candidates_.push_back(i);
+    if (replicas[i].live && replicas[i].accepting) candidates_.push_back(i);
   }
   return kAllLiveSet;
 }

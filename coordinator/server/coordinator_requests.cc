@@ -16,14 +16,7 @@ constexpr int64_t kQueueTimeoutNs = 60'000'000'000;
 
 }  // namespace
 
-std::vector<ReplicaView> CoordinatorServer::Core::Views() const {
-  std::vector<ReplicaView> views;
-  for (const ReplicaState* r : replicas_.All()) {
-    views.push_back(ReplicaView{r->info.replica_id, r->info.pool, r->live, r->info.max_seqs,
-                                r->info.kv_blocks, r->info.load, r->in_flight});
-  }
-  return views;
-}
+std::vector<ReplicaView> CoordinatorServer::Core::Views() const { return replicas_.Views(); }
 
 Result<CoordRequest*> CoordinatorServer::Core::Accept(SubmitInput in, const std::string& client_routing_id,
                                                       std::shared_ptr<HttpStream> http) {
@@ -258,6 +251,10 @@ void CoordinatorServer::Core::OnWorkerError(const std::string& replica_id, const
     return;
   }
   if (r->replica_id != replica_id || r->done() || e.assignment != r->assignment) return;
+  if (e.code == StatusCode::kFailedPrecondition && replicas_.MarkDraining(replica_id)) {
+    // Draining (the only reason a replica refuses this way): offer it nothing more.
+    log::Info(kLog, "replica is draining; routing around it", {{"replica", replica_id}});
+  }
   if (e.code == StatusCode::kResourceExhausted || e.code == StatusCode::kFailedPrecondition) {
     // The replica is full or draining: try another one.
     replicas_.AddInFlight(replica_id, -1);

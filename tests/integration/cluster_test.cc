@@ -395,6 +395,40 @@ TEST(ClusterTest, AStalledReplicasOrphanCopyIsCancelled) {
       << "the orphan copy ran on";
 }
 
+TEST(ClusterTest, ADrainingReplicaIsOfferedNothingAfterItsFirstRefusal) {
+  // SIGTERM drains a worker: it finishes what it runs and refuses new work. The coordinator
+  // learns it from the first refusal and routes around it; it used to keep offering requests
+  // (round robin: every other one), each bounced back.
+  LocalCluster cluster({SlowModel(), 2, 0, {"worker.threads=1", "router.policy=round_robin"}});
+  std::string error;
+  ASSERT_TRUE(cluster.Start(&error)) << error;
+  std::atomic<int> events{0};
+  StreamResult long_one;
+  std::thread client([&] { long_one = Stream(cluster.http_port(), Completion("Once", 300, true, true), &events); });
+  ASSERT_TRUE(WaitFor([&] { return events.load() >= 3; }, 30s, 1ms));
+  int serving = -1;
+  for (int i = 0; i < 2; ++i) {
+    if (ReplicaMetric(ReplicaMetrics(cluster, i), "bmad_worker_requests_running", i) == 1.0) serving = i;
+  }
+  ASSERT_GE(serving, 0);
+  ASSERT_TRUE(cluster.SignalRank(serving, 0, SIGTERM));
+  ASSERT_TRUE(WaitFor([&] { return cluster.replica_process(serving).ReadLog().find("draining") != std::string::npos; },
+                      10s));
+  for (int i = 0; i < 6; ++i) {
+    HttpResult r = Post(cluster.http_port(), "/v1/completions", Completion("The dog", 2, false).dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+  }
+  client.join();
+  EXPECT_TRUE(long_one.done) << long_one.error;  // what it ran when told to drain finished there
+  EXPECT_EQ(long_one.completion_tokens, 300);
+  const std::string log = cluster.replica_process(serving).ReadLog();
+  size_t refusals = 0;
+  for (size_t at = log.find("assignment refused"); at != std::string::npos; at = log.find("assignment refused", at + 1)) {
+    ++refusals;
+  }
+  EXPECT_LE(refusals, 1u) << log;
+}
+
 TEST(ClusterTest, EachCoordinatorProcessNumbersItsAssignmentsAfresh) {
   // Request ids restart from 1 with a coordinator process. A replica may still run a copy of the
   // last coordinator's request 1 when the new one assigns its own request 1 there; the chunks of

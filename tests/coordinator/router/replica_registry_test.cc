@@ -228,6 +228,20 @@ TEST_F(ReplicaRegistryTest, RestartResetsInFlightKeepsRoutedTotalAndMovesTheRout
   EXPECT_TRUE(registry_.Heartbeat(HeartbeatMessage("a"), "a/2").ok());
 }
 
+TEST_F(ReplicaRegistryTest, ADrainingReplicaStaysLiveButAcceptsNothingUntilANewProcess) {
+  MustRegister("a", "a/1", 1);
+  EXPECT_TRUE(registry_.MarkDraining("a"));
+  EXPECT_FALSE(registry_.MarkDraining("a"));  // reported once
+  EXPECT_FALSE(registry_.MarkDraining("nobody"));
+  ASSERT_TRUE(registry_.Heartbeat(HeartbeatMessage("a"), "a/1").ok());
+  EXPECT_TRUE(registry_.Views()[0].live);
+  EXPECT_FALSE(registry_.Views()[0].accepting);
+  MustRegister("a", "a/1", 1);  // the same process again (a coordinator restart): still draining
+  EXPECT_FALSE(registry_.Views()[0].accepting);
+  MustRegister("a", "a/2", 2);  // a new process under the id
+  EXPECT_TRUE(registry_.Views()[0].accepting);
+}
+
 TEST_F(ReplicaRegistryTest, SameIncarnationKeepsInFlightAndActiveIds) {
   MustRegister("a", "a/1", 5);
   ASSERT_TRUE(registry_.AddInFlight("a", 3));

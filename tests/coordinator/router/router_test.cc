@@ -257,6 +257,25 @@ TEST(RouterTest, DeadReplicasAreNeverPicked) {
   }
 }
 
+TEST(RouterTest, DrainingReplicasAreNeverPicked) {
+  // A draining replica is live (its requests finish there) but refuses new ones: offering it
+  // one only bounces the request back. With every live replica draining, nothing is picked.
+  for (RouterPolicy policy :
+       {RouterPolicy::kWeighted, RouterPolicy::kRoundRobin, RouterPolicy::kLeastLoaded}) {
+    Router router(Plain(policy));
+    std::vector<ReplicaView> views = {Replica("draining"), Replica("b")};
+    views[0].accepting = false;
+    views[1].in_flight = 10;  // busier than the draining one
+    for (int i = 0; i < 200; ++i) {
+      Result<RouteDecision> d = router.Pick({16, {}}, views);
+      ASSERT_TRUE(d.ok());
+      ASSERT_EQ(d->index, 1u) << EnumName(policy);
+    }
+    views[1].accepting = false;
+    EXPECT_EQ(router.Pick({16, {}}, views).status().code(), StatusCode::kUnavailable);
+  }
+}
+
 TEST(RouterTest, NoLiveReplicaIsUnavailable) {
   Router router(RouterConfig{});
   std::vector<ReplicaView> views = {Replica("a"), Replica("b", kLongTail)};
