@@ -573,6 +573,21 @@ TEST(ClusterTest, GarbageGetsClearErrorsAndServingGoesOn) {
   bad.max_tokens = 0;
   ASSERT_TRUE(proto::SendMessage(dealer, proto::Submit{"c2", "", false, "hi", {}, bad, 1, 0, true}).ok());
   expect_error("max_tokens 0");
+  // 4 MB of text cannot fit 512 tokens: refused by its size, before the event loop spends
+  // seconds tokenizing it while every stream waits.
+  proto::SamplingParams four;
+  four.max_tokens = 4;
+  ASSERT_TRUE(proto::SendMessage(dealer, proto::Submit{"c5", "", false, std::string(4 << 20, 'a'), {}, four, 1, 0, true}).ok());
+  {
+    auto in = proto::ReceiveMessage(dealer, false, 8 << 20);
+    ASSERT_TRUE(in.has_value() && in->message.ok());
+    ASSERT_TRUE(std::holds_alternative<proto::ErrorMessage>(*in->message));
+    const proto::ErrorMessage& e = std::get<proto::ErrorMessage>(*in->message);
+    EXPECT_EQ(e.code, StatusCode::kOutOfRange);
+    EXPECT_NE(e.message.find("the prompt has 4194304 bytes, more than this model's context length of 512 tokens"),
+              std::string::npos)
+        << e.message;
+  }
 
   // Still serving, on both doors.
   HttpResult ok = Post(port, "/v1/completions", Completion("Once upon a time", 8, false).dump());

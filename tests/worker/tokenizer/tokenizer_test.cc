@@ -173,6 +173,47 @@ TEST(TokenizerTest, RandomUnicodeComesBackFromDecode) {
   }
 }
 
+// A server refuses a text longer than context × max_bytes_per_token() without tokenizing it:
+// no text may encode to fewer tokens than that bound promises.
+TEST(TokenizerTest, NoTextEncodesToFewerTokensThanItsBytesOverTheLongestToken) {
+  std::mt19937 rng(13);
+  for (const char* model : {kLlama2File, kStoriesFile}) {
+    const Tokenizer& t = SharedTokenizer(model);
+    const size_t per_token = t.max_bytes_per_token();
+    ASSERT_GT(per_token, 0u) << model;
+    // The longest token, over and over, is the tightest case.
+    std::string longest;
+    for (int32_t id = 0; id < t.vocab_size(); ++id) {
+      if (t.vocabulary().texts[id].size() == per_token) longest = t.TokenPiece(id);
+    }
+    std::vector<std::string> texts = {std::string(5000, ' '), std::string(3000, 'a'), "",
+                                      "</s><s><unk></s>", std::string(200, '\n')};
+    std::string repeated;
+    for (int i = 0; i < 300; ++i) repeated += longest;
+    texts.push_back(repeated);
+    for (int round = 0; round < 300; ++round) {
+      std::string text;
+      const int parts = 1 + static_cast<int>(rng() % 8);
+      for (int p = 0; p < parts; ++p) {
+        switch (rng() % 5) {
+          case 0: text += RandomUtf8(rng, rng() % 30); break;
+          case 1: text += std::string(rng() % 50, ' '); break;
+          case 2: text += " the the the of and"; break;
+          case 3: text += "</s><s>"; break;
+          default: for (int b = 0; b < 10; ++b) text.push_back(static_cast<char>(rng() % 256)); break;
+        }
+      }
+      texts.push_back(text);
+    }
+    for (const std::string& text : texts) {
+      for (bool parse_special : {false, true}) {
+        const size_t tokens = t.Encode(text, false, parse_special).size();
+        EXPECT_GE(tokens * per_token, text.size()) << model << ": " << text.size() << " bytes";
+      }
+    }
+  }
+}
+
 TEST(TokenizerTest, ArbitraryBytesGiveIdsInRange) {
   const Tokenizer& t = SharedTokenizer(kLlama2File);
   std::mt19937 rng(9);

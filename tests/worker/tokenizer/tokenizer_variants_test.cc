@@ -84,6 +84,16 @@ TEST(TokenizerVariantsTest, SpecialTokenKindsMatchLlamaCpp) {
   });
 }
 
+// A token that eats the spaces after it stands for any number of bytes: no bound.
+TEST(TokenizerVariantsTest, Phi3HasNoBoundOnBytesPerToken) {
+  const Tokenizer phi3 = BuildVariant(testing::Phi3TokenEdits(), [](gguf::GgufWriter& w) {
+    w.SetString("general.name", "Phi-3-mini test");
+  });
+  EXPECT_EQ(phi3.max_bytes_per_token(), 0u);
+  EXPECT_LE(phi3.Encode("<ctl>" + std::string(1000, ' ') + "x", false).size(), 3u);  // 1006 bytes
+  EXPECT_GT(BuildVariant(testing::SpecialTokenEdits()).max_bytes_per_token(), 0u);
+}
+
 // Phi-3: special tokens eat the whitespace after them, except <s>, <unk> and <|endoftext|>.
 TEST(TokenizerVariantsTest, Phi3StripsWhitespaceAfterSpecialTokensLikeLlamaCpp) {
   const Tokenizer tokenizer = BuildVariant(testing::Phi3TokenEdits(), [](gguf::GgufWriter& w) {

@@ -147,6 +147,14 @@ Tokenizer::Tokenizer(Vocabulary vocabulary) : vocabulary_(std::move(vocabulary))
   for (int32_t id : v.end_of_generation_ids) is_end_of_generation_[id] = true;
   strips_right_space_.assign(static_cast<size_t>(n), false);
   for (int32_t id : v.rstrip_ids) strips_right_space_[id] = true;
+
+  // A token's text is at least as long as the text it stands for (U+2581, three bytes, stands
+  // for one space; a byte or unknown token for one byte).
+  const bool every_byte_has_a_token =
+      std::find(byte_tokens_.begin(), byte_tokens_.end(), kNoToken) == byte_tokens_.end();
+  if (every_byte_has_a_token && v.rstrip_ids.empty()) {
+    for (const std::string& t : v.texts) max_bytes_per_token_ = std::max(max_bytes_per_token_, t.size());
+  }
 }
 
 int32_t Tokenizer::FindToken(std::string_view text) const {

@@ -61,6 +61,12 @@ class Tokenizer {
   int32_t bos() const { return vocabulary_.bos_id; }  // kNoToken when there is none
   int32_t eos() const { return vocabulary_.eos_id; }  // kNoToken when there is none
   int32_t vocab_size() const { return vocabulary_.size(); }
+  // The most bytes of text one token can stand for (the longest token text), so a text of N
+  // bytes encodes to at least N / max_bytes_per_token() tokens: a server can refuse a prompt
+  // far too long for its context without tokenizing it. 0 when no such bound holds: a byte
+  // with neither a byte token nor an unknown token is dropped, and a token that strips the
+  // spaces after it (Phi-3) swallows any number of them.
+  size_t max_bytes_per_token() const { return max_bytes_per_token_; }
   const Vocabulary& vocabulary() const { return vocabulary_; }
 
  private:
@@ -90,6 +96,7 @@ class Tokenizer {
   TextIndex id_by_text_;
   std::vector<std::string> pieces_;         // TokenPiece of every id
   std::vector<int32_t> byte_tokens_;        // the token for each byte value, 256 entries
+  size_t max_bytes_per_token_ = 0;
   std::vector<int32_t> special_tokens_;     // matched in the text, longest first
   std::vector<bool> is_end_of_generation_;  // by id
   std::vector<bool> strips_right_space_;    // by id
