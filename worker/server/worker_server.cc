@@ -69,6 +69,7 @@ struct WorkerServer::Impl {
   void SendOutput(engine::RequestOutput& out);
   void Add(engine::EngineRequest r);
   void AddReplacements();
+  std::vector<engine::EngineRequest>::iterator FindReplacement(uint64_t id);
   // Returns false when the worker must stop.
   bool Handle(proto::Message& m);
 };
@@ -190,6 +191,11 @@ void WorkerServer::Impl::AddReplacements() {
   replacements.clear();
 }
 
+std::vector<engine::EngineRequest>::iterator WorkerServer::Impl::FindReplacement(uint64_t id) {
+  return std::find_if(replacements.begin(), replacements.end(),
+                      [&](const engine::EngineRequest& q) { return q.id == id; });
+}
+
 bool WorkerServer::Impl::Handle(proto::Message& m) {
   if (auto* a = std::get_if<proto::Assign>(&m)) {
     engine::EngineRequest r;
@@ -199,8 +205,7 @@ bool WorkerServer::Impl::Handle(proto::Message& m) {
     r.sampling = a->sampling;
     r.priority = a->priority;
     r.slo_ms = a->slo_ms;
-    auto queued = std::find_if(replacements.begin(), replacements.end(),
-                               [&](const engine::EngineRequest& q) { return q.id == r.id; });
+    auto queued = FindReplacement(r.id);
     if (queued != replacements.end()) {
       // Given back twice within one step: the latest assignment wins.
       *queued = std::move(r);
@@ -224,8 +229,7 @@ bool WorkerServer::Impl::Handle(proto::Message& m) {
     Add(std::move(r));
   } else if (auto* c = std::get_if<proto::WorkerCancel>(&m)) {
     engine::RequestOutput final_output;
-    auto queued = std::find_if(replacements.begin(), replacements.end(),
-                               [&](const engine::EngineRequest& q) { return q.id == c->request_id; });
+    auto queued = FindReplacement(c->request_id);
     if (queued != replacements.end()) {
       // A replacement not added yet: it ends here, as a running request would.
       final_output.id = queued->id;
