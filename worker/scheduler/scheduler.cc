@@ -145,9 +145,6 @@ void Scheduler::AdmitWaiting(SchedulerOutput* out, int64_t* budget, int64_t* slo
   size_t admitted = 0;
   for (Sequence* seq : waiting_) {
     if (*budget <= 0 || *slots <= 0) break;
-    if (std::find(out->preempted.begin(), out->preempted.end(), seq->id) != out->preempted.end()) {
-      continue;  // just lost its blocks; it gets them back in a later step
-    }
     Result<int64_t> reused = kv_.StartSequence(seq->id, seq->tokens);
     if (!reused.ok()) break;  // cannot happen for a waiting sequence; stop admitting to be safe
     seq->num_computed = *reused;
@@ -183,7 +180,12 @@ SchedulerOutput Scheduler::Schedule() {
   const bool batch_running = !running_.empty();
   ScheduleRunning(&out, &budget, &slots, now_ms);
   // Static batching admits a new batch only when the previous one has completely finished.
-  if (config_.policy != SchedulerPolicy::kStatic || !batch_running) {
+  // A step that preempted admits nothing: the blocks it freed belong to sequences already
+  // running (they grow again next step), and a waiting sequence admitted into them would be
+  // of lower priority than the victim, which sits out this step, and the next victim.
+  const bool admits = (config_.policy != SchedulerPolicy::kStatic || !batch_running) &&
+                      out.preempted.empty();
+  if (admits) {
     AdmitWaiting(&out, &budget, &slots, now_ms);
   }
   for (const ScheduledChunk& c : out.chunks) out.num_tokens += c.num_tokens;

@@ -13,7 +13,8 @@
 // Out of KV blocks: the lowest-priority, most recently admitted running sequence is preempted
 // (even one already planned into this step, which then loses its chunk): its blocks are freed
 // and it waits again, to be recomputed from its tokens later (its prefix may still be cached).
-// Admission never preempts.
+// Admission never preempts, and a step that preempted admits nothing (as in vLLM): memory is
+// short, and a sequence admitted into the victim's blocks would be the next victim.
 //
 // Pure logic over the KV block manager and a clock; single-threaded (the engine's thread).
 #pragma once
