@@ -9,7 +9,7 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("bmad::wire");
 
-const protocolVersion :UInt16 = 1;
+const protocolVersion :UInt16 = 3;  # proto::kProtocolVersion (codec.cc checks they agree)
 
 enum FinishReason {
   none @0;        # more chunks follow
@@ -176,6 +176,12 @@ struct Drain {
   unused @0 :Bool;
 }
 
+# The coordinator's answer to each heartbeat of a replica it knows: a replica that hears
+# nothing for the liveness timeout reports itself not ready.
+struct HeartbeatAck {
+  unused @0 :Bool;
+}
+
 struct Shutdown {
   reason @0 :Text;
 }
@@ -222,5 +228,6 @@ struct Envelope {
     drain @13 :Drain;
     shutdown @14 :Shutdown;
     stepPlan @15 :StepPlan;
+    heartbeatAck @16 :HeartbeatAck;
   }
 }

@@ -239,6 +239,7 @@ struct BodyFiller {
   }
   void operator()(const WorkerCancel& m) { body.initWorkerCancel().setRequestId(m.request_id); }
   void operator()(const Drain&) { body.initDrain(); }
+  void operator()(const HeartbeatAck&) { body.initHeartbeatAck(); }
   void operator()(const Shutdown& m) { body.initShutdown().setReason(Txt(m.reason)); }
   void operator()(const StepPlan& m) {
     auto b = body.initStepPlan();
@@ -428,6 +429,8 @@ Message ReadBody(wire::Envelope::Body::Reader body) {
       return WorkerCancel{body.getWorkerCancel().getRequestId()};
     case wire::Envelope::Body::DRAIN:
       return Drain{};
+    case wire::Envelope::Body::HEARTBEAT_ACK:
+      return HeartbeatAck{};
     case wire::Envelope::Body::SHUTDOWN:
       return Shutdown{GetText(body.getShutdown().getReason())};
     case wire::Envelope::Body::STEP_PLAN: {
@@ -456,6 +459,9 @@ Message ReadBody(wire::Envelope::Body::Reader body) {
 }
 
 }  // namespace
+
+static_assert(wire::PROTOCOL_VERSION == kProtocolVersion,
+              "bmad.capnp's protocolVersion and proto::kProtocolVersion must agree");
 
 std::string Encode(const Message& message) {
   capnp::MallocMessageBuilder builder;

@@ -17,7 +17,8 @@ std::string_view MessageName(const Message& message) {
   static constexpr std::string_view kNames[] = {
       "submit",     "cancel",       "accepted",  "token_chunk", "error",
       "status_query", "cluster_status", "register", "register_ack", "heartbeat",
-      "assign",     "worker_cancel", "drain",    "shutdown",    "step_plan"};
+      "assign",     "worker_cancel", "drain",    "shutdown",    "step_plan",
+      "heartbeat_ack"};
   static_assert(std::size(kNames) == std::variant_size_v<Message>);
   return kNames[message.index()];
 }

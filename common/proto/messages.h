@@ -17,7 +17,9 @@ namespace bmad::proto {
 
 // 2: Assign, TokenChunk and Error carry `assignment`; a coordinator drops a replica's chunks
 // without the number of the request's current assignment, so version 1 replicas are refused.
-inline constexpr uint16_t kProtocolVersion = 2;
+// 3: the coordinator answers every heartbeat with HeartbeatAck (a version 2 replica would log
+// each one as unexpected).
+inline constexpr uint16_t kProtocolVersion = 3;
 
 enum class FinishReason : uint8_t { kNone = 0, kStop, kLength, kCancelled, kError };
 std::string_view FinishReasonName(FinishReason reason);  // "stop", "length", ... ("" for none)
@@ -190,6 +192,11 @@ struct Drain {
   friend bool operator==(const Drain&, const Drain&) = default;
 };
 
+// The coordinator's answer to a heartbeat from a replica it knows.
+struct HeartbeatAck {
+  friend bool operator==(const HeartbeatAck&, const HeartbeatAck&) = default;
+};
+
 struct Shutdown {
   std::string reason;
   friend bool operator==(const Shutdown&, const Shutdown&) = default;
@@ -222,7 +229,7 @@ struct StepPlan {
 
 using Message = std::variant<Submit, Cancel, Accepted, TokenChunk, ErrorMessage, StatusQuery,
                              ClusterStatus, Register, RegisterAck, Heartbeat, Assign, WorkerCancel,
-                             Drain, Shutdown, StepPlan>;
+                             Drain, Shutdown, StepPlan, HeartbeatAck>;
 
 // The message's kind as a short name ("submit", "token_chunk", ...), for logs and errors.
 std::string_view MessageName(const Message& message);

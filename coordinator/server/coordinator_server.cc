@@ -185,6 +185,8 @@ void CoordinatorServer::Core::HandleWorkerMessage(const std::string& routing_id,
                                proto::ErrorMessage{StatusCode::kNotFound, "unknown replica; register", 0, "", 0},
                                routing_id);
     } else if (s.ok()) {
+      // The replica's proof that we are alive: its /ready fails when these stop coming.
+      (void)proto::SendMessage(*worker_socket_, proto::HeartbeatAck{}, routing_id);
       CancelOrphans(hb->replica_id, hb->active_request_ids);
     }
   } else if (auto* chunk = std::get_if<proto::TokenChunk>(&m)) {

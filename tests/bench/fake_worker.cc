@@ -259,6 +259,8 @@ class FakeWorker {
       Assign(*a);
     } else if (auto* c = std::get_if<proto::WorkerCancel>(&m)) {
       Cancel(c->request_id);
+    } else if (std::holds_alternative<proto::HeartbeatAck>(m)) {
+      // The coordinator is alive; this fake has no readiness to report.
     } else if (std::holds_alternative<proto::Drain>(m)) {
       log::Info(kLog, "draining: finishing running requests, accepting none");
       draining_ = true;

@@ -68,7 +68,8 @@ std::vector<Message> SampleMessages() {
           WorkerCancel{42},
           Drain{},
           Shutdown{"bye"},
-          plan};
+          plan,
+          HeartbeatAck{}};
 }
 
 TEST(CodecTest, EveryMessageRoundTrips) {
@@ -193,6 +194,7 @@ TEST(CodecTest, MutatedMessagesNeverCrash) {
 TEST(CodecTest, NamesAndFinishReasons) {
   EXPECT_EQ(MessageName(Message{Drain{}}), "drain");
   EXPECT_EQ(MessageName(Message{StepPlan{}}), "step_plan");
+  EXPECT_EQ(MessageName(Message{HeartbeatAck{}}), "heartbeat_ack");
   EXPECT_EQ(FinishReasonName(FinishReason::kStop), "stop");
   EXPECT_EQ(FinishReasonName(FinishReason::kNone), "");
 }

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
       Drain{},
       Shutdown{"x"},
       StepPlan{1, {NewSequence{1, {1, 2}}}, {ScheduledSequence{1, 0, 2, {}, {1}, true}}, {2}, false},
+      HeartbeatAck{},
   };
   int i = 0;
   for (const Message& m : seeds) {

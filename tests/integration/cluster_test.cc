@@ -429,6 +429,30 @@ TEST(ClusterTest, ADrainingReplicaIsOfferedNothingAfterItsFirstRefusal) {
   EXPECT_LE(refusals, 1u) << log;
 }
 
+TEST(ClusterTest, AWorkerIsReadyOnlyWhileItsCoordinatorAnswers) {
+  // The coordinator answers heartbeats; a worker whose coordinator is stopped reports itself
+  // not ready (it used to stay ready), and ready again once the coordinator wakes.
+  LocalCluster cluster({Stories(), 1, 0, {"worker.threads=1"}});
+  std::string error;
+  ASSERT_TRUE(cluster.Start(&error)) << error;
+  httplib::Client worker("127.0.0.1", cluster.worker_metrics_port(0));
+  auto ready = [&] {
+    auto res = worker.Get("/ready");
+    return res ? res->status : -1;
+  };
+  ASSERT_TRUE(WaitFor([&] { return ready() == 200; }, 10s)) << cluster.Logs();
+  std::this_thread::sleep_for(1800ms);  // three liveness timeouts
+  EXPECT_EQ(ready(), 200) << cluster.Logs();
+  cluster.coordinator_process().Signal(SIGSTOP);
+  const bool went_unready = WaitFor([&] { return ready() == 503; }, 5s);
+  cluster.coordinator_process().Signal(SIGCONT);
+  EXPECT_TRUE(went_unready) << cluster.Logs();
+  EXPECT_TRUE(WaitFor([&] { return ready() == 200; }, 10s)) << cluster.Logs();
+  // And it serves.
+  HttpResult r = Post(cluster.http_port(), "/v1/completions", Completion("Once", 4, false).dump());
+  EXPECT_EQ(r.status, 200) << r.body;
+}
+
 TEST(ClusterTest, EachCoordinatorProcessNumbersItsAssignmentsAfresh) {
   // Request ids restart from 1 with a coordinator process. A replica may still run a copy of the
   // last coordinator's request 1 when the new one assigns its own request 1 there; the chunks of

@@ -400,6 +400,48 @@ TEST(WorkerProcessTest, AReplicaTheCoordinatorRefusesExitsWithAnError) {
       << worker.ReadLog();
 }
 
+TEST(WorkerProcessTest, ReadyOnlyWhileTheCoordinatorAnswers) {
+  // /ready used to stay 200 after the coordinator died: readiness meant "registered once".
+  // Now the replica needs an answer to its heartbeats within the liveness timeout.
+  FakeCoordinator coord;
+  ChildProcess worker;
+  auto reg = StartWorker(worker, coord, SharedModelsDir() + "/stories260K.gguf",
+                         {"coordinator.liveness_timeout_ms=300"});
+  ASSERT_TRUE(reg.has_value());
+  const std::string& address = reg->info.metrics_address;
+  httplib::Client http("127.0.0.1", std::stoi(address.substr(address.find(':') + 1)));
+  auto ready = [&] {
+    auto res = http.Get("/ready");
+    return res ? res->status : -1;
+  };
+  EXPECT_EQ(ready(), 503) << "ready before registration";
+  coord.Send(proto::RegisterAck{true, "welcome"});
+  // Answering each heartbeat for 1.5 s (five liveness timeouts) keeps it ready.
+  ASSERT_TRUE(WaitFor([&] { return ready() == 200; }, 10s)) << worker.ReadLog();
+  const auto answer_until = std::chrono::steady_clock::now() + 1500ms;
+  int answered = 0;
+  while (std::chrono::steady_clock::now() < answer_until) {
+    if (coord.Expect<proto::Heartbeat>(200ms)) {
+      coord.Send(proto::HeartbeatAck{});
+      ++answered;
+    }
+  }
+  EXPECT_GE(answered, 10);
+  EXPECT_EQ(ready(), 200) << worker.ReadLog();
+  // Silence: not ready within the timeout (generously bounded here), and the log says why.
+  const auto silent_since = std::chrono::steady_clock::now();
+  ASSERT_TRUE(WaitFor([&] { return ready() == 503; }, 5s)) << worker.ReadLog();
+  EXPECT_GE(std::chrono::steady_clock::now() - silent_since, 250ms);
+  EXPECT_NE(worker.ReadLog().find("no word from the coordinator"), std::string::npos) << worker.ReadLog();
+  EXPECT_TRUE(worker.running());  // its requests, if any, are not given up
+  // One answer and it is ready again.
+  ASSERT_TRUE(coord.Expect<proto::Heartbeat>(2s).has_value());
+  coord.Send(proto::HeartbeatAck{});
+  EXPECT_TRUE(WaitFor([&] { return ready() == 200; }, 5s)) << worker.ReadLog();
+  EXPECT_NE(worker.ReadLog().find("the coordinator answers again"), std::string::npos);
+  EXPECT_EQ(worker.Stop(), 0) << worker.ReadLog();
+}
+
 TEST(WorkerProcessTest, BadStartupIsOneClearError) {
   const std::string dir = MakeTempDir("bmad-worker-");
   {

@@ -51,6 +51,8 @@ class LocalCluster {
   bool KillReplica(int index);
   // Sends `signal` to world rank `rank` of replica `index`'s mpirun job.
   bool SignalRank(int index, int rank, int signal);
+  // The bmad-coordinator process (to signal it).
+  ChildProcess& coordinator_process() { return *coordinator_; }
   // The replica's mpirun job: its exit status once it ended.
   ChildProcess& replica_process(int index) { return *replicas_[static_cast<size_t>(index)]; }
   std::string Logs() const;

@@ -46,6 +46,10 @@ struct WorkerServer::Impl {
   uint64_t incarnation = 0;
   std::atomic<bool> stop_requested{false};
   bool registered = false;
+  // The coordinator answers each heartbeat; past its liveness timeout without a word from it,
+  // this replica reports itself not ready (a dead or cut-off coordinator sends it no work).
+  bool coordinator_silent = false;
+  int64_t last_heard_ns = 0;
   int64_t last_register_ns = 0;
   int64_t last_heartbeat_ns = 0;
   int64_t last_plan_ns = 0;  // the last step or keepalive sent to the other ranks
@@ -67,6 +71,10 @@ struct WorkerServer::Impl {
   proto::Heartbeat HeartbeatMessage() const;
   void SendHeartbeat();
   void SendOutput(engine::RequestOutput& out);
+  // /ready: registered, heard from the coordinator lately, and not draining.
+  void UpdateReady();
+  void Heard(int64_t now_ns);
+  void CheckCoordinatorSilence(int64_t now_ns);
   void Add(engine::EngineRequest r);
   void AddReplacements();
   std::vector<engine::EngineRequest>::iterator FindReplacement(uint64_t id);
@@ -80,7 +88,7 @@ Status WorkerServer::Impl::Load() {
   const int port = c.metrics.worker_port == 0
                        ? 0
                        : static_cast<int>(c.metrics.worker_port) + options.replica_index;
-  metrics_server->SetReady(false);  // /ready: registered with the coordinator and not draining
+  metrics_server->SetReady(false);  // until registered (UpdateReady)
   BMAD_RETURN_IF_ERROR(metrics_server->Start(c.metrics.host, port));
   if (options.rank.comms) {
     // The replica's communication time: bmad_comm_seconds{op} on this leader's /metrics.
@@ -176,6 +184,28 @@ void WorkerServer::Impl::SendOutput(engine::RequestOutput& out) {
   if (out.finished) served.erase(out.id);
 }
 
+void WorkerServer::Impl::UpdateReady() {
+  metrics_server->SetReady(registered && !coordinator_silent && !engine->draining());
+}
+
+void WorkerServer::Impl::Heard(int64_t now_ns) {
+  last_heard_ns = now_ns;
+  if (!coordinator_silent) return;
+  coordinator_silent = false;
+  log::Info(kLog, "the coordinator answers again");
+  UpdateReady();
+}
+
+void WorkerServer::Impl::CheckCoordinatorSilence(int64_t now_ns) {
+  const int64_t limit_ns = config.coordinator.liveness_timeout_ms * 1'000'000;
+  if (!registered || coordinator_silent || now_ns - last_heard_ns <= limit_ns) return;
+  coordinator_silent = true;
+  log::Warn(kLog, "no word from the coordinator: not ready until it answers",
+            {{"silent_ms", (now_ns - last_heard_ns) / 1'000'000},
+             {"coordinator", config.coordinator.worker_endpoint}});
+  UpdateReady();
+}
+
 void WorkerServer::Impl::Add(engine::EngineRequest r) {
   const uint64_t id = r.id;
   Status s = engine->Add(std::move(r));
@@ -246,7 +276,7 @@ bool WorkerServer::Impl::Handle(proto::Message& m) {
   } else if (std::holds_alternative<proto::Drain>(m)) {
     log::Info(kLog, "draining: finishing running requests, accepting none");
     engine->StartDraining();
-    metrics_server->SetReady(false);
+    UpdateReady();
   } else if (auto* sd = std::get_if<proto::Shutdown>(&m)) {
     log::Info(kLog, "shutdown requested by the coordinator", {{"reason", sd->reason}});
     return false;
@@ -258,12 +288,14 @@ bool WorkerServer::Impl::Handle(proto::Message& m) {
     }
     if (!registered) log::Info(kLog, "registered with the coordinator");
     registered = true;
-    metrics_server->SetReady(!engine->draining());
+    UpdateReady();
+  } else if (std::holds_alternative<proto::HeartbeatAck>(m)) {
+    // Heard: nothing else to do.
   } else if (auto* err = std::get_if<proto::ErrorMessage>(&m)) {
     if (err->code == StatusCode::kNotFound) {
       // The coordinator restarted and does not know us: register again.
       registered = false;
-      metrics_server->SetReady(false);
+      UpdateReady();
       SendRegister();
     } else {
       log::Warn(kLog, "error from the coordinator", {{"message", err->message}});
@@ -318,7 +350,7 @@ Status WorkerServer::Run() {
     if (w.stop_requested.load() && !w.engine->draining()) {
       log::Info(kLog, "stop requested: draining");
       w.engine->StartDraining();
-      w.metrics_server->SetReady(false);
+      w.UpdateReady();
     }
     if (w.engine->draining() && !w.engine->HasWork()) break;
     // Until registered, ask again every heartbeat interval (the coordinator may start later).
@@ -338,6 +370,7 @@ Status WorkerServer::Run() {
           log::Warn(kLog, "undecodable message from the coordinator", {{"error", in->message.status()}});
           continue;
         }
+        w.Heard(w.clock.NowNanos());
         if (!w.Handle(*in->message)) {
           stopping = true;
           break;
@@ -345,6 +378,8 @@ Status WorkerServer::Run() {
       }
     }
     if (stopping) break;
+    // Only now, with every message that came during the last step read.
+    w.CheckCoordinatorSilence(w.clock.NowNanos());
     if (!w.engine->HasWork()) w.AddReplacements();  // no step in flight
     if (w.engine->HasWork()) {
       w.outputs.clear();

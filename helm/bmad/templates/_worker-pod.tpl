@@ -93,7 +93,7 @@ spec:
           port: metrics
         periodSeconds: {{ $root.Values.workers.probes.liveness.periodSeconds }}
         failureThreshold: {{ $root.Values.workers.probes.liveness.failureThreshold }}
-      # Ready once registered with the coordinator and not draining.
+      # Ready while registered with the coordinator, hearing from it, and not draining.
       readinessProbe:
         httpGet:
           path: /ready
