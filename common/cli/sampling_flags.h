@@ -23,12 +23,16 @@ struct SamplingFlags {
   int64_t seed = -1;  // negative: none given
   std::vector<std::string> stops;
   bool ignore_eos = false;
+  int64_t min_tokens = 0;
+  std::vector<std::string> logit_bias;  // "ID=BIAS" each
 
   // --max-tokens, --temperature, --top-k, --top-p, --min-p, the three penalties, --seed,
-  // --stop (repeatable) and --ignore-eos, writing into this struct (which must outlive Parse).
+  // --stop (repeatable), --ignore-eos, --min-tokens and --logit-bias ID=BIAS (repeatable),
+  // writing into this struct (which must outlive Parse).
   void AddTo(Flags& flags);
-  // The values as given; range checks are the caller's (or the sampler's) business.
-  proto::SamplingParams Params() const;
+  // The values as given; range checks are the caller's (or the sampler's) business. An error
+  // only for a --logit-bias that is not ID=BIAS.
+  Result<proto::SamplingParams> Params() const;
 };
 
 }  // namespace bmad::cli

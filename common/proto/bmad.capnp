@@ -40,6 +40,13 @@ struct SamplingParams {
   logprobs @12 :Bool;
   ignoreEos @13 :Bool;
   topLogprobs @14 :UInt32;          # alternatives per token (needs logprobs), at most 20
+  minTokens @15 :UInt32;            # nothing ends the output before this many tokens
+  logitBias @16 :List(LogitBias);   # OpenAI's logit_bias, distinct token ids
+}
+
+struct LogitBias {
+  tokenId @0 :UInt32;
+  bias @1 :Float32;                 # in [-100, 100]
 }
 
 struct Usage {

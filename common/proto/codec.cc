@@ -108,6 +108,12 @@ void Fill(wire::SamplingParams::Builder b, const SamplingParams& s) {
   b.setLogprobs(s.logprobs);
   b.setIgnoreEos(s.ignore_eos);
   b.setTopLogprobs(s.top_logprobs);
+  b.setMinTokens(s.min_tokens);
+  auto biases = b.initLogitBias(static_cast<unsigned>(s.logit_bias.size()));
+  for (size_t i = 0; i < s.logit_bias.size(); ++i) {
+    biases[static_cast<unsigned>(i)].setTokenId(s.logit_bias[i].token_id);
+    biases[static_cast<unsigned>(i)].setBias(s.logit_bias[i].bias);
+  }
 }
 
 void Fill(wire::Usage::Builder b, const Usage& u) {
@@ -286,6 +292,8 @@ SamplingParams Read(wire::SamplingParams::Reader r) {
   s.logprobs = r.getLogprobs();
   s.ignore_eos = r.getIgnoreEos();
   s.top_logprobs = r.getTopLogprobs();
+  s.min_tokens = r.getMinTokens();
+  for (auto b : r.getLogitBias()) s.logit_bias.push_back(LogitBias{b.getTokenId(), b.getBias()});
   return s;
 }
 

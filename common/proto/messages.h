@@ -24,6 +24,13 @@ inline constexpr uint16_t kProtocolVersion = 3;
 enum class FinishReason : uint8_t { kNone = 0, kStop, kLength, kCancelled, kError };
 std::string_view FinishReasonName(FinishReason reason);  // "stop", "length", ... ("" for none)
 
+// OpenAI's logit_bias entry: added to the token's logit before anything else looks at it.
+struct LogitBias {
+  uint32_t token_id = 0;
+  float bias = 0.0f;  // in [-100, 100]
+  friend bool operator==(const LogitBias&, const LogitBias&) = default;
+};
+
 struct SamplingParams {
   float temperature = 1.0f;
   int32_t top_k = 0;
@@ -40,6 +47,10 @@ struct SamplingParams {
   bool logprobs = false;
   bool ignore_eos = false;
   uint32_t top_logprobs = 0;  // with logprobs: the most likely tokens reported per token (<= 20)
+  // vLLM's min_tokens: no end-of-generation or stop token, and no stop string, ends the output
+  // before it has this many tokens.
+  uint32_t min_tokens = 0;
+  std::vector<LogitBias> logit_bias;  // distinct token ids
   friend bool operator==(const SamplingParams&, const SamplingParams&) = default;
 };
 

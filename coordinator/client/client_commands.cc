@@ -104,6 +104,8 @@ int RunRemoteGenerate(const std::vector<std::string>& args) {
     s = ValidateSampling(sampling.temperature, sampling.top_k, sampling.top_p, sampling.min_p,
                          sampling.max_tokens);
   }
+  Result<proto::SamplingParams> params = sampling.Params();
+  if (s.ok()) s = params.status();
   if (s.ok()) s = InRange("priority", double(priority), 0, 1000);
   if (s.ok()) s = InRange("slo-ms", double(slo_ms), 0, std::numeric_limits<uint32_t>::max());
   if (s.ok()) s = InRange("timeout-ms", double(timeout_ms), 1, double(kMaxTimeoutMs));
@@ -112,7 +114,7 @@ int RunRemoteGenerate(const std::vector<std::string>& args) {
   proto::Submit submit;
   submit.model = model;
   submit.prompt_text = prompt;
-  submit.sampling = sampling.Params();
+  submit.sampling = *params;
   submit.priority = static_cast<int32_t>(priority);
   submit.slo_ms = static_cast<uint32_t>(slo_ms);
   submit.stream = true;

@@ -292,6 +292,33 @@ Result<std::vector<uint32_t>> ReadStopTokenIds(const JsonFields& body) {
   return out;
 }
 
+// OpenAI's logit_bias: an object from token ids (JSON keys, so decimal strings) to biases.
+Result<std::vector<proto::LogitBias>> ReadLogitBias(const JsonFields& body) {
+  std::vector<proto::LogitBias> out;
+  const Json* bias = body.Find("logit_bias");
+  if (bias == nullptr) return out;
+  if (!bias->is_object()) return MustBe("logit_bias", "an object from token ids to biases", *bias);
+  if (bias->size() > sampling::kMaxLogitBias) {
+    return InvalidArgument("'logit_bias' holds " + Count(bias->size()) + " tokens; at most " +
+                           Count(sampling::kMaxLogitBias) + " are allowed");
+  }
+  const JsonFields entries(*bias, "logit_bias.");
+  for (auto it = bias->begin(); it != bias->end(); ++it) {
+    const std::string& key = it.key();
+    const bool digits = !key.empty() && key.size() <= 10 &&
+                        key.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || std::stoll(key) > kMaxTokenId) {
+      return InvalidArgument("'logit_bias' keys must be token ids (decimal integers >= 0), got " +
+                             internal::DescribeJsonValue(Json(key)));
+    }
+    BMAD_ASSIGN_OR_RETURN(const std::optional<double> value,
+                          entries.Number(key, NumberRange{-100, 100}, "a number in [-100, 100]"));
+    if (!value) continue;  // null: no bias
+    out.push_back(proto::LogitBias{static_cast<uint32_t>(std::stoll(key)), static_cast<float>(*value)});
+  }
+  return out;
+}
+
 // Completions ask with an integer (how many alternatives); chat with a boolean plus
 // top_logprobs.
 Status ReadLogprobs(const JsonFields& body, bool chat, CompletionRequest& request) {
@@ -363,9 +390,6 @@ Status ReadSchedulingHints(const JsonFields& body, const RequestLimits& limits,
 // OpenAI parameters whose effect this server cannot give: ignoring them would silently return
 // something other than what was asked for. Their neutral values (null, empty) pass.
 Status RejectUnsupported(const JsonFields& body, bool chat) {
-  if (const Json* bias = body.Find("logit_bias"); bias != nullptr && !bias->empty()) {
-    return InvalidArgument("'logit_bias' is not supported");
-  }
   if (const Json* suffix = body.Find("suffix"); !chat && suffix != nullptr && *suffix != "") {
     return InvalidArgument("'suffix' is not supported");
   }
@@ -395,10 +419,6 @@ Status RejectUnsupported(const JsonFields& body, bool chat) {
     if (const Json* flag = body.Find(key); flag != nullptr && *flag != false && !flag->is_null()) {
       return InvalidArgument(Quoted(key) + " is not supported");
     }
-  }
-  if (const Json* min_tokens = body.Find("min_tokens");
-      min_tokens != nullptr && !min_tokens->is_null() && *min_tokens != 0) {
-    return InvalidArgument("'min_tokens' is not supported");
   }
   for (const std::string_view key : {"guided_json", "guided_regex", "guided_choice",
                                      "guided_grammar", "structured_outputs", "chat_template",
@@ -440,6 +460,11 @@ Result<CompletionRequest> ReadRequest(const Json& json, bool chat, const Request
   BMAD_RETURN_IF_ERROR(ReadSampling(body, request.sampling));
   BMAD_ASSIGN_OR_RETURN(request.sampling.stop_strings, ReadStop(body, limits));
   BMAD_ASSIGN_OR_RETURN(request.sampling.stop_token_ids, ReadStopTokenIds(body));
+  BMAD_ASSIGN_OR_RETURN(request.sampling.logit_bias, ReadLogitBias(body));
+  BMAD_ASSIGN_OR_RETURN(const std::optional<int64_t> min_tokens,
+                        body.Integer("min_tokens", 0, std::numeric_limits<uint32_t>::max(),
+                                     "an integer >= 0"));
+  request.sampling.min_tokens = static_cast<uint32_t>(min_tokens.value_or(0));
   BMAD_RETURN_IF_ERROR(ReadLogprobs(body, chat, request));
   BMAD_RETURN_IF_ERROR(ReadChoiceShape(body, chat));
   BMAD_RETURN_IF_ERROR(ReadStreaming(body, request));
@@ -449,7 +474,9 @@ Result<CompletionRequest> ReadRequest(const Json& json, bool chat, const Request
   // The workers' own admission check, so nothing accepted here is refused there. The vocabulary
   // is not known here: the largest one lets every id through (the coordinator checks ids).
   proto::SamplingParams worker_view = request.sampling;
-  if (worker_view.max_tokens == 0) worker_view.max_tokens = 1;  // filled in by the coordinator
+  if (worker_view.max_tokens == 0) {  // filled in by the coordinator, which checks min_tokens
+    worker_view.max_tokens = std::max<uint32_t>(1, worker_view.min_tokens);
+  }
   BMAD_RETURN_IF_ERROR(
       sampling::ValidateSamplingParams(worker_view, std::numeric_limits<int32_t>::max()));
   return request;

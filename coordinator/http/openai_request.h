@@ -28,6 +28,10 @@
 //                      max_tokens stays unset: the coordinator fills in the room left.
 //   stop               a string or an array of strings, each non-empty, within the limits
 //   stop_token_ids     array of token ids (vLLM's extension), at most 64
+//   logit_bias         object from token ids (decimal strings) to numbers in [-100, 100], at
+//                      most 4096 entries; null values are skipped
+//   min_tokens         vLLM's extension: integer in [0, max_tokens]; nothing but the length
+//                      limit ends the output before it has this many tokens
 //   logprobs           completions: integer in [0, 20]; chat: boolean, with top_logprobs in
 //                      [0, 20] (top_logprobs > 0 needs logprobs true)
 //   ignore_eos         boolean
@@ -38,12 +42,11 @@
 //   priority           bmad: integer class in [0, limits.priority_classes), 0 most urgent
 //   slo_ms             bmad: latency objective in milliseconds, integer >= 0 (0: none)
 // Parameters OpenAI defines but this server cannot honour are rejected rather than silently
-// ignored when set to anything but their neutral value: logit_bias (non-empty), suffix
-// (non-empty), response_format (type other than "text"), tools and functions (non-empty),
-// tool_choice and function_call (other than "none"); so are vLLM's extensions that would change
-// the output: use_beam_search, include_stop_str_in_output, continue_final_message (true),
-// min_tokens (above 0), guided_json/regex/choice/grammar, structured_outputs, chat_template,
-// chat_template_kwargs and prompt_logprobs (non-null).
+// ignored when set to anything but their neutral value: suffix (non-empty), response_format
+// (type other than "text"), tools and functions (non-empty), tool_choice and function_call
+// (other than "none"); so are vLLM's extensions that would change the output: use_beam_search,
+// include_stop_str_in_output, continue_final_message (true), guided_json/regex/choice/grammar,
+// structured_outputs, chat_template, chat_template_kwargs and prompt_logprobs (non-null).
 //
 // Thread-safety: pure functions.
 #pragma once

@@ -27,6 +27,8 @@ std::vector<Message> SampleMessages() {
   sampling.stop_strings = {"\n\n", "END"};
   sampling.logprobs = true;
   sampling.top_logprobs = 2;
+  sampling.min_tokens = 5;
+  sampling.logit_bias = {{13, -100.0f}, {261, 2.5f}};
 
   Submit text_submit{"c-1", "stories", false, "Once upon a time", {}, sampling, 0, 1500, true};
   Submit token_submit{"c-2", "", true, "", {1, 403, 407}, {}, 2, 0, false};

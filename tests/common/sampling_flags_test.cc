@@ -11,7 +11,7 @@ TEST(SamplingFlagsTest, DefaultsAreGreedyWithoutASeed) {
   sampling.AddTo(flags);
   std::vector<std::string> positional;
   ASSERT_TRUE(flags.Parse({}, &positional).ok());
-  const proto::SamplingParams p = sampling.Params();
+  const proto::SamplingParams p = sampling.Params().value();
   EXPECT_EQ(p.max_tokens, 128u);
   EXPECT_EQ(p.temperature, 0.0f);
   EXPECT_EQ(p.top_k, 0);
@@ -30,10 +30,11 @@ TEST(SamplingFlagsTest, EveryFlagReachesTheParams) {
                   .Parse({"--max-tokens", "7", "--temperature", "0.5", "--top-k", "40", "--top-p",
                           "0.9", "--min-p", "0.05", "--repetition-penalty", "1.1",
                           "--presence-penalty", "0.2", "--frequency-penalty", "0.3", "--seed", "0",
-                          "--stop", "\n", "--stop", "END", "--ignore-eos"},
+                          "--stop", "\n", "--stop", "END", "--ignore-eos", "--min-tokens", "3",
+                          "--logit-bias", "13=-100", "--logit-bias", "261=2.5"},
                          &positional)
                   .ok());
-  const proto::SamplingParams p = sampling.Params();
+  const proto::SamplingParams p = sampling.Params().value();
   EXPECT_EQ(p.max_tokens, 7u);
   EXPECT_FLOAT_EQ(p.temperature, 0.5f);
   EXPECT_EQ(p.top_k, 40);
@@ -46,6 +47,22 @@ TEST(SamplingFlagsTest, EveryFlagReachesTheParams) {
   EXPECT_EQ(p.seed, 0u);
   EXPECT_EQ(p.stop_strings, (std::vector<std::string>{"\n", "END"}));
   EXPECT_TRUE(p.ignore_eos);
+  EXPECT_EQ(p.min_tokens, 3u);
+  EXPECT_EQ(p.logit_bias, (std::vector<proto::LogitBias>{{13, -100.0f}, {261, 2.5f}}));
+}
+
+TEST(SamplingFlagsTest, ALogitBiasThatIsNotIdEqualsBiasIsNamed) {
+  for (const char* bad : {"13", "=5", "13=", "x=5", "13=five", "13=5x", "-1=5", "4294967296=1", "1=1e99999"}) {
+    Flags flags("test");
+    SamplingFlags sampling;
+    sampling.AddTo(flags);
+    std::vector<std::string> positional;
+    ASSERT_TRUE(flags.Parse({"--logit-bias", bad}, &positional).ok()) << bad;
+    const auto p = sampling.Params();
+    ASSERT_FALSE(p.ok()) << bad;
+    EXPECT_NE(p.status().message().find("--logit-bias wants ID=BIAS"), std::string::npos) << p.status().message();
+    EXPECT_NE(p.status().message().find(bad), std::string::npos) << p.status().message();
+  }
 }
 
 TEST(SamplingFlagsTest, AWrongTypeNamesTheFlag) {
@@ -70,8 +87,8 @@ TEST(SamplingFlagsTest, TopKPastTheSamplersRangeIsRefusedNotWrapped) {
     EXPECT_NE(s.message().find("--top-k must be in [0, 2147483647]"), std::string::npos) << s.message();
   }
   ASSERT_TRUE(flags.Parse({"--top-k", "2147483647", "--seed", "-1"}, &positional).ok());
-  EXPECT_EQ(sampling.Params().top_k, 2147483647);
-  EXPECT_FALSE(sampling.Params().has_seed);
+  EXPECT_EQ(sampling.Params()->top_k, 2147483647);
+  EXPECT_FALSE(sampling.Params()->has_seed);
   EXPECT_FALSE(flags.Parse({"--seed", "-2"}, &positional).ok());
 }
 

@@ -111,6 +111,31 @@ TEST(ClusterTest, GreedyOverHttpEqualsLocalGenerate) {
   }
 }
 
+TEST(ClusterTest, LogitBiasAndMinTokensReachTheSampler) {
+  LocalCluster cluster({Stories(), 1, 0});
+  std::string error;
+  ASSERT_TRUE(cluster.Start(&error)) << error;
+  // " a" (261) forced at every step.
+  json forced = Completion("Once upon a time", 6, false);
+  forced["logit_bias"] = {{"261", 100}};
+  HttpResult r = Post(cluster.http_port(), "/v1/completions", forced.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)["choices"][0]["text"], " a a a a a a");
+  // The "," of the first token does not stop the output before min_tokens; the next one does.
+  json held = Completion("Once upon a time", 32, true);
+  held["stop"] = ",";
+  held["min_tokens"] = 3;
+  StreamResult s = Stream(cluster.http_port(), held);
+  EXPECT_TRUE(s.done) << s.error;
+  EXPECT_EQ(s.text, ", there was a little girl named Lily. She loved to play outside in the park. One day");
+  // A bias for a token the model does not have is the client's error, named.
+  json outside = Completion("Once", 4, false);
+  outside["logit_bias"] = {{"600", 1}};
+  r = Post(cluster.http_port(), "/v1/completions", outside.dump());
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("'logit_bias' for token 600"), std::string::npos) << r.body;
+}
+
 // The harness itself: a process that exits while the cluster starts (here the coordinator,
 // whose /metrics port another socket holds) is named at once, with the logs, instead of after
 // the whole wait for replicas.

@@ -39,7 +39,7 @@ struct Engine::RequestState {
                const tokenizer::Tokenizer& tok, int64_t max_new, std::vector<int32_t> generated)
       : id(request_id),
         prompt(std::move(prompt_tokens)),
-        sampler(params, seed),
+        sampler(params, seed, TokensThatEnd(tok, params)),
         output(tok, params, prompt, max_new, std::move(generated)),
         want_logprobs(params.logprobs) {}
 

@@ -4,6 +4,14 @@
 
 namespace bmad::engine {
 
+std::vector<int32_t> TokensThatEnd(const tokenizer::Tokenizer& tokenizer,
+                                   const proto::SamplingParams& params) {
+  std::vector<int32_t> tokens;
+  if (!params.ignore_eos) tokens = tokenizer.EndOfGenerationIds();
+  for (uint32_t id : params.stop_token_ids) tokens.push_back(static_cast<int32_t>(id));
+  return tokens;
+}
+
 OutputProcessor::OutputProcessor(const tokenizer::Tokenizer& tokenizer,
                                  const proto::SamplingParams& params,
                                  std::span<const int32_t> prompt, int64_t max_new_tokens,
@@ -13,11 +21,22 @@ OutputProcessor::OutputProcessor(const tokenizer::Tokenizer& tokenizer,
       stop_strings_(params.stop_strings),
       stop_token_ids_(params.stop_token_ids),
       ignore_eos_(params.ignore_eos),
-      max_new_tokens_(max_new_tokens),
-      generated_(std::move(already_generated)) {
+      min_tokens_(params.min_tokens),
+      max_new_tokens_(max_new_tokens) {
   // Tokens streamed before a migration were already detokenized for the client; run them
   // through the detokenizer and stop-string matcher silently so that state continues exactly.
-  for (int32_t t : generated_) stop_strings_.Feed(detokenizer_.Feed(t));
+  for (int32_t t : already_generated) {
+    generated_.push_back(t);
+    FeedText(t);
+  }
+}
+
+sampling::StopFeedResult OutputProcessor::FeedText(int32_t token) {
+  std::string text = detokenizer_.Feed(token);
+  if (static_cast<int64_t>(generated_.size()) < min_tokens_) {
+    return sampling::StopFeedResult{std::move(text), false, -1};
+  }
+  return stop_strings_.Feed(text);
 }
 
 TokenOutcome OutputProcessor::Complete(std::string text, proto::FinishReason reason) {
@@ -36,10 +55,13 @@ TokenOutcome OutputProcessor::OnToken(int32_t token) {
   const bool stop_token =
       std::find(stop_token_ids_.begin(), stop_token_ids_.end(), static_cast<uint32_t>(token)) !=
       stop_token_ids_.end();
-  if (stop_token || (!ignore_eos_ && tokenizer_.IsEndOfGeneration(token))) {
+  // Before min_tokens the sampler never picks an ending token; one given here anyway (a device
+  // draw, a test) is an ordinary token.
+  const bool may_end = static_cast<int64_t>(generated_.size()) > min_tokens_;
+  if (may_end && (stop_token || (!ignore_eos_ && tokenizer_.IsEndOfGeneration(token)))) {
     return Complete("", proto::FinishReason::kStop);  // the stop token itself adds no text
   }
-  sampling::StopFeedResult fed = stop_strings_.Feed(detokenizer_.Feed(token));
+  sampling::StopFeedResult fed = FeedText(token);
   if (fed.stopped) return Complete(std::move(fed.text), proto::FinishReason::kStop);
   if (static_cast<int64_t>(generated_.size()) >= max_new_tokens_) {
     return Complete(std::move(fed.text), proto::FinishReason::kLength);

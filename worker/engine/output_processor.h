@@ -2,6 +2,11 @@
 // sequence is finished: end-of-generation and stop token ids, stop strings (held back until
 // they can no longer match, cut off when they do), max_tokens and the context length. Text
 // only ever contains whole UTF-8 characters.
+//
+// min_tokens (vLLM's semantics): before the output holds that many tokens nothing but the
+// length limit ends it. The sampler holds back the tokens that would (TokensThatEnd); stop
+// strings are looked for in the text of the min_tokens-th token and after (a stop string
+// that begins in earlier text does not count: that text has been sent).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +20,11 @@
 #include "worker/sampling/stop_string_matcher.h"
 
 namespace bmad::engine {
+
+// The tokens that end a sequence with these parameters: its stop token ids, and the model's
+// end-of-generation tokens unless ignore_eos. What sampling::Sampler holds back for min_tokens.
+std::vector<int32_t> TokensThatEnd(const tokenizer::Tokenizer& tokenizer,
+                                   const proto::SamplingParams& params);
 
 struct TokenOutcome {
   std::string text;  // text to send now (may be empty)
@@ -45,12 +55,15 @@ class OutputProcessor {
 
  private:
   TokenOutcome Complete(std::string text, proto::FinishReason reason);
+  // The next token's text, through the stop-string matcher once stops may end the output.
+  sampling::StopFeedResult FeedText(int32_t token);
 
   const tokenizer::Tokenizer& tokenizer_;
   tokenizer::StreamingDetokenizer detokenizer_;
   sampling::StopStringMatcher stop_strings_;
   std::vector<uint32_t> stop_token_ids_;
   bool ignore_eos_;
+  int64_t min_tokens_;
   int64_t max_new_tokens_;
   std::vector<int32_t> generated_;
   bool finished_ = false;

@@ -25,7 +25,8 @@ Status NoFiniteLogit() { return Internal("every logit is -inf: no token can be c
 
 }  // namespace
 
-Sampler::Sampler(const proto::SamplingParams& params, uint64_t default_seed)
+Sampler::Sampler(const proto::SamplingParams& params, uint64_t default_seed,
+                 std::vector<int32_t> end_tokens)
     : temperature_(std::isfinite(params.temperature) && params.temperature > 0.0f
                        ? params.temperature
                        : 0.0f),
@@ -38,6 +39,9 @@ Sampler::Sampler(const proto::SamplingParams& params, uint64_t default_seed)
                      : 1.0f,
                  std::isfinite(params.presence_penalty) ? params.presence_penalty : 0.0f,
                  std::isfinite(params.frequency_penalty) ? params.frequency_penalty : 0.0f},
+      logit_bias_(params.logit_bias),
+      min_tokens_(params.min_tokens),
+      end_tokens_(std::move(end_tokens)),
       want_logprob_(params.logprobs),
       top_logprobs_(params.logprobs ? std::min<uint32_t>(params.top_logprobs, kMaxTopLogprobs) : 0),
       seed_(params.has_seed ? params.seed : default_seed),
@@ -51,12 +55,24 @@ Result<SampleResult> Sampler::Sample(std::span<const float> logits,
     return InvalidArgument("more logits than token ids: " + std::to_string(logits.size()));
   }
   std::span<const float> scores = logits;
-  if (penalties_.active()) {
-    BMAD_RETURN_IF_ERROR(occurrences_.Update(prompt_tokens, generated_tokens,
-                                             static_cast<int32_t>(logits.size())));
-    penalized_.assign(logits.begin(), logits.end());  // reuses the capacity after the first call
-    ApplyPenalties(penalties_, occurrences_, penalized_);
-    scores = penalized_;
+  const bool hold_back_end = holds_back_end() && generated_tokens.size() < min_tokens_;
+  if (penalties_.active() || !logit_bias_.empty() || hold_back_end) {
+    processed_.assign(logits.begin(), logits.end());  // reuses the capacity after the first call
+    for (const proto::LogitBias& entry : logit_bias_) {
+      // An entry outside the vocabulary failed validation; never write past the row.
+      if (entry.token_id < logits.size()) processed_[entry.token_id] += entry.bias;
+    }
+    if (hold_back_end) {
+      for (int32_t token : end_tokens_) {
+        if (token >= 0 && static_cast<size_t>(token) < logits.size()) processed_[token] = -kInf;
+      }
+    }
+    if (penalties_.active()) {
+      BMAD_RETURN_IF_ERROR(occurrences_.Update(prompt_tokens, generated_tokens,
+                                               static_cast<int32_t>(logits.size())));
+      ApplyPenalties(penalties_, occurrences_, processed_);
+    }
+    scores = processed_;
   }
 
   SampleResult result;

@@ -1,6 +1,10 @@
 // The per-request sampler: turns one step's logits into the next token.
 //
 // Pipeline, in this order (the order of vLLM and Hugging Face):
+//   0. logit_bias: each entry's bias is added to its token's logit; and while the output holds
+//      fewer than min_tokens tokens, the tokens that would end it (`end_tokens`: the model's
+//      end-of-generation tokens unless ignore_eos, and the stop token ids) get -inf (vLLM's
+//      logits processors, which also run before the penalties);
 //   1. repetition penalty (Hugging Face / CTRL): for each token occurring in the prompt or the
 //      output, a positive logit is divided by `repetition_penalty`, a negative one multiplied;
 //   2. presence and frequency penalties (OpenAI), over the output only:
@@ -27,7 +31,8 @@
 //
 // Memory per Sampler, allocated on first use and only by the features a request uses: greedy
 // without penalties none; top-k 12 bytes per kept candidate; sampling without top-k 12 bytes per
-// vocabulary entry (24 with top-p); penalties 9 bytes per vocabulary entry.
+// vocabulary entry (24 with top-p); penalties 9 bytes per vocabulary entry, logit_bias or
+// min_tokens 4.
 //
 // Thread-safety: none; one Sampler per sequence, used by one thread at a time.
 #pragma once
@@ -49,7 +54,8 @@ namespace bmad::sampling {
 struct SampleResult {
   int32_t token_id = -1;
   // log p(token_id) under the model's raw distribution: log_softmax(logits)[token_id] of the
-  // logits exactly as given, before penalties, temperature and truncation. That is the model's
+  // logits exactly as given, before logit_bias, min_tokens, penalties, temperature and
+  // truncation. That is the model's
   // own confidence (vLLM's default "raw" logprobs), comparable across requests whatever their
   // sampling knobs, and meaningful for greedy requests, whose processed distribution is a point
   // mass. Set only when `params.logprobs` is true: it costs one exp per vocabulary entry.
@@ -82,8 +88,11 @@ class Sampler {
   // is clamped to [0, 1] (NaN: off), top_k < 0 is off, a non-positive or non-finite
   // repetition_penalty and non-finite presence/frequency penalties are off.
   // `default_seed` seeds the generator when `params.has_seed` is false (the engine should pass a
-  // fresh random value per request, so unseeded requests differ).
-  Sampler(const proto::SamplingParams& params, uint64_t default_seed);
+  // fresh random value per request, so unseeded requests differ). `end_tokens`: the tokens
+  // min_tokens holds back (engine::TokensThatEnd); ids outside the vocabulary are skipped, as
+  // are logit_bias entries outside it.
+  Sampler(const proto::SamplingParams& params, uint64_t default_seed,
+          std::vector<int32_t> end_tokens = {});
 
   // Chooses the next token of one sequence.
   //   logits: one score per vocabulary entry (V = logits.size()); -inf marks a banned token.
@@ -103,7 +112,9 @@ class Sampler {
   bool greedy() const { return temperature_ == 0.0f; }
   // Nothing here reads the logits besides the draw itself (no penalty, no logprobs): a device
   // backend can draw the token where the logits are (Backend::SampleRows).
-  bool device_samplable() const { return !penalties_.active() && !want_logprob_; }
+  bool device_samplable() const {
+    return !penalties_.active() && !want_logprob_ && logit_bias_.empty() && !holds_back_end();
+  }
   // The draw for a device backend, with the uniform the next Sample would use. The uniform is
   // held until DrawnOnDevice says the token was taken: a draw prepared but not taken (its step
   // refused, or its row ignored) is the next draw, on the device or here, so a seed gives the
@@ -113,6 +124,7 @@ class Sampler {
   uint64_t seed() const { return seed_; }
 
  private:
+  bool holds_back_end() const { return min_tokens_ > 0 && !end_tokens_.empty(); }
   Result<int32_t> Argmax(std::span<const float> scores) const;
   Result<int32_t> Draw(std::span<const float> scores);
   // The finite-score tokens in id order, in candidates_.
@@ -127,6 +139,9 @@ class Sampler {
   float top_p_;
   float min_p_;
   Penalties penalties_;
+  std::vector<proto::LogitBias> logit_bias_;
+  uint32_t min_tokens_;
+  std::vector<int32_t> end_tokens_;
   bool want_logprob_;
   size_t top_logprobs_;  // alternatives per token; 0 unless want_logprob_
   uint64_t seed_;
@@ -134,7 +149,7 @@ class Sampler {
   std::optional<double> held_uniform_;
 
   TokenOccurrences occurrences_;        // only used when a penalty is set
-  std::vector<float> penalized_;        // [V] logits after penalties
+  std::vector<float> processed_;        // [V] logits after logit_bias, min_tokens, penalties
   std::vector<Candidate> candidates_;   // [V] scratch for sampling
   std::vector<Candidate> nucleus_;      // [V] scratch for top-p without top-k
 };

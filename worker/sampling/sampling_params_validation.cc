@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <unordered_set>
 
 namespace bmad::sampling {
 namespace {
@@ -124,6 +125,31 @@ Status ValidateSamplingParams(const proto::SamplingParams& params, int32_t vocab
                              std::to_string(kMaxStopStringBytes) + " are allowed");
     }
     if (!IsValidUtf8(stop)) return InvalidArgument(field + " is not valid UTF-8");
+  }
+  if (params.min_tokens > params.max_tokens) {
+    return InvalidArgument("'min_tokens' (" + std::to_string(params.min_tokens) +
+                           ") must be at most 'max_tokens' (" +
+                           std::to_string(params.max_tokens) + ")");
+  }
+  if (params.logit_bias.size() > kMaxLogitBias) {
+    return InvalidArgument("'logit_bias' holds " + std::to_string(params.logit_bias.size()) +
+                           " tokens; at most " + std::to_string(kMaxLogitBias) +
+                           " are allowed");
+  }
+  std::unordered_set<uint32_t> biased;
+  for (const proto::LogitBias& entry : params.logit_bias) {
+    const std::string field = "'logit_bias' for token " + std::to_string(entry.token_id);
+    if (entry.token_id >= static_cast<uint32_t>(vocab_size)) {
+      return InvalidArgument(field + ": the token is outside the vocabulary [0, " +
+                             std::to_string(vocab_size) + ")");
+    }
+    if (!InClosed(entry.bias, -kMaxAbsLogitBias, kMaxAbsLogitBias)) {
+      return InvalidArgument(field + " must be a finite number in [-100, 100]; got " +
+                             FormatFloat(entry.bias));
+    }
+    if (!biased.insert(entry.token_id).second) {
+      return InvalidArgument(field + " is given twice");
+    }
   }
   return Status::Ok();
 }

@@ -27,6 +27,11 @@ inline constexpr size_t kMaxStopStringBytes = 128;
 inline constexpr size_t kMaxStopTokenIds = 64;
 // Alternatives reported per token (OpenAI's top_logprobs limit).
 inline constexpr uint32_t kMaxTopLogprobs = 20;
+// OpenAI's range for a logit_bias value.
+inline constexpr float kMaxAbsLogitBias = 100.0f;
+// logit_bias entries per request: each costs one add per sampled token. OpenAI documents no
+// limit; this one is ours, far above the few dozen tokens clients usually bias or ban.
+inline constexpr size_t kMaxLogitBias = 4096;
 
 // OK, or kInvalidArgument whose message names the first bad field, e.g.
 // "'top_p' must be a finite number in (0, 1]; got nan". Checks:
@@ -40,6 +45,9 @@ inline constexpr uint32_t kMaxTopLogprobs = 20;
 //   max_tokens          >= 1 (the engine checks it against the context length)
 //   stop_token_ids      at most 64, each in [0, vocab_size)
 //   stop_strings        at most 8, each non-empty, at most 128 bytes, valid UTF-8
+//   min_tokens          <= max_tokens
+//   logit_bias          at most 4096 entries, distinct token ids in [0, vocab_size), each bias
+//                       finite, in [-100, 100]
 // `vocab_size` must be positive (kInvalidArgument otherwise).
 Status ValidateSamplingParams(const proto::SamplingParams& params, int32_t vocab_size);
 

@@ -80,7 +80,7 @@ Result<LocalGenerateStats> LocalGenerate(const LocalGenerateOptions& o,
     return model->Forward(std::span(&step, 1), cache, logits.data(), &memory->workspace());
   };
 
-  sampling::Sampler sampler(o.sampling, std::random_device{}());
+  sampling::Sampler sampler(o.sampling, std::random_device{}(), engine::TokensThatEnd(tok, o.sampling));
   engine::OutputProcessor output(tok, o.sampling, prompt, max_new);
   LocalGenerateStats stats;
   stats.prompt_tokens = static_cast<int64_t>(prompt.size());
@@ -156,12 +156,14 @@ int RunGenerate(const std::vector<std::string>& args) {
   }
   // The sampling ranges, before the model loads (exit 2, like every other bad flag); what needs
   // the vocabulary (stop token ids) is checked once it is known.
-  if (s.ok()) s = sampling::ValidateSamplingParams(sampling.Params(), INT32_MAX);
+  Result<proto::SamplingParams> params = sampling.Params();
+  if (s.ok()) s = params.status();
+  if (s.ok()) s = sampling::ValidateSamplingParams(*params, INT32_MAX);
   if (!s.ok()) {
     std::fprintf(stderr, "bmad generate: %s\n", s.message().c_str());
     return 2;
   }
-  o.sampling = sampling.Params();
+  o.sampling = *params;
   bool wrote = false;
   auto stats = LocalGenerate(o, [&wrote](std::string_view text) {
     std::fwrite(text.data(), 1, text.size(), stdout);

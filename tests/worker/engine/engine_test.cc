@@ -169,6 +169,89 @@ TEST(EngineTest, BadRequestsAreRefusedWithAReason) {
   EXPECT_EQ(f.engine->Add(Greedy(6, {1, 2}, 4)).code(), StatusCode::kFailedPrecondition);
 }
 
+// One request through the engine and through `bmad generate`'s loop, with the same sampling.
+struct BothWays {
+  std::string engine_text, local_text;
+  std::vector<int32_t> engine_ids, local_ids;
+  proto::FinishReason engine_reason = proto::FinishReason::kNone, local_reason = proto::FinishReason::kNone;
+};
+
+BothWays RunBothWays(const std::string& prompt, const proto::SamplingParams& sampling) {
+  BothWays r;
+  Fixture f;
+  EngineRequest request;
+  request.id = 1;
+  request.prompt = f.tok->Encode(prompt);
+  request.sampling = sampling;
+  EXPECT_TRUE(f.engine->Add(request).ok());
+  std::vector<RequestOutput> outputs;
+  for (int i = 0; i < 1000 && f.engine->HasWork(); ++i) {
+    outputs.clear();
+    EXPECT_TRUE(f.engine->Step(&outputs).ok());
+    for (const RequestOutput& o : outputs) {
+      r.engine_text += o.text;
+      r.engine_ids.insert(r.engine_ids.end(), o.token_ids.begin(), o.token_ids.end());
+      if (o.finished) r.engine_reason = o.reason;
+    }
+  }
+  tools::LocalGenerateOptions local;
+  local.model_path = testing::SharedModelsDir() + "/stories260K.gguf";
+  local.prompt = prompt;
+  local.sampling = sampling;
+  auto stats = tools::LocalGenerate(local, [&](std::string_view t) { r.local_text += t; });
+  EXPECT_TRUE(stats.ok()) << stats.status().ToString();
+  if (stats.ok()) {
+    r.local_ids = stats->generated_ids;
+    r.local_reason = stats->finish_reason;
+  }
+  EXPECT_EQ(r.engine_text, r.local_text);
+  EXPECT_EQ(r.engine_ids, r.local_ids);
+  EXPECT_EQ(r.engine_reason, r.local_reason);
+  return r;
+}
+
+TEST(EngineTest, MinTokensKeepsStopTokensAndStopStringsFromEndingTheOutputEarly) {
+  // Greedy from "Once upon a time": ", there was a little girl named Lily. She loved to play
+  // outside in the park. One day, she saw", whose first token is "," (432) and fourth " a" (261).
+  proto::SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = 32;
+  p.stop_token_ids = {261};
+  BothWays plain = RunBothWays("Once upon a time", p);
+  EXPECT_EQ(plain.engine_ids, (std::vector<int32_t>{432, 383, 286, 261}));
+  EXPECT_EQ(plain.engine_reason, proto::FinishReason::kStop);
+
+  p.min_tokens = 10;
+  BothWays held = RunBothWays("Once upon a time", p);
+  ASSERT_GE(held.engine_ids.size(), 10u);
+  for (size_t i = 0; i < 10; ++i) EXPECT_NE(held.engine_ids[i], 261) << "token " << i;
+
+  // A stop string in the first token's text counts only from the min_tokens-th token on.
+  proto::SamplingParams s;
+  s.temperature = 0;
+  s.max_tokens = 32;
+  s.stop_strings = {","};
+  EXPECT_EQ(RunBothWays("Once upon a time", s).engine_text, "");
+  s.min_tokens = 3;
+  BothWays later = RunBothWays("Once upon a time", s);
+  EXPECT_EQ(later.engine_text,
+            ", there was a little girl named Lily. She loved to play outside in the park. One day");
+  EXPECT_EQ(later.engine_reason, proto::FinishReason::kStop);
+}
+
+TEST(EngineTest, LogitBiasSteersGreedyOutput) {
+  proto::SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = 8;
+  p.logit_bias = {{432, -100.0f}};  // ","
+  BothWays banned = RunBothWays("Once upon a time", p);
+  ASSERT_FALSE(banned.engine_ids.empty());
+  for (int32_t t : banned.engine_ids) EXPECT_NE(t, 432);
+  p.logit_bias = {{261, 100.0f}};  // " a", every time
+  BothWays forced = RunBothWays("Once upon a time", p);
+  EXPECT_EQ(forced.engine_ids, std::vector<int32_t>(8, 261));
+}
+
 TEST(EngineTest, CancelFreesBlocksAndEndsTheStream) {
   Fixture f;
   EngineRequest r = Greedy(1, {1}, 300);

@@ -331,6 +331,71 @@ TEST(Sampler, RepetitionPenaltyFlipsTheGreedyChoice) {
   EXPECT_EQ(Next(sampler, {-1.0f, -1.5f}, {}, {0}), 1);  // -1 * 2 = -2 < -1.5
 }
 
+TEST(Sampler, LogitBiasMovesTheGreedyChoiceAndCanBanAToken) {
+  proto::SamplingParams params = Params(0.0f);
+  params.logit_bias = {{2, 1.5f}};
+  Sampler sampler(params, 0);
+  EXPECT_EQ(Next(sampler, {2.0f, 1.0f, 0.6f}), 2);  // 0.6 + 1.5 = 2.1 > 2
+  EXPECT_EQ(Next(sampler, {2.0f, 1.0f, 0.4f}), 0);  // 1.9 < 2
+  EXPECT_FALSE(sampler.device_samplable());
+  // -100 bans in practice: a token 100 logits behind has probability e^-100 (well under one
+  // draw in 10^40), and none of 20,000 draws takes it.
+  proto::SamplingParams ban = Params(1.0f, 7);
+  ban.logit_bias = {{0, -100.0f}};
+  Sampler banning(ban, 0);
+  const std::vector<double> freq = Frequencies(banning, {3.0f, 0.0f, 0.0f}, 20000);
+  EXPECT_EQ(freq[0], 0.0);
+  EXPECT_NEAR(freq[1], 0.5, 0.02);
+}
+
+TEST(Sampler, LogitBiasComesBeforeTheRepetitionPenalty) {
+  // vLLM's order: the bias is added first, so the penalty divides the biased logit.
+  proto::SamplingParams params = Params(0.0f);
+  params.logit_bias = {{0, 2.0f}};
+  params.repetition_penalty = 2.0f;
+  Sampler sampler(params, 0);
+  // Token 0 is in the prompt, with a negative logit, where the two orders disagree: biased
+  // first (-1 + 2) / 2 = 0.5, penalised first -1 * 2 + 2 = 0.
+  EXPECT_EQ(Next(sampler, {-1.0f, 0.3f}, {0}, {}), 0);   // 0.5 > 0.3
+  EXPECT_EQ(Next(sampler, {-1.0f, 0.6f}, {0}, {}), 1);   // 0.5 < 0.6
+}
+
+TEST(Sampler, MinTokensHoldsBackEveryEndingTokenUntilReached) {
+  proto::SamplingParams params = Params(0.0f);
+  params.min_tokens = 2;
+  Sampler sampler(params, 0, /*end_tokens=*/{0, 3});
+  const std::vector<float> logits = {5.0f, 1.0f, 2.0f, 4.0f};
+  EXPECT_EQ(Next(sampler, logits, {9}, {}), 2);      // 0 and 3 held back: 2 is next best
+  EXPECT_EQ(Next(sampler, logits, {9}, {2}), 2);     // one token so far, still fewer than 2
+  EXPECT_EQ(Next(sampler, logits, {9}, {2, 2}), 0);  // two: ending tokens are back
+  EXPECT_FALSE(sampler.device_samplable());
+  // Sampled, not greedy: nothing ending is ever drawn while held back.
+  proto::SamplingParams sampled = Params(1.0f, 3);
+  sampled.min_tokens = 5;
+  Sampler drawing(sampled, 0, {0, 3});
+  for (int i = 0; i < 2000; ++i) {
+    const int32_t t = Next(drawing, logits, {9}, {1, 1});
+    ASSERT_TRUE(t == 1 || t == 2) << t;
+  }
+  // Without ending tokens (ignore_eos and no stop ids) min_tokens changes nothing.
+  Sampler no_end(params, 0, {});
+  EXPECT_EQ(Next(no_end, logits, {9}, {}), 0);
+  EXPECT_TRUE(no_end.device_samplable());
+}
+
+TEST(Sampler, LogprobsStayRawUnderLogitBiasAndMinTokens) {
+  proto::SamplingParams params = Params(0.0f);
+  params.logprobs = true;
+  params.logit_bias = {{1, 10.0f}};
+  params.min_tokens = 1;
+  Sampler sampler(params, 0, {0});
+  const std::vector<float> logits = {3.0f, 1.0f, 0.0f};
+  Result<SampleResult> r = sampler.Sample(logits, kNoTokens, kNoTokens);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->token_id, 1);
+  EXPECT_NEAR(*r->logprob, LogSoftmaxAt(logits, 1), 1e-6);
+}
+
 TEST(Sampler, PresenceAndFrequencyPenaltiesCountTheOutputOnly) {
   proto::SamplingParams presence = Params(0.0f);
   presence.presence_penalty = 0.5f;

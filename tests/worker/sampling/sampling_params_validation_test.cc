@@ -102,6 +102,28 @@ TEST(ValidateSamplingParams, RejectsEachBadFieldNamingItAndItsRange) {
        {"'stop[0]'", "129 bytes", "at most 128"}},
       {"invalid utf-8 stop string", [](auto& p) { p.stop_strings = {"a\xC3"}; },
        {"'stop[0]'", "UTF-8"}},
+      {"min_tokens > max_tokens",
+       [](auto& p) {
+         p.max_tokens = 4;
+         p.min_tokens = 5;
+       },
+       {"'min_tokens' (5)", "'max_tokens' (4)"}},
+      {"logit_bias token outside the vocabulary",
+       [](auto& p) { p.logit_bias = {{1, 1.0f}, {kVocab, 1.0f}}; },
+       {"'logit_bias' for token 32000", "outside the vocabulary [0, 32000)"}},
+      {"logit_bias above 100", [](auto& p) { p.logit_bias = {{7, 100.5f}}; },
+       {"'logit_bias' for token 7", "[-100, 100]", "100.5"}},
+      {"logit_bias below -100", [](auto& p) { p.logit_bias = {{7, -101.0f}}; },
+       {"'logit_bias' for token 7", "-101"}},
+      {"logit_bias nan", [](auto& p) { p.logit_bias = {{7, kNan}}; }, {"'logit_bias' for token 7", "nan"}},
+      {"logit_bias -inf", [](auto& p) { p.logit_bias = {{7, -kInf}}; }, {"'logit_bias' for token 7", "-inf"}},
+      {"logit_bias twice", [](auto& p) { p.logit_bias = {{7, 1.0f}, {8, 1.0f}, {7, 2.0f}}; },
+       {"'logit_bias' for token 7", "given twice"}},
+      {"too many logit_bias entries",
+       [](auto& p) {
+         for (uint32_t i = 0; i <= kMaxLogitBias; ++i) p.logit_bias.push_back({i, 1.0f});
+       },
+       {"'logit_bias' holds 4097 tokens", "at most 4096"}},
   };
   for (const Case& c : cases) ExpectRejected(c);
 }
@@ -130,6 +152,14 @@ TEST(ValidateSamplingParams, AcceptsTheBoundaries) {
       [](auto& p) { p.stop_strings.assign(kMaxStopStrings, "\n\n"); },
       [](auto& p) { p.stop_strings = {std::string(kMaxStopStringBytes, 'z')}; },
       [](auto& p) { p.stop_strings = {"Ende", "終わり", "🛑"}; },
+      [](auto& p) {
+        p.max_tokens = 9;
+        p.min_tokens = 9;
+      },
+      [](auto& p) { p.logit_bias = {{0, -100.0f}, {kVocab - 1, 100.0f}}; },
+      [](auto& p) {
+        for (uint32_t i = 0; i < kMaxLogitBias; ++i) p.logit_bias.push_back({i, 0.5f});
+      },
   };
   for (size_t i = 0; i < mutations.size(); ++i) {
     proto::SamplingParams params;

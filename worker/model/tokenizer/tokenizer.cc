@@ -315,4 +315,12 @@ bool Tokenizer::IsEndOfGeneration(int32_t id) const {
   return id >= 0 && id < vocab_size() && is_end_of_generation_[id];
 }
 
+std::vector<int32_t> Tokenizer::EndOfGenerationIds() const {
+  std::vector<int32_t> ids;
+  for (size_t id = 0; id < is_end_of_generation_.size(); ++id) {
+    if (is_end_of_generation_[id]) ids.push_back(static_cast<int32_t>(id));
+  }
+  return ids;
+}
+
 }  // namespace bmad::tokenizer

@@ -57,6 +57,8 @@ class Tokenizer {
 
   // eos and the vocabulary's other end-of-generation tokens; false outside the vocabulary.
   bool IsEndOfGeneration(int32_t id) const;
+  // Those tokens, in id order.
+  std::vector<int32_t> EndOfGenerationIds() const;
 
   int32_t bos() const { return vocabulary_.bos_id; }  // kNoToken when there is none
   int32_t eos() const { return vocabulary_.eos_id; }  // kNoToken when there is none
