@@ -1,5 +1,6 @@
 // `bmad config check` as a user runs it: one error per problem with key and line, exit codes.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <fstream>
@@ -119,10 +120,6 @@ TEST(CliBackendFlag, UnknownBackendsAreRefusedAndCudaWithoutAGpuSaysWhy) {
   EXPECT_NE(bad.output.find("--overlap must be auto, on or off, got 'sometimes'"), std::string::npos)
       << bad.output;
 
-  // bench decode checks its sizes when it runs (exit 1), as for --prompt-len and --batch.
-  bad = RunBmad({"bench", "decode", "--model", model, "--block-size", "0"}, dir);
-  EXPECT_EQ(bad.status, 1) << bad.output;
-  EXPECT_NE(bad.output.find("--block-size must be 1..1024, got 0"), std::string::npos) << bad.output;
 
   CliRun cpu = RunBmad({"generate", "--model", model, "--prompt", "Hi", "--max-tokens", "2",
                         "--temperature", "0", "--backend", "cpu"}, dir);
@@ -134,6 +131,36 @@ TEST(CliBackendFlag, UnknownBackendsAreRefusedAndCudaWithoutAGpuSaysWhy) {
     EXPECT_EQ(cuda.status, 1) << cuda.output;
     EXPECT_NE(cuda.output.find("backend cuda: "), std::string::npos) << cuda.output;
   }
+}
+
+// bench decode: sizes out of range are usage errors (exit 2) before the model loads, even
+// those whose sum used to overflow into a crash; a huge prefill chunk for tiny prompts reserves
+// only what the prompts need; the JSON line stays JSON whatever the model's path.
+TEST(CliBenchDecode, BadSizesAreUsageErrorsAndTheSummaryIsJson) {
+  const std::string dir = MakeTempDir("bmad-cli-");
+  const std::string model = SharedModelsDir() + "/stories260K.gguf";
+  for (const auto& [flag, value, message] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"--block-size", "0", "--block-size must be in [1, 1024], got 0"},
+           {"--prompt-len", "9223372036854775807", "--prompt-len must be in [1, 16777216]"},
+           {"--gen-len", "9223372036854775807", "--gen-len must be in [1, 16777216]"},
+           {"--gen-len", "-5", "--gen-len must be in [1, 16777216]"},
+           {"--batch", "0", "--batch must be in [1, 4096], got 0"},
+           {"--batch", "1,5000", "--batch must be in [1, 4096], got 5000"}}) {
+    CliRun bad = RunBmad({"bench", "decode", "--model", "/nonexistent.gguf", flag, value}, dir);
+    EXPECT_EQ(bad.status, 2) << flag << " " << value << ": " << bad.output;
+    EXPECT_NE(bad.output.find(message), std::string::npos) << bad.output;
+  }
+  const std::string odd = dir + "/q\"x\\y.gguf";
+  std::filesystem::copy_file(model, odd);
+  CliRun run = RunBmad({"bench", "decode", "--model", odd, "--batch", "1,2", "--prompt-len", "4",
+                        "--gen-len", "4", "--prefill-chunk", "16777216", "--threads", "1"}, dir);
+  ASSERT_EQ(run.status, 0) << run.output;
+  const std::string last = run.output.substr(run.output.rfind("{\"bench\":\"decode\""));
+  const nlohmann::json summary = nlohmann::json::parse(last, nullptr, false);
+  ASSERT_FALSE(summary.is_discarded()) << last;
+  EXPECT_EQ(summary["model"], odd);
+  EXPECT_EQ(summary["results"].size(), 2u);
+  std::filesystem::remove_all(dir);
 }
 
 // bench serve end to end on a small model, steps overlapped: its last line is the JSON summary,

@@ -1,5 +1,8 @@
 #include "worker/tools/bench_decode.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <numeric>
@@ -13,23 +16,53 @@
 namespace bmad::tools {
 namespace {
 
+constexpr int64_t kMaxLength = int64_t{1} << 24;
+constexpr int64_t kMaxBatch = 4096;
+constexpr int64_t kMaxBlockSize = 1024;
+
 double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
 
+// `text` as a JSON string, quotes included.
+std::string JsonQuoted(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+Status InFlagRange(const char* flag, int64_t value, int64_t max) {
+  if (value >= 1 && value <= max) return Status::Ok();
+  return InvalidArgument(std::string("--") + flag + " must be in [1, " + std::to_string(max) +
+                         "], got " + std::to_string(value));
+}
+
 }  // namespace
+
+Status ValidateBenchDecodeOptions(const BenchDecodeOptions& o) {
+  BMAD_RETURN_IF_ERROR(InFlagRange("prompt-len", o.prompt_len, kMaxLength));
+  BMAD_RETURN_IF_ERROR(InFlagRange("gen-len", o.gen_len, kMaxLength));
+  BMAD_RETURN_IF_ERROR(InFlagRange("prefill-chunk", o.prefill_chunk, kMaxLength));
+  BMAD_RETURN_IF_ERROR(InFlagRange("block-size", o.block_size, kMaxBlockSize));
+  if (o.batches.empty()) return InvalidArgument("--batch needs at least one batch size");
+  for (int64_t b : o.batches) BMAD_RETURN_IF_ERROR(InFlagRange("batch", b, kMaxBatch));
+  return Status::Ok();
+}
 
 Result<std::vector<BenchDecodeResult>> RunBenchDecode(const BenchDecodeOptions& o,
                                                       std::string* model_summary) {
-  if (o.prompt_len < 1 || o.gen_len < 1 || o.prefill_chunk < 1) {
-    return InvalidArgument("--prompt-len, --gen-len and --prefill-chunk must be positive");
-  }
-  if (o.block_size < 1 || o.block_size > 1024) {
-    return InvalidArgument("--block-size must be 1..1024, got " + std::to_string(o.block_size));
-  }
-  for (int64_t b : o.batches) {
-    if (b < 1 || b > 4096) return InvalidArgument("batch sizes must be between 1 and 4096");
-  }
+  BMAD_RETURN_IF_ERROR(ValidateBenchDecodeOptions(o));
   kernels::CpuBackendOptions backend_options;
   backend_options.threads = static_cast<int>(o.threads);
   kernels::CpuBackend backend(backend_options);
@@ -45,10 +78,19 @@ Result<std::vector<BenchDecodeResult>> RunBenchDecode(const BenchDecodeOptions& 
 
   std::vector<BenchDecodeResult> results;
   std::mt19937 rng(1234);
-  std::uniform_int_distribution<int32_t> token(3, static_cast<int32_t>(c.n_vocab - 1));
+  // Random prompts; past the first ids, which are usually BOS, EOS and unknown.
+  const auto last_id = static_cast<int32_t>(c.n_vocab - 1);
+  std::uniform_int_distribution<int32_t> token(std::min(3, last_id), last_id);
+  const int64_t memory_bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
   for (int64_t batch : o.batches) {
     const int64_t blocks_per_seq = (o.prompt_len + o.gen_len + o.block_size - 1) / o.block_size;
-    model::KvCache cache(model->CacheShape(batch * blocks_per_seq + 1, o.block_size));
+    const model::KvCacheShape shape = model->CacheShape(batch * blocks_per_seq + 1, o.block_size);
+    if (memory_bytes > 0 && static_cast<double>(shape.Bytes()) > 0.9 * static_cast<double>(memory_bytes)) {
+      return ResourceExhausted("batch " + std::to_string(batch) + " needs a KV cache of " +
+                               std::to_string(shape.Bytes() >> 20) + " MiB; this machine has " +
+                               std::to_string(memory_bytes >> 20) + " MiB of memory");
+    }
+    model::KvCache cache(shape);
     std::vector<std::vector<int32_t>> tables(static_cast<size_t>(batch));
     std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(batch));
     for (int64_t s = 0; s < batch; ++s) {
@@ -57,7 +99,8 @@ Result<std::vector<BenchDecodeResult>> RunBenchDecode(const BenchDecodeOptions& 
                 static_cast<int32_t>(1 + s * blocks_per_seq));
       for (int64_t t = 0; t < o.prompt_len; ++t) prompts[static_cast<size_t>(s)].push_back(token(rng));
     }
-    model->Reserve(std::max(o.prefill_chunk, batch), batch);
+    // The largest step: a prefill chunk (no longer than all the prompts together) or a decode.
+    model->Reserve(std::max(std::min(o.prefill_chunk, batch * o.prompt_len), batch), batch);
     std::vector<float> logits(static_cast<size_t>(batch * c.n_vocab));
 
     // Prefill: the prompts packed into steps of at most prefill_chunk tokens.
@@ -118,13 +161,14 @@ int RunBenchDecodeCommand(const std::vector<std::string>& args) {
   cli::Flags flags("bmad bench decode --model FILE.gguf [--batch 1,8,32] [flags]");
   flags.AddString("model", &o.model_path, "GGUF model to run.");
   flags.AddString("batch", &batches, "Comma-separated batch sizes (concurrent sequences).");
-  flags.AddInt("prompt-len", &o.prompt_len, "Prompt tokens per sequence (default 128).");
-  flags.AddInt("gen-len", &o.gen_len, "Generated tokens per sequence (default 128).");
+  flags.AddInt("prompt-len", &o.prompt_len, "Prompt tokens per sequence (default 128).", 1, kMaxLength);
+  flags.AddInt("gen-len", &o.gen_len, "Generated tokens per sequence (default 128).", 1, kMaxLength);
   flags.AddInt("threads", &o.threads, "Compute threads (default: every core).", 0,
                 kMaxComputeThreads);
   flags.AddInt("prefill-chunk", &o.prefill_chunk, "Tokens per prefill step (default 2048).", 1,
-                1 << 20);
-  flags.AddInt("block-size", &o.block_size, "Tokens per KV block (default: cache.block_size's, 8).");
+                kMaxLength);
+  flags.AddInt("block-size", &o.block_size, "Tokens per KV block (default: cache.block_size's, 8).",
+               1, kMaxBlockSize);
   std::vector<std::string> positional;
   Status s = flags.Parse(args, &positional);
   if (flags.help_requested()) {
@@ -141,6 +185,7 @@ int RunBenchDecodeCommand(const std::vector<std::string>& args) {
       s = list.status();
     }
   }
+  if (s.ok()) s = ValidateBenchDecodeOptions(o);  // flag errors: exit 2, like every command
   if (!s.ok()) {
     std::fprintf(stderr, "bmad bench decode: %s\n", s.message().c_str());
     return 2;
@@ -157,8 +202,8 @@ int RunBenchDecodeCommand(const std::vector<std::string>& args) {
     std::printf("%6lld %14.1f %14.1f\n", static_cast<long long>(r.batch),
                 r.prefill_tokens_per_second, r.decode_tokens_per_second);
   }
-  std::string json = "{\"bench\":\"decode\",\"model\":\"" + o.model_path +
-                     "\",\"prompt_len\":" + std::to_string(o.prompt_len) +
+  std::string json = "{\"bench\":\"decode\",\"model\":" + JsonQuoted(o.model_path) +
+                     ",\"prompt_len\":" + std::to_string(o.prompt_len) +
                      ",\"gen_len\":" + std::to_string(o.gen_len) + ",\"results\":[";
   for (size_t i = 0; i < results->size(); ++i) {
     const auto& r = (*results)[i];

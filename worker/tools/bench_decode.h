@@ -31,7 +31,12 @@ struct BenchDecodeResult {
   double decode_tokens_per_second = 0;
 };
 
-// Runs every batch size, printing one line per result to stderr as it goes.
+// The checks that need no model: lengths and the prefill chunk in [1, 2^24], block size in
+// [1, 1024], batch sizes in [1, 4096]. kInvalidArgument naming the flag.
+Status ValidateBenchDecodeOptions(const BenchDecodeOptions& options);
+
+// Runs every batch size, printing one line per result to stderr as it goes. Refuses, before
+// allocating it, a batch whose KV cache would not fit in this machine's memory.
 Result<std::vector<BenchDecodeResult>> RunBenchDecode(const BenchDecodeOptions& options,
                                                       std::string* model_summary);
 

@@ -291,6 +291,41 @@ TEST(GgufWriterTest, WriteFileErrorsNameThePath) {
   EXPECT_THAT(s.message(), HasSubstr("/nonexistent-dir/model.gguf"));
 }
 
+TEST(GgufWriterTest, WriteFileFollowsSymlinksAndRefusesWhatIsNotARegularFile) {
+  // It used to rename the new file over whatever the path named: a link lost its target, and
+  // (run as root) /dev/full became a regular file.
+  const std::string dir = bmad::testing::MakeTempDir("gguf_writer_");
+  GgufWriter writer;
+  writer.SetString("general.name", "through a link");
+  std::filesystem::create_directory(dir + "/real");
+  std::filesystem::create_symlink("real/target.gguf", dir + "/link.gguf");  // dangling for now
+  ASSERT_TRUE(writer.WriteFile(dir + "/link.gguf").ok());
+  EXPECT_TRUE(std::filesystem::is_symlink(dir + "/link.gguf"));
+  EXPECT_EQ(ReadWholeFile(dir + "/real/target.gguf"), *writer.WriteToString());
+  ASSERT_TRUE(writer.WriteFile(dir + "/link.gguf").ok());  // and over the existing target
+  EXPECT_TRUE(std::filesystem::is_symlink(dir + "/link.gguf"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/real/target.gguf.partial"));
+
+  ASSERT_EQ(::mkfifo((dir + "/fifo").c_str(), 0644), 0);
+  Status s = writer.WriteFile(dir + "/fifo");
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("is a FIFO; refusing to replace it"));
+  EXPECT_TRUE(std::filesystem::is_fifo(dir + "/fifo"));
+  std::filesystem::create_symlink("fifo", dir + "/to-fifo");
+  s = writer.WriteFile(dir + "/to-fifo");
+  EXPECT_THAT(s.message(), HasSubstr("is a FIFO"));
+  s = writer.WriteFile(dir + "/real");
+  EXPECT_THAT(s.message(), HasSubstr("is a directory"));
+  s = writer.WriteFile("/dev/null");
+  EXPECT_THAT(s.message(), HasSubstr("/dev/null is a device"));
+  EXPECT_TRUE(std::filesystem::is_character_file("/dev/null"));
+  std::filesystem::create_symlink("loop-b", dir + "/loop-a");
+  std::filesystem::create_symlink("loop-a", dir + "/loop-b");
+  s = writer.WriteFile(dir + "/loop-a");
+  EXPECT_THAT(s.message(), HasSubstr("too many levels of symbolic links"));
+  std::filesystem::remove_all(dir);
+}
+
 TEST(GgufWriterTest, AFailingFillAbortsTheWriteAndRemovesThePartialFile) {
   const std::string dir = bmad::testing::MakeTempDir("gguf_writer_");
   GgufWriter writer;

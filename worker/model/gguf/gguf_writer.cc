@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <type_traits>
 
@@ -413,7 +414,40 @@ Result<std::string> GgufWriter::WriteToString() const {
   return out;
 }
 
-Status GgufWriter::WriteFile(const std::string& path) const {
+namespace {
+
+// Where writing `path` must land: `path` itself when nothing is there or a regular file is,
+// the end of the chain when it is a symbolic link; an error for anything else, which renaming
+// over it would destroy (a FIFO, a device node, a directory).
+Result<std::string> RegularFileAt(const std::string& path) {
+  namespace fs = std::filesystem;
+  fs::path at = path;
+  for (int hops = 0; hops <= 40; ++hops) {
+    std::error_code error;
+    const fs::file_status status = fs::symlink_status(at, error);
+    if (status.type() == fs::file_type::not_found) return at.string();
+    if (error) return IoError(path + ": " + error.message());
+    if (status.type() == fs::file_type::regular) return at.string();
+    if (status.type() != fs::file_type::symlink) {
+      const char* kind = status.type() == fs::file_type::directory ? "a directory"
+                         : status.type() == fs::file_type::fifo    ? "a FIFO"
+                         : status.type() == fs::file_type::block || status.type() == fs::file_type::character
+                             ? "a device"
+                             : "not a regular file";
+      return FailedPrecondition(path + (at.string() == path ? "" : " (" + at.string() + ")") +
+                                " is " + kind + "; refusing to replace it with a model file");
+    }
+    const fs::path target = fs::read_symlink(at, error);
+    if (error) return IoError(path + ": " + error.message());
+    at = target.is_absolute() ? target : at.parent_path() / target;
+  }
+  return FailedPrecondition(path + ": too many levels of symbolic links");
+}
+
+}  // namespace
+
+Status GgufWriter::WriteFile(const std::string& requested_path) const {
+  BMAD_ASSIGN_OR_RETURN(const std::string path, RegularFileAt(requested_path));
   const std::string partial = path + ".partial";
   const int fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {

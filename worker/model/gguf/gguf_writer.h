@@ -63,8 +63,11 @@ class GgufWriter {
   size_t tensor_count() const { return tensors_.size(); }
 
   // Writes the file: to `path`.partial, then renamed over `path`, so a failed write never
-  // leaves a truncated file under the final name. kIoError naming the path when the OS
-  // refuses; kInvalidArgument for a bad general.alignment; a fill's own error.
+  // leaves a truncated file under the final name. A symbolic link is followed (the file it
+  // names is written, the link stays); anything at `path` that is not a regular file (a
+  // directory, a FIFO, a device) is refused with kFailedPrecondition, not replaced. kIoError
+  // naming the path when the OS refuses; kInvalidArgument for a bad general.alignment; a
+  // fill's own error.
   Status WriteFile(const std::string& path) const;
   // The whole file in memory (tests, small files).
   Result<std::string> WriteToString() const;
