@@ -290,6 +290,28 @@ TEST(GgufFileTest, RejectsDuplicateKeysAndTensors) {
   EXPECT_THAT(Parse(tensors.str()).message(), HasSubstr("tensor 'w' appears twice"));
 }
 
+TEST(GgufFileTest, RefusesMetadataArraysTooLargeInAll) {
+  // Each array within its own bound, but together each one-byte element would cost 24 bytes of
+  // memory here: the total is bounded too.
+  auto uint8_array = [](RawGguf& g, std::string_view key, uint64_t count) {
+    g.Str(key).Put(static_cast<uint32_t>(ValueType::kArray)).Put(static_cast<uint32_t>(ValueType::kUint8));
+    g.Put(count).Zeros(count);
+  };
+  RawGguf fits;
+  fits.Header(3, 0, 2);
+  uint8_array(fits, "a", 1u << 22);
+  uint8_array(fits, "b", 1u << 22);
+  EXPECT_TRUE(Parse(fits.str()).ok()) << Parse(fits.str()).ToString();
+  RawGguf over;
+  over.Header(3, 0, 3);
+  uint8_array(over, "a", 1u << 22);
+  uint8_array(over, "b", 1u << 22);
+  uint8_array(over, "c", 1);
+  const Status s = Parse(over.str());
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(), HasSubstr("metadata arrays hold more than 8388608 elements in all (at 'c')"));
+}
+
 TEST(GgufFileTest, RejectsStringLengthsPastTheEnd) {
   RawGguf key;
   key.Header(3, 0, 1).Put<uint64_t>(1000).Raw("short");

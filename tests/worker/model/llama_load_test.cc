@@ -1,6 +1,9 @@
 // A model file bmad cannot run is one clear error naming the file and the problem.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <functional>
+
 #include "kernels/cpu/cpu_backend.h"
 #include "tests/support/paths.h"
 #include "worker/model/gguf/gguf_file.h"
@@ -102,6 +105,55 @@ TEST(LlamaLoadTest, InconsistentHyperparameters) {
   Status s = LoadError(path);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("not a multiple of the head count 7"), std::string::npos) << s.message();
+}
+
+TEST(LlamaLoadTest, OptionalKeysOfTheWrongTypeOrNotFiniteAreRefused) {
+  // An optional key used to fall back to its default whatever was wrong with it: a string
+  // head_count_kv became a confusing shape error, a string epsilon or rope base loaded with
+  // the defaults, an infinite epsilon generated zeros, a denormal RoPE factor NaN logits.
+  using Edit = std::function<void(gguf::GgufWriter&)>;
+  const std::vector<std::pair<Edit, std::string>> cases = {
+      {[](auto& w) { w.SetString("llama.attention.head_count_kv", "8"); },
+       "metadata key 'llama.attention.head_count_kv' is"},
+      {[](auto& w) { w.SetString("llama.attention.layer_norm_rms_epsilon", "1e-5"); },
+       "metadata key 'llama.attention.layer_norm_rms_epsilon' is"},
+      {[](auto& w) { w.SetString("llama.rope.freq_base", "10000"); }, "metadata key 'llama.rope.freq_base' is"},
+      {[](auto& w) { w.SetString("llama.rope.dimension_count", "8"); },
+       "metadata key 'llama.rope.dimension_count' is"},
+      {[](auto& w) { w.SetFloat32("llama.attention.layer_norm_rms_epsilon", INFINITY); },
+       "layer_norm_rms_epsilon must be a finite positive number, got inf"},
+      {[](auto& w) { w.SetFloat32("llama.rope.freq_base", NAN); }, "rope.freq_base must be a finite positive number"},
+      {[](auto& w) {
+         w.SetString("llama.rope.scaling.type", "linear");
+         w.SetFloat32("llama.rope.scaling.factor", 1e-40f);
+       },
+       "rope.scaling.factor must be a finite positive number with a finite inverse, got 9.99995e-41"},
+      {[](auto& w) {
+         w.SetString("llama.rope.scaling.type", "linear");
+         w.SetFloat32("llama.rope.scaling.factor", INFINITY);
+       },
+       "rope.scaling.factor must be a finite positive number with a finite inverse, got inf"},
+      {[](auto& w) { w.SetUint32("llama.rope.scaling.type", 1); }, "metadata key 'llama.rope.scaling.type' is"},
+      {[](auto& w) { w.SetFloat32("llama.rope.scale_linear", -2.0f); },
+       "rope.scale_linear must be a finite positive number with a finite inverse, got -2"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::string path = WriteVariant("key" + std::to_string(i), [&](gguf::GgufWriter& w, const gguf::TensorInfo* t) {
+      if (t) CopyTensor(w, *t); else cases[i].first(w);
+    });
+    const Status s = LoadError(path);
+    EXPECT_FALSE(s.ok()) << "case " << i;
+    EXPECT_NE(s.message().find(cases[i].second), std::string::npos) << "case " << i << ": " << s.message();
+  }
+  // The neutral values still load: scale_linear 0 (none) and a linear factor of 1.
+  const std::string fine = WriteVariant("neutral", [](gguf::GgufWriter& w, const gguf::TensorInfo* t) {
+    if (t) {
+      CopyTensor(w, *t);
+    } else {
+      w.SetFloat32("llama.rope.scale_linear", 0.0f);
+    }
+  });
+  EXPECT_TRUE(LoadError(fine).ok()) << LoadError(fine).ToString();
 }
 
 TEST(LlamaLoadTest, LegacyAndMissingFiles) {

@@ -18,6 +18,10 @@ constexpr uint64_t kMaxKeyValues = 1u << 20;
 // Metadata arrays (vocabularies, merges) hold at most a few hundred thousand entries; each
 // costs ~24 bytes here, so a corrupt count must not make us allocate gigabytes.
 constexpr uint64_t kMaxArrayElements = 1u << 24;
+// And all arrays together: the largest real vocabularies (256K tokens, with scores, types and
+// merges) hold under 1.5M. Without it a file of N one-byte elements spread over many keys
+// took 24 N bytes of memory here (a 1 GB file, 24 GB).
+constexpr uint64_t kMaxTotalArrayElements = 1u << 23;
 // ggml's GGML_MAX_NAME: tensor names are shorter than 64 bytes.
 constexpr size_t kMaxTensorName = 63;
 
@@ -207,6 +211,7 @@ Status GgufFile::Parse() {
   }
 
   metadata_.reserve(kv_count);
+  uint64_t array_elements = 0;
   for (uint64_t i = 0; i < kv_count; ++i) {
     std::string_view key;
     if (!c.ReadString(&key)) return truncated("metadata key #" + std::to_string(i));
@@ -235,6 +240,12 @@ Status GgufFile::Parse() {
       if (count > kMaxArrayElements) {
         return DataLoss(path_ + ": metadata array '" + key_str + "' has an implausible " +
                         std::to_string(count) + " elements");
+      }
+      array_elements += count;
+      if (array_elements > kMaxTotalArrayElements) {
+        return DataLoss(path_ + ": metadata arrays hold more than " +
+                        std::to_string(kMaxTotalArrayElements) + " elements in all (at '" +
+                        key_str + "'); no model's metadata is that large");
       }
       value.array.resize(count);
       for (uint64_t j = 0; j < count; ++j) {
