@@ -163,6 +163,26 @@ TEST(CliBenchDecode, BadSizesAreUsageErrorsAndTheSummaryIsJson) {
   std::filesystem::remove_all(dir);
 }
 
+// Output that cannot be written (a full disk, here /dev/full) is a failure, not exit 0 with the
+// text lost.
+TEST(CliOutput, AnUnwritableStdoutIsAnError) {
+  const std::string dir = MakeTempDir("bmad-cli-");
+  const std::string model = SharedModelsDir() + "/stories260K.gguf";
+  ASSERT_TRUE(std::filesystem::is_character_file("/dev/full"));
+  for (const std::string command : {"generate --model " + model + " --prompt Once --max-tokens 4 --quiet",
+                                    "tokenize --model " + model + " --text hi"}) {
+    ChildProcess p;
+    ASSERT_TRUE(p.Start({"/bin/sh", "-c", "exec " + BinaryPath("bmad") + " " + command + " > /dev/full"},
+                        dir + "/err.log"));
+    auto status = p.Wait(30s);
+    ASSERT_TRUE(status.has_value());
+    EXPECT_EQ(*status, 1) << command << ": " << p.ReadLog();
+    EXPECT_NE(p.ReadLog().find("cannot write the output: No space left on device"), std::string::npos)
+        << p.ReadLog();
+  }
+  std::filesystem::remove_all(dir);
+}
+
 // bench serve end to end on a small model, steps overlapped: its last line is the JSON summary,
 // which says so.
 TEST(CliBenchServe, OverlappedStepsAreReportedInTheSummary) {

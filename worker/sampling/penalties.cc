@@ -1,5 +1,8 @@
 #include "worker/sampling/penalties.h"
 
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -11,6 +14,7 @@ void ApplyPenalties(const Penalties& penalties, const TokenOccurrences& occurren
   // all of them; presence and frequency only to those in the output.
   for (int32_t token : occurrences.seen_tokens()) {
     float& logit = logits[static_cast<size_t>(token)];
+    const bool finite = std::isfinite(logit);
     if (penalties.repetition != 1.0f) {
       logit = logit > 0.0f ? logit / penalties.repetition : logit * penalties.repetition;
     }
@@ -18,6 +22,7 @@ void ApplyPenalties(const Penalties& penalties, const TokenOccurrences& occurren
     if (count > 0) {
       logit -= penalties.presence + penalties.frequency * static_cast<float>(count);
     }
+    if (finite) logit = std::clamp(logit, -FLT_MAX, FLT_MAX);
   }
 }
 

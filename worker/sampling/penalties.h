@@ -24,8 +24,9 @@ struct Penalties {
 };
 
 // Applies `penalties` in place. Requires logits.size() to be the vocabulary size that
-// `occurrences` was last updated with. NaN and +inf stay NaN and +inf; a huge logit divided by
-// a tiny repetition penalty can overflow to +inf (the Sampler reports that as an error).
+// `occurrences` was last updated with. NaN and +inf stay NaN and +inf (the Sampler reports
+// them); a finite logit stays finite: one that a tiny or huge repetition penalty would push
+// past the float range is held at +-FLT_MAX (the penalty's direction, as far as it can go).
 void ApplyPenalties(const Penalties& penalties, const TokenOccurrences& occurrences,
                     std::span<float> logits);
 

@@ -12,6 +12,7 @@
 #include "common/config/config.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "worker/model/llama/llama_model.h"
+#include "worker/model/tokenizer/utf8.h"
 
 namespace bmad::tools {
 namespace {
@@ -22,24 +23,6 @@ constexpr int64_t kMaxBlockSize = 1024;
 
 double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
-}
-
-// `text` as a JSON string, quotes included.
-std::string JsonQuoted(std::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
 }
 
 Status InFlagRange(const char* flag, int64_t value, int64_t max) {
@@ -202,7 +185,7 @@ int RunBenchDecodeCommand(const std::vector<std::string>& args) {
     std::printf("%6lld %14.1f %14.1f\n", static_cast<long long>(r.batch),
                 r.prefill_tokens_per_second, r.decode_tokens_per_second);
   }
-  std::string json = "{\"bench\":\"decode\",\"model\":" + JsonQuoted(o.model_path) +
+  std::string json = "{\"bench\":\"decode\",\"model\":" + tokenizer::JsonString(o.model_path) +
                      ",\"prompt_len\":" + std::to_string(o.prompt_len) +
                      ",\"gen_len\":" + std::to_string(o.gen_len) + ",\"results\":[";
   for (size_t i = 0; i < results->size(); ++i) {

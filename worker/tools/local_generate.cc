@@ -1,7 +1,9 @@
 #include "worker/tools/local_generate.h"
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <numeric>
 #include <random>
 
@@ -173,7 +175,11 @@ int RunGenerate(const std::vector<std::string>& args) {
   // End the text's line (a partial one too) before anything goes to stderr; an error before
   // any text leaves stdout empty.
   if (wrote || stats.ok()) std::printf("\n");
-  std::fflush(stdout);
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    // A full disk or a closed pipe: the text is lost, so this is no success.
+    std::fprintf(stderr, "bmad generate: cannot write the output: %s\n", std::strerror(errno));
+    return 1;
+  }
   if (!stats.ok()) {
     std::fprintf(stderr, "bmad generate: %s\n", stats.status().message().c_str());
     return 1;

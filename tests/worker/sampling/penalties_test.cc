@@ -50,6 +50,22 @@ TEST(Penalties, RepetitionLeavesZeroAndMinusInfinityAlone) {
   EXPECT_EQ(out[1], -inf);
 }
 
+TEST(Penalties, AFiniteLogitStaysFiniteUnderExtremePenalties) {
+  // A tiny repetition penalty used to overflow 10 / 1e-38 to +inf, which the sampler refuses
+  // mid-generation; the logit now stops at the largest float, in the penalty's direction.
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> out = Penalized({1e-38f, 0.0f, 0.0f}, {10.0f, -10.0f, 1.0f}, {0, 1}, {});
+  EXPECT_EQ(out[0], std::numeric_limits<float>::max());
+  EXPECT_EQ(out[1], -1e-37f);  // -10 * 1e-38
+  EXPECT_EQ(out[2], 1.0f);
+  out = Penalized({1e38f, 0.0f, 0.0f}, {-10.0f}, {0}, {});
+  EXPECT_EQ(out[0], -std::numeric_limits<float>::max());
+  out = Penalized({1e-38f, 0.0f, 0.0f}, {inf, nan}, {0, 1}, {});  // broken logits stay broken
+  EXPECT_EQ(out[0], inf);
+  EXPECT_TRUE(std::isnan(out[1]));
+}
+
 TEST(Penalties, PresenceIsOncePerOutputTokenAndIgnoresThePrompt) {
   const std::vector<float> out =
       Penalized({1.0f, 0.5f, 0.0f}, {1.0f, 1.0f, 1.0f, 1.0f}, {0, 3}, {1, 2, 2, 2, 3});

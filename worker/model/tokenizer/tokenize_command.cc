@@ -1,7 +1,9 @@
 #include "worker/model/tokenizer/tokenize_command.h"
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -16,47 +18,6 @@ namespace {
 
 constexpr const char* kUsage =
     "bmad tokenize --model FILE.gguf --text TEXT [--no-special] [--pieces]";
-
-// A JSON string literal for arbitrary bytes: invalid UTF-8 becomes U+FFFD first, since JSON
-// text must be Unicode.
-std::string JsonString(std::string_view bytes) {
-  std::string out = "\"";
-  for (char c : tokenizer::ToValidUtf8(bytes)) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char escaped[8];
-          std::snprintf(escaped, sizeof(escaped), "\\u%04x", static_cast<unsigned>(c));
-          out += escaped;
-        } else {
-          out.push_back(c);
-        }
-    }
-  }
-  out += "\"";
-  return out;
-}
 
 int Fail(int exit_code, const std::string& message) {
   std::fprintf(stderr, "bmad tokenize: %s\n", message.c_str());
@@ -96,14 +57,15 @@ int RunTokenize(const std::vector<std::string>& args) {
     if (i > 0) out += ", ";
     if (pieces) {
       out += "{\"id\": " + std::to_string(ids[i]) +
-             ", \"piece\": " + JsonString(tok->TokenPiece(ids[i])) + "}";
+             ", \"piece\": " + tokenizer::JsonString(tok->TokenPiece(ids[i])) + "}";
     } else {
       out += std::to_string(ids[i]);
     }
   }
   out += "]\n";
-  std::fwrite(out.data(), 1, out.size(), stdout);
-  std::fflush(stdout);
+  if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0) {
+    return Fail(1, std::string("cannot write the output: ") + std::strerror(errno));
+  }
   return 0;
 }
 

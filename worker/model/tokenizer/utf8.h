@@ -36,4 +36,8 @@ Utf8Scan ScanUtf8(std::string_view bytes);
 // `bytes` with every invalid or truncated sequence replaced by U+FFFD.
 std::string ToValidUtf8(std::string_view bytes);
 
+// A JSON string literal (quotes included) for arbitrary bytes: invalid UTF-8 becomes U+FFFD
+// first, since JSON text must be Unicode.
+std::string JsonString(std::string_view bytes);
+
 }  // namespace bmad::tokenizer
