@@ -98,6 +98,21 @@ TEST(LlamaLoadTest, UnsupportedTensorType) {
       << s2.message();
 }
 
+TEST(LlamaLoadTest, MixtureOfExpertsIsNamed) {
+  const std::string path = WriteVariant("moe", [](gguf::GgufWriter& w, const gguf::TensorInfo* t) {
+    if (t) CopyTensor(w, *t); else w.SetUint32("llama.expert_count", 8);
+  });
+  Status s = LoadError(path);
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(s.message().find("a mixture-of-experts model (llama.expert_count 8) is not supported"),
+            std::string::npos)
+      << s.message();
+  const std::string dense = WriteVariant("dense", [](gguf::GgufWriter& w, const gguf::TensorInfo* t) {
+    if (t) CopyTensor(w, *t); else w.SetUint32("llama.expert_count", 0);
+  });
+  EXPECT_TRUE(LoadError(dense).ok()) << LoadError(dense).ToString();
+}
+
 TEST(LlamaLoadTest, InconsistentHyperparameters) {
   const std::string path = WriteVariant("heads", [](gguf::GgufWriter& w, const gguf::TensorInfo* t) {
     if (t) CopyTensor(w, *t); else w.SetUint32("llama.attention.head_count", 7);

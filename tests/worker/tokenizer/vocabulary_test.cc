@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "common/log.h"
 #include "tests/worker/tokenizer/vocabulary_fixtures.h"
 
 namespace bmad::tokenizer {
@@ -124,11 +125,28 @@ TEST(VocabularyTest, TokenTypesOfAnotherLengthAreDataLoss) {
   EXPECT_THAT(s.message(), HasSubstr("tokenizer.ggml.token_type' has 600 entries"));
 }
 
-TEST(VocabularyTest, SpecialIdOutOfRangeIsDataLoss) {
-  Status s = LoadRewritten(
-      {}, [](gguf::GgufWriter& w) { w.SetUint32("tokenizer.ggml.eos_token_id", 512); });
-  EXPECT_EQ(s.code(), StatusCode::kDataLoss);
-  EXPECT_THAT(s.message(), HasSubstr("tokenizer.ggml.eos_token_id' is 512"));
+TEST(VocabularyTest, ASpecialIdOutsideTheVocabularyKeepsTheDefaultWithAWarning) {
+  // llama.cpp's behaviour ("bad special token ... using default id"): such files exist (a
+  // padding id one past a vocabulary never resized) and llama.cpp serves them.
+  std::vector<std::string> lines;
+  bmad::log::SetSink([&](std::string_view line) { lines.emplace_back(line); });
+  auto base = OpenSharedModel(kStoriesFile);
+  ASSERT_TRUE(base.ok());
+  auto file = RewriteVocabulary(**base, {}, [](gguf::GgufWriter& w) {
+    w.SetUint32("tokenizer.ggml.eos_token_id", 512);
+    w.SetUint32("tokenizer.ggml.padding_token_id", 4000000000u);
+  });
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  auto vocabulary = LoadVocabulary(**file);
+  bmad::log::SetSink(nullptr);
+  ASSERT_TRUE(vocabulary.ok()) << vocabulary.status().ToString();
+  EXPECT_EQ(vocabulary->eos_id, 2);  // llama's default
+  EXPECT_EQ(vocabulary->pad_id, kNoToken);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_THAT(lines[0], HasSubstr("special token id outside the vocabulary"));
+  EXPECT_THAT(lines[0], HasSubstr("key=tokenizer.ggml.eos_token_id id=512 vocabulary=512 default=2"));
+  EXPECT_THAT(lines[1], HasSubstr("key=tokenizer.ggml.padding_token_id id=4000000000"));
+  EXPECT_THAT(lines[1], HasSubstr("default=none"));
 }
 
 TEST(VocabularyTest, WrongKeyTypeIsInvalidArgument) {

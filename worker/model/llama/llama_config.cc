@@ -62,6 +62,13 @@ Result<LlamaConfig> ReadLlamaConfig(const gguf::GgufFile& file) {
   }
   if (auto name = file.GetString("general.name"); name.ok()) c.name = std::string(*name);
   const std::string p = c.architecture + ".";
+  // Mixtral and its kind call themselves llama too; without this they fail on a missing
+  // feed-forward tensor, which says nothing about why.
+  BMAD_ASSIGN_OR_RETURN(const int64_t experts, Optional(file.GetInt(p + "expert_count"), 0));
+  if (experts > 0) {
+    return Unimplemented(file.path() + ": a mixture-of-experts model (" + p + "expert_count " +
+                         std::to_string(experts) + ") is not supported (bmad runs dense models)");
+  }
   BMAD_ASSIGN_OR_RETURN(c.n_layer, file.GetInt(p + "block_count"));
   BMAD_ASSIGN_OR_RETURN(c.n_embd, file.GetInt(p + "embedding_length"));
   BMAD_ASSIGN_OR_RETURN(c.n_head, file.GetInt(p + "attention.head_count"));

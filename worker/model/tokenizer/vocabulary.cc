@@ -1,3 +1,4 @@
+#include "common/log.h"
 #include "worker/model/tokenizer/vocabulary.h"
 
 #include <algorithm>
@@ -68,15 +69,19 @@ std::string Quoted(std::string_view text) {
   return out;
 }
 
-// Reads an optional token id key into `id`; out of range is an error.
+// Reads an optional token id key into `id`; a key of another type is an error. An id outside
+// the vocabulary leaves `id` at its default, with a warning: llama.cpp does the same ("bad
+// special token"), and real files have it (a padding id one past a vocabulary that was never
+// resized), so refusing them would refuse models llama.cpp serves.
 Status ReadOptionalId(const gguf::GgufFile& file, std::string_view key, int32_t size, int32_t* id) {
   if (!file.Has(key)) return Status::Ok();
   Result<int64_t> value = file.GetInt(key);
   if (!value.ok()) return value.status();
   if (*value < 0 || *value >= size) {
-    return DataLoss(file.path() + ": metadata key '" + std::string(key) + "' is " +
-                    std::to_string(*value) + ", outside the vocabulary of " + std::to_string(size) +
-                    " tokens");
+    log::Warn("tokenizer", "special token id outside the vocabulary: keeping the default",
+              {{"file", file.path()}, {"key", std::string(key)}, {"id", *value}, {"vocabulary", size},
+               {"default", *id == kNoToken ? std::string("none") : std::to_string(*id)}});
+    return Status::Ok();
   }
   *id = static_cast<int32_t>(*value);
   return Status::Ok();
