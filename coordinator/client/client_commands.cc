@@ -3,10 +3,12 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 
 #include "common/cli/flags.h"
@@ -134,9 +136,12 @@ int RunRemoteGenerate(const std::vector<std::string>& args) {
       },
       std::chrono::milliseconds(timeout_ms), &g_interrupted);
   std::signal(SIGINT, previous_handler);
-  if (printed) {
-    std::printf("\n");
-    std::fflush(stdout);  // before the summary on stderr, so a merged log reads in order
+  if (printed) std::printf("\n");
+  // Before the summary on stderr, so a merged log reads in order; and output that could not be
+  // written (a full disk, a closed pipe) is no success.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "%s: cannot write the output: %s\n", kCommand, std::strerror(errno));
+    return 1;
   }
   if (!result.ok()) {
     std::fprintf(stderr, "%s: %s\n", kCommand, result.status().ToString().c_str());

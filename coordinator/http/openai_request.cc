@@ -305,16 +305,21 @@ Result<std::vector<proto::LogitBias>> ReadLogitBias(const JsonFields& body) {
   const JsonFields entries(*bias, "logit_bias.");
   for (auto it = bias->begin(); it != bias->end(); ++it) {
     const std::string& key = it.key();
-    const bool digits = !key.empty() && key.size() <= 10 &&
-                        key.find_first_not_of("0123456789") == std::string::npos;
-    if (!digits || std::stoll(key) > kMaxTokenId) {
+    if (key.empty() || key.find_first_not_of("0123456789") != std::string::npos) {
       return InvalidArgument("'logit_bias' keys must be token ids (decimal integers >= 0), got " +
                              internal::DescribeJsonValue(Json(key)));
+    }
+    // Leading zeros are allowed ("007" is token 7); the value must fit a token id.
+    const size_t first = std::min(key.find_first_not_of('0'), key.size() - 1);
+    if (key.size() - first > 10 || std::stoll(key.substr(first)) > kMaxTokenId) {
+      return InvalidArgument("'logit_bias' key " + internal::DescribeJsonValue(Json(key)) +
+                             " is not a token id: the largest is " + std::to_string(kMaxTokenId));
     }
     BMAD_ASSIGN_OR_RETURN(const std::optional<double> value,
                           entries.Number(key, NumberRange{-100, 100}, "a number in [-100, 100]"));
     if (!value) continue;  // null: no bias
-    out.push_back(proto::LogitBias{static_cast<uint32_t>(std::stoll(key)), static_cast<float>(*value)});
+    out.push_back(proto::LogitBias{static_cast<uint32_t>(std::stoll(key.substr(first))),
+                                   static_cast<float>(*value)});
   }
   return out;
 }
@@ -463,7 +468,7 @@ Result<CompletionRequest> ReadRequest(const Json& json, bool chat, const Request
   BMAD_ASSIGN_OR_RETURN(request.sampling.logit_bias, ReadLogitBias(body));
   BMAD_ASSIGN_OR_RETURN(const std::optional<int64_t> min_tokens,
                         body.Integer("min_tokens", 0, std::numeric_limits<uint32_t>::max(),
-                                     "an integer >= 0"));
+                                     "an integer in [0, 4294967295]"));
   request.sampling.min_tokens = static_cast<uint32_t>(min_tokens.value_or(0));
   BMAD_RETURN_IF_ERROR(ReadLogprobs(body, chat, request));
   BMAD_RETURN_IF_ERROR(ReadChoiceShape(body, chat));

@@ -234,7 +234,8 @@ void Engine::PrepareBatch(StepBatch& batch) {
   batch.sampled_on_device =
       sample_on_device_ && std::all_of(batch.sampling.begin(), batch.sampling.end(),
                                        [&](const sched::ScheduledChunk* c) {
-                                         return requests_.at(c->seq_id)->sampler.device_samplable();
+                                         const RequestState& r = *requests_.at(c->seq_id);
+                                         return r.sampler.device_samplable(r.output.generated().size());
                                        });
   batch.row_sampling.clear();
   if (batch.sampled_on_device) {

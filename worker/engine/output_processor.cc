@@ -31,19 +31,23 @@ OutputProcessor::OutputProcessor(const tokenizer::Tokenizer& tokenizer,
   }
 }
 
-sampling::StopFeedResult OutputProcessor::FeedText(int32_t token) {
-  std::string text = detokenizer_.Feed(token);
-  if (static_cast<int64_t>(generated_.size()) < min_tokens_) {
+sampling::StopFeedResult OutputProcessor::PassText(std::string text) {
+  if (static_cast<int64_t>(generated_.size()) <= min_tokens_) {
+    stop_strings_.AddSentText(text);
     return sampling::StopFeedResult{std::move(text), false, -1};
   }
   return stop_strings_.Feed(text);
+}
+
+sampling::StopFeedResult OutputProcessor::FeedText(int32_t token) {
+  return PassText(detokenizer_.Feed(token));
 }
 
 TokenOutcome OutputProcessor::Complete(std::string text, proto::FinishReason reason) {
   finished_ = true;
   if (reason != proto::FinishReason::kStop || !stop_strings_.stopped()) {
     // Whatever the detokenizer and the matcher still hold is part of the output.
-    text += stop_strings_.Feed(detokenizer_.Flush()).text;
+    text += PassText(detokenizer_.Flush()).text;
     if (!stop_strings_.stopped()) text += stop_strings_.Flush();
   }
   return TokenOutcome{std::move(text), true, reason};

@@ -3,10 +3,10 @@
 // they can no longer match, cut off when they do), max_tokens and the context length. Text
 // only ever contains whole UTF-8 characters.
 //
-// min_tokens (vLLM's semantics): before the output holds that many tokens nothing but the
-// length limit ends it. The sampler holds back the tokens that would (TokensThatEnd); stop
-// strings are looked for in the text of the min_tokens-th token and after (a stop string
-// that begins in earlier text does not count: that text has been sent).
+// min_tokens (vLLM's semantics): until the output holds more than that many tokens nothing but
+// the length limit ends it. The sampler holds back the tokens that would (TokensThatEnd); stop
+// strings are looked for from the (min_tokens + 1)-th token's text on, and one may begin in
+// earlier text (then the output ends where that token's text begins: the rest was sent).
 #pragma once
 
 #include <cstdint>
@@ -55,7 +55,8 @@ class OutputProcessor {
 
  private:
   TokenOutcome Complete(std::string text, proto::FinishReason reason);
-  // The next token's text, through the stop-string matcher once stops may end the output.
+  // Text of the output so far, through the stop-string matcher once stops may end it.
+  sampling::StopFeedResult PassText(std::string text);
   sampling::StopFeedResult FeedText(int32_t token);
 
   const tokenizer::Tokenizer& tokenizer_;

@@ -64,7 +64,11 @@ Result<SampleResult> Sampler::Sample(std::span<const float> logits,
     }
     if (hold_back_end) {
       for (int32_t token : end_tokens_) {
-        if (token >= 0 && static_cast<size_t>(token) < logits.size()) processed_[token] = -kInf;
+        if (token < 0 || static_cast<size_t>(token) >= logits.size()) continue;
+        // A broken logit is an error whether or not min_tokens hides it (the raw logits are
+        // what logprobs are computed from).
+        if (!(logits[token] < kInf)) return NonFiniteLogit(static_cast<size_t>(token), logits[token], false);
+        processed_[token] = -kInf;
       }
     }
     if (penalties_.active()) {

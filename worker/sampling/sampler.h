@@ -110,10 +110,13 @@ class Sampler {
                               std::span<const int32_t> generated_tokens);
 
   bool greedy() const { return temperature_ == 0.0f; }
-  // Nothing here reads the logits besides the draw itself (no penalty, no logprobs): a device
-  // backend can draw the token where the logits are (Backend::SampleRows).
-  bool device_samplable() const {
-    return !penalties_.active() && !want_logprob_ && logit_bias_.empty() && !holds_back_end();
+  // Nothing here reads the logits besides the draw itself (no penalty, no logprobs, no bias,
+  // no ending token held back for min_tokens once `generated_tokens` have been made): a device
+  // backend can draw the token where the logits are (Backend::SampleRows). A count that lags
+  // (a token still being drawn) only keeps the draw on the host one step longer.
+  bool device_samplable(size_t generated_tokens) const {
+    return !penalties_.active() && !want_logprob_ && logit_bias_.empty() &&
+           !(holds_back_end() && generated_tokens < min_tokens_);
   }
   // The draw for a device backend, with the uniform the next Sample would use. The uniform is
   // held until DrawnOnDevice says the token was taken: a draw prepared but not taken (its step

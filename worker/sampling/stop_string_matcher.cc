@@ -33,25 +33,37 @@ StopFeedResult StopStringMatcher::Feed(std::string_view new_text) {
   held_.append(new_text);
 
   // Invariant: no stop string starts before held_ (the emitted text holds none, and nothing that
-  // could still become one was emitted), so searching held_ alone finds every occurrence.
+  // could still become one was emitted), so searching held_ alone finds every occurrence. The
+  // first sent_ bytes were sent already: they are searched but never returned.
   Hit hit{0, -1};
   if (FindFirstCompleted(&hit)) {
-    result.text.assign(held_, 0, hit.start);
+    if (hit.start > sent_) result.text.assign(held_, sent_, hit.start - sent_);
     result.stopped = true;
     result.stop_index = hit.index;
     stop_index_ = hit.index;
     held_.clear();
+    sent_ = 0;
     return result;
   }
   const size_t hold = HoldBackStart();
-  result.text.assign(held_, 0, hold);
+  if (hold > sent_) result.text.assign(held_, sent_, hold - sent_);
   held_.erase(0, hold);
+  sent_ = sent_ > hold ? sent_ - hold : 0;
   return result;
 }
 
+void StopStringMatcher::AddSentText(std::string_view sent_text) {
+  if (longest_ == 0 || stopped()) return;
+  held_.append(sent_text);
+  // A stop string that ends after this text starts in its last longest_ - 1 bytes or later.
+  if (held_.size() > longest_ - 1) held_.erase(0, held_.size() - (longest_ - 1));
+  sent_ = held_.size();
+}
+
 std::string StopStringMatcher::Flush() {
-  std::string rest;
-  rest.swap(held_);
+  std::string rest = held_.substr(std::min(sent_, held_.size()));
+  held_.clear();
+  sent_ = 0;
   return rest;
 }
 

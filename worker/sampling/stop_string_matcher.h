@@ -47,8 +47,14 @@ class StopStringMatcher {
   // stopped = true and the same stop_index.
   StopFeedResult Feed(std::string_view new_text);
 
+  // Text sent to the client without being looked at (before min_tokens allowed stops): a stop
+  // string completed by later Feeds may begin in it, as it may in vLLM. Only its last bytes
+  // (shorter than the longest stop string) are kept; they are never returned again, and a hit
+  // beginning in them ends the output where the new text begins. Call only before any Feed.
+  void AddSentText(std::string_view sent_text);
+
   // Generation ended for another reason (length, stop token, cancel): returns the held-back text
-  // and holds nothing afterwards. Empty after a hit.
+  // (never what AddSentText gave) and holds nothing afterwards. Empty after a hit.
   std::string Flush();
 
   bool stopped() const { return stop_index_ >= 0; }
@@ -70,6 +76,7 @@ class StopStringMatcher {
   size_t longest_ = 0;              // bytes of the longest stop string
   bool starts_stop_[256] = {};      // bytes that begin some stop string
   std::string held_;
+  size_t sent_ = 0;                 // bytes at the front of held_ already sent (AddSentText)
   int32_t stop_index_ = -1;
 };
 

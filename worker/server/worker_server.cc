@@ -370,11 +370,13 @@ Status WorkerServer::Run() {
           log::Warn(kLog, "undecodable message from the coordinator", {{"error", in->message.status()}});
           continue;
         }
-        w.Heard(w.clock.NowNanos());
         if (!w.Handle(*in->message)) {
           stopping = true;
           break;
         }
+        // After Handle: an "unknown replica" answer unregisters first, so /ready never reads
+        // 200 in between.
+        w.Heard(w.clock.NowNanos());
       }
     }
     if (stopping) break;

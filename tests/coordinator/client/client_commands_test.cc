@@ -1,6 +1,10 @@
 #include "coordinator/client/client_commands.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "tests/coordinator/client/fake_coordinator.h"
@@ -107,6 +111,38 @@ TEST(ClientCommandsTest, GenerateStreamsTextAndSummarises) {
   r = RunCaptured(RunRemoteGenerate, {"--coordinator", fake.endpoint(), "--prompt", "fail"});
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("queue full"), std::string::npos) << r.err;
+}
+
+TEST(ClientCommandsTest, GenerateSendsLogitBiasAndMinTokensAndFailsOnUnwritableOutput) {
+  FakeCoordinator fake([](FakeCoordinator& f, const std::string& peer, const proto::Message& m) {
+    const auto* s = std::get_if<proto::Submit>(&m);
+    if (!s) return;
+    f.Send(peer, proto::Accepted{s->client_request_id, 1, 3});
+    f.Send(peer, ChunkFor(*s, 1, 0, 0, {5}, "Hello", proto::FinishReason::kLength));
+  });
+  // stdout on /dev/full: the text cannot be written, so the command fails (it exited 0).
+  std::fflush(stdout);
+  const int saved = ::dup(1);
+  const int full = ::open("/dev/full", O_WRONLY);
+  ASSERT_GE(full, 0);
+  ASSERT_GE(::dup2(full, 1), 0);
+  CaptureStderr();
+  const int code = RunRemoteGenerate({"--coordinator", fake.endpoint(), "--prompt", "hi",
+                                      "--min-tokens", "2", "--logit-bias", "7=-100"});
+  const std::string err = GetCapturedStderr();
+  std::clearerr(stdout);
+  ::dup2(saved, 1);
+  ::close(saved);
+  ::close(full);
+  EXPECT_EQ(code, 1) << err;
+  EXPECT_NE(err.find("cannot write the output: No space left on device"), std::string::npos) << err;
+  const std::vector<proto::Message> received = fake.Received();
+  ASSERT_FALSE(received.empty());
+  const auto& submit = std::get<proto::Submit>(received.front());
+  EXPECT_EQ(submit.sampling.min_tokens, 2u);
+  EXPECT_EQ(submit.sampling.logit_bias, (std::vector<proto::LogitBias>{{7, -100.0f}}));
+  ExpectUsageError(RunRemoteGenerate, {"--coordinator", "x:1", "--prompt", "p", "--logit-bias", "7"},
+                   "--logit-bias wants ID=BIAS");
 }
 
 TEST(ClientCommandsTest, StatusPrintsATableOrJson) {

@@ -316,12 +316,14 @@ TEST(ParseCompletionRequest, RejectsWrongTypesAndRangesNamingTheParameter) {
       {"{" + p + R"("logit_bias": [[50256, -100]]})", false, {"'logit_bias' must be an object"}},
       {"{" + p + R"("logit_bias": {"a": 1}})", false, {"'logit_bias' keys must be token ids", "\"a\""}},
       {"{" + p + R"("logit_bias": {"-1": 1}})", false, {"'logit_bias' keys must be token ids"}},
-      {"{" + p + R"("logit_bias": {"99999999999": 1}})", false, {"'logit_bias' keys must be token ids"}},
+      {"{" + p + R"("logit_bias": {"9999999999": 1}})", false, {"'logit_bias' key \"9999999999\" is not a token id: the largest is 2147483646"}},
+      {"{" + p + R"("logit_bias": {"99999999999999999999999": 1}})", false, {"is not a token id: the largest is"}},
       {"{" + p + R"("logit_bias": {"": 1}})", false, {"'logit_bias' keys must be token ids"}},
       {"{" + p + R"("logit_bias": {"5": 101}})", false, {"'logit_bias.5' must be a number in [-100, 100]", "got 101"}},
       {"{" + p + R"("logit_bias": {"5": "high"}})", false, {"'logit_bias.5' must be a number"}},
       {"{" + p + R"("logit_bias": {"5": 1, "05": 2}})", false, {"'logit_bias' for token 5 is given twice"}},
-      {"{" + p + R"("min_tokens": -1})", false, {"'min_tokens' must be an integer >= 0", "got -1"}},
+      {"{" + p + R"("min_tokens": -1})", false, {"'min_tokens' must be an integer in [0, 4294967295]", "got -1"}},
+      {"{" + p + R"("min_tokens": 5000000000})", false, {"'min_tokens' must be an integer in [0, 4294967295]"}},
       {"{" + p + R"("min_tokens": 1.5})", false, {"'min_tokens'"}},
       {"{" + p + R"("max_tokens": 4, "min_tokens": 5})", false, {"'min_tokens' (5) must be at most 'max_tokens' (4)"}},
       {"{" + p + R"("suffix": "end"})", false, {"'suffix' is not supported"}},
@@ -462,11 +464,11 @@ TEST(ParseCompletionRequest, RejectsBadMessages) {
 TEST(ParseCompletionRequest, LogitBiasAndMinTokensReachTheSamplingParams) {
   const CompletionRequest r = Ok(Completion(
       R"({"prompt": "x", "max_tokens": 8, "min_tokens": 8,
-          "logit_bias": {"50256": -100, "7": 2.5, "9": null, "11": 100}})"));
+          "logit_bias": {"50256": -100, "7": 2.5, "9": null, "0000000000011": 100, "0": 1}})"));
   EXPECT_EQ(r.sampling.min_tokens, 8u);
   std::vector<proto::LogitBias> bias = r.sampling.logit_bias;
   std::sort(bias.begin(), bias.end(), [](const auto& a, const auto& b) { return a.token_id < b.token_id; });
-  EXPECT_EQ(bias, (std::vector<proto::LogitBias>{{7, 2.5f}, {11, 100.0f}, {50256, -100.0f}}));
+  EXPECT_EQ(bias, (std::vector<proto::LogitBias>{{0, 1.0f}, {7, 2.5f}, {11, 100.0f}, {50256, -100.0f}}));
   // Chat without max_tokens: the coordinator fills in the room left, and checks min_tokens then.
   const CompletionRequest chat = Ok(Chat(R"({"messages": [{"role": "user", "content": "x"}], "min_tokens": 40})"));
   EXPECT_EQ(chat.sampling.min_tokens, 40u);

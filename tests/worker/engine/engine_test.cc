@@ -226,17 +226,32 @@ TEST(EngineTest, MinTokensKeepsStopTokensAndStopStringsFromEndingTheOutputEarly)
   ASSERT_GE(held.engine_ids.size(), 10u);
   for (size_t i = 0; i < 10; ++i) EXPECT_NE(held.engine_ids[i], 261) << "token " << i;
 
-  // A stop string in the first token's text counts only from the min_tokens-th token on.
+  // As in vLLM, stop strings count only once the output has more than min_tokens tokens: the
+  // "," of the first token ends nothing at min_tokens 1 (it did, one token early), the next ","
+  // does.
   proto::SamplingParams s;
   s.temperature = 0;
   s.max_tokens = 32;
   s.stop_strings = {","};
   EXPECT_EQ(RunBothWays("Once upon a time", s).engine_text, "");
-  s.min_tokens = 3;
-  BothWays later = RunBothWays("Once upon a time", s);
-  EXPECT_EQ(later.engine_text,
-            ", there was a little girl named Lily. She loved to play outside in the park. One day");
-  EXPECT_EQ(later.engine_reason, proto::FinishReason::kStop);
+  for (uint32_t min_tokens : {1u, 3u}) {
+    s.min_tokens = min_tokens;
+    BothWays later = RunBothWays("Once upon a time", s);
+    EXPECT_EQ(later.engine_text,
+              ", there was a little girl named Lily. She loved to play outside in the park. One day")
+        << min_tokens;
+    EXPECT_EQ(later.engine_reason, proto::FinishReason::kStop);
+  }
+  // A stop string may begin in text sent before min_tokens allowed stops (", there" over the
+  // first two tokens): the output ends where the later token's text begins.
+  s.stop_strings = {", there"};
+  s.min_tokens = 0;
+  EXPECT_EQ(RunBothWays("Once upon a time", s).engine_text, "");
+  s.min_tokens = 1;
+  BothWays straddling = RunBothWays("Once upon a time", s);
+  EXPECT_EQ(straddling.engine_text, ",");
+  EXPECT_EQ(straddling.engine_reason, proto::FinishReason::kStop);
+  EXPECT_EQ(straddling.engine_ids.size(), 2u);
 }
 
 TEST(EngineTest, LogitBiasSteersGreedyOutput) {

@@ -74,7 +74,7 @@ TEST(DeviceDrawTest, GivesTheHostSamplersTokensForTheSameSeed) {
         Params(temperatures[rng() % temperatures.size()], top_ks[rng() % top_ks.size()],
                top_ps[rng() % top_ps.size()], min_ps[rng() % min_ps.size()], rng());
     Sampler host(p, 0), device(p, 0);
-    ASSERT_TRUE(device.device_samplable());
+    ASSERT_TRUE(device.device_samplable(0));
     for (int step = 0; step < 3; ++step) {  // the generators stay in step
       const int32_t want = DrawOnHost(host, logits);
       ASSERT_GE(want, 0);
@@ -151,11 +151,11 @@ TEST(DeviceDrawTest, GreedyDrawsNoUniform) {
 TEST(DeviceDrawTest, PenaltiesAndLogprobsStayOnTheHost) {
   proto::SamplingParams p = Params(1.0f, 0, 1.0f, 0.0f, 5);
   p.presence_penalty = 0.5f;
-  EXPECT_FALSE(Sampler(p, 0).device_samplable());
+  EXPECT_FALSE(Sampler(p, 0).device_samplable(0));
   p = Params(1.0f, 0, 1.0f, 0.0f, 5);
   p.logprobs = true;
-  EXPECT_FALSE(Sampler(p, 0).device_samplable());
-  EXPECT_TRUE(Sampler(Params(0.7f, 40, 0.9f, 0.05f, 5), 0).device_samplable());
+  EXPECT_FALSE(Sampler(p, 0).device_samplable(0));
+  EXPECT_TRUE(Sampler(Params(0.7f, 40, 0.9f, 0.05f, 5), 0).device_samplable(0));
 }
 
 }  // namespace

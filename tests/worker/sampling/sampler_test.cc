@@ -337,7 +337,8 @@ TEST(Sampler, LogitBiasMovesTheGreedyChoiceAndCanBanAToken) {
   Sampler sampler(params, 0);
   EXPECT_EQ(Next(sampler, {2.0f, 1.0f, 0.6f}), 2);  // 0.6 + 1.5 = 2.1 > 2
   EXPECT_EQ(Next(sampler, {2.0f, 1.0f, 0.4f}), 0);  // 1.9 < 2
-  EXPECT_FALSE(sampler.device_samplable());
+  EXPECT_FALSE(sampler.device_samplable(0));
+  EXPECT_FALSE(sampler.device_samplable(100));
   // -100 bans in practice: a token 100 logits behind has probability e^-100 (well under one
   // draw in 10^40), and none of 20,000 draws takes it.
   proto::SamplingParams ban = Params(1.0f, 7);
@@ -368,7 +369,10 @@ TEST(Sampler, MinTokensHoldsBackEveryEndingTokenUntilReached) {
   EXPECT_EQ(Next(sampler, logits, {9}, {}), 2);      // 0 and 3 held back: 2 is next best
   EXPECT_EQ(Next(sampler, logits, {9}, {2}), 2);     // one token so far, still fewer than 2
   EXPECT_EQ(Next(sampler, logits, {9}, {2, 2}), 0);  // two: ending tokens are back
-  EXPECT_FALSE(sampler.device_samplable());
+  // On the host while it holds ending tokens back; then the device may draw again.
+  EXPECT_FALSE(sampler.device_samplable(0));
+  EXPECT_FALSE(sampler.device_samplable(1));
+  EXPECT_TRUE(sampler.device_samplable(2));
   // Sampled, not greedy: nothing ending is ever drawn while held back.
   proto::SamplingParams sampled = Params(1.0f, 3);
   sampled.min_tokens = 5;
@@ -380,7 +384,13 @@ TEST(Sampler, MinTokensHoldsBackEveryEndingTokenUntilReached) {
   // Without ending tokens (ignore_eos and no stop ids) min_tokens changes nothing.
   Sampler no_end(params, 0, {});
   EXPECT_EQ(Next(no_end, logits, {9}, {}), 0);
-  EXPECT_TRUE(no_end.device_samplable());
+  EXPECT_TRUE(no_end.device_samplable(0));
+  // A broken logit behind a held-back token is still an error, not hidden by the -inf.
+  Sampler broken(params, 0, {0, 3});
+  const std::vector<float> broken_logits = {std::nanf(""), 1.0f, 2.0f, 0.0f};
+  auto nan = broken.Sample(broken_logits, kNoTokens, kNoTokens);
+  ASSERT_FALSE(nan.ok());
+  EXPECT_THAT(nan.status().message(), HasSubstr("logit of token 0 is nan"));
 }
 
 TEST(Sampler, LogprobsStayRawUnderLogitBiasAndMinTokens) {

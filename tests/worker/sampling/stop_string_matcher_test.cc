@@ -260,5 +260,43 @@ TEST(StopStringMatcher, InvalidUtf8IsMatchedByteForByte) {
   }
 }
 
+TEST(StopStringMatcher, AStopStringMayBeginInTextAlreadySent) {
+  // Text sent before stops counted (min_tokens) is looked at, never returned again.
+  StopStringMatcher matcher({"END", "xyz"});
+  matcher.AddSentText("lots of text, then E");
+  StopFeedResult r = matcher.Feed("ND and more");
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.stop_index, 0);
+  EXPECT_EQ(r.text, "");  // the output ends where the new text begins
+
+  StopStringMatcher later({"END"});
+  later.AddSentText("E");
+  later.AddSentText("N");  // kept across calls, up to the longest stop's length less one
+  EXPECT_EQ(later.held_bytes(), 2u);
+  r = later.Feed("D!");
+  EXPECT_TRUE(r.stopped);
+
+  StopStringMatcher none({"END"});
+  none.AddSentText("the E");
+  r = none.Feed("nd: E");  // no hit; "E" may still begin one, the sent "E" is not returned
+  EXPECT_FALSE(r.stopped);
+  EXPECT_EQ(r.text, "nd: ");
+  r = none.Feed("NDING");
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.text, "");
+
+  StopStringMatcher flushed({"END"});
+  flushed.AddSentText("sent E");
+  r = flushed.Feed("x");
+  EXPECT_EQ(r.text, "x");
+  EXPECT_EQ(flushed.Flush(), "");  // nothing held but sent text
+
+  StopStringMatcher held({"END"});
+  held.AddSentText("sent");
+  r = held.Feed("E");
+  EXPECT_EQ(r.text, "");
+  EXPECT_EQ(held.Flush(), "E");  // the new bytes held back, not the sent ones
+}
+
 }  // namespace
 }  // namespace bmad::sampling

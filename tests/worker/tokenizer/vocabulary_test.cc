@@ -147,6 +147,20 @@ TEST(VocabularyTest, ASpecialIdOutsideTheVocabularyKeepsTheDefaultWithAWarning) 
   EXPECT_THAT(lines[0], HasSubstr("key=tokenizer.ggml.eos_token_id id=512 vocabulary=512 default=2"));
   EXPECT_THAT(lines[1], HasSubstr("key=tokenizer.ggml.padding_token_id id=4000000000"));
   EXPECT_THAT(lines[1], HasSubstr("default=none"));
+
+  // An eot id outside the vocabulary is as good as none: the end-of-turn token is then found by
+  // its text, as llama.cpp finds it.
+  bmad::log::SetSink([](std::string_view) {});
+  auto with_im_end = RewriteVocabulary(**base, testing::SpecialTokenEdits(), [](gguf::GgufWriter& w) {
+    w.SetUint32("tokenizer.ggml.eot_token_id", 600);
+  });
+  ASSERT_TRUE(with_im_end.ok()) << with_im_end.status().ToString();
+  auto eot = LoadVocabulary(**with_im_end);
+  bmad::log::SetSink(nullptr);
+  ASSERT_TRUE(eot.ok()) << eot.status().ToString();
+  const auto im_end = std::find(eot->texts.begin(), eot->texts.end(), "<|im_end|>");
+  ASSERT_NE(im_end, eot->texts.end());
+  EXPECT_EQ(eot->eot_id, static_cast<int32_t>(im_end - eot->texts.begin()));
 }
 
 TEST(VocabularyTest, WrongKeyTypeIsInvalidArgument) {

@@ -15,12 +15,10 @@ constexpr uint64_t kMaxDims = 4;
 // Sanity bounds: far above any real model, low enough that a corrupt count fails fast.
 constexpr uint64_t kMaxTensors = 1u << 20;
 constexpr uint64_t kMaxKeyValues = 1u << 20;
-// Metadata arrays (vocabularies, merges) hold at most a few hundred thousand entries; each
-// costs ~24 bytes here, so a corrupt count must not make us allocate gigabytes.
-constexpr uint64_t kMaxArrayElements = 1u << 24;
-// And all arrays together: the largest real vocabularies (256K tokens, with scores, types and
-// merges) hold under 1.5M. Without it a file of N one-byte elements spread over many keys
-// took 24 N bytes of memory here (a 1 GB file, 24 GB).
+// Metadata arrays (vocabularies, merges) hold at most a few hundred thousand entries, under
+// 1.5M in all for the largest vocabularies (256K tokens with scores, types and merges). Each
+// element costs ~24 bytes here, so the total is bounded: a corrupt count must not make us
+// allocate gigabytes, nor may a file of one-byte elements spread over many keys (24x its size).
 constexpr uint64_t kMaxTotalArrayElements = 1u << 23;
 // ggml's GGML_MAX_NAME: tensor names are shorter than 64 bytes.
 constexpr size_t kMaxTensorName = 63;
@@ -237,15 +235,12 @@ Status GgufFile::Parse() {
       // Every element takes at least its fixed size (strings: their 8-byte length).
       const uint64_t min_bytes = elem_size ? elem_size : 8;
       if (count > c.remaining() / min_bytes) return truncated("array '" + key_str + "'");
-      if (count > kMaxArrayElements) {
-        return DataLoss(path_ + ": metadata array '" + key_str + "' has an implausible " +
-                        std::to_string(count) + " elements");
-      }
       array_elements += count;
       if (array_elements > kMaxTotalArrayElements) {
-        return DataLoss(path_ + ": metadata arrays hold more than " +
-                        std::to_string(kMaxTotalArrayElements) + " elements in all (at '" +
-                        key_str + "'); no model's metadata is that large");
+        return DataLoss(path_ + ": metadata arrays hold an implausible " +
+                        std::to_string(array_elements) + " elements by '" + key_str +
+                        "' (at most " + std::to_string(kMaxTotalArrayElements) +
+                        " in all; no model's metadata is that large)");
       }
       value.array.resize(count);
       for (uint64_t j = 0; j < count; ++j) {

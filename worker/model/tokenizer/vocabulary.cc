@@ -110,14 +110,15 @@ TokenType TokenTypeFromFile(int64_t raw) {
 
 // llama.cpp's text-based clean-up after the ids are read: control-looking tokens become
 // control tokens, end-of-generation tokens are collected, and a missing eot id is detected.
-void ApplyWellKnownTexts(Vocabulary& v, bool has_eot_key) {
+void ApplyWellKnownTexts(Vocabulary& v) {
   for (int32_t id = 0; id < v.size(); ++id) {
     const std::string& text = v.texts[id];
     const bool ends_generation =
         IsOneOf(text, kEndOfGenerationTexts) || IsOneOf(text, kFimEndOfGenerationTexts);
     if (ends_generation || IsOneOf(text, kFimMarkerTexts)) v.types[id] = TokenType::kControl;
     if (ends_generation) v.end_of_generation_ids.push_back(id);
-    if (!has_eot_key && v.eot_id == kNoToken && IsOneOf(text, kEndOfTurnTexts)) v.eot_id = id;
+    // As llama.cpp: only when no valid eot id was read (absent, or outside the vocabulary).
+    if (v.eot_id == kNoToken && IsOneOf(text, kEndOfTurnTexts)) v.eot_id = id;
   }
   for (int32_t id : {v.eos_id, v.eot_id, v.eom_id}) {
     if (id != kNoToken) v.end_of_generation_ids.push_back(id);
@@ -260,7 +261,7 @@ Result<Vocabulary> LoadVocabulary(const gguf::GgufFile& file) {
   BMAD_RETURN_IF_ERROR(
       ReadOptionalBool(file, "tokenizer.ggml.add_space_prefix", &v.add_space_prefix));
 
-  ApplyWellKnownTexts(v, file.Has("tokenizer.ggml.eot_token_id"));
+  ApplyWellKnownTexts(v);
   if (file.Has("general.name")) {
     Result<std::string_view> name = file.GetString("general.name");
     if (name.ok()) ApplyPhi3Attributes(v, *name);
