@@ -1,6 +1,9 @@
 #include "common/cli/sampling_flags.h"
 
 #include <cerrno>
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <cstdlib>
 
@@ -27,6 +30,18 @@ void SamplingFlags::AddTo(Flags& flags) {
 
 namespace {
 
+// The flag's value as the protocol's float. A finite value the float cannot hold is refused as
+// typed: 1e-50 would become 0 and be reported as "got 0", 1e50 would not convert at all.
+Result<float> AsFloat(const char* flag, double value) {
+  if (std::isfinite(value) && value != 0.0 &&
+      (std::fabs(value) > FLT_MAX || static_cast<float>(value) == 0.0f)) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "--%s %g is beyond what a 32-bit float holds", flag, value);
+    return InvalidArgument(buf);
+  }
+  return static_cast<float>(value);
+}
+
 // "ID=BIAS", both whole: a decimal token id and a number.
 Result<proto::LogitBias> ParseLogitBias(const std::string& entry) {
   const auto bad = [&] {
@@ -42,22 +57,23 @@ Result<proto::LogitBias> ParseLogitBias(const std::string& entry) {
   errno = 0;
   const double bias = std::strtod(bias_text.c_str(), &end);
   if (errno != 0 || end != bias_text.c_str() + bias_text.size()) return bad();
-  return proto::LogitBias{static_cast<uint32_t>(id), static_cast<float>(bias)};
+  BMAD_ASSIGN_OR_RETURN(const float as_float, AsFloat("logit-bias", bias));
+  return proto::LogitBias{static_cast<uint32_t>(id), as_float};
 }
 
-}  // namespace
 
+}  // namespace
 
 Result<proto::SamplingParams> SamplingFlags::Params() const {
   proto::SamplingParams p;
   p.max_tokens = static_cast<uint32_t>(max_tokens);
-  p.temperature = static_cast<float>(temperature);
+  BMAD_ASSIGN_OR_RETURN(p.temperature, AsFloat("temperature", temperature));
   p.top_k = static_cast<int32_t>(top_k);
-  p.top_p = static_cast<float>(top_p);
-  p.min_p = static_cast<float>(min_p);
-  p.repetition_penalty = static_cast<float>(repetition_penalty);
-  p.presence_penalty = static_cast<float>(presence_penalty);
-  p.frequency_penalty = static_cast<float>(frequency_penalty);
+  BMAD_ASSIGN_OR_RETURN(p.top_p, AsFloat("top-p", top_p));
+  BMAD_ASSIGN_OR_RETURN(p.min_p, AsFloat("min-p", min_p));
+  BMAD_ASSIGN_OR_RETURN(p.repetition_penalty, AsFloat("repetition-penalty", repetition_penalty));
+  BMAD_ASSIGN_OR_RETURN(p.presence_penalty, AsFloat("presence-penalty", presence_penalty));
+  BMAD_ASSIGN_OR_RETURN(p.frequency_penalty, AsFloat("frequency-penalty", frequency_penalty));
   p.stop_strings = stops;
   p.ignore_eos = ignore_eos;
   p.min_tokens = static_cast<uint32_t>(min_tokens);

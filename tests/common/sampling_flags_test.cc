@@ -65,6 +65,24 @@ TEST(SamplingFlagsTest, ALogitBiasThatIsNotIdEqualsBiasIsNamed) {
   }
 }
 
+TEST(SamplingFlagsTest, AValueAFloatCannotHoldIsRefusedAsTyped) {
+  // --top-p 1e-50 used to reach validation as 0 ("'top_p' ... got 0").
+  for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
+           {"--top-p", "1e-50"}, {"--temperature", "1e50"}, {"--min-p", "-1e-60"},
+           {"--repetition-penalty", "1e39"}, {"--logit-bias", "5=1e-46"}}) {
+    Flags flags("test");
+    SamplingFlags sampling;
+    sampling.AddTo(flags);
+    std::vector<std::string> positional;
+    ASSERT_TRUE(flags.Parse({flag, value}, &positional).ok()) << flag;
+    const auto p = sampling.Params();
+    ASSERT_FALSE(p.ok()) << flag << " " << value;
+    EXPECT_NE(p.status().message().find(flag + " "), std::string::npos) << p.status().message();
+    EXPECT_NE(p.status().message().find("beyond what a 32-bit float holds"), std::string::npos)
+        << p.status().message();
+  }
+}
+
 TEST(SamplingFlagsTest, AWrongTypeNamesTheFlag) {
   Flags flags("test");
   SamplingFlags sampling;
