@@ -73,8 +73,9 @@ void VisitConfig(ServerConfig& c, Visitor& v) {
     v.Field("http_port", c.coordinator.http_port,
             "Port of the HTTP API (also serves /metrics); 0 picks a free port.", I{0, kMaxPort});
     v.Field("liveness_timeout_ms", c.coordinator.liveness_timeout_ms,
-            "A replica with no heartbeat for this long is declared dead and its requests move; at "
-            "least twice worker.heartbeat_ms.",
+            "A replica with no heartbeat for this long is declared dead and its requests move; a "
+            "worker that hears nothing from the coordinator for this long answers /ready with 503. "
+            "At least twice worker.heartbeat_ms.",
             I{50, 3'600'000});
     v.Field("drain_timeout_ms", c.coordinator.drain_timeout_ms,
             "On SIGTERM the coordinator refuses new requests and waits this long for in-flight "
