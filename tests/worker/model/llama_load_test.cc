@@ -151,6 +151,17 @@ TEST(LlamaLoadTest, OptionalKeysOfTheWrongTypeOrNotFiniteAreRefused) {
       {[](auto& w) { w.SetUint32("llama.rope.scaling.type", 1); }, "metadata key 'llama.rope.scaling.type' is"},
       {[](auto& w) { w.SetFloat32("llama.rope.scale_linear", -2.0f); },
        "rope.scale_linear must be a finite positive number with a finite inverse, got -2"},
+      // A float64 key past the float range (its cast to float would be undefined).
+      {[](auto& w) {
+         gguf::MetadataValue v{gguf::ValueType::kFloat64, gguf::Scalar(1e300), {}, {}};
+         EXPECT_TRUE(w.SetValue("llama.attention.layer_norm_rms_epsilon", v).ok());
+       },
+       "layer_norm_rms_epsilon must be a finite positive number, got 1e+300"},
+      {[](auto& w) {
+         w.SetString("llama.rope.scaling.type", "linear");
+         w.SetFloat32("llama.rope.scaling.factor", 0.0f);
+       },
+       "rope.scaling.factor must be a finite positive number with a finite inverse, got 0"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const std::string path = WriteVariant("key" + std::to_string(i), [&](gguf::GgufWriter& w, const gguf::TensorInfo* t) {

@@ -1,5 +1,6 @@
 #include "worker/model/llama/llama_config.h"
 
+#include <cfloat>
 #include <cmath>
 #include <cstdio>
 
@@ -16,18 +17,17 @@ Result<T> Optional(Result<T> got, U fallback) {
   return T(fallback);
 }
 
-// 1 / factor as the float the kernels use: finite and positive only when the factor is a
-// finite positive number whose inverse a float can hold (a denormal factor's cannot).
+// Whether `value` (from a float64 key, or 1 / a factor) is a positive finite float as the
+// kernels use it: not past the float range (the cast would be undefined) and not rounding to 0
+// (a denormal factor's inverse, say). NaN fails every comparison.
+bool IsPositiveFloat(double value) {
+  return value > 0 && value <= FLT_MAX && static_cast<float>(value) > 0;
+}
+
 std::string Number(double value) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", value);
   return buf;
-}
-
-bool HasFloatInverse(double factor) {
-  if (!std::isfinite(factor) || !(factor > 0)) return false;
-  const auto inverse = static_cast<float>(1.0 / factor);
-  return std::isfinite(inverse) && inverse > 0;
 }
 
 }  // namespace
@@ -78,8 +78,6 @@ Result<LlamaConfig> ReadLlamaConfig(const gguf::GgufFile& file) {
   BMAD_ASSIGN_OR_RETURN(const double rms_eps,
                         Optional(file.GetFloat(p + "attention.layer_norm_rms_epsilon"), 1e-5));
   BMAD_ASSIGN_OR_RETURN(const double freq_base, Optional(file.GetFloat(p + "rope.freq_base"), 10000.0));
-  c.rms_eps = static_cast<float>(rms_eps);
-  c.rope_freq_base = static_cast<float>(freq_base);
 
   auto bad = [&](const std::string& what) {
     return InvalidArgument(file.path() + ": " + what);
@@ -96,18 +94,20 @@ Result<LlamaConfig> ReadLlamaConfig(const gguf::GgufFile& file) {
     return bad(p + "attention.head_count " + std::to_string(c.n_head) +
                " is not a multiple of head_count_kv " + std::to_string(c.n_head_kv));
   }
+  if (!IsPositiveFloat(rms_eps)) {
+    return bad(p + "attention.layer_norm_rms_epsilon must be a finite positive number, got " +
+               Number(rms_eps));
+  }
+  if (!IsPositiveFloat(freq_base)) {
+    return bad(p + "rope.freq_base must be a finite positive number, got " + Number(freq_base));
+  }
+  c.rms_eps = static_cast<float>(rms_eps);
+  c.rope_freq_base = static_cast<float>(freq_base);
   c.head_dim = c.n_embd / c.n_head;
   BMAD_ASSIGN_OR_RETURN(c.rope_dim, Optional(file.GetInt(p + "rope.dimension_count"), c.head_dim));
   if (c.rope_dim <= 0 || c.rope_dim > c.head_dim || c.rope_dim % 2 != 0) {
     return bad(p + "rope.dimension_count " + std::to_string(c.rope_dim) +
                " must be even and at most the head size " + std::to_string(c.head_dim));
-  }
-  if (!(std::isfinite(c.rms_eps) && c.rms_eps > 0)) {
-    return bad(p + "attention.layer_norm_rms_epsilon must be a finite positive number, got " +
-               Number(rms_eps));
-  }
-  if (!(std::isfinite(c.rope_freq_base) && c.rope_freq_base > 0)) {
-    return bad(p + "rope.freq_base must be a finite positive number, got " + Number(freq_base));
   }
   BMAD_ASSIGN_OR_RETURN(const std::string_view scaling,
                         Optional(file.GetString(p + "rope.scaling.type"), std::string_view("none")));
@@ -116,22 +116,20 @@ Result<LlamaConfig> ReadLlamaConfig(const gguf::GgufFile& file) {
       return Unimplemented(file.path() + ": RoPE scaling '" + std::string(scaling) +
                            "' is not supported (none and linear are)");
     }
-    BMAD_ASSIGN_OR_RETURN(const double factor, Optional(file.GetFloat(p + "rope.scaling.factor"), 1.0));
-    if (!HasFloatInverse(factor)) {
-      return bad(p + "rope.scaling.factor must be a finite positive number with a finite inverse, got " +
+  }
+  // The linear factor divides positions: the kernels take its inverse. The older key
+  // (rope.scale_linear, from before rope.scaling.*) is read when the type is none; 0 there (as
+  // some converters write) means none too.
+  const std::string factor_key = p + (scaling == "none" ? "rope.scale_linear" : "rope.scaling.factor");
+  BMAD_ASSIGN_OR_RETURN(const double factor,
+                        Optional(file.GetFloat(factor_key), scaling == "none" ? 0.0 : 1.0));
+  if (factor != 0 || scaling != "none") {
+    const double inverse = factor > 0 ? 1.0 / factor : 0.0;  // 0: fails the check below
+    if (!IsPositiveFloat(inverse)) {
+      return bad(factor_key + " must be a finite positive number with a finite inverse, got " +
                  Number(factor));
     }
-    c.rope_freq_scale = static_cast<float>(1.0 / factor);
-  } else {
-    // The older key, from before rope.scaling.*: 0 (as some converters write) means none.
-    BMAD_ASSIGN_OR_RETURN(const double factor, Optional(file.GetFloat(p + "rope.scale_linear"), 0.0));
-    if (factor != 0) {
-      if (!HasFloatInverse(factor)) {
-        return bad(p + "rope.scale_linear must be a finite positive number with a finite inverse, got " +
-                   Number(factor));
-      }
-      c.rope_freq_scale = static_cast<float>(1.0 / factor);
-    }
+    c.rope_freq_scale = static_cast<float>(inverse);
   }
   // The vocabulary size comes from the embedding tensor (the authority llama.cpp uses too).
   const gguf::TensorInfo* embd = file.FindTensor("token_embd.weight");
