@@ -61,7 +61,6 @@ Result<proto::LogitBias> ParseLogitBias(const std::string& entry) {
   return proto::LogitBias{static_cast<uint32_t>(id), as_float};
 }
 
-
 }  // namespace
 
 Result<proto::SamplingParams> SamplingFlags::Params() const {

@@ -311,15 +311,15 @@ Result<std::vector<proto::LogitBias>> ReadLogitBias(const JsonFields& body) {
     }
     // Leading zeros are allowed ("007" is token 7); the value must fit a token id.
     const size_t first = std::min(key.find_first_not_of('0'), key.size() - 1);
-    if (key.size() - first > 10 || std::stoll(key.substr(first)) > kMaxTokenId) {
+    const int64_t id = key.size() - first > 10 ? -1 : std::stoll(key.substr(first));
+    if (id < 0 || id > kMaxTokenId) {
       return InvalidArgument("'logit_bias' key " + internal::DescribeJsonValue(Json(key)) +
                              " is not a token id: the largest is " + std::to_string(kMaxTokenId));
     }
     BMAD_ASSIGN_OR_RETURN(const std::optional<double> value,
                           entries.Number(key, NumberRange{-100, 100}, "a number in [-100, 100]"));
     if (!value) continue;  // null: no bias
-    out.push_back(proto::LogitBias{static_cast<uint32_t>(std::stoll(key.substr(first))),
-                                   static_cast<float>(*value)});
+    out.push_back(proto::LogitBias{static_cast<uint32_t>(id), static_cast<float>(*value)});
   }
   return out;
 }

@@ -55,10 +55,9 @@ struct SampleResult {
   int32_t token_id = -1;
   // log p(token_id) under the model's raw distribution: log_softmax(logits)[token_id] of the
   // logits exactly as given, before logit_bias, min_tokens, penalties, temperature and
-  // truncation. That is the model's
-  // own confidence (vLLM's default "raw" logprobs), comparable across requests whatever their
-  // sampling knobs, and meaningful for greedy requests, whose processed distribution is a point
-  // mass. Set only when `params.logprobs` is true: it costs one exp per vocabulary entry.
+  // truncation. That is the model's own confidence (vLLM's default "raw" logprobs), comparable
+  // across requests whatever their sampling knobs, and meaningful for greedy requests, whose
+  // processed distribution is a point mass. Set only when `params.logprobs` is true: it costs one exp per vocabulary entry.
   std::optional<float> logprob;
   // With params.top_logprobs N (and logprobs): the N most likely tokens under that same raw
   // distribution (fewer when fewer have finite logits), most likely first, ties by lower id;

@@ -1,4 +1,3 @@
-#include "common/log.h"
 #include "worker/model/tokenizer/vocabulary.h"
 
 #include <algorithm>
@@ -8,6 +7,8 @@
 #include <limits>
 #include <string_view>
 #include <unordered_set>
+
+#include "common/log.h"
 
 namespace bmad::tokenizer {
 namespace {
