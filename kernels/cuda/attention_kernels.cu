@@ -146,15 +146,22 @@ struct DecodeArgs {
   float scale;
 };
 
-__global__ void DecodeKernel(KvArgs kv, const float* q, const int32_t* meta, DecodeArgs a,
-                             float* partials, float* out) {
+// kChunks: pairs of dims per lane (ceil(head_dim / 64)).
+template <int kChunks>
+__global__ void __launch_bounds__(kDecodeThreads)
+    DecodeKernel(KvArgs kv, const float* q, const int32_t* meta, DecodeArgs a, float* partials,
+                 float* out) {
   constexpr int kH = kDecodeMaxHeadsPerBlock;
+  constexpr int kUnroll = kChunks >= 4 ? 2 : 4;  // tokens a warp has in flight (registers allow)
   BMAD_DYNAMIC_SHARED(smem);
   __shared__ float m_s[kH], l_s[kH], corr_s[kH];
   const int hd = kv.head_dim, pairs = hd / 2;
-  float* qs = reinterpret_cast<float*>(smem);  // [heads_per_block][hd]
-  float* sc =
-      reinterpret_cast<float*>(smem + Align16(static_cast<size_t>(a.heads_per_block) * hd * 4));
+  const size_t q_bytes = Align16(static_cast<size_t>(a.heads_per_block) * hd * 4);
+  float* qs = reinterpret_cast<float*>(smem);  // [heads_per_block][hd], pre-scaled
+  float* sc = reinterpret_cast<float*>(smem + q_bytes);  // [heads_per_block][tile]
+  // [heads_per_block][hd]: the warps' value sums, added up at the end
+  float* os = reinterpret_cast<float*>(
+      smem + q_bytes + Align16(static_cast<size_t>(a.heads_per_block) * a.tile * 4));
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, warps = blockDim.x / 32;
 
   const int s = blockIdx.x, sp = blockIdx.z;
@@ -168,41 +175,66 @@ __global__ void DecodeKernel(KvArgs kv, const float* q, const int32_t* meta, Dec
 
   for (int idx = tid; idx < nh * hd; idx += blockDim.x) {
     qs[idx] = q[(int64_t{row} * a.n_heads + h0) * hd + idx] * a.scale;
+    os[idx] = 0.0f;
   }
   if (tid < kH) {
     m_s[tid] = -INFINITY;
     l_s[tid] = 0.0f;
   }
-  float2 acc[kH];
+  float2 acc[kH][kChunks];
 #pragma unroll
-  for (int j = 0; j < kH; ++j) acc[j] = make_float2(0.0f, 0.0f);
+  for (int j = 0; j < kH; ++j) {
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) acc[j][c] = make_float2(0.0f, 0.0f);
+  }
   __syncthreads();
 
+  // Every phase gives a warp kUnroll tokens at a time, lanes across the dims: the rows' loads are
+  // all issued before any is used, so a warp has kUnroll rows in flight rather than one.
   for (int t0 = begin; t0 < end; t0 += a.tile) {
     const int n_tok = min(a.tile, end - t0);
-    // Scores: a warp per token, lanes across head_dim, every head of the group at once.
-    for (int tt = warp; tt < n_tok; tt += warps) {
-      const __half2* krow =
-          reinterpret_cast<const __half2*>(KvRow(kv.k, kv, seq.table, t0 + tt, kvh));
-      float part[kH];
+    // Scores, every head of the group at once.
+    for (int base = warp * kUnroll; base < n_tok; base += warps * kUnroll) {
+      float2 kf[kUnroll][kChunks];
 #pragma unroll
-      for (int j = 0; j < kH; ++j) part[j] = 0.0f;
-      for (int p = lane; p < pairs; p += 32) {
-        const float2 kf = __half22float2(krow[p]);
+      for (int u = 0; u < kUnroll; ++u) {
+        const bool live = base + u < n_tok;
+        const __half2* krow =
+            reinterpret_cast<const __half2*>(KvRow(kv.k, kv, seq.table, live ? t0 + base + u : t0, kvh));
+#pragma unroll
+        for (int c = 0; c < kChunks; ++c) {
+          const int p = lane + 32 * c;
+          kf[u][c] = live && p < pairs ? __half22float2(krow[p]) : make_float2(0.0f, 0.0f);
+        }
+      }
+      float part[kUnroll][kH];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+#pragma unroll
+        for (int j = 0; j < kH; ++j) part[u][j] = 0.0f;
+      }
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) {
+        const int p = lane + 32 * c;
+        if (p >= pairs) continue;
 #pragma unroll
         for (int j = 0; j < kH; ++j) {
-          if (j < nh) {
-            const float2 qv = reinterpret_cast<const float2*>(qs + j * hd)[p];
-            part[j] = fmaf(qv.y, kf.y, fmaf(qv.x, kf.x, part[j]));
+          if (j >= nh) continue;
+          const float2 qv = reinterpret_cast<const float2*>(qs + j * hd)[p];
+#pragma unroll
+          for (int u = 0; u < kUnroll; ++u) {
+            part[u][j] = fmaf(qv.y, kf[u][c].y, fmaf(qv.x, kf[u][c].x, part[u][j]));
           }
         }
       }
 #pragma unroll
-      for (int j = 0; j < kH; ++j) {
-        if (j < nh) {
-          float v = part[j];
+      for (int u = 0; u < kUnroll; ++u) {
+#pragma unroll
+        for (int j = 0; j < kH; ++j) {
+          if (j >= nh) continue;
+          float v = part[u][j];
           for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-          if (lane == 0) sc[j * a.tile + tt] = v;
+          if (lane == 0 && base + u < n_tok) sc[j * a.tile + base + u] = v;
         }
       }
     }
@@ -229,44 +261,71 @@ __global__ void DecodeKernel(KvArgs kv, const float* q, const int32_t* meta, Dec
       }
     }
     __syncthreads();
-    // Values: a thread per pair of dims.
-    if (tid < pairs) {
+    // Values: each warp sums its own tokens' rows, weighted by their probabilities.
 #pragma unroll
-      for (int j = 0; j < kH; ++j) {
-        if (j < nh) {
-          acc[j].x *= corr_s[j];
-          acc[j].y *= corr_s[j];
+    for (int j = 0; j < kH; ++j) {
+      if (j >= nh) continue;
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) {
+        acc[j][c].x *= corr_s[j];
+        acc[j][c].y *= corr_s[j];
+      }
+    }
+    for (int base = warp * kUnroll; base < n_tok; base += warps * kUnroll) {
+      float2 vf[kUnroll][kChunks];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const bool live = base + u < n_tok;
+        const __half2* vrow =
+            reinterpret_cast<const __half2*>(KvRow(kv.v, kv, seq.table, live ? t0 + base + u : t0, kvh));
+#pragma unroll
+        for (int c = 0; c < kChunks; ++c) {
+          const int p = lane + 32 * c;
+          vf[u][c] = live && p < pairs ? __half22float2(vrow[p]) : make_float2(0.0f, 0.0f);
         }
       }
-      for (int tt = 0; tt < n_tok; ++tt) {
-        const float2 vf = __half22float2(
-            reinterpret_cast<const __half2*>(KvRow(kv.v, kv, seq.table, t0 + tt, kvh))[tid]);
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        if (base + u >= n_tok) continue;
 #pragma unroll
         for (int j = 0; j < kH; ++j) {
-          if (j < nh) {
-            const float p = sc[j * a.tile + tt];
-            acc[j].x = fmaf(p, vf.x, acc[j].x);
-            acc[j].y = fmaf(p, vf.y, acc[j].y);
+          if (j >= nh) continue;
+          const float p = sc[j * a.tile + base + u];
+#pragma unroll
+          for (int c = 0; c < kChunks; ++c) {
+            acc[j][c].x = fmaf(p, vf[u][c].x, acc[j][c].x);
+            acc[j][c].y = fmaf(p, vf[u][c].y, acc[j][c].y);
           }
         }
       }
     }
     __syncthreads();  // the next tile overwrites the scores
   }
-  if (tid >= pairs) return;
+  // The warps' sums, added one warp at a time: a fixed order, so the same bits on every run.
+  for (int w = 0; w < warps; ++w) {
+    if (warp == w) {
 #pragma unroll
-  for (int j = 0; j < kH; ++j) {
-    if (j >= nh) continue;
-    const int h = h0 + j;
+      for (int j = 0; j < kH; ++j) {
+        if (j >= nh) continue;
+#pragma unroll
+        for (int c = 0; c < kChunks; ++c) {
+          const int p = lane + 32 * c;
+          if (p >= pairs) continue;
+          os[j * hd + 2 * p] += acc[j][c].x;
+          os[j * hd + 2 * p + 1] += acc[j][c].y;
+        }
+      }
+    }
+    __syncthreads();
+  }
+  for (int idx = tid; idx < nh * hd; idx += blockDim.x) {
+    const int j = idx / hd, d = idx % hd, h = h0 + j;
     if (a.splits == 1) {
-      const float inv = 1.0f / l_s[j];
-      float2* o = reinterpret_cast<float2*>(out + (int64_t{row} * a.n_heads + h) * hd);
-      o[tid] = make_float2(acc[j].x * inv, acc[j].y * inv);
+      out[(int64_t{row} * a.n_heads + h) * hd + d] = os[idx] / l_s[j];
     } else {
       float* part = partials + ((int64_t{s} * a.n_heads + h) * a.splits + sp) * (hd + 2);
-      part[2 * tid] = acc[j].x;
-      part[2 * tid + 1] = acc[j].y;
-      if (tid == 0) {
+      part[d] = os[idx];
+      if (d == 0) {
         part[hd] = m_s[j];
         part[hd + 1] = l_s[j];
       }
@@ -331,8 +390,17 @@ int AttentionDecode(const KvArgs& kv, const float* q, const int32_t* meta, const
   const dim3 grid(static_cast<unsigned>(plan.n_seqs),
                   static_cast<unsigned>(plan.n_kv_heads * plan.head_groups),
                   static_cast<unsigned>(plan.splits));
-  BMAD_LAUNCH(DecodeKernel, grid, kDecodeThreads, plan.shared_bytes, stream, kv, q, meta, a,
-              partials, out);
+  const int chunks = (kv.head_dim / 2 + 31) / 32;  // head_dim <= kMaxHeadDim: at most 4
+  if (chunks == 1) {
+    BMAD_LAUNCH(DecodeKernel<1>, grid, kDecodeThreads, plan.shared_bytes, stream, kv, q, meta,
+                a, partials, out);
+  } else if (chunks == 2) {
+    BMAD_LAUNCH(DecodeKernel<2>, grid, kDecodeThreads, plan.shared_bytes, stream, kv, q, meta,
+                a, partials, out);
+  } else {
+    BMAD_LAUNCH(DecodeKernel<4>, grid, kDecodeThreads, plan.shared_bytes, stream, kv, q, meta,
+                a, partials, out);
+  }
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess || plan.splits == 1) return static_cast<int>(e);
   BMAD_LAUNCH(DecodeReduceKernel, static_cast<unsigned>(plan.n_seqs * n_heads), 128, 0, stream,

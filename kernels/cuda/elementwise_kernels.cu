@@ -71,16 +71,20 @@ __global__ void RmsNormKernel(const float* x, const float* weight, int64_t dim, 
 
 // One thread per (row, rotated pair); the angle in double, as the CPU backend computes it.
 __global__ void RopeKernel(float* x, const int32_t* positions, int64_t rows, int64_t n_heads,
-                           int64_t head_dim, int64_t rope_dim, float freq_base, float freq_scale) {
+                           int64_t head_dim, int64_t rope_dim, float freq_base, float freq_scale,
+                           int64_t heads_per_thread) {
   const int64_t half = rope_dim / 2;
-  for (int64_t idx = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; idx < rows * half;
+  const int64_t groups = (n_heads + heads_per_thread - 1) / heads_per_thread;
+  for (int64_t idx = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; idx < rows * half * groups;
        idx += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t t = idx / half, i = idx % half;
+    // Consecutive threads take consecutive pairs of one row and group: coalesced.
+    const int64_t g = idx / (rows * half), t = idx % (rows * half) / half, i = idx % half;
     const float pos = __fmul_rn(static_cast<float>(positions[t]), freq_scale);
     const double inv_freq = pow(double(freq_base), -2.0 * double(i) / double(rope_dim));
     const double theta = double(pos) * inv_freq;
     const float c = static_cast<float>(cos(theta)), s = static_cast<float>(sin(theta));
-    for (int64_t h = 0; h < n_heads; ++h) {
+    const int64_t h_end = (g + 1) * heads_per_thread < n_heads ? (g + 1) * heads_per_thread : n_heads;
+    for (int64_t h = g * heads_per_thread; h < h_end; ++h) {
       float* v = x + (t * n_heads + h) * head_dim;
       const float x0 = v[2 * i], x1 = v[2 * i + 1];
       v[2 * i] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
@@ -235,10 +239,12 @@ int RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, floa
 
 int Rope(float* x, const int32_t* positions, int64_t rows, int64_t n_heads, int64_t head_dim,
          int64_t rope_dim, float freq_base, float freq_scale, cudaStream_t stream) {
-  const Launch1d l = ElementwiseLaunch(rows * (rope_dim / 2));
+  const int64_t heads_per_thread = RopeHeadsPerThread(rows, rope_dim / 2, n_heads);
+  const Launch1d l = ElementwiseLaunch(rows * (rope_dim / 2) *
+                                       ((n_heads + heads_per_thread - 1) / heads_per_thread));
   if (l.blocks == 0) return 0;
   BMAD_LAUNCH(RopeKernel, static_cast<unsigned>(l.blocks), l.threads, 0, stream, x, positions, rows,
-              n_heads, head_dim, rope_dim, freq_base, freq_scale);
+              n_heads, head_dim, rope_dim, freq_base, freq_scale, heads_per_thread);
   return Finish();
 }
 

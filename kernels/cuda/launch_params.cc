@@ -22,6 +22,13 @@ int RowReductionThreads(int64_t n) {
   return threads;
 }
 
+int64_t RopeHeadsPerThread(int64_t rows, int64_t half_rope_dim, int64_t n_heads) {
+  if (n_heads <= 1) return 1;
+  const int64_t pairs = std::max<int64_t>(rows * half_rope_dim, 1);
+  const int64_t groups = std::clamp<int64_t>(CeilDiv(kRopeTargetThreads, pairs), 1, n_heads);
+  return CeilDiv(n_heads, groups);
+}
+
 Q8Launch Q8MatMulLaunch(int64_t m, int64_t rows) {
   Q8Launch l;
   if (m <= kQ8GemvMaxRows) {
@@ -72,8 +79,8 @@ std::vector<PrefillWorkItem> PrefillWorkItems(const std::vector<int64_t>& row_co
 
 size_t DecodeSharedBytes(int64_t heads_per_block, int64_t head_dim, int64_t tile_tokens) {
   const auto h = static_cast<size_t>(heads_per_block);
-  return Align16(h * static_cast<size_t>(head_dim) * sizeof(float)) +
-         Align16(h * static_cast<size_t>(tile_tokens) * sizeof(float));
+  const size_t head_rows = Align16(h * static_cast<size_t>(head_dim) * sizeof(float));
+  return 2 * head_rows + Align16(h * static_cast<size_t>(tile_tokens) * sizeof(float));
 }
 
 int64_t DecodeLaunch::blocks() const { return n_seqs * n_kv_heads * head_groups * splits; }
@@ -87,7 +94,6 @@ DecodeLaunch DecodeLaunchFor(int64_t n_seqs, int64_t n_heads, int64_t n_kv_heads
   l.heads_per_block = std::min<int64_t>(group, kDecodeMaxHeadsPerBlock);
   l.head_groups = CeilDiv(group, l.heads_per_block);
   max_context = std::max<int64_t>(max_context, 1);
-  l.tile_tokens = std::min(kDecodeMaxTile, RoundUp(max_context, 32));
 
   const int64_t base_blocks = n_seqs * n_kv_heads * l.head_groups;
   const int64_t target_blocks = kDecodeTargetBlocksPerSm * std::max(sm_count, 1);
@@ -97,7 +103,10 @@ DecodeLaunch DecodeLaunchFor(int64_t n_seqs, int64_t n_heads, int64_t n_kv_heads
                        CeilDiv(max_context, kDecodeMinTokensPerSplit), kDecodeMaxSplits});
     splits = std::max<int64_t>(splits, 1);
   }
-  l.tokens_per_split = RoundUp(CeilDiv(max_context, splits), l.tile_tokens);
+  // A split is a whole number of tiles; rounding may leave fewer splits than asked for.
+  const int64_t per_split = RoundUp(CeilDiv(max_context, splits), kDecodeMinTokensPerSplit);
+  l.tile_tokens = std::min(kDecodeMaxTile, per_split);
+  l.tokens_per_split = RoundUp(per_split, l.tile_tokens);
   l.splits = CeilDiv(max_context, l.tokens_per_split);
   l.shared_bytes = DecodeSharedBytes(l.heads_per_block, head_dim, l.tile_tokens);
   l.partial_floats = l.splits > 1 ? static_cast<size_t>(n_seqs * n_heads * l.splits) *

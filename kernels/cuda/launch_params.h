@@ -31,6 +31,14 @@ Launch1d ElementwiseLaunch(int64_t n);
 // of two from 32 to 1024, no more than n needs (rounded up to a warp).
 int RowReductionThreads(int64_t n);
 
+// RoPE: a thread per (row, rotated pair, group of heads); each computes its pair's angle once
+// (in double, for the CPU's bits) and rotates that pair in every head of its group. Heads are
+// grouped only as far as there are kRopeTargetThreads threads without: a decode step's few rows
+// get a thread per head, a long prompt one per (row, pair) for all its heads.
+inline constexpr int64_t kRopeTargetThreads = 32768;
+// Heads per thread, from 1 (n_heads groups) to n_heads (one group).
+int64_t RopeHeadsPerThread(int64_t rows, int64_t half_rope_dim, int64_t n_heads);
+
 // ---- matrix products ----
 
 // Q8_0 products with at most this many activation rows run the GEMV kernel (one warp per weight
@@ -101,10 +109,13 @@ std::vector<PrefillWorkItem> PrefillWorkItems(const std::vector<int64_t>& row_co
 inline constexpr int kDecodeThreads = 128;
 inline constexpr int kDecodeMaxHeadsPerBlock = 8;  // register accumulators per thread
 inline constexpr int64_t kDecodeMaxTile = 256;
-inline constexpr int64_t kDecodeMinTokensPerSplit = 256;
+// Splits are whole multiples of this many tokens (and tiles of at least this many). Small: a
+// block's warps have 8 to 16 rows in flight at a time, so even one sequence of a few hundred
+// tokens is spread over several blocks per KV head.
+inline constexpr int64_t kDecodeMinTokensPerSplit = 32;
 inline constexpr int64_t kDecodeMaxSplits = 64;
-// Splits are added until the grid has this many blocks per multiprocessor: each warp scores one
-// token at a time, so bandwidth needs many resident blocks (a guess until measured on an H200).
+// Splits are added until the grid has this many blocks per multiprocessor (or the context runs
+// out): at batch 1 the other dimensions give only the KV heads' few blocks.
 inline constexpr int64_t kDecodeTargetBlocksPerSm = 4;
 
 struct DecodeLaunch {
@@ -127,7 +138,8 @@ struct DecodeLaunch {
 DecodeLaunch DecodeLaunchFor(int64_t n_seqs, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
                              int64_t max_context, int sm_count);
 
-// Shared memory of the decode kernel: the pre-scaled queries and the score tile.
+// Shared memory of the decode kernel: the pre-scaled queries, the score tile and the warps' summed
+// values.
 size_t DecodeSharedBytes(int64_t heads_per_block, int64_t head_dim, int64_t tile_tokens);
 
 inline constexpr size_t kDefaultSharedBytes = 48 * 1024;

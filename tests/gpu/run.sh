@@ -17,6 +17,7 @@
 #      at batch 1, 32 and 256 on a synthesized ~0.9B-parameter F16 Llama, and the whole replica
 #      serving that model (`bmad bench serve --backend cuda`, steps overlapped and not, and a
 #      sampled workload).
+#   5. with BMAD_GPU_PROFILE=1: each kernel's GPU time over a few decode steps (Nsight Compute).
 #
 # Results: one Markdown file, $OUT/gpu-results.md ($OUT defaults to build-gpu/results), and the
 # full log beside it ($OUT/gpu-log.txt). Every step has its own time limit; a failed step is
@@ -166,6 +167,22 @@ step "serving on the GPU (bench serve --backend cuda: overlap on and off, sample
     echo "$out" | grep -v "^{" | sed "s/^/    /"; echo
     echo "$out" | tail -n 1 | sed "s/^/    /"; echo
   done' "$bin/bmad" "$synth"
+
+# ---- 5. optional: where a decode step's GPU time goes ----
+# BMAD_GPU_PROFILE=1: Nsight Compute's per-kernel GPU time over a few decode steps at batch 1
+# and 32 (the launches after the prompt's), to set beside the steps' wall time above.
+if [ "${BMAD_GPU_PROFILE:-0}" = "1" ]; then
+  ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -n 1)
+  echo "## Per-kernel GPU time of decode steps (Nsight Compute)" >>"$results"
+  echo >>"$results"
+  for batch in 1 32; do
+    step "profile decode batch $batch" 150 bash -c '
+      "$0" --clock-control none --metrics gpu__time_duration.sum --print-summary per-kernel \
+        --launch-skip 400 --launch-count 600 "$1" decode --model "$2" --batch "$3" \
+        --prompt-len 128 --gen-len 8 2>&1 | grep -vE "^==PROF==" | sed "s/^/    /"
+      exit ${PIPESTATUS[0]}' "${ncu:-ncu}" "$bin/bmad_gpu_bench" "$synth" "$batch"
+  done
+fi
 
 # ---- summary ----
 {

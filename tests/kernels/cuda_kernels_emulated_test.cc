@@ -181,6 +181,21 @@ TEST(CudaKernelsEmulated, RopeMatchesTheCpu) {
   }
 }
 
+// Enough rows that a thread rotates several heads (2, 2, 2 and 1 of 7), not one.
+TEST(CudaKernelsEmulated, RopeGroupsHeadsWhenRowsAreMany) {
+  const int64_t n_heads = 7, rows = 2000, head_dim = 8;
+  ASSERT_EQ(RopeHeadsPerThread(rows, head_dim / 2, n_heads), 2);
+  std::vector<int32_t> positions(static_cast<size_t>(rows));
+  for (int64_t t = 0; t < rows; ++t) positions[static_cast<size_t>(t)] = static_cast<int32_t>(3 * t);
+  std::vector<float> want = Random(static_cast<size_t>(rows * n_heads * head_dim), 5), got = want;
+  const kernels::RopeConfig rope{head_dim, 10000.0f, 1.0f};
+  Cpu().Rope(want.data(), positions, n_heads, head_dim, rope);
+  ASSERT_EQ(launch::Rope(got.data(), positions.data(), rows, n_heads, head_dim, head_dim,
+                         rope.freq_base, rope.freq_scale, nullptr),
+            0);
+  ExpectClose(got, want, 1e-6, "rope, grouped heads");
+}
+
 TEST(CudaKernelsEmulated, Q8ActivationRoundingIsTheCpusBitForBit) {
   // Blocks of every magnitude, an all-zero block, and exact halves (ties round to even).
   std::vector<float> x = Random(32 * 40, 21, 3.0f);
@@ -351,6 +366,18 @@ TEST(CudaKernelsEmulated, DecodeSplitAlongTheContext) {
   const DecodeLaunch plan = DecodeLaunchFor(2, 4, 2, 16, 700, 8);
   ASSERT_GT(plan.splits, 1);
   CheckAttention(4, 2, 16, 16, {{699, 1}, {5, 1}}, true, 8);
+}
+
+// Lanes hold ceil(head_dim / 64) pairs of dims each: one (above), two, and four with the last
+// partly past the row; with and without splits, tiles of several warps' worth of tokens.
+TEST(CudaKernelsEmulated, DecodeWideHeadsSpreadOverSeveralPairsALane) {
+  CheckAttention(4, 2, 128, 16, {{135, 1}, {40, 1}}, true, 132);  // two pairs a lane, split
+  CheckAttention(4, 2, 128, 16, {{300, 1}, {7, 1}}, true, 1);     // no split, two tiles
+  // Four tiles for 8 heads: some head's largest score comes after its first tile, so the
+  // running sums must be rescaled.
+  CheckAttention(8, 2, 128, 16, {{1000, 1}}, true, 1);
+  CheckAttention(2, 1, 200, 8, {{70, 1}, {0, 1}}, true, 132);     // four pairs a lane, the last
+  CheckAttention(2, 1, 200, 8, {{70, 1}}, true, 1);               //   partly beyond head_dim
 }
 
 TEST(CudaKernelsEmulated, DecodeLargeGroupsSpanSeveralBlocks) {
