@@ -10,10 +10,12 @@
 // Decode: a block per (sequence, KV head, group of up to 8 query heads sharing it, split of the
 // context), so each key and value is read once for its whole GQA group. Long contexts are split
 // (launch_params.h decides how many splits); each split writes an unnormalized partial (values,
-// running max, running sum) and a second kernel combines them.
+// running max, running sum) and a second kernel combines them. Head dims of 8 to 256 that are
+// powers of two read the cache in 16-byte loads (DecodeKernelVec); others a pair of dims at a
+// time (DecodeKernel).
 //
-// Both need an even head_dim <= 256 (checked by the backend). Not yet run on a GPU: see
-// tests/gpu/run.sh.
+// Both need an even head_dim <= 256 (checked by the backend). Checked on an H200 by
+// tests/gpu/run.sh (every op against the CPU backend).
 #include "kernels/cuda/kernel_launchers.h"
 
 namespace bmad::cuda::launch {
@@ -146,41 +148,125 @@ struct DecodeArgs {
   float scale;
 };
 
-// kChunks: pairs of dims per lane (ceil(head_dim / 64)).
+// What a decode block covers: one sequence, the query heads [h0, h0 + nh) of one KV head, the
+// context positions [begin, end) of one split.
+struct DecodeBlock {
+  int s, sp, kvh, h0, nh, row, begin, end;
+  SeqDesc seq;
+};
+
+__device__ DecodeBlock DecodeBlockOf(const int32_t* meta, const DecodeArgs& a, int n_kv_heads) {
+  DecodeBlock b;
+  b.s = blockIdx.x;
+  b.sp = blockIdx.z;
+  b.kvh = blockIdx.y / a.head_groups;
+  const int hg = blockIdx.y % a.head_groups, group = a.n_heads / n_kv_heads;
+  b.h0 = b.kvh * group + hg * a.heads_per_block;
+  b.nh = min(a.heads_per_block, group - hg * a.heads_per_block);
+  b.seq = ReadSeq(meta, a.n_seqs, b.s);
+  b.row = b.seq.row_begin;
+  b.begin = b.sp * a.tokens_per_split;
+  b.end = min(b.seq.start_pos + 1, b.begin + a.tokens_per_split);
+  return b;
+}
+
+// Shared memory of a decode block (launch_params.h DecodeSharedBytes): the pre-scaled queries
+// [heads_per_block][hd], the score tile [heads_per_block][tile], the warps' value sums
+// [heads_per_block][hd] and the tile's block-table entries [tile + 1].
+struct DecodeShared {
+  float* qs;
+  float* sc;
+  float* os;
+  int32_t* blocks;
+};
+
+__device__ DecodeShared DecodeSharedOf(unsigned char* smem, const DecodeArgs& a, int hd) {
+  const size_t q_bytes = Align16(static_cast<size_t>(a.heads_per_block) * hd * 4);
+  const size_t s_bytes = Align16(static_cast<size_t>(a.heads_per_block) * a.tile * 4);
+  DecodeShared d;
+  d.qs = reinterpret_cast<float*>(smem);
+  d.sc = reinterpret_cast<float*>(smem + q_bytes);
+  d.os = reinterpret_cast<float*>(smem + q_bytes + s_bytes);
+  d.blocks = reinterpret_cast<int32_t*>(smem + 2 * q_bytes + s_bytes);
+  return d;
+}
+
+// Loads the block's queries (times the scale) and clears the value sums and running softmax.
+__device__ void DecodeStart(const float* q, const DecodeArgs& a, const DecodeBlock& b, int hd,
+                            const DecodeShared& d, float* m_s, float* l_s) {
+  for (int idx = threadIdx.x; idx < b.nh * hd; idx += blockDim.x) {
+    d.qs[idx] = q[(int64_t{b.row} * a.n_heads + b.h0) * hd + idx] * a.scale;
+    d.os[idx] = 0.0f;
+  }
+  if (threadIdx.x < kDecodeMaxHeadsPerBlock) {
+    m_s[threadIdx.x] = -INFINITY;
+    l_s[threadIdx.x] = 0.0f;
+  }
+}
+
+// Online softmax over a tile's scores, a warp per head: turns scores into probabilities relative
+// to the new running max, and leaves the factor that rescales what came before in corr_s.
+__device__ void DecodeSoftmaxTile(float* sc, int tile, int n_tok, int nh, float* m_s, float* l_s,
+                                  float* corr_s) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  for (int j = warp; j < nh; j += warps) {
+    float mx = -INFINITY;
+    for (int tt = lane; tt < n_tok; tt += 32) mx = fmaxf(mx, sc[j * tile + tt]);
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    const float m_new = fmaxf(m_s[j], mx);
+    const float corr = expf(m_s[j] - m_new);  // 0 on the first tile (m_s = -inf)
+    float sum = 0.0f;
+    for (int tt = lane; tt < n_tok; tt += 32) {
+      const float p = expf(sc[j * tile + tt] - m_new);
+      sc[j * tile + tt] = p;
+      sum += p;
+    }
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    __syncwarp();
+    if (lane == 0) {
+      l_s[j] = l_s[j] * corr + sum;
+      m_s[j] = m_new;
+      corr_s[j] = corr;
+    }
+  }
+}
+
+// The block's result from the summed values: normalized when the context is not split, else the
+// split's unnormalized partial (values, running max, running sum) for DecodeReduceKernel.
+__device__ void DecodeFinish(const DecodeArgs& a, const DecodeBlock& b, int hd, const float* os,
+                             const float* m_s, const float* l_s, float* partials, float* out) {
+  for (int idx = threadIdx.x; idx < b.nh * hd; idx += blockDim.x) {
+    const int j = idx / hd, d = idx % hd, h = b.h0 + j;
+    if (a.splits == 1) {
+      out[(int64_t{b.row} * a.n_heads + h) * hd + d] = os[idx] / l_s[j];
+    } else {
+      float* part = partials + ((int64_t{b.s} * a.n_heads + h) * a.splits + b.sp) * (hd + 2);
+      part[d] = os[idx];
+      if (d == 0) {
+        part[hd] = m_s[j];
+        part[hd + 1] = l_s[j];
+      }
+    }
+  }
+}
+
+// Any even head_dim: lanes across pairs of dims (kChunks = ceil(head_dim / 64) pairs a lane),
+// a warp per token; every phase gives a warp kUnroll tokens at a time, their loads all issued
+// before any is used.
 template <int kChunks>
 __global__ void __launch_bounds__(kDecodeThreads)
     DecodeKernel(KvArgs kv, const float* q, const int32_t* meta, DecodeArgs a, float* partials,
                  float* out) {
   constexpr int kH = kDecodeMaxHeadsPerBlock;
-  constexpr int kUnroll = kChunks >= 4 ? 2 : 4;  // tokens a warp has in flight (registers allow)
+  constexpr int kUnroll = kChunks >= 4 ? 2 : 4;  // as many as the registers allow
   BMAD_DYNAMIC_SHARED(smem);
   __shared__ float m_s[kH], l_s[kH], corr_s[kH];
   const int hd = kv.head_dim, pairs = hd / 2;
-  const size_t q_bytes = Align16(static_cast<size_t>(a.heads_per_block) * hd * 4);
-  float* qs = reinterpret_cast<float*>(smem);  // [heads_per_block][hd], pre-scaled
-  float* sc = reinterpret_cast<float*>(smem + q_bytes);  // [heads_per_block][tile]
-  // [heads_per_block][hd]: the warps' value sums, added up at the end
-  float* os = reinterpret_cast<float*>(
-      smem + q_bytes + Align16(static_cast<size_t>(a.heads_per_block) * a.tile * 4));
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, warps = blockDim.x / 32;
-
-  const int s = blockIdx.x, sp = blockIdx.z;
-  const int kvh = blockIdx.y / a.head_groups, hg = blockIdx.y % a.head_groups;
-  const int group = a.n_heads / kv.n_kv_heads;
-  const int h0 = kvh * group + hg * a.heads_per_block;
-  const int nh = min(a.heads_per_block, group - hg * a.heads_per_block);
-  const SeqDesc seq = ReadSeq(meta, a.n_seqs, s);
-  const int row = seq.row_begin, ctx = seq.start_pos + 1;
-  const int begin = sp * a.tokens_per_split, end = min(ctx, begin + a.tokens_per_split);
-
-  for (int idx = tid; idx < nh * hd; idx += blockDim.x) {
-    qs[idx] = q[(int64_t{row} * a.n_heads + h0) * hd + idx] * a.scale;
-    os[idx] = 0.0f;
-  }
-  if (tid < kH) {
-    m_s[tid] = -INFINITY;
-    l_s[tid] = 0.0f;
-  }
+  const DecodeShared d = DecodeSharedOf(smem, a, hd);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  const DecodeBlock b = DecodeBlockOf(meta, a, kv.n_kv_heads);
+  const int nh = b.nh;
+  DecodeStart(q, a, b, hd, d, m_s, l_s);
   float2 acc[kH][kChunks];
 #pragma unroll
   for (int j = 0; j < kH; ++j) {
@@ -189,18 +275,16 @@ __global__ void __launch_bounds__(kDecodeThreads)
   }
   __syncthreads();
 
-  // Every phase gives a warp kUnroll tokens at a time, lanes across the dims: the rows' loads are
-  // all issued before any is used, so a warp has kUnroll rows in flight rather than one.
-  for (int t0 = begin; t0 < end; t0 += a.tile) {
-    const int n_tok = min(a.tile, end - t0);
+  for (int t0 = b.begin; t0 < b.end; t0 += a.tile) {
+    const int n_tok = min(a.tile, b.end - t0);
     // Scores, every head of the group at once.
     for (int base = warp * kUnroll; base < n_tok; base += warps * kUnroll) {
       float2 kf[kUnroll][kChunks];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const bool live = base + u < n_tok;
-        const __half2* krow =
-            reinterpret_cast<const __half2*>(KvRow(kv.k, kv, seq.table, live ? t0 + base + u : t0, kvh));
+        const __half2* krow = reinterpret_cast<const __half2*>(
+            KvRow(kv.k, kv, b.seq.table, live ? t0 + base + u : t0, b.kvh));
 #pragma unroll
         for (int c = 0; c < kChunks; ++c) {
           const int p = lane + 32 * c;
@@ -220,7 +304,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
 #pragma unroll
         for (int j = 0; j < kH; ++j) {
           if (j >= nh) continue;
-          const float2 qv = reinterpret_cast<const float2*>(qs + j * hd)[p];
+          const float2 qv = reinterpret_cast<const float2*>(d.qs + j * hd)[p];
 #pragma unroll
           for (int u = 0; u < kUnroll; ++u) {
             part[u][j] = fmaf(qv.y, kf[u][c].y, fmaf(qv.x, kf[u][c].x, part[u][j]));
@@ -234,32 +318,12 @@ __global__ void __launch_bounds__(kDecodeThreads)
           if (j >= nh) continue;
           float v = part[u][j];
           for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-          if (lane == 0 && base + u < n_tok) sc[j * a.tile + base + u] = v;
+          if (lane == 0 && base + u < n_tok) d.sc[j * a.tile + base + u] = v;
         }
       }
     }
     __syncthreads();
-    // Online softmax: a warp per head.
-    for (int j = warp; j < nh; j += warps) {
-      float mx = -INFINITY;
-      for (int tt = lane; tt < n_tok; tt += 32) mx = fmaxf(mx, sc[j * a.tile + tt]);
-      for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-      const float m_new = fmaxf(m_s[j], mx);
-      const float corr = expf(m_s[j] - m_new);  // 0 on the first tile (m_s = -inf)
-      float sum = 0.0f;
-      for (int tt = lane; tt < n_tok; tt += 32) {
-        const float p = expf(sc[j * a.tile + tt] - m_new);
-        sc[j * a.tile + tt] = p;
-        sum += p;
-      }
-      for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-      __syncwarp();
-      if (lane == 0) {
-        l_s[j] = l_s[j] * corr + sum;
-        m_s[j] = m_new;
-        corr_s[j] = corr;
-      }
-    }
+    DecodeSoftmaxTile(d.sc, a.tile, n_tok, nh, m_s, l_s, corr_s);
     __syncthreads();
     // Values: each warp sums its own tokens' rows, weighted by their probabilities.
 #pragma unroll
@@ -276,8 +340,8 @@ __global__ void __launch_bounds__(kDecodeThreads)
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const bool live = base + u < n_tok;
-        const __half2* vrow =
-            reinterpret_cast<const __half2*>(KvRow(kv.v, kv, seq.table, live ? t0 + base + u : t0, kvh));
+        const __half2* vrow = reinterpret_cast<const __half2*>(
+            KvRow(kv.v, kv, b.seq.table, live ? t0 + base + u : t0, b.kvh));
 #pragma unroll
         for (int c = 0; c < kChunks; ++c) {
           const int p = lane + 32 * c;
@@ -290,7 +354,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
 #pragma unroll
         for (int j = 0; j < kH; ++j) {
           if (j >= nh) continue;
-          const float p = sc[j * a.tile + base + u];
+          const float p = d.sc[j * a.tile + base + u];
 #pragma unroll
           for (int c = 0; c < kChunks; ++c) {
             acc[j][c].x = fmaf(p, vf[u][c].x, acc[j][c].x);
@@ -311,26 +375,153 @@ __global__ void __launch_bounds__(kDecodeThreads)
         for (int c = 0; c < kChunks; ++c) {
           const int p = lane + 32 * c;
           if (p >= pairs) continue;
-          os[j * hd + 2 * p] += acc[j][c].x;
-          os[j * hd + 2 * p + 1] += acc[j][c].y;
+          d.os[j * hd + 2 * p] += acc[j][c].x;
+          d.os[j * hd + 2 * p + 1] += acc[j][c].y;
         }
       }
     }
     __syncthreads();
   }
-  for (int idx = tid; idx < nh * hd; idx += blockDim.x) {
-    const int j = idx / hd, d = idx % hd, h = h0 + j;
-    if (a.splits == 1) {
-      out[(int64_t{row} * a.n_heads + h) * hd + d] = os[idx] / l_s[j];
-    } else {
-      float* part = partials + ((int64_t{s} * a.n_heads + h) * a.splits + sp) * (hd + 2);
-      part[d] = os[idx];
-      if (d == 0) {
-        part[hd] = m_s[j];
-        part[hd + 1] = l_s[j];
+  DecodeFinish(a, b, hd, d.os, m_s, l_s, partials, out);
+}
+
+// head_dim = 8 * kG (64, 128, 256 in real models), rows 16-byte aligned: kG lanes share a row, 8
+// dims each as one 16-byte load, so a warp's load covers 32 / kG rows and a lane has kUnroll
+// loads in flight. The tile's block-table entries are staged in shared memory first, so a row's
+// address needs no global load of its own.
+template <int kG>
+__global__ void __launch_bounds__(kDecodeThreads)
+    DecodeKernelVec(KvArgs kv, const float* q, const int32_t* meta, DecodeArgs a, float* partials,
+                    float* out) {
+  constexpr int kH = kDecodeMaxHeadsPerBlock;
+  constexpr int kHd = 8 * kG, kRows = 32 / kG, kUnroll = 4;
+  BMAD_DYNAMIC_SHARED(smem);
+  __shared__ float m_s[kH], l_s[kH], corr_s[kH];
+  const DecodeShared d = DecodeSharedOf(smem, a, kHd);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  const int sub = lane % kG, rr = lane / kG;  // this lane's 8 dims, and its row of each load
+  const DecodeBlock b = DecodeBlockOf(meta, a, kv.n_kv_heads);
+  const int nh = b.nh, bs = kv.block_size;
+  const int64_t head_offset = int64_t{b.kvh} * bs * kHd;
+  DecodeStart(q, a, b, kHd, d, m_s, l_s);
+  float acc[kH][8];
+#pragma unroll
+  for (int j = 0; j < kH; ++j) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc[j][e] = 0.0f;
+  }
+  const int step = warps * kRows * kUnroll;  // tokens the block covers per pass
+
+  for (int t0 = b.begin; t0 < b.end; t0 += a.tile) {
+    const int n_tok = min(a.tile, b.end - t0);
+    const int first = t0 / bs, n_blocks = (t0 + n_tok - 1) / bs - first + 1;
+    for (int i = threadIdx.x; i < n_blocks; i += blockDim.x) d.blocks[i] = b.seq.table[first + i];
+    __syncthreads();  // the queries too, on the first tile
+    // This lane's 16 bytes of row t0 + tt of `base` (K or V).
+    auto load = [&](const uint16_t* base, int tt) {
+      const int pos = t0 + tt;
+      const uint16_t* row = base + int64_t{d.blocks[pos / bs - first]} * kv.block_stride +
+                            head_offset + int64_t{pos % bs} * kHd;
+      return reinterpret_cast<const uint4*>(row)[sub];
+    };
+    // Scores, every head of the group at once.
+    for (int base = warp * kRows * kUnroll; base < n_tok; base += step) {
+      uint4 kr[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int tt = base + u * kRows + rr;
+        kr[u] = tt < n_tok ? load(kv.k, tt) : make_uint4(0, 0, 0, 0);
+      }
+      float part[kUnroll][kH];
+#pragma unroll
+      for (int j = 0; j < kH; ++j) {
+        if (j >= nh) continue;
+        const float* qv = d.qs + j * kHd + 8 * sub;
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const __half2* h = reinterpret_cast<const __half2*>(&kr[u]);
+          float dot = 0.0f;
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const float2 kf = __half22float2(h[e]);
+            dot = fmaf(qv[2 * e + 1], kf.y, fmaf(qv[2 * e], kf.x, dot));
+          }
+          part[u][j] = dot;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int tt = base + u * kRows + rr;
+#pragma unroll
+        for (int j = 0; j < kH; ++j) {
+          if (j >= nh) continue;
+          float v = part[u][j];
+          for (int o = kG / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+          if (sub == 0 && tt < n_tok) d.sc[j * a.tile + tt] = v;
+        }
       }
     }
+    __syncthreads();
+    DecodeSoftmaxTile(d.sc, a.tile, n_tok, nh, m_s, l_s, corr_s);
+    __syncthreads();
+    // Values: each lane sums its rows' 8 dims, weighted by their probabilities.
+#pragma unroll
+    for (int j = 0; j < kH; ++j) {
+      if (j >= nh) continue;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[j][e] *= corr_s[j];
+    }
+    for (int base = warp * kRows * kUnroll; base < n_tok; base += step) {
+      uint4 vr[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int tt = base + u * kRows + rr;
+        vr[u] = tt < n_tok ? load(kv.v, tt) : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int tt = base + u * kRows + rr;
+        if (tt >= n_tok) continue;
+        const __half2* h = reinterpret_cast<const __half2*>(&vr[u]);
+        float2 vf[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) vf[e] = __half22float2(h[e]);
+#pragma unroll
+        for (int j = 0; j < kH; ++j) {
+          if (j >= nh) continue;
+          const float p = d.sc[j * a.tile + tt];
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            acc[j][2 * e] = fmaf(p, vf[e].x, acc[j][2 * e]);
+            acc[j][2 * e + 1] = fmaf(p, vf[e].y, acc[j][2 * e + 1]);
+          }
+        }
+      }
+    }
+    __syncthreads();  // the next tile overwrites the scores and the table entries
   }
+  // Lanes holding the same dims (one per row of a load) add up their sums, then the warps add
+  // theirs one warp at a time: a fixed order, so the same bits on every run.
+#pragma unroll
+  for (int j = 0; j < kH; ++j) {
+    if (j >= nh) continue;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      for (int o = kG; o < 32; o <<= 1) acc[j][e] += __shfl_xor_sync(0xffffffffu, acc[j][e], o);
+    }
+  }
+  for (int w = 0; w < warps; ++w) {
+    if (warp == w && rr == 0) {
+#pragma unroll
+      for (int j = 0; j < kH; ++j) {
+        if (j >= nh) continue;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) d.os[j * kHd + 8 * sub + e] += acc[j][e];
+      }
+    }
+    __syncthreads();
+  }
+  DecodeFinish(a, b, kHd, d.os, m_s, l_s, partials, out);
 }
 
 // Combines the splits of one (sequence, head): rescales each split's values and sum to the
@@ -390,17 +581,31 @@ int AttentionDecode(const KvArgs& kv, const float* q, const int32_t* meta, const
   const dim3 grid(static_cast<unsigned>(plan.n_seqs),
                   static_cast<unsigned>(plan.n_kv_heads * plan.head_groups),
                   static_cast<unsigned>(plan.splits));
-  const int chunks = (kv.head_dim / 2 + 31) / 32;  // head_dim <= kMaxHeadDim: at most 4
-  if (chunks == 1) {
-    BMAD_LAUNCH(DecodeKernel<1>, grid, kDecodeThreads, plan.shared_bytes, stream, kv, q, meta,
-                a, partials, out);
-  } else if (chunks == 2) {
-    BMAD_LAUNCH(DecodeKernel<2>, grid, kDecodeThreads, plan.shared_bytes, stream, kv, q, meta,
-                a, partials, out);
+  const bool aligned = reinterpret_cast<uintptr_t>(kv.k) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(kv.v) % 16 == 0;
+  const int hd = kv.head_dim;
+#define BMAD_DECODE(kernel) \
+  BMAD_LAUNCH(kernel, grid, kDecodeThreads, plan.shared_bytes, stream, kv, q, meta, a, partials, out)
+  if (aligned && hd == 64) {
+    BMAD_DECODE(DecodeKernelVec<8>);
+  } else if (aligned && hd == 128) {
+    BMAD_DECODE(DecodeKernelVec<16>);
+  } else if (aligned && hd == 256) {
+    BMAD_DECODE(DecodeKernelVec<32>);
+  } else if (aligned && hd == 32) {
+    BMAD_DECODE(DecodeKernelVec<4>);
+  } else if (aligned && hd == 16) {
+    BMAD_DECODE(DecodeKernelVec<2>);
+  } else if (aligned && hd == 8) {
+    BMAD_DECODE(DecodeKernelVec<1>);
+  } else if (hd <= 64) {
+    BMAD_DECODE(DecodeKernel<1>);
+  } else if (hd <= 128) {
+    BMAD_DECODE(DecodeKernel<2>);
   } else {
-    BMAD_LAUNCH(DecodeKernel<4>, grid, kDecodeThreads, plan.shared_bytes, stream, kv, q, meta,
-                a, partials, out);
+    BMAD_DECODE(DecodeKernel<4>);
   }
+#undef BMAD_DECODE
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess || plan.splits == 1) return static_cast<int>(e);
   BMAD_LAUNCH(DecodeReduceKernel, static_cast<unsigned>(plan.n_seqs * n_heads), 128, 0, stream,

@@ -331,6 +331,11 @@ Status CudaBackend::GemmF(const float* x, int64_t m, const WeightMatrix& w, floa
   const void* b = x;
   cudaDataType_t type = CUDA_R_32F;
   size_t element = sizeof(float);
+  if (w.type == WeightType::kF16 && cuda::F16GemvApplies(m, w.cols, w.row_bytes, w.data, x)) {
+    BMAD_CUDA_CHECK(
+        cuda::launch::F16Gemv(x, m, w.data, w.row_bytes, w.rows, w.cols, y, compute_));
+    return Status::Ok();
+  }
   if (w.type == WeightType::kF16) {
     void* x16 = buffers_->Get(kHalfActivations, cuda::F16ActivationBytes(m, w.cols));
     if (x16 == nullptr) return ResourceExhausted("no device memory for the F16 activations");

@@ -70,6 +70,11 @@ int StoreKv(const KvArgs& kv, const float* k, const float* v, const int32_t* slo
 int Q8MatMul(const float* x, int64_t m, const void* w, size_t row_bytes, int64_t rows, int64_t cols,
              float* y, cudaStream_t stream);
 
+// y[m, rows] = x[m, cols] · Wᵀ for W F16 (rows row_bytes apart), 1 <= m <= kF16GemvMaxRows,
+// x rounded to F16 in the kernel; the backend checks F16GemvApplies first.
+int F16Gemv(const float* x, int64_t m, const void* w, size_t row_bytes, int64_t rows,
+            int64_t cols, float* y, cudaStream_t stream);
+
 // `meta` holds the sequences then the tables; `work` the PrefillWorkItems (2 ints each).
 int AttentionPrefill(const KvArgs& kv, const float* q, const int32_t* meta, int64_t n_seqs,
                      const int32_t* work, int64_t n_work, int64_t n_heads, float scale, float* out,

@@ -29,6 +29,12 @@ int64_t RopeHeadsPerThread(int64_t rows, int64_t half_rope_dim, int64_t n_heads)
   return CeilDiv(n_heads, groups);
 }
 
+bool F16GemvApplies(int64_t m, int64_t cols, size_t row_bytes, const void* w, const void* x) {
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  return m >= 1 && m <= kF16GemvMaxRows && cols > 0 && cols % 8 == 0 && row_bytes % 16 == 0 &&
+         row_bytes >= static_cast<size_t>(cols) * 2 && aligned(w) && aligned(x);
+}
+
 Q8Launch Q8MatMulLaunch(int64_t m, int64_t rows) {
   Q8Launch l;
   if (m <= kQ8GemvMaxRows) {
@@ -80,7 +86,8 @@ std::vector<PrefillWorkItem> PrefillWorkItems(const std::vector<int64_t>& row_co
 size_t DecodeSharedBytes(int64_t heads_per_block, int64_t head_dim, int64_t tile_tokens) {
   const auto h = static_cast<size_t>(heads_per_block);
   const size_t head_rows = Align16(h * static_cast<size_t>(head_dim) * sizeof(float));
-  return 2 * head_rows + Align16(h * static_cast<size_t>(tile_tokens) * sizeof(float));
+  return 2 * head_rows + Align16(h * static_cast<size_t>(tile_tokens) * sizeof(float)) +
+         Align16(static_cast<size_t>(tile_tokens + 1) * sizeof(int32_t));
 }
 
 int64_t DecodeLaunch::blocks() const { return n_seqs * n_kv_heads * head_groups * splits; }

@@ -41,6 +41,15 @@ int64_t RopeHeadsPerThread(int64_t rows, int64_t half_rope_dim, int64_t n_heads)
 
 // ---- matrix products ----
 
+// F16 products of at most this many activation rows run the GEMV kernel (matmul_f16_kernels.cu:
+// a warp per weight row, 16-byte loads) instead of converting the input and calling cuBLAS;
+// beyond it every weight byte is read against more activation bytes than L1 serves well.
+inline constexpr int64_t kF16GemvMaxRows = 4;
+inline constexpr int kF16GemvWarpsPerBlock = 4;
+// The GEMV reads 8 columns as one 16-byte load of weights and two of activations: the rows (and
+// the pointers) must allow that.
+bool F16GemvApplies(int64_t m, int64_t cols, size_t row_bytes, const void* w, const void* x);
+
 // Q8_0 products with at most this many activation rows run the GEMV kernel (one warp per weight
 // row, every activation row at once); more rows run the tiled kernel.
 inline constexpr int64_t kQ8GemvMaxRows = 8;
@@ -138,8 +147,8 @@ struct DecodeLaunch {
 DecodeLaunch DecodeLaunchFor(int64_t n_seqs, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
                              int64_t max_context, int sm_count);
 
-// Shared memory of the decode kernel: the pre-scaled queries, the score tile and the warps' summed
-// values.
+// Shared memory of the decode kernels: the pre-scaled queries, the score tile, the warps' summed
+// values and a tile's block-table entries (at most tile + 1).
 size_t DecodeSharedBytes(int64_t heads_per_block, int64_t head_dim, int64_t tile_tokens);
 
 inline constexpr size_t kDefaultSharedBytes = 48 * 1024;

@@ -12,7 +12,7 @@
 // row's draw is the same on every run; it can differ from the CPU's, which adds in the
 // more-likely order, only when the draw lands within rounding of a boundary.
 //
-// Not yet run on a GPU: see tests/gpu/run.sh.
+// Checked on an H200 against the CPU backend by tests/gpu/run.sh.
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/kernel_launchers.h"
 

@@ -230,6 +230,31 @@ TEST(CudaKernelsEmulated, Q8ProductsMatchTheReferenceForGemvAndTiledShapes) {
   }
 }
 
+// The F16 GEMV (decode steps of up to kF16GemvMaxRows sequences): F16-rounded inputs times F16
+// weights, F32 sums, as the reference backend; rows that end a block partway, and columns that end a
+// warp's pass of 16-byte loads partway.
+TEST(CudaKernelsEmulated, F16GemvMatchesTheCpu) {
+  const int64_t rows = 37;
+  kernels::ReferenceBackend reference;
+  for (int64_t cols : {8 * 33, 8 * 300}) {  // one pass of a warp's loads, and three
+    const OwnedWeights w = MakeWeights(WeightType::kF16, rows, cols, 13);
+    for (int64_t m = 1; m <= kF16GemvMaxRows; ++m) {
+      const std::vector<float> x = Random(static_cast<size_t>(m * cols), 14 + m, 3.0f);
+      ASSERT_TRUE(F16GemvApplies(m, cols, w.view.row_bytes, w.view.data, x.data()));
+      std::vector<float> want(static_cast<size_t>(m * rows)), got(want.size(), NAN);
+      reference.MatMul(x.data(), m, w.view, want.data());
+      ASSERT_EQ(launch::F16Gemv(x.data(), m, w.view.data, w.view.row_bytes, rows, cols,
+                                got.data(), nullptr),
+                0);
+      ExpectClose(got, want, 2e-6 * std::sqrt(double(cols)),
+                  "f16 gemv m " + std::to_string(m) + " cols " + std::to_string(cols));
+    }
+    EXPECT_NE(launch::F16Gemv(nullptr, kF16GemvMaxRows + 1, w.view.data, w.view.row_bytes, rows,
+                              cols, nullptr, nullptr),
+              0);
+  }
+}
+
 // A one-layer paged cache: block b holds K then V, [n_kv_heads][block_size][head_dim] each.
 struct Cache {
   Cache(int64_t n_kv, int64_t hd, int64_t bs, int64_t blocks)
@@ -368,16 +393,24 @@ TEST(CudaKernelsEmulated, DecodeSplitAlongTheContext) {
   CheckAttention(4, 2, 16, 16, {{699, 1}, {5, 1}}, true, 8);
 }
 
-// Lanes hold ceil(head_dim / 64) pairs of dims each: one (above), two, and four with the last
-// partly past the row; with and without splits, tiles of several warps' worth of tokens.
-TEST(CudaKernelsEmulated, DecodeWideHeadsSpreadOverSeveralPairsALane) {
-  CheckAttention(4, 2, 128, 16, {{135, 1}, {40, 1}}, true, 132);  // two pairs a lane, split
+// Head dims that are powers of two from 8 to 256 take the 16-byte-load kernel (kG lanes a row:
+// 1 for 8, 2 for 16 above, 4 for 32 above, 8, 16, 32 here); others the pair-of-dims kernel with
+// 1, 2 or 4 pairs a lane, the last partly past the row. With and without splits, and tiles of
+// several passes of the block's warps.
+TEST(CudaKernelsEmulated, DecodeEveryHeadDimKernel) {
+  CheckAttention(4, 2, 128, 16, {{135, 1}, {40, 1}}, true, 132);  // 16 lanes a row, split
   CheckAttention(4, 2, 128, 16, {{300, 1}, {7, 1}}, true, 1);     // no split, two tiles
   // Four tiles for 8 heads: some head's largest score comes after its first tile, so the
   // running sums must be rescaled.
   CheckAttention(8, 2, 128, 16, {{1000, 1}}, true, 1);
-  CheckAttention(2, 1, 200, 8, {{70, 1}, {0, 1}}, true, 132);     // four pairs a lane, the last
-  CheckAttention(2, 1, 200, 8, {{70, 1}}, true, 1);               //   partly beyond head_dim
+  CheckAttention(4, 1, 64, 16, {{90, 1}, {3, 1}}, true, 132);   // 8 lanes a row
+  CheckAttention(2, 1, 256, 8, {{70, 1}, {0, 1}}, true, 132);   // a row a warp load
+  CheckAttention(2, 2, 8, 4, {{33, 1}, {300, 1}}, true, 132);   // a lane a row
+  CheckAttention(2, 2, 4, 16, {{20, 1}, {1, 1}}, true, 132);    // pairs: one a lane
+  CheckAttention(6, 2, 96, 16, {{150, 1}, {9, 1}}, true, 132);  // two pairs a lane
+  CheckAttention(6, 2, 96, 16, {{600, 1}}, true, 1);            //   three tiles
+  CheckAttention(2, 1, 200, 8, {{70, 1}, {0, 1}}, true, 132);   // four pairs a lane, the last
+  CheckAttention(2, 1, 200, 8, {{70, 1}}, true, 1);             //   partly beyond head_dim
 }
 
 TEST(CudaKernelsEmulated, DecodeLargeGroupsSpanSeveralBlocks) {

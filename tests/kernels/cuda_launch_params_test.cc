@@ -140,6 +140,20 @@ TEST(CudaLaunchParams, RopeGivesFewRowsAThreadPerHeadAndManyRowsOnePerPair) {
   }
 }
 
+TEST(CudaLaunchParams, F16GemvOnlyForFewRowsAndWhole16ByteLoads) {
+  alignas(16) static const unsigned char buf[64] = {};
+  const void* a = buf;
+  EXPECT_TRUE(F16GemvApplies(1, 2048, 4096, a, a));
+  EXPECT_TRUE(F16GemvApplies(kF16GemvMaxRows, 8, 16, a, a));
+  EXPECT_FALSE(F16GemvApplies(kF16GemvMaxRows + 1, 2048, 4096, a, a));  // cuBLAS
+  EXPECT_FALSE(F16GemvApplies(0, 2048, 4096, a, a));
+  EXPECT_FALSE(F16GemvApplies(1, 2044, 4088, a, a));     // columns not a multiple of 8
+  EXPECT_FALSE(F16GemvApplies(1, 2048, 4104, a, a));     // rows not 16 bytes apart
+  EXPECT_FALSE(F16GemvApplies(1, 2048, 2048, a, a));     // rows shorter than the columns
+  EXPECT_FALSE(F16GemvApplies(1, 2048, 4096, buf + 2, a));  // misaligned weights
+  EXPECT_FALSE(F16GemvApplies(1, 2048, 4096, a, buf + 4));  // misaligned activations
+}
+
 TEST(CudaLaunchParams, DecodeLargeBatchNeedsNoSplits) {
   const DecodeLaunch l = DecodeLaunchFor(256, 32, 8, 128, 4096, 132);
   EXPECT_EQ(l.splits, 1);

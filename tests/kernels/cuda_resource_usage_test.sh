@@ -28,8 +28,10 @@ declare -A max_threads=(
   [AddKernel]=256
   [Q8GemvKernel]=128          # kQ8GemvWarpsPerBlock warps
   [Q8TiledKernel]=256         # kQ8TileThreads
+  [F16GemvKernel]=128         # kF16GemvWarpsPerBlock warps
   [PrefillKernel]=128         # kPrefillThreads
   [DecodeKernel]=128          # kDecodeThreads
+  [DecodeKernelVec]=128
   [DecodeReduceKernel]=128
 )
 kRegisters=65536
