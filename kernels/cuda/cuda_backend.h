@@ -1,7 +1,8 @@
 // The CUDA backend: every op of kernels/backend.h on one NVIDIA GPU, on one compute stream.
 //
-// NOT YET RUN ON A GPU. It compiles for sm_80 and sm_90 and its launch decisions are unit-tested
-// on the CPU, but no kernel here has executed; tests/gpu/run.sh is the first check.
+// It compiles for sm_80 and sm_90; its launch decisions are unit-tested on the CPU and its kernels'
+// sources run in CI on a SIMT emulator; tests/gpu/run.sh checks every op against the CPU backend
+// on a real GPU (passed on an H200, docs/benchmarks.md).
 //
 // Memory contract (backend.h: "pointers refer to the backend's memory"):
 //   - every float*, the KV cache views, Argmax's output and every WeightMatrix::data are DEVICE
@@ -15,12 +16,13 @@
 //     the first layer uploads them).
 //
 // MatMul: F32 weights through cublasGemmEx with F32 inputs and CUBLAS_COMPUTE_32F (no TF32: exact
-// F32 as on the CPU); F16 weights: the activations are converted to F16 first (the op's contract:
-// "F16 weights multiply F16-rounded activations"), then cublasGemmEx F16 × F16 → F32 with
-// CUBLAS_COMPUTE_32F (tensor cores, F32 accumulation); Q8_0: our own dequantizing kernels
-// (matmul_q8_kernels.cu). Deviation from backend.h: cuBLAS picks its algorithm (and split-K) by
-// shape, so a row of y is NOT guaranteed bit-identical for different m (batch invariance);
-// results agree to F32 rounding.
+// F32 as on the CPU); F16 weights (the op's contract: "F16 weights multiply F16-rounded
+// activations"): up to kF16GemvMaxRows rows through our GEMV (matmul_f16_kernels.cu), which
+// rounds the F32 input in registers, more by converting the activations to F16 and then
+// cublasGemmEx F16 × F16 → F32 with CUBLAS_COMPUTE_32F (tensor cores, F32 accumulation); Q8_0:
+// our own dequantizing kernels (matmul_q8_kernels.cu). Deviation from backend.h: the kernel (and
+// cuBLAS's algorithm and split-K) depend on the shape, so a row of y is NOT guaranteed
+// bit-identical for different m (batch invariance); results agree to F32 rounding.
 //
 // SampleRows: one block per row, no sort (sampling_kernels.cu); the parameters are uploaded like
 // the other spans.
