@@ -411,12 +411,13 @@ __global__ void __launch_bounds__(kDecodeThreads)
     for (int e = 0; e < 8; ++e) acc[j][e] = 0.0f;
   }
   const int step = warps * kRows * kUnroll;  // tokens the block covers per pass
+  __syncthreads();  // the cleared sums before any warp adds to them (an empty split has no tile)
 
   for (int t0 = b.begin; t0 < b.end; t0 += a.tile) {
     const int n_tok = min(a.tile, b.end - t0);
     const int first = t0 / bs, n_blocks = (t0 + n_tok - 1) / bs - first + 1;
     for (int i = threadIdx.x; i < n_blocks; i += blockDim.x) d.blocks[i] = b.seq.table[first + i];
-    __syncthreads();  // the queries too, on the first tile
+    __syncthreads();
     // This lane's 16 bytes of row t0 + tt of `base` (K or V).
     auto load = [&](const uint16_t* base, int tt) {
       const int pos = t0 + tt;

@@ -16,7 +16,7 @@
 #   4. benchmarks: decode attention bandwidth, GEMM against cuBLAS, end-to-end decode tokens/s
 #      at batch 1, 32 and 256 on a synthesized ~0.9B-parameter F16 Llama, and the whole replica
 #      serving that model (`bmad bench serve --backend cuda`, steps overlapped and not, and a
-#      sampled workload).
+#      sampled workload), and continuous against static batching on a decode-heavy mix.
 #   5. with BMAD_GPU_PROFILE=1: each kernel's GPU time over a few decode steps (Nsight Compute).
 #
 # Results: one Markdown file, $OUT/gpu-results.md ($OUT defaults to build-gpu/results), and the
@@ -166,6 +166,18 @@ step "serving on the GPU (bench serve --backend cuda: overlap on and off, sample
     printf "### Serving (bmad bench serve --backend cuda --overlap %s, 256 requests at once, 0.9B F16)\n\n" "$run"
     echo "$out" | grep -v "^{" | sed "s/^/    /"; echo
     echo "$out" | tail -n 1 | sed "s/^/    /"; echo
+  done' "$bin/bmad" "$synth"
+
+# Continuous against static batching at saturation on the decode-heavy mix of docs/benchmarks.md
+# (issue 4 measured it on 2 CPU cores, where a step is compute-bound; on a GPU a decode step is
+# memory-bound, so a batch's idle slots are what static batching wastes).
+step "continuous vs static batching on the GPU" 150 bash -c '
+  for sched in continuous static; do
+    out=$("$0" bench serve --backend cuda --model "$1" --scheduler $sched --rate 0 --requests 256 \
+            --max-seqs 64 --prompt-len 32-290 --output-len 16-660 2>&1) ||
+      { echo "$out" | tail -n 20; exit 1; }
+    printf "### %s batching (bmad bench serve --backend cuda, 256 requests at once, prompts 32-290, outputs 16-660)\n\n" "$sched"
+    echo "$out" | grep -v "^{" | grep -v " INFO " | sed "s/^/    /"; echo
   done' "$bin/bmad" "$synth"
 
 # ---- 5. optional: where a decode step's GPU time goes ----
