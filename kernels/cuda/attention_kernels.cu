@@ -250,6 +250,25 @@ __device__ void DecodeFinish(const DecodeArgs& a, const DecodeBlock& b, int hd, 
   }
 }
 
+// The lane's pairs of dims (lane, lane + 32, ...) of kUnroll consecutive rows of `base` (K or V)
+// from position `pos`, all loads issued before any is used; rows at or past `live` of them and
+// pairs past the row read as zero (a dead row's address is the first row's, always in range).
+template <int kUnroll, int kChunks>
+__device__ void LoadPairRows(const uint16_t* base, const KvArgs& kv, const DecodeBlock& b, int pos,
+                             int live, int lane, float2 (&rows)[kUnroll][kChunks]) {
+  const int pairs = kv.head_dim / 2;
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const __half2* row = reinterpret_cast<const __half2*>(
+        KvRow(base, kv, b.seq.table, u < live ? pos + u : pos, b.kvh));
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const int p = lane + 32 * c;
+      rows[u][c] = u < live && p < pairs ? __half22float2(row[p]) : make_float2(0.0f, 0.0f);
+    }
+  }
+}
+
 // Any even head_dim: lanes across pairs of dims (kChunks = ceil(head_dim / 64) pairs a lane),
 // a warp per token; every phase gives a warp kUnroll tokens at a time, their loads all issued
 // before any is used.
@@ -280,17 +299,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
     // Scores, every head of the group at once.
     for (int base = warp * kUnroll; base < n_tok; base += warps * kUnroll) {
       float2 kf[kUnroll][kChunks];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const bool live = base + u < n_tok;
-        const __half2* krow = reinterpret_cast<const __half2*>(
-            KvRow(kv.k, kv, b.seq.table, live ? t0 + base + u : t0, b.kvh));
-#pragma unroll
-        for (int c = 0; c < kChunks; ++c) {
-          const int p = lane + 32 * c;
-          kf[u][c] = live && p < pairs ? __half22float2(krow[p]) : make_float2(0.0f, 0.0f);
-        }
-      }
+      LoadPairRows(kv.k, kv, b, t0 + base, n_tok - base, lane, kf);
       float part[kUnroll][kH];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
@@ -337,17 +346,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
     }
     for (int base = warp * kUnroll; base < n_tok; base += warps * kUnroll) {
       float2 vf[kUnroll][kChunks];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const bool live = base + u < n_tok;
-        const __half2* vrow = reinterpret_cast<const __half2*>(
-            KvRow(kv.v, kv, b.seq.table, live ? t0 + base + u : t0, b.kvh));
-#pragma unroll
-        for (int c = 0; c < kChunks; ++c) {
-          const int p = lane + 32 * c;
-          vf[u][c] = live && p < pairs ? __half22float2(vrow[p]) : make_float2(0.0f, 0.0f);
-        }
-      }
+      LoadPairRows(kv.v, kv, b, t0 + base, n_tok - base, lane, vf);
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         if (base + u >= n_tok) continue;
@@ -423,6 +422,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
       const int pos = t0 + tt;
       const uint16_t* row = base + int64_t{d.blocks[pos / bs - first]} * kv.block_stride +
                             head_offset + int64_t{pos % bs} * kHd;
+      BMAD_CHECK_ALIGNED16(row);
       return reinterpret_cast<const uint4*>(row)[sub];
     };
     // Scores, every head of the group at once.
@@ -582,8 +582,9 @@ int AttentionDecode(const KvArgs& kv, const float* q, const int32_t* meta, const
   const dim3 grid(static_cast<unsigned>(plan.n_seqs),
                   static_cast<unsigned>(plan.n_kv_heads * plan.head_groups),
                   static_cast<unsigned>(plan.splits));
+  // A row starts at k or v + block * block_stride + a multiple of head_dim (halves).
   const bool aligned = reinterpret_cast<uintptr_t>(kv.k) % 16 == 0 &&
-                       reinterpret_cast<uintptr_t>(kv.v) % 16 == 0;
+                       reinterpret_cast<uintptr_t>(kv.v) % 16 == 0 && kv.block_stride % 8 == 0;
   const int hd = kv.head_dim;
 #define BMAD_DECODE(kernel) \
   BMAD_LAUNCH(kernel, grid, kDecodeThreads, plan.shared_bytes, stream, kv, q, meta, a, partials, out)

@@ -11,6 +11,9 @@
 #include <cuda_runtime_api.h>
 
 #define BMAD_DYNAMIC_SHARED(name) extern __shared__ __align__(16) unsigned char name[]
+// The emulator checks a 16-byte load's address (x86 would read a misaligned one that a GPU
+// faults on); here the launchers' alignment checks guarantee it.
+#define BMAD_CHECK_ALIGNED16(p) ((void)0)
 #define BMAD_LAUNCH(kernel, grid, block, shared_bytes, stream, ...) \
   kernel<<<(grid), (block), (shared_bytes), (stream)>>>(__VA_ARGS__)
 #endif

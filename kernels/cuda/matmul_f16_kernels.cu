@@ -21,6 +21,7 @@ __global__ void __launch_bounds__(kF16GemvWarpsPerBlock * 32)
   const int64_t r = blockIdx.x * int64_t{kF16GemvWarpsPerBlock} + threadIdx.x / 32;
   if (r >= rows) return;  // a whole warp: the shuffles below see every lane of a live warp
   const uint4* wrow = reinterpret_cast<const uint4*>(w + r * ldw);
+  BMAD_CHECK_ALIGNED16(wrow);
   const int64_t chunks = cols / 8;
   float acc[kM];
 #pragma unroll
@@ -40,6 +41,7 @@ __global__ void __launch_bounds__(kF16GemvWarpsPerBlock * 32)
 #pragma unroll
       for (int i = 0; i < kM; ++i) {
         const float4* xv = reinterpret_cast<const float4*>(x + i * cols + c * 8);
+        BMAD_CHECK_ALIGNED16(xv);
         const float4 a = xv[0], b = xv[1];
         const float xs[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
 #pragma unroll

@@ -223,6 +223,8 @@ TEST(CudaLaunchParams, DecodeSplitsCoverTheContextForRandomShapes) {
     ASSERT_GE(l.splits * l.tokens_per_split, ctx);
     ASSERT_LT((l.splits - 1) * l.tokens_per_split, ctx);
     ASSERT_LE(l.tile_tokens, kDecodeMaxTile);
+    ASSERT_GE(l.tile_tokens, kDecodeMinTokensPerSplit);
+    ASSERT_EQ(l.tile_tokens % 32, 0);
     ASSERT_LE(l.heads_per_block, kDecodeMaxHeadsPerBlock);
     ASSERT_GE(l.heads_per_block * l.head_groups, group);
     ASSERT_LT((l.head_groups - 1) * l.heads_per_block, group);

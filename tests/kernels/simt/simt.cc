@@ -176,4 +176,10 @@ uint64_t ShuffleXorBits(uint64_t bits, int offset) {
 
 uint64_t launches() { return g_launches; }
 
+void CheckAligned16(const void* p) {
+  if (reinterpret_cast<uintptr_t>(p) % 16 != 0) {
+    Fail("a 16-byte vector load from a misaligned address (a GPU would fault)");
+  }
+}
+
 }  // namespace bmad::simt

@@ -31,6 +31,7 @@
 #define __align__(n) alignas(n)
 #define __launch_bounds__(...)
 #define BMAD_DYNAMIC_SHARED(name) unsigned char* name = ::bmad::simt::DynamicShared()
+#define BMAD_CHECK_ALIGNED16(p) ::bmad::simt::CheckAligned16(p)
 #define BMAD_LAUNCH(kernel, grid, block, shared_bytes, stream, ...)                          \
   (static_cast<void>(stream),                                                                \
    ::bmad::simt::Launch(::bmad::simt::Dim3(grid), ::bmad::simt::Dim3(block), (shared_bytes), \
@@ -55,6 +56,9 @@ uint64_t ShuffleXorBits(uint64_t bits, int offset);
 
 // The calling fiber's coordinates.
 extern thread_local Dim3 tls_thread_idx, tls_block_idx, tls_block_dim, tls_grid_dim;
+
+// Aborts on an address a 16-byte load (uint4, float4) could not use: x86 reads it, a GPU faults.
+void CheckAligned16(const void* p);
 
 // Launches since the process started (tests check a launcher launched anything at all).
 uint64_t launches();
