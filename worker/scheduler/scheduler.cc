@@ -177,16 +177,30 @@ SchedulerOutput Scheduler::Schedule() {
   const int64_t now_ms = clock_.NowMillis();
   int64_t budget = config_.max_batch_tokens;
   int64_t slots = config_.max_seqs;
-  const bool batch_running = !running_.empty();
+  const bool is_static = config_.policy == SchedulerPolicy::kStatic;
+  if (is_static) {
+    // A new batch only once the previous one has completely finished; members cancelled while
+    // waiting leave the batch.
+    static_batch_left_ = std::min<int64_t>(static_batch_left_, static_cast<int64_t>(waiting_.size()));
+    if (running_.empty() && static_batch_left_ == 0) {
+      static_batch_left_ = std::min<int64_t>(config_.max_seqs, static_cast<int64_t>(waiting_.size()));
+    }
+  }
+  const uint64_t preempted_before = preemptions_total_;
   ScheduleRunning(&out, &budget, &slots, now_ms);
-  // Static batching admits a new batch only when the previous one has completely finished.
+  // A preempted member of a static batch waits to rejoin it.
+  if (is_static) static_batch_left_ += static_cast<int64_t>(preemptions_total_ - preempted_before);
   // A step that preempted admits nothing: the blocks it freed belong to sequences already
   // running (they grow again next step), and a waiting sequence admitted into them would be
   // of lower priority than the victim, which sits out this step, and the next victim.
-  const bool admits = (config_.policy != SchedulerPolicy::kStatic || !batch_running) &&
-                      out.preempted.empty();
+  const bool admits = (!is_static || static_batch_left_ > 0) && out.preempted.empty();
   if (admits) {
-    AdmitWaiting(&out, &budget, &slots, now_ms);
+    int64_t admit_slots = is_static ? std::min(slots, static_batch_left_) : slots;
+    const int64_t before = admit_slots;
+    AdmitWaiting(&out, &budget, &admit_slots, now_ms);
+    const int64_t admitted = before - admit_slots;
+    slots -= admitted;
+    if (is_static) static_batch_left_ -= admitted;
   }
   for (const ScheduledChunk& c : out.chunks) out.num_tokens += c.num_tokens;
   return out;

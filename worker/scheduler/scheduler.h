@@ -7,8 +7,11 @@
 // Priority (policy `continuous`): a request's effective priority grows with its class (0 most
 // urgent), with its waiting time (priority_decay per second) and as its deadline nears; a
 // request that has waited longer than max_wait_ms goes before every other (oldest first), so
-// nothing starves. `fcfs` admits in arrival order. `static` forms a batch (up to max_seqs, in
-// arrival order) only when none is running and runs it to completion.
+// nothing starves. `fcfs` admits in arrival order. `static` forms a batch (the first max_seqs
+// waiting, in arrival order) only when none is running, admits its members as the token budget
+// allows (prompts longer than one step's budget take several), and admits nobody else until the
+// whole batch has finished: the FCFS static-batching baseline, whose batch is not capped by one
+// step's token budget.
 //
 // Out of KV blocks: the lowest-priority, most recently admitted running sequence is preempted
 // (even one already planned into this step, which then loses its chunk): its blocks are freed
@@ -119,6 +122,8 @@ class Scheduler {
   std::vector<Sequence*> running_;  // admission order
   std::vector<Sequence*> waiting_;
   uint64_t next_admission_ = 1;
+  // Policy static: members of the current batch not yet admitted (they head the waiting queue).
+  int64_t static_batch_left_ = 0;
   uint64_t step_ = 0;
   uint64_t preemptions_total_ = 0;
 };

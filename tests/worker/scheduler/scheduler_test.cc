@@ -403,6 +403,57 @@ TEST_F(SchedulerTest, StaticBatchingRunsABatchToCompletion) {
   RunToCompletion();
 }
 
+// The static baseline's batch is the first max_seqs waiting, not what one step's token budget
+// admits: with 8 tokens a step and prompts of 10, its three members take three steps to admit
+// (a batch of one before), and the fourth request waits until all three have finished.
+TEST_F(SchedulerTest, StaticBatchTakesMaxSeqsEvenWhenPromptsNeedSeveralSteps) {
+  Make(Config(8, 3, SchedulerPolicy::kStatic), 64);
+  Add(Request(1, 10, 1, 0), 20);
+  Add(Request(2, 10, 1, 1), 20);
+  Add(Request(3, 10, 1, 2), 20);
+  Add(Request(4, 10, 1, 3), 2);
+  std::set<uint64_t> admitted;
+  for (int i = 0; i < 12; ++i) {
+    const SchedulerOutput out = exec_.Step(*sched_);
+    for (const ScheduledChunk& c : out.chunks) admitted.insert(c.seq_id);
+    EXPECT_EQ(ChunkOf(out, 4), nullptr) << "step " << i;
+  }
+  EXPECT_EQ(admitted, (std::set<uint64_t>{1, 2, 3}));
+  // Request 4 forms the next batch once the first has finished.
+  bool ran_4 = false;
+  for (int i = 0; i < 100 && sched_->HasWork(); ++i) {
+    const SchedulerOutput out = exec_.Step(*sched_);
+    if (ChunkOf(out, 4) != nullptr) {
+      ran_4 = true;
+      EXPECT_EQ(out.chunks.size(), 1u) << "request 4 runs alone, after the batch";
+    }
+  }
+  EXPECT_TRUE(ran_4);
+  RunToCompletion();
+}
+
+// A member of a static batch preempted for KV blocks rejoins its batch: it is admitted again
+// before any request of the next batch.
+TEST_F(SchedulerTest, StaticBatchPreemptedMemberRejoinsItsBatch) {
+  Make(Config(64, 2, SchedulerPolicy::kStatic), 6);  // 24 tokens of KV for two 8-token prompts
+  Add(Request(1, 8, 1, 0, 100), 12);
+  Add(Request(2, 8, 1, 1, 200), 12);
+  Add(Request(3, 8, 1, 2, 300), 2);
+  bool preempted = false;
+  for (int i = 0; i < 200 && sched_->HasWork(); ++i) {
+    const SchedulerOutput out = exec_.Step(*sched_);
+    if (!out.preempted.empty()) preempted = true;
+    if (ChunkOf(out, 3) != nullptr) {
+      EXPECT_TRUE(preempted);
+      // Both members have finished by the time request 3 is admitted.
+      EXPECT_EQ(out.chunks.size(), 1u);
+    }
+    ASSERT_TRUE(kv_->CheckInvariants().ok());
+  }
+  EXPECT_TRUE(preempted) << "the test needs a preemption";
+  EXPECT_FALSE(sched_->HasWork());
+}
+
 TEST_F(SchedulerTest, BadRequestsAndFullQueue) {
   SchedulerConfig c = Config(64, 8);
   c.max_waiting = 2;
