@@ -7,6 +7,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include <zmq.hpp>
 
@@ -22,17 +24,20 @@
 #include "coordinator/server/http_stream.h"
 #include "coordinator/server/request_table.h"
 #include "coordinator/server/submit_input.h"
+#include "coordinator/server/tokenizer_thread.h"
 #include "worker/model/tokenizer/tokenizer.h"
 
 namespace bmad::coord {
 
 class HttpFrontend;
 
-// What HTTP handler threads send to the loop.
+// What HTTP handler threads and the tokenizer thread send to the loop.
 struct InboxItem {
-  enum class Kind { kSubmit, kAbandon } kind = Kind::kSubmit;
+  enum class Kind { kSubmit, kAbandon, kTokenized } kind = Kind::kSubmit;
   SubmitInput input;
   std::shared_ptr<HttpStream> stream;
+  uint64_t job = 0;               // kTokenized: the socket submit's tokenizing job
+  std::vector<uint32_t> tokens;   //   and its prompt's tokens
 };
 
 class CoordinatorServer::Core {
@@ -64,6 +69,14 @@ class CoordinatorServer::Core {
   // Sockets and periodic work (coordinator_server.cc).
   void HandleWorkerMessage(const std::string& routing_id, proto::Message& message);
   void HandleClientMessage(const std::string& routing_id, proto::Message& message);
+  // A socket submit whose prompt is tokens (or short text): accept it, answer Accepted or an
+  // error.
+  void AcceptFromSocket(const std::string& routing_id, SubmitInput input);
+  // A long text prompt's tokens are back from the tokenizer thread.
+  void OnTokenized(uint64_t job, std::vector<uint32_t> tokens);
+  // Whether a text prompt of this many bytes can fit the context at all (else it is refused
+  // without being tokenized: 4 MB took seconds).
+  bool PromptTextMayFit(size_t bytes) const;
   void DrainInbox();
   void Tick();
   void SendToWorker(const std::string& replica_id, const proto::Message& message);
@@ -117,6 +130,17 @@ class CoordinatorServer::Core {
   // coordinator gave it under an id this one is about to reuse. Only the number tells that
   // copy's chunks from those of the new request.
   uint32_t assignment_base_ = 0;
+
+  // Socket submits whose text prompts the tokenizer thread has: answered when it is done,
+  // with an error instead of Accepted if the client cancelled meanwhile.
+  struct TokenizingSubmit {
+    std::string routing_id;
+    SubmitInput input;  // its prompt text moved to the tokenizer thread
+    bool cancelled = false;
+  };
+  std::unordered_map<uint64_t, TokenizingSubmit> tokenizing_;
+  uint64_t next_tokenize_job_ = 1;
+  std::unique_ptr<TokenizerThread> tokenizer_thread_;
 
   std::mutex inbox_mutex_;
   std::deque<InboxItem> inbox_;

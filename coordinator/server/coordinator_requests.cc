@@ -18,6 +18,11 @@ constexpr int64_t kQueueTimeoutNs = 60'000'000'000;
 
 std::vector<ReplicaView> CoordinatorServer::Core::Views() const { return replicas_.Views(); }
 
+bool CoordinatorServer::Core::PromptTextMayFit(size_t bytes) const {
+  const size_t per_token = tokenizer_->max_bytes_per_token();
+  return per_token == 0 || bytes < static_cast<size_t>(context_length_) * per_token;
+}
+
 Result<CoordRequest*> CoordinatorServer::Core::Accept(SubmitInput in, const std::string& client_routing_id,
                                                       std::shared_ptr<HttpStream> http) {
   ++requests_received_;
@@ -35,14 +40,14 @@ Result<CoordRequest*> CoordinatorServer::Core::Accept(SubmitInput in, const std:
   if (in.prompt_is_tokens) {
     r->prompt = std::move(in.prompt_tokens);
   } else {
-    // Tokenizing runs on the event loop (the socket door): a prompt that cannot fit is refused
-    // before it stalls every other stream (4 MB took seconds).
-    const size_t per_token = tokenizer_->max_bytes_per_token();
-    if (per_token > 0 && in.prompt_text.size() >= static_cast<size_t>(context_length_) * per_token) {
+    // Short socket-door prompts are tokenized here, on the event loop (long ones on the
+    // tokenizer thread first); one that cannot fit is refused untokenized.
+    if (!PromptTextMayFit(in.prompt_text.size())) {
       return reject(OutOfRange("the prompt has " + std::to_string(in.prompt_text.size()) +
                                " bytes, more than this model's context length of " +
                                std::to_string(context_length_) + " tokens can hold (a token "
-                               "stands for at most " + std::to_string(per_token) + " bytes)"),
+                               "stands for at most " +
+                               std::to_string(tokenizer_->max_bytes_per_token()) + " bytes)"),
                     "invalid");
     }
     const std::vector<int32_t> ids = tokenizer_->Encode(in.prompt_text);

@@ -51,6 +51,7 @@ CoordinatorServer::Core::Core(const ServerConfig& config, const CoordinatorRunOp
 
 CoordinatorServer::Core::~Core() {
   http_.reset();  // stop HTTP threads before the state they post into goes away
+  tokenizer_thread_.reset();  // likewise the tokenizer thread
   if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
@@ -84,6 +85,16 @@ Status CoordinatorServer::Core::Start() {
   if (!client_socket_) return s;
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) return IoError("eventfd failed");
+  tokenizer_thread_ = std::make_unique<TokenizerThread>(
+      *tokenizer_,
+      [this](uint64_t job, std::vector<uint32_t> tokens) {
+        InboxItem item;
+        item.kind = InboxItem::Kind::kTokenized;
+        item.job = job;
+        item.tokens = std::move(tokens);
+        Post(std::move(item));
+      },
+      options_.before_tokenize);
 
   metrics_server_ = std::make_unique<metrics::MetricsServer>(registry_);
   BMAD_RETURN_IF_ERROR(metrics_server_->Start(c.metrics.host, static_cast<int>(c.metrics.coordinator_port)));
@@ -120,6 +131,10 @@ void CoordinatorServer::Core::DrainInbox() {
     items.swap(inbox_);
   }
   for (InboxItem& item : items) {
+    if (item.kind == InboxItem::Kind::kTokenized) {
+      OnTokenized(item.job, std::move(item.tokens));
+      continue;
+    }
     if (item.kind == InboxItem::Kind::kAbandon) {
       // The HTTP client went away: find its request and cancel it.
       for (CoordRequest* r : requests_.All()) {
@@ -221,17 +236,26 @@ void CoordinatorServer::Core::HandleClientMessage(const std::string& routing_id,
     in.priority = submit->priority;
     in.slo_ms = submit->slo_ms;
     in.stream = submit->stream;
-    const std::string client_id = in.client_request_id;
-    Result<CoordRequest*> r = Accept(std::move(in), routing_id, nullptr);
-    if (!r.ok()) {
-      SendClientError(routing_id, r.status(), client_id,
-                      r.status().code() == StatusCode::kResourceExhausted ? 1000 : 0);
+    if (!in.prompt_is_tokens && in.prompt_text.size() > options_.tokenize_inline_max_bytes &&
+        PromptTextMayFit(in.prompt_text.size())) {
+      const uint64_t job = next_tokenize_job_++;
+      std::string text = std::move(in.prompt_text);
+      tokenizing_[job] = TokenizingSubmit{routing_id, std::move(in), false};
+      tokenizer_thread_->Submit(job, std::move(text));
       return;
     }
-    (void)proto::SendMessage(*client_socket_,
-                             proto::Accepted{client_id, (*r)->id, static_cast<uint32_t>((*r)->prompt.size())},
-                             routing_id);
+    AcceptFromSocket(routing_id, std::move(in));
   } else if (auto* cancel = std::get_if<proto::Cancel>(&m)) {
+    if (cancel->request_id == 0) {
+      // Still being tokenized: it is answered (cancelled) once its tokens are back.
+      for (auto& [job, t] : tokenizing_) {
+        if (t.routing_id == routing_id && t.input.client_request_id == cancel->client_request_id &&
+            !t.cancelled) {
+          t.cancelled = true;
+          return;
+        }
+      }
+    }
     CoordRequest* r = cancel->request_id ? requests_.Find(cancel->request_id)
                                          : requests_.FindByClient(routing_id, cancel->client_request_id);
     if (!r || r->client_routing_id != routing_id) {
@@ -247,6 +271,41 @@ void CoordinatorServer::Core::HandleClientMessage(const std::string& routing_id,
                                     std::string(proto::MessageName(m))),
                     "", 0);
   }
+}
+
+void CoordinatorServer::Core::AcceptFromSocket(const std::string& routing_id, SubmitInput in) {
+  const std::string client_id = in.client_request_id;
+  Result<CoordRequest*> r = Accept(std::move(in), routing_id, nullptr);
+  if (!r.ok()) {
+    SendClientError(routing_id, r.status(), client_id,
+                    r.status().code() == StatusCode::kResourceExhausted ? 1000 : 0);
+    return;
+  }
+  (void)proto::SendMessage(*client_socket_,
+                           proto::Accepted{client_id, (*r)->id, static_cast<uint32_t>((*r)->prompt.size())},
+                           routing_id);
+}
+
+void CoordinatorServer::Core::OnTokenized(uint64_t job, std::vector<uint32_t> tokens) {
+  auto it = tokenizing_.find(job);
+  if (it == tokenizing_.end()) return;
+  TokenizingSubmit t = std::move(it->second);
+  tokenizing_.erase(it);
+  if (t.cancelled) {
+    SendClientError(t.routing_id,
+                    Cancelled("request '" + t.input.client_request_id +
+                              "' was cancelled before it was accepted"),
+                    t.input.client_request_id, 0);
+    return;
+  }
+  if (stop_requested_.load()) {
+    SendClientError(t.routing_id, Unavailable("the coordinator is shutting down"),
+                    t.input.client_request_id, 0);
+    return;
+  }
+  t.input.prompt_tokens = std::move(tokens);
+  t.input.prompt_is_tokens = true;
+  AcceptFromSocket(t.routing_id, std::move(t.input));
 }
 
 proto::ClusterStatus CoordinatorServer::Core::BuildStatus() const {
@@ -309,7 +368,10 @@ Status CoordinatorServer::Core::Run() {
       log::Info(kLog, "stopping: finishing in-flight requests", {{"in_flight", requests_.size()}});
       stop_deadline = now + config_.coordinator.drain_timeout_ms * 1'000'000;
     }
-    if (stop_deadline != 0 && (requests_.size() == 0 || now >= stop_deadline)) break;
+    // Submits still being tokenized are answered (refused) before the loop ends.
+    if (stop_deadline != 0 && ((requests_.size() == 0 && tokenizing_.empty()) || now >= stop_deadline)) {
+      break;
+    }
 
     zmq::pollitem_t items[3] = {{static_cast<void*>(*worker_socket_), 0, ZMQ_POLLIN, 0},
                                 {static_cast<void*>(*client_socket_), 0, ZMQ_POLLIN, 0},

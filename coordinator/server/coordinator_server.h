@@ -6,6 +6,7 @@
 // HTTP handler threads talk to it through an inbox and a per-request stream.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -16,6 +17,11 @@ namespace bmad::coord {
 
 struct CoordinatorRunOptions {
   int64_t max_run_ms = 0;  // stop by itself after this long (tests); 0: run until told
+  // Socket-door text prompts longer than this are tokenized on a thread of their own
+  // (TokenizerThread), off the event loop; shorter ones inline, where they take microseconds.
+  size_t tokenize_inline_max_bytes = 4096;
+  // Tests: called on the tokenizer thread before each prompt it tokenizes.
+  std::function<void()> before_tokenize;
 };
 
 class CoordinatorServer {

@@ -1,0 +1,161 @@
+// The socket door's long text prompts are tokenized off the event loop: with the tokenizer held
+// at a gate, the loop still answers; a cancel that comes while the prompt is being tokenized is
+// answered with a cancellation and nothing is accepted; a stop meanwhile refuses it. An in-process
+// coordinator on 127.0.0.1 (ephemeral ports), no replica: requests are accepted and queue.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <zmq.hpp>
+
+#include "common/proto/frames.h"
+#include "coordinator/server/coordinator_server.h"
+#include "tests/support/paths.h"
+#include "worker/model/gguf/gguf_file.h"
+#include "worker/model/tokenizer/tokenizer.h"
+
+namespace bmad::coord {
+namespace {
+
+std::string Stories() { return testing::SharedModelsDir() + "/stories260K.gguf"; }
+
+// Holds the tokenizer thread before each prompt until opened.
+class Gate {
+ public:
+  void Pass() {
+    std::unique_lock<std::mutex> lock(mu_);
+    ++entered_;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return open_; });
+  }
+  bool WaitEntered(int n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(20), [&] { return entered_ >= n; });
+  }
+  void Open() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      open_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int entered_ = 0;
+  bool open_ = false;
+};
+
+class SocketDoorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ServerConfig c;
+    c.model.path = Stories();
+    c.coordinator.client_endpoint = "tcp://127.0.0.1:*";
+    c.coordinator.worker_endpoint = "tcp://127.0.0.1:*";
+    c.coordinator.http_port = 0;
+    c.coordinator.drain_timeout_ms = 5000;
+    c.metrics.coordinator_port = 0;
+    CoordinatorRunOptions o;
+    o.max_run_ms = 60000;
+    o.tokenize_inline_max_bytes = 0;  // every text prompt goes to the tokenizer thread
+    o.before_tokenize = [this] { gate_.Pass(); };
+    auto server = CoordinatorServer::Create(c, o);
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    server_ = std::move(*server);
+    run_ = std::thread([this] { run_status_ = server_->Run(); });
+    client_.set(zmq::sockopt::linger, 0);
+    client_.set(zmq::sockopt::rcvtimeo, 10000);
+    client_.connect(server_->client_endpoint());
+  }
+  void TearDown() override {
+    gate_.Open();
+    if (server_) server_->RequestStop();
+    if (run_.joinable()) run_.join();
+  }
+
+  void Send(const proto::Message& m) { ASSERT_TRUE(proto::SendMessage(client_, m).ok()); }
+  proto::Message Receive() {
+    auto in = proto::ReceiveMessage(client_, false);
+    EXPECT_TRUE(in.has_value()) << "no answer within 10 s";
+    if (!in || !in->message.ok()) return proto::StatusQuery{};
+    return *in->message;
+  }
+  static proto::Submit TextSubmit(const std::string& id, const std::string& text) {
+    proto::Submit s;
+    s.client_request_id = id;
+    s.prompt_text = text;
+    s.sampling.temperature = 0;
+    s.sampling.max_tokens = 4;
+    return s;
+  }
+
+  Gate gate_;
+  std::unique_ptr<CoordinatorServer> server_;
+  std::thread run_;
+  Status run_status_;
+  zmq::context_t ctx_;
+  zmq::socket_t client_{ctx_, zmq::socket_type::dealer};
+};
+
+TEST_F(SocketDoorTest, TheLoopAnswersWhileAPromptIsBeingTokenized) {
+  Send(TextSubmit("a", "Once upon a time"));
+  ASSERT_TRUE(gate_.WaitEntered(1));
+  Send(proto::StatusQuery{});
+  const proto::Message status = Receive();  // the tokenizer is still held
+  ASSERT_TRUE(std::holds_alternative<proto::ClusterStatus>(status)) << proto::MessageName(status);
+  EXPECT_EQ(std::get<proto::ClusterStatus>(status).model_name, "stories260K");
+  gate_.Open();
+  const proto::Message accepted = Receive();
+  ASSERT_TRUE(std::holds_alternative<proto::Accepted>(accepted)) << proto::MessageName(accepted);
+  auto file = gguf::GgufFile::Open(Stories());
+  ASSERT_TRUE(file.ok());
+  auto tok = tokenizer::LoadTokenizer(**file);
+  ASSERT_TRUE(tok.ok());
+  EXPECT_EQ(std::get<proto::Accepted>(accepted).client_request_id, "a");
+  EXPECT_EQ(std::get<proto::Accepted>(accepted).prompt_tokens, tok->Encode("Once upon a time").size());
+  proto::Cancel cancel;  // no replica will ever take it: the stop need not wait for it
+  cancel.client_request_id = "a";
+  Send(cancel);
+  Receive();  // its cancellation
+}
+
+TEST_F(SocketDoorTest, ACancelWhileTokenizingIsAnsweredAndNothingIsAccepted) {
+  Send(TextSubmit("b", "Once upon a time"));
+  ASSERT_TRUE(gate_.WaitEntered(1));
+  proto::Cancel cancel;
+  cancel.client_request_id = "b";
+  Send(cancel);
+  Send(proto::StatusQuery{});  // answered after the cancel is handled
+  ASSERT_TRUE(std::holds_alternative<proto::ClusterStatus>(Receive()));
+  gate_.Open();
+  const proto::Message answer = Receive();
+  ASSERT_TRUE(std::holds_alternative<proto::ErrorMessage>(answer)) << proto::MessageName(answer);
+  const auto& e = std::get<proto::ErrorMessage>(answer);
+  EXPECT_EQ(e.code, StatusCode::kCancelled);
+  EXPECT_EQ(e.client_request_id, "b");
+  // Nothing was accepted: a cancel by the same id now finds no request.
+  Send(cancel);
+  const proto::Message again = Receive();
+  ASSERT_TRUE(std::holds_alternative<proto::ErrorMessage>(again)) << proto::MessageName(again);
+  EXPECT_EQ(std::get<proto::ErrorMessage>(again).code, StatusCode::kNotFound);
+}
+
+TEST_F(SocketDoorTest, AStopWhileTokenizingRefusesThePromptAndEnds) {
+  Send(TextSubmit("c", "Once upon a time"));
+  ASSERT_TRUE(gate_.WaitEntered(1));
+  server_->RequestStop();
+  gate_.Open();
+  const proto::Message answer = Receive();
+  ASSERT_TRUE(std::holds_alternative<proto::ErrorMessage>(answer)) << proto::MessageName(answer);
+  EXPECT_EQ(std::get<proto::ErrorMessage>(answer).code, StatusCode::kUnavailable);
+  EXPECT_EQ(std::get<proto::ErrorMessage>(answer).client_request_id, "c");
+  run_.join();
+  EXPECT_TRUE(run_status_.ok()) << run_status_.ToString();
+}
+
+}  // namespace
+}  // namespace bmad::coord
