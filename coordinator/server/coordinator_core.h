@@ -74,6 +74,9 @@ class CoordinatorServer::Core {
   void AcceptFromSocket(const std::string& routing_id, SubmitInput input);
   // A long text prompt's tokens are back from the tokenizer thread.
   void OnTokenized(uint64_t job, std::vector<uint32_t> tokens);
+  // Answers every submit still being tokenized (stopping): refused, or cancelled if its client
+  // cancelled it.
+  void RefuseTokenizing();
   // Whether a text prompt of this many bytes can fit the context at all (else it is refused
   // without being tokenized: 4 MB took seconds).
   bool PromptTextMayFit(size_t bytes) const;
@@ -132,7 +135,8 @@ class CoordinatorServer::Core {
   uint32_t assignment_base_ = 0;
 
   // Socket submits whose text prompts the tokenizer thread has: answered when it is done,
-  // with an error instead of Accepted if the client cancelled meanwhile.
+  // with an error instead of Accepted if the client cancelled meanwhile; at most
+  // coordinator.max_queued_per_priority of them.
   struct TokenizingSubmit {
     std::string routing_id;
     SubmitInput input;  // its prompt text moved to the tokenizer thread

@@ -238,6 +238,17 @@ void CoordinatorServer::Core::HandleClientMessage(const std::string& routing_id,
     in.stream = submit->stream;
     if (!in.prompt_is_tokens && in.prompt_text.size() > options_.tokenize_inline_max_bytes &&
         PromptTextMayFit(in.prompt_text.size())) {
+      // Bounded like a priority class's queue, which these would join: a client that sends
+      // long prompts faster than they tokenize is told to retry later.
+      if (static_cast<int64_t>(tokenizing_.size()) >= config_.coordinator.max_queued_per_priority) {
+        metrics_->requests_total.Increment();
+        metrics_->Rejected("overloaded").Increment();
+        SendClientError(routing_id,
+                        ResourceExhausted(std::to_string(tokenizing_.size()) +
+                                          " prompts are being tokenized; retry later"),
+                        in.client_request_id, 1000);
+        return;
+      }
       const uint64_t job = next_tokenize_job_++;
       std::string text = std::move(in.prompt_text);
       tokenizing_[job] = TokenizingSubmit{routing_id, std::move(in), false};
@@ -284,6 +295,17 @@ void CoordinatorServer::Core::AcceptFromSocket(const std::string& routing_id, Su
   (void)proto::SendMessage(*client_socket_,
                            proto::Accepted{client_id, (*r)->id, static_cast<uint32_t>((*r)->prompt.size())},
                            routing_id);
+}
+
+void CoordinatorServer::Core::RefuseTokenizing() {
+  for (auto& [job, t] : tokenizing_) {
+    SendClientError(t.routing_id,
+                    t.cancelled ? Cancelled("request '" + t.input.client_request_id +
+                                            "' was cancelled before it was accepted")
+                                : Unavailable("the coordinator is shutting down"),
+                    t.input.client_request_id, 0);
+  }
+  tokenizing_.clear();  // their tokens, when they come, find no entry and are dropped
 }
 
 void CoordinatorServer::Core::OnTokenized(uint64_t job, std::vector<uint32_t> tokens) {
@@ -367,11 +389,9 @@ Status CoordinatorServer::Core::Run() {
     if (stop_requested_.load() && stop_deadline == 0) {
       log::Info(kLog, "stopping: finishing in-flight requests", {{"in_flight", requests_.size()}});
       stop_deadline = now + config_.coordinator.drain_timeout_ms * 1'000'000;
+      RefuseTokenizing();  // not yet accepted: refused now, like new submits
     }
-    // Submits still being tokenized are answered (refused) before the loop ends.
-    if (stop_deadline != 0 && ((requests_.size() == 0 && tokenizing_.empty()) || now >= stop_deadline)) {
-      break;
-    }
+    if (stop_deadline != 0 && (requests_.size() == 0 || now >= stop_deadline)) break;
 
     zmq::pollitem_t items[3] = {{static_cast<void*>(*worker_socket_), 0, ZMQ_POLLIN, 0},
                                 {static_cast<void*>(*client_socket_), 0, ZMQ_POLLIN, 0},
@@ -407,6 +427,7 @@ Status CoordinatorServer::Core::Run() {
       last_tick_ns_ = now;
     }
   }
+  RefuseTokenizing();  // stopped by max_run_ms: nobody is left without an answer
   log::Info(kLog, "coordinator stopped", {{"requests", requests_received_}});
   return Status::Ok();
 }

@@ -145,6 +145,9 @@ void Scheduler::AdmitWaiting(SchedulerOutput* out, int64_t* budget, int64_t* slo
   size_t admitted = 0;
   for (Sequence* seq : waiting_) {
     if (*budget <= 0 || *slots <= 0) break;
+    // Static batching admits its batch's members only (a preempted one rejoins), however many
+    // steps their prompts take.
+    if (config_.policy == SchedulerPolicy::kStatic && !seq->in_static_batch) continue;
     Result<int64_t> reused = kv_.StartSequence(seq->id, seq->tokens);
     if (!reused.ok()) break;  // cannot happen for a waiting sequence; stop admitting to be safe
     seq->num_computed = *reused;
@@ -177,36 +180,28 @@ SchedulerOutput Scheduler::Schedule() {
   const int64_t now_ms = clock_.NowMillis();
   int64_t budget = config_.max_batch_tokens;
   int64_t slots = config_.max_seqs;
-  const bool is_static = config_.policy == SchedulerPolicy::kStatic;
-  if (is_static) {
-    // A new batch only once the previous one has completely finished; members cancelled while
-    // waiting leave the batch.
-    static_batch_left_ = std::min<int64_t>(static_batch_left_, static_cast<int64_t>(waiting_.size()));
-    if (running_.empty() && static_batch_left_ == 0) {
-      static_batch_left_ = std::min<int64_t>(config_.max_seqs, static_cast<int64_t>(waiting_.size()));
+  if (config_.policy == SchedulerPolicy::kStatic && static_batch_members_ == 0) {
+    // The previous batch has completely finished: the next is the first max_seqs waiting.
+    SortWaiting(now_ms);
+    for (Sequence* seq : waiting_) {
+      if (static_batch_members_ == config_.max_seqs) break;
+      seq->in_static_batch = true;
+      ++static_batch_members_;
     }
   }
-  const uint64_t preempted_before = preemptions_total_;
   ScheduleRunning(&out, &budget, &slots, now_ms);
-  // A preempted member of a static batch waits to rejoin it.
-  if (is_static) static_batch_left_ += static_cast<int64_t>(preemptions_total_ - preempted_before);
   // A step that preempted admits nothing: the blocks it freed belong to sequences already
   // running (they grow again next step), and a waiting sequence admitted into them would be
   // of lower priority than the victim, which sits out this step, and the next victim.
-  const bool admits = (!is_static || static_batch_left_ > 0) && out.preempted.empty();
-  if (admits) {
-    int64_t admit_slots = is_static ? std::min(slots, static_batch_left_) : slots;
-    const int64_t before = admit_slots;
-    AdmitWaiting(&out, &budget, &admit_slots, now_ms);
-    const int64_t admitted = before - admit_slots;
-    slots -= admitted;
-    if (is_static) static_batch_left_ -= admitted;
+  if (out.preempted.empty()) {
+    AdmitWaiting(&out, &budget, &slots, now_ms);
   }
   for (const ScheduledChunk& c : out.chunks) out.num_tokens += c.num_tokens;
   return out;
 }
 
 void Scheduler::Release(Sequence* seq) {
+  if (seq->in_static_batch) --static_batch_members_;
   kv_.Free(seq->id);
   auto& list = seq->state == SequenceState::kRunning ? running_ : waiting_;
   list.erase(std::find(list.begin(), list.end(), seq));

@@ -122,8 +122,9 @@ class Scheduler {
   std::vector<Sequence*> running_;  // admission order
   std::vector<Sequence*> waiting_;
   uint64_t next_admission_ = 1;
-  // Policy static: members of the current batch not yet admitted (they head the waiting queue).
-  int64_t static_batch_left_ = 0;
+  // Policy static: members of the current batch (Sequence::in_static_batch), running or
+  // waiting (a preempted member waits to rejoin); the next batch forms when none is left.
+  int64_t static_batch_members_ = 0;
   uint64_t step_ = 0;
   uint64_t preemptions_total_ = 0;
 };

@@ -37,6 +37,7 @@ struct Sequence {
   SequenceState state = SequenceState::kWaiting;
   bool token_pending = false;      // tokens.back() is kPendingToken
   uint64_t launched_step = 0;      // the latest step launched with a chunk of it
+  bool in_static_batch = false;    // policy static: a member of the batch being run
 
 
   int64_t remaining() const { return static_cast<int64_t>(tokens.size()) - num_computed; }

@@ -58,10 +58,11 @@ class SocketDoorTest : public ::testing::Test {
     c.coordinator.worker_endpoint = "tcp://127.0.0.1:*";
     c.coordinator.http_port = 0;
     c.coordinator.drain_timeout_ms = 5000;
+    c.coordinator.max_queued_per_priority = max_queued_;
     c.metrics.coordinator_port = 0;
     CoordinatorRunOptions o;
     o.max_run_ms = 60000;
-    o.tokenize_inline_max_bytes = 0;  // every text prompt goes to the tokenizer thread
+    o.tokenize_inline_max_bytes = inline_max_bytes_;
     o.before_tokenize = [this] { gate_.Pass(); };
     auto server = CoordinatorServer::Create(c, o);
     ASSERT_TRUE(server.ok()) << server.status().ToString();
@@ -93,6 +94,15 @@ class SocketDoorTest : public ::testing::Test {
     return s;
   }
 
+  void CancelAndWait(const std::string& id) {
+    proto::Cancel cancel;
+    cancel.client_request_id = id;
+    Send(cancel);
+    Receive();  // its cancellation
+  }
+
+  size_t inline_max_bytes_ = 0;  // every text prompt goes to the tokenizer thread
+  int64_t max_queued_ = 1024;
   Gate gate_;
   std::unique_ptr<CoordinatorServer> server_;
   std::thread run_;
@@ -117,10 +127,7 @@ TEST_F(SocketDoorTest, TheLoopAnswersWhileAPromptIsBeingTokenized) {
   ASSERT_TRUE(tok.ok());
   EXPECT_EQ(std::get<proto::Accepted>(accepted).client_request_id, "a");
   EXPECT_EQ(std::get<proto::Accepted>(accepted).prompt_tokens, tok->Encode("Once upon a time").size());
-  proto::Cancel cancel;  // no replica will ever take it: the stop need not wait for it
-  cancel.client_request_id = "a";
-  Send(cancel);
-  Receive();  // its cancellation
+  CancelAndWait("a");  // no replica will ever take it: the stop need not wait for it
 }
 
 TEST_F(SocketDoorTest, ACancelWhileTokenizingIsAnsweredAndNothingIsAccepted) {
@@ -144,17 +151,64 @@ TEST_F(SocketDoorTest, ACancelWhileTokenizingIsAnsweredAndNothingIsAccepted) {
   EXPECT_EQ(std::get<proto::ErrorMessage>(again).code, StatusCode::kNotFound);
 }
 
-TEST_F(SocketDoorTest, AStopWhileTokenizingRefusesThePromptAndEnds) {
+TEST_F(SocketDoorTest, AStopWhileTokenizingRefusesThePromptAtOnceAndEnds) {
   Send(TextSubmit("c", "Once upon a time"));
   ASSERT_TRUE(gate_.WaitEntered(1));
   server_->RequestStop();
+  const proto::Message answer = Receive();  // the tokenizer is still held
   gate_.Open();
-  const proto::Message answer = Receive();
   ASSERT_TRUE(std::holds_alternative<proto::ErrorMessage>(answer)) << proto::MessageName(answer);
   EXPECT_EQ(std::get<proto::ErrorMessage>(answer).code, StatusCode::kUnavailable);
   EXPECT_EQ(std::get<proto::ErrorMessage>(answer).client_request_id, "c");
   run_.join();
   EXPECT_TRUE(run_status_.ok()) << run_status_.ToString();
+}
+
+// At most max_queued_per_priority prompts are being tokenized; one more is told to retry later.
+class SocketDoorBoundTest : public SocketDoorTest {
+ protected:
+  void SetUp() override {
+    max_queued_ = 2;
+    SocketDoorTest::SetUp();
+  }
+};
+
+TEST_F(SocketDoorBoundTest, PromptsBeyondTheBoundAreRefusedWhileTheOthersTokenize) {
+  Send(TextSubmit("d1", "Once upon a time"));
+  ASSERT_TRUE(gate_.WaitEntered(1));
+  Send(TextSubmit("d2", "Lily liked to play"));
+  Send(TextSubmit("d3", "There was a dog"));
+  const proto::Message refused = Receive();  // while the first two are held
+  ASSERT_TRUE(std::holds_alternative<proto::ErrorMessage>(refused)) << proto::MessageName(refused);
+  const auto& e = std::get<proto::ErrorMessage>(refused);
+  EXPECT_EQ(e.code, StatusCode::kResourceExhausted);
+  EXPECT_EQ(e.client_request_id, "d3");
+  EXPECT_EQ(e.retry_after_ms, 1000u);
+  gate_.Open();
+  for (const char* id : {"d1", "d2"}) {
+    const proto::Message accepted = Receive();
+    ASSERT_TRUE(std::holds_alternative<proto::Accepted>(accepted)) << proto::MessageName(accepted);
+    EXPECT_EQ(std::get<proto::Accepted>(accepted).client_request_id, id);
+  }
+  CancelAndWait("d1");
+  CancelAndWait("d2");
+}
+
+// With the default threshold a short prompt is tokenized on the loop: accepted with the
+// tokenizer thread's gate never entered.
+class SocketDoorInlineTest : public SocketDoorTest {
+ protected:
+  void SetUp() override {
+    inline_max_bytes_ = CoordinatorRunOptions{}.tokenize_inline_max_bytes;
+    SocketDoorTest::SetUp();
+  }
+};
+
+TEST_F(SocketDoorInlineTest, ShortPromptsStayOnTheLoop) {
+  Send(TextSubmit("e", "Once upon a time"));
+  const proto::Message accepted = Receive();  // the gate is closed: only the loop can answer
+  ASSERT_TRUE(std::holds_alternative<proto::Accepted>(accepted)) << proto::MessageName(accepted);
+  CancelAndWait("e");
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "tests/support/paths.h"
@@ -15,16 +16,24 @@
 namespace bmad::coord {
 namespace {
 
-tokenizer::Tokenizer Stories() {
+std::optional<tokenizer::Tokenizer> Stories() {
   auto file = gguf::GgufFile::Open(testing::SharedModelsDir() + "/stories260K.gguf");
-  EXPECT_TRUE(file.ok());
+  if (!file.ok()) {
+    ADD_FAILURE() << file.status().ToString();
+    return std::nullopt;
+  }
   auto tok = tokenizer::LoadTokenizer(**file);
-  EXPECT_TRUE(tok.ok());
+  if (!tok.ok()) {
+    ADD_FAILURE() << tok.status().ToString();
+    return std::nullopt;
+  }
   return std::move(*tok);
 }
 
 TEST(TokenizerThread, ResultsEqualEncodeInOrderOnItsOwnThread) {
-  const tokenizer::Tokenizer tok = Stories();
+  const std::optional<tokenizer::Tokenizer> loaded = Stories();
+  ASSERT_TRUE(loaded.has_value());
+  const tokenizer::Tokenizer& tok = *loaded;
   std::mutex mu;
   std::condition_variable cv;
   std::vector<std::pair<uint64_t, std::vector<uint32_t>>> results;
@@ -51,7 +60,9 @@ TEST(TokenizerThread, ResultsEqualEncodeInOrderOnItsOwnThread) {
 }
 
 TEST(TokenizerThread, GoesAwayWithJobsQueued) {
-  const tokenizer::Tokenizer tok = Stories();
+  const std::optional<tokenizer::Tokenizer> loaded = Stories();
+  ASSERT_TRUE(loaded.has_value());
+  const tokenizer::Tokenizer& tok = *loaded;
   std::mutex gate_mu;
   std::condition_variable gate_cv;
   bool entered = false, open = false;
@@ -66,12 +77,14 @@ TEST(TokenizerThread, GoesAwayWithJobsQueued) {
           gate_cv.wait(lock, [&] { return open; });
         });
     for (uint64_t j = 1; j <= 3; ++j) thread.Submit(j, "Once upon a time");
+    bool was_entered;
     {
       std::unique_lock<std::mutex> lock(gate_mu);
-      ASSERT_TRUE(gate_cv.wait_for(lock, std::chrono::seconds(10), [&] { return entered; }));
-      open = true;
+      was_entered = gate_cv.wait_for(lock, std::chrono::seconds(10), [&] { return entered; });
+      open = true;  // also on failure: the destructor joins the thread
     }
     gate_cv.notify_all();
+    EXPECT_TRUE(was_entered);
   }  // joins: the first job finishes; the two queued behind it may be dropped
   EXPECT_GE(done, 1);
   EXPECT_LE(done, 3);

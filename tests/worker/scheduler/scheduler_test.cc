@@ -433,12 +433,13 @@ TEST_F(SchedulerTest, StaticBatchTakesMaxSeqsEvenWhenPromptsNeedSeveralSteps) {
 }
 
 // A member of a static batch preempted for KV blocks rejoins its batch: it is admitted again
-// before any request of the next batch.
+// before any request of the next batch, even one that arrived in the same millisecond (the
+// engine stamps arrivals in milliseconds).
 TEST_F(SchedulerTest, StaticBatchPreemptedMemberRejoinsItsBatch) {
   Make(Config(64, 2, SchedulerPolicy::kStatic), 6);  // 24 tokens of KV for two 8-token prompts
   Add(Request(1, 8, 1, 0, 100), 12);
-  Add(Request(2, 8, 1, 1, 200), 12);
-  Add(Request(3, 8, 1, 2, 300), 2);
+  Add(Request(2, 8, 1, 0, 200), 12);
+  Add(Request(3, 8, 1, 0, 300), 2);
   bool preempted = false;
   for (int i = 0; i < 200 && sched_->HasWork(); ++i) {
     const SchedulerOutput out = exec_.Step(*sched_);
@@ -452,6 +453,25 @@ TEST_F(SchedulerTest, StaticBatchPreemptedMemberRejoinsItsBatch) {
   }
   EXPECT_TRUE(preempted) << "the test needs a preemption";
   EXPECT_FALSE(sched_->HasWork());
+}
+
+// A member cancelled while it waits leaves the batch; nobody takes its place until the batch
+// has finished.
+TEST_F(SchedulerTest, StaticBatchMemberRemovedWhileWaitingIsNotReplaced) {
+  Make(Config(8, 3, SchedulerPolicy::kStatic), 64);
+  Add(Request(1, 10, 1, 0), 20);
+  Add(Request(2, 10, 1, 1), 20);
+  Add(Request(3, 10, 1, 2), 20);
+  Add(Request(4, 10, 1, 3), 2);
+  SchedulerOutput first = exec_.Step(*sched_);
+  ASSERT_NE(ChunkOf(first, 1), nullptr);
+  ASSERT_EQ(ChunkOf(first, 3), nullptr);  // still waiting
+  ASSERT_TRUE(sched_->Remove(3));
+  for (int i = 0; i < 10; ++i) {
+    const SchedulerOutput out = exec_.Step(*sched_);
+    EXPECT_EQ(ChunkOf(out, 4), nullptr) << "step " << i;
+  }
+  RunToCompletion();
 }
 
 TEST_F(SchedulerTest, BadRequestsAndFullQueue) {
