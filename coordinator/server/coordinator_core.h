@@ -74,8 +74,11 @@ class CoordinatorServer::Core {
   void AcceptFromSocket(const std::string& routing_id, SubmitInput input);
   // A long text prompt's tokens are back from the tokenizer thread.
   void OnTokenized(uint64_t job, std::vector<uint32_t> tokens);
-  // Answers every submit still being tokenized (stopping): refused, or cancelled if its client
-  // cancelled it.
+  struct TokenizingSubmit;
+  // Answers a submit that will not be accepted: cancelled if its client cancelled it, else
+  // refused (stopping).
+  void RefuseUnaccepted(const TokenizingSubmit& t);
+  // Answers every submit still being tokenized that way (stopping).
   void RefuseTokenizing();
   // Whether a text prompt of this many bytes can fit the context at all (else it is refused
   // without being tokenized: 4 MB took seconds).

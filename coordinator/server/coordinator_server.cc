@@ -297,14 +297,16 @@ void CoordinatorServer::Core::AcceptFromSocket(const std::string& routing_id, Su
                            routing_id);
 }
 
+void CoordinatorServer::Core::RefuseUnaccepted(const TokenizingSubmit& t) {
+  SendClientError(t.routing_id,
+                  t.cancelled ? Cancelled("request '" + t.input.client_request_id +
+                                          "' was cancelled before it was accepted")
+                              : Unavailable("the coordinator is shutting down"),
+                  t.input.client_request_id, 0);
+}
+
 void CoordinatorServer::Core::RefuseTokenizing() {
-  for (auto& [job, t] : tokenizing_) {
-    SendClientError(t.routing_id,
-                    t.cancelled ? Cancelled("request '" + t.input.client_request_id +
-                                            "' was cancelled before it was accepted")
-                                : Unavailable("the coordinator is shutting down"),
-                    t.input.client_request_id, 0);
-  }
+  for (const auto& [job, t] : tokenizing_) RefuseUnaccepted(t);
   tokenizing_.clear();  // their tokens, when they come, find no entry and are dropped
 }
 
@@ -313,16 +315,8 @@ void CoordinatorServer::Core::OnTokenized(uint64_t job, std::vector<uint32_t> to
   if (it == tokenizing_.end()) return;
   TokenizingSubmit t = std::move(it->second);
   tokenizing_.erase(it);
-  if (t.cancelled) {
-    SendClientError(t.routing_id,
-                    Cancelled("request '" + t.input.client_request_id +
-                              "' was cancelled before it was accepted"),
-                    t.input.client_request_id, 0);
-    return;
-  }
-  if (stop_requested_.load()) {
-    SendClientError(t.routing_id, Unavailable("the coordinator is shutting down"),
-                    t.input.client_request_id, 0);
+  if (t.cancelled || stop_requested_.load()) {
+    RefuseUnaccepted(t);
     return;
   }
   t.input.prompt_tokens = std::move(tokens);
