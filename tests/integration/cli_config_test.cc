@@ -169,7 +169,7 @@ TEST(CliOutput, AnUnwritableStdoutIsAnError) {
   const std::string dir = MakeTempDir("bmad-cli-");
   const std::string model = SharedModelsDir() + "/stories260K.gguf";
   ASSERT_TRUE(std::filesystem::is_character_file("/dev/full"));
-  for (const std::string command : {"generate --model " + model + " --prompt Once --max-tokens 4 --quiet",
+  for (const std::string& command : {"generate --model " + model + " --prompt Once --max-tokens 4 --quiet",
                                     "tokenize --model " + model + " --text hi"}) {
     ChildProcess p;
     ASSERT_TRUE(p.Start({"/bin/sh", "-c", "exec " + BinaryPath("bmad") + " " + command + " > /dev/full"},

@@ -1,7 +1,13 @@
 #include "tests/support/paths.h"
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <mutex>
 #include <stdexcept>
+#include <utility>
 
 namespace bmad::testing {
 
@@ -17,10 +23,60 @@ std::string SharedModelsDir() {
   return std::string(BMAD_SOURCE_DIR) + "/../shared/models";
 }
 
+void TempDirs::Track(const std::string& dir) {
+  std::lock_guard lock(mu_);
+  dirs_.push_back(dir);
+}
+
+std::vector<std::string> TempDirs::Finish(bool all_passed, std::ostream& log) {
+  std::vector<std::string> dirs;
+  {
+    std::lock_guard lock(mu_);
+    dirs.swap(dirs_);
+  }
+  if (!all_passed) {
+    for (const std::string& dir : dirs) log << "kept for inspection: " << dir << "\n";
+    return dirs;
+  }
+  for (const std::string& dir : dirs) {
+    std::error_code ec;  // one already removed by its test is fine
+    std::filesystem::remove_all(dir, ec);
+  }
+  return {};
+}
+
+namespace {
+
+TempDirs& ProcessTempDirs() {
+  static TempDirs* dirs = new TempDirs;  // never destroyed: the listener may outlive statics
+  return *dirs;
+}
+
+// Every test binary runs one test per process under ctest, and a CI machine runs the suite
+// again and again: directories left behind by passing tests would only pile up in /tmp.
+class TempDirJanitor : public ::testing::EmptyTestEventListener {
+ public:
+  void OnTestProgramEnd(const ::testing::UnitTest& unit_test) override {
+    ProcessTempDirs().Finish(unit_test.Passed(), std::cerr);
+  }
+};
+
+void InstallJanitorOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // gtest owns listeners once appended.
+    ::testing::UnitTest::GetInstance()->listeners().Append(new TempDirJanitor);
+  });
+}
+
+}  // namespace
+
 std::string MakeTempDir(const std::string& prefix) {
   const char* tmp = std::getenv("TMPDIR");
   std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/" + prefix + "XXXXXX";
   if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed for " + pattern);
+  InstallJanitorOnce();
+  ProcessTempDirs().Track(pattern);
   return pattern;
 }
 

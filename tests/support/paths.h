@@ -1,7 +1,10 @@
 // Where tests find the project's binaries and the shared model files.
 #pragma once
 
+#include <mutex>
+#include <ostream>
 #include <string>
+#include <vector>
 
 namespace bmad::testing {
 
@@ -9,7 +12,21 @@ namespace bmad::testing {
 std::string BinaryPath(const std::string& name);
 // ../shared/models beside the checkout, or $BMAD_SHARED_MODELS when set.
 std::string SharedModelsDir();
-// A fresh directory under $TMPDIR (or /tmp) for one test's files.
+// A fresh directory under $TMPDIR (or /tmp) for one test's files. It is removed when the test
+// program ends with every test passed, and kept (its path printed) when one failed.
 std::string MakeTempDir(const std::string& prefix);
+
+// The directories a test program made, and what happens to them at its end.
+class TempDirs {
+ public:
+  void Track(const std::string& dir);
+  // Removes every tracked directory when all tests passed; otherwise lists them on `log` and
+  // returns them. Either way it forgets them.
+  std::vector<std::string> Finish(bool all_passed, std::ostream& log);
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> dirs_;
+};
 
 }  // namespace bmad::testing
