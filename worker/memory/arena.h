@@ -1,7 +1,7 @@
 // The arena: one reservation at start-up that holds a replica's weights, KV blocks and
 // workspace, cut into consecutive named regions.
 //
-// ReserveHost makes one anonymous mmap (CPU replicas); Wrap adopts memory someone else reserved
+// ReserveHost makes one anonymous mmap of huge pages (CPU replicas); Wrap adopts memory someone else reserved
 // (the CUDA backend's one cudaMalloc). Carve hands out regions front to back and never takes
 // them back: the layout is decided once, at start-up, and lives as long as the replica. The
 // arena never reads or writes the memory it manages, so the same code serves device memory.
@@ -29,10 +29,11 @@ namespace bmad::memory {
 class Arena {
  public:
   // Reserves `bytes` of host memory with one anonymous private mmap, released when the arena is
-  // destroyed, and records it as one SystemAllocations entry. The kernel is asked to back every
-  // page here (MAP_POPULATE, best effort), at start-up, not on first use in the middle of a
-  // step. Errors: kInvalidArgument for 0 bytes; kResourceExhausted, naming the size and the
-  // errno text, when mmap refuses.
+  // destroyed, and records it as one SystemAllocations entry. The arena starts on a 2 MiB
+  // boundary and asks for transparent huge pages (MADV_HUGEPAGE; the system may still give
+  // 4 KiB ones), and the kernel is asked to back every page here (best effort), at start-up,
+  // not on first use in the middle of a step. Errors: kInvalidArgument for 0 bytes;
+  // kResourceExhausted, naming the size and the errno text, when mmap refuses.
   static Result<std::unique_ptr<Arena>> ReserveHost(size_t bytes);
 
   // Adopts [base, base + bytes), owned by the caller, who frees it after the arena is gone.

@@ -12,6 +12,7 @@
 #include "common/config/config.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "worker/model/llama/llama_model.h"
+#include "worker/server/replica_memory.h"
 #include "worker/model/tokenizer/utf8.h"
 
 namespace bmad::tools {
@@ -46,11 +47,14 @@ Status ValidateBenchDecodeOptions(const BenchDecodeOptions& o) {
 Result<std::vector<BenchDecodeResult>> RunBenchDecode(const BenchDecodeOptions& o,
                                                       std::string* model_summary) {
   BMAD_RETURN_IF_ERROR(ValidateBenchDecodeOptions(o));
+  // The arena the weights, KV blocks and scratch live in (made below, once the model is open):
+  // declared first so that it outlives the backend and the model, which point into it.
+  std::unique_ptr<worker::ReplicaMemory> memory;
   kernels::CpuBackendOptions backend_options;
   backend_options.threads = static_cast<int>(o.threads);
   kernels::CpuBackend backend(backend_options);
   BMAD_ASSIGN_OR_RETURN(std::unique_ptr<model::LlamaModel> model,
-                        model::LlamaModel::Load(o.model_path, backend));
+                        model::LlamaModel::Open(o.model_path, backend));
   const model::LlamaConfig& c = model->config();
   if (o.prompt_len + o.gen_len > c.n_ctx_train) {
     return OutOfRange("prompt-len + gen-len (" + std::to_string(o.prompt_len + o.gen_len) +
@@ -59,21 +63,40 @@ Result<std::vector<BenchDecodeResult>> RunBenchDecode(const BenchDecodeOptions& 
   *model_summary = c.Summary() + "; backend cpu/" + backend.isa() + ", " +
                    std::to_string(backend.threads()) + " threads";
 
+  // The memory a worker runs in (worker/server/replica_memory.h): one arena, sized for the
+  // largest batch, holding the prepared weights, the KV blocks, each step's activations and
+  // the kernels' scratch.
+  const int64_t blocks_per_seq = (o.prompt_len + o.gen_len + o.block_size - 1) / o.block_size;
+  const int64_t max_batch = *std::max_element(o.batches.begin(), o.batches.end());
+  // The largest step: a prefill chunk (no longer than all the prompts together) or a decode.
+  const int64_t max_step_tokens = std::max(std::min(o.prefill_chunk, max_batch * o.prompt_len), max_batch);
+  worker::ReplicaMemorySizes sizes =
+      worker::SizeReplicaMemory(*model, max_step_tokens, max_batch, o.block_size);
+  sizes.kv_blocks = max_batch * blocks_per_seq + 1;  // block 0 is reserved
+  const int64_t memory_bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  if (memory_bytes > 0 && static_cast<double>(sizes.Total()) > 0.9 * static_cast<double>(memory_bytes)) {
+    return ResourceExhausted("batch " + std::to_string(max_batch) + " needs " +
+                             std::to_string(sizes.Total() >> 20) + " MiB for the weights, KV "
+                             "cache and workspace; this machine has " +
+                             std::to_string(memory_bytes >> 20) + " MiB of memory");
+  }
+  BMAD_ASSIGN_OR_RETURN(memory, worker::ReplicaMemory::Create(sizes, 0));
+  backend.SetMemoryHooks(memory->BackendHooks());
+  model->PrepareWeights();
+  memory::BumpAllocator& workspace = memory->workspace();
+  auto forward = [&](std::span<const model::SequenceStep> steps, const model::KvCache& cache,
+                     float* logits) {
+    workspace.Reset();
+    return model->Forward(steps, cache, logits, &workspace);
+  };
+
   std::vector<BenchDecodeResult> results;
   std::mt19937 rng(1234);
   // Random prompts; past the first ids, which are usually BOS, EOS and unknown.
   const auto last_id = static_cast<int32_t>(c.n_vocab - 1);
   std::uniform_int_distribution<int32_t> token(std::min(3, last_id), last_id);
-  const int64_t memory_bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
   for (int64_t batch : o.batches) {
-    const int64_t blocks_per_seq = (o.prompt_len + o.gen_len + o.block_size - 1) / o.block_size;
-    const model::KvCacheShape shape = model->CacheShape(batch * blocks_per_seq + 1, o.block_size);
-    if (memory_bytes > 0 && static_cast<double>(shape.Bytes()) > 0.9 * static_cast<double>(memory_bytes)) {
-      return ResourceExhausted("batch " + std::to_string(batch) + " needs a KV cache of " +
-                               std::to_string(shape.Bytes() >> 20) + " MiB; this machine has " +
-                               std::to_string(memory_bytes >> 20) + " MiB of memory");
-    }
-    model::KvCache cache(shape);
+    model::KvCache cache(model->CacheShape(batch * blocks_per_seq + 1, o.block_size), memory->KvMemory());
     std::vector<std::vector<int32_t>> tables(static_cast<size_t>(batch));
     std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(batch));
     for (int64_t s = 0; s < batch; ++s) {
@@ -82,8 +105,6 @@ Result<std::vector<BenchDecodeResult>> RunBenchDecode(const BenchDecodeOptions& 
                 static_cast<int32_t>(1 + s * blocks_per_seq));
       for (int64_t t = 0; t < o.prompt_len; ++t) prompts[static_cast<size_t>(s)].push_back(token(rng));
     }
-    // The largest step: a prefill chunk (no longer than all the prompts together) or a decode.
-    model->Reserve(std::max(std::min(o.prefill_chunk, batch * o.prompt_len), batch), batch);
     std::vector<float> logits(static_cast<size_t>(batch * c.n_vocab));
 
     // Prefill: the prompts packed into steps of at most prefill_chunk tokens.
@@ -106,7 +127,7 @@ Result<std::vector<BenchDecodeResult>> RunBenchDecode(const BenchDecodeOptions& 
         done[i] += take;
         budget -= take;
       }
-      BMAD_RETURN_IF_ERROR(model->Forward(steps, cache, logits.data()));
+      BMAD_RETURN_IF_ERROR(forward(steps, cache, logits.data()));
       while (seq < batch && done[static_cast<size_t>(seq)] == o.prompt_len) ++seq;
     }
     r.prefill_seconds = Seconds(start);
@@ -122,7 +143,7 @@ Result<std::vector<BenchDecodeResult>> RunBenchDecode(const BenchDecodeOptions& 
         steps.push_back({std::span<const int32_t>(&next[i], 1),
                          static_cast<int32_t>(o.prompt_len + g), tables[i], true});
       }
-      BMAD_RETURN_IF_ERROR(model->Forward(steps, cache, logits.data()));
+      BMAD_RETURN_IF_ERROR(forward(steps, cache, logits.data()));
       backend.Argmax(logits.data(), batch, c.n_vocab, next.data());
     }
     r.decode_seconds = Seconds(start);

@@ -1,6 +1,11 @@
 #include "worker/memory/arena.h"
 
 #include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -50,6 +55,37 @@ TEST(ArenaTest, ReserveHostBacksEveryPageAtOnce) {
   size_t backed = 0;
   for (unsigned char r : resident) backed += r & 1;
   EXPECT_EQ(backed, resident.size()) << "pages not yet backed after ReserveHost";
+}
+
+// The /proc/self/smaps entry of the mapping that starts at `base`: its field `name`, or -1.
+long SmapsField(const void* base, const std::string& name) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool in_mapping = false;
+  while (std::getline(smaps, line)) {
+    uintptr_t start = 0, end = 0;
+    if (std::sscanf(line.c_str(), "%" SCNxPTR "-%" SCNxPTR " ", &start, &end) == 2 &&
+        line.find(':') > line.find(' ')) {
+      in_mapping = start == Address(base);
+      continue;
+    }
+    if (in_mapping && line.rfind(name + ":", 0) == 0) return std::stol(line.substr(name.size() + 1));
+  }
+  return -1;
+}
+
+TEST(ArenaTest, ReserveHostStartsOnAHugePageBoundaryAndAsksForHugePages) {
+  for (size_t bytes : {size_t{3} << 20, (size_t{8} << 20) + 12345}) {
+    Result<std::unique_ptr<Arena>> arena = Arena::ReserveHost(bytes);
+    ASSERT_TRUE(arena.ok()) << arena.status().ToString();
+    EXPECT_EQ(Address((*arena)->base()) % (size_t{2} << 20), 0u) << bytes;
+    std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
+    std::string mode((std::istreambuf_iterator<char>(thp)), std::istreambuf_iterator<char>());
+    if (mode.empty() || mode.find("[never]") != std::string::npos) {
+      GTEST_SKIP() << "transparent huge pages are off on this system: '" << mode << "'";
+    }
+    EXPECT_EQ(SmapsField((*arena)->base(), "THPeligible"), 1) << "bytes " << bytes << ", THP " << mode;
+  }
 }
 
 TEST(ArenaTest, ReserveHostOfZeroBytesIsInvalid) {
