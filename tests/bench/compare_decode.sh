@@ -5,6 +5,9 @@
 #
 #   LLAMA_CPP_BIN=/path/to/llama.cpp/build/bin tests/bench/compare_decode.sh [ROUNDS]
 #
+# LLAMA_ARGS adds flags to every llama-batched-bench run (e.g. --no-mmap, so that its weights
+# are anonymous memory that transparent huge pages can back, as bmad's arena is).
+#
 # Models: the 134M synthetic Llama (12 layers, width 768, 12 heads, FFN 2048, Llama-2
 # vocabulary) in F16 and Q8_0, written with `bmad model synth` into $BMAD_BENCH_MODELS
 # (default /tmp/bmad-bench-models) if missing. llama.cpp is not part of bmad: build its
@@ -36,7 +39,7 @@ for dtype in f16 q8_0; do
     "$BIN/bmad" bench decode --model "$model" --batch "$BATCHES" --prompt-len "$PP" \
       --gen-len "$TG" --threads "$THREADS" 2>/dev/null | tail -n 1 >"$work/bmad-$dtype-$round.json"
     "$LLAMA/llama-batched-bench" -m "$model" -c $(( (PP + TG) * ${batch_list[-1]} + 64 )) \
-      -b 2048 -ub 512 -npp "$PP" -ntg "$TG" -npl "$BATCHES" -t "$THREADS" 2>/dev/null \
+      -b 2048 -ub 512 -npp "$PP" -ntg "$TG" -npl "$BATCHES" -t "$THREADS" ${LLAMA_ARGS:-} 2>/dev/null \
       | grep -E '^\|\s+[0-9]' >"$work/llama-$dtype-$round.txt"
   done
 done
