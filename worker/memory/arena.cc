@@ -15,7 +15,11 @@
 namespace bmad::memory {
 namespace {
 
-constexpr uintptr_t kHugePageBytes = uintptr_t{2} << 20;  // x86-64's transparent huge page
+constexpr size_t kHugePageBytes = size_t{2} << 20;  // x86-64's transparent huge page
+
+uintptr_t AlignUp(uintptr_t address, size_t alignment) {
+  return address + PaddingToAlign(address, alignment);
+}
 
 std::string SizeText(size_t bytes) {
   return HumanBytes(bytes) + " (" + std::to_string(bytes) + " B)";
@@ -59,10 +63,15 @@ Result<std::unique_ptr<Arena>> Arena::ReserveHost(size_t bytes) {
     return ResourceExhausted("arena: cannot reserve " + SizeText(bytes) +
                              " of host memory: mmap: " + std::strerror(error));
   }
+  // Give back the slack before and after the arena (whole pages: the mapping's length was
+  // rounded up to them).
+  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   const uintptr_t start = reinterpret_cast<uintptr_t>(map);
-  const uintptr_t base = slack == 0 ? start : (start + kHugePageBytes - 1) & ~(kHugePageBytes - 1);
+  const uintptr_t base = slack == 0 ? start : AlignUp(start, kHugePageBytes);
+  const uintptr_t map_end = AlignUp(start + bytes + slack, page);
+  const uintptr_t arena_end = AlignUp(base + bytes, page);
   if (base > start) munmap(map, base - start);
-  if (slack > base - start) munmap(reinterpret_cast<void*>(base + bytes), slack - (base - start));
+  if (map_end > arena_end) munmap(reinterpret_cast<void*>(arena_end), map_end - arena_end);
   void* arena = reinterpret_cast<void*>(base);
   // Transparent huge pages where the system allows them (a no-op where it does not: the pages
   // are then 4 KiB, as before). Decode steps stream every weight and KV block each step, and
@@ -76,7 +85,6 @@ Result<std::unique_ptr<Arena>> Arena::ReserveHost(size_t bytes) {
   // the NUMA node of the thread that reserves them.
   if (madvise(arena, bytes, MADV_POPULATE_WRITE) != 0 && errno == EINVAL) {
     // Kernels before 5.14 lack MADV_POPULATE_WRITE: touch one byte a page instead.
-    const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     for (size_t offset = 0; offset < bytes; offset += page) static_cast<volatile char*>(arena)[offset] = 0;
   }
   SystemAllocations::Record(bytes);

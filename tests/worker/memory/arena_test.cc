@@ -79,6 +79,13 @@ TEST(ArenaTest, ReserveHostStartsOnAHugePageBoundaryAndAsksForHugePages) {
     Result<std::unique_ptr<Arena>> arena = Arena::ReserveHost(bytes);
     ASSERT_TRUE(arena.ok()) << arena.status().ToString();
     EXPECT_EQ(Address((*arena)->base()) % (size_t{2} << 20), 0u) << bytes;
+    // The slack mapped to find that boundary is given back: the page after the arena's last
+    // one is not mapped (mincore fails with ENOMEM there).
+    const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const uintptr_t after = (Address((*arena)->base()) + bytes + page - 1) / page * page;
+    unsigned char resident = 0;
+    EXPECT_EQ(mincore(reinterpret_cast<void*>(after), page, &resident), -1) << bytes;
+    EXPECT_EQ(errno, ENOMEM) << bytes;
     std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
     std::string mode((std::istreambuf_iterator<char>(thp)), std::istreambuf_iterator<char>());
     if (mode.empty() || mode.find("[never]") != std::string::npos) {
