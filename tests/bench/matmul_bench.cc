@@ -31,20 +31,14 @@ struct Options {
 
 bool Parse(int argc, char** argv, Options& o) {
   bmad::cli::Flags flags("bmad-matmul-bench [flags]");
-  struct IntFlag {
-    const char* name;
-    int64_t* value;
-    const char* help;
-  };
-  const IntFlag ints[] = {
-      {"rows", &o.rows, "Activation rows: sequences decoding together (default 32)."},
-      {"threads", &o.threads, "Compute threads (default 2)."},
-      {"layers", &o.layers, "Layers per step (default 12)."},
-      {"dim", &o.dim, "Model width (default 768)."},
-      {"ffn", &o.ffn, "Feed-forward width (default 2048)."},
-      {"vocab", &o.vocab, "LM head outputs (default 32000)."},
-      {"reps", &o.reps, "Steps timed; the best is reported (default 10)."}};
-  for (const IntFlag& f : ints) flags.AddInt(f.name, f.value, f.help);
+  // Ranges that keep every buffer's size well inside memory and int64 arithmetic.
+  flags.AddInt("rows", &o.rows, "Activation rows: sequences decoding together (default 32).", 1, 1024);
+  flags.AddInt("threads", &o.threads, "Compute threads (default 2).", 1, 1024);
+  flags.AddInt("layers", &o.layers, "Layers per step (default 12).", 1, 256);
+  flags.AddInt("dim", &o.dim, "Model width (default 768).", 1, 16384);
+  flags.AddInt("ffn", &o.ffn, "Feed-forward width (default 2048).", 1, 65536);
+  flags.AddInt("vocab", &o.vocab, "LM head outputs (default 32000).", 1, 262144);
+  flags.AddInt("reps", &o.reps, "Steps timed; the best is reported (default 10).", 1, 1000000);
   flags.AddString("dtype", &o.dtype, "Weight type: f16, f32 or q8_0 (default f16).");
   flags.AddBool("system-memory", &o.system_memory,
                 "Weights from the system allocator instead of a huge-page arena.");
@@ -52,11 +46,6 @@ bool Parse(int argc, char** argv, Options& o) {
   bmad::Status status = flags.Parse({argv + 1, argv + argc}, &positional);
   if (status.ok() && !positional.empty()) {
     status = bmad::InvalidArgument("unexpected argument '" + positional[0] + "'");
-  }
-  for (const IntFlag& f : ints) {
-    if (status.ok() && *f.value <= 0) {
-      status = bmad::InvalidArgument(std::string("--") + f.name + " must be a positive integer");
-    }
   }
   if (status.ok() && o.dtype != "f16" && o.dtype != "f32" && o.dtype != "q8_0") {
     status = bmad::InvalidArgument("--dtype must be f16, f32 or q8_0, not '" + o.dtype + "'");
