@@ -10,8 +10,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
-#include <string>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/cli/flags.h"
@@ -64,14 +64,19 @@ bool Parse(int argc, char** argv, Options& o) {
   return true;
 }
 
-// A random matrix of `rows` x `cols` in the bench's type, its bytes kept in `store`.
+bmad::kernels::WeightType TypeOf(const Options& o) {
+  using bmad::kernels::WeightType;
+  return o.dtype == "f32" ? WeightType::kF32 : o.dtype == "f16" ? WeightType::kF16 : WeightType::kQ8_0;
+}
+
+// A random matrix of `rows` x `cols` in the bench's type, in `bytes` (reused: the caller packs
+// each matrix, which copies it, before asking for the next).
 bmad::kernels::WeightMatrix RandomMatrix(const Options& o, int64_t rows, int64_t cols,
-                                         std::mt19937& rng, std::vector<std::vector<uint8_t>>& store) {
+                                         std::mt19937& rng, std::vector<uint8_t>& bytes) {
   using namespace bmad::kernels;
   std::uniform_real_distribution<float> dist(-0.05f, 0.05f);
-  const WeightType type = o.dtype == "f32" ? WeightType::kF32
-                          : o.dtype == "f16" ? WeightType::kF16 : WeightType::kQ8_0;
-  std::vector<uint8_t>& bytes = store.emplace_back(static_cast<size_t>(rows) * RowBytes(type, cols));
+  const WeightType type = TypeOf(o);
+  bytes.resize(static_cast<size_t>(rows) * RowBytes(type, cols));
   std::vector<float> row(static_cast<size_t>(cols));
   for (int64_t r = 0; r < rows; ++r) {
     for (float& v : row) v = dist(rng);
@@ -100,8 +105,7 @@ int main(int argc, char** argv) {
   size_t arena_used = 0;
   if (!o.system_memory) {
     // What the packed copies take, each rounded up to whole pages as the hook below hands out.
-    const WeightType type = o.dtype == "f32" ? WeightType::kF32
-                            : o.dtype == "f16" ? WeightType::kF16 : WeightType::kQ8_0;
+    const WeightType type = TypeOf(o);
     auto prepared_bytes = [&](int64_t rows, int64_t cols) {
       return (backend.PreparedBytes(MakeWeightMatrix(type, nullptr, rows, cols)) + 4095) / 4096 * 4096;
     };
@@ -123,10 +127,10 @@ int main(int argc, char** argv) {
     backend.SetMemoryHooks(hooks);
   }
   std::mt19937 rng(1);
-  std::vector<std::vector<uint8_t>> store;
+  std::vector<uint8_t> rows_layout;
   std::vector<PreparedWeight> prepared;
   auto make = [&](int64_t rows, int64_t cols) {
-    prepared.push_back(backend.PrepareMatMulWeight(RandomMatrix(o, rows, cols, rng, store)));
+    prepared.push_back(backend.PrepareMatMulWeight(RandomMatrix(o, rows, cols, rng, rows_layout)));
     return prepared.size() - 1;
   };
   struct Layer {
