@@ -190,6 +190,7 @@ bool Engine::Cancel(uint64_t id, RequestOutput* final_output) {
 bool Engine::Plan(StepBatch& batch) {
   const int64_t start = clock_.NowNanos();
   const kv::KvBlockManager::Stats kv_before = kv_.GetStats();
+  const uint64_t prefix_waits_before = scheduler_.stats().shared_prefix_waits_total;
   batch.plan = scheduler_.Schedule();
   if (metrics_) {
     // Prefix lookups and evictions happen while planning; counted here, not at the step's end,
@@ -199,6 +200,8 @@ bool Engine::Plan(StepBatch& batch) {
     metrics_->prefix_hit_tokens.Increment(double(kv_after.prefix_hit_tokens - kv_before.prefix_hit_tokens));
     metrics_->kv_evictions.Increment(double(kv_after.evictions - kv_before.evictions));
     if (!batch.plan.preempted.empty()) metrics_->preemptions.Increment(double(batch.plan.preempted.size()));
+    metrics_->shared_prefix_waits.Increment(
+        double(scheduler_.stats().shared_prefix_waits_total - prefix_waits_before));
   }
   if (options_.executor) {
     for (uint64_t id : batch.plan.preempted) options_.executor->Release(id);

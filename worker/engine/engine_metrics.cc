@@ -16,6 +16,10 @@ EngineMetrics::EngineMetrics(metrics::Registry& r, const std::string& id, int64_
       requests_waiting(r.GetGauge("bmad_worker_requests_waiting", "Requests queued on the replica.", L(id))),
       preemptions(r.GetCounter("bmad_worker_preemptions_total",
                                "Sequences preempted for lack of KV blocks (recomputed later).", L(id))),
+      shared_prefix_waits(r.GetCounter("bmad_worker_shared_prefix_waits_total",
+                                       "Admissions put off a step to reuse prompt blocks another "
+                                       "running request was computing.",
+                                       L(id))),
       prompt_tokens(r.GetCounter("bmad_worker_prompt_tokens_total", "Prompt tokens of admitted requests.", L(id))),
       generation_tokens(r.GetCounter("bmad_worker_generation_tokens_total", "Tokens generated.", L(id))),
       prefix_query_tokens(r.GetCounter("bmad_worker_prefix_cache_queries_total",

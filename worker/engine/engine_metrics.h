@@ -18,6 +18,7 @@ struct EngineMetrics {
   metrics::Gauge& requests_running;
   metrics::Gauge& requests_waiting;
   metrics::Counter& preemptions;
+  metrics::Counter& shared_prefix_waits;
   metrics::Counter& prompt_tokens;
   metrics::Counter& generation_tokens;
   metrics::Counter& prefix_query_tokens;

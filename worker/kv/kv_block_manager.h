@@ -119,6 +119,7 @@ class KvBlockManager {
   // Blocks that can ever be handed out: num_blocks - 1.
   int64_t NumUsableBlocks() const { return num_blocks_ - 1; }
   int64_t block_size() const { return block_size_; }
+  bool prefix_caching() const { return prefix_caching_; }
   // References on `block` (the number of tables holding it); 0 for ids out of range.
   int32_t RefCount(BlockId block) const;
   // Whether `block` is registered in the prefix cache.

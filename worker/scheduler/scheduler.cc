@@ -139,6 +139,23 @@ void Scheduler::ScheduleRunning(SchedulerOutput* out, int64_t* budget, int64_t* 
   }
 }
 
+bool Scheduler::WaitsForSharedPrefix(const Sequence& seq) const {
+  if (!kv_.prefix_caching()) return false;
+  const int64_t block = kv_.block_size();
+  // Its last token is always computed (its logits are needed), so only blocks before it count.
+  const int64_t reusable = static_cast<int64_t>(seq.tokens.size()) - 1;
+  if (reusable < block) return false;
+  for (const Sequence* r : running_) {
+    const int64_t computed_blocks = r->num_computed / block;  // registered already
+    const int64_t limit = std::min<int64_t>(reusable, static_cast<int64_t>(r->tokens.size()));
+    if (limit / block <= computed_blocks) continue;  // nothing it has yet to compute is shareable
+    const auto first_difference =
+        std::mismatch(seq.tokens.begin(), seq.tokens.begin() + limit, r->tokens.begin()).first;
+    if ((first_difference - seq.tokens.begin()) / block > computed_blocks) return true;
+  }
+  return false;
+}
+
 void Scheduler::AdmitWaiting(SchedulerOutput* out, int64_t* budget, int64_t* slots,
                              int64_t now_ms) {
   SortWaiting(now_ms);
@@ -148,6 +165,10 @@ void Scheduler::AdmitWaiting(SchedulerOutput* out, int64_t* budget, int64_t* slo
     // Static batching admits its batch's members only (a preempted one rejoins), however many
     // steps their prompts take.
     if (config_.policy == SchedulerPolicy::kStatic && !seq->in_static_batch) continue;
+    if (WaitsForSharedPrefix(*seq)) {
+      ++shared_prefix_waits_total_;
+      continue;
+    }
     Result<int64_t> reused = kv_.StartSequence(seq->id, seq->tokens);
     if (!reused.ok()) break;  // cannot happen for a waiting sequence; stop admitting to be safe
     seq->num_computed = *reused;
@@ -264,7 +285,7 @@ const Sequence* Scheduler::Find(uint64_t id) const {
 
 SchedulerStats Scheduler::stats() const {
   return SchedulerStats{static_cast<int64_t>(running_.size()), static_cast<int64_t>(waiting_.size()),
-                        preemptions_total_, step_};
+                        preemptions_total_, step_, shared_prefix_waits_total_};
 }
 
 }  // namespace bmad::sched

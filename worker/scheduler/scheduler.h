@@ -19,6 +19,13 @@
 // Admission never preempts, and a step that preempted admits nothing (as in vLLM): memory is
 // short, and a sequence admitted into the victim's blocks would be the next victim.
 //
+// Shared prefixes in flight: a waiting sequence whose prompt starts with full blocks that a
+// running sequence has yet to compute (the n choices of one request, a burst of requests with
+// one system prompt) is not admitted until they are computed, whatever its turn: admitted at the
+// same time, each would compute the same blocks; a step later it reuses them from the prefix
+// cache. Sequences behind it are admitted meanwhile. The wait ends when the running sequence
+// has passed the shared blocks (it computes its prompt in order), finishes or is preempted.
+//
 // Pure logic over the KV block manager and a clock; single-threaded (the engine's thread).
 #pragma once
 
@@ -63,6 +70,8 @@ struct SchedulerStats {
   int64_t waiting = 0;
   uint64_t preemptions_total = 0;
   uint64_t steps_total = 0;
+  // Admissions put off for a step because a running sequence was computing their prefix.
+  uint64_t shared_prefix_waits_total = 0;
 };
 
 class Scheduler {
@@ -113,6 +122,9 @@ class Scheduler {
   void Unplan(uint64_t id, SchedulerOutput* out, int64_t* budget, int64_t* slots);
   void ScheduleRunning(SchedulerOutput* out, int64_t* budget, int64_t* slots, int64_t now_ms);
   void AdmitWaiting(SchedulerOutput* out, int64_t* budget, int64_t* slots, int64_t now_ms);
+  // Whether a running sequence will compute, in this step or a later one, full blocks that
+  // `seq` could reuse (see "Shared prefixes in flight" above).
+  bool WaitsForSharedPrefix(const Sequence& seq) const;
   void Release(Sequence* seq);
 
   SchedulerConfig config_;
@@ -127,6 +139,7 @@ class Scheduler {
   int64_t static_batch_members_ = 0;
   uint64_t step_ = 0;
   uint64_t preemptions_total_ = 0;
+  uint64_t shared_prefix_waits_total_ = 0;
 };
 
 }  // namespace bmad::sched

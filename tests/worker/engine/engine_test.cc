@@ -325,6 +325,30 @@ TEST(EngineTest, GaugesDescribeTheEmptyCacheBeforeTheFirstRequest) {
   EXPECT_NE(text.find("vllm:num_requests_waiting{replica=\"r0\"} 0\n"), std::string::npos) << text;
 }
 
+// One prompt twice at once (the n choices of one request): the second waits a step and reuses
+// the first's full blocks, and both get the solo output.
+TEST(EngineTest, OnePromptTwiceAtOnceIsComputedOnce) {
+  metrics::Registry registry;
+  EngineMetrics metrics(registry, "r0", 16, 64);
+  Fixture f(64, 64, StepOverlap::kAuto, SystemClock::Instance(), &metrics);
+  const std::string prompt = "Once upon a time there was a little girl named Lily who loved to play";
+  std::vector<int32_t> ids = f.tok->Encode(prompt);
+  ASSERT_GT(ids.size(), 16u);
+  const int64_t shared = static_cast<int64_t>((ids.size() - 1) / 16 * 16);  // full blocks before the last token
+  ASSERT_TRUE(f.engine->Add(Greedy(1, ids, 12)).ok());
+  ASSERT_TRUE(f.engine->Add(Greedy(2, ids, 12)).ok());
+  auto results = f.RunAll();
+  const std::string solo = LocalText(prompt, 12);
+  EXPECT_EQ(results[1].first, solo);
+  EXPECT_EQ(results[2].first, solo);
+  const std::string text = registry.RenderText();
+  EXPECT_NE(text.find("bmad_worker_shared_prefix_waits_total{replica=\"r0\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("bmad_worker_prefix_cache_hits_total{replica=\"r0\"} " + std::to_string(shared) + "\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(f.engine->kv().GetStats().used_blocks, 0);
+}
+
 // What a request streamed, all of it.
 struct Transcript {
   std::string text;

@@ -89,7 +89,7 @@ class SchedulerTest : public ::testing::Test {
 TEST_F(SchedulerTest, ContinuousAdmissionJoinsRunningBatch) {
   Make(Config(64, 8), 64);
   Add(Request(1, 10, 1, 0), 5);
-  Add(Request(2, 6, 1, 0), 5);
+  Add(Request(2, 6, 1, 0, /*first_token=*/100), 5);  // distinct: neither waits for the other's prefix
   SchedulerOutput s1 = exec_.Step(*sched_);
   ASSERT_EQ(s1.chunks.size(), 2u);
   EXPECT_EQ(s1.num_tokens, 16);
@@ -336,7 +336,7 @@ TEST_F(SchedulerTest, AStepThatPreemptsAdmitsNothing) {
 TEST_F(SchedulerTest, CancelFreesBlocksAtOnce) {
   Make(Config(64, 8), 32);
   Add(Request(1, 20, 1, 0), 100);
-  Add(Request(2, 10, 1, 0), 100);
+  Add(Request(2, 10, 1, 0, /*first_token=*/100), 100);  // distinct: both admitted at once
   exec_.Step(*sched_);
   EXPECT_EQ(kv_->GetStats().used_blocks, 5 + 3);
   EXPECT_TRUE(sched_->Remove(1));
@@ -377,6 +377,69 @@ TEST_F(SchedulerTest, PrefixReuseSkipsCachedBlocks) {
   EXPECT_EQ(out.chunks[0].start, 12);
   EXPECT_EQ(out.chunks[0].num_tokens, 2);
   EXPECT_EQ(sched_->Find(2), nullptr);  // finished (output length 1)
+}
+
+// Two requests with one prompt (a request's n choices) arriving together: the second waits a
+// step and reuses the first's full blocks instead of computing them again; a request behind
+// it, with a prompt of its own, is admitted meanwhile.
+TEST_F(SchedulerTest, OnePromptArrivingTwiceIsComputedOnce) {
+  Make(Config(64, 8), 32, 4);
+  Add(Request(1, 14, 1, 0), 3);
+  Add(Request(2, 14, 1, 0), 3);
+  Add(Request(3, 6, 1, 0, /*first_token=*/500), 3);
+  SchedulerOutput s1 = exec_.Step(*sched_);
+  ASSERT_EQ(s1.chunks.size(), 2u);
+  EXPECT_EQ(ChunkOf(s1, 1)->num_tokens, 14);
+  EXPECT_EQ(ChunkOf(s1, 2), nullptr);
+  EXPECT_EQ(ChunkOf(s1, 3)->num_tokens, 6);
+  EXPECT_EQ(sched_->stats().shared_prefix_waits_total, 1u);
+  SchedulerOutput s2 = exec_.Step(*sched_);
+  const ScheduledChunk* second = ChunkOf(s2, 2);
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(second->start, 12);  // 3 full blocks reused
+  EXPECT_EQ(second->num_tokens, 2);
+  EXPECT_EQ(sched_->Find(2)->reused_prefix_tokens, 12);
+  RunToCompletion();
+  EXPECT_EQ(exec_.generated[1], exec_.generated[2]);
+  EXPECT_EQ(exec_.generated[2].size(), 3u);
+  EXPECT_EQ(kv_->GetStats().used_blocks, 0);
+}
+
+// A prompt prefilled in chunks: a sharer waits only while the blocks it shares are still to be
+// computed, not for the whole prompt.
+TEST_F(SchedulerTest, ASharedPrefixIsWaitedForOnlyUntilItIsComputed) {
+  Make(Config(10, 8), 32, 4);
+  auto sharing = [](uint64_t id, size_t shared, size_t length) {
+    SequenceRequest r = Request(id, static_cast<int64_t>(length), 1, 0);
+    for (size_t i = shared; i < length; ++i) r.prompt[i] = 900 + static_cast<int32_t>(i);
+    return r;
+  };
+  Add(Request(1, 18, 1, 0), 2);
+  Add(sharing(2, 12, 16), 2);  // 3 blocks shared
+  Add(sharing(3, 8, 12), 2);   // 2 blocks shared
+  SchedulerOutput s1 = exec_.Step(*sched_);  // 1: [0, 10), the whole budget
+  ASSERT_EQ(s1.chunks.size(), 1u);
+  SchedulerOutput s2 = exec_.Step(*sched_);  // 1: [10, 18); it has computed 2 blocks
+  EXPECT_EQ(ChunkOf(s2, 2), nullptr);        // its third shared block is in this step
+  ASSERT_NE(ChunkOf(s2, 3), nullptr);        // both its shared blocks are computed
+  EXPECT_EQ(ChunkOf(s2, 3)->start, 8);
+  EXPECT_EQ(sched_->stats().shared_prefix_waits_total, 1u);
+  SchedulerOutput s3 = exec_.Step(*sched_);
+  ASSERT_NE(ChunkOf(s3, 2), nullptr);
+  EXPECT_EQ(ChunkOf(s3, 2)->start, 12);
+  RunToCompletion();
+  EXPECT_EQ(kv_->GetStats().used_blocks, 0);
+}
+
+// Without prefix caching there is nothing to wait for: both compute their prompts at once.
+TEST_F(SchedulerTest, WithoutPrefixCachingNobodyWaitsForAPrefix) {
+  Make(Config(64, 8), 32, 4, /*prefix_caching=*/false);
+  Add(Request(1, 14, 1, 0), 2);
+  Add(Request(2, 14, 1, 0), 2);
+  SchedulerOutput s1 = exec_.Step(*sched_);
+  EXPECT_EQ(s1.chunks.size(), 2u);
+  EXPECT_EQ(sched_->stats().shared_prefix_waits_total, 0u);
+  RunToCompletion();
 }
 
 TEST_F(SchedulerTest, FcfsIgnoresPriority) {
