@@ -363,13 +363,22 @@ Status ReadStreaming(const JsonFields& body, CompletionRequest& request) {
   return Status::Ok();
 }
 
-// n, best_of and echo ask for what one choice per request without the prompt cannot give.
-Status ReadChoiceShape(const JsonFields& body, bool chat) {
-  BMAD_RETURN_IF_ERROR(
-      body.Integer("n", 1, 1, "1 (this server returns one choice per request)").status());
+// n choices (each generated as its own request); best_of may only repeat n, since ranking
+// candidates by likelihood is not done; echo asks for the prompt, which the response lacks.
+Status ReadChoiceShape(const JsonFields& body, bool chat, CompletionRequest& request) {
+  BMAD_ASSIGN_OR_RETURN(const std::optional<int64_t> n,
+                        body.Integer("n", 1, kMaxChoices,
+                                     "an integer in [1, " + std::to_string(kMaxChoices) + "]"));
+  request.n = static_cast<uint32_t>(n.value_or(1));
   if (chat) return Status::Ok();
-  BMAD_RETURN_IF_ERROR(
-      body.Integer("best_of", 1, 1, "1 (this server returns one choice per request)").status());
+  BMAD_ASSIGN_OR_RETURN(const std::optional<int64_t> best_of,
+                        body.Integer("best_of", 1, kMaxChoices,
+                                     "an integer in [1, " + std::to_string(kMaxChoices) + "]"));
+  if (best_of && *best_of != request.n) {
+    return InvalidArgument("'best_of' must equal 'n' (" + std::to_string(request.n) + "), got " +
+                           std::to_string(*best_of) +
+                           ": every generated choice is returned; none are ranked and dropped");
+  }
   BMAD_ASSIGN_OR_RETURN(const std::optional<bool> echo, body.Bool("echo"));
   if (echo.value_or(false)) {
     return InvalidArgument("'echo' is not supported: the response holds the completion only");
@@ -471,7 +480,7 @@ Result<CompletionRequest> ReadRequest(const Json& json, bool chat, const Request
                                      "an integer in [0, 4294967295]"));
   request.sampling.min_tokens = static_cast<uint32_t>(min_tokens.value_or(0));
   BMAD_RETURN_IF_ERROR(ReadLogprobs(body, chat, request));
-  BMAD_RETURN_IF_ERROR(ReadChoiceShape(body, chat));
+  BMAD_RETURN_IF_ERROR(ReadChoiceShape(body, chat, request));
   BMAD_RETURN_IF_ERROR(ReadStreaming(body, request));
   BMAD_RETURN_IF_ERROR(ReadSchedulingHints(body, limits, request));
   BMAD_RETURN_IF_ERROR(RejectUnsupported(body, chat));

@@ -65,6 +65,9 @@
 
 namespace bmad::http {
 
+// The most choices (n) one request may ask for: OpenAI's own limit for chat.
+inline constexpr uint32_t kMaxChoices = 128;
+
 // Bounds on one request, set by the coordinator.
 struct RequestLimits {
   // Larger bodies are rejected before parsing.
@@ -104,6 +107,8 @@ struct CompletionRequest {
   // Alternatives per token the client asked for (completions' logprobs, chat's top_logprobs);
   // only the chosen tokens' logprobs are produced, so responses carry empty top lists.
   uint32_t top_logprobs = 0;
+
+  uint32_t n = 1;  // choices to generate
 
   bool stream = false;
   bool include_usage = false;       // stream_options.include_usage

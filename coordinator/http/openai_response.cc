@@ -145,7 +145,7 @@ Json Envelope(const ResponseContext& context, bool chat, std::string_view object
 }
 
 Json CompletionChoice(const ResponseContext& context, const ChoiceOutput& output) {
-  return Json{{"index", 0},
+  return Json{{"index", output.index},
               {"text", output.text},
               {"logprobs", context.logprobs ? CompletionLogprobsJson(output) : Json(nullptr)},
               {"finish_reason", FinishReasonJson(output.finish_reason)}};
@@ -153,7 +153,7 @@ Json CompletionChoice(const ResponseContext& context, const ChoiceOutput& output
 
 Json ChatChoice(const ResponseContext& context, const ChoiceOutput& output,
                 std::string_view message_key, Json message) {
-  return Json{{"index", 0},
+  return Json{{"index", output.index},
               {message_key, std::move(message)},
               {"logprobs", context.logprobs ? ChatLogprobsJson(output) : Json(nullptr)},
               {"finish_reason", FinishReasonJson(output.finish_reason)}};
@@ -211,21 +211,35 @@ std::string RouteErrorJson(std::string_view method, std::string_view path) {
                                   {"code", nullptr}}}});
 }
 
-std::string RenderCompletion(const ResponseContext& context, const ChoiceOutput& output,
+std::string RenderCompletion(const ResponseContext& context, std::span<const ChoiceOutput> outputs,
                              const proto::Usage& usage) {
   Json response = Envelope(context, false, "text_completion");
-  response["choices"] = Json::array({CompletionChoice(context, output)});
+  response["choices"] = Json::array();
+  for (const ChoiceOutput& output : outputs) response["choices"].push_back(CompletionChoice(context, output));
+  response["usage"] = UsageJson(usage);
+  return Dump(response);
+}
+
+std::string RenderCompletion(const ResponseContext& context, const ChoiceOutput& output,
+                             const proto::Usage& usage) {
+  return RenderCompletion(context, std::span(&output, 1), usage);
+}
+
+std::string RenderChatCompletion(const ResponseContext& context, std::span<const ChoiceOutput> outputs,
+                                 const proto::Usage& usage) {
+  Json response = Envelope(context, true, "chat.completion");
+  response["choices"] = Json::array();
+  for (const ChoiceOutput& output : outputs) {
+    Json message{{"role", "assistant"}, {"content", output.text}};
+    response["choices"].push_back(ChatChoice(context, output, "message", std::move(message)));
+  }
   response["usage"] = UsageJson(usage);
   return Dump(response);
 }
 
 std::string RenderChatCompletion(const ResponseContext& context, const ChoiceOutput& output,
                                  const proto::Usage& usage) {
-  Json response = Envelope(context, true, "chat.completion");
-  Json message{{"role", "assistant"}, {"content", output.text}};
-  response["choices"] = Json::array({ChatChoice(context, output, "message", std::move(message))});
-  response["usage"] = UsageJson(usage);
-  return Dump(response);
+  return RenderChatCompletion(context, std::span(&output, 1), usage);
 }
 
 std::string SseEvent(std::string_view json) {
@@ -243,8 +257,8 @@ std::string RenderCompletionChunk(const ResponseContext& context, const ChoiceOu
   return ChunkEvent(context, false, CompletionChoice(context, output));
 }
 
-std::string RenderChatRoleChunk(const ResponseContext& context) {
-  Json choice{{"index", 0},
+std::string RenderChatRoleChunk(const ResponseContext& context, uint32_t index) {
+  Json choice{{"index", index},
               {"delta", Json{{"role", "assistant"}, {"content", ""}}},
               {"logprobs", nullptr},
               {"finish_reason", nullptr}};

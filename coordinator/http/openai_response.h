@@ -12,6 +12,8 @@
 //   RenderChatChunk with the finish reason   delta {} (or the last text) and "finish_reason"
 //   RenderChatUsageChunk                     only with include_usage: "choices": [], "usage"
 //   SseDone()                                "data: [DONE]\n\n"
+// With n choices, each choice has its own role chunk, text chunks and finish, the choices'
+// chunks interleaved; the usage chunk and [DONE] come once, after every choice has finished.
 // and for completions the same without the role chunk (RenderCompletionChunk,
 // RenderCompletionUsageChunk). A failure mid-stream is sent as SseEvent(ErrorJson(status)).
 //
@@ -64,6 +66,7 @@ struct TokenLogprob {
 
 // One choice's output: all of it (non-streaming), or the part one chunk carries (streaming).
 struct ChoiceOutput {
+  uint32_t index = 0;  // "index": which of the request's n choices this is
   std::string text;
   std::vector<TokenLogprob> logprobs;  // the tokens of `text`, when the request asked
   proto::FinishReason finish_reason = proto::FinishReason::kNone;  // kNone: not finished
@@ -86,14 +89,19 @@ struct ResponseContext {
 // prompt_tokens_details: {cached_tokens}}.
 //
 // {"id": "cmpl-...", "object": "text_completion", "created", "model",
-//  "choices": [{"index": 0, "text", "logprobs": null or {tokens, token_logprobs, top_logprobs
-//  (one empty object per token), text_offset}, "finish_reason"}], "usage"}
+//  "choices": [{"index", "text", "logprobs": null or {tokens, token_logprobs, top_logprobs
+//  (one object per token), text_offset}, "finish_reason"}, ...], "usage"}
+// One entry in "choices" per output, in the order given (callers pass them by index).
+std::string RenderCompletion(const ResponseContext& context, std::span<const ChoiceOutput> outputs,
+                             const proto::Usage& usage);
 std::string RenderCompletion(const ResponseContext& context, const ChoiceOutput& output,
                              const proto::Usage& usage);
 
 // {"id": "chatcmpl-...", "object": "chat.completion", "created", "model",
-//  "choices": [{"index": 0, "message": {"role": "assistant", "content"}, "logprobs": null or
-//  {"content": [{token, logprob, bytes, top_logprobs: []}]}, "finish_reason"}], "usage"}
+//  "choices": [{"index", "message": {"role": "assistant", "content"}, "logprobs": null or
+//  {"content": [{token, logprob, bytes, top_logprobs: [...]}]}, "finish_reason"}, ...], "usage"}
+std::string RenderChatCompletion(const ResponseContext& context, std::span<const ChoiceOutput> outputs,
+                                 const proto::Usage& usage);
 std::string RenderChatCompletion(const ResponseContext& context, const ChoiceOutput& output,
                                  const proto::Usage& usage);
 
@@ -104,11 +112,12 @@ std::string SseEvent(std::string_view json);
 // "data: [DONE]\n\n", the end of every stream.
 std::string SseDone();
 
-// A "text_completion" chunk: choices [{index 0, text, logprobs, finish_reason}].
+// A "text_completion" chunk: choices [{index, text, logprobs, finish_reason}]; one choice per
+// chunk, also when the request asked for several (chunks of different choices interleave).
 std::string RenderCompletionChunk(const ResponseContext& context, const ChoiceOutput& output);
 
-// The first "chat.completion.chunk": delta {"role": "assistant", "content": ""}.
-std::string RenderChatRoleChunk(const ResponseContext& context);
+// The first "chat.completion.chunk" of choice `index`: delta {"role": "assistant", "content": ""}.
+std::string RenderChatRoleChunk(const ResponseContext& context, uint32_t index = 0);
 // A "chat.completion.chunk": delta {"content": text}, or delta {} when the chunk only finishes
 // (empty text with a finish reason).
 std::string RenderChatChunk(const ResponseContext& context, const ChoiceOutput& output);

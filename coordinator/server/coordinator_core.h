@@ -91,6 +91,10 @@ class CoordinatorServer::Core {
   // The life of a request (coordinator_requests.cc).
   Result<CoordRequest*> Accept(SubmitInput input, const std::string& client_routing_id,
                                std::shared_ptr<HttpStream> http);
+  // An HTTP request's input.choices requests, all accepted (each pushing kAccepted on `http`,
+  // in choice order) or none: on an error, those already accepted are cancelled and the error
+  // is returned for the handler.
+  Status AcceptChoices(SubmitInput input, const std::shared_ptr<HttpStream>& http);
   void Dispatch(CoordRequest* r);
   void DispatchQueued();
   void OnChunk(const std::string& replica_id, proto::TokenChunk& chunk);

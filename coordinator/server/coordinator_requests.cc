@@ -109,6 +109,46 @@ Result<CoordRequest*> CoordinatorServer::Core::Accept(SubmitInput in, const std:
   return req;
 }
 
+Status CoordinatorServer::Core::AcceptChoices(SubmitInput in, const std::shared_ptr<HttpStream>& http) {
+  const uint32_t n = std::max<uint32_t>(in.choices, 1);
+  // Each choice is a request in the metrics; a refusal refuses all n.
+  auto count_refused = [&](uint32_t refused, const Status& why) {
+    if (refused == 0) return;
+    metrics_->requests_total.Increment(refused);
+    metrics_->Rejected(why.code() == StatusCode::kResourceExhausted ? "overloaded" : "invalid").Increment(refused);
+  };
+  if (n > 1) {
+    // Never fewer choices than asked for: room for all of them first.
+    Status room = n > requests_.max_per_priority()
+                      ? InvalidArgument("'n' is " + std::to_string(n) + ", more than the " +
+                                        std::to_string(requests_.max_per_priority()) +
+                                        " requests of one priority class this coordinator holds "
+                                        "at once (coordinator.max_queued_per_priority)")
+                      : requests_.CheckRoom(in.priority, n);
+    if (!room.ok()) {
+      count_refused(n, room);
+      return room;
+    }
+  }
+  std::vector<uint64_t> accepted;
+  for (uint32_t i = 0; i < n; ++i) {
+    SubmitInput choice = i + 1 < n ? in : std::move(in);
+    // Distinct choices that the same seed reproduces (vLLM numbers its choices' seeds so too).
+    if (choice.sampling.has_seed) choice.sampling.seed += i;
+    Result<CoordRequest*> r = Accept(std::move(choice), "", http);
+    if (!r.ok()) {
+      // The others differ only in the seed: they would be refused alike.
+      count_refused(n - i - 1, r.status());
+      for (uint64_t id : accepted) {
+        if (CoordRequest* a = requests_.Find(id)) Cancel(a, /*tell_client=*/false);
+      }
+      return r.status();
+    }
+    accepted.push_back((*r)->id);
+  }
+  return Status::Ok();
+}
+
 void CoordinatorServer::Core::Dispatch(CoordRequest* r) {
   const std::vector<ReplicaView> views = Views();
   const int64_t start = clock_.NowNanos();

@@ -136,24 +136,25 @@ void CoordinatorServer::Core::DrainInbox() {
       continue;
     }
     if (item.kind == InboxItem::Kind::kAbandon) {
-      // The HTTP client went away: find its request and cancel it.
-      for (CoordRequest* r : requests_.All()) {
-        if (r->http == item.stream) {
-          Cancel(r, /*tell_client=*/false);
-          break;
-        }
+      // The HTTP client went away: cancel its requests (one per choice). By id: a cancel may
+      // end other requests (a replica found dead migrates, and may fail, its requests).
+      std::vector<uint64_t> ids;
+      for (const CoordRequest* r : requests_.All()) {
+        if (r->http == item.stream) ids.push_back(r->id);
+      }
+      for (uint64_t id : ids) {
+        if (CoordRequest* r = requests_.Find(id)) Cancel(r, /*tell_client=*/false);
       }
       continue;
     }
     auto stream = item.stream;
-    Result<CoordRequest*> r = stop_requested_.load()
-                                  ? Result<CoordRequest*>(Unavailable("the coordinator is shutting down"))
-                                  : Accept(std::move(item.input), "", stream);
-    if (!r.ok()) {
+    const Status accepted = stop_requested_.load() ? Unavailable("the coordinator is shutting down")
+                                                   : AcceptChoices(std::move(item.input), stream);
+    if (!accepted.ok()) {
       StreamEvent e;
       e.kind = StreamEvent::Kind::kError;
-      e.status = r.status();
-      e.retry_after_ms = r.status().code() == StatusCode::kResourceExhausted ? 1000 : 0;
+      e.status = accepted;
+      e.retry_after_ms = accepted.code() == StatusCode::kResourceExhausted ? 1000 : 0;
       stream->Push(std::move(e));
     }
   }

@@ -14,6 +14,7 @@
 #include "coordinator/http/chat_template.h"
 #include "coordinator/http/openai_request.h"
 #include "coordinator/http/openai_response.h"
+#include "coordinator/http/response_choices.h"
 #include "coordinator/server/client_connection.h"
 #include "coordinator/server/coordinator_core.h"
 
@@ -212,22 +213,32 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
   in.priority = cr.priority.value_or(1);
   in.slo_ms = cr.slo_ms;
   in.stream = cr.stream;
+  in.choices = cr.n;
   auto stream = std::make_shared<HttpStream>();
   core_.Post(InboxItem{InboxItem::Kind::kSubmit, std::move(in), stream});
-
-  std::optional<StreamEvent> first = stream->Pop(kAcceptTimeout);
-  if (!first) {
-    stream->MarkAbandoned();
+  auto abandon = [this, stream] {
+    stream->MarkAbandoned();  // nobody is left to answer
     core_.Post(InboxItem{InboxItem::Kind::kAbandon, {}, stream});
-    SendError(res, DeadlineExceeded("the coordinator did not answer in time"));
-    return;
-  }
-  if (first->kind == StreamEvent::Kind::kError) {
-    SendError(res, first->status, first->retry_after_ms);
-    return;
+  };
+
+  // The loop accepts all n choices in one pass, before it reads any worker message: n
+  // kAccepted events (choice 0 first) come before every chunk, or an error does.
+  std::vector<uint64_t> request_ids;
+  while (request_ids.size() < cr.n) {
+    std::optional<StreamEvent> e = stream->Pop(kAcceptTimeout);
+    if (!e) {
+      abandon();
+      SendError(res, DeadlineExceeded("the coordinator did not answer in time"));
+      return;
+    }
+    if (e->kind == StreamEvent::Kind::kError) {
+      SendError(res, e->status, e->retry_after_ms);
+      return;
+    }
+    if (e->kind == StreamEvent::Kind::kAccepted) request_ids.push_back(e->request_id);
   }
   http::ResponseContext ctx;
-  ctx.request_id = ResponseId(first->request_id);
+  ctx.request_id = ResponseId(request_ids.front());
   ctx.created_unix_s = UnixMillis() / 1000;
   ctx.model = core_.model_name();
   ctx.logprobs = cr.sampling.logprobs;
@@ -237,82 +248,97 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
   auto client = std::make_shared<ClientConnection>(req.local_addr, req.local_port, req.remote_addr,
                                                    req.remote_port);
   if (!cr.stream) {
-    http::ChoiceOutput all;
-    proto::Usage usage;
+    http::ResponseChoices choices(std::move(request_ids));
+    std::vector<http::ChoiceOutput> outputs(choices.size());
+    for (uint32_t i = 0; i < outputs.size(); ++i) outputs[i].index = i;
     auto next_check = std::chrono::steady_clock::now() + kClientCheckInterval;
-    while (true) {
+    while (!choices.all_finished()) {
       std::optional<StreamEvent> e = stream->Pop(kClientCheckInterval);
       // Tokens may come without pause for minutes: check on a clock, not only when idle.
       if (std::chrono::steady_clock::now() >= next_check) {
         next_check = std::chrono::steady_clock::now() + kClientCheckInterval;
-        if (client->Gone()) {
-          stream->MarkAbandoned();  // nobody is left to answer
-          core_.Post(InboxItem{InboxItem::Kind::kAbandon, {}, stream});
-          return;
-        }
+        if (client->Gone()) return abandon();
       }
       if (!e) continue;
       if (e->kind == StreamEvent::Kind::kError) {
+        abandon();  // the other choices, if any, are of no use without this one
         SendError(res, e->status);
         return;
       }
+      const std::optional<uint32_t> index = choices.IndexOf(e->chunk.request_id);
+      if (e->kind != StreamEvent::Kind::kChunk || !index) continue;
       http::ChoiceOutput part = Choice(e->chunk, tok, ctx.logprobs, 0);
+      http::ChoiceOutput& all = outputs[*index];
       all.text += part.text;
       all.logprobs.insert(all.logprobs.end(), part.logprobs.begin(), part.logprobs.end());
       if (e->chunk.finish_reason != proto::FinishReason::kNone) {
         all.finish_reason = e->chunk.finish_reason;
-        usage = e->chunk.usage;
-        break;
+        choices.Finish(*index, e->chunk.usage);
       }
     }
-    res.set_content(chat ? http::RenderChatCompletion(ctx, all, usage) : http::RenderCompletion(ctx, all, usage),
+    res.set_content(chat ? http::RenderChatCompletion(ctx, outputs, choices.usage())
+                         : http::RenderCompletion(ctx, outputs, choices.usage()),
                     "application/json");
     return;
   }
 
-  // Streaming: SSE events as chunks come, then the usage chunk (if asked) and [DONE].
+  // Streaming: SSE events as chunks come (each choice's role chunk first, for chat), then the
+  // usage chunk (if asked) and [DONE] once every choice has finished.
   res.set_header("Cache-Control", "no-cache");
-  // Where the next token's logprobs.text_offset starts: the characters of the tokens already
-  // reported, counted as the whole response counts them (a stop string may hold text back for a
-  // while, or cut it, without moving the tokens' offsets).
-  auto token_chars = std::make_shared<size_t>(0);
-  auto role_sent = std::make_shared<bool>(false);
+  struct StreamState {
+    explicit StreamState(std::vector<uint64_t> ids) : choices(std::move(ids)), token_chars(choices.size(), 0) {}
+    http::ResponseChoices choices;
+    // Per choice, where the next token's logprobs.text_offset starts: the characters of the
+    // tokens already reported, counted as the whole response counts them (a stop string may
+    // hold text back for a while, or cut it, without moving the tokens' offsets).
+    std::vector<size_t> token_chars;
+    bool roles_sent = false;
+  };
+  auto state = std::make_shared<StreamState>(std::move(request_ids));
   res.set_chunked_content_provider(
       "text/event-stream",
-      [this, stream, client, ctx, chat, token_chars, role_sent, &tok](size_t, httplib::DataSink& sink) {
-        auto abandon = [&] {
-          stream->MarkAbandoned();
-          core_.Post(InboxItem{InboxItem::Kind::kAbandon, {}, stream});
+      [stream, client, ctx, chat, state, abandon, &tok](size_t, httplib::DataSink& sink) {
+        auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
+        auto give_up = [&] {
+          abandon();
           return false;
         };
-        auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
-        if (chat && !*role_sent) {
-          *role_sent = true;
-          if (!write(http::RenderChatRoleChunk(ctx))) return abandon();
+        if (chat && !state->roles_sent) {
+          state->roles_sent = true;
+          for (uint32_t i = 0; i < state->choices.size(); ++i) {
+            if (!write(http::RenderChatRoleChunk(ctx, i))) return give_up();
+          }
         }
         std::optional<StreamEvent> e;
         while (!(e = stream->Pop(kClientCheckInterval))) {
-          if (client->Gone()) return abandon();
+          if (client->Gone()) return give_up();
         }
         if (e->kind == StreamEvent::Kind::kError) {
+          abandon();  // the other choices, if any
           write(http::SseEvent(http::ErrorJson(e->status)));
           write(http::SseDone());
           sink.done();
           return true;
         }
-        http::ChoiceOutput out = Choice(e->chunk, tok, ctx.logprobs, *token_chars);
-        for (const http::TokenLogprob& t : out.logprobs) *token_chars += CodePoints(t.token);
+        const std::optional<uint32_t> index = state->choices.IndexOf(e->chunk.request_id);
+        if (e->kind != StreamEvent::Kind::kChunk || !index) return true;
+        http::ChoiceOutput out = Choice(e->chunk, tok, ctx.logprobs, state->token_chars[*index]);
+        out.index = *index;
+        for (const http::TokenLogprob& t : out.logprobs) state->token_chars[*index] += CodePoints(t.token);
         if (!out.text.empty() || out.finish_reason != proto::FinishReason::kNone || !out.logprobs.empty()) {
           const std::string event = chat ? http::RenderChatChunk(ctx, out) : http::RenderCompletionChunk(ctx, out);
-          if (!write(event)) return abandon();
+          if (!write(event)) return give_up();
         }
         if (e->chunk.finish_reason != proto::FinishReason::kNone) {
-          if (ctx.include_usage) {
-            write(chat ? http::RenderChatUsageChunk(ctx, e->chunk.usage)
-                       : http::RenderCompletionUsageChunk(ctx, e->chunk.usage));
+          state->choices.Finish(*index, e->chunk.usage);
+          if (state->choices.all_finished()) {
+            if (ctx.include_usage) {
+              const proto::Usage usage = state->choices.usage();
+              write(chat ? http::RenderChatUsageChunk(ctx, usage) : http::RenderCompletionUsageChunk(ctx, usage));
+            }
+            write(http::SseDone());
+            sink.done();
           }
-          write(http::SseDone());
-          sink.done();
         }
         return true;
       });

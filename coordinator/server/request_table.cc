@@ -19,18 +19,23 @@ std::string_view RequestStateName(RequestState state) {
 RequestTable::RequestTable(int64_t max_per_priority, int64_t priority_classes)
     : max_per_priority_(max_per_priority), per_class_(static_cast<size_t>(priority_classes), 0) {}
 
-Result<CoordRequest*> RequestTable::Admit(std::unique_ptr<CoordRequest> r) {
-  if (r->priority < 0 || r->priority >= static_cast<int32_t>(per_class_.size())) {
-    return InvalidArgument("priority " + std::to_string(r->priority) + " is outside 0.." +
+Status RequestTable::CheckRoom(int32_t priority, int64_t count) const {
+  if (priority < 0 || priority >= static_cast<int32_t>(per_class_.size())) {
+    return InvalidArgument("priority " + std::to_string(priority) + " is outside 0.." +
                            std::to_string(per_class_.size() - 1));
   }
-  int64_t& count = per_class_[static_cast<size_t>(r->priority)];
-  if (count >= max_per_priority_) {
-    return ResourceExhausted("overloaded: " + std::to_string(count) +
-                             " requests of priority " + std::to_string(r->priority) +
+  const int64_t in_progress = per_class_[static_cast<size_t>(priority)];
+  if (in_progress + count > max_per_priority_) {
+    return ResourceExhausted("overloaded: " + std::to_string(in_progress) +
+                             " requests of priority " + std::to_string(priority) +
                              " are already in progress; retry later");
   }
-  ++count;
+  return Status::Ok();
+}
+
+Result<CoordRequest*> RequestTable::Admit(std::unique_ptr<CoordRequest> r) {
+  BMAD_RETURN_IF_ERROR(CheckRoom(r->priority, 1));
+  ++per_class_[static_cast<size_t>(r->priority)];
   CoordRequest* raw = r.get();
   requests_.emplace(r->id, std::move(r));
   return raw;

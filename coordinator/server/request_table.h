@@ -66,6 +66,10 @@ class RequestTable {
   // kResourceExhausted ("overloaded") when the request's class is full, kInvalidArgument for a
   // priority outside [0, classes).
   Result<CoordRequest*> Admit(std::unique_ptr<CoordRequest> request);
+  // Whether `count` more requests of `priority` would be admitted now: OK, or the error Admit
+  // would give the first one refused.
+  Status CheckRoom(int32_t priority, int64_t count) const;
+  int64_t max_per_priority() const { return max_per_priority_; }
   CoordRequest* Find(uint64_t id);
   CoordRequest* FindByClient(const std::string& routing_id, const std::string& client_request_id);
   // Ends a request (its admission slot frees); the record is dropped.

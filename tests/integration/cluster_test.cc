@@ -192,6 +192,71 @@ TEST(ClusterTest, TopLogprobsComeWithEveryToken) {
   }
 }
 
+// n choices: each is its own request, choice i seeded with seed + i, so each equals a one-choice
+// request with that seed, streamed or not; greedy, every choice is the greedy answer. The usage
+// counts the prompt once and every choice's completion.
+TEST(ClusterTest, NChoicesAreEachTheirOwnSeededRequest) {
+  LocalCluster cluster({Stories(), 1, 0});
+  std::string error;
+  ASSERT_TRUE(cluster.Start(&error)) << error;
+  const int port = cluster.http_port();
+  const std::string greedy = LocalText(Stories(), "Once upon a time", 16);
+  json body = Completion("Once upon a time", 16, false);
+  HttpResult one = Post(port, "/v1/completions", body.dump());
+  ASSERT_EQ(one.status, 200) << one.body;
+  const int prompt_tokens = json::parse(one.body)["usage"]["prompt_tokens"];
+  body["n"] = 3;
+  HttpResult r = Post(port, "/v1/completions", body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = json::parse(r.body);
+  ASSERT_EQ(j["choices"].size(), 3u) << r.body;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(j["choices"][i]["index"], i) << r.body;
+    EXPECT_EQ(j["choices"][i]["text"], greedy) << r.body;
+    EXPECT_EQ(j["choices"][i]["finish_reason"], "length") << r.body;
+  }
+  EXPECT_EQ(j["usage"]["prompt_tokens"], prompt_tokens) << r.body;
+  EXPECT_EQ(j["usage"]["completion_tokens"], 48) << r.body;
+  EXPECT_EQ(j["usage"]["total_tokens"], prompt_tokens + 48) << r.body;
+
+  const json sampled = {{"prompt", "Once upon a time"}, {"max_tokens", 24}, {"temperature", 1.0},
+                        {"seed", 7}, {"n", 3}};
+  r = Post(port, "/v1/completions", sampled.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  j = json::parse(r.body);
+  ASSERT_EQ(j["choices"].size(), 3u) << r.body;
+  std::set<std::string> distinct;
+  for (int i = 0; i < 3; ++i) {
+    json single = sampled;
+    single["n"] = 1;
+    single["seed"] = 7 + i;
+    HttpResult alone = Post(port, "/v1/completions", single.dump());
+    ASSERT_EQ(alone.status, 200) << alone.body;
+    EXPECT_EQ(j["choices"][i]["text"], json::parse(alone.body)["choices"][0]["text"]) << i;
+    distinct.insert(j["choices"][i]["text"].get<std::string>());
+  }
+  EXPECT_GE(distinct.size(), 2u) << r.body;
+
+  json chat = {{"messages", {{{"role", "user"}, {"content", "Tell me a story"}}}},
+               {"max_tokens", 12}, {"temperature", 1.0}, {"seed", 3}, {"n", 2}};
+  HttpResult whole = Post(port, "/v1/chat/completions", chat.dump());
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  const json w = json::parse(whole.body);
+  ASSERT_EQ(w["choices"].size(), 2u) << whole.body;
+  chat["stream"] = true;
+  chat["stream_options"] = {{"include_usage", true}};
+  const StreamResult s = StreamCompletion(port, "/v1/chat/completions", chat);
+  EXPECT_TRUE(s.done) << s.error;
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(s.texts.count(i) ? s.texts.at(i) : "", w["choices"][i]["message"]["content"]) << i;
+    EXPECT_EQ(s.role_chunks.count(i) ? s.role_chunks.at(i) : 0, 1) << i;
+    EXPECT_EQ(s.finish_reasons.count(i) ? s.finish_reasons.at(i) : "", w["choices"][i]["finish_reason"]) << i;
+  }
+  EXPECT_EQ(s.texts.size(), 2u);
+  EXPECT_EQ(s.usage_chunks, 1);
+  EXPECT_EQ(s.completion_tokens, w["usage"]["completion_tokens"]);
+}
+
 TEST(ClusterTest, AProcessThatExitsWhileStartingIsNamed) {
   const int port = PickFreePort();
   const int holder = socket(AF_INET, SOCK_STREAM, 0);

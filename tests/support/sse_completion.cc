@@ -34,20 +34,30 @@ SseCompletion StreamCompletion(int port, const std::string& path, const nlohmann
       if (j.contains("error")) out.error = j.dump();
       if (j.contains("choices") && j["choices"].is_array() && !j["choices"].empty()) {
         const nlohmann::json& choice = j["choices"][0];
-        if (choice.contains("text") && choice["text"].is_string()) out.text += choice["text"].get<std::string>();
+        const int64_t index = choice.value("index", int64_t{-1});
+        if (choice.contains("text") && choice["text"].is_string()) {
+          out.text += choice["text"].get<std::string>();
+          out.texts[index] += choice["text"].get<std::string>();
+        }
         if (choice.contains("delta") && choice["delta"].contains("content") &&
             choice["delta"]["content"].is_string()) {
           out.text += choice["delta"]["content"].get<std::string>();
+          out.texts[index] += choice["delta"]["content"].get<std::string>();
         }
+        if (choice.contains("delta") && choice["delta"].contains("role")) ++out.role_chunks[index];
         if (choice.contains("logprobs") && choice["logprobs"].is_object() &&
             choice["logprobs"].contains("text_offset")) {
           for (const auto& o : choice["logprobs"]["text_offset"]) out.text_offsets.push_back(o.get<int64_t>());
         }
         if (choice.contains("finish_reason") && choice["finish_reason"].is_string()) {
           out.finish_reason = choice["finish_reason"];
+          out.finish_reasons[index] = choice["finish_reason"];
         }
       }
-      if (j.contains("usage") && j["usage"].is_object()) out.completion_tokens = j["usage"]["completion_tokens"];
+      if (j.contains("usage") && j["usage"].is_object()) {
+        out.completion_tokens = j["usage"]["completion_tokens"];
+        ++out.usage_chunks;
+      }
       if (disconnect_after > 0 && out.events >= disconnect_after) return false;
     }
     return true;

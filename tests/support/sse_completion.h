@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,10 @@ namespace bmad::testing {
 
 struct SseCompletion {
   std::string text;                // the choices' text, concatenated
+  std::map<int64_t, std::string> texts;           // by choice index
+  std::map<int64_t, std::string> finish_reasons;  // by choice index
+  std::map<int64_t, int> role_chunks;             // chat: role chunks seen, by choice index
+  int usage_chunks = 0;            // chunks with a usage object
   int64_t completion_tokens = -1;  // from the usage chunk, when the server sent one
   std::string finish_reason;
   std::vector<int64_t> text_offsets;  // completions with logprobs: every token's, in order

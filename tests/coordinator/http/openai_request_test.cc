@@ -79,6 +79,7 @@ TEST(ParseCompletionRequest, CompletionDefaultsAreOpenAIs) {
   EXPECT_FALSE(r.priority.has_value());
   EXPECT_EQ(r.slo_ms, 0u);
   EXPECT_EQ(r.top_logprobs, 0u);
+  EXPECT_EQ(r.n, 1u);
 }
 
 TEST(ParseCompletionRequest, CompletionReadsEveryField) {
@@ -89,6 +90,7 @@ TEST(ParseCompletionRequest, CompletionReadsEveryField) {
       "logprobs": 3, "ignore_eos": true, "stream": true, "stream_options": {"include_usage": true},
       "n": 1, "best_of": 1, "echo": false, "user": "alice", "priority": 0, "slo_ms": 1500})"));
   EXPECT_EQ(r.max_tokens, 100u);
+  EXPECT_EQ(r.n, 1u);
   EXPECT_EQ(r.sampling.max_tokens, 100u);
   EXPECT_FLOAT_EQ(r.sampling.temperature, 0.5f);
   EXPECT_FLOAT_EQ(r.sampling.top_p, 0.9f);
@@ -155,6 +157,8 @@ TEST(ParseCompletionRequest, ChatMaxTokensLogprobsAndExtensions) {
 
   EXPECT_FALSE(
       Ok(Chat("{" + messages + R"(, "add_generation_prompt": false})")).add_generation_prompt);
+  EXPECT_EQ(Ok(Chat("{" + messages + R"(, "n": 128})")).n, 128u);
+  EXPECT_EQ(Ok(Completion(R"({"prompt": "x", "n": 3, "best_of": 3})")).n, 3u);
   // Completion-only fields mean nothing to chat and are ignored there.
   EXPECT_TRUE(Chat("{" + messages + R"(, "echo": true, "best_of": 3, "suffix": "x"})").ok());
 }
@@ -276,11 +280,14 @@ TEST(ParseCompletionRequest, RejectsWrongTypesAndRangesNamingTheParameter) {
       {"{" + p + R"("seed": "42"})", false, {"'seed'"}},
       {"{" + p + R"("seed": 18446744073709551615})", false, {"'seed'"}},
       {"{" + p + R"("ignore_eos": "no"})", false, {"'ignore_eos' must be a boolean"}},
-      {"{" + p + R"("n": 2})", false, {"'n' must be 1", "got 2"}},
-      {"{" + p + R"("n": 0})", false, {"'n' must be 1"}},
+      {"{" + p + R"("n": 129})", false, {"'n' must be an integer in [1, 128], got 129"}},
+      {"{" + p + R"("n": 0})", false, {"'n' must be an integer in [1, 128], got 0"}},
+      {"{" + p + R"("n": 1.5})", false, {"'n' must be an integer in [1, 128]"}},
       {"{" + p + R"("echo": true})", false, {"'echo' is not supported"}},
       {"{" + p + R"("echo": "yes"})", false, {"'echo' must be a boolean"}},
-      {"{" + p + R"("best_of": 2})", false, {"'best_of' must be 1", "got 2"}},
+      {"{" + p + R"("best_of": 2})", false, {"'best_of' must equal 'n' (1), got 2"}},
+      {"{" + p + R"("n": 2, "best_of": 3})", false, {"'best_of' must equal 'n' (2), got 3", "none are ranked"}},
+      {"{" + p + R"("best_of": 0})", false, {"'best_of' must be an integer in [1, 128], got 0"}},
       {"{" + p + R"("logprobs": 21})", false, {"'logprobs' must be an integer in [0, 20], got 21"}},
       {"{" + p + R"("logprobs": -1})", false, {"'logprobs'"}},
       {"{" + p + R"("logprobs": true})", false, {"'logprobs'", "got true"}},
@@ -437,7 +444,7 @@ TEST(ParseCompletionRequest, RejectsBadMessages) {
       {R"({"messages": [{"role": "user", "content": "x"}], "add_generation_prompt": 1})",
        true,
        {"'add_generation_prompt' must be a boolean"}},
-      {R"({"messages": [{"role": "user", "content": "x"}], "n": 3})", true, {"'n' must be 1"}},
+      {R"({"messages": [{"role": "user", "content": "x"}], "n": 0})", true, {"'n' must be an integer in [1, 128], got 0"}},
       {R"({"messages": [{"role": "user", "content": "x"}], "functions": [{"name": "f"}]})",
        true,
        {"'functions' is not supported"}},

@@ -266,6 +266,38 @@ TEST(RenderCompletion, InvalidUtf8TextStillRendersValidJson) {
   EXPECT_THAT(chat["choices"][0]["message"]["content"].get<std::string>(), StartsWith("ok "));
 }
 
+// n choices: one entry each, in the order given, each with its own index, text and finish.
+TEST(RenderCompletion, SeveralChoices) {
+  std::vector<ChoiceOutput> outputs(3);
+  for (uint32_t i = 0; i < 3; ++i) {
+    outputs[i].index = i;
+    outputs[i].text = "choice " + std::to_string(i);
+    outputs[i].finish_reason = i == 1 ? proto::FinishReason::kStop : proto::FinishReason::kLength;
+  }
+  const Json completion = Parse(RenderCompletion(Context(), outputs, SomeUsage()));
+  ASSERT_EQ(completion["choices"].size(), 3u);
+  const Json chat = Parse(RenderChatCompletion(Context(), outputs, SomeUsage()));
+  ASSERT_EQ(chat["choices"].size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(completion["choices"][i]["index"], i);
+    EXPECT_EQ(completion["choices"][i]["text"], "choice " + std::to_string(i));
+    EXPECT_EQ(completion["choices"][i]["finish_reason"], i == 1 ? "stop" : "length");
+    EXPECT_EQ(chat["choices"][i]["index"], i);
+    EXPECT_EQ(chat["choices"][i]["message"]["content"], "choice " + std::to_string(i));
+  }
+  ExpectUsage(completion["usage"]);
+  ExpectUsage(chat["usage"]);
+}
+
+TEST(RenderChatChunk, ChunksOfOtherChoicesCarryTheirIndex) {
+  ChoiceOutput piece;
+  piece.index = 2;
+  piece.text = "x";
+  EXPECT_EQ(ParseEvent(RenderChatRoleChunk(Context(), 2))["choices"][0]["index"], 2);
+  EXPECT_EQ(ParseEvent(RenderChatChunk(Context(), piece))["choices"][0]["index"], 2);
+  EXPECT_EQ(ParseEvent(RenderCompletionChunk(Context(), piece))["choices"][0]["index"], 2);
+}
+
 // ---- streaming ----
 
 TEST(SseDone, IsTheDoneSentinel) { EXPECT_EQ(SseDone(), "data: [DONE]\n\n"); }

@@ -1,5 +1,5 @@
 // The official OpenAI client against a bmad coordinator: list models, complete, chat, stream
-// both, and a bad request that must come back as a 400 APIError. Exits non-zero on any mismatch.
+// both, n choices, and a bad request that must come back as a 400 APIError. Exits non-zero on any mismatch.
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 
@@ -46,6 +46,23 @@ for await (const chunk of chatStream) {
 }
 assert.equal(chatText, chat.choices[0].message.content, 'streamed chat differs from the plain one');
 assert.equal(usage?.completion_tokens, 16, 'no usage in the stream');
+
+// n choices, plain and streamed: the client's own stream helper sorts chunks by choice index.
+const several = await client.chat.completions.create({
+  model, temperature: 1, seed: 11, max_tokens: 12, n: 3,
+  messages: [{ role: 'user', content: 'Tell me a story.' }],
+});
+assert.deepEqual(several.choices.map((c) => c.index), [0, 1, 2]);
+assert.equal(several.usage.completion_tokens, 36);
+const severalTexts = ['', '', ''];
+const severalStream = await client.chat.completions.create({
+  model, temperature: 1, seed: 11, max_tokens: 12, n: 3, stream: true,
+  messages: [{ role: 'user', content: 'Tell me a story.' }],
+});
+for await (const chunk of severalStream) {
+  for (const choice of chunk.choices) severalTexts[choice.index] += choice.delta?.content ?? '';
+}
+assert.deepEqual(severalTexts, several.choices.map((c) => c.message.content), 'streamed choices differ');
 
 try {
   await client.completions.create({ model, prompt: 'hi', max_tokens: -1 });
