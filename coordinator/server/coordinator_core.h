@@ -106,6 +106,10 @@ class CoordinatorServer::Core {
   void Cancel(CoordRequest* r, bool tell_client);
   void Fail(CoordRequest* r, const Status& status);
   void Finish(CoordRequest* r, const std::string& outcome);
+  // Counts `requests` answered with `why` instead of being accepted: in requests_total and in
+  // rejections_total by reason (overloaded, unavailable, invalid), or, when their client
+  // cancelled them first (kCancelled), in requests_finished_total{status="cancelled"}.
+  void CountRefused(const Status& why, uint32_t requests = 1);
   // Delivers to the client; false when the client is gone (the request is then cancelled).
   bool Deliver(CoordRequest* r, proto::TokenChunk chunk);
   void SendClientError(const std::string& routing_id, const Status& s,

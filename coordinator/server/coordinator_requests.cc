@@ -25,16 +25,13 @@ bool CoordinatorServer::Core::PromptTextMayFit(size_t bytes) const {
 
 Result<CoordRequest*> CoordinatorServer::Core::Accept(SubmitInput in, const std::string& client_routing_id,
                                                       std::shared_ptr<HttpStream> http) {
-  ++requests_received_;
-  metrics_->requests_total.Increment();
-  auto reject = [&](Status s, const char* reason) -> Result<CoordRequest*> {
-    metrics_->Rejected(reason).Increment();
+  auto reject = [&](Status s) -> Result<CoordRequest*> {
+    CountRefused(s);
     return s;
   };
   if (!in.model.empty() && in.model != model_name_) {
     return reject(NotFound("model '" + in.model + "' does not exist; this cluster serves '" +
-                           model_name_ + "'"),
-                  "invalid");
+                           model_name_ + "'"));
   }
   auto r = std::make_unique<CoordRequest>();
   if (in.prompt_is_tokens) {
@@ -47,37 +44,33 @@ Result<CoordRequest*> CoordinatorServer::Core::Accept(SubmitInput in, const std:
                                " bytes, more than this model's context length of " +
                                std::to_string(context_length_) + " tokens can hold (a token "
                                "stands for at most " +
-                               std::to_string(tokenizer_->max_bytes_per_token()) + " bytes)"),
-                    "invalid");
+                               std::to_string(tokenizer_->max_bytes_per_token()) + " bytes)"));
     }
     const std::vector<int32_t> ids = tokenizer_->Encode(in.prompt_text);
     r->prompt.assign(ids.begin(), ids.end());
   }
-  if (r->prompt.empty()) return reject(InvalidArgument("the prompt is empty"), "invalid");
+  if (r->prompt.empty()) return reject(InvalidArgument("the prompt is empty"));
   const auto vocab = static_cast<uint32_t>(tokenizer_->vocab_size());
   for (uint32_t t : r->prompt) {
     if (t >= vocab) {
       return reject(InvalidArgument("prompt token id " + std::to_string(t) +
-                                    " is outside the vocabulary (0.." + std::to_string(vocab - 1) + ")"),
-                    "invalid");
+                                    " is outside the vocabulary (0.." + std::to_string(vocab - 1) + ")"));
     }
   }
   const auto prompt_len = static_cast<int64_t>(r->prompt.size());
   if (prompt_len >= context_length_) {
     return reject(OutOfRange("the prompt has " + std::to_string(prompt_len) +
                              " tokens; this model's context length is " +
-                             std::to_string(context_length_)),
-                  "invalid");
+                             std::to_string(context_length_)));
   }
   if (!in.max_tokens_given) in.sampling.max_tokens = static_cast<uint32_t>(context_length_ - prompt_len);
   if (in.sampling.max_tokens >= 1 && prompt_len + in.sampling.max_tokens > context_length_) {
     return reject(OutOfRange("the prompt (" + std::to_string(prompt_len) + " tokens) plus max_tokens (" +
                              std::to_string(in.sampling.max_tokens) +
-                             ") exceed this model's context length " + std::to_string(context_length_)),
-                  "invalid");
+                             ") exceed this model's context length " + std::to_string(context_length_)));
   }
   if (Status s = sampling::ValidateSamplingParams(in.sampling, tokenizer_->vocab_size()); !s.ok()) {
-    return reject(s, "invalid");
+    return reject(s);
   }
   r->id = requests_.NextId();
   r->assignment = assignment_base_;  // its first Assign is numbered assignment_base_ + 1
@@ -93,10 +86,11 @@ Result<CoordRequest*> CoordinatorServer::Core::Accept(SubmitInput in, const std:
   r->block_hashes = HashFullBlocks(as_int, block_size_);
   Result<CoordRequest*> admitted = requests_.Admit(std::move(r));
   if (!admitted.ok()) {
-    return reject(admitted.status(),
-                  admitted.status().code() == StatusCode::kResourceExhausted ? "overloaded" : "invalid");
+    return reject(admitted.status());
   }
   CoordRequest* req = *admitted;
+  ++requests_received_;
+  metrics_->requests_total.Increment();
   metrics_->prompt_tokens.Increment(double(req->prompt.size()));
   if (req->http) {
     StreamEvent e;
@@ -112,11 +106,6 @@ Result<CoordRequest*> CoordinatorServer::Core::Accept(SubmitInput in, const std:
 Status CoordinatorServer::Core::AcceptChoices(SubmitInput in, const std::shared_ptr<HttpStream>& http) {
   const uint32_t n = std::max<uint32_t>(in.choices, 1);
   // Each choice is a request in the metrics; a refusal refuses all n.
-  auto count_refused = [&](uint32_t refused, const Status& why) {
-    if (refused == 0) return;
-    metrics_->requests_total.Increment(refused);
-    metrics_->Rejected(why.code() == StatusCode::kResourceExhausted ? "overloaded" : "invalid").Increment(refused);
-  };
   if (n > 1) {
     // Never fewer choices than asked for: room for all of them first.
     Status room = n > requests_.max_per_priority()
@@ -126,7 +115,7 @@ Status CoordinatorServer::Core::AcceptChoices(SubmitInput in, const std::shared_
                                         "at once (coordinator.max_queued_per_priority)")
                       : requests_.CheckRoom(in.priority, n);
     if (!room.ok()) {
-      count_refused(n, room);
+      CountRefused(room, n);
       return room;
     }
   }
@@ -138,7 +127,7 @@ Status CoordinatorServer::Core::AcceptChoices(SubmitInput in, const std::shared_
     Result<CoordRequest*> r = Accept(std::move(choice), "", http);
     if (!r.ok()) {
       // The others differ only in the seed: they would be refused alike.
-      count_refused(n - i - 1, r.status());
+      CountRefused(r.status(), n - i - 1);
       for (uint64_t id : accepted) {
         if (CoordRequest* a = requests_.Find(id)) Cancel(a, /*tell_client=*/false);
       }
@@ -380,6 +369,18 @@ void CoordinatorServer::Core::Finish(CoordRequest* r, const std::string& outcome
   metrics_->Finished(outcome).Increment();
   metrics_->e2e_latency.Observe(double(clock_.NowNanos() - r->arrival_ns) * 1e-9);
   requests_.Remove(r->id);
+}
+
+void CoordinatorServer::Core::CountRefused(const Status& why, uint32_t requests) {
+  if (requests == 0) return;
+  requests_received_ += requests;
+  metrics_->requests_total.Increment(requests);
+  switch (why.code()) {
+    case StatusCode::kCancelled: metrics_->Finished("cancelled").Increment(requests); return;
+    case StatusCode::kResourceExhausted: metrics_->Rejected("overloaded").Increment(requests); return;
+    case StatusCode::kUnavailable: metrics_->Rejected("unavailable").Increment(requests); return;
+    default: metrics_->Rejected("invalid").Increment(requests); return;
+  }
 }
 
 void CoordinatorServer::Core::SendClientError(const std::string& routing_id, const Status& s,

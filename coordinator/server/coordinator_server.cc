@@ -148,8 +148,13 @@ void CoordinatorServer::Core::DrainInbox() {
       continue;
     }
     auto stream = item.stream;
-    const Status accepted = stop_requested_.load() ? Unavailable("the coordinator is shutting down")
-                                                   : AcceptChoices(std::move(item.input), stream);
+    Status accepted;
+    if (stop_requested_.load()) {
+      accepted = Unavailable("the coordinator is shutting down");
+      CountRefused(accepted, std::max<uint32_t>(item.input.choices, 1));
+    } else {
+      accepted = AcceptChoices(std::move(item.input), stream);
+    }
     if (!accepted.ok()) {
       StreamEvent e;
       e.kind = StreamEvent::Kind::kError;
@@ -242,12 +247,10 @@ void CoordinatorServer::Core::HandleClientMessage(const std::string& routing_id,
       // Bounded like a priority class's queue, which these would join: a client that sends
       // long prompts faster than they tokenize is told to retry later.
       if (static_cast<int64_t>(tokenizing_.size()) >= config_.coordinator.max_queued_per_priority) {
-        metrics_->requests_total.Increment();
-        metrics_->Rejected("overloaded").Increment();
-        SendClientError(routing_id,
-                        ResourceExhausted(std::to_string(tokenizing_.size()) +
-                                          " prompts are being tokenized; retry later"),
-                        in.client_request_id, 1000);
+        const Status busy = ResourceExhausted(std::to_string(tokenizing_.size()) +
+                                              " prompts are being tokenized; retry later");
+        CountRefused(busy);
+        SendClientError(routing_id, busy, in.client_request_id, 1000);
         return;
       }
       const uint64_t job = next_tokenize_job_++;
@@ -299,11 +302,11 @@ void CoordinatorServer::Core::AcceptFromSocket(const std::string& routing_id, Su
 }
 
 void CoordinatorServer::Core::RefuseUnaccepted(const TokenizingSubmit& t) {
-  SendClientError(t.routing_id,
-                  t.cancelled ? Cancelled("request '" + t.input.client_request_id +
-                                          "' was cancelled before it was accepted")
-                              : Unavailable("the coordinator is shutting down"),
-                  t.input.client_request_id, 0);
+  const Status why = t.cancelled ? Cancelled("request '" + t.input.client_request_id +
+                                             "' was cancelled before it was accepted")
+                                 : Unavailable("the coordinator is shutting down");
+  CountRefused(why);
+  SendClientError(t.routing_id, why, t.input.client_request_id, 0);
 }
 
 void CoordinatorServer::Core::RefuseTokenizing() {

@@ -10,8 +10,11 @@
 #include <thread>
 #include <zmq.hpp>
 
+#include <httplib.h>
+
 #include "common/proto/frames.h"
 #include "coordinator/server/coordinator_server.h"
+#include "tests/support/local_cluster.h"
 #include "tests/support/paths.h"
 #include "worker/model/gguf/gguf_file.h"
 #include "worker/model/tokenizer/tokenizer.h"
@@ -94,6 +97,13 @@ class SocketDoorTest : public ::testing::Test {
     return s;
   }
 
+  // A series of the coordinator's /metrics; -1 when it cannot be read, 0 when absent.
+  double Metric(const std::string& series) {
+    httplib::Client http("127.0.0.1", server_->http_port());
+    auto res = http.Get("/metrics");
+    return res ? testing::LocalCluster::MetricValue(res->body, series).value_or(0.0) : -1.0;
+  }
+
   void CancelAndWait(const std::string& id) {
     proto::Cancel cancel;
     cancel.client_request_id = id;
@@ -149,6 +159,9 @@ TEST_F(SocketDoorTest, ACancelWhileTokenizingIsAnsweredAndNothingIsAccepted) {
   const proto::Message again = Receive();
   ASSERT_TRUE(std::holds_alternative<proto::ErrorMessage>(again)) << proto::MessageName(again);
   EXPECT_EQ(std::get<proto::ErrorMessage>(again).code, StatusCode::kNotFound);
+  // Counted as a request its client cancelled, as one cancelled after acceptance is.
+  EXPECT_EQ(Metric("bmad_coordinator_requests_total"), 1.0);
+  EXPECT_EQ(Metric("bmad_coordinator_requests_finished_total{status=\"cancelled\"}"), 1.0);
 }
 
 TEST_F(SocketDoorTest, AStopWhileTokenizingRefusesThePromptAtOnceAndEnds) {
@@ -192,6 +205,9 @@ TEST_F(SocketDoorBoundTest, PromptsBeyondTheBoundAreRefusedWhileTheOthersTokeniz
   }
   CancelAndWait("d1");
   CancelAndWait("d2");
+  EXPECT_EQ(Metric("bmad_coordinator_requests_total"), 3.0);
+  EXPECT_EQ(Metric("bmad_coordinator_rejections_total{reason=\"overloaded\"}"), 1.0);
+  EXPECT_EQ(Metric("bmad_coordinator_requests_finished_total{status=\"cancelled\"}"), 2.0);
 }
 
 // With the default threshold a short prompt is tokenized on the loop: accepted with the
