@@ -2,8 +2,8 @@
 # Continuous batching with paged KV against the static-batching baseline, in-process with
 # `bmad bench serve` (open-loop Poisson arrivals): for each scheduler and each arrival rate, the
 # latency percentiles and throughput; then the highest rate each sustains with p99 end-to-end
-# latency under TARGET_P99_MS and with p99 time to first token under TARGET_TTFT_P99_MS, and
-# p99 at a rate both ran.
+# latency under TARGET_P99_MS and with p99 time to first token under TARGET_TTFT_P99_MS (each
+# may list several targets, "1000 2000 4000": one line per target), and p99 at a rate both ran.
 #
 #   tests/bench/serve_sweep.sh            # knobs: RATES_continuous, RATES_static, REQUESTS,
 #                                         #        TARGET_P99_MS, TARGET_TTFT_P99_MS, PROMPT,
@@ -68,8 +68,9 @@ def capacity(metric, target):
     return best
 
 print()
-for metric, name, target in (("e2e_ms", "end-to-end latency", float(sys.argv[2])),
-                             ("ttft_ms", "time to first token", float(sys.argv[3]))):
+targets = [("e2e_ms", "end-to-end latency", float(t)) for t in sys.argv[2].split()] + \
+          [("ttft_ms", "time to first token", float(t)) for t in sys.argv[3].split()]
+for metric, name, target in targets:
     best = capacity(metric, target)
     line = "highest rate with p99 %s under %g ms: continuous %s req/s, static %s req/s" % (
         name, target, best.get("continuous", "none"), best.get("static", "none"))
