@@ -280,16 +280,24 @@ std::string RenderChatUsageChunk(const ResponseContext& context, const proto::Us
   return UsageChunkEvent(context, true, usage);
 }
 
+namespace {
+
+Json ModelJson(const ModelCard& model) {
+  return Json{{"id", model.id},
+              {"object", "model"},
+              {"created", model.created_unix_s},
+              {"owned_by", "bmad"},
+              {"max_model_len", model.max_model_len}};
+}
+
+}  // namespace
+
 std::string RenderModels(std::span<const ModelCard> models) {
   Json data = Json::array();
-  for (const ModelCard& model : models) {
-    data.push_back(Json{{"id", model.id},
-                        {"object", "model"},
-                        {"created", model.created_unix_s},
-                        {"owned_by", "bmad"},
-                        {"max_model_len", model.max_model_len}});
-  }
+  for (const ModelCard& model : models) data.push_back(ModelJson(model));
   return Dump(Json{{"object", "list"}, {"data", std::move(data)}});
 }
+
+std::string RenderModel(const ModelCard& model) { return Dump(ModelJson(model)); }
 
 }  // namespace bmad::http

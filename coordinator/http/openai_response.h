@@ -137,5 +137,7 @@ struct ModelCard {
 // {"object": "list", "data": [{"id", "object": "model", "created", "owned_by": "bmad",
 // "max_model_len"}]}
 std::string RenderModels(std::span<const ModelCard> models);
+// One of them, as GET /v1/models/{id} answers: {"id", "object": "model", "created", ...}.
+std::string RenderModel(const ModelCard& model);
 
 }  // namespace bmad::http

@@ -15,6 +15,7 @@
 #include "coordinator/http/openai_request.h"
 #include "coordinator/http/openai_response.h"
 #include "coordinator/http/response_choices.h"
+#include "coordinator/http/tokenize_api.h"
 #include "coordinator/server/client_connection.h"
 #include "coordinator/server/coordinator_core.h"
 
@@ -125,6 +126,13 @@ Status HttpFrontend::Start(const std::string& host, int port) {
     res.set_content(core_.registry().RenderText(), metrics::kTextContentType);
   });
   server_->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) { HandleModels(res); });
+  server_->Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+    HandleModel(req.matches[1], res);
+  });
+  server_->Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) { HandleTokenize(req, res); });
+  server_->Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    HandleDetokenize(req, res);
+  });
   server_->Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     HandleCompletion(req, res, /*chat=*/false);
   });
@@ -134,6 +142,8 @@ Status HttpFrontend::Start(const std::string& host, int port) {
   // The right path with the wrong method: 405 naming the one it takes.
   for (const auto& [path, allowed] : {std::pair<const char*, const char*>{"/v1/completions", "POST"},
                                       {"/v1/chat/completions", "POST"},
+                                      {"/tokenize", "POST"},
+                                      {"/detokenize", "POST"},
                                       {"/v1/models", "GET"}}) {
     const std::string allow = allowed;  // a copy: clang before 16 cannot capture a structured binding
     auto not_allowed = [allow](const httplib::Request& req, httplib::Response& res) {
@@ -175,39 +185,98 @@ void HttpFrontend::HandleModels(httplib::Response& res) {
   res.set_content(http::RenderModels(std::span(&card, 1)), "application/json");
 }
 
-void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Response& res, bool chat) {
+void HttpFrontend::HandleModel(const std::string& id, httplib::Response& res) {
+  if (RefuseOtherModel(id, res)) return;
+  const http::ModelCard card{core_.model_name(), started_unix_s_,
+                             static_cast<uint32_t>(core_.context_length())};
+  res.set_content(http::RenderModel(card), "application/json");
+}
+
+Result<std::vector<uint32_t>> HttpFrontend::PromptTokens(http::CompletionRequest& cr, bool add_special) const {
+  if (!cr.chat && cr.prompt_is_tokens) return std::move(cr.prompt_tokens);
+  std::string text;
+  if (cr.chat) {
+    BMAD_ASSIGN_OR_RETURN(text, http::ApplyChatTemplate(static_cast<http::ChatTemplate>(core_.chat_template()),
+                                                        cr.messages, cr.add_generation_prompt));
+  } else {
+    text = std::move(cr.prompt_text);
+  }
+  // Tokenized here, on the request's own thread: in the event loop a long prompt (megabytes
+  // take seconds) would stall every other request's tokens meanwhile.
+  const std::vector<int32_t> ids = core_.tokenizer().Encode(text, add_special);
+  return std::vector<uint32_t>(ids.begin(), ids.end());
+}
+
+bool HttpFrontend::RefuseOtherModel(const std::string& model, httplib::Response& res) const {
+  if (model.empty() || model == core_.model_name()) return false;
+  SendError(res, NotFound("model '" + model + "' does not exist; this cluster serves '" +
+                          core_.model_name() + "'"));
+  return true;
+}
+
+void HttpFrontend::HandleTokenize(const httplib::Request& req, httplib::Response& res) {
+  Result<http::TokenizeRequest> parsed = http::ParseTokenizeRequest(req.body, Limits());
+  if (!parsed.ok()) {
+    SendError(res, parsed.status());
+    return;
+  }
+  if (RefuseOtherModel(parsed->prompt.model, res)) return;
+  Result<std::vector<uint32_t>> tokens = PromptTokens(parsed->prompt, parsed->add_special_tokens);
+  if (!tokens.ok()) {
+    SendError(res, tokens.status());
+    return;
+  }
+  std::vector<std::string> pieces;
+  if (parsed->return_token_strs) {
+    for (uint32_t t : *tokens) pieces.push_back(core_.tokenizer().TokenPiece(static_cast<int32_t>(t)));
+  }
+  res.set_content(http::RenderTokenize(*tokens, static_cast<uint32_t>(core_.context_length()),
+                                       parsed->return_token_strs ? &pieces : nullptr),
+                  "application/json");
+}
+
+void HttpFrontend::HandleDetokenize(const httplib::Request& req, httplib::Response& res) {
+  Result<http::DetokenizeRequest> parsed = http::ParseDetokenizeRequest(req.body, Limits());
+  if (!parsed.ok()) {
+    SendError(res, parsed.status());
+    return;
+  }
+  if (RefuseOtherModel(parsed->model, res)) return;
+  const auto vocab = static_cast<uint32_t>(core_.tokenizer().vocab_size());
+  for (size_t i = 0; i < parsed->tokens.size(); ++i) {
+    if (parsed->tokens[i] >= vocab) {
+      SendError(res, InvalidArgument("'tokens[" + std::to_string(i) + "]' is " + std::to_string(parsed->tokens[i]) +
+                                     ", outside the vocabulary (0.." + std::to_string(vocab - 1) + ")"));
+      return;
+    }
+  }
+  const std::vector<int32_t> ids(parsed->tokens.begin(), parsed->tokens.end());
+  res.set_content(http::RenderDetokenize(core_.tokenizer().Decode(ids)), "application/json");
+}
+
+http::RequestLimits HttpFrontend::Limits() const {
   http::RequestLimits limits;
   limits.max_model_len = static_cast<uint32_t>(core_.context_length());
   limits.priority_classes = static_cast<int32_t>(core_.config().coordinator.priority_classes);
-  Result<http::CompletionRequest> parsed = http::ParseCompletionRequest(req.body, chat, limits);
+  return limits;
+}
+
+void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Response& res, bool chat) {
+  Result<http::CompletionRequest> parsed = http::ParseCompletionRequest(req.body, chat, Limits());
   if (!parsed.ok()) {
     SendError(res, parsed.status());
     return;
   }
   http::CompletionRequest& cr = *parsed;
+  Result<std::vector<uint32_t>> prompt = PromptTokens(cr, /*add_special=*/true);
+  if (!prompt.ok()) {
+    SendError(res, prompt.status());
+    return;
+  }
   SubmitInput in;
   in.model = cr.model;
-  if (chat) {
-    Result<std::string> prompt = http::ApplyChatTemplate(
-        static_cast<http::ChatTemplate>(core_.chat_template()), cr.messages, cr.add_generation_prompt);
-    if (!prompt.ok()) {
-      SendError(res, prompt.status());
-      return;
-    }
-    in.prompt_text = std::move(*prompt);
-  } else {
-    in.prompt_is_tokens = cr.prompt_is_tokens;
-    in.prompt_text = std::move(cr.prompt_text);
-    in.prompt_tokens = std::move(cr.prompt_tokens);
-  }
-  if (!in.prompt_is_tokens) {
-    // Tokenized here, on this request's own thread: in the event loop a long prompt (megabytes
-    // take seconds) would stall every other request's tokens meanwhile.
-    const std::vector<int32_t> ids = core_.tokenizer().Encode(in.prompt_text);
-    in.prompt_tokens.assign(ids.begin(), ids.end());
-    in.prompt_is_tokens = true;
-    in.prompt_text.clear();
-  }
+  in.prompt_is_tokens = true;
+  in.prompt_tokens = std::move(*prompt);
   in.sampling = cr.sampling;
   in.max_tokens_given = cr.max_tokens.has_value();
   in.priority = cr.priority.value_or(1);

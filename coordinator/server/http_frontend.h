@@ -1,5 +1,6 @@
 // The OpenAI-compatible HTTP API (cpp-httplib): /v1/completions and /v1/chat/completions (plain
-// and streaming SSE ending with [DONE], with usage), /v1/models, /health, /ready, /metrics.
+// and streaming SSE ending with [DONE], with usage), /v1/models and /v1/models/{id}, vLLM's
+// /tokenize and /detokenize, /health, /ready, /metrics.
 // Handler threads parse and validate the body (coordinator/http), hand the request to the event
 // loop, and relay its events for as long as the request lives; a client that disconnects, while
 // streaming or waiting for a whole answer, gets its request cancelled.
@@ -8,8 +9,10 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/status.h"
+#include "coordinator/http/openai_request.h"
 #include "coordinator/server/coordinator_server.h"
 
 namespace httplib {
@@ -32,6 +35,17 @@ class HttpFrontend {
  private:
   void HandleCompletion(const httplib::Request& req, httplib::Response& res, bool chat);
   void HandleModels(httplib::Response& res);
+  void HandleModel(const std::string& id, httplib::Response& res);
+  void HandleTokenize(const httplib::Request& req, httplib::Response& res);
+  void HandleDetokenize(const httplib::Request& req, httplib::Response& res);
+
+  http::RequestLimits Limits() const;
+  // The prompt's tokens as the completion endpoints send them to the cluster: a chat request's
+  // messages through the chat template, text encoded (BOS first when `add_special`), token ids
+  // as given. Moves the prompt out of `cr`. Errors: the chat template's.
+  Result<std::vector<uint32_t>> PromptTokens(http::CompletionRequest& cr, bool add_special) const;
+  // Answers 404 model_not_found and returns true when `model` names another model than ours.
+  bool RefuseOtherModel(const std::string& model, httplib::Response& res) const;
 
   CoordinatorServer::Core& core_;
   std::unique_ptr<httplib::Server> server_;

@@ -257,6 +257,27 @@ TEST(ClusterTest, NChoicesAreEachTheirOwnSeededRequest) {
   EXPECT_EQ(s.completion_tokens, w["usage"]["completion_tokens"]);
 }
 
+// /tokenize counts a prompt as the completion endpoints do: its count is the usage's
+// prompt_tokens, for text and for chat.
+TEST(ClusterTest, TokenizeCountsWhatTheCompletionIsBilledFor) {
+  LocalCluster cluster({Stories(), 1, 0});
+  std::string error;
+  ASSERT_TRUE(cluster.Start(&error)) << error;
+  const int port = cluster.http_port();
+  const json messages = {{{"role", "system"}, {"content", "You tell stories."}},
+                         {{"role", "user"}, {"content", "Tell me one about a cat."}}};
+  for (const auto& [path, body] : {std::pair<std::string, json>{"/v1/completions", {{"prompt", "Once upon a time"}}},
+                                   {"/v1/chat/completions", {{"messages", messages}}}}) {
+    HttpResult counted = Post(port, "/tokenize", body.dump());
+    ASSERT_EQ(counted.status, 200) << counted.body;
+    json request = body;
+    request["max_tokens"] = 2;
+    HttpResult billed = Post(port, path, request.dump());
+    ASSERT_EQ(billed.status, 200) << billed.body;
+    EXPECT_EQ(json::parse(counted.body)["count"], json::parse(billed.body)["usage"]["prompt_tokens"]) << path;
+  }
+}
+
 TEST(ClusterTest, AProcessThatExitsWhileStartingIsNamed) {
   const int port = PickFreePort();
   const int holder = socket(AF_INET, SOCK_STREAM, 0);

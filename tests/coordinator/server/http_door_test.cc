@@ -1,6 +1,7 @@
 // The HTTP door's n choices: all accepted or none, and all cancelled together when the client
-// goes. An in-process coordinator on 127.0.0.1 (ephemeral ports) with no replica: accepted
-// requests queue, so what is counted is exactly what the door admitted.
+// goes; the endpoints that need no replica: /tokenize, /detokenize, /v1/models/{id}. An
+// in-process coordinator on 127.0.0.1 (ephemeral ports) with no replica: accepted requests
+// queue, so what is counted is exactly what the door admitted.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -9,6 +10,8 @@
 #include <thread>
 
 #include "coordinator/server/coordinator_server.h"
+#include "worker/model/gguf/gguf_file.h"
+#include "worker/model/tokenizer/tokenizer.h"
 #include "tests/support/local_cluster.h"
 #include "tests/support/paths.h"
 #include "tests/support/process.h"
@@ -47,10 +50,10 @@ class HttpDoorTest : public ::testing::Test {
     if (run_.joinable()) run_.join();
   }
 
-  httplib::Result Post(const Json& body, int read_timeout_s = 10) {
+  httplib::Result Post(const Json& body, int read_timeout_s = 10, const std::string& path = "/v1/completions") {
     httplib::Client client("127.0.0.1", server_->http_port());
     client.set_read_timeout(read_timeout_s, 0);
-    return client.Post("/v1/completions", body.dump(), "application/json");
+    return client.Post(path, body.dump(), "application/json");
   }
   double Metric(const std::string& series) {
     httplib::Client client("127.0.0.1", server_->http_port());
@@ -105,6 +108,78 @@ TEST_F(HttpDoorTest, ChoicesAreAdmittedAllOrNoneAndCancelledTogether) {
   EXPECT_TRUE(testing::WaitFor([&] { return Metric("bmad_coordinator_requests_queued") == 4.0; }, 10s));
   four.join();
   EXPECT_TRUE(testing::WaitFor([&] { return Metric("bmad_coordinator_requests_queued") == 0.0; }, 10s));
+}
+
+TEST_F(HttpDoorTest, TokenizeCountsThePromptAsTheCompletionsEndpointsDo) {
+  auto file = gguf::GgufFile::Open(testing::SharedModelsDir() + "/stories260K.gguf");
+  ASSERT_TRUE(file.ok());
+  auto tok = tokenizer::LoadTokenizer(**file);
+  ASSERT_TRUE(tok.ok());
+  const std::vector<int32_t> want = tok->Encode("Once upon a time");
+  auto res = Post({{"prompt", "Once upon a time"}}, 10, "/tokenize");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  Json j = Json::parse(res->body);
+  EXPECT_EQ(j["tokens"].get<std::vector<int32_t>>(), want);
+  EXPECT_EQ(j["count"], want.size());
+  EXPECT_EQ(j["max_model_len"], 512);
+  EXPECT_TRUE(j["token_strs"].is_null());
+
+  res = Post({{"prompt", "Once upon a time"}, {"add_special_tokens", false}, {"return_token_strs", true}}, 10,
+             "/tokenize");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  j = Json::parse(res->body);
+  const std::vector<int32_t> plain = tok->Encode("Once upon a time", /*add_special=*/false);
+  EXPECT_EQ(j["tokens"].get<std::vector<int32_t>>(), plain);
+  ASSERT_EQ(j["token_strs"].size(), plain.size());
+  std::string joined;
+  for (const Json& piece : j["token_strs"]) joined += piece.get<std::string>();
+  EXPECT_EQ(joined, " Once upon a time");
+
+  // Chat: the template applied, as /v1/chat/completions applies it.
+  res = Post({{"messages", {{{"role", "user"}, {"content", "Hi"}}}}}, 10, "/tokenize");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_GT(Json::parse(res->body)["count"].get<int>(), 3);
+
+  // And back.
+  res = Post({{"tokens", plain}}, 10, "/detokenize");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(Json::parse(res->body)["prompt"], "Once upon a time");
+
+  // Bad input: named.
+  res = Post({{"tokens", {1, 512}}}, 10, "/detokenize");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400) << res->body;
+  EXPECT_NE(res->body.find("'tokens[1]' is 512, outside the vocabulary (0..511)"), std::string::npos) << res->body;
+  res = Post({{"prompt", "x"}, {"model", "other"}}, 10, "/tokenize");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 404) << res->body;
+  EXPECT_NE(res->body.find("model_not_found"), std::string::npos) << res->body;
+  httplib::Client client("127.0.0.1", server_->http_port());
+  auto get = client.Get("/tokenize");
+  ASSERT_TRUE(get);
+  EXPECT_EQ(get->status, 405);
+  EXPECT_EQ(get->get_header_value("Allow"), "POST");
+  // Nothing here is a request to the cluster.
+  EXPECT_EQ(Metric("bmad_coordinator_requests_total"), 0.0);
+}
+
+TEST_F(HttpDoorTest, OneModelCanBeRetrievedByItsId) {
+  httplib::Client client("127.0.0.1", server_->http_port());
+  auto res = client.Get("/v1/models/stories260K");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  const Json j = Json::parse(res->body);
+  EXPECT_EQ(j["id"], "stories260K");
+  EXPECT_EQ(j["object"], "model");
+  EXPECT_EQ(j["max_model_len"], 512);
+  res = client.Get("/v1/models/gpt-4");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 404) << res->body;
+  EXPECT_EQ(Json::parse(res->body)["error"]["code"], "model_not_found");
 }
 
 }  // namespace

@@ -10,6 +10,7 @@ const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'not-needed', maxRetr
 const models = await client.models.list();
 assert.ok(models.data.length >= 1, 'no models listed');
 const model = models.data[0].id;
+assert.equal((await client.models.retrieve(model)).id, model);
 
 const completion = await client.completions.create({ model, prompt: 'Once upon a time', max_tokens: 32, temperature: 0 });
 assert.equal(completion.choices[0].text, expected, 'completion text differs from bmad generate');
