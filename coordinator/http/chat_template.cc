@@ -187,15 +187,19 @@ Result<ChatTemplate> ChatTemplateByName(std::string_view name) {
   for (const NamedTemplate& t : kTemplates) {
     if (t.name == name) return t.chat_template;
   }
+  return InvalidArgument("unknown chat template '" + std::string(name) + "'; known: " + KnownChatTemplateNames());
+}
+
+std::string KnownChatTemplateNames() {
   std::string known;
   for (const NamedTemplate& t : kTemplates) {
     if (!known.empty()) known += ", ";
     known += t.name;
   }
-  return InvalidArgument("unknown chat template '" + std::string(name) + "'; known: " + known);
+  return known;
 }
 
-ChatTemplate DetectChatTemplate(std::string_view jinja) {
+std::optional<ChatTemplate> DetectChatTemplate(std::string_view jinja) {
   if (Contains(jinja, "<|im_start|>")) return ChatTemplate::kChatML;
   if (Contains(jinja, "<|start_header_id|>")) return ChatTemplate::kLlama3;
   if (Contains(jinja, "<start_of_turn>")) return ChatTemplate::kGemma;
@@ -205,7 +209,7 @@ ChatTemplate DetectChatTemplate(std::string_view jinja) {
   if (Contains(jinja, "<|user|>")) {
     return Contains(jinja, "<|end|>") ? ChatTemplate::kPhi3 : ChatTemplate::kZephyr;
   }
-  return kDefaultChatTemplate;
+  return std::nullopt;
 }
 
 Status ValidateChatMessages(ChatTemplate chat_template, std::span<const ChatMessage> messages) {

@@ -12,6 +12,7 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -84,6 +85,8 @@ std::string_view ChatTemplateName(ChatTemplate chat_template);
 // The template of that name (exactly as ChatTemplateName spells it); kInvalidArgument naming
 // the known ones otherwise.
 Result<ChatTemplate> ChatTemplateByName(std::string_view name);
+// Every name ChatTemplateByName takes, comma-separated.
+std::string KnownChatTemplateNames();
 
 // Recognises a GGUF `tokenizer.chat_template` (Jinja text) by its marker tokens:
 //   <|im_start|>                      chatml
@@ -94,8 +97,8 @@ Result<ChatTemplate> ChatTemplateByName(std::string_view name);
 //   <|user|> with <|end|>             phi3
 //   <|user|> without <|end|>          zephyr
 // checked in that order (a template naming several formats gets the first). Empty or
-// unrecognised text gives kDefaultChatTemplate.
-ChatTemplate DetectChatTemplate(std::string_view jinja_from_gguf);
+// unrecognised text gives nullopt (the caller falls back to kDefaultChatTemplate, and says so).
+std::optional<ChatTemplate> DetectChatTemplate(std::string_view jinja_from_gguf);
 
 // OK when `messages` fit the format: non-empty, and for llama2, mistral and gemma a system
 // message only first, then user and assistant alternating from user (at least one user

@@ -74,7 +74,21 @@ Status CoordinatorServer::Core::Start() {
     chat_template_ = static_cast<int>(t);
   } else {
     auto jinja = file->GetString("tokenizer.chat_template");
-    chat_template_ = static_cast<int>(http::DetectChatTemplate(jinja.ok() ? *jinja : ""));
+    const std::string text = jinja.ok() ? std::string(*jinja) : std::string();
+    const std::optional<http::ChatTemplate> detected = http::DetectChatTemplate(text);
+    chat_template_ = static_cast<int>(detected.value_or(http::kDefaultChatTemplate));
+    if (!detected) {
+      // A model's own format matters: prompts in another one degrade its answers quietly.
+      const std::string fallback(http::ChatTemplateName(http::kDefaultChatTemplate));
+      const std::string advice =
+          "set model.chat_template to one of " + http::KnownChatTemplateNames() + " if another fits";
+      if (text.empty()) {
+        log::Info(kLog, "the model has no chat template; chat requests use " + fallback, {{"hint", advice}});
+      } else {
+        log::Warn(kLog, "the model's chat template is not one bmad recognises; chat requests use " + fallback,
+                  {{"hint", advice}});
+      }
+    }
   }
 
   metrics_ = std::make_unique<CoordinatorMetrics>(registry_);

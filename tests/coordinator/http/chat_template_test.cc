@@ -182,7 +182,7 @@ TEST(DetectChatTemplate, RecognisesRealTemplates) {
   struct Case {
     const char* model;
     const char* jinja;
-    ChatTemplate expected;
+    std::optional<ChatTemplate> expected;  // nullopt: not recognised
   };
   const std::vector<Case> cases = {
       {"Qwen2-Instruct",
@@ -245,13 +245,14 @@ TEST(DetectChatTemplate, RecognisesRealTemplates) {
       {"DeepSeek-R1 (unknown format)",
        "{% for message in messages %}{% if message['role'] == 'user' %}"
        "{{'<\xEF\xBD\x9CUser\xEF\xBD\x9C>' + message['content']}}{% endif %}{% endfor %}",
-       kDefaultChatTemplate},
-      {"no template", "", kDefaultChatTemplate},
+       std::nullopt},
+      {"no template", "", std::nullopt},
   };
   for (const Case& c : cases) {
     EXPECT_EQ(DetectChatTemplate(c.jinja), c.expected) << c.model;
   }
   EXPECT_EQ(kDefaultChatTemplate, ChatTemplate::kChatML);
+  EXPECT_EQ(KnownChatTemplateNames(), "chatml, llama2, llama3, mistral, zephyr, phi3, gemma, plain");
 }
 
 }  // namespace
