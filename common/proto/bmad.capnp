@@ -9,7 +9,7 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("bmad::wire");
 
-const protocolVersion :UInt16 = 3;  # proto::kProtocolVersion (codec.cc checks they agree)
+const protocolVersion :UInt16 = 4;  # proto::kProtocolVersion (codec.cc checks they agree)
 
 enum FinishReason {
   none @0;        # more chunks follow
@@ -42,6 +42,7 @@ struct SamplingParams {
   topLogprobs @14 :UInt32;          # alternatives per token (needs logprobs), at most 20
   minTokens @15 :UInt32;            # nothing ends the output before this many tokens
   logitBias @16 :List(LogitBias);   # OpenAI's logit_bias, distinct token ids
+  includeStopStrInOutput @17 :Bool; # vLLM's: a stop string that ends the output is part of it
 }
 
 struct LogitBias {

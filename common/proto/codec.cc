@@ -109,6 +109,7 @@ void Fill(wire::SamplingParams::Builder b, const SamplingParams& s) {
   b.setIgnoreEos(s.ignore_eos);
   b.setTopLogprobs(s.top_logprobs);
   b.setMinTokens(s.min_tokens);
+  b.setIncludeStopStrInOutput(s.include_stop_str_in_output);
   auto biases = b.initLogitBias(static_cast<unsigned>(s.logit_bias.size()));
   for (size_t i = 0; i < s.logit_bias.size(); ++i) {
     biases[static_cast<unsigned>(i)].setTokenId(s.logit_bias[i].token_id);
@@ -293,6 +294,7 @@ SamplingParams Read(wire::SamplingParams::Reader r) {
   s.ignore_eos = r.getIgnoreEos();
   s.top_logprobs = r.getTopLogprobs();
   s.min_tokens = r.getMinTokens();
+  s.include_stop_str_in_output = r.getIncludeStopStrInOutput();
   for (auto b : r.getLogitBias()) s.logit_bias.push_back(LogitBias{b.getTokenId(), b.getBias()});
   return s;
 }

@@ -19,7 +19,9 @@ namespace bmad::proto {
 // without the number of the request's current assignment, so version 1 replicas are refused.
 // 3: the coordinator answers every heartbeat with HeartbeatAck (a version 2 replica would log
 // each one as unexpected).
-inline constexpr uint16_t kProtocolVersion = 3;
+// 4: SamplingParams.include_stop_str_in_output (a version 3 replica would leave the stop string
+// out).
+inline constexpr uint16_t kProtocolVersion = 4;
 
 enum class FinishReason : uint8_t { kNone = 0, kStop, kLength, kCancelled, kError };
 std::string_view FinishReasonName(FinishReason reason);  // "stop", "length", ... ("" for none)
@@ -51,6 +53,9 @@ struct SamplingParams {
   // before it has this many tokens.
   uint32_t min_tokens = 0;
   std::vector<LogitBias> logit_bias;  // distinct token ids
+  // vLLM's include_stop_str_in_output: the stop string that ends the output is sent as its end
+  // (OpenAI leaves it out).
+  bool include_stop_str_in_output = false;
   friend bool operator==(const SamplingParams&, const SamplingParams&) = default;
 };
 

@@ -428,8 +428,7 @@ Status RejectUnsupported(const JsonFields& body, bool chat) {
   }
   // vLLM's extensions that change what is generated: refused rather than ignored, so that a
   // client relying on one learns it has no effect here. Their "off" values pass.
-  for (const std::string_view key : {"use_beam_search", "include_stop_str_in_output",
-                                     "continue_final_message"}) {
+  for (const std::string_view key : {"use_beam_search", "continue_final_message"}) {
     if (const Json* flag = body.Find(key); flag != nullptr && *flag != false && !flag->is_null()) {
       return InvalidArgument(Quoted(key) + " is not supported");
     }
@@ -473,6 +472,8 @@ Result<CompletionRequest> ReadRequest(const Json& json, bool chat, const Request
 
   BMAD_RETURN_IF_ERROR(ReadSampling(body, request.sampling));
   BMAD_ASSIGN_OR_RETURN(request.sampling.stop_strings, ReadStop(body, limits));
+  BMAD_ASSIGN_OR_RETURN(const std::optional<bool> include_stop, body.Bool("include_stop_str_in_output"));
+  request.sampling.include_stop_str_in_output = include_stop.value_or(false);
   BMAD_ASSIGN_OR_RETURN(request.sampling.stop_token_ids, ReadStopTokenIds(body));
   BMAD_ASSIGN_OR_RETURN(request.sampling.logit_bias, ReadLogitBias(body));
   BMAD_ASSIGN_OR_RETURN(const std::optional<int64_t> min_tokens,

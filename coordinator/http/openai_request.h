@@ -27,6 +27,8 @@
 //                      takes max_completion_tokens (which wins when both are set); with neither,
 //                      max_tokens stays unset: the coordinator fills in the room left.
 //   stop               a string or an array of strings, each non-empty, within the limits
+//   include_stop_str_in_output  vLLM's extension, boolean, default false: the stop string that
+//                      ends the output is sent as its end
 //   stop_token_ids     array of token ids (vLLM's extension), at most 64
 //   logit_bias         object from token ids (decimal strings) to numbers in [-100, 100], at
 //                      most 4096 entries; null values are skipped
@@ -45,7 +47,7 @@
 // ignored when set to anything but their neutral value: suffix (non-empty), response_format
 // (type other than "text"), tools and functions (non-empty), tool_choice and function_call
 // (other than "none"); so are vLLM's extensions that would change the output: use_beam_search,
-// include_stop_str_in_output, continue_final_message (true), guided_json/regex/choice/grammar,
+// continue_final_message (true), guided_json/regex/choice/grammar,
 // structured_outputs, chat_template, chat_template_kwargs and prompt_logprobs (non-null).
 //
 // Thread-safety: pure functions.

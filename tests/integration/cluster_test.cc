@@ -128,6 +128,18 @@ TEST(ClusterTest, LogitBiasAndMinTokensReachTheSampler) {
   StreamResult s = Stream(cluster.http_port(), held);
   EXPECT_TRUE(s.done) << s.error;
   EXPECT_EQ(s.text, ", there was a little girl named Lily. She loved to play outside in the park. One day");
+  // vLLM's include_stop_str_in_output: the stop string ends the output instead of being cut.
+  for (const bool include : {false, true}) {
+    json cut = Completion("Once upon a time", 32, false);
+    cut["stop"] = " girl";
+    cut["include_stop_str_in_output"] = include;
+    r = Post(cluster.http_port(), "/v1/completions", cut.dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(json::parse(r.body)["choices"][0]["text"],
+              include ? ", there was a little girl" : ", there was a little")
+        << r.body;
+    EXPECT_EQ(json::parse(r.body)["choices"][0]["finish_reason"], "stop") << r.body;
+  }
   // A bias for a token the model does not have is the client's error, named.
   json outside = Completion("Once", 4, false);
   outside["logit_bias"] = {{"600", 1}};

@@ -18,7 +18,7 @@ OutputProcessor::OutputProcessor(const tokenizer::Tokenizer& tokenizer,
                                  std::vector<int32_t> already_generated)
     : tokenizer_(tokenizer),
       detokenizer_(tokenizer, /*decodes_sequence_start=*/tokenizer.Decode(prompt).empty()),
-      stop_strings_(params.stop_strings),
+      stop_strings_(params.stop_strings, params.include_stop_str_in_output),
       stop_token_ids_(params.stop_token_ids),
       ignore_eos_(params.ignore_eos),
       min_tokens_(params.min_tokens),

@@ -10,8 +10,8 @@ bool IsUtf8Continuation(char byte) { return (static_cast<uint8_t>(byte) & 0xC0) 
 
 }  // namespace
 
-StopStringMatcher::StopStringMatcher(std::vector<std::string> stop_strings)
-    : stop_strings_(std::move(stop_strings)) {
+StopStringMatcher::StopStringMatcher(std::vector<std::string> stop_strings, bool include_stop)
+    : stop_strings_(std::move(stop_strings)), include_stop_(include_stop) {
   for (const std::string& stop : stop_strings_) {
     if (stop.empty()) continue;
     longest_ = std::max(longest_, stop.size());
@@ -37,7 +37,10 @@ StopFeedResult StopStringMatcher::Feed(std::string_view new_text) {
   // first sent_ bytes were sent already: they are searched but never returned.
   Hit hit{0, -1};
   if (FindFirstCompleted(&hit)) {
-    if (hit.start > sent_) result.text.assign(held_, sent_, hit.start - sent_);
+    // The hit ends inside held_ (it is complete there); of it, only what was not sent goes out.
+    const size_t end = include_stop_ ? hit.start + stop_strings_[static_cast<size_t>(hit.index)].size()
+                                     : hit.start;
+    if (end > sent_) result.text.assign(held_, sent_, end - sent_);
     result.stopped = true;
     result.stop_index = hit.index;
     stop_index_ = hit.index;

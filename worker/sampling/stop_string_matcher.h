@@ -3,8 +3,9 @@
 // The engine feeds the text of each new token as it is detokenized; the matcher returns what is
 // safe to send to the client now. Text that might be the beginning of a stop string is held back
 // until it either completes one or cannot any more. On a hit the output ends right before the stop
-// string (OpenAI semantics: the stop string itself is not sent) and nothing after it is ever
-// returned.
+// string (OpenAI semantics: the stop string itself is not sent), or right after it when the
+// matcher includes stop strings (vLLM's include_stop_str_in_output), and nothing after that is
+// ever returned.
 //
 // Which hit: the stop string that is complete first in the stream, i.e. the occurrence with the
 // smallest end offset; among occurrences ending at the same offset (one is a suffix of another,
@@ -33,15 +34,17 @@ namespace bmad::sampling {
 
 struct StopFeedResult {
   std::string text;         // safe to emit now (possibly empty)
-  bool stopped = false;     // a stop string was hit: `text` ends right before it, and this is final
+  bool stopped = false;     // a stop string was hit: `text` ends right before it (right after it
+                            // with include_stop), and this is final
   int32_t stop_index = -1;  // when stopped: which stop string (index in the constructor's list)
 };
 
 class StopStringMatcher {
  public:
   // Empty strings in `stop_strings` are ignored (validation rejects them before they get here).
-  // With no non-empty stop strings every Feed returns its input unchanged.
-  explicit StopStringMatcher(std::vector<std::string> stop_strings);
+  // With no non-empty stop strings every Feed returns its input unchanged. `include_stop`: the
+  // stop string that ends the output is returned as its end.
+  explicit StopStringMatcher(std::vector<std::string> stop_strings, bool include_stop = false);
 
   // Adds the next piece of output text. After a hit, every later call returns empty text with
   // stopped = true and the same stop_index.
@@ -73,6 +76,7 @@ class StopStringMatcher {
   size_t HoldBackStart() const;
 
   std::vector<std::string> stop_strings_;
+  bool include_stop_ = false;
   size_t longest_ = 0;              // bytes of the longest stop string
   bool starts_stop_[256] = {};      // bytes that begin some stop string
   std::string held_;

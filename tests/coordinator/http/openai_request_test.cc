@@ -459,9 +459,9 @@ TEST(ParseCompletionRequest, RejectsBadMessages) {
        true,
        {"'chat_template' is not supported"}},
       {R"({"prompt": "x", "use_beam_search": true})", false, {"'use_beam_search' is not supported"}},
-      {R"({"prompt": "x", "include_stop_str_in_output": true})",
+      {R"({"prompt": "x", "include_stop_str_in_output": 1})",
        false,
-       {"'include_stop_str_in_output' is not supported"}},
+       {"'include_stop_str_in_output' must be a boolean, got 1"}},
       {R"({"prompt": "x", "guided_json": {"type": "object"}})", false, {"'guided_json' is not supported"}},
       {R"({"prompt": "x", "guided_choice": ["a", "b"]})", false, {"'guided_choice' is not supported"}},
       {R"({"prompt": "x", "prompt_logprobs": 1})", false, {"'prompt_logprobs' is not supported"}},
@@ -479,6 +479,14 @@ TEST(ParseCompletionRequest, LogitBiasAndMinTokensReachTheSamplingParams) {
   // Chat without max_tokens: the coordinator fills in the room left, and checks min_tokens then.
   const CompletionRequest chat = Ok(Chat(R"({"messages": [{"role": "user", "content": "x"}], "min_tokens": 40})"));
   EXPECT_EQ(chat.sampling.min_tokens, 40u);
+}
+
+TEST(ParseCompletionRequest, IncludeStopStrInOutputReachesTheSampler) {
+  EXPECT_FALSE(Ok(Completion(R"({"prompt": "x", "stop": "."})")).sampling.include_stop_str_in_output);
+  EXPECT_TRUE(Ok(Completion(R"({"prompt": "x", "stop": ".", "include_stop_str_in_output": true})"))
+                  .sampling.include_stop_str_in_output);
+  EXPECT_TRUE(Ok(Chat(R"({"messages": [{"role": "user", "content": "x"}], "include_stop_str_in_output": true})"))
+                  .sampling.include_stop_str_in_output);
 }
 
 TEST(ParseCompletionRequest, TheOffValuesOfUnsupportedExtensionsPass) {

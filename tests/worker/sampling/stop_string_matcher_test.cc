@@ -19,8 +19,9 @@ struct Streamed {
 };
 
 // Feeds `chunks` in order, then flushes unless a stop string was hit.
-Streamed Stream(const std::vector<std::string>& stops, const std::vector<std::string>& chunks) {
-  StopStringMatcher matcher(stops);
+Streamed Stream(const std::vector<std::string>& stops, const std::vector<std::string>& chunks,
+                bool include_stop = false) {
+  StopStringMatcher matcher(stops, include_stop);
   Streamed out;
   for (const std::string& chunk : chunks) {
     StopFeedResult r = matcher.Feed(chunk);
@@ -47,8 +48,9 @@ Streamed Stream(const std::vector<std::string>& stops, const std::vector<std::st
 }
 
 // The reference: the first stop string to be complete (smallest end; at equal ends the earliest
-// start, then the lowest index), output truncated before it.
-Streamed Reference(const std::vector<std::string>& stops, const std::string& text) {
+// start, then the lowest index), output truncated before it (after it with include_stop).
+Streamed Reference(const std::vector<std::string>& stops, const std::string& text,
+                   bool include_stop = false) {
   Streamed out;
   for (size_t end = 1; end <= text.size(); ++end) {
     size_t best_start = std::string::npos;
@@ -61,7 +63,7 @@ Streamed Reference(const std::vector<std::string>& stops, const std::string& tex
       }
     }
     if (best_start != std::string::npos) {
-      out.text = text.substr(0, best_start);
+      out.text = text.substr(0, include_stop ? end : best_start);
       out.stopped = true;
       return out;
     }
@@ -98,6 +100,27 @@ TEST(StopStringMatcher, StopsBeforeTheStopStringInOneChunk) {
   EXPECT_EQ(r.text, "");
   EXPECT_TRUE(r.stopped);
   EXPECT_EQ(matcher.Flush(), "");
+}
+
+TEST(StopStringMatcher, IncludedTheOutputEndsRightAfterTheStopString) {
+  StopStringMatcher matcher({"world"}, /*include_stop=*/true);
+  StopFeedResult r = matcher.Feed("Hello world, and more");
+  EXPECT_EQ(r.text, "Hello world");
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(matcher.Feed("later").text, "");
+
+  StopStringMatcher split({"STOP"}, true);
+  EXPECT_EQ(split.Feed("abc ST").text, "abc ");  // still held back: it may not complete
+  r = split.Feed("OP!");
+  EXPECT_EQ(r.text, "STOP");
+  EXPECT_TRUE(r.stopped);
+
+  // Begun in text already sent: only the part not sent yet goes out.
+  StopStringMatcher sent({"END"}, true);
+  sent.AddSentText("then E");
+  r = sent.Feed("ND and more");
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.text, "ND");
 }
 
 TEST(StopStringMatcher, HoldsBackAPossibleStopStringAcrossFeeds) {
@@ -169,7 +192,7 @@ TEST(StopStringMatcher, HoldingBackNeverSplitsACharacter) {
 }
 
 // Randomized: streamed output over random chunkings equals the whole-text reference.
-TEST(StopStringMatcher, RandomChunkingsMatchTheReference) {
+void ExpectRandomChunkingsMatchTheReference(bool include_stop) {
   std::mt19937_64 rng(11);
   const std::string alphabet = "abc";
   auto random_string = [&](size_t min_len, size_t max_len) {
@@ -187,12 +210,18 @@ TEST(StopStringMatcher, RandomChunkingsMatchTheReference) {
       chunks.push_back(text.substr(at, len));
       at += len;
     }
-    const Streamed expected = Reference(stops, text);
-    const Streamed got = Stream(stops, chunks);
+    const Streamed expected = Reference(stops, text, include_stop);
+    const Streamed got = Stream(stops, chunks, include_stop);
     ASSERT_EQ(got.text, expected.text) << "trial " << trial << " text " << text;
     ASSERT_EQ(got.stopped, expected.stopped) << "trial " << trial;
     ASSERT_EQ(got.stop_index, expected.stop_index) << "trial " << trial;
   }
+}
+
+TEST(StopStringMatcher, RandomChunkingsMatchTheReference) { ExpectRandomChunkingsMatchTheReference(false); }
+
+TEST(StopStringMatcher, RandomChunkingsMatchTheReferenceWithTheStopStringIncluded) {
+  ExpectRandomChunkingsMatchTheReference(true);
 }
 
 // Randomized over multi-byte characters fed at character boundaries: every emitted piece is valid
