@@ -55,13 +55,14 @@ Result<std::vector<uint32_t>> ReadTokenIds(const Json& array, std::string_view n
   return ids;
 }
 
-// /v1/completions' prompt: a string, token ids, or a one-element list of either.
+// /v1/completions' prompt: a string, token ids, or a list of either (a batch).
 Status ReadPrompt(const JsonFields& body, const RequestLimits& limits, CompletionRequest& request) {
   const Json* prompt = body.Find("prompt");
   if (prompt == nullptr) return InvalidArgument("'prompt' is required");
   if (prompt->is_string()) {
-    request.prompt_text = prompt->get<std::string>();
-    return CheckPromptText("prompt", request.prompt_text, limits);
+    CompletionPrompt& p = request.prompts.emplace_back();
+    p.text = prompt->get<std::string>();
+    return CheckPromptText("prompt", p.text, limits);
   }
   if (!prompt->is_array()) {
     return MustBe("prompt", "a string or an array of token ids", *prompt);
@@ -69,31 +70,36 @@ Status ReadPrompt(const JsonFields& body, const RequestLimits& limits, Completio
   if (prompt->empty()) return InvalidArgument("'prompt' must not be empty");
   const Json& first = prompt->front();
   if (!first.is_string() && !first.is_array()) {
-    BMAD_ASSIGN_OR_RETURN(request.prompt_tokens, ReadTokenIds(*prompt, "prompt", limits));
-    request.prompt_is_tokens = true;
+    CompletionPrompt& p = request.prompts.emplace_back();
+    BMAD_ASSIGN_OR_RETURN(p.tokens, ReadTokenIds(*prompt, "prompt", limits));
+    p.is_tokens = true;
     return Status::Ok();
   }
   // A list of prompts: every element must be of the first one's kind.
-  for (size_t i = 1; i < prompt->size(); ++i) {
+  if (prompt->size() > kMaxBatchPrompts) {
+    return InvalidArgument("'prompt' holds " + Count(prompt->size()) + " prompts; at most " +
+                           Count(kMaxBatchPrompts) + " are allowed in one request");
+  }
+  size_t text_bytes = 0;
+  for (size_t i = 0; i < prompt->size(); ++i) {
     const Json& element = (*prompt)[i];
-    if (first.is_string() && !element.is_string()) {
-      return MustBe("prompt[" + Count(i) + "]", "a string like 'prompt[0]'", element);
+    const std::string name = "prompt[" + Count(i) + "]";
+    CompletionPrompt& p = request.prompts.emplace_back();
+    if (first.is_string()) {
+      if (!element.is_string()) return MustBe(name, "a string like 'prompt[0]'", element);
+      p.text = element.get<std::string>();
+      BMAD_RETURN_IF_ERROR(CheckPromptText(name, p.text, limits));
+      text_bytes += p.text.size();
+    } else {
+      if (!element.is_array()) return MustBe(name, "an array of token ids like 'prompt[0]'", element);
+      BMAD_ASSIGN_OR_RETURN(p.tokens, ReadTokenIds(element, name, limits));
+      p.is_tokens = true;
     }
-    if (first.is_array() && !element.is_array()) {
-      return MustBe("prompt[" + Count(i) + "]", "an array of token ids like 'prompt[0]'", element);
-    }
   }
-  if (prompt->size() > 1) {
-    return InvalidArgument("'prompt' holds " + Count(prompt->size()) +
-                           " prompts; batched prompts are not supported: send one request per "
-                           "prompt");
+  if (text_bytes > limits.max_prompt_bytes) {
+    return InvalidArgument("'prompt' holds " + Count(text_bytes) + " bytes of text in all; at most " +
+                           Count(limits.max_prompt_bytes) + " are allowed");
   }
-  if (first.is_string()) {
-    request.prompt_text = first.get<std::string>();
-    return CheckPromptText("prompt[0]", request.prompt_text, limits);
-  }
-  BMAD_ASSIGN_OR_RETURN(request.prompt_tokens, ReadTokenIds(first, "prompt[0]", limits));
-  request.prompt_is_tokens = true;
   return Status::Ok();
 }
 

@@ -12,8 +12,9 @@
 // many):
 //   model              string; absent or "" means the served model (the coordinator checks it)
 //   prompt             completions only, required: a non-empty string, a non-empty array of
-//                      token ids, or a one-element array holding either. Several prompts (a
-//                      batch) are rejected: send one request per prompt.
+//                      token ids, or a batch: an array of up to kMaxBatchPrompts strings or of
+//                      token-id arrays (all of one kind). Text prompts hold at most
+//                      limits.max_prompt_bytes together.
 //   messages           chat only, required: a non-empty array of {role, content}. role: system,
 //                      developer (taken as system), user, assistant; tool and function are
 //                      rejected (this server runs no tools). content: a string, or an array of
@@ -69,6 +70,8 @@ namespace bmad::http {
 
 // The most choices (n) one request may ask for: OpenAI's own limit for chat.
 inline constexpr uint32_t kMaxChoices = 128;
+// The most prompts in one /v1/completions batch.
+inline constexpr size_t kMaxBatchPrompts = 1024;
 
 // Bounds on one request, set by the coordinator.
 struct RequestLimits {
@@ -87,14 +90,20 @@ struct RequestLimits {
   int32_t priority_classes = 3;
 };
 
+// One /v1/completions prompt: token ids when is_tokens, else text (non-empty either way).
+struct CompletionPrompt {
+  bool is_tokens = false;
+  std::string text;
+  std::vector<uint32_t> tokens;  // ids are not checked against the vocabulary here
+};
+
 struct CompletionRequest {
   bool chat = false;  // /v1/chat/completions rather than /v1/completions
   std::string model;  // "" when the client named none
 
-  // /v1/completions: prompt_tokens when prompt_is_tokens, else prompt_text (non-empty either way).
-  bool prompt_is_tokens = false;
-  std::string prompt_text;
-  std::vector<uint32_t> prompt_tokens;  // ids are not checked against the vocabulary here
+  // /v1/completions: one prompt, or several (a batch); each gets n choices, numbered
+  // prompt * n + choice in the response.
+  std::vector<CompletionPrompt> prompts;
 
   // /v1/chat/completions: at least one message; the chat template's own rules (alternation)
   // are checked when it is applied.

@@ -22,6 +22,10 @@ Result<TokenizeRequest> ParseTokenizeRequest(std::string_view body, const Reques
   TokenizeRequest request;
   const bool chat = fields.Find("messages") != nullptr;
   BMAD_ASSIGN_OR_RETURN(request.prompt, ParseCompletionRequest(body, chat, limits));
+  if (request.prompt.prompts.size() > 1) {
+    return InvalidArgument("'prompt' must be one prompt for /tokenize, not a batch of " +
+                           std::to_string(request.prompt.prompts.size()));
+  }
   BMAD_ASSIGN_OR_RETURN(const std::optional<bool> add_special, fields.Bool("add_special_tokens"));
   request.add_special_tokens = add_special.value_or(true);
   BMAD_ASSIGN_OR_RETURN(const std::optional<bool> token_strs, fields.Bool("return_token_strs"));

@@ -34,7 +34,7 @@ class HttpFrontend;
 // What HTTP handler threads and the tokenizer thread send to the loop.
 struct InboxItem {
   enum class Kind { kSubmit, kAbandon, kTokenized } kind = Kind::kSubmit;
-  SubmitInput input;
+  std::vector<SubmitInput> inputs;  // kSubmit: one per prompt of the HTTP request
   std::shared_ptr<HttpStream> stream;
   uint64_t job = 0;               // kTokenized: the socket submit's tokenizing job
   std::vector<uint32_t> tokens;   //   and its prompt's tokens
@@ -91,10 +91,11 @@ class CoordinatorServer::Core {
   // The life of a request (coordinator_requests.cc).
   Result<CoordRequest*> Accept(SubmitInput input, const std::string& client_routing_id,
                                std::shared_ptr<HttpStream> http);
-  // An HTTP request's input.choices requests, all accepted (each pushing kAccepted on `http`,
-  // in choice order) or none: on an error, those already accepted are cancelled and the error
-  // is returned for the handler.
-  Status AcceptChoices(SubmitInput input, const std::shared_ptr<HttpStream>& http);
+  // An HTTP request's requests: `choices` of each input (one input per prompt), all accepted
+  // (each pushing kAccepted on `http`, prompt by prompt, choice by choice) or none: on an error,
+  // those already accepted are cancelled and the error is returned for the handler, naming the
+  // prompt when there are several.
+  Status AcceptChoices(std::vector<SubmitInput> inputs, const std::shared_ptr<HttpStream>& http);
   void Dispatch(CoordRequest* r);
   void DispatchQueued();
   void OnChunk(const std::string& replica_id, proto::TokenChunk& chunk);

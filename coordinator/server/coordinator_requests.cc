@@ -103,37 +103,48 @@ Result<CoordRequest*> CoordinatorServer::Core::Accept(SubmitInput in, const std:
   return req;
 }
 
-Status CoordinatorServer::Core::AcceptChoices(SubmitInput in, const std::shared_ptr<HttpStream>& http) {
-  const uint32_t n = std::max<uint32_t>(in.choices, 1);
-  // Each choice is a request in the metrics; a refusal refuses all n.
-  if (n > 1) {
+Status CoordinatorServer::Core::AcceptChoices(std::vector<SubmitInput> inputs,
+                                              const std::shared_ptr<HttpStream>& http) {
+  uint32_t total = 0;
+  for (const SubmitInput& in : inputs) total += std::max<uint32_t>(in.choices, 1);
+  if (inputs.empty()) return Internal("an HTTP request without a prompt reached the event loop");
+  // Each choice is a request in the metrics; a refusal refuses them all.
+  if (total > 1) {
     // Never fewer choices than asked for: room for all of them first.
-    Status room = n > requests_.max_per_priority()
-                      ? InvalidArgument("'n' is " + std::to_string(n) + ", more than the " +
+    const std::string what = inputs.size() > 1 ? std::to_string(inputs.size()) + " prompts with " +
+                                                     std::to_string(inputs.front().choices) + " choices each"
+                                               : "'n' of " + std::to_string(total);
+    Status room = total > requests_.max_per_priority()
+                      ? InvalidArgument((inputs.size() > 1 ? "'prompt': " : "") + what + " asks for " +
+                                        std::to_string(total) + " requests, more than the " +
                                         std::to_string(requests_.max_per_priority()) +
-                                        " requests of one priority class this coordinator holds "
-                                        "at once (coordinator.max_queued_per_priority)")
-                      : requests_.CheckRoom(in.priority, n);
+                                        " of one priority class this coordinator holds at once "
+                                        "(coordinator.max_queued_per_priority)")
+                      : requests_.CheckRoom(inputs.front().priority, total);
     if (!room.ok()) {
-      CountRefused(room, n);
+      CountRefused(room, total);
       return room;
     }
   }
   std::vector<uint64_t> accepted;
-  for (uint32_t i = 0; i < n; ++i) {
-    SubmitInput choice = i + 1 < n ? in : std::move(in);
-    // Distinct choices that the same seed reproduces (vLLM numbers its choices' seeds so too).
-    if (choice.sampling.has_seed) choice.sampling.seed += i;
-    Result<CoordRequest*> r = Accept(std::move(choice), "", http);
-    if (!r.ok()) {
-      // The others differ only in the seed: they would be refused alike.
-      CountRefused(r.status(), n - i - 1);
-      for (uint64_t id : accepted) {
-        if (CoordRequest* a = requests_.Find(id)) Cancel(a, /*tell_client=*/false);
+  for (size_t p = 0; p < inputs.size(); ++p) {
+    SubmitInput& in = inputs[p];
+    const uint32_t n = std::max<uint32_t>(in.choices, 1);
+    for (uint32_t i = 0; i < n; ++i) {
+      SubmitInput choice = i + 1 < n ? in : std::move(in);
+      // Distinct choices that the same seed reproduces (vLLM numbers its choices' seeds so too).
+      if (choice.sampling.has_seed) choice.sampling.seed += i;
+      Result<CoordRequest*> r = Accept(std::move(choice), "", http);
+      if (!r.ok()) {
+        // The rest are refused with it (all or none).
+        CountRefused(r.status(), total - static_cast<uint32_t>(accepted.size()) - 1);
+        for (uint64_t id : accepted) {
+          if (CoordRequest* a = requests_.Find(id)) Cancel(a, /*tell_client=*/false);
+        }
+        return inputs.size() > 1 ? r.status().WithContext("'prompt[" + std::to_string(p) + "]'") : r.status();
       }
-      return r.status();
+      accepted.push_back((*r)->id);
     }
-    accepted.push_back((*r)->id);
   }
   return Status::Ok();
 }

@@ -165,9 +165,11 @@ void CoordinatorServer::Core::DrainInbox() {
     Status accepted;
     if (stop_requested_.load()) {
       accepted = Unavailable("the coordinator is shutting down");
-      CountRefused(accepted, std::max<uint32_t>(item.input.choices, 1));
+      uint32_t requests = 0;
+      for (const SubmitInput& in : item.inputs) requests += std::max<uint32_t>(in.choices, 1);
+      CountRefused(accepted, requests);
     } else {
-      accepted = AcceptChoices(std::move(item.input), stream);
+      accepted = AcceptChoices(std::move(item.inputs), stream);
     }
     if (!accepted.ok()) {
       StreamEvent e;

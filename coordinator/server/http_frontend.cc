@@ -192,19 +192,26 @@ void HttpFrontend::HandleModel(const std::string& id, httplib::Response& res) {
   res.set_content(http::RenderModel(card), "application/json");
 }
 
-Result<std::vector<uint32_t>> HttpFrontend::PromptTokens(http::CompletionRequest& cr, bool add_special) const {
-  if (!cr.chat && cr.prompt_is_tokens) return std::move(cr.prompt_tokens);
-  std::string text;
-  if (cr.chat) {
-    BMAD_ASSIGN_OR_RETURN(text, http::ApplyChatTemplate(static_cast<http::ChatTemplate>(core_.chat_template()),
-                                                        cr.messages, cr.add_generation_prompt));
-  } else {
-    text = std::move(cr.prompt_text);
-  }
+Result<std::vector<std::vector<uint32_t>>> HttpFrontend::PromptTokens(http::CompletionRequest& cr,
+                                                                      bool add_special) const {
   // Tokenized here, on the request's own thread: in the event loop a long prompt (megabytes
   // take seconds) would stall every other request's tokens meanwhile.
-  const std::vector<int32_t> ids = core_.tokenizer().Encode(text, add_special);
-  return std::vector<uint32_t>(ids.begin(), ids.end());
+  auto encode = [&](const std::string& text) {
+    const std::vector<int32_t> ids = core_.tokenizer().Encode(text, add_special);
+    return std::vector<uint32_t>(ids.begin(), ids.end());
+  };
+  std::vector<std::vector<uint32_t>> prompts;
+  if (cr.chat) {
+    BMAD_ASSIGN_OR_RETURN(const std::string text,
+                          http::ApplyChatTemplate(static_cast<http::ChatTemplate>(core_.chat_template()),
+                                                  cr.messages, cr.add_generation_prompt));
+    prompts.push_back(encode(text));
+    return prompts;
+  }
+  for (http::CompletionPrompt& p : cr.prompts) {
+    prompts.push_back(p.is_tokens ? std::move(p.tokens) : encode(p.text));
+  }
+  return prompts;
 }
 
 bool HttpFrontend::RefuseOtherModel(const std::string& model, httplib::Response& res) const {
@@ -221,16 +228,17 @@ void HttpFrontend::HandleTokenize(const httplib::Request& req, httplib::Response
     return;
   }
   if (RefuseOtherModel(parsed->prompt.model, res)) return;
-  Result<std::vector<uint32_t>> tokens = PromptTokens(parsed->prompt, parsed->add_special_tokens);
-  if (!tokens.ok()) {
-    SendError(res, tokens.status());
+  Result<std::vector<std::vector<uint32_t>>> prompts = PromptTokens(parsed->prompt, parsed->add_special_tokens);
+  if (!prompts.ok()) {
+    SendError(res, prompts.status());
     return;
   }
+  const std::vector<uint32_t>& tokens = prompts->front();  // one prompt (ParseTokenizeRequest)
   std::vector<std::string> pieces;
   if (parsed->return_token_strs) {
-    for (uint32_t t : *tokens) pieces.push_back(core_.tokenizer().TokenPiece(static_cast<int32_t>(t)));
+    for (uint32_t t : tokens) pieces.push_back(core_.tokenizer().TokenPiece(static_cast<int32_t>(t)));
   }
-  res.set_content(http::RenderTokenize(*tokens, static_cast<uint32_t>(core_.context_length()),
+  res.set_content(http::RenderTokenize(tokens, static_cast<uint32_t>(core_.context_length()),
                                        parsed->return_token_strs ? &pieces : nullptr),
                   "application/json");
 }
@@ -268,32 +276,37 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
     return;
   }
   http::CompletionRequest& cr = *parsed;
-  Result<std::vector<uint32_t>> prompt = PromptTokens(cr, /*add_special=*/true);
-  if (!prompt.ok()) {
-    SendError(res, prompt.status());
+  Result<std::vector<std::vector<uint32_t>>> prompts = PromptTokens(cr, /*add_special=*/true);
+  if (!prompts.ok()) {
+    SendError(res, prompts.status());
     return;
   }
-  SubmitInput in;
-  in.model = cr.model;
-  in.prompt_is_tokens = true;
-  in.prompt_tokens = std::move(*prompt);
-  in.sampling = cr.sampling;
-  in.max_tokens_given = cr.max_tokens.has_value();
-  in.priority = cr.priority.value_or(1);
-  in.slo_ms = cr.slo_ms;
-  in.stream = cr.stream;
-  in.choices = cr.n;
+  std::vector<SubmitInput> inputs;
+  for (std::vector<uint32_t>& prompt : *prompts) {
+    SubmitInput& in = inputs.emplace_back();
+    in.model = cr.model;
+    in.prompt_is_tokens = true;
+    in.prompt_tokens = std::move(prompt);
+    in.sampling = cr.sampling;
+    in.max_tokens_given = cr.max_tokens.has_value();
+    in.priority = cr.priority.value_or(1);
+    in.slo_ms = cr.slo_ms;
+    in.stream = cr.stream;
+    in.choices = cr.n;
+  }
+  const size_t num_requests = inputs.size() * cr.n;
   auto stream = std::make_shared<HttpStream>();
-  core_.Post(InboxItem{InboxItem::Kind::kSubmit, std::move(in), stream});
+  core_.Post(InboxItem{InboxItem::Kind::kSubmit, std::move(inputs), stream});
   auto abandon = [this, stream] {
     stream->MarkAbandoned();  // nobody is left to answer
     core_.Post(InboxItem{InboxItem::Kind::kAbandon, {}, stream});
   };
 
-  // The loop accepts all n choices in one pass, before it reads any worker message: n
-  // kAccepted events (choice 0 first) come before every chunk, or an error does.
+  // The loop accepts every prompt's n choices in one pass, before it reads any worker message:
+  // their kAccepted events (in response order: prompt by prompt, choice by choice) come before
+  // every chunk, or an error does.
   std::vector<uint64_t> request_ids;
-  while (request_ids.size() < cr.n) {
+  while (request_ids.size() < num_requests) {
     std::optional<StreamEvent> e = stream->Pop(kAcceptTimeout);
     if (!e) {
       abandon();
@@ -317,7 +330,7 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
   auto client = std::make_shared<ClientConnection>(req.local_addr, req.local_port, req.remote_addr,
                                                    req.remote_port);
   if (!cr.stream) {
-    http::ResponseChoices choices(std::move(request_ids));
+    http::ResponseChoices choices(std::move(request_ids), cr.n);
     std::vector<http::ChoiceOutput> outputs(choices.size());
     for (uint32_t i = 0; i < outputs.size(); ++i) outputs[i].index = i;
     auto next_check = std::chrono::steady_clock::now() + kClientCheckInterval;
@@ -355,7 +368,7 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
   // usage chunk (if asked) and [DONE] once every choice has finished.
   res.set_header("Cache-Control", "no-cache");
   struct StreamState {
-    explicit StreamState(std::vector<uint64_t> ids) : choices(std::move(ids)), token_chars(choices.size(), 0) {}
+    StreamState(std::vector<uint64_t> ids, uint32_t n) : choices(std::move(ids), n), token_chars(choices.size(), 0) {}
     http::ResponseChoices choices;
     // Per choice, where the next token's logprobs.text_offset starts: the characters of the
     // tokens already reported, counted as the whole response counts them (a stop string may
@@ -363,7 +376,7 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
     std::vector<size_t> token_chars;
     bool roles_sent = false;
   };
-  auto state = std::make_shared<StreamState>(std::move(request_ids));
+  auto state = std::make_shared<StreamState>(std::move(request_ids), cr.n);
   res.set_chunked_content_provider(
       "text/event-stream",
       [stream, client, ctx, chat, state, abandon, &tok](size_t, httplib::DataSink& sink) {

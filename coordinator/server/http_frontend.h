@@ -40,10 +40,12 @@ class HttpFrontend {
   void HandleDetokenize(const httplib::Request& req, httplib::Response& res);
 
   http::RequestLimits Limits() const;
-  // The prompt's tokens as the completion endpoints send them to the cluster: a chat request's
-  // messages through the chat template, text encoded (BOS first when `add_special`), token ids
-  // as given. Moves the prompt out of `cr`. Errors: the chat template's.
-  Result<std::vector<uint32_t>> PromptTokens(http::CompletionRequest& cr, bool add_special) const;
+  // The prompts' tokens as the completion endpoints send them to the cluster (one per prompt of
+  // a completions batch; one for chat): a chat request's messages through the chat template,
+  // text encoded (BOS first when `add_special`), token ids as given. Moves the prompts out of
+  // `cr`. Errors: the chat template's.
+  Result<std::vector<std::vector<uint32_t>>> PromptTokens(http::CompletionRequest& cr,
+                                                          bool add_special) const;
   // Answers 404 model_not_found and returns true when `model` names another model than ours.
   bool RefuseOtherModel(const std::string& model, httplib::Response& res) const;
 

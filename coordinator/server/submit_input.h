@@ -21,8 +21,8 @@ struct SubmitInput {
   int32_t priority = 1;
   uint32_t slo_ms = 0;
   bool stream = true;
-  // HTTP: the request's n. The loop accepts that many requests, all or none, choice i with
-  // seed + i when a seed is given; they share the HTTP stream.
+  // HTTP: the request's n. The loop accepts that many requests for this prompt, all or none,
+  // choice i with seed + i when a seed is given; they share the HTTP stream.
   uint32_t choices = 1;
 };
 

@@ -269,6 +269,47 @@ TEST(ClusterTest, NChoicesAreEachTheirOwnSeededRequest) {
   EXPECT_EQ(s.completion_tokens, w["usage"]["completion_tokens"]);
 }
 
+// A completions batch: each prompt gets its n choices, numbered prompt * n + choice; the usage
+// counts each prompt once; a prompt that cannot be served refuses the whole batch, named.
+TEST(ClusterTest, ABatchOfPromptsGetsEachItsChoices) {
+  LocalCluster cluster({Stories(), 1, 0});
+  std::string error;
+  ASSERT_TRUE(cluster.Start(&error)) << error;
+  const int port = cluster.http_port();
+  const std::vector<std::string> prompts = {"Once upon a time", "The little dog"};
+  json body = {{"prompt", prompts}, {"max_tokens", 8}, {"temperature", 0}, {"n", 2}, {"ignore_eos", true}};
+  HttpResult r = Post(port, "/v1/completions", body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json j = json::parse(r.body);
+  ASSERT_EQ(j["choices"].size(), 4u) << r.body;
+  int prompt_tokens = 0;
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    const std::string want = LocalText(Stories(), prompts[p], 8, /*ignore_eos=*/true);
+    for (size_t c = 0; c < 2; ++c) {
+      EXPECT_EQ(j["choices"][p * 2 + c]["index"], p * 2 + c);
+      EXPECT_EQ(j["choices"][p * 2 + c]["text"], want) << p << " " << c;
+    }
+    HttpResult counted = Post(port, "/tokenize", json({{"prompt", prompts[p]}}).dump());
+    prompt_tokens += json::parse(counted.body)["count"].get<int>();
+  }
+  EXPECT_EQ(j["usage"]["prompt_tokens"], prompt_tokens);
+  EXPECT_EQ(j["usage"]["completion_tokens"], 32);
+
+  body["stream"] = true;
+  const StreamResult s = Stream(port, body);
+  EXPECT_TRUE(s.done) << s.error;
+  ASSERT_EQ(s.texts.size(), 4u);
+  for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(s.texts.at(i), j["choices"][i]["text"]) << i;
+
+  std::string long_prompt;
+  for (int i = 0; i < 600; ++i) long_prompt += "Once ";
+  body = {{"prompt", {"Once upon a time", long_prompt}}, {"max_tokens", 8}};
+  r = Post(port, "/v1/completions", body.dump());
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(json::parse(r.body)["error"]["param"], "prompt[1]") << r.body;
+  EXPECT_NE(r.body.find("context length"), std::string::npos) << r.body;
+}
+
 // /tokenize counts a prompt as the completion endpoints do: its count is the usage's
 // prompt_tokens, for text and for chat.
 TEST(ClusterTest, TokenizeCountsWhatTheCompletionIsBilledFor) {

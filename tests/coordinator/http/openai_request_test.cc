@@ -62,9 +62,10 @@ TEST(ParseCompletionRequest, CompletionDefaultsAreOpenAIs) {
   const CompletionRequest r = Ok(Completion(R"({"model": "llama", "prompt": "Hello"})"));
   EXPECT_FALSE(r.chat);
   EXPECT_EQ(r.model, "llama");
-  EXPECT_FALSE(r.prompt_is_tokens);
-  EXPECT_EQ(r.prompt_text, "Hello");
-  EXPECT_TRUE(r.prompt_tokens.empty());
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_FALSE(r.prompts[0].is_tokens);
+  EXPECT_EQ(r.prompts[0].text, "Hello");
+  EXPECT_TRUE(r.prompts[0].tokens.empty());
   EXPECT_EQ(r.max_tokens, 16u);
   EXPECT_EQ(r.sampling.max_tokens, 16u);
   EXPECT_EQ(r.sampling.temperature, 1.0f);
@@ -165,20 +166,40 @@ TEST(ParseCompletionRequest, ChatMaxTokensLogprobsAndExtensions) {
 
 TEST(ParseCompletionRequest, PromptForms) {
   const CompletionRequest tokens = Ok(Completion(R"({"prompt": [1, 2, 3.0, 4294]})"));
-  EXPECT_TRUE(tokens.prompt_is_tokens);
-  EXPECT_THAT(tokens.prompt_tokens, ElementsAre(1u, 2u, 3u, 4294u));
-  EXPECT_TRUE(tokens.prompt_text.empty());
+  ASSERT_EQ(tokens.prompts.size(), 1u);
+  EXPECT_TRUE(tokens.prompts[0].is_tokens);
+  EXPECT_THAT(tokens.prompts[0].tokens, ElementsAre(1u, 2u, 3u, 4294u));
+  EXPECT_TRUE(tokens.prompts[0].text.empty());
 
   const CompletionRequest one_string = Ok(Completion(R"({"prompt": ["Hello"]})"));
-  EXPECT_FALSE(one_string.prompt_is_tokens);
-  EXPECT_EQ(one_string.prompt_text, "Hello");
+  ASSERT_EQ(one_string.prompts.size(), 1u);
+  EXPECT_FALSE(one_string.prompts[0].is_tokens);
+  EXPECT_EQ(one_string.prompts[0].text, "Hello");
 
   const CompletionRequest one_list = Ok(Completion(R"({"prompt": [[5, 6]]})"));
-  EXPECT_TRUE(one_list.prompt_is_tokens);
-  EXPECT_THAT(one_list.prompt_tokens, ElementsAre(5u, 6u));
+  ASSERT_EQ(one_list.prompts.size(), 1u);
+  EXPECT_TRUE(one_list.prompts[0].is_tokens);
+  EXPECT_THAT(one_list.prompts[0].tokens, ElementsAre(5u, 6u));
+
+  // A batch: every prompt, in order.
+  const CompletionRequest texts = Ok(Completion(R"({"prompt": ["Hello", "Once"]})"));
+  ASSERT_EQ(texts.prompts.size(), 2u);
+  EXPECT_EQ(texts.prompts[0].text, "Hello");
+  EXPECT_EQ(texts.prompts[1].text, "Once");
+  const CompletionRequest lists = Ok(Completion(R"({"prompt": [[1], [2, 3], [4]]})"));
+  ASSERT_EQ(lists.prompts.size(), 3u);
+  EXPECT_THAT(lists.prompts[1].tokens, ElementsAre(2u, 3u));
+  EXPECT_TRUE(lists.prompts[2].is_tokens);
+
+  std::string many = R"({"prompt": [)";
+  for (int i = 0; i < 1025; ++i) many += i == 0 ? "\"a\"" : ", \"a\"";
+  many += "]}";
+  EXPECT_NE(Completion(many).status().message().find("'prompt' holds 1025 prompts; at most 1024"),
+            std::string::npos)
+      << Completion(many).status().ToString();
 
   // JSON escapes arrive decoded; the text is UTF-8.
-  EXPECT_EQ(Ok(Completion(R"({"prompt": "caf\u00e9 \ud83d\ude00\n"})")).prompt_text,
+  EXPECT_EQ(Ok(Completion(R"({"prompt": "caf\u00e9 \ud83d\ude00\n"})")).prompts[0].text,
             "caf\xC3\xA9 \xF0\x9F\x98\x80\n");
 }
 
@@ -351,10 +372,8 @@ TEST(ParseCompletionRequest, RejectsBadPrompts) {
       {R"({"prompt": [[]]})", false, {"'prompt[0]' must not be empty"}},
       {R"({"prompt": 5})", false, {"'prompt' must be a string or an array of token ids, got 5"}},
       {R"({"prompt": {"text": "x"}})", false, {"'prompt'", "an object"}},
-      {R"({"prompt": ["a", "b"]})",
-       false,
-       {"holds 2 prompts", "batched prompts are not supported"}},
-      {R"({"prompt": [[1], [2], [3]]})", false, {"holds 3 prompts", "batched"}},
+      {R"({"prompt": ["a", ""]})", false, {"'prompt[1]' must not be empty"}},
+      {R"({"prompt": [[1], []]})", false, {"'prompt[1]' must not be empty"}},
       {R"({"prompt": [1, "a"]})", false, {"'prompt[1]' must be a token id", "got \"a\""}},
       {R"({"prompt": ["a", 1]})", false, {"'prompt[1]' must be a string", "got 1"}},
       {R"({"prompt": [[1], 2]})", false, {"'prompt[1]' must be an array of token ids"}},
@@ -379,6 +398,11 @@ TEST(ParseCompletionRequest, RejectsBadPrompts) {
            {"'prompt[0]' holds 4 tokens"},
            StatusCode::kOutOfRange},
           {R"({"prompt": "123456"})", false, {"'prompt' is 6 bytes; at most 5"}},
+          {R"({"prompt": ["123", "456"]})", false, {"'prompt' holds 6 bytes of text in all; at most 5"}},
+          {R"({"prompt": [[1], [1, 2, 3, 4]]})",
+           false,
+           {"'prompt[1]' holds 4 tokens"},
+           StatusCode::kOutOfRange},
           {R"({"messages": [{"role": "user", "content": "123"},
                             {"role": "user", "content": "456"}]})",
            true,

@@ -13,7 +13,8 @@ TEST(ParseTokenizeRequest, APromptOrMessagesWithTheirOwnFields) {
   Result<TokenizeRequest> text = ParseTokenizeRequest(R"({"prompt": "Once upon a time"})", {});
   ASSERT_TRUE(text.ok()) << text.status().ToString();
   EXPECT_FALSE(text->prompt.chat);
-  EXPECT_EQ(text->prompt.prompt_text, "Once upon a time");
+  ASSERT_EQ(text->prompt.prompts.size(), 1u);
+  EXPECT_EQ(text->prompt.prompts[0].text, "Once upon a time");
   EXPECT_TRUE(text->add_special_tokens);
   EXPECT_FALSE(text->return_token_strs);
 
@@ -37,6 +38,8 @@ TEST(ParseTokenizeRequest, ErrorsNameTheField) {
             std::string::npos);
   EXPECT_NE(message(R"({"messages": []})").find("'messages'"), std::string::npos);
   EXPECT_NE(message("[1]").find("object"), std::string::npos) << message("[1]");
+  EXPECT_NE(message(R"({"prompt": ["a", "b"]})").find("'prompt' must be one prompt"), std::string::npos)
+      << message(R"({"prompt": ["a", "b"]})");
 }
 
 TEST(ParseDetokenizeRequest, TokenIdsOnly) {

@@ -95,6 +95,15 @@ TEST_F(HttpDoorTest, ChoicesAreAdmittedAllOrNoneAndCancelledTogether) {
             std::string::npos)
       << never->body;
   EXPECT_EQ(Metric("bmad_coordinator_rejections_total{reason=\"invalid\"}"), 5.0);
+  // A batch counts every prompt's choices: 3 prompts x 2 can never fit either.
+  Json batch = Body(2);
+  batch["prompt"] = {"a", "b", "c"};
+  auto batch_refused = Post(batch);
+  ASSERT_TRUE(batch_refused);
+  EXPECT_EQ(batch_refused->status, 400) << batch_refused->body;
+  EXPECT_NE(batch_refused->body.find("3 prompts with 2 choices each asks for 6 requests"), std::string::npos)
+      << batch_refused->body;
+  EXPECT_EQ(Metric("bmad_coordinator_rejections_total{reason=\"invalid\"}"), 11.0);
 
   // The first client goes: every one of its choices is cancelled, not only the first.
   waiting.join();

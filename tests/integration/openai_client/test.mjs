@@ -1,5 +1,5 @@
 // The official OpenAI client against a bmad coordinator: list models, complete, chat, stream
-// both, n choices, and a bad request that must come back as a 400 APIError. Exits non-zero on any mismatch.
+// both, n choices, a batch of prompts, and a bad request that must come back as a 400 APIError. Exits non-zero on any mismatch.
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 
@@ -64,6 +64,13 @@ for await (const chunk of severalStream) {
   for (const choice of chunk.choices) severalTexts[choice.index] += choice.delta?.content ?? '';
 }
 assert.deepEqual(severalTexts, several.choices.map((c) => c.message.content), 'streamed choices differ');
+
+// A batch of prompts, each with its n choices: index = prompt * n + choice.
+const batch = await client.completions.create({
+  model, prompt: ['Once upon a time', 'Once upon a time'], max_tokens: 32, temperature: 0, n: 2,
+});
+assert.deepEqual(batch.choices.map((c) => c.index), [0, 1, 2, 3]);
+for (const choice of batch.choices) assert.equal(choice.text, expected, 'a batch choice differs');
 
 try {
   await client.completions.create({ model, prompt: 'hi', max_tokens: -1 });
