@@ -10,9 +10,9 @@
 #include <thread>
 
 #include "coordinator/server/coordinator_server.h"
+#include "tests/coordinator/server/in_process_coordinator.h"
 #include "worker/model/gguf/gguf_file.h"
 #include "worker/model/tokenizer/tokenizer.h"
-#include "tests/support/local_cluster.h"
 #include "tests/support/paths.h"
 #include "tests/support/process.h"
 
@@ -21,22 +21,13 @@ namespace {
 
 using namespace std::chrono_literals;
 using Json = nlohmann::json;
-using testing::LocalCluster;
 
 class HttpDoorTest : public ::testing::Test {
  protected:
   static constexpr int64_t kMaxQueued = 4;
 
   void SetUp() override {
-    ServerConfig c;
-    c.model.path = testing::SharedModelsDir() + "/stories260K.gguf";
-    c.coordinator.client_endpoint = "tcp://127.0.0.1:*";
-    c.coordinator.worker_endpoint = "tcp://127.0.0.1:*";
-    c.coordinator.http_host = "127.0.0.1";
-    c.coordinator.http_port = 0;
-    c.coordinator.drain_timeout_ms = 5000;
-    c.coordinator.max_queued_per_priority = kMaxQueued;
-    c.metrics.coordinator_port = 0;
+    const ServerConfig c = LoopbackCoordinatorConfig(kMaxQueued);
     CoordinatorRunOptions o;
     o.max_run_ms = 60000;
     auto server = CoordinatorServer::Create(c, o);
@@ -55,11 +46,7 @@ class HttpDoorTest : public ::testing::Test {
     client.set_read_timeout(read_timeout_s, 0);
     return client.Post(path, body.dump(), "application/json");
   }
-  double Metric(const std::string& series) {
-    httplib::Client client("127.0.0.1", server_->http_port());
-    auto res = client.Get("/metrics");
-    return res ? LocalCluster::MetricValue(res->body, series).value_or(0.0) : -1.0;
-  }
+  double Metric(const std::string& series) { return CoordinatorMetric(server_->http_port(), series); }
   static Json Body(int n) {
     return {{"prompt", "Once upon a time"}, {"max_tokens", 4}, {"n", n}, {"temperature", 0.7}};
   }

@@ -10,11 +10,9 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include <httplib.h>
-
 #include "common/proto/frames.h"
 #include "coordinator/server/coordinator_server.h"
-#include "tests/support/local_cluster.h"
+#include "tests/coordinator/server/in_process_coordinator.h"
 #include "tests/support/paths.h"
 #include "worker/model/gguf/gguf_file.h"
 #include "worker/model/tokenizer/tokenizer.h"
@@ -55,14 +53,7 @@ class Gate {
 class SocketDoorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ServerConfig c;
-    c.model.path = Stories();
-    c.coordinator.client_endpoint = "tcp://127.0.0.1:*";
-    c.coordinator.worker_endpoint = "tcp://127.0.0.1:*";
-    c.coordinator.http_port = 0;
-    c.coordinator.drain_timeout_ms = 5000;
-    c.coordinator.max_queued_per_priority = max_queued_;
-    c.metrics.coordinator_port = 0;
+    const ServerConfig c = LoopbackCoordinatorConfig(max_queued_);
     CoordinatorRunOptions o;
     o.max_run_ms = 60000;
     o.tokenize_inline_max_bytes = inline_max_bytes_;
@@ -97,12 +88,7 @@ class SocketDoorTest : public ::testing::Test {
     return s;
   }
 
-  // A series of the coordinator's /metrics; -1 when it cannot be read, 0 when absent.
-  double Metric(const std::string& series) {
-    httplib::Client http("127.0.0.1", server_->http_port());
-    auto res = http.Get("/metrics");
-    return res ? testing::LocalCluster::MetricValue(res->body, series).value_or(0.0) : -1.0;
-  }
+  double Metric(const std::string& series) { return CoordinatorMetric(server_->http_port(), series); }
 
   void CancelAndWait(const std::string& id) {
     proto::Cancel cancel;
