@@ -95,6 +95,8 @@ struct TokenChunk {
   topTokenIds @9 :List(UInt32);   # per token, its top-logprobs alternatives, most likely first
   topLogprobs @10 :List(Float32); # their log-probabilities, in the same order
   assignment @11 :UInt32;     # replica -> coordinator: the Assign.assignment this chunk answers
+  stopString @12 :Text;       # a stop finish caused by a stop string: that string
+  stopTokenId @13 :Int64 = -1;  # a stop finish caused by a stop_token_ids entry: that id
 }
 
 struct Error {

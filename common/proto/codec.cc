@@ -195,6 +195,8 @@ struct BodyFiller {
     SetList(b.initTopTokenIds(static_cast<unsigned>(m.top_token_ids.size())), m.top_token_ids);
     SetList(b.initTopLogprobs(static_cast<unsigned>(m.top_logprobs.size())), m.top_logprobs);
     b.setAssignment(m.assignment);
+    b.setStopString(Txt(m.stop_string));
+    b.setStopTokenId(m.stop_token_id);
   }
   void operator()(const ErrorMessage& m) {
     auto b = body.initError();
@@ -384,6 +386,8 @@ Message ReadBody(wire::Envelope::Body::Reader body) {
       m.top_token_ids = GetList<uint32_t>(r.getTopTokenIds());
       m.top_logprobs = GetList<float>(r.getTopLogprobs());
       m.assignment = r.getAssignment();
+      m.stop_string = GetText(r.getStopString());
+      m.stop_token_id = r.getStopTokenId();
       return m;
     }
     case wire::Envelope::Body::ERROR: {

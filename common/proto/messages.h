@@ -20,7 +20,7 @@ namespace bmad::proto {
 // 3: the coordinator answers every heartbeat with HeartbeatAck (a version 2 replica would log
 // each one as unexpected).
 // 4: SamplingParams.include_stop_str_in_output (a version 3 replica would leave the stop string
-// out).
+// out); TokenChunk.stop_string and stop_token_id (vLLM's stop_reason).
 inline constexpr uint16_t kProtocolVersion = 4;
 
 enum class FinishReason : uint8_t { kNone = 0, kStop, kLength, kCancelled, kError };
@@ -109,6 +109,10 @@ struct TokenChunk {
   // From a replica: the number of the assignment this chunk answers (Assign::assignment), so
   // that the coordinator can tell a request's current copy from an older one under the same id.
   uint32_t assignment = 0;
+  // What ended a kStop finish, as vLLM's stop_reason tells it: the stop string that was hit, or
+  // the stop_token_ids entry that was drawn (-1: neither, e.g. the end-of-generation token).
+  std::string stop_string;
+  int64_t stop_token_id = -1;
   friend bool operator==(const TokenChunk&, const TokenChunk&) = default;
 };
 

@@ -78,6 +78,13 @@ Json FinishReasonJson(proto::FinishReason reason) {
   return std::string(proto::FinishReasonName(reason));
 }
 
+Json StopReasonJson(const ChoiceOutput& output) {
+  if (output.finish_reason != proto::FinishReason::kStop) return nullptr;
+  if (!output.stop_string.empty()) return output.stop_string;
+  if (output.stop_token_id >= 0) return output.stop_token_id;
+  return nullptr;
+}
+
 double LogprobValue(float logprob) {
   if (!std::isfinite(logprob) || logprob < kMinLogprob) return kMinLogprob;
   return logprob;
@@ -148,7 +155,8 @@ Json CompletionChoice(const ResponseContext& context, const ChoiceOutput& output
   return Json{{"index", output.index},
               {"text", output.text},
               {"logprobs", context.logprobs ? CompletionLogprobsJson(output) : Json(nullptr)},
-              {"finish_reason", FinishReasonJson(output.finish_reason)}};
+              {"finish_reason", FinishReasonJson(output.finish_reason)},
+              {"stop_reason", StopReasonJson(output)}};
 }
 
 Json ChatChoice(const ResponseContext& context, const ChoiceOutput& output,
@@ -156,7 +164,8 @@ Json ChatChoice(const ResponseContext& context, const ChoiceOutput& output,
   return Json{{"index", output.index},
               {message_key, std::move(message)},
               {"logprobs", context.logprobs ? ChatLogprobsJson(output) : Json(nullptr)},
-              {"finish_reason", FinishReasonJson(output.finish_reason)}};
+              {"finish_reason", FinishReasonJson(output.finish_reason)},
+              {"stop_reason", StopReasonJson(output)}};
 }
 
 // A streamed chunk; OpenAI puts "usage": null in every chunk of an include_usage stream.

@@ -70,6 +70,10 @@ struct ChoiceOutput {
   std::string text;
   std::vector<TokenLogprob> logprobs;  // the tokens of `text`, when the request asked
   proto::FinishReason finish_reason = proto::FinishReason::kNone;  // kNone: not finished
+  // vLLM's "stop_reason" of a "stop" finish: the stop string hit, or the stop_token_ids entry
+  // drawn; null when neither (the end-of-generation token, or not a stop).
+  std::string stop_string;
+  int64_t stop_token_id = -1;
   // Streamed completions only: characters (code points) of this choice's text sent in earlier
   // chunks, where this chunk's logprobs.text_offset starts counting.
   size_t text_offset = 0;
@@ -85,7 +89,8 @@ struct ResponseContext {
 };
 
 // finish_reason: "stop", "length", or bmad's "cancelled" and "error" (proto::FinishReasonName);
-// null while kNone. usage: {prompt_tokens, completion_tokens, total_tokens,
+// null while kNone. stop_reason (vLLM's, in every choice): the stop string or stop token id
+// that ended a "stop" finish, else null. usage: {prompt_tokens, completion_tokens, total_tokens,
 // prompt_tokens_details: {cached_tokens}}.
 //
 // {"id": "cmpl-...", "object": "text_completion", "created", "model",

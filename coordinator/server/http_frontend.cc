@@ -48,6 +48,8 @@ http::ChoiceOutput Choice(const proto::TokenChunk& chunk, const tokenizer::Token
   http::ChoiceOutput out;
   out.text = chunk.text;
   out.finish_reason = chunk.finish_reason;
+  out.stop_string = chunk.stop_string;
+  out.stop_token_id = chunk.stop_token_id;
   out.text_offset = text_offset;
   if (logprobs) {
     // Each token's alternatives (top_logprobs), the same count for every token of the chunk.
@@ -355,6 +357,8 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
       all.logprobs.insert(all.logprobs.end(), part.logprobs.begin(), part.logprobs.end());
       if (e->chunk.finish_reason != proto::FinishReason::kNone) {
         all.finish_reason = e->chunk.finish_reason;
+        all.stop_string = part.stop_string;
+        all.stop_token_id = part.stop_token_id;
         choices.Finish(*index, e->chunk.usage);
       }
     }

@@ -75,6 +75,23 @@ std::vector<Message> SampleMessages() {
           HeartbeatAck{}};
 }
 
+TEST(CodecTest, AStopFinishKeepsItsCause) {
+  TokenChunk by_string;
+  by_string.finish_reason = FinishReason::kStop;
+  by_string.stop_string = "END";
+  TokenChunk by_token = by_string;
+  by_token.stop_string.clear();
+  by_token.stop_token_id = 13;
+  for (const TokenChunk& chunk : {by_string, by_token, TokenChunk{}}) {
+    const std::string bytes = Encode(Message(chunk));
+    Result<Message> back = Decode(bytes.data(), bytes.size());
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    ASSERT_TRUE(std::holds_alternative<TokenChunk>(*back));
+    EXPECT_EQ(std::get<TokenChunk>(*back), chunk);
+  }
+  EXPECT_EQ(TokenChunk{}.stop_token_id, -1);
+}
+
 TEST(CodecTest, EveryMessageRoundTrips) {
   std::vector<Message> messages = SampleMessages();
   ASSERT_EQ(messages.size(), std::variant_size_v<Message> + 1);  // two submits

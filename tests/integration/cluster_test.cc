@@ -139,7 +139,15 @@ TEST(ClusterTest, LogitBiasAndMinTokensReachTheSampler) {
               include ? ", there was a little girl" : ", there was a little")
         << r.body;
     EXPECT_EQ(json::parse(r.body)["choices"][0]["finish_reason"], "stop") << r.body;
+    EXPECT_EQ(json::parse(r.body)["choices"][0]["stop_reason"], " girl") << r.body;  // vLLM's field
   }
+  // A stop token id is named the same way.
+  json by_token = Completion("Once upon a time", 6, false);
+  by_token["logit_bias"] = {{"261", 100}};
+  by_token["stop_token_ids"] = {261};
+  r = Post(cluster.http_port(), "/v1/completions", by_token.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)["choices"][0]["stop_reason"], 261) << r.body;
   // A bias for a token the model does not have is the client's error, named.
   json outside = Completion("Once", 4, false);
   outside["logit_bias"] = {{"600", 1}};

@@ -369,6 +369,8 @@ void Engine::Sample(const StepBatch& batch, std::vector<RequestOutput>* outputs)
       out.text = std::move(outcome.text);
       out.finished = outcome.finished;
       out.reason = outcome.reason;
+      out.stop_string = std::move(outcome.stop_string);
+      out.stop_token_id = outcome.stop_token_id;
       sampled_.push_back({id, s->token_id, outcome.finished});
       ++generated_total_;
       if (metrics_) {

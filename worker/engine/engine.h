@@ -70,6 +70,8 @@ struct RequestOutput {
   bool finished = false;
   proto::FinishReason reason = proto::FinishReason::kNone;
   std::string error;  // when reason is kError
+  std::string stop_string;   // a kStop finish by a stop string: that string
+  int64_t stop_token_id = -1;  // a kStop finish by a stop_token_ids entry: that id
   int64_t token_offset = 0;  // index in the whole output of token_ids[0]
   proto::Usage usage;        // on the last output
 };

@@ -63,10 +63,16 @@ TokenOutcome OutputProcessor::OnToken(int32_t token) {
   // draw, a test) is an ordinary token.
   const bool may_end = static_cast<int64_t>(generated_.size()) > min_tokens_;
   if (may_end && (stop_token || (!ignore_eos_ && tokenizer_.IsEndOfGeneration(token)))) {
-    return Complete("", proto::FinishReason::kStop);  // the stop token itself adds no text
+    TokenOutcome outcome = Complete("", proto::FinishReason::kStop);  // the stop token adds no text
+    if (stop_token) outcome.stop_token_id = token;
+    return outcome;
   }
   sampling::StopFeedResult fed = FeedText(token);
-  if (fed.stopped) return Complete(std::move(fed.text), proto::FinishReason::kStop);
+  if (fed.stopped) {
+    TokenOutcome outcome = Complete(std::move(fed.text), proto::FinishReason::kStop);
+    outcome.stop_string = stop_strings_.stop_string(fed.stop_index);
+    return outcome;
+  }
   if (static_cast<int64_t>(generated_.size()) >= max_new_tokens_) {
     return Complete(std::move(fed.text), proto::FinishReason::kLength);
   }

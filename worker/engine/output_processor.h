@@ -30,6 +30,10 @@ struct TokenOutcome {
   std::string text;  // text to send now (may be empty)
   bool finished = false;
   proto::FinishReason reason = proto::FinishReason::kNone;
+  // A kStop finish's cause, when it was not the end-of-generation token: the stop string hit,
+  // or the stop_token_ids entry drawn (proto::TokenChunk's stop_string and stop_token_id).
+  std::string stop_string;
+  int64_t stop_token_id = -1;
 };
 
 class OutputProcessor {

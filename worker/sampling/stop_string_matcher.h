@@ -61,6 +61,11 @@ class StopStringMatcher {
   std::string Flush();
 
   bool stopped() const { return stop_index_ >= 0; }
+  // The stop string of that index (StopFeedResult::stop_index); "" for an index out of range.
+  std::string stop_string(int32_t index) const {
+    return index >= 0 && static_cast<size_t>(index) < stop_strings_.size() ? stop_strings_[static_cast<size_t>(index)]
+                                                                          : std::string();
+  }
   // Bytes held back now: shorter than the longest stop string (for valid UTF-8 text).
   size_t held_bytes() const { return held_.size(); }
 

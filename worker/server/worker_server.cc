@@ -178,6 +178,8 @@ void WorkerServer::Impl::SendOutput(engine::RequestOutput& out) {
     chunk.top_token_ids.assign(out.top_token_ids.begin(), out.top_token_ids.end());
     chunk.top_logprobs = std::move(out.top_logprobs);
     chunk.finish_reason = out.reason;
+    chunk.stop_string = out.stop_string;
+    chunk.stop_token_id = out.stop_token_id;
     chunk.usage = out.usage;
     Send(chunk);
   }

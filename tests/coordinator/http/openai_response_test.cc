@@ -266,6 +266,23 @@ TEST(RenderCompletion, InvalidUtf8TextStillRendersValidJson) {
   EXPECT_THAT(chat["choices"][0]["message"]["content"].get<std::string>(), StartsWith("ok "));
 }
 
+// vLLM's stop_reason: the stop string or stop token id behind a "stop" finish, else null.
+TEST(RenderCompletion, StopReason) {
+  ChoiceOutput output;
+  output.finish_reason = proto::FinishReason::kStop;
+  EXPECT_TRUE(Parse(RenderCompletion(Context(), output, {}))["choices"][0]["stop_reason"].is_null());
+  output.stop_string = "\n\n";
+  EXPECT_EQ(Parse(RenderCompletion(Context(), output, {}))["choices"][0]["stop_reason"], "\n\n");
+  EXPECT_EQ(Parse(RenderChatCompletion(Context(), output, {}))["choices"][0]["stop_reason"], "\n\n");
+  EXPECT_EQ(ParseEvent(RenderChatChunk(Context(), output))["choices"][0]["stop_reason"], "\n\n");
+  output.stop_string.clear();
+  output.stop_token_id = 13;
+  EXPECT_EQ(Parse(RenderCompletion(Context(), output, {}))["choices"][0]["stop_reason"], 13);
+  EXPECT_EQ(ParseEvent(RenderCompletionChunk(Context(), output))["choices"][0]["stop_reason"], 13);
+  output.finish_reason = proto::FinishReason::kLength;  // only a stop has one
+  EXPECT_TRUE(Parse(RenderCompletion(Context(), output, {}))["choices"][0]["stop_reason"].is_null());
+}
+
 // n choices: one entry each, in the order given, each with its own index, text and finish.
 TEST(RenderCompletion, SeveralChoices) {
   std::vector<ChoiceOutput> outputs(3);

@@ -174,6 +174,8 @@ struct BothWays {
   std::string engine_text, local_text;
   std::vector<int32_t> engine_ids, local_ids;
   proto::FinishReason engine_reason = proto::FinishReason::kNone, local_reason = proto::FinishReason::kNone;
+  std::string engine_stop_string;     // the engine's last output's stop cause
+  int64_t engine_stop_token_id = -1;
 };
 
 BothWays RunBothWays(const std::string& prompt, const proto::SamplingParams& sampling) {
@@ -191,7 +193,11 @@ BothWays RunBothWays(const std::string& prompt, const proto::SamplingParams& sam
     for (const RequestOutput& o : outputs) {
       r.engine_text += o.text;
       r.engine_ids.insert(r.engine_ids.end(), o.token_ids.begin(), o.token_ids.end());
-      if (o.finished) r.engine_reason = o.reason;
+      if (o.finished) {
+        r.engine_reason = o.reason;
+        r.engine_stop_string = o.stop_string;
+        r.engine_stop_token_id = o.stop_token_id;
+      }
     }
   }
   tools::LocalGenerateOptions local;
@@ -252,6 +258,34 @@ TEST(EngineTest, MinTokensKeepsStopTokensAndStopStringsFromEndingTheOutputEarly)
   EXPECT_EQ(straddling.engine_text, ",");
   EXPECT_EQ(straddling.engine_reason, proto::FinishReason::kStop);
   EXPECT_EQ(straddling.engine_ids.size(), 2u);
+}
+
+// What ended a stop finish (vLLM's stop_reason): the stop string, the stop_token_ids entry, or
+// neither for the end-of-generation token.
+TEST(EngineTest, AStopFinishSaysWhichStopEndedIt) {
+  proto::SamplingParams s;
+  s.temperature = 0;
+  s.max_tokens = 64;
+  s.stop_strings = {"zebra", " girl"};
+  BothWays by_string = RunBothWays("Once upon a time", s);
+  EXPECT_EQ(by_string.engine_reason, proto::FinishReason::kStop);
+  EXPECT_EQ(by_string.engine_stop_string, " girl");
+  EXPECT_EQ(by_string.engine_stop_token_id, -1);
+
+  s.stop_strings.clear();
+  s.logit_bias = {{261, 100.0f}};  // " a", every time
+  s.stop_token_ids = {261};
+  BothWays by_token = RunBothWays("Once upon a time", s);
+  EXPECT_EQ(by_token.engine_reason, proto::FinishReason::kStop);
+  EXPECT_EQ(by_token.engine_stop_token_id, 261);
+  EXPECT_EQ(by_token.engine_stop_string, "");
+
+  s.logit_bias = {{2, 100.0f}};  // the end-of-generation token, at once
+  s.stop_token_ids.clear();
+  BothWays by_eos = RunBothWays("Once upon a time", s);
+  EXPECT_EQ(by_eos.engine_reason, proto::FinishReason::kStop);
+  EXPECT_EQ(by_eos.engine_stop_token_id, -1);
+  EXPECT_EQ(by_eos.engine_stop_string, "");
 }
 
 TEST(EngineTest, LogitBiasSteersGreedyOutput) {
