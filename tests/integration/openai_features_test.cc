@@ -1,0 +1,251 @@
+// The OpenAI request features end to end, on a local cluster (bmad-coordinator and a bmad-worker
+// replica under mpirun, 127.0.0.1, stories260K): the sampler's parameters (logit_bias, min_tokens,
+// stop strings and stop_reason, stop token ids), log-probabilities, n choices, batches of
+// prompts, and /tokenize against what a completion is billed for.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tests/support/cluster_http.h"
+#include "tests/support/local_cluster.h"
+#include "tests/support/local_greedy.h"
+#include "tests/support/paths.h"
+#include "tests/support/sse_completion.h"
+
+namespace bmad::testing {
+namespace {
+
+using json = nlohmann::json;
+
+std::string Stories() { return SharedModelsDir() + "/stories260K.gguf"; }
+
+TEST(OpenAiFeaturesTest, LogitBiasAndMinTokensReachTheSampler) {
+  LocalCluster cluster({Stories(), 1, 0});
+  std::string error;
+  ASSERT_TRUE(cluster.Start(&error)) << error;
+  // " a" (261) forced at every step.
+  json forced = Completion("Once upon a time", 6, false);
+  forced["logit_bias"] = {{"261", 100}};
+  HttpResult r = Post(cluster.http_port(), "/v1/completions", forced.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)["choices"][0]["text"], " a a a a a a");
+  // The "," of the first token does not stop the output before min_tokens; the next one does.
+  json held = Completion("Once upon a time", 32, true);
+  held["stop"] = ",";
+  held["min_tokens"] = 3;
+  StreamResult s = Stream(cluster.http_port(), held);
+  EXPECT_TRUE(s.done) << s.error;
+  EXPECT_EQ(s.text, ", there was a little girl named Lily. She loved to play outside in the park. One day");
+  // vLLM's include_stop_str_in_output: the stop string ends the output instead of being cut.
+  for (const bool include : {false, true}) {
+    json cut = Completion("Once upon a time", 32, false);
+    cut["stop"] = " girl";
+    cut["include_stop_str_in_output"] = include;
+    r = Post(cluster.http_port(), "/v1/completions", cut.dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(json::parse(r.body)["choices"][0]["text"],
+              include ? ", there was a little girl" : ", there was a little")
+        << r.body;
+    EXPECT_EQ(json::parse(r.body)["choices"][0]["finish_reason"], "stop") << r.body;
+    EXPECT_EQ(json::parse(r.body)["choices"][0]["stop_reason"], " girl") << r.body;  // vLLM's field
+  }
+  // A stop token id is named the same way.
+  json by_token = Completion("Once upon a time", 6, false);
+  by_token["logit_bias"] = {{"261", 100}};
+  by_token["stop_token_ids"] = {261};
+  r = Post(cluster.http_port(), "/v1/completions", by_token.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)["choices"][0]["stop_reason"], 261) << r.body;
+  // A bias for a token the model does not have is the client's error, named.
+  json outside = Completion("Once", 4, false);
+  outside["logit_bias"] = {{"600", 1}};
+  r = Post(cluster.http_port(), "/v1/completions", outside.dump());
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("'logit_bias' for token 600"), std::string::npos) << r.body;
+}
+
+TEST(OpenAiFeaturesTest, TopLogprobsComeWithEveryToken) {
+  LocalCluster cluster({Stories(), 1, 0});
+  std::string error;
+  ASSERT_TRUE(cluster.Start(&error)) << error;
+  // Completions: logprobs 3 lists the chosen token and its 3 most likely alternatives; greedy,
+  // the chosen one is the most likely, with the same log-probability.
+  json body = Completion("Once upon a time", 12, false);
+  body["logprobs"] = 3;
+  HttpResult r = Post(cluster.http_port(), "/v1/completions", body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json lp = json::parse(r.body)["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), 12u) << r.body;
+  for (size_t i = 0; i < 12; ++i) {
+    const json& top = lp["top_logprobs"][i];
+    ASSERT_GE(top.size(), 3u) << top;  // 4 unless the chosen piece is among the 3, or pieces repeat
+    ASSERT_LE(top.size(), 4u) << top;
+    const std::string chosen = lp["tokens"][i];
+    ASSERT_TRUE(top.contains(chosen)) << top;
+    EXPECT_EQ(top[chosen], lp["token_logprobs"][i]);
+    double best = -1e9;
+    for (const auto& [piece, value] : top.items()) best = std::max(best, value.get<double>());
+    EXPECT_EQ(best, lp["token_logprobs"][i].get<double>()) << top;
+  }
+  // Streamed, each token has the text_offset it has in the whole answer, also when a stop
+  // string holds text back and then cuts it.
+  for (const json& stop : {json(nullptr), json({"girl"}), json({" the"})}) {
+    json both = Completion("Once upon a time", 40, false);
+    both["logprobs"] = 1;
+    if (!stop.is_null()) both["stop"] = stop;
+    HttpResult whole = Post(cluster.http_port(), "/v1/completions", both.dump());
+    ASSERT_EQ(whole.status, 200) << whole.body;
+    const std::vector<int64_t> want =
+        json::parse(whole.body)["choices"][0]["logprobs"]["text_offset"].get<std::vector<int64_t>>();
+    both["stream"] = true;
+    StreamResult streamed = Stream(cluster.http_port(), both);
+    ASSERT_TRUE(streamed.done);
+    EXPECT_EQ(streamed.text_offsets, want) << stop;
+  }
+  // Chat: top_logprobs 2 gives two entries per token, the greedy token first.
+  json chat = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 6},
+               {"temperature", 0}, {"logprobs", true}, {"top_logprobs", 2}};
+  HttpResult c = Post(cluster.http_port(), "/v1/chat/completions", chat.dump());
+  ASSERT_EQ(c.status, 200) << c.body;
+  const json content = json::parse(c.body)["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 6u) << c.body;
+  for (const json& t : content) {
+    ASSERT_EQ(t["top_logprobs"].size(), 2u) << t;
+    EXPECT_EQ(t["top_logprobs"][0]["token"], t["token"]) << t;
+    EXPECT_EQ(t["top_logprobs"][0]["logprob"], t["logprob"]) << t;
+    EXPECT_GE(t["top_logprobs"][0]["logprob"].get<double>(), t["top_logprobs"][1]["logprob"].get<double>());
+  }
+}
+
+// n choices: each is its own request, choice i seeded with seed + i, so each equals a one-choice
+// request with that seed, streamed or not; greedy, every choice is the greedy answer. The usage
+// counts the prompt once and every choice's completion.
+TEST(OpenAiFeaturesTest, NChoicesAreEachTheirOwnSeededRequest) {
+  LocalCluster cluster({Stories(), 1, 0});
+  std::string error;
+  ASSERT_TRUE(cluster.Start(&error)) << error;
+  const int port = cluster.http_port();
+  const std::string greedy = LocalGreedyText(Stories(), "Once upon a time", 16);
+  json body = Completion("Once upon a time", 16, false);
+  HttpResult one = Post(port, "/v1/completions", body.dump());
+  ASSERT_EQ(one.status, 200) << one.body;
+  const int prompt_tokens = json::parse(one.body)["usage"]["prompt_tokens"];
+  body["n"] = 3;
+  HttpResult r = Post(port, "/v1/completions", body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = json::parse(r.body);
+  ASSERT_EQ(j["choices"].size(), 3u) << r.body;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(j["choices"][i]["index"], i) << r.body;
+    EXPECT_EQ(j["choices"][i]["text"], greedy) << r.body;
+    EXPECT_EQ(j["choices"][i]["finish_reason"], "length") << r.body;
+  }
+  EXPECT_EQ(j["usage"]["prompt_tokens"], prompt_tokens) << r.body;
+  EXPECT_EQ(j["usage"]["completion_tokens"], 48) << r.body;
+  EXPECT_EQ(j["usage"]["total_tokens"], prompt_tokens + 48) << r.body;
+
+  const json sampled = {{"prompt", "Once upon a time"}, {"max_tokens", 24}, {"temperature", 1.0},
+                        {"seed", 7}, {"n", 3}};
+  r = Post(port, "/v1/completions", sampled.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  j = json::parse(r.body);
+  ASSERT_EQ(j["choices"].size(), 3u) << r.body;
+  std::set<std::string> distinct;
+  for (int i = 0; i < 3; ++i) {
+    json single = sampled;
+    single["n"] = 1;
+    single["seed"] = 7 + i;
+    HttpResult alone = Post(port, "/v1/completions", single.dump());
+    ASSERT_EQ(alone.status, 200) << alone.body;
+    EXPECT_EQ(j["choices"][i]["text"], json::parse(alone.body)["choices"][0]["text"]) << i;
+    distinct.insert(j["choices"][i]["text"].get<std::string>());
+  }
+  EXPECT_GE(distinct.size(), 2u) << r.body;
+
+  json chat = {{"messages", {{{"role", "user"}, {"content", "Tell me a story"}}}},
+               {"max_tokens", 12}, {"temperature", 1.0}, {"seed", 3}, {"n", 2}};
+  HttpResult whole = Post(port, "/v1/chat/completions", chat.dump());
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  const json w = json::parse(whole.body);
+  ASSERT_EQ(w["choices"].size(), 2u) << whole.body;
+  chat["stream"] = true;
+  chat["stream_options"] = {{"include_usage", true}};
+  const StreamResult s = StreamCompletion(port, "/v1/chat/completions", chat);
+  EXPECT_TRUE(s.done) << s.error;
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(s.texts.count(i) ? s.texts.at(i) : "", w["choices"][i]["message"]["content"]) << i;
+    EXPECT_EQ(s.role_chunks.count(i) ? s.role_chunks.at(i) : 0, 1) << i;
+    EXPECT_EQ(s.finish_reasons.count(i) ? s.finish_reasons.at(i) : "", w["choices"][i]["finish_reason"]) << i;
+  }
+  EXPECT_EQ(s.texts.size(), 2u);
+  EXPECT_EQ(s.usage_chunks, 1);
+  EXPECT_EQ(s.completion_tokens, w["usage"]["completion_tokens"]);
+}
+
+// A completions batch: each prompt gets its n choices, numbered prompt * n + choice; the usage
+// counts each prompt once; a prompt that cannot be served refuses the whole batch, named.
+TEST(OpenAiFeaturesTest, ABatchOfPromptsGetsEachItsChoices) {
+  LocalCluster cluster({Stories(), 1, 0});
+  std::string error;
+  ASSERT_TRUE(cluster.Start(&error)) << error;
+  const int port = cluster.http_port();
+  const std::vector<std::string> prompts = {"Once upon a time", "The little dog"};
+  json body = {{"prompt", prompts}, {"max_tokens", 8}, {"temperature", 0}, {"n", 2}, {"ignore_eos", true}};
+  HttpResult r = Post(port, "/v1/completions", body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json j = json::parse(r.body);
+  ASSERT_EQ(j["choices"].size(), 4u) << r.body;
+  int prompt_tokens = 0;
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    const std::string want = LocalGreedyText(Stories(), prompts[p], 8, /*ignore_eos=*/true);
+    for (size_t c = 0; c < 2; ++c) {
+      EXPECT_EQ(j["choices"][p * 2 + c]["index"], p * 2 + c);
+      EXPECT_EQ(j["choices"][p * 2 + c]["text"], want) << p << " " << c;
+    }
+    HttpResult counted = Post(port, "/tokenize", json({{"prompt", prompts[p]}}).dump());
+    prompt_tokens += json::parse(counted.body)["count"].get<int>();
+  }
+  EXPECT_EQ(j["usage"]["prompt_tokens"], prompt_tokens);
+  EXPECT_EQ(j["usage"]["completion_tokens"], 32);
+
+  body["stream"] = true;
+  const StreamResult s = Stream(port, body);
+  EXPECT_TRUE(s.done) << s.error;
+  ASSERT_EQ(s.texts.size(), 4u);
+  for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(s.texts.at(i), j["choices"][i]["text"]) << i;
+
+  std::string long_prompt;
+  for (int i = 0; i < 600; ++i) long_prompt += "Once ";
+  body = {{"prompt", {"Once upon a time", long_prompt}}, {"max_tokens", 8}};
+  r = Post(port, "/v1/completions", body.dump());
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(json::parse(r.body)["error"]["param"], "prompt[1]") << r.body;
+  EXPECT_NE(r.body.find("context length"), std::string::npos) << r.body;
+}
+
+// /tokenize counts a prompt as the completion endpoints do: its count is the usage's
+// prompt_tokens, for text and for chat.
+TEST(OpenAiFeaturesTest, TokenizeCountsWhatTheCompletionIsBilledFor) {
+  LocalCluster cluster({Stories(), 1, 0});
+  std::string error;
+  ASSERT_TRUE(cluster.Start(&error)) << error;
+  const int port = cluster.http_port();
+  const json messages = {{{"role", "system"}, {"content", "You tell stories."}},
+                         {{"role", "user"}, {"content", "Tell me one about a cat."}}};
+  for (const auto& [path, body] : {std::pair<std::string, json>{"/v1/completions", {{"prompt", "Once upon a time"}}},
+                                   {"/v1/chat/completions", {{"messages", messages}}}}) {
+    HttpResult counted = Post(port, "/tokenize", body.dump());
+    ASSERT_EQ(counted.status, 200) << counted.body;
+    json request = body;
+    request["max_tokens"] = 2;
+    HttpResult billed = Post(port, path, request.dump());
+    ASSERT_EQ(billed.status, 200) << billed.body;
+    EXPECT_EQ(json::parse(counted.body)["count"], json::parse(billed.body)["usage"]["prompt_tokens"]) << path;
+  }
+}
+
+}  // namespace
+}  // namespace bmad::testing
