@@ -43,8 +43,10 @@ class FakeCoordinator {
       auto in = proto::ReceiveMessage(socket_, true);
       if (!in || !in->message.ok()) continue;
       worker_id_ = in->routing_id;
-      if (auto* m = std::get_if<T>(&*in->message)) return *m;
+      // Every heartbeat is recorded, the one asked for too: a wait on last_heartbeat_ must see
+      // the newest (it only ever saw those that came while another type was awaited).
       if (auto* hb = std::get_if<proto::Heartbeat>(&*in->message)) last_heartbeat_ = *hb;
+      if (auto* m = std::get_if<T>(&*in->message)) return *m;
     }
     return std::nullopt;
   }
