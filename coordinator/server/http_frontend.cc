@@ -296,80 +296,98 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
     in.stream = cr.stream;
     in.choices = cr.n;
   }
-  const size_t num_requests = inputs.size() * cr.n;
-  auto stream = std::make_shared<HttpStream>();
-  core_.Post(InboxItem{InboxItem::Kind::kSubmit, std::move(inputs), stream});
-  auto abandon = [this, stream] {
-    stream->MarkAbandoned();  // nobody is left to answer
-    core_.Post(InboxItem{InboxItem::Kind::kAbandon, {}, stream});
-  };
-
-  // The loop accepts every prompt's n choices in one pass, before it reads any worker message:
-  // their kAccepted events (in response order: prompt by prompt, choice by choice) come before
-  // every chunk, or an error does.
-  std::vector<uint64_t> request_ids;
-  while (request_ids.size() < num_requests) {
-    std::optional<StreamEvent> e = stream->Pop(kAcceptTimeout);
-    if (!e) {
-      abandon();
-      SendError(res, DeadlineExceeded("the coordinator did not answer in time"));
-      return;
-    }
-    if (e->kind == StreamEvent::Kind::kError) {
-      SendError(res, e->status, e->retry_after_ms);
-      return;
-    }
-    if (e->kind == StreamEvent::Kind::kAccepted) request_ids.push_back(e->request_id);
-  }
+  std::optional<AcceptedCompletion> accepted = Submit(std::move(inputs), cr.n, res);
+  if (!accepted) return;
   http::ResponseContext ctx;
-  ctx.request_id = ResponseId(request_ids.front());
+  ctx.request_id = ResponseId(accepted->request_ids.front());
   ctx.created_unix_s = UnixMillis() / 1000;
   ctx.model = core_.model_name();
   ctx.logprobs = cr.sampling.logprobs;
   ctx.include_usage = cr.stream && cr.include_usage;
-  const tokenizer::Tokenizer& tok = core_.tokenizer();
-
   auto client = std::make_shared<ClientConnection>(req.local_addr, req.local_port, req.remote_addr,
                                                    req.remote_port);
-  if (!cr.stream) {
-    http::ResponseChoices choices(std::move(request_ids), cr.n);
-    std::vector<http::ChoiceOutput> outputs(choices.size());
-    for (uint32_t i = 0; i < outputs.size(); ++i) outputs[i].index = i;
-    auto next_check = std::chrono::steady_clock::now() + kClientCheckInterval;
-    while (!choices.all_finished()) {
-      std::optional<StreamEvent> e = stream->Pop(kClientCheckInterval);
-      // Tokens may come without pause for minutes: check on a clock, not only when idle.
-      if (std::chrono::steady_clock::now() >= next_check) {
-        next_check = std::chrono::steady_clock::now() + kClientCheckInterval;
-        if (client->Gone()) return abandon();
-      }
-      if (!e) continue;
-      if (e->kind == StreamEvent::Kind::kError) {
-        abandon();  // the other choices, if any, are of no use without this one
-        SendError(res, e->status);
-        return;
-      }
-      const std::optional<uint32_t> index = choices.IndexOf(e->chunk.request_id);
-      if (e->kind != StreamEvent::Kind::kChunk || !index) continue;
-      http::ChoiceOutput part = Choice(e->chunk, tok, ctx.logprobs, 0);
-      http::ChoiceOutput& all = outputs[*index];
-      all.text += part.text;
-      all.logprobs.insert(all.logprobs.end(), part.logprobs.begin(), part.logprobs.end());
-      if (e->chunk.finish_reason != proto::FinishReason::kNone) {
-        all.finish_reason = e->chunk.finish_reason;
-        all.stop_string = part.stop_string;
-        all.stop_token_id = part.stop_token_id;
-        choices.Finish(*index, e->chunk.usage);
-      }
-    }
-    res.set_content(chat ? http::RenderChatCompletion(ctx, outputs, choices.usage())
-                         : http::RenderCompletion(ctx, outputs, choices.usage()),
-                    "application/json");
-    return;
+  if (cr.stream) {
+    AnswerStreaming(std::move(*accepted), ctx, chat, std::move(client), core_.tokenizer(), res);
+  } else {
+    AnswerWhole(std::move(*accepted), ctx, chat, *client, core_.tokenizer(), res);
   }
+}
 
-  // Streaming: SSE events as chunks come (each choice's role chunk first, for chat), then the
-  // usage chunk (if asked) and [DONE] once every choice has finished.
+std::optional<HttpFrontend::AcceptedCompletion> HttpFrontend::Submit(std::vector<SubmitInput> inputs,
+                                                                     uint32_t choices_per_prompt,
+                                                                     httplib::Response& res) {
+  const size_t num_requests = inputs.size() * choices_per_prompt;
+  AcceptedCompletion accepted;
+  accepted.stream = std::make_shared<HttpStream>();
+  accepted.choices_per_prompt = choices_per_prompt;
+  core_.Post(InboxItem{InboxItem::Kind::kSubmit, std::move(inputs), accepted.stream});
+  accepted.abandon = [this, stream = accepted.stream] {
+    stream->MarkAbandoned();  // nobody is left to answer
+    core_.Post(InboxItem{InboxItem::Kind::kAbandon, {}, stream});
+  };
+  // The loop accepts every prompt's n choices in one pass, before it reads any worker message:
+  // their kAccepted events (in response order: prompt by prompt, choice by choice) come before
+  // every chunk, or an error does.
+  while (accepted.request_ids.size() < num_requests) {
+    std::optional<StreamEvent> e = accepted.stream->Pop(kAcceptTimeout);
+    if (!e) {
+      accepted.abandon();
+      SendError(res, DeadlineExceeded("the coordinator did not answer in time"));
+      return std::nullopt;
+    }
+    if (e->kind == StreamEvent::Kind::kError) {
+      SendError(res, e->status, e->retry_after_ms);
+      return std::nullopt;
+    }
+    if (e->kind == StreamEvent::Kind::kAccepted) accepted.request_ids.push_back(e->request_id);
+  }
+  return accepted;
+}
+
+void HttpFrontend::AnswerWhole(AcceptedCompletion accepted, const http::ResponseContext& ctx, bool chat,
+                               ClientConnection& client, const tokenizer::Tokenizer& tok,
+                               httplib::Response& res) {
+  http::ResponseChoices choices(std::move(accepted.request_ids), accepted.choices_per_prompt);
+  std::vector<http::ChoiceOutput> outputs(choices.size());
+  for (uint32_t i = 0; i < outputs.size(); ++i) outputs[i].index = i;
+  auto next_check = std::chrono::steady_clock::now() + kClientCheckInterval;
+  while (!choices.all_finished()) {
+    std::optional<StreamEvent> e = accepted.stream->Pop(kClientCheckInterval);
+    // Tokens may come without pause for minutes: check on a clock, not only when idle.
+    if (std::chrono::steady_clock::now() >= next_check) {
+      next_check = std::chrono::steady_clock::now() + kClientCheckInterval;
+      if (client.Gone()) return accepted.abandon();
+    }
+    if (!e) continue;
+    if (e->kind == StreamEvent::Kind::kError) {
+      accepted.abandon();  // the other choices, if any, are of no use without this one
+      SendError(res, e->status);
+      return;
+    }
+    const std::optional<uint32_t> index = choices.IndexOf(e->chunk.request_id);
+    if (e->kind != StreamEvent::Kind::kChunk || !index) continue;
+    http::ChoiceOutput part = Choice(e->chunk, tok, ctx.logprobs, 0);
+    http::ChoiceOutput& all = outputs[*index];
+    all.text += part.text;
+    all.logprobs.insert(all.logprobs.end(), part.logprobs.begin(), part.logprobs.end());
+    if (e->chunk.finish_reason != proto::FinishReason::kNone) {
+      all.finish_reason = e->chunk.finish_reason;
+      all.stop_string = part.stop_string;
+      all.stop_token_id = part.stop_token_id;
+      choices.Finish(*index, e->chunk.usage);
+    }
+  }
+  res.set_content(chat ? http::RenderChatCompletion(ctx, outputs, choices.usage())
+                       : http::RenderCompletion(ctx, outputs, choices.usage()),
+                  "application/json");
+}
+
+void HttpFrontend::AnswerStreaming(AcceptedCompletion accepted, const http::ResponseContext& ctx, bool chat,
+                                   std::shared_ptr<ClientConnection> client, const tokenizer::Tokenizer& tok,
+                                   httplib::Response& res) {
+  // SSE events as chunks come (each choice's role chunk first, for chat), then the usage chunk
+  // (if asked) and [DONE] once every choice has finished. httplib calls the provider again and
+  // again from this handler's thread until it says done or fails: the state lives outside it.
   res.set_header("Cache-Control", "no-cache");
   struct StreamState {
     StreamState(std::vector<uint64_t> ids, uint32_t n) : choices(std::move(ids), n), token_chars(choices.size(), 0) {}
@@ -380,10 +398,11 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
     std::vector<size_t> token_chars;
     bool roles_sent = false;
   };
-  auto state = std::make_shared<StreamState>(std::move(request_ids), cr.n);
+  auto state = std::make_shared<StreamState>(std::move(accepted.request_ids), accepted.choices_per_prompt);
   res.set_chunked_content_provider(
       "text/event-stream",
-      [stream, client, ctx, chat, state, abandon, &tok](size_t, httplib::DataSink& sink) {
+      [stream = accepted.stream, abandon = accepted.abandon, client, ctx, chat, state, &tok](
+          size_t, httplib::DataSink& sink) {
         auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
         auto give_up = [&] {
           abandon();

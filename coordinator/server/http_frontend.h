@@ -6,14 +6,18 @@
 // streaming or waiting for a whole answer, gets its request cancelled.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/status.h"
 #include "coordinator/http/openai_request.h"
+#include "coordinator/http/openai_response.h"
 #include "coordinator/server/coordinator_server.h"
+#include "coordinator/server/submit_input.h"
 
 namespace httplib {
 class Server;
@@ -21,7 +25,14 @@ class Request;
 class Response;
 }  // namespace httplib
 
+namespace bmad::tokenizer {
+class Tokenizer;
+}  // namespace bmad::tokenizer
+
 namespace bmad::coord {
+
+class ClientConnection;
+class HttpStream;
 
 class HttpFrontend {
  public:
@@ -34,6 +45,26 @@ class HttpFrontend {
 
  private:
   void HandleCompletion(const httplib::Request& req, httplib::Response& res, bool chat);
+  // A completion request the event loop accepted: its events, its requests' ids (prompt by
+  // prompt, choice by choice), and how to cancel them all.
+  struct AcceptedCompletion {
+    std::shared_ptr<HttpStream> stream;
+    std::vector<uint64_t> request_ids;
+    uint32_t choices_per_prompt = 1;
+    std::function<void()> abandon;
+  };
+  // Hands the prompts (each with `choices_per_prompt` choices) to the event loop and waits until
+  // it accepts them all; when it refuses them or does not answer, answers `res` with the error
+  // and returns nullopt.
+  std::optional<AcceptedCompletion> Submit(std::vector<SubmitInput> inputs, uint32_t choices_per_prompt,
+                                           httplib::Response& res);
+  // One JSON response once every choice has finished; cancels them all if the client goes.
+  static void AnswerWhole(AcceptedCompletion accepted, const http::ResponseContext& ctx, bool chat,
+                          ClientConnection& client, const tokenizer::Tokenizer& tok, httplib::Response& res);
+  // Server-sent events as the choices' chunks come; cancels them all if the client goes.
+  static void AnswerStreaming(AcceptedCompletion accepted, const http::ResponseContext& ctx, bool chat,
+                              std::shared_ptr<ClientConnection> client, const tokenizer::Tokenizer& tok,
+                              httplib::Response& res);
   void HandleModels(httplib::Response& res);
   void HandleModel(const std::string& id, httplib::Response& res);
   void HandleTokenize(const httplib::Request& req, httplib::Response& res);
