@@ -26,6 +26,7 @@ void SamplingFlags::AddTo(Flags& flags) {
                "Generate at least this many tokens before any end or stop (default 0).", 0, UINT32_MAX);
   flags.AddList("logit-bias", &logit_bias,
                 "ID=BIAS: add BIAS (-100 to 100) to token ID's logit (repeatable).");
+  flags.AddBool("json", &json, "The output is one JSON object (OpenAI's response_format json_object).");
 }
 
 namespace {
@@ -76,6 +77,7 @@ Result<proto::SamplingParams> SamplingFlags::Params() const {
   p.stop_strings = stops;
   p.ignore_eos = ignore_eos;
   p.min_tokens = static_cast<uint32_t>(min_tokens);
+  if (json) p.response_format = proto::ResponseFormat::kJsonObject;
   for (const std::string& entry : logit_bias) {
     BMAD_ASSIGN_OR_RETURN(proto::LogitBias parsed, ParseLogitBias(entry));
     p.logit_bias.push_back(parsed);

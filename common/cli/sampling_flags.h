@@ -25,9 +25,10 @@ struct SamplingFlags {
   bool ignore_eos = false;
   int64_t min_tokens = 0;
   std::vector<std::string> logit_bias;  // "ID=BIAS" each
+  bool json = false;                     // response_format json_object
 
   // --max-tokens, --temperature, --top-k, --top-p, --min-p, the three penalties, --seed,
-  // --stop (repeatable), --ignore-eos, --min-tokens and --logit-bias ID=BIAS (repeatable),
+  // --stop (repeatable), --ignore-eos, --min-tokens, --logit-bias ID=BIAS (repeatable) and --json,
   // writing into this struct (which must outlive Parse).
   void AddTo(Flags& flags);
   // The values as given; range checks are the caller's (or the sampler's) business. An error

@@ -9,7 +9,7 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("bmad::wire");
 
-const protocolVersion :UInt16 = 4;  # proto::kProtocolVersion (codec.cc checks they agree)
+const protocolVersion :UInt16 = 5;  # proto::kProtocolVersion (codec.cc checks they agree)
 
 enum FinishReason {
   none @0;        # more chunks follow
@@ -17,6 +17,11 @@ enum FinishReason {
   length @2;      # max_tokens or the context length was reached
   cancelled @3;   # the client cancelled
   error @4;       # the request failed; an Error message carries why
+}
+
+enum ResponseFormat {
+  text @0;        # any text
+  jsonObject @1;  # one JSON object (OpenAI's response_format "json_object")
 }
 
 enum Pool {
@@ -43,6 +48,7 @@ struct SamplingParams {
   minTokens @15 :UInt32;            # nothing ends the output before this many tokens
   logitBias @16 :List(LogitBias);   # OpenAI's logit_bias, distinct token ids
   includeStopStrInOutput @17 :Bool; # vLLM's: a stop string that ends the output is part of it
+  responseFormat @18 :ResponseFormat; # what the output must be
 }
 
 struct LogitBias {

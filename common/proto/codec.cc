@@ -68,6 +68,18 @@ FinishReason FromWire(wire::FinishReason r) {
   throw InvalidContents{"unknown finish reason " + std::to_string(static_cast<int>(r))};
 }
 
+wire::ResponseFormat ToWire(ResponseFormat f) {
+  return f == ResponseFormat::kJsonObject ? wire::ResponseFormat::JSON_OBJECT : wire::ResponseFormat::TEXT;
+}
+
+ResponseFormat FromWire(wire::ResponseFormat f) {
+  switch (f) {
+    case wire::ResponseFormat::TEXT: return ResponseFormat::kText;
+    case wire::ResponseFormat::JSON_OBJECT: return ResponseFormat::kJsonObject;
+  }
+  throw InvalidContents{"unknown response format " + std::to_string(static_cast<int>(f))};
+}
+
 wire::Pool ToWire(ReplicaPool p) {
   return p == ReplicaPool::kLongTail ? wire::Pool::LONG_TAIL : wire::Pool::NORMAL;
 }
@@ -110,6 +122,7 @@ void Fill(wire::SamplingParams::Builder b, const SamplingParams& s) {
   b.setTopLogprobs(s.top_logprobs);
   b.setMinTokens(s.min_tokens);
   b.setIncludeStopStrInOutput(s.include_stop_str_in_output);
+  b.setResponseFormat(ToWire(s.response_format));
   auto biases = b.initLogitBias(static_cast<unsigned>(s.logit_bias.size()));
   for (size_t i = 0; i < s.logit_bias.size(); ++i) {
     biases[static_cast<unsigned>(i)].setTokenId(s.logit_bias[i].token_id);
@@ -297,6 +310,7 @@ SamplingParams Read(wire::SamplingParams::Reader r) {
   s.top_logprobs = r.getTopLogprobs();
   s.min_tokens = r.getMinTokens();
   s.include_stop_str_in_output = r.getIncludeStopStrInOutput();
+  s.response_format = FromWire(r.getResponseFormat());
   for (auto b : r.getLogitBias()) s.logit_bias.push_back(LogitBias{b.getTokenId(), b.getBias()});
   return s;
 }

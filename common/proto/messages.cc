@@ -13,6 +13,10 @@ std::string_view FinishReasonName(FinishReason reason) {
   return "";
 }
 
+std::string_view ResponseFormatName(ResponseFormat format) {
+  return format == ResponseFormat::kJsonObject ? "json_object" : "text";
+}
+
 std::string_view MessageName(const Message& message) {
   static constexpr std::string_view kNames[] = {
       "submit",     "cancel",       "accepted",  "token_chunk", "error",

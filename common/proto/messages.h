@@ -21,10 +21,18 @@ namespace bmad::proto {
 // each one as unexpected).
 // 4: SamplingParams.include_stop_str_in_output (a version 3 replica would leave the stop string
 // out); TokenChunk.stop_string and stop_token_id (vLLM's stop_reason).
-inline constexpr uint16_t kProtocolVersion = 4;
+// 5: SamplingParams.response_format (a version 4 replica would generate free text).
+inline constexpr uint16_t kProtocolVersion = 5;
 
 enum class FinishReason : uint8_t { kNone = 0, kStop, kLength, kCancelled, kError };
 std::string_view FinishReasonName(FinishReason reason);  // "stop", "length", ... ("" for none)
+
+// OpenAI's response_format: what the output must be.
+enum class ResponseFormat : uint8_t {
+  kText = 0,
+  kJsonObject,  // one JSON object, ending the output (the sampler bans every other token)
+};
+std::string_view ResponseFormatName(ResponseFormat format);  // "text", "json_object"
 
 // OpenAI's logit_bias entry: added to the token's logit before anything else looks at it.
 struct LogitBias {
@@ -56,6 +64,7 @@ struct SamplingParams {
   // vLLM's include_stop_str_in_output: the stop string that ends the output is sent as its end
   // (OpenAI leaves it out).
   bool include_stop_str_in_output = false;
+  ResponseFormat response_format = ResponseFormat::kText;
   friend bool operator==(const SamplingParams&, const SamplingParams&) = default;
 };
 

@@ -392,6 +392,25 @@ Status ReadChoiceShape(const JsonFields& body, bool chat, CompletionRequest& req
   return Status::Ok();
 }
 
+// OpenAI's response_format: {"type": "text"} or {"type": "json_object"}. JSON schemas are not
+// enforced, and are refused rather than ignored.
+Status ReadResponseFormat(const JsonFields& body, CompletionRequest& request) {
+  const Json* format = body.Find("response_format");
+  if (format == nullptr || format->is_null()) return Status::Ok();
+  if (!format->is_object()) return MustBe("response_format", "an object", *format);
+  const auto type = format->find("type");
+  if (type == format->end()) {
+    return InvalidArgument("'response_format.type' is required: \"text\" or \"json_object\"");
+  }
+  if (*type == "text") return Status::Ok();
+  if (*type == "json_object") {
+    request.sampling.response_format = proto::ResponseFormat::kJsonObject;
+    return Status::Ok();
+  }
+  return InvalidArgument("'response_format' of type " + internal::DescribeJsonValue(*type) +
+                         " is not supported; \"text\" and \"json_object\" are");
+}
+
 Status ReadSchedulingHints(const JsonFields& body, const RequestLimits& limits,
                            CompletionRequest& request) {
   const int64_t last_class = std::max<int64_t>(limits.priority_classes, 1) - 1;
@@ -412,14 +431,6 @@ Status ReadSchedulingHints(const JsonFields& body, const RequestLimits& limits,
 Status RejectUnsupported(const JsonFields& body, bool chat) {
   if (const Json* suffix = body.Find("suffix"); !chat && suffix != nullptr && *suffix != "") {
     return InvalidArgument("'suffix' is not supported");
-  }
-  if (const Json* format = body.Find("response_format"); format != nullptr) {
-    if (!format->is_object()) return MustBe("response_format", "an object", *format);
-    const auto type = format->find("type");
-    if (type != format->end() && *type != "text") {
-      return InvalidArgument("'response_format' of type " + internal::DescribeJsonValue(*type) +
-                             " is not supported; only \"text\" is");
-    }
   }
   for (const std::string_view key : {"tools", "functions"}) {
     if (const Json* tools = body.Find(key); tools != nullptr && !tools->empty()) {
@@ -490,6 +501,7 @@ Result<CompletionRequest> ReadRequest(const Json& json, bool chat, const Request
   BMAD_RETURN_IF_ERROR(ReadChoiceShape(body, chat, request));
   BMAD_RETURN_IF_ERROR(ReadStreaming(body, request));
   BMAD_RETURN_IF_ERROR(ReadSchedulingHints(body, limits, request));
+  BMAD_RETURN_IF_ERROR(ReadResponseFormat(body, request));
   BMAD_RETURN_IF_ERROR(RejectUnsupported(body, chat));
 
   // The workers' own admission check, so nothing accepted here is refused there. The vocabulary

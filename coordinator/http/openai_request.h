@@ -40,13 +40,15 @@
 //   ignore_eos         boolean
 //   stream             boolean, default false; stream_options {include_usage: boolean} is
 //                      allowed only when stream is true (as OpenAI and vLLM both insist)
-//   n                  must be 1; best_of (completions) must be 1; echo (completions) must be
-//                      false; user is ignored
+//   n                  integer in [1, 128], choices per prompt; best_of (completions) must equal
+//                      n; echo (completions) must be false; user is ignored
+//   response_format    {"type": "text"} or {"type": "json_object"} (the output is one JSON
+//                      object; neither min_tokens nor ignore_eos with it)
 //   priority           bmad: integer class in [0, limits.priority_classes), 0 most urgent
 //   slo_ms             bmad: latency objective in milliseconds, integer >= 0 (0: none)
 // Parameters OpenAI defines but this server cannot honour are rejected rather than silently
 // ignored when set to anything but their neutral value: suffix (non-empty), response_format
-// (type other than "text"), tools and functions (non-empty), tool_choice and function_call
+// (type other than "text" and "json_object"), tools and functions (non-empty), tool_choice and function_call
 // (other than "none"); so are vLLM's extensions that would change the output: use_beam_search,
 // continue_final_message (true), guided_json/regex/choice/grammar,
 // structured_outputs, chat_template, chat_template_kwargs and prompt_logprobs (non-null).

@@ -29,6 +29,7 @@ std::vector<Message> SampleMessages() {
   sampling.top_logprobs = 2;
   sampling.min_tokens = 5;
   sampling.include_stop_str_in_output = true;
+  sampling.response_format = ResponseFormat::kJsonObject;
   sampling.logit_bias = {{13, -100.0f}, {261, 2.5f}};
 
   Submit text_submit{"c-1", "stories", false, "Once upon a time", {}, sampling, 0, 1500, true};

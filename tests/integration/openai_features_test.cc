@@ -1,7 +1,7 @@
 // The OpenAI request features end to end, on a local cluster (bmad-coordinator and a bmad-worker
 // replica under mpirun, 127.0.0.1, stories260K): the sampler's parameters (logit_bias, min_tokens,
 // stop strings and stop_reason, stop token ids), log-probabilities, n choices, batches of
-// prompts, and /tokenize against what a completion is billed for.
+// prompts, /tokenize against what a completion is billed for, and JSON output.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tests/support/cluster_http.h"
+#include "tests/support/json_verdict.h"
 #include "tests/support/local_cluster.h"
 #include "tests/support/local_greedy.h"
 #include "tests/support/paths.h"
@@ -245,6 +246,56 @@ TEST(OpenAiFeaturesTest, TokenizeCountsWhatTheCompletionIsBilledFor) {
     ASSERT_EQ(billed.status, 200) << billed.body;
     EXPECT_EQ(json::parse(counted.body)["count"], json::parse(billed.body)["usage"]["prompt_tokens"]) << path;
   }
+}
+
+TEST(OpenAiFeaturesTest, JsonObjectResponsesAreHeldToAnObject) {
+  LocalCluster cluster({Stories(), 1, 0});
+  std::string error;
+  ASSERT_TRUE(cluster.Start(&error)) << error;
+  // The same tokens as `bmad generate --json`, whole and streamed; the text is an object or,
+  // cut by max_tokens, the start of one.
+  const std::string expected = LocalGreedyJson(Stories(), "Once upon a time", 40);
+  ASSERT_EQ(expected[0], '{') << expected;
+  for (const bool stream : {false, true}) {
+    json body = Completion("Once upon a time", 40, stream);
+    body["response_format"] = {{"type", "json_object"}};
+    std::string text, finish;
+    if (stream) {
+      StreamResult s = Stream(cluster.http_port(), body);
+      ASSERT_TRUE(s.done) << s.error;
+      text = s.text;
+      finish = s.finish_reason;
+    } else {
+      HttpResult r = Post(cluster.http_port(), "/v1/completions", body.dump());
+      ASSERT_EQ(r.status, 200) << r.body;
+      text = json::parse(r.body)["choices"][0]["text"];
+      finish = json::parse(r.body)["choices"][0]["finish_reason"];
+    }
+    EXPECT_EQ(text, expected) << stream;
+    EXPECT_EQ(JudgeJson(text), finish == "stop" ? JsonVerdict::kWhole : JsonVerdict::kPrefix) << text;
+  }
+  // Chat takes it too.
+  json chat = {{"messages", {{{"role", "user"}, {"content", "A cat, as JSON"}}}},
+               {"max_tokens", 24},
+               {"temperature", 0},
+               {"response_format", {{"type", "json_object"}}}};
+  HttpResult r = Post(cluster.http_port(), "/v1/chat/completions", chat.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::string content = json::parse(r.body)["choices"][0]["message"]["content"];
+  EXPECT_EQ(content.substr(0, 1), "{") << content;
+  EXPECT_NE(JudgeJson(content), JsonVerdict::kInvalid) << content;
+  // What it cannot honour is refused, named.
+  chat["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "cat"}}}};
+  r = Post(cluster.http_port(), "/v1/chat/completions", chat.dump());
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(json::parse(r.body)["error"]["message"].get<std::string>().find("\"json_schema\" is not supported"),
+            std::string::npos)
+      << r.body;
+  chat["response_format"] = {{"type", "json_object"}};
+  chat["min_tokens"] = 4;
+  r = Post(cluster.http_port(), "/v1/chat/completions", chat.dump());
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("'min_tokens' cannot be used with response_format"), std::string::npos) << r.body;
 }
 
 }  // namespace

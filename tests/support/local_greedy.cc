@@ -6,19 +6,37 @@
 
 namespace bmad::testing {
 
-std::string LocalGreedyText(const std::string& model, const std::string& prompt,
-                            uint32_t max_tokens, bool ignore_eos) {
+namespace {
+
+std::string Generate(const std::string& model, const std::string& prompt, const proto::SamplingParams& sampling) {
   tools::LocalGenerateOptions o;
   o.model_path = model;
   o.prompt = prompt;
-  o.sampling.temperature = 0;
-  o.sampling.max_tokens = max_tokens;
-  o.sampling.ignore_eos = ignore_eos;
+  o.sampling = sampling;
   o.threads = 1;
   std::string text;
   const auto stats = tools::LocalGenerate(o, [&](std::string_view t) { text += t; });
   EXPECT_TRUE(stats.ok()) << stats.status().ToString();
   return text;
+}
+
+}  // namespace
+
+std::string LocalGreedyText(const std::string& model, const std::string& prompt,
+                            uint32_t max_tokens, bool ignore_eos) {
+  proto::SamplingParams sampling;
+  sampling.temperature = 0;
+  sampling.max_tokens = max_tokens;
+  sampling.ignore_eos = ignore_eos;
+  return Generate(model, prompt, sampling);
+}
+
+std::string LocalGreedyJson(const std::string& model, const std::string& prompt, uint32_t max_tokens) {
+  proto::SamplingParams sampling;
+  sampling.temperature = 0;
+  sampling.max_tokens = max_tokens;
+  sampling.response_format = proto::ResponseFormat::kJsonObject;
+  return Generate(model, prompt, sampling);
 }
 
 }  // namespace bmad::testing

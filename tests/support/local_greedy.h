@@ -9,5 +9,7 @@ namespace bmad::testing {
 
 std::string LocalGreedyText(const std::string& model, const std::string& prompt,
                             uint32_t max_tokens, bool ignore_eos = false);
+// The same with response_format json_object (`bmad generate --json`).
+std::string LocalGreedyJson(const std::string& model, const std::string& prompt, uint32_t max_tokens);
 
 }  // namespace bmad::testing

@@ -36,10 +36,11 @@ bool Malformed(const Status& s) {
 struct Engine::RequestState {
   RequestState(uint64_t request_id, std::vector<int32_t> prompt_tokens,
                const proto::SamplingParams& params, uint64_t seed,
-               const tokenizer::Tokenizer& tok, int64_t max_new, std::vector<int32_t> generated)
+               const tokenizer::Tokenizer& tok, int64_t max_new, std::vector<int32_t> generated,
+               std::optional<sampling::JsonConstraint> constraint)
       : id(request_id),
         prompt(std::move(prompt_tokens)),
-        sampler(params, seed, TokensThatEnd(tok, params)),
+        sampler(params, seed, TokensThatEnd(tok, params), std::move(constraint)),
         output(tok, params, prompt, max_new, std::move(generated)),
         want_logprobs(params.logprobs) {}
 
@@ -153,9 +154,12 @@ Status Engine::Add(EngineRequest r) {
   }
   const int64_t max_new =
       std::min<int64_t>(r.sampling.max_tokens, context_length_ - static_cast<int64_t>(r.prompt.size()));
+  std::optional<sampling::JsonConstraint> constraint = OutputConstraint(tokenizer_, r.sampling, token_texts_);
+  // Tokens generated elsewhere (a migrated request) must already be on the way to an object.
+  if (constraint) BMAD_RETURN_IF_ERROR(constraint->Sync(r.generated).WithContext(which));
   const uint64_t seed = default_seed_ ^ (r.id * 0x9e3779b97f4a7c15ull);
   auto state = std::make_unique<RequestState>(r.id, r.prompt, r.sampling, seed, tokenizer_,
-                                              max_new, r.generated);
+                                              max_new, r.generated, std::move(constraint));
   state->arrival_ns = clock_.NowNanos();
   sched::SequenceRequest seq{r.id, std::move(r.prompt), std::move(r.generated), r.priority,
                              r.slo_ms, clock_.NowMillis()};

@@ -170,6 +170,8 @@ class Engine {
   model::LlamaModel& model_;
   model::KvCache& cache_;
   const tokenizer::Tokenizer& tokenizer_;
+  // Every token's text, built for the first response_format json_object request.
+  std::shared_ptr<const sampling::TokenTexts> token_texts_;
   kernels::Backend& backend_;
   const Clock& clock_;
   EngineMetrics* metrics_;

@@ -12,6 +12,18 @@ std::vector<int32_t> TokensThatEnd(const tokenizer::Tokenizer& tokenizer,
   return tokens;
 }
 
+std::optional<sampling::JsonConstraint> OutputConstraint(
+    const tokenizer::Tokenizer& tokenizer, const proto::SamplingParams& params,
+    std::shared_ptr<const sampling::TokenTexts>& texts) {
+  if (params.response_format != proto::ResponseFormat::kJsonObject) return std::nullopt;
+  if (!texts) {
+    std::vector<std::string> pieces(static_cast<size_t>(tokenizer.vocab_size()));
+    for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) pieces[static_cast<size_t>(id)] = tokenizer.TokenPiece(id);
+    texts = std::make_shared<const sampling::TokenTexts>(pieces);
+  }
+  return sampling::JsonConstraint(texts, TokensThatEnd(tokenizer, params));
+}
+
 OutputProcessor::OutputProcessor(const tokenizer::Tokenizer& tokenizer,
                                  const proto::SamplingParams& params,
                                  std::span<const int32_t> prompt, int64_t max_new_tokens,

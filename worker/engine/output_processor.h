@@ -10,6 +10,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -17,6 +19,7 @@
 #include "common/proto/messages.h"
 #include "worker/model/tokenizer/streaming_detokenizer.h"
 #include "worker/model/tokenizer/tokenizer.h"
+#include "worker/sampling/json_constraint.h"
 #include "worker/sampling/stop_string_matcher.h"
 
 namespace bmad::engine {
@@ -25,6 +28,13 @@ namespace bmad::engine {
 // end-of-generation tokens unless ignore_eos. What sampling::Sampler holds back for min_tokens.
 std::vector<int32_t> TokensThatEnd(const tokenizer::Tokenizer& tokenizer,
                                    const proto::SamplingParams& params);
+
+// What the parameters hold the output to (response_format json_object), for the sequence's
+// Sampler; nullopt for free text. `texts` keeps the vocabulary's texts between calls: built on
+// the first call that needs them.
+std::optional<sampling::JsonConstraint> OutputConstraint(
+    const tokenizer::Tokenizer& tokenizer, const proto::SamplingParams& params,
+    std::shared_ptr<const sampling::TokenTexts>& texts);
 
 struct TokenOutcome {
   std::string text;  // text to send now (may be empty)

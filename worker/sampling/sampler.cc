@@ -26,7 +26,7 @@ Status NoFiniteLogit() { return Internal("every logit is -inf: no token can be c
 }  // namespace
 
 Sampler::Sampler(const proto::SamplingParams& params, uint64_t default_seed,
-                 std::vector<int32_t> end_tokens)
+                 std::vector<int32_t> end_tokens, std::optional<JsonConstraint> constraint)
     : temperature_(std::isfinite(params.temperature) && params.temperature > 0.0f
                        ? params.temperature
                        : 0.0f),
@@ -42,6 +42,7 @@ Sampler::Sampler(const proto::SamplingParams& params, uint64_t default_seed,
       logit_bias_(params.logit_bias),
       min_tokens_(params.min_tokens),
       end_tokens_(std::move(end_tokens)),
+      constraint_(std::move(constraint)),
       want_logprob_(params.logprobs),
       top_logprobs_(params.logprobs ? std::min<uint32_t>(params.top_logprobs, kMaxTopLogprobs) : 0),
       seed_(params.has_seed ? params.seed : default_seed),
@@ -56,7 +57,7 @@ Result<SampleResult> Sampler::Sample(std::span<const float> logits,
   }
   std::span<const float> scores = logits;
   const bool hold_back_end = holds_back_end() && generated_tokens.size() < min_tokens_;
-  if (penalties_.active() || !logit_bias_.empty() || hold_back_end) {
+  if (penalties_.active() || !logit_bias_.empty() || hold_back_end || constraint_) {
     processed_.assign(logits.begin(), logits.end());  // reuses the capacity after the first call
     for (const proto::LogitBias& entry : logit_bias_) {
       // An entry outside the vocabulary failed validation; never write past the row.
@@ -75,6 +76,10 @@ Result<SampleResult> Sampler::Sample(std::span<const float> logits,
       BMAD_RETURN_IF_ERROR(occurrences_.Update(prompt_tokens, generated_tokens,
                                                static_cast<int32_t>(logits.size())));
       ApplyPenalties(penalties_, occurrences_, processed_);
+    }
+    if (constraint_) {
+      BMAD_RETURN_IF_ERROR(constraint_->Sync(generated_tokens));
+      BMAD_RETURN_IF_ERROR(constraint_->Mask(processed_));
     }
     scores = processed_;
   }

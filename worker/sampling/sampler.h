@@ -13,6 +13,7 @@
 //   4. otherwise: top-k (the k highest logits, ties to lower ids), softmax of logit / temperature,
 //      top-p (the smallest set of most likely tokens whose probability reaches top_p; at least one
 //      token), min-p (drop tokens with p < min_p * p_max), renormalise, draw.
+// With a JsonConstraint (response_format json_object), the tokens it bans get -inf after step 2.
 //
 // Randomness: each Sampler owns a std::mt19937_64 seeded with `params.seed` (or the default seed
 // when `has_seed` is false). The standard fixes that engine's output sequence exactly, and the
@@ -45,6 +46,7 @@
 
 #include "common/proto/messages.h"
 #include "common/status.h"
+#include "worker/sampling/json_constraint.h"
 #include "worker/sampling/nucleus.h"
 #include "worker/sampling/penalties.h"
 #include "worker/sampling/token_occurrences.h"
@@ -89,9 +91,10 @@ class Sampler {
   // `default_seed` seeds the generator when `params.has_seed` is false (the engine should pass a
   // fresh random value per request, so unseeded requests differ). `end_tokens`: the tokens
   // min_tokens holds back (engine::TokensThatEnd); ids outside the vocabulary are skipped, as
-  // are logit_bias entries outside it.
+  // are logit_bias entries outside it. `constraint`: what the output must be, if anything (it
+  // keeps itself in step with the output it is given, below).
   Sampler(const proto::SamplingParams& params, uint64_t default_seed,
-          std::vector<int32_t> end_tokens = {});
+          std::vector<int32_t> end_tokens = {}, std::optional<JsonConstraint> constraint = std::nullopt);
 
   // Chooses the next token of one sequence.
   //   logits: one score per vocabulary entry (V = logits.size()); -inf marks a banned token.
@@ -104,6 +107,7 @@ class Sampler {
   //     [0, V);
   //   kInternal: a logit is NaN or +inf (a broken model, or a penalty overflowing), or every
   //     logit is -inf.
+  //   the constraint's (JsonConstraint::Sync, Mask).
   Result<SampleResult> Sample(std::span<const float> logits,
                               std::span<const int32_t> prompt_tokens,
                               std::span<const int32_t> generated_tokens);
@@ -114,7 +118,7 @@ class Sampler {
   // backend can draw the token where the logits are (Backend::SampleRows). A count that lags
   // (a token still being drawn) only keeps the draw on the host one step longer.
   bool device_samplable(size_t generated_tokens) const {
-    return !penalties_.active() && !want_logprob_ && logit_bias_.empty() &&
+    return !penalties_.active() && !want_logprob_ && logit_bias_.empty() && !constraint_ &&
            !(holds_back_end() && generated_tokens < min_tokens_);
   }
   // The draw for a device backend, with the uniform the next Sample would use. The uniform is
@@ -144,6 +148,7 @@ class Sampler {
   std::vector<proto::LogitBias> logit_bias_;
   uint32_t min_tokens_;
   std::vector<int32_t> end_tokens_;
+  std::optional<JsonConstraint> constraint_;
   bool want_logprob_;
   size_t top_logprobs_;  // alternatives per token; 0 unless want_logprob_
   uint64_t seed_;

@@ -131,6 +131,16 @@ Status ValidateSamplingParams(const proto::SamplingParams& params, int32_t vocab
                            ") must be at most 'max_tokens' (" +
                            std::to_string(params.max_tokens) + ")");
   }
+  if (params.response_format == proto::ResponseFormat::kJsonObject) {
+    // The object's end is the output's end: the sampler allows nothing but an ending token then.
+    for (const auto& [set, field] : {std::pair{params.min_tokens > 0, "'min_tokens'"},
+                                     std::pair{params.ignore_eos, "'ignore_eos'"}}) {
+      if (set) {
+        return InvalidArgument(std::string(field) + " cannot be used with response_format "
+                               "\"json_object\": the output ends when the JSON object closes");
+      }
+    }
+  }
   if (params.logit_bias.size() > kMaxLogitBias) {
     return InvalidArgument("'logit_bias' holds " + std::to_string(params.logit_bias.size()) +
                            " tokens; at most " + std::to_string(kMaxLogitBias) +

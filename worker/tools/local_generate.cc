@@ -82,7 +82,9 @@ Result<LocalGenerateStats> LocalGenerate(const LocalGenerateOptions& o,
     return model->Forward(std::span(&step, 1), cache, logits.data(), &memory->workspace());
   };
 
-  sampling::Sampler sampler(o.sampling, std::random_device{}(), engine::TokensThatEnd(tok, o.sampling));
+  std::shared_ptr<const sampling::TokenTexts> texts;
+  sampling::Sampler sampler(o.sampling, std::random_device{}(), engine::TokensThatEnd(tok, o.sampling),
+                            engine::OutputConstraint(tok, o.sampling, texts));
   engine::OutputProcessor output(tok, o.sampling, prompt, max_new);
   LocalGenerateStats stats;
   stats.prompt_tokens = static_cast<int64_t>(prompt.size());

@@ -221,6 +221,21 @@ TEST(ParseCompletionRequest, NullMeansNotSetAndUnknownFieldsAreIgnored) {
                   .ok());
 }
 
+TEST(ParseCompletionRequest, ResponseFormat) {
+  EXPECT_EQ(Ok(Completion(R"({"prompt": "x"})")).sampling.response_format, proto::ResponseFormat::kText);
+  EXPECT_EQ(Ok(Completion(R"({"prompt": "x", "response_format": null})")).sampling.response_format,
+            proto::ResponseFormat::kText);
+  EXPECT_EQ(Ok(Completion(R"({"prompt": "x", "response_format": {"type": "text"}})")).sampling.response_format,
+            proto::ResponseFormat::kText);
+  EXPECT_EQ(Ok(Completion(R"({"prompt": "x", "response_format": {"type": "json_object"}})"))
+                .sampling.response_format,
+            proto::ResponseFormat::kJsonObject);
+  EXPECT_EQ(Ok(Chat(R"({"messages": [{"role": "user", "content": "hi"}],
+                        "response_format": {"type": "json_object"}})"))
+                .sampling.response_format,
+            proto::ResponseFormat::kJsonObject);
+}
+
 TEST(ParseCompletionRequest, NumberEdgeCases) {
   EXPECT_EQ(Ok(Completion(R"({"prompt": "x", "top_k": -1})")).sampling.top_k, 0);  // vLLM's "off"
   EXPECT_EQ(Ok(Completion(R"({"prompt": "x", "max_tokens": 4096})")).max_tokens, 4096u);
@@ -355,9 +370,16 @@ TEST(ParseCompletionRequest, RejectsWrongTypesAndRangesNamingTheParameter) {
       {"{" + p + R"("min_tokens": 1.5})", false, {"'min_tokens'"}},
       {"{" + p + R"("max_tokens": 4, "min_tokens": 5})", false, {"'min_tokens' (5) must be at most 'max_tokens' (4)"}},
       {"{" + p + R"("suffix": "end"})", false, {"'suffix' is not supported"}},
-      {"{" + p + R"("response_format": {"type": "json_object"}})",
+      {"{" + p + R"("response_format": {"type": "json_schema", "json_schema": {"name": "x"}}})",
        false,
-       {"'response_format'", "\"json_object\"", "not supported"}},
+       {"'response_format' of type \"json_schema\" is not supported", "\"json_object\" are"}},
+      {"{" + p + R"("response_format": {}})", false, {"'response_format.type' is required"}},
+      {"{" + p + R"("response_format": {"type": "json_object"}, "min_tokens": 2})",
+       false,
+       {"'min_tokens' cannot be used with response_format \"json_object\""}},
+      {"{" + p + R"("response_format": {"type": "json_object"}, "ignore_eos": true})",
+       false,
+       {"'ignore_eos' cannot be used with response_format \"json_object\""}},
       {"{" + p + R"("response_format": "json"})", false, {"'response_format' must be an object"}},
       {"{" + p + R"("tools": [{"type": "function"}]})", false, {"'tools' is not supported"}},
   });

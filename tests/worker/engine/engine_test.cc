@@ -1,6 +1,7 @@
 // The engine on a real model: concurrent requests each get exactly what they get alone, bad
-// requests are refused with a reason, cancel frees KV blocks, and in steady state the engine
-// makes no system allocations (its memory comes from the replica's arena).
+// requests are refused with a reason, cancel frees KV blocks, JSON output stays JSON, and in
+// steady state the engine makes no system allocations (its memory comes from the replica's
+// arena).
 #include "worker/engine/engine.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include "common/metrics/registry.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "worker/engine/engine_metrics.h"
+#include "tests/support/json_verdict.h"
 #include "tests/support/paths.h"
 #include "worker/memory/system_allocations.h"
 #include "worker/server/replica_memory.h"
@@ -299,6 +301,74 @@ TEST(EngineTest, LogitBiasSteersGreedyOutput) {
   p.logit_bias = {{261, 100.0f}};  // " a", every time
   BothWays forced = RunBothWays("Once upon a time", p);
   EXPECT_EQ(forced.engine_ids, std::vector<int32_t>(8, 261));
+}
+
+// The id of the token whose text is exactly `text`.
+int32_t TokenWithText(const tokenizer::Tokenizer& tok, std::string_view text) {
+  for (int32_t id = 0; id < tok.vocab_size(); ++id) {
+    if (tok.TokenPiece(id) == text) return id;
+  }
+  ADD_FAILURE() << "no token is \"" << text << "\"";
+  return -1;
+}
+
+// response_format json_object: the engine and `bmad generate` draw the same tokens under the
+// constraint; the text is always an object or the start of one, and an output that ends is one.
+TEST(EngineTest, JsonOutputIsAnObjectOrTheStartOfOne) {
+  proto::SamplingParams p;
+  p.response_format = proto::ResponseFormat::kJsonObject;
+  p.max_tokens = 40;
+  p.temperature = 0;
+  for (uint64_t seed = 0; seed < 4; ++seed) {
+    if (seed > 0) {
+      p.temperature = 1.0f;
+      p.seed = seed;
+      p.has_seed = true;
+    }
+    const BothWays r = RunBothWays("Once upon a time", p);
+    ASSERT_FALSE(r.engine_text.empty()) << seed;
+    EXPECT_EQ(r.engine_text[0], '{') << r.engine_text;
+    if (r.engine_reason == proto::FinishReason::kStop) {
+      EXPECT_EQ(testing::JudgeJson(r.engine_text), testing::JsonVerdict::kWhole) << r.engine_text;
+    } else {
+      EXPECT_EQ(r.engine_reason, proto::FinishReason::kLength);
+      EXPECT_NE(testing::JudgeJson(r.engine_text), testing::JsonVerdict::kInvalid) << r.engine_text;
+    }
+  }
+}
+
+TEST(EngineTest, AJsonOutputEndsWhenItsObjectCloses) {
+  Fixture f;
+  const int32_t open = TokenWithText(*f.tok, "{"), close = TokenWithText(*f.tok, "}");
+  proto::SamplingParams p;
+  p.response_format = proto::ResponseFormat::kJsonObject;
+  p.max_tokens = 16;
+  p.temperature = 0;
+  p.logit_bias = {{static_cast<uint32_t>(open), 100.0f}, {static_cast<uint32_t>(close), 100.0f}};
+  const BothWays r = RunBothWays("Once upon a time", p);
+  EXPECT_EQ(r.engine_text, "{}");
+  EXPECT_EQ(r.engine_ids, (std::vector<int32_t>{open, close, f.tok->eos()}));
+  EXPECT_EQ(r.engine_reason, proto::FinishReason::kStop);
+  EXPECT_EQ(r.engine_stop_token_id, -1);  // the end-of-generation token, not a stop
+}
+
+TEST(EngineTest, AMigratedJsonOutputMustBeTheStartOfAnObject) {
+  Fixture f;
+  const int32_t open = TokenWithText(*f.tok, "{"), letter = TokenWithText(*f.tok, "a");
+  EngineRequest bad = Greedy(1, f.tok->Encode("Once upon a time"), 20);
+  bad.sampling.response_format = proto::ResponseFormat::kJsonObject;
+  bad.generated = {open, letter};
+  Status refused = f.engine->Add(bad);
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("output token 1 (id " + std::to_string(letter) + ") cannot continue a JSON object"),
+            std::string::npos)
+      << refused.message();
+  EngineRequest good = bad;
+  good.generated = {open};
+  ASSERT_TRUE(f.engine->Add(good).ok());
+  auto out = f.RunAll();
+  EXPECT_NE(testing::JudgeJson("{" + out[1].first), testing::JsonVerdict::kInvalid) << out[1].first;
+  EXPECT_EQ(f.engine->kv().GetStats().used_blocks, 0);
 }
 
 TEST(EngineTest, CancelFreesBlocksAndEndsTheStream) {

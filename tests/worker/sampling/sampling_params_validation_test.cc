@@ -124,6 +124,18 @@ TEST(ValidateSamplingParams, RejectsEachBadFieldNamingItAndItsRange) {
          for (uint32_t i = 0; i <= kMaxLogitBias; ++i) p.logit_bias.push_back({i, 1.0f});
        },
        {"'logit_bias' holds 4097 tokens", "at most 4096"}},
+      {"json_object with min_tokens",
+       [](auto& p) {
+         p.response_format = proto::ResponseFormat::kJsonObject;
+         p.min_tokens = 1;
+       },
+       {"'min_tokens' cannot be used with response_format \"json_object\"", "ends when the JSON object closes"}},
+      {"json_object with ignore_eos",
+       [](auto& p) {
+         p.response_format = proto::ResponseFormat::kJsonObject;
+         p.ignore_eos = true;
+       },
+       {"'ignore_eos' cannot be used"}},
   };
   for (const Case& c : cases) ExpectRejected(c);
 }

@@ -1,0 +1,162 @@
+// JsonConstraint over a small fake vocabulary, and inside the Sampler: which tokens each step
+// allows, the end once the object closes, outputs it did not choose, and a sampled run that
+// always stays on the way to an object.
+#include "worker/sampling/json_constraint.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <random>
+#include <set>
+
+#include "tests/support/json_verdict.h"
+#include "worker/sampling/sampler.h"
+
+namespace bmad::sampling {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr int32_t kEos = 2;
+
+// Ids 0-2 are control tokens (no text), as in a Llama vocabulary.
+const std::vector<std::string> kTexts = {
+    "", "", "",       // 0 unk, 1 bos, 2 eos
+    "{", "}", "\"",   // 3, 4, 5
+    "a", " ", "{\"",  // 6, 7, 8
+    "\":", "1", "true",  // 9, 10, 11
+    "}\n", "x", ",",  // 12, 13, 14
+    ":", "\n",        // 15, 16
+};
+
+std::shared_ptr<const TokenTexts> Texts() { return std::make_shared<const TokenTexts>(kTexts); }
+
+// The ids Mask leaves finite, over a vocabulary of `size`.
+std::set<int32_t> Allowed(const JsonConstraint& c, size_t size = kTexts.size()) {
+  std::vector<float> scores(size, 0.0f);
+  EXPECT_TRUE(c.Mask(scores).ok());
+  std::set<int32_t> allowed;
+  for (size_t i = 0; i < scores.size(); ++i) {
+    if (scores[i] != -kInf) allowed.insert(static_cast<int32_t>(i));
+  }
+  return allowed;
+}
+
+TEST(JsonConstraint, AllowsOnlyTokensThatCanContinueAnObject) {
+  JsonConstraint c(Texts(), {kEos});
+  // The start: an object, with nothing before it.
+  EXPECT_EQ(Allowed(c), (std::set<int32_t>{3, 8}));
+  // In a key: text, but no control character ("}\n", "\n") and no control token.
+  ASSERT_TRUE(c.Sync(std::vector<int32_t>{8}).ok());  // {"
+  EXPECT_EQ(Allowed(c), (std::set<int32_t>{3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 14, 15}));
+  // After the key's closing quote and colon: a value.
+  ASSERT_TRUE(c.Sync(std::vector<int32_t>{8, 9}).ok());  // {"":
+  // ("\":" starts a string holding a colon.)
+  EXPECT_EQ(Allowed(c), (std::set<int32_t>{3, 5, 7, 8, 9, 10, 11, 16}));
+  ASSERT_TRUE(c.Sync(std::vector<int32_t>{8, 9, 10}).ok());  // {"":1
+  EXPECT_EQ(Allowed(c), (std::set<int32_t>{4, 7, 10, 14, 16}));
+  EXPECT_FALSE(c.complete());
+}
+
+TEST(JsonConstraint, OnceTheObjectClosesOnlyAnEndingTokenMayFollow) {
+  JsonConstraint c(Texts(), {kEos, 13});  // "x" is a stop token id here
+  ASSERT_TRUE(c.Sync(std::vector<int32_t>{3, 4}).ok());  // {}
+  EXPECT_TRUE(c.complete());
+  EXPECT_EQ(Allowed(c), (std::set<int32_t>{kEos, 13}));
+  // "}\n" would close the object and go on: never allowed at the end.
+  JsonConstraint d(Texts(), {kEos});
+  ASSERT_TRUE(d.Sync(std::vector<int32_t>{8, 9, 10}).ok());
+  EXPECT_FALSE(Allowed(d).count(12));
+  // The ending token read, nothing more.
+  ASSERT_TRUE(c.Sync(std::vector<int32_t>{3, 4, kEos}).ok());
+  std::vector<float> scores(kTexts.size(), 0.0f);
+  EXPECT_THAT(c.Mask(scores).message(), HasSubstr("no token may end the output"));
+  EXPECT_THAT(c.Sync(std::vector<int32_t>{3, 4, kEos, 3}).message(), HasSubstr("follows the end of the JSON object"));
+}
+
+TEST(JsonConstraint, AnOutputItDidNotChooseIsCheckedTokenByToken) {
+  JsonConstraint c(Texts(), {kEos});
+  Status bad = c.Sync(std::vector<int32_t>{3, 6});  // {a
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.message(), HasSubstr("output token 1 (id 6) cannot continue a JSON object"));
+  JsonConstraint early(Texts(), {kEos});
+  EXPECT_THAT(early.Sync(std::vector<int32_t>{3, kEos}).message(), HasSubstr("output token 1 (id 2)"));
+  // A shorter output than the last one is read again from its start.
+  JsonConstraint again(Texts(), {kEos});
+  ASSERT_TRUE(again.Sync(std::vector<int32_t>{3, 4}).ok());
+  ASSERT_TRUE(again.Sync(std::vector<int32_t>{8}).ok());
+  EXPECT_FALSE(again.complete());
+  EXPECT_TRUE(Allowed(again).count(9));
+}
+
+TEST(JsonConstraint, IdsBeyondTheTextsAreBannedAndAVocabularyWithoutJsonIsAnError) {
+  JsonConstraint c(Texts(), {kEos});
+  ASSERT_TRUE(c.Sync(std::vector<int32_t>{8, 9}).ok());  // {"": where "\n" (16) may come
+  const std::set<int32_t> allowed = Allowed(c, kTexts.size() + 5);
+  EXPECT_EQ(*allowed.rbegin(), 16);
+  JsonConstraint letters(std::make_shared<const TokenTexts>(std::vector<std::string>{"", "a", "b"}), {0});
+  std::vector<float> scores(3, 0.0f);
+  Status none = letters.Mask(scores);
+  EXPECT_EQ(none.code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(none.message(), HasSubstr("no token of the vocabulary can continue the JSON object"));
+}
+
+TEST(JsonConstraint, TheSamplerTakesTheBestAllowedTokenAndEndsWithTheObject) {
+  proto::SamplingParams greedy;
+  greedy.temperature = 0;
+  Sampler s(greedy, 1, {kEos}, JsonConstraint(Texts(), {kEos}));
+  EXPECT_FALSE(s.device_samplable(0));
+  // "x" (13) and the end (2) score highest but cannot come first; "{" (3) is the best that can.
+  std::vector<float> logits(kTexts.size(), 0.0f);
+  logits[13] = 9;
+  logits[kEos] = 8;
+  logits[3] = 5;
+  logits[4] = 4;
+  std::vector<int32_t> out;
+  for (int i = 0; i < 3; ++i) {
+    Result<SampleResult> r = s.Sample(logits, {}, out);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    out.push_back(r->token_id);
+  }
+  EXPECT_EQ(out, (std::vector<int32_t>{3, 4, kEos}));  // {} and the end
+}
+
+TEST(JsonConstraint, SampledOutputsAlwaysStayOnTheWayToAnObject) {
+  // Random logits over the fake vocabulary, 200 outputs of up to 40 tokens, each drawn at
+  // temperature 1: every output's text is JSON or the start of some, and those that ended are
+  // whole objects.
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> logit(-3.0f, 3.0f);
+  int ended = 0;
+  for (int run = 0; run < 200; ++run) {
+    proto::SamplingParams p;
+    p.temperature = 1.0f;
+    p.seed = static_cast<uint64_t>(run);
+    p.has_seed = true;
+    Sampler s(p, 0, {kEos}, JsonConstraint(Texts(), {kEos}));
+    std::vector<int32_t> out;
+    std::string text;
+    bool finished = false;
+    for (int i = 0; i < 40 && !finished; ++i) {
+      std::vector<float> logits(kTexts.size());
+      for (float& l : logits) l = logit(rng);
+      Result<SampleResult> r = s.Sample(logits, {}, out);
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      out.push_back(r->token_id);
+      finished = r->token_id == kEos;
+      text += kTexts[static_cast<size_t>(r->token_id)];
+      ASSERT_NE(testing::JudgeJson(text), testing::JsonVerdict::kInvalid) << text;
+      ASSERT_EQ(text[0], '{');
+    }
+    if (finished) {
+      ++ended;
+      EXPECT_EQ(testing::JudgeJson(text), testing::JsonVerdict::kWhole) << text;
+    }
+  }
+  EXPECT_GT(ended, 20);
+}
+
+}  // namespace
+}  // namespace bmad::sampling

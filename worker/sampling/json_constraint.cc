@@ -1,0 +1,79 @@
+#include "worker/sampling/json_constraint.h"
+
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <string>
+
+namespace bmad::sampling {
+
+JsonConstraint::JsonConstraint(std::shared_ptr<const TokenTexts> texts, std::vector<int32_t> end_tokens)
+    : texts_(std::move(texts)), end_tokens_(std::move(end_tokens)) {}
+
+bool JsonConstraint::Ends(int32_t token) const {
+  return std::find(end_tokens_.begin(), end_tokens_.end(), token) != end_tokens_.end();
+}
+
+Status JsonConstraint::Sync(std::span<const int32_t> generated) {
+  if (generated.size() < read_) {
+    automaton_ = JsonAutomaton(JsonAutomaton::TopLevel::kObject);
+    read_ = 0;
+    ended_ = false;
+  }
+  for (; read_ < generated.size(); ++read_) {
+    const int32_t token = generated[read_];
+    if (ended_) {
+      return InvalidArgument("output token " + std::to_string(read_) + " (id " + std::to_string(token) +
+                             ") follows the end of the JSON object");
+    }
+    const std::string_view text = texts_->text(token);
+    // A token that both continues and ends (a stop token id with text) is read as text.
+    if (!text.empty()) {
+      JsonAutomaton next = automaton_;
+      if (next.Feed(text)) {
+        automaton_ = next;
+        continue;
+      }
+    }
+    if (Ends(token) && automaton_.complete()) {
+      ended_ = true;
+      continue;
+    }
+    return InvalidArgument("output token " + std::to_string(read_) + " (id " + std::to_string(token) +
+                           ") cannot continue a JSON object");
+  }
+  return Status::Ok();
+}
+
+Status JsonConstraint::Mask(std::span<float> scores) const {
+  constexpr float kBanned = -std::numeric_limits<float>::infinity();
+  // Which bytes can come next: most tokens are refused by their first byte alone.
+  std::array<bool, 256> first_byte_fits{};
+  for (int b = 0; b < 256; ++b) {
+    JsonAutomaton probe = automaton_;
+    first_byte_fits[static_cast<size_t>(b)] = probe.Feed(static_cast<uint8_t>(b));
+  }
+  const bool complete = automaton_.complete();
+  size_t allowed = 0;
+  for (size_t id = 0; id < scores.size(); ++id) {
+    const std::string_view text = texts_->text(static_cast<int64_t>(id));
+    bool fits = false;
+    if (!ended_ && !text.empty() && first_byte_fits[static_cast<uint8_t>(text[0])]) {
+      JsonAutomaton probe = automaton_;
+      fits = probe.Feed(text);
+    }
+    if (!fits && complete && !ended_) fits = Ends(static_cast<int32_t>(id));
+    if (fits) {
+      ++allowed;
+    } else {
+      scores[id] = kBanned;
+    }
+  }
+  if (allowed == 0) {
+    return FailedPrecondition(complete ? "the JSON object is complete, and no token may end the output"
+                                       : "no token of the vocabulary can continue the JSON object");
+  }
+  return Status::Ok();
+}
+
+}  // namespace bmad::sampling

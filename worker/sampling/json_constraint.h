@@ -1,0 +1,56 @@
+// Holds one sequence's output to a single JSON object (OpenAI's response_format "json_object"):
+// at each step every token whose text cannot continue the output towards a valid object is
+// banned, and once the object is closed only the tokens that end the output remain, so the
+// output ends with it.
+//
+// Tokens are judged by their bytes (TokenTexts) through a JsonAutomaton, which never accepts a
+// prefix no object completes: the output cannot be led into a dead end. Control tokens (no
+// text) are banned until the end. A length limit or a stop string can still cut the object
+// short, as in vLLM; the finish reason then says so ("length", or "stop" with stop_reason).
+//
+// Cost of a Mask: one automaton copy per token whose first byte can come next (the others are
+// refused by a 256-entry table), and the bytes of those tokens: well under a millisecond for a
+// 32k vocabulary. Memory: the automaton's few bytes; the texts are shared.
+//
+// Thread-safety: none; one per sequence (inside its Sampler).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "common/status.h"
+#include "worker/sampling/json_automaton.h"
+#include "worker/sampling/token_texts.h"
+
+namespace bmad::sampling {
+
+class JsonConstraint {
+ public:
+  // `end_tokens`: what ends the output (engine::TokensThatEnd); allowed once the object is
+  // complete, and only then.
+  JsonConstraint(std::shared_ptr<const TokenTexts> texts, std::vector<int32_t> end_tokens);
+
+  // Reads the output's tokens not read yet. Between calls the output only grows (a shorter one
+  // is read again from its start). kInvalidArgument naming the token when one cannot continue
+  // the object: an output this constraint did not choose (a migrated request's).
+  Status Sync(std::span<const int32_t> generated);
+
+  // Sets every token that cannot come next to -inf (ids beyond the vocabulary's texts too).
+  // kFailedPrecondition when no token can: a vocabulary without the bytes JSON needs.
+  Status Mask(std::span<float> scores) const;
+
+  bool complete() const { return automaton_.complete(); }
+
+ private:
+  bool Ends(int32_t token) const;
+
+  std::shared_ptr<const TokenTexts> texts_;
+  std::vector<int32_t> end_tokens_;
+  JsonAutomaton automaton_{JsonAutomaton::TopLevel::kObject};
+  size_t read_ = 0;     // output tokens read into the automaton
+  bool ended_ = false;  // an end token was read: nothing follows it
+};
+
+}  // namespace bmad::sampling
