@@ -76,8 +76,10 @@ bool StopStringMatcher::FindFirstCompleted(Hit* hit) const {
   for (size_t i = 0; i < stop_strings_.size(); ++i) {
     const std::string& stop = stop_strings_[i];
     if (stop.empty()) continue;
-    // The first occurrence of a string is also its first to complete (same length).
-    const size_t start = held_.find(stop);
+    // The first occurrence of a string is also its first to complete (same length). One that
+    // lies wholly in text sent unlooked-at (AddSentText) does not count: it was no stop then.
+    const size_t from = sent_ >= stop.size() ? sent_ - stop.size() + 1 : 0;
+    const size_t start = held_.find(stop, from);
     if (start == std::string::npos) continue;
     const size_t end = start + stop.size();
     if (!found || end < best_end || (end == best_end && start < hit->start)) {

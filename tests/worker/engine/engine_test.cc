@@ -244,7 +244,15 @@ TEST(EngineTest, MinTokensKeepsStopTokensAndStopStringsFromEndingTheOutputEarly)
   EXPECT_EQ(RunBothWays("Once upon a time", s).engine_text, "");
   for (uint32_t min_tokens : {1u, 3u}) {
     s.min_tokens = min_tokens;
+    s.stop_strings = {","};
     BothWays later = RunBothWays("Once upon a time", s);
+    EXPECT_EQ(later.engine_text,
+              ", there was a little girl named Lily. She loved to play outside in the park. One day")
+        << min_tokens;
+    // A longer stop beside it keeps the first "," among the bytes looked at again: it still
+    // ends nothing.
+    s.stop_strings = {",", "zebra"};
+    later = RunBothWays("Once upon a time", s);
     EXPECT_EQ(later.engine_text,
               ", there was a little girl named Lily. She loved to play outside in the park. One day")
         << min_tokens;

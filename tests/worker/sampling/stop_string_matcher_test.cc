@@ -327,5 +327,26 @@ TEST(StopStringMatcher, AStopStringMayBeginInTextAlreadySent) {
   EXPECT_EQ(held.Flush(), "E");  // the new bytes held back, not the sent ones
 }
 
+TEST(StopStringMatcher, AStopStringWhollyInTextAlreadySentEndsNothing) {
+  // With a longer stop beside it, the short one sent before stops counted stays in the kept
+  // bytes; it was no stop then and is none now. The next "," is.
+  StopStringMatcher matcher({",", "zebra"});
+  matcher.AddSentText(",");
+  StopFeedResult r = matcher.Feed(" there");
+  EXPECT_FALSE(r.stopped);
+  EXPECT_EQ(r.text, " there");
+  r = matcher.Feed(" was, a");
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.stop_index, 0);
+  EXPECT_EQ(r.text, " was");
+  // One that straddles the sent text and the new still counts.
+  StopStringMatcher straddle({",", "zebra"});
+  straddle.AddSentText("ze");
+  r = straddle.Feed("bra!");
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.stop_index, 1);
+  EXPECT_EQ(r.text, "");
+}
+
 }  // namespace
 }  // namespace bmad::sampling
