@@ -214,7 +214,9 @@ bool Engine::Plan(StepBatch& batch) {
     RequestState& r = *requests_.at(c.seq_id);
     if (r.admitted_ns == 0) {
       r.admitted_ns = start;
-      r.cached_prompt_tokens = c.start;
+      // A migrated request's reused blocks may hold tokens it generated before: only the prompt's
+      // count as cached prompt tokens.
+      r.cached_prompt_tokens = std::min<int64_t>(c.start, static_cast<int64_t>(r.prompt.size()));
       if (metrics_) {
         metrics_->queue_wait.Observe(double(start - r.arrival_ns) * 1e-9);
         metrics_->prompt_tokens.Increment(double(r.prompt.size()));

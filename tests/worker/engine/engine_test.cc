@@ -379,6 +379,34 @@ TEST(EngineTest, AMigratedJsonOutputMustBeTheStartOfAnObject) {
   EXPECT_EQ(f.engine->kv().GetStats().used_blocks, 0);
 }
 
+TEST(EngineTest, CachedPromptTokensNeverExceedThePrompt) {
+  // A request given back with the tokens it generated (migration) finds them in the prefix
+  // cache too; the usage counts only the prompt's as cached.
+  Fixture f;
+  const std::vector<int32_t> prompt = f.tok->Encode("Once upon a time");
+  EngineRequest first = Greedy(1, prompt, 40);
+  first.sampling.ignore_eos = true;
+  ASSERT_TRUE(f.engine->Add(first).ok());
+  const std::vector<int32_t> generated = f.RunAll()[1].second;
+  ASSERT_EQ(generated.size(), 40u);
+  EngineRequest again = first;
+  again.id = 2;
+  again.generated.assign(generated.begin(), generated.begin() + 36);
+  ASSERT_TRUE(f.engine->Add(again).ok());
+  std::vector<RequestOutput> outputs;
+  proto::Usage usage;
+  for (int i = 0; i < 100 && f.engine->HasWork(); ++i) {
+    outputs.clear();
+    ASSERT_TRUE(f.engine->Step(&outputs).ok());
+    for (const RequestOutput& o : outputs) {
+      if (o.finished) usage = o.usage;
+    }
+  }
+  EXPECT_EQ(usage.prompt_tokens, prompt.size());
+  EXPECT_EQ(usage.completion_tokens, 40u);
+  EXPECT_EQ(usage.cached_prompt_tokens, prompt.size());  // 32 tokens reused, 5 of them the prompt's
+}
+
 TEST(EngineTest, CancelFreesBlocksAndEndsTheStream) {
   Fixture f;
   EngineRequest r = Greedy(1, {1}, 300);
