@@ -69,8 +69,10 @@ Result<int64_t> KvBlockManager::StartSequence(SeqId seq, std::span<const int32_t
   }
   const int64_t reused_tokens = static_cast<int64_t>(sequence.table.size()) * block_size_;
   if (prefix_caching_) {
-    prefix_query_tokens_ += tokens.size();
-    prefix_hit_tokens_ += static_cast<uint64_t>(reused_tokens);
+    sequence.queried_tokens = tokens.size();
+    sequence.hit_tokens = static_cast<uint64_t>(reused_tokens);
+    prefix_query_tokens_ += sequence.queried_tokens;
+    prefix_hit_tokens_ += sequence.hit_tokens;
   }
   table_blocks_ += static_cast<int64_t>(sequence.table.size());
   sequence.held_tokens = reused_tokens;
@@ -153,6 +155,14 @@ bool KvBlockManager::Free(SeqId seq) {
   held_tokens_ -= sequence.held_tokens;
   sequences_.erase(it);
   return true;
+}
+
+bool KvBlockManager::CancelStart(SeqId seq) {
+  auto it = sequences_.find(seq);
+  if (it == sequences_.end()) return false;
+  prefix_query_tokens_ -= it->second.queried_tokens;
+  prefix_hit_tokens_ -= it->second.hit_tokens;
+  return Free(seq);
 }
 
 std::span<const BlockId> KvBlockManager::BlockTable(SeqId seq) const {

@@ -103,6 +103,10 @@ class KvBlockManager {
   // under LRU the head of a prefix outlives its tail. A block left unreferenced becomes free,
   // cached (still reusable) if registered. Returns false, changing nothing, for an unknown `seq`.
   bool Free(SeqId seq);
+  // Free, and the prefix query its StartSequence recorded is taken back: for an admission that
+  // did not go through (no blocks for its first chunk), so that a sequence waiting for blocks
+  // is not counted as queried again at every attempt.
+  bool CancelStart(SeqId seq);
 
   // The table of `seq`, valid until the next non-const call; empty for an unknown `seq`.
   std::span<const BlockId> BlockTable(SeqId seq) const;
@@ -165,6 +169,8 @@ class KvBlockManager {
     std::vector<BlockHash> hashes;
     std::vector<uint64_t> prefix_ids;
     int64_t held_tokens = 0;
+    uint64_t queried_tokens = 0;  // the prefix query StartSequence recorded (CancelStart)
+    uint64_t hit_tokens = 0;
   };
 
   int64_t BlocksFor(int64_t num_tokens) const;

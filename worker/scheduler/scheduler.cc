@@ -174,7 +174,7 @@ void Scheduler::AdmitWaiting(SchedulerOutput* out, int64_t* budget, int64_t* slo
     seq->num_computed = *reused;
     const int64_t n = std::min(seq->remaining(), *budget);
     if (!kv_.Reserve(seq->id, seq->num_computed + n)) {
-      kv_.Free(seq->id);  // its reused prefix blocks go back to the cache
+      kv_.CancelStart(seq->id);  // its reused prefix blocks go back to the cache
       seq->num_computed = 0;
       break;  // admission never preempts; keep strict priority order
     }

@@ -1,5 +1,5 @@
-// Randomized test: many sequences with overlapping prompts start, reserve, compute, decode and
-// free in a small pool, with CheckInvariants after every operation. The test also plays the
+// Randomized test: many sequences with overlapping prompts start (some admissions cancelled at
+// once), reserve, compute, decode and free in a small pool, with CheckInvariants after every operation. The test also plays the
 // memory pool: it "writes" each computed token into its KV slot, tagged with a fingerprint of the
 // whole prefix up to it, so it can check that reused blocks hold exactly the new sequence's
 // prefix and that no sequence ever writes into a shared block.
@@ -53,6 +53,7 @@ struct RunCounts {
   uint64_t hits_on_free_cached = 0;  // a reused block that was free (left the free list)
   uint64_t hits_on_shared = 0;       // a reused block another live sequence holds
   uint64_t failed_reserves = 0;
+  uint64_t cancelled_starts = 0;     // admissions that did not go through (CancelStart)
   uint64_t query_tokens = 0;
   uint64_t hit_tokens = 0;
 };
@@ -143,8 +144,16 @@ class RandomRun {
       ASSERT_EQ(slot.token, sim.tokens[pos]);
       ASSERT_EQ(slot.fingerprint, sim.fingerprints[pos]) << "reused KV of another prefix";
     }
+    for (BlockId block : table) ASSERT_EQ(manager_.RefCount(block), refs_before[block] + 1);
+    if (Below(8) == 0) {
+      // An admission that found no blocks for its first chunk: everything taken back, the
+      // query too.
+      ASSERT_TRUE(manager_.CancelStart(seq));
+      ASSERT_EQ(RefCountsNow(), refs_before);
+      ++counts_.cancelled_starts;
+      return;
+    }
     for (BlockId block : table) {
-      ASSERT_EQ(manager_.RefCount(block), refs_before[block] + 1);
       (refs_before[block] == 0 ? counts_.hits_on_free_cached : counts_.hits_on_shared)++;
     }
     counts_.query_tokens += sim.tokens.size();
@@ -275,6 +284,7 @@ TEST(KvBlockManagerRandomTest, HundredThousandOperationsKeepEveryInvariant) {
   EXPECT_GT(counts.hits_on_free_cached, 100u);
   EXPECT_GT(counts.hits_on_shared, 100u);
   EXPECT_GT(counts.failed_reserves, 100u);
+  EXPECT_GT(counts.cancelled_starts, 100u);
   EXPECT_GT(stats.evictions, 100u);
   ASSERT_NO_FATAL_FAILURE(run.Drain());
 }

@@ -296,6 +296,24 @@ TEST(KvBlockManagerTest, ReportsStats) {
   EXPECT_INVARIANTS(manager);
 }
 
+TEST(KvBlockManagerTest, CancelStartTakesBackThePrefixQuery) {
+  KvBlockManager manager(Options(8, 4));
+  const Tokens a = Iota(0, 10);
+  StartAndCompute(manager, 1, a);
+  manager.Free(1);
+  const KvBlockManager::Stats before = manager.GetStats();
+  ASSERT_EQ(manager.StartSequence(2, a).value(), 8);
+  EXPECT_EQ(manager.GetStats().prefix_query_tokens, before.prefix_query_tokens + 10);
+  EXPECT_TRUE(manager.CancelStart(2));
+  const KvBlockManager::Stats after = manager.GetStats();
+  EXPECT_EQ(after.prefix_query_tokens, before.prefix_query_tokens);
+  EXPECT_EQ(after.prefix_hit_tokens, before.prefix_hit_tokens);
+  EXPECT_EQ(after.cached_free_blocks, before.cached_free_blocks);  // its reused blocks still cached
+  EXPECT_EQ(after.sequences, 0);
+  EXPECT_FALSE(manager.CancelStart(2));
+  EXPECT_INVARIANTS(manager);
+}
+
 // Every block collides with every other: only the token comparison tells them apart.
 BlockHash ConstantHash(BlockHash, std::span<const int32_t>) { return 42; }
 

@@ -379,6 +379,22 @@ TEST_F(SchedulerTest, PrefixReuseSkipsCachedBlocks) {
   EXPECT_EQ(sched_->Find(2), nullptr);  // finished (output length 1)
 }
 
+TEST_F(SchedulerTest, ARequestWaitingForBlocksIsQueriedInThePrefixCacheOnce) {
+  // 5 usable blocks of 4 tokens: request 1 (12 prompt tokens, growing to 18) leaves no room
+  // for request 2's 4 blocks until it finishes. Each step tries to admit request 2 and fails;
+  // only the attempt that succeeds counts as a prefix query.
+  Make(Config(64, 8), 6, 4);
+  Add(Request(1, 12, 1, 0, 0), 6);
+  Add(Request(2, 13, 1, 0, 100), 1);
+  exec_.Step(*sched_);
+  ASSERT_NE(sched_->Find(2), nullptr);
+  EXPECT_EQ(sched_->Find(2)->state, SequenceState::kWaiting);
+  RunToCompletion();
+  EXPECT_GE(exec_.steps.size(), 6u);
+  EXPECT_EQ(kv_->GetStats().prefix_query_tokens, 12u + 13u);
+  EXPECT_EQ(kv_->GetStats().prefix_hit_tokens, 0u);
+}
+
 // Two requests with one prompt (a request's n choices) arriving together: the second waits a
 // step and reuses the first's full blocks instead of computing them again; a request behind
 // it, with a prompt of its own, is admitted meanwhile.
