@@ -1,5 +1,7 @@
 #include "tests/support/guarded_device_backend.h"
 
+#include <utility>
+
 #include <algorithm>
 
 #include <sys/mman.h>
@@ -207,6 +209,7 @@ Status GuardedDeviceBackend::Synchronize() {
   if (violations_ != 0) {
     return Internal(std::to_string(violations_) + " ops were given host memory for device memory");
   }
+  if (!fail_next_synchronize.ok()) return std::exchange(fail_next_synchronize, Status::Ok());
   return Status::Ok();
 }
 

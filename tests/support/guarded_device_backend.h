@@ -93,6 +93,8 @@ class GuardedDeviceBackend final : public kernels::Backend {
   size_t pinned_bytes() const;
   // Called at the start of every Synchronize (tests: what the caller had done by then).
   std::function<void()> on_synchronize;
+  // When not OK, the next Synchronize returns it (once): a step the device found malformed.
+  Status fail_next_synchronize;
 
  private:
   struct Mapping {

@@ -291,10 +291,15 @@ Status Engine::Wait(StepBatch& batch) {
 
 void Engine::FailBatch(const StepBatch& batch, const Status& why, std::vector<RequestOutput>* outputs) {
   // A malformed step is a bug, not the requests' fault, but they cannot continue: fail them with
-  // the reason and keep serving the rest.
+  // the reason and keep serving the rest. A step that was launched may have run while the
+  // caller cancelled one of its requests and reused the id for a new one, not in this step:
+  // only sequences this step launched fail. (A step refused at launch fails in the same call.)
+  const bool launched = batch.launched.ok();
   for (const sched::ScheduledChunk& c : batch.plan.chunks) {
     auto it = requests_.find(c.seq_id);
     if (it == requests_.end()) continue;
+    const sched::Sequence* seq = scheduler_.Find(c.seq_id);
+    if (launched && (seq == nullptr || seq->launched_step != batch.plan.step)) continue;
     RequestOutput out;
     out.id = c.seq_id;
     out.finished = true;

@@ -260,6 +260,35 @@ TEST(DeviceResidentTest, TheNextStepIsPlannedBeforeWaitingForThisOne) {
   EXPECT_EQ(b->deferred_copies(), static_cast<int64_t>(t.steps));
 }
 
+TEST(DeviceResidentTest, AStepFoundMalformedFailsOnlyTheRequestsItRan) {
+  auto guarded = std::make_unique<testing::GuardedDeviceBackend>(2, kFreeDeviceBytes);
+  testing::GuardedDeviceBackend* b = guarded.get();
+  std::unique_ptr<Replica> device = Make(Config(), std::move(guarded));
+  ASSERT_TRUE(device);
+  engine::Engine& e = device->engine();
+  ASSERT_TRUE(e.Add(Greedy(5, device->tokenizer().Encode("Once upon a time"), 40)).ok());
+  ASSERT_TRUE(e.Add(Greedy(6, device->tokenizer().Encode("The little dog"), 40)).ok());
+  std::vector<engine::RequestOutput> outputs;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(e.Step(&outputs).ok());
+  // A step with requests 5 and 6 runs. Request 5 is cancelled and its id given to a new
+  // request, which is not in that step; then the device reports the step malformed.
+  ASSERT_TRUE(e.Cancel(5, nullptr));
+  ASSERT_TRUE(e.Add(Greedy(5, device->tokenizer().Encode("One day"), 12)).ok());
+  b->fail_next_synchronize = InvalidArgument("a malformed step");
+  outputs.clear();
+  ASSERT_TRUE(e.Step(&outputs).ok());
+  std::map<uint64_t, proto::FinishReason> finished;
+  for (const engine::RequestOutput& o : outputs) {
+    if (o.finished) finished[o.id] = o.reason;
+  }
+  EXPECT_EQ(finished[6], proto::FinishReason::kError);  // it ran in that step
+  EXPECT_EQ(finished.count(5), 0u);                      // the new request 5 did not
+  const std::map<uint64_t, std::vector<int32_t>> rest = RunToEnd(*device);
+  ASSERT_EQ(rest.count(5), 1u);
+  EXPECT_EQ(rest.at(5).size(), 12u);
+  EXPECT_EQ(e.kv().GetStats().used_blocks, 0);
+}
+
 TEST(DeviceResidentTest, DeviceArenaIsAShareOfFreeMemoryAndTheCacheTakesTheRest) {
   ServerConfig c = Config();
   c.cache.num_blocks = 0;  // sized from the arena
