@@ -307,6 +307,9 @@ TEST(WorkerProcessTest, AnAssignmentOfARunningIdReplacesItsCopy) {
   coord.Send(first);
   ASSERT_TRUE(coord.Expect<proto::TokenChunk>().has_value());
   again.request_id = 21;
+  // Long enough that it cannot finish before the cancel arrives, however slow the machine.
+  again.sampling.max_tokens = 500;
+  again.sampling.ignore_eos = true;
   coord.Send(again);
   coord.Send(proto::WorkerCancel{21});
   bool cancelled = false;
