@@ -48,6 +48,8 @@ class CoordinatorServer::Core {
   Status Run();
   void RequestStop() { stop_requested_.store(true); }
   bool stopping() const { return stop_requested_.load(); }
+  // The event loop has returned: nothing posted now is read.
+  bool loop_done() const { return loop_done_.load(); }
   // From any thread: queue an item for the loop and wake it.
   void Post(InboxItem item);
 
@@ -89,12 +91,20 @@ class CoordinatorServer::Core {
   proto::ClusterStatus BuildStatus() const;
 
   // The life of a request (coordinator_requests.cc).
+  // Checks a submit and builds its request, not admitted (no id, nothing counted). Errors are
+  // the client's answer.
+  Result<std::unique_ptr<CoordRequest>> Prepare(SubmitInput input) const;
+  // Admits a prepared request (counted; kAccepted pushed to `http`) and dispatches it. Errors:
+  // the request table's (a full class), counted as refused.
+  Result<CoordRequest*> Admit(std::unique_ptr<CoordRequest> request, const std::string& client_routing_id,
+                              std::shared_ptr<HttpStream> http);
+  // Prepare and Admit, a refusal counted.
   Result<CoordRequest*> Accept(SubmitInput input, const std::string& client_routing_id,
                                std::shared_ptr<HttpStream> http);
   // An HTTP request's requests: `choices` of each input (one input per prompt), all accepted
-  // (each pushing kAccepted on `http`, prompt by prompt, choice by choice) or none: on an error,
-  // those already accepted are cancelled and the error is returned for the handler, naming the
-  // prompt when there are several.
+  // (each pushing kAccepted on `http`, prompt by prompt, choice by choice) or none: every prompt
+  // is checked first, and a bad one refuses them all (the error names the prompt when there are
+  // several).
   Status AcceptChoices(std::vector<SubmitInput> inputs, const std::shared_ptr<HttpStream>& http);
   void Dispatch(CoordRequest* r);
   void DispatchQueued();
@@ -104,8 +114,14 @@ class CoordinatorServer::Core {
   // Cancels, on the replica, every request it reports running that is not ours there (moved
   // away while it was taken for dead, finished, or from before a coordinator restart).
   void CancelOrphans(const std::string& replica_id, const std::vector<uint64_t>& running);
+  // Cancel and Fail end the request (the client told), then tell its replica to stop it.
   void Cancel(CoordRequest* r, bool tell_client);
   void Fail(CoordRequest* r, const Status& status);
+  // Fails every request left (the coordinator stops).
+  void FailAll(const Status& status);
+  // The replica a request is assigned to, "" while it is queued.
+  static std::string AssignedReplica(const CoordRequest& r);
+  void StopOnReplica(const std::string& replica_id, uint64_t request_id);
   void Finish(CoordRequest* r, const std::string& outcome);
   // Counts `requests` answered with `why` instead of being accepted: in requests_total and in
   // rejections_total by reason (overloaded, unavailable, invalid), or, when their client
@@ -162,6 +178,7 @@ class CoordinatorServer::Core {
   std::deque<InboxItem> inbox_;
   int wake_fd_ = -1;  // eventfd: HTTP threads wake the loop
   std::atomic<bool> stop_requested_{false};
+  std::atomic<bool> loop_done_{false};
   std::atomic<size_t> live_replicas_{0};
   int64_t last_tick_ns_ = 0;
 };

@@ -23,15 +23,9 @@ bool CoordinatorServer::Core::PromptTextMayFit(size_t bytes) const {
   return per_token == 0 || bytes < static_cast<size_t>(context_length_) * per_token;
 }
 
-Result<CoordRequest*> CoordinatorServer::Core::Accept(SubmitInput in, const std::string& client_routing_id,
-                                                      std::shared_ptr<HttpStream> http) {
-  auto reject = [&](Status s) -> Result<CoordRequest*> {
-    CountRefused(s);
-    return s;
-  };
+Result<std::unique_ptr<CoordRequest>> CoordinatorServer::Core::Prepare(SubmitInput in) const {
   if (!in.model.empty() && in.model != model_name_) {
-    return reject(NotFound("model '" + in.model + "' does not exist; this cluster serves '" +
-                           model_name_ + "'"));
+    return NotFound("model '" + in.model + "' does not exist; this cluster serves '" + model_name_ + "'");
   }
   auto r = std::make_unique<CoordRequest>();
   if (in.prompt_is_tokens) {
@@ -40,53 +34,57 @@ Result<CoordRequest*> CoordinatorServer::Core::Accept(SubmitInput in, const std:
     // Short socket-door prompts are tokenized here, on the event loop (long ones on the
     // tokenizer thread first); one that cannot fit is refused untokenized.
     if (!PromptTextMayFit(in.prompt_text.size())) {
-      return reject(OutOfRange("the prompt has " + std::to_string(in.prompt_text.size()) +
-                               " bytes, more than this model's context length of " +
-                               std::to_string(context_length_) + " tokens can hold (a token "
-                               "stands for at most " +
-                               std::to_string(tokenizer_->max_bytes_per_token()) + " bytes)"));
+      return OutOfRange("the prompt has " + std::to_string(in.prompt_text.size()) +
+                        " bytes, more than this model's context length of " +
+                        std::to_string(context_length_) + " tokens can hold (a token "
+                        "stands for at most " +
+                        std::to_string(tokenizer_->max_bytes_per_token()) + " bytes)");
     }
     const std::vector<int32_t> ids = tokenizer_->Encode(in.prompt_text);
     r->prompt.assign(ids.begin(), ids.end());
   }
-  if (r->prompt.empty()) return reject(InvalidArgument("the prompt is empty"));
+  if (r->prompt.empty()) return InvalidArgument("the prompt is empty");
   const auto vocab = static_cast<uint32_t>(tokenizer_->vocab_size());
   for (uint32_t t : r->prompt) {
     if (t >= vocab) {
-      return reject(InvalidArgument("prompt token id " + std::to_string(t) +
-                                    " is outside the vocabulary (0.." + std::to_string(vocab - 1) + ")"));
+      return InvalidArgument("prompt token id " + std::to_string(t) + " is outside the vocabulary (0.." +
+                             std::to_string(vocab - 1) + ")");
     }
   }
   const auto prompt_len = static_cast<int64_t>(r->prompt.size());
   if (prompt_len >= context_length_) {
-    return reject(OutOfRange("the prompt has " + std::to_string(prompt_len) +
-                             " tokens; this model's context length is " +
-                             std::to_string(context_length_)));
+    return OutOfRange("the prompt has " + std::to_string(prompt_len) +
+                      " tokens; this model's context length is " + std::to_string(context_length_));
   }
   if (!in.max_tokens_given) in.sampling.max_tokens = static_cast<uint32_t>(context_length_ - prompt_len);
   if (in.sampling.max_tokens >= 1 && prompt_len + in.sampling.max_tokens > context_length_) {
-    return reject(OutOfRange("the prompt (" + std::to_string(prompt_len) + " tokens) plus max_tokens (" +
-                             std::to_string(in.sampling.max_tokens) +
-                             ") exceed this model's context length " + std::to_string(context_length_)));
+    return OutOfRange("the prompt (" + std::to_string(prompt_len) + " tokens) plus max_tokens (" +
+                      std::to_string(in.sampling.max_tokens) + ") exceed this model's context length " +
+                      std::to_string(context_length_));
   }
-  if (Status s = sampling::ValidateSamplingParams(in.sampling, tokenizer_->vocab_size()); !s.ok()) {
-    return reject(s);
-  }
-  r->id = requests_.NextId();
-  r->assignment = assignment_base_;  // its first Assign is numbered assignment_base_ + 1
-  r->client_routing_id = client_routing_id;
-  r->http = std::move(http);
+  BMAD_RETURN_IF_ERROR(sampling::ValidateSamplingParams(in.sampling, tokenizer_->vocab_size()));
   r->client_request_id = std::move(in.client_request_id);
   r->stream = in.stream;
   r->sampling = std::move(in.sampling);
   r->priority = in.priority;
   r->slo_ms = in.slo_ms;
-  r->arrival_ns = r->queued_since_ns = clock_.NowNanos();
   const std::vector<int32_t> as_int(r->prompt.begin(), r->prompt.end());
   r->block_hashes = HashFullBlocks(as_int, block_size_);
+  return r;
+}
+
+Result<CoordRequest*> CoordinatorServer::Core::Admit(std::unique_ptr<CoordRequest> r,
+                                                     const std::string& client_routing_id,
+                                                     std::shared_ptr<HttpStream> http) {
+  r->id = requests_.NextId();
+  r->assignment = assignment_base_;  // its first Assign is numbered assignment_base_ + 1
+  r->client_routing_id = client_routing_id;
+  r->http = std::move(http);
+  r->arrival_ns = r->queued_since_ns = clock_.NowNanos();
   Result<CoordRequest*> admitted = requests_.Admit(std::move(r));
   if (!admitted.ok()) {
-    return reject(admitted.status());
+    CountRefused(admitted.status());
+    return admitted.status();
   }
   CoordRequest* req = *admitted;
   ++requests_received_;
@@ -101,6 +99,16 @@ Result<CoordRequest*> CoordinatorServer::Core::Accept(SubmitInput in, const std:
   }
   Dispatch(req);
   return req;
+}
+
+Result<CoordRequest*> CoordinatorServer::Core::Accept(SubmitInput in, const std::string& client_routing_id,
+                                                      std::shared_ptr<HttpStream> http) {
+  Result<std::unique_ptr<CoordRequest>> prepared = Prepare(std::move(in));
+  if (!prepared.ok()) {
+    CountRefused(prepared.status());
+    return prepared.status();
+  }
+  return Admit(std::move(*prepared), client_routing_id, std::move(http));
 }
 
 Status CoordinatorServer::Core::AcceptChoices(std::vector<SubmitInput> inputs,
@@ -126,22 +134,34 @@ Status CoordinatorServer::Core::AcceptChoices(std::vector<SubmitInput> inputs,
       return room;
     }
   }
-  std::vector<uint64_t> accepted;
+  // Every prompt is checked before any is admitted: a bad one refuses the batch untouched.
+  std::vector<std::unique_ptr<CoordRequest>> prepared;
   for (size_t p = 0; p < inputs.size(); ++p) {
-    SubmitInput& in = inputs[p];
-    const uint32_t n = std::max<uint32_t>(in.choices, 1);
+    const uint32_t choices = inputs[p].choices;
+    Result<std::unique_ptr<CoordRequest>> r = Prepare(std::move(inputs[p]));
+    if (!r.ok()) {
+      CountRefused(r.status(), total);
+      return inputs.size() > 1 ? r.status().WithContext("'prompt[" + std::to_string(p) + "]'") : r.status();
+    }
+    (*r)->choices = std::max<uint32_t>(choices, 1);
+    prepared.push_back(std::move(*r));
+  }
+  std::vector<uint64_t> accepted;
+  for (std::unique_ptr<CoordRequest>& prompt : prepared) {
+    const uint32_t n = prompt->choices;
     for (uint32_t i = 0; i < n; ++i) {
-      SubmitInput choice = i + 1 < n ? in : std::move(in);
+      auto choice = i + 1 < n ? std::make_unique<CoordRequest>(*prompt) : std::move(prompt);
       // Distinct choices that the same seed reproduces (vLLM numbers its choices' seeds so too).
-      if (choice.sampling.has_seed) choice.sampling.seed += i;
-      Result<CoordRequest*> r = Accept(std::move(choice), "", http);
+      if (choice->sampling.has_seed) choice->sampling.seed += i;
+      Result<CoordRequest*> r = Admit(std::move(choice), "", http);
       if (!r.ok()) {
-        // The rest are refused with it (all or none).
+        // Only a full queue can refuse here (the room was checked for more than one): the rest
+        // are refused with it, all or none.
         CountRefused(r.status(), total - static_cast<uint32_t>(accepted.size()) - 1);
         for (uint64_t id : accepted) {
           if (CoordRequest* a = requests_.Find(id)) Cancel(a, /*tell_client=*/false);
         }
-        return inputs.size() > 1 ? r.status().WithContext("'prompt[" + std::to_string(p) + "]'") : r.status();
+        return r.status();
       }
       accepted.push_back((*r)->id);
     }
@@ -185,7 +205,14 @@ void CoordinatorServer::Core::Dispatch(CoordRequest* r) {
 
 void CoordinatorServer::Core::DispatchQueued() {
   const int64_t now = clock_.NowNanos();
-  for (CoordRequest* r : requests_.Queued()) {
+  // By id: a dispatch that finds its replica unreachable migrates that replica's requests and
+  // dispatches the queue again from inside this loop, which may dispatch, fail and free the
+  // requests listed here.
+  std::vector<uint64_t> queued;
+  for (const CoordRequest* r : requests_.Queued()) queued.push_back(r->id);
+  for (uint64_t id : queued) {
+    CoordRequest* r = requests_.Find(id);
+    if (r == nullptr || r->state != RequestState::kQueued) continue;
     if (now - r->queued_since_ns > kQueueTimeoutNs) {
       Fail(r, Unavailable("no live replica for " + std::to_string(kQueueTimeoutNs / 1'000'000'000) + " s"));
       continue;
@@ -236,10 +263,13 @@ bool CoordinatorServer::Core::Deliver(CoordRequest* r, proto::TokenChunk chunk) 
 }
 
 void CoordinatorServer::Core::OnChunk(const std::string& replica_id, proto::TokenChunk& chunk) {
+  // From a connection no replica is registered under (an old incarnation of one): never
+  // delivered, even to a queued request, whose replica id is empty too.
+  if (replica_id.empty()) return;
   CoordRequest* r = requests_.Find(chunk.request_id);
   if (!r || r->done()) {
     // Not ours (any more): make sure the replica stops spending on it.
-    if (chunk.finish_reason == proto::FinishReason::kNone && !replica_id.empty()) {
+    if (chunk.finish_reason == proto::FinishReason::kNone) {
       SendToWorker(replica_id, proto::WorkerCancel{chunk.request_id});
     }
     return;
@@ -247,7 +277,7 @@ void CoordinatorServer::Core::OnChunk(const std::string& replica_id, proto::Toke
   if (replica_id != r->replica_id) {
     // From a replica the request has left (it was taken for dead and its requests moved, or
     // it refused and the request went elsewhere): that copy is an orphan, so stop it.
-    if (chunk.finish_reason == proto::FinishReason::kNone && !replica_id.empty()) {
+    if (chunk.finish_reason == proto::FinishReason::kNone) {
       SendToWorker(replica_id, proto::WorkerCancel{chunk.request_id});
     }
     return;
@@ -301,7 +331,7 @@ void CoordinatorServer::Core::OnChunk(const std::string& replica_id, proto::Toke
 
 void CoordinatorServer::Core::OnWorkerError(const std::string& replica_id, const proto::ErrorMessage& e) {
   CoordRequest* r = e.request_id ? requests_.Find(e.request_id) : nullptr;
-  if (!r) {
+  if (!r || replica_id.empty()) {  // not about a request, or from no registered replica
     log::Warn(kLog, "error from a replica", {{"replica", replica_id}, {"message", e.message}});
     return;
   }
@@ -345,10 +375,19 @@ void CoordinatorServer::Core::Migrate(const std::string& replica_id) {
   DispatchQueued();
 }
 
+std::string CoordinatorServer::Core::AssignedReplica(const CoordRequest& r) {
+  return r.state != RequestState::kQueued ? r.replica_id : std::string();
+}
+
+void CoordinatorServer::Core::StopOnReplica(const std::string& replica_id, uint64_t request_id) {
+  if (!replica_id.empty()) SendToWorker(replica_id, proto::WorkerCancel{request_id});
+}
+
 void CoordinatorServer::Core::Cancel(CoordRequest* r, bool tell_client) {
-  if (!r->replica_id.empty() && r->state != RequestState::kQueued) {
-    SendToWorker(r->replica_id, proto::WorkerCancel{r->id});
-  }
+  // The replica is told after the request is gone: a send that finds it unreachable migrates
+  // its requests, and must not take this one along.
+  const std::string replica = AssignedReplica(*r);
+  const uint64_t id = r->id;
   if (tell_client) {
     proto::TokenChunk last;
     last.finish_reason = proto::FinishReason::kCancelled;
@@ -358,12 +397,12 @@ void CoordinatorServer::Core::Cancel(CoordRequest* r, bool tell_client) {
     (void)Deliver(r, std::move(last));
   }
   Finish(r, "cancelled");
+  StopOnReplica(replica, id);
 }
 
 void CoordinatorServer::Core::Fail(CoordRequest* r, const Status& status) {
-  if (!r->replica_id.empty() && r->state != RequestState::kQueued) {
-    SendToWorker(r->replica_id, proto::WorkerCancel{r->id});
-  }
+  const std::string replica = AssignedReplica(*r);
+  const uint64_t id = r->id;
   if (r->http) {
     StreamEvent e;
     e.kind = StreamEvent::Kind::kError;
@@ -373,10 +412,19 @@ void CoordinatorServer::Core::Fail(CoordRequest* r, const Status& status) {
     SendClientError(r->client_routing_id, status, r->client_request_id, 0);
   }
   Finish(r, "error");
+  StopOnReplica(replica, id);
+}
+
+void CoordinatorServer::Core::FailAll(const Status& status) {
+  std::vector<uint64_t> ids;
+  for (const CoordRequest* r : requests_.All()) ids.push_back(r->id);
+  for (uint64_t id : ids) {
+    if (CoordRequest* r = requests_.Find(id)) Fail(r, status);
+  }
 }
 
 void CoordinatorServer::Core::Finish(CoordRequest* r, const std::string& outcome) {
-  if (!r->replica_id.empty() && r->state != RequestState::kQueued) replicas_.AddInFlight(r->replica_id, -1);
+  if (const std::string replica = AssignedReplica(*r); !replica.empty()) replicas_.AddInFlight(replica, -1);
   metrics_->Finished(outcome).Increment();
   metrics_->e2e_latency.Observe(double(clock_.NowNanos() - r->arrival_ns) * 1e-9);
   requests_.Remove(r->id);

@@ -429,8 +429,9 @@ Status CoordinatorServer::Core::Run() {
         continue;
       }
       if (stop_deadline != 0 && std::holds_alternative<proto::Submit>(*in->message)) {
-        SendClientError(in->routing_id, Unavailable("the coordinator is shutting down"),
-                        std::get<proto::Submit>(*in->message).client_request_id, 0);
+        const Status refused = Unavailable("the coordinator is shutting down");
+        CountRefused(refused);
+        SendClientError(in->routing_id, refused, std::get<proto::Submit>(*in->message).client_request_id, 0);
         continue;
       }
       HandleClientMessage(in->routing_id, *in->message);
@@ -441,7 +442,18 @@ Status CoordinatorServer::Core::Run() {
       last_tick_ns_ = now;
     }
   }
-  RefuseTokenizing();  // stopped by max_run_ms: nobody is left without an answer
+  // Nobody is left without an answer: requests still running at the drain deadline (or at
+  // max_run_ms) fail, their replicas told to stop them; what is being tokenized, and HTTP
+  // submits posted meanwhile, are refused. HTTP handlers wait on these answers, and the server
+  // joins its handlers when it stops.
+  stop_requested_.store(true);
+  if (requests_.size() > 0) {
+    log::Warn(kLog, "stopping with requests unfinished: failing them", {{"requests", requests_.size()}});
+  }
+  FailAll(Unavailable("the coordinator stopped before the request finished"));
+  RefuseTokenizing();
+  DrainInbox();
+  loop_done_.store(true);
   log::Info(kLog, "coordinator stopped", {{"requests", requests_received_}});
   return Status::Ok();
 }

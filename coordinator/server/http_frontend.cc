@@ -328,13 +328,20 @@ std::optional<HttpFrontend::AcceptedCompletion> HttpFrontend::Submit(std::vector
   // The loop accepts every prompt's n choices in one pass, before it reads any worker message:
   // their kAccepted events (in response order: prompt by prompt, choice by choice) come before
   // every chunk, or an error does.
+  const auto give_up_at = std::chrono::steady_clock::now() + kAcceptTimeout;
   while (accepted.request_ids.size() < num_requests) {
-    std::optional<StreamEvent> e = accepted.stream->Pop(kAcceptTimeout);
-    if (!e) {
+    std::optional<StreamEvent> e = accepted.stream->Pop(kClientCheckInterval);
+    if (!e && core_.loop_done()) {
+      // Posted after the event loop's last look at its inbox: nobody will answer.
+      SendError(res, Unavailable("the coordinator is shutting down"));
+      return std::nullopt;
+    }
+    if (!e && std::chrono::steady_clock::now() >= give_up_at) {
       accepted.abandon();
       SendError(res, DeadlineExceeded("the coordinator did not answer in time"));
       return std::nullopt;
     }
+    if (!e) continue;
     if (e->kind == StreamEvent::Kind::kError) {
       SendError(res, e->status, e->retry_after_ms);
       return std::nullopt;

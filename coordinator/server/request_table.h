@@ -36,6 +36,7 @@ struct CoordRequest {
   int32_t priority = 1;
   uint32_t slo_ms = 0;
   std::vector<uint64_t> block_hashes;
+  uint32_t choices = 1;          // while being accepted: the choices of its prompt (AcceptChoices)
 
   RequestState state = RequestState::kQueued;
   std::string replica_id;        // current assignment

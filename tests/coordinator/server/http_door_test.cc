@@ -1,5 +1,6 @@
-// The HTTP door's n choices: all accepted or none, and all cancelled together when the client
-// goes; the endpoints that need no replica: /tokenize, /detokenize, /v1/models/{id}. An
+// The HTTP door's n choices and batches: all accepted or none, and all cancelled together when
+// the client goes; a stop answers every request left; the endpoints that need no replica:
+// /tokenize, /detokenize, /v1/models/{id}. An
 // in-process coordinator on 127.0.0.1 (ephemeral ports) with no replica: accepted requests
 // queue, so what is counted is exactly what the door admitted.
 #include <gtest/gtest.h>
@@ -27,7 +28,8 @@ class HttpDoorTest : public ::testing::Test {
   static constexpr int64_t kMaxQueued = 4;
 
   void SetUp() override {
-    const ServerConfig c = LoopbackCoordinatorConfig(kMaxQueued);
+    ServerConfig c = LoopbackCoordinatorConfig(kMaxQueued);
+    c.coordinator.drain_timeout_ms = drain_ms_;
     CoordinatorRunOptions o;
     o.max_run_ms = 60000;
     auto server = CoordinatorServer::Create(c, o);
@@ -51,6 +53,7 @@ class HttpDoorTest : public ::testing::Test {
     return {{"prompt", "Once upon a time"}, {"max_tokens", 4}, {"n", n}, {"temperature", 0.7}};
   }
 
+  int64_t drain_ms_ = 5000;
   std::unique_ptr<CoordinatorServer> server_;
   std::thread run_;
   Status run_status_;
@@ -104,6 +107,83 @@ TEST_F(HttpDoorTest, ChoicesAreAdmittedAllOrNoneAndCancelledTogether) {
   EXPECT_TRUE(testing::WaitFor([&] { return Metric("bmad_coordinator_requests_queued") == 4.0; }, 10s));
   four.join();
   EXPECT_TRUE(testing::WaitFor([&] { return Metric("bmad_coordinator_requests_queued") == 0.0; }, 10s));
+}
+
+TEST_F(HttpDoorTest, ABatchWithABadPromptAdmitsNone) {
+  // The second prompt holds a token the model does not have: nothing of the batch is admitted
+  // (the first prompt's choices are not queued and then cancelled), and all four are refused.
+  Json batch = Body(2);
+  batch["prompt"] = {{1, 2}, {1, 600}};
+  auto refused = Post(batch);
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 400) << refused->body;
+  EXPECT_NE(refused->body.find("'prompt[1]'"), std::string::npos) << refused->body;
+  EXPECT_NE(refused->body.find("600"), std::string::npos) << refused->body;
+  EXPECT_EQ(Metric("bmad_coordinator_requests_total"), 4.0);
+  EXPECT_EQ(Metric("bmad_coordinator_rejections_total{reason=\"invalid\"}"), 4.0);
+  EXPECT_EQ(Metric("bmad_coordinator_requests_finished_total{status=\"cancelled\"}"), 0.0);
+  EXPECT_EQ(Metric("bmad_coordinator_requests_queued"), 0.0);
+}
+
+// A stop whose drain ends with requests still queued (no replica ever takes them).
+class HttpDoorStopTest : public HttpDoorTest {
+ protected:
+  void SetUp() override {
+    drain_ms_ = 300;
+    HttpDoorTest::SetUp();
+  }
+};
+
+TEST_F(HttpDoorStopTest, RequestsLeftAtTheDrainDeadlineAreAnsweredAndTheServerStops) {
+  // One waits for a whole answer, one streams; neither will ever get a token.
+  int whole_status = 0;
+  std::string whole_body;
+  std::thread waiting([&] {
+    auto res = Post(Body(1), /*read_timeout_s=*/20);
+    whole_status = res ? res->status : -1;
+    if (res) whole_body = res->body;
+  });
+  std::string streamed;
+  int stream_status = 0;
+  std::thread streaming([&] {
+    httplib::Client client("127.0.0.1", server_->http_port());
+    client.set_read_timeout(20, 0);
+    Json body = Body(1);
+    body["stream"] = true;
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.body = body.dump();
+    req.set_header("Content-Type", "application/json");
+    req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+      streamed.append(data, n);
+      return true;
+    };
+    auto res = client.send(req);
+    stream_status = res ? res->status : -1;
+  });
+  ASSERT_TRUE(testing::WaitFor([&] { return Metric("bmad_coordinator_requests_queued") == 2.0; }, 10s));
+  const auto stop_at = std::chrono::steady_clock::now();
+  server_->RequestStop();
+  waiting.join();
+  streaming.join();
+  EXPECT_EQ(whole_status, 503) << whole_body;
+  EXPECT_NE(whole_body.find("the coordinator stopped before the request finished"), std::string::npos)
+      << whole_body;
+  EXPECT_EQ(stream_status, 200);
+  EXPECT_NE(streamed.find("the coordinator stopped before the request finished"), std::string::npos) << streamed;
+  EXPECT_NE(streamed.find("data: [DONE]"), std::string::npos) << streamed;
+  EXPECT_LT(std::chrono::steady_clock::now() - stop_at, 10s);
+  run_.join();
+  EXPECT_TRUE(run_status_.ok()) << run_status_.ToString();
+  EXPECT_EQ(Metric("bmad_coordinator_requests_finished_total{status=\"error\"}"), 2.0);
+  // The HTTP door outlives the loop until the server goes: a request now is refused, not left
+  // waiting for an answer nobody will give.
+  const auto late_at = std::chrono::steady_clock::now();
+  auto late = Post(Body(1));
+  ASSERT_TRUE(late);
+  EXPECT_EQ(late->status, 503) << late->body;
+  EXPECT_LT(std::chrono::steady_clock::now() - late_at, 5s);
 }
 
 TEST_F(HttpDoorTest, TokenizeCountsThePromptAsTheCompletionsEndpointsDo) {

@@ -53,7 +53,8 @@ class Gate {
 class SocketDoorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const ServerConfig c = LoopbackCoordinatorConfig(max_queued_);
+    ServerConfig c = LoopbackCoordinatorConfig(max_queued_);
+    c.coordinator.drain_timeout_ms = drain_ms_;
     CoordinatorRunOptions o;
     o.max_run_ms = 60000;
     o.tokenize_inline_max_bytes = inline_max_bytes_;
@@ -98,6 +99,7 @@ class SocketDoorTest : public ::testing::Test {
   }
 
   size_t inline_max_bytes_ = 0;  // every text prompt goes to the tokenizer thread
+  int64_t drain_ms_ = 5000;
   int64_t max_queued_ = 1024;
   Gate gate_;
   std::unique_ptr<CoordinatorServer> server_;
@@ -161,6 +163,39 @@ TEST_F(SocketDoorTest, AStopWhileTokenizingRefusesThePromptAtOnceAndEnds) {
   EXPECT_EQ(std::get<proto::ErrorMessage>(answer).client_request_id, "c");
   run_.join();
   EXPECT_TRUE(run_status_.ok()) << run_status_.ToString();
+}
+
+// A stop whose drain ends with a request still queued (no replica ever takes it).
+class SocketDoorStopTest : public SocketDoorTest {
+ protected:
+  void SetUp() override {
+    drain_ms_ = 300;
+    SocketDoorTest::SetUp();
+  }
+};
+
+TEST_F(SocketDoorStopTest, AStopAnswersTheRequestLeftAndCountsTheSubmitsItRefuses) {
+  gate_.Open();
+  Send(TextSubmit("queued", "Once upon a time"));
+  ASSERT_TRUE(std::holds_alternative<proto::Accepted>(Receive()));
+  server_->RequestStop();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the loop is draining now
+  Send(TextSubmit("late", "Once upon a time"));
+  const proto::Message refused = Receive();
+  ASSERT_TRUE(std::holds_alternative<proto::ErrorMessage>(refused)) << proto::MessageName(refused);
+  EXPECT_EQ(std::get<proto::ErrorMessage>(refused).client_request_id, "late");
+  EXPECT_EQ(std::get<proto::ErrorMessage>(refused).code, StatusCode::kUnavailable);
+  // At the drain deadline the queued request fails; before, it was left unanswered.
+  const proto::Message failed = Receive();
+  ASSERT_TRUE(std::holds_alternative<proto::ErrorMessage>(failed)) << proto::MessageName(failed);
+  EXPECT_EQ(std::get<proto::ErrorMessage>(failed).client_request_id, "queued");
+  EXPECT_EQ(std::get<proto::ErrorMessage>(failed).code, StatusCode::kUnavailable);
+  EXPECT_NE(std::get<proto::ErrorMessage>(failed).message.find("stopped before the request finished"),
+            std::string::npos);
+  run_.join();
+  EXPECT_EQ(Metric("bmad_coordinator_requests_total"), 2.0);
+  EXPECT_EQ(Metric("bmad_coordinator_rejections_total{reason=\"unavailable\"}"), 1.0);
+  EXPECT_EQ(Metric("bmad_coordinator_requests_finished_total{status=\"error\"}"), 1.0);
 }
 
 // At most max_queued_per_priority prompts are being tokenized; one more is told to retry later.

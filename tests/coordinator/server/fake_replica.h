@@ -1,0 +1,39 @@
+// A replica as the coordinator sees one, without a model: a ZeroMQ DEALER on the worker
+// endpoint that registers and records what it is sent. Tests make it answer, or vanish.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "common/proto/messages.h"
+
+namespace bmad::coord {
+
+class FakeReplica {
+ public:
+  FakeReplica(zmq::context_t& context, const std::string& worker_endpoint, std::string replica_id);
+
+  // Registers (model stories260K, 64 blocks of 16, 8 sequences) and waits for the answer: true
+  // when accepted within 10 s.
+  bool Register();
+  // Reads what has arrived, waiting up to `wait` for the first message; keeps it all in received().
+  void Receive(std::chrono::milliseconds wait);
+  // The ids of the requests assigned to it so far.
+  std::vector<uint64_t> Assigned() const;
+  void Send(const proto::Message& message);
+  // The process is gone: the connection closes without a word.
+  void Vanish();
+
+  const std::vector<proto::Message>& received() const { return received_; }
+
+ private:
+  std::string replica_id_;
+  std::unique_ptr<zmq::socket_t> socket_;
+  std::vector<proto::Message> received_;
+};
+
+}  // namespace bmad::coord

@@ -1,0 +1,92 @@
+// Requests whose replica vanishes without a word (its process killed): the coordinator learns
+// it when a send to it fails, and what it does then must not touch requests that are ending. An
+// in-process coordinator on 127.0.0.1 (ephemeral ports) with fake replicas and a socket client.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+#include <zmq.hpp>
+
+#include "common/proto/frames.h"
+#include "coordinator/server/coordinator_server.h"
+#include "tests/coordinator/server/fake_replica.h"
+#include "tests/coordinator/server/in_process_coordinator.h"
+
+namespace bmad::coord {
+namespace {
+
+using namespace std::chrono_literals;
+
+class ReplicaLossTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ServerConfig c = LoopbackCoordinatorConfig(64);
+    c.coordinator.liveness_timeout_ms = 60000;  // a vanished replica is found by a failed send only
+    CoordinatorRunOptions o;
+    o.max_run_ms = 60000;
+    auto server = CoordinatorServer::Create(c, o);
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    server_ = std::move(*server);
+    run_ = std::thread([this] { (void)server_->Run(); });
+    client_.set(zmq::sockopt::linger, 0);
+    client_.set(zmq::sockopt::rcvtimeo, 10000);
+    client_.connect(server_->client_endpoint());
+  }
+  void TearDown() override {
+    if (server_) server_->RequestStop();
+    if (run_.joinable()) run_.join();
+  }
+
+  std::unique_ptr<FakeReplica> Replica(const std::string& id) {
+    return std::make_unique<FakeReplica>(ctx_, server_->worker_endpoint(), id);
+  }
+  // Submits a short token prompt; the coordinator's request id.
+  uint64_t Submit(const std::string& client_id) {
+    proto::Submit s;
+    s.client_request_id = client_id;
+    s.prompt_is_tokens = true;
+    s.prompt_tokens = {1, 2, 3};
+    s.sampling.max_tokens = 4;
+    EXPECT_TRUE(proto::SendMessage(client_, s).ok());
+    auto in = proto::ReceiveMessage(client_, false);
+    if (!in || !in->message.ok() || !std::holds_alternative<proto::Accepted>(*in->message)) {
+      ADD_FAILURE() << "not accepted";
+      return 0;
+    }
+    return std::get<proto::Accepted>(*in->message).request_id;
+  }
+  double Metric(const std::string& series) { return CoordinatorMetric(server_->http_port(), series); }
+
+  zmq::context_t ctx_;
+  std::unique_ptr<CoordinatorServer> server_;
+  std::thread run_;
+  zmq::socket_t client_{ctx_, zmq::socket_type::dealer};
+};
+
+TEST_F(ReplicaLossTest, ACancelThatFindsItsReplicaGoneSendsTheRequestNowhere) {
+  auto a = Replica("a");
+  ASSERT_TRUE(a->Register());
+  const uint64_t id = Submit("x");
+  a->Receive(2s);
+  ASSERT_EQ(a->Assigned(), std::vector<uint64_t>{id});
+  auto b = Replica("b");
+  ASSERT_TRUE(b->Register());
+  a->Vanish();
+  std::this_thread::sleep_for(300ms);  // the coordinator's socket sees the connection close
+
+  // The cancel's message to "a" fails: "a" is dead and what it ran moves, but not this request.
+  proto::Cancel cancel;
+  cancel.client_request_id = "x";
+  ASSERT_TRUE(proto::SendMessage(client_, cancel).ok());
+  auto answer = proto::ReceiveMessage(client_, false);
+  ASSERT_TRUE(answer && answer->message.ok());
+  ASSERT_TRUE(std::holds_alternative<proto::TokenChunk>(*answer->message));
+  EXPECT_EQ(std::get<proto::TokenChunk>(*answer->message).finish_reason, proto::FinishReason::kCancelled);
+  b->Receive(500ms);
+  EXPECT_TRUE(b->Assigned().empty()) << "the cancelled request was dispatched to b";
+  EXPECT_EQ(Metric("bmad_coordinator_requests_finished_total{status=\"cancelled\"}"), 1.0);
+  EXPECT_EQ(Metric("bmad_coordinator_replica_live{pool=\"normal\",replica=\"a\"}"), 0.0);
+}
+
+}  // namespace
+}  // namespace bmad::coord
