@@ -43,6 +43,10 @@ class JsonAutomaton {
   bool complete() const;
   // Nothing read yet.
   bool at_start() const { return mode_ == Mode::kValue && depth_ == 0; }
+  // Inside a string, between characters, no escape pending: any text of whole characters
+  // without a quote, a backslash or a control character is accepted and leaves the state as it
+  // is.
+  bool between_string_characters() const { return mode_ == Mode::kString && !low_surrogate_next_; }
 
  private:
   enum class Mode : uint8_t {

@@ -54,11 +54,13 @@ Status JsonConstraint::Mask(std::span<float> scores) const {
     first_byte_fits[static_cast<size_t>(b)] = probe.Feed(static_cast<uint8_t>(b));
   }
   const bool complete = automaton_.complete();
+  // Inside a string most tokens are plain text: allowed without being read.
+  const bool in_string = !ended_ && automaton_.between_string_characters();
   size_t allowed = 0;
   for (size_t id = 0; id < scores.size(); ++id) {
     const std::string_view text = texts_->text(static_cast<int64_t>(id));
-    bool fits = false;
-    if (!ended_ && !text.empty() && first_byte_fits[static_cast<uint8_t>(text[0])]) {
+    bool fits = in_string && texts_->plain_in_json_string(static_cast<int64_t>(id));
+    if (!fits && !ended_ && !text.empty() && first_byte_fits[static_cast<uint8_t>(text[0])]) {
       JsonAutomaton probe = automaton_;
       fits = probe.Feed(text);
     }

@@ -1,12 +1,15 @@
 // The vocabulary as bytes: what each token adds to the text (tokenizer::Tokenizer::TokenPiece;
 // empty for control tokens), for constrained decoding. One flat buffer, built once per model and
-// shared, read-only, by every request that needs it.
+// shared, read-only, by every request that needs it. It also knows which tokens can stand inside
+// a JSON string as they are (most of a vocabulary), so a constraint need not read them there.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "worker/sampling/sampling_params_validation.h"
 
 namespace bmad::sampling {
 
@@ -15,9 +18,11 @@ class TokenTexts {
   explicit TokenTexts(const std::vector<std::string>& texts) {
     offsets_.reserve(texts.size() + 1);
     offsets_.push_back(0);
+    plain_in_json_string_.reserve(texts.size());
     for (const std::string& t : texts) {
       bytes_ += t;
       offsets_.push_back(bytes_.size());
+      plain_in_json_string_.push_back(PlainInJsonString(t));
     }
   }
 
@@ -27,10 +32,25 @@ class TokenTexts {
     if (id < 0 || static_cast<size_t>(id) >= size()) return {};
     return std::string_view(bytes_).substr(offsets_[id], offsets_[id + 1] - offsets_[id]);
   }
+  // Token `id`'s text is whole characters, none of them a quote, a backslash or a control
+  // character: inside a JSON string (between characters) it is text as it stands.
+  bool plain_in_json_string(int64_t id) const {
+    return id >= 0 && static_cast<size_t>(id) < size() && plain_in_json_string_[static_cast<size_t>(id)];
+  }
 
  private:
+  static bool PlainInJsonString(std::string_view text) {
+    if (text.empty() || !IsValidUtf8(text)) return false;
+    for (char c : text) {
+      const auto b = static_cast<unsigned char>(c);
+      if (b < 0x20 || b == '"' || b == '\\') return false;
+    }
+    return true;
+  }
+
   std::string bytes_;
   std::vector<size_t> offsets_;
+  std::vector<bool> plain_in_json_string_;
 };
 
 }  // namespace bmad::sampling

@@ -123,6 +123,47 @@ TEST(JsonConstraint, TheSamplerTakesTheBestAllowedTokenAndEndsWithTheObject) {
   EXPECT_EQ(out, (std::vector<int32_t>{3, 4, kEos}));  // {} and the end
 }
 
+TEST(JsonConstraint, TheMaskIsEveryTokenTheAutomatonAcceptsWhole) {
+  // A vocabulary with whole and partial UTF-8 characters, escapes and quotes in the middle of
+  // tokens: at every step of random outputs, what Mask allows (plain tokens inside strings are
+  // allowed unread) is exactly what feeding each token to the automaton accepts.
+  std::vector<std::string> texts = kTexts;
+  for (const char* t : {"caf\xC3\xA9", "\xC3", "\xA9", "\xE2\x82", "\xAC x", "a\"b", "\\", "\\u00", "e9\"",
+                        "\\uD83D", "\\uDE00", "[", "]", "-0.5e", "+3", "null", "\"a\":", "\t", "  "}) {
+    texts.push_back(t);
+  }
+  // And every byte alone (as a Llama vocabulary's byte tokens), so that no state is a dead end
+  // for lack of a token.
+  for (int b = 1; b < 256; ++b) texts.push_back(std::string(1, static_cast<char>(b)));
+  auto shared = std::make_shared<const TokenTexts>(texts);
+  std::mt19937 rng(11);
+  int compared = 0;
+  for (int run = 0; run < 300; ++run) {
+    JsonConstraint c(shared, {kEos});
+    JsonAutomaton reference(JsonAutomaton::TopLevel::kObject);
+    std::vector<int32_t> out;
+    for (int step = 0; step < 30; ++step) {
+      ASSERT_TRUE(c.Sync(out).ok());
+      std::vector<float> scores(texts.size(), 0.0f);
+      ASSERT_TRUE(c.Mask(scores).ok());
+      std::vector<int32_t> allowed;
+      for (size_t id = 0; id < texts.size(); ++id) {
+        JsonAutomaton probe = reference;
+        const bool fits = (!texts[id].empty() && probe.Feed(texts[id])) ||
+                          (reference.complete() && static_cast<int32_t>(id) == kEos);
+        ASSERT_EQ(scores[id] != -kInf, fits) << "token " << id << " after " << out.size() << " tokens";
+        if (fits) allowed.push_back(static_cast<int32_t>(id));
+      }
+      ++compared;
+      const int32_t next = allowed[rng() % allowed.size()];
+      if (next == kEos) break;
+      ASSERT_TRUE(reference.Feed(texts[static_cast<size_t>(next)]));
+      out.push_back(next);
+    }
+  }
+  EXPECT_GT(compared, 2000);
+}
+
 TEST(JsonConstraint, SampledOutputsAlwaysStayOnTheWayToAnObject) {
   // Random logits over the fake vocabulary, 200 outputs of up to 40 tokens, each drawn at
   // temperature 1: every output's text is JSON or the start of some, and those that ended are
