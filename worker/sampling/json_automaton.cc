@@ -1,5 +1,7 @@
 #include "worker/sampling/json_automaton.h"
 
+#include "common/utf8_lead.h"
+
 namespace bmad::sampling {
 namespace {
 
@@ -115,22 +117,12 @@ bool JsonAutomaton::StringByte(uint8_t byte) {
   if (byte < 0x20) return false;  // control characters must be escaped
   if (byte < 0x80) return true;
   // A UTF-8 lead byte; the first continuation byte's range rules out overlong forms,
-  // surrogates and code points above U+10FFFF (RFC 3629's table).
-  next_low_ = 0x80;
-  next_high_ = 0xBF;
-  if (byte >= 0xC2 && byte <= 0xDF) {
-    pending_ = 1;
-  } else if (byte >= 0xE0 && byte <= 0xEF) {
-    pending_ = 2;
-    if (byte == 0xE0) next_low_ = 0xA0;
-    if (byte == 0xED) next_high_ = 0x9F;
-  } else if (byte >= 0xF0 && byte <= 0xF4) {
-    pending_ = 3;
-    if (byte == 0xF0) next_low_ = 0x90;
-    if (byte == 0xF4) next_high_ = 0x8F;
-  } else {
-    return false;
-  }
+  // surrogates and code points above U+10FFFF.
+  const std::optional<Utf8Lead> lead = ReadUtf8Lead(byte);
+  if (!lead) return false;
+  pending_ = static_cast<uint8_t>(lead->length - 1);
+  next_low_ = lead->second_min;
+  next_high_ = lead->second_max;
   mode_ = Mode::kUtf8;
   return true;
 }

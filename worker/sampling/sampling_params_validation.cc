@@ -1,5 +1,7 @@
 #include "worker/sampling/sampling_params_validation.h"
 
+#include "common/utf8_lead.h"
+
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -28,34 +30,15 @@ bool InClosed(float value, float lo, float hi) {
 }  // namespace
 
 bool IsValidUtf8(std::string_view bytes) {
-  size_t i = 0;
-  while (i < bytes.size()) {
-    const auto lead = static_cast<uint8_t>(bytes[i]);
-    if (lead < 0x80) {
-      ++i;
-      continue;
+  for (size_t i = 0; i < bytes.size();) {
+    const std::optional<Utf8Lead> lead = ReadUtf8Lead(static_cast<uint8_t>(bytes[i]));
+    if (!lead || bytes.size() - i < static_cast<size_t>(lead->length)) return false;
+    for (int k = 1; k < lead->length; ++k) {
+      const auto next = static_cast<uint8_t>(bytes[i + static_cast<size_t>(k)]);
+      const uint8_t min = k == 1 ? lead->second_min : 0x80, max = k == 1 ? lead->second_max : 0xBF;
+      if (next < min || next > max) return false;
     }
-    size_t length = 0;
-    uint32_t code_point = 0;
-    uint32_t min_code_point = 0;
-    if ((lead & 0xE0) == 0xC0) {
-      length = 2, code_point = lead & 0x1F, min_code_point = 0x80;
-    } else if ((lead & 0xF0) == 0xE0) {
-      length = 3, code_point = lead & 0x0F, min_code_point = 0x800;
-    } else if ((lead & 0xF8) == 0xF0) {
-      length = 4, code_point = lead & 0x07, min_code_point = 0x10000;
-    } else {
-      return false;  // a continuation byte, or 0xF8..0xFF
-    }
-    if (bytes.size() - i < length) return false;
-    for (size_t k = 1; k < length; ++k) {
-      const auto next = static_cast<uint8_t>(bytes[i + k]);
-      if ((next & 0xC0) != 0x80) return false;
-      code_point = (code_point << 6) | (next & 0x3F);
-    }
-    if (code_point < min_code_point || code_point > 0x10FFFF) return false;
-    if (code_point >= 0xD800 && code_point <= 0xDFFF) return false;
-    i += length;
+    i += static_cast<size_t>(lead->length);
   }
   return true;
 }

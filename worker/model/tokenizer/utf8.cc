@@ -1,6 +1,8 @@
 #include <cstdio>
 #include "worker/model/tokenizer/utf8.h"
 
+#include "common/utf8_lead.h"
+
 namespace bmad::tokenizer {
 
 size_t SentencePieceCharLength(unsigned char lead) {
@@ -16,22 +18,10 @@ Utf8Scan ScanUtf8(std::string_view bytes) {
 
   // The allowed range of the second byte depends on the lead (Unicode Table 3-7); this is what
   // excludes overlong forms, surrogates and code points above U+10FFFF.
-  size_t length = 0;
-  unsigned char second_min = 0x80;
-  unsigned char second_max = 0xBF;
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    length = 2;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    length = 3;
-    if (lead == 0xE0) second_min = 0xA0;
-    if (lead == 0xED) second_max = 0x9F;
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    length = 4;
-    if (lead == 0xF0) second_min = 0x90;
-    if (lead == 0xF4) second_max = 0x8F;
-  } else {
-    return {Utf8Status::kInvalid, 1};  // a continuation byte, C0, C1 or F5..FF
-  }
+  const std::optional<Utf8Lead> read = ReadUtf8Lead(lead);
+  if (!read) return {Utf8Status::kInvalid, 1};  // a continuation byte, C0, C1 or F5..FF
+  const auto length = static_cast<size_t>(read->length);
+  const unsigned char second_min = read->second_min, second_max = read->second_max;
 
   for (size_t i = 1; i < length; ++i) {
     if (i >= bytes.size()) return {Utf8Status::kIncomplete, bytes.size()};
