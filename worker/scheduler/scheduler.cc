@@ -70,6 +70,10 @@ Sequence* Scheduler::PickVictim(std::span<Sequence* const> candidates, int64_t n
       continue;
     }
     if (config_.policy == SchedulerPolicy::kContinuous) {
+      if (s->admitted_starving != victim->admitted_starving) {
+        if (victim->admitted_starving) victim = s;  // the guard's admissions go last
+        continue;
+      }
       const double ps = EffectivePriority(*s, now_ms), pv = EffectivePriority(*victim, now_ms);
       if (ps != pv) {
         if (ps < pv) victim = s;
@@ -179,6 +183,7 @@ void Scheduler::AdmitWaiting(SchedulerOutput* out, int64_t* budget, int64_t* slo
       break;  // admission never preempts; keep strict priority order
     }
     seq->reused_prefix_tokens = *reused;
+    seq->admitted_starving = Starving(*seq, now_ms);
     seq->state = SequenceState::kRunning;
     seq->admitted_order = next_admission_++;
     running_.push_back(seq);

@@ -16,6 +16,9 @@
 // Out of KV blocks: the lowest-priority, most recently admitted running sequence is preempted
 // (even one already planned into this step, which then loses its chunk): its blocks are freed
 // and it waits again, to be recomputed from its tokens later (its prefix may still be cached).
+// A sequence the max-wait guard admitted is the victim only when every candidate was so
+// admitted: otherwise a low-priority request would be let in by the guard and thrown out by the
+// next urgent one, again and again, and starve after all.
 // Admission never preempts, and a step that preempted admits nothing (as in vLLM): memory is
 // short, and a sequence admitted into the victim's blocks would be the next victim.
 //

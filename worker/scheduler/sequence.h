@@ -38,6 +38,8 @@ struct Sequence {
   bool token_pending = false;      // tokens.back() is kPendingToken
   uint64_t launched_step = 0;      // the latest step launched with a chunk of it
   bool in_static_batch = false;    // policy static: a member of the batch being run
+  bool admitted_starving = false;  // its latest admission was the max-wait guard's (it had waited
+                                   // past max_wait_ms): preempted only after the others
 
 
   int64_t remaining() const { return static_cast<int64_t>(tokens.size()) - num_computed; }

@@ -242,6 +242,28 @@ TEST_F(SchedulerTest, LowerPriorityIsPreemptedFirst) {
   RunToCompletion();
 }
 
+TEST_F(SchedulerTest, ARequestTheMaxWaitGuardAdmittedIsNotTheFirstVictim) {
+  // As above, but the low-class request has waited past max_wait_ms: the guard admits it, and
+  // the urgent one is preempted instead (it would otherwise be let in and thrown out in turn).
+  SchedulerConfig c = Config(64, 8);
+  c.priority_decay = 0;
+  Make(c, 10, 4, false);
+  Add(Request(1, 8, 2, clock_.NowMillis() - 250, 0), 12);
+  Add(Request(2, 8, 0, clock_.NowMillis(), 100), 12);
+  bool saw = false;
+  for (int i = 0; i < 200 && sched_->HasWork() && !saw; ++i) {
+    SchedulerOutput out = exec_.Step(*sched_);
+    if (!out.preempted.empty()) {
+      EXPECT_EQ(out.preempted, std::vector<uint64_t>{2});
+      saw = true;
+    }
+  }
+  EXPECT_TRUE(saw);
+  RunToCompletion();
+  EXPECT_EQ(exec_.generated[1].size(), 12u);
+  EXPECT_EQ(exec_.generated[2].size(), 12u);
+}
+
 TEST_F(SchedulerTest, AnUrgentPrefillPreemptsALowPriorityDecodePlannedBeforeIt) {
   // Decodes are planned before prompts, so when the urgent prompt runs out of blocks the
   // low-priority decode already holds its chunk of this step. It must still be the victim (and
