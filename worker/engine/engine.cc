@@ -291,15 +291,11 @@ Status Engine::Wait(StepBatch& batch) {
 
 void Engine::FailBatch(const StepBatch& batch, const Status& why, std::vector<RequestOutput>* outputs) {
   // A malformed step is a bug, not the requests' fault, but they cannot continue: fail them with
-  // the reason and keep serving the rest. A step that was launched may have run while the
-  // caller cancelled one of its requests and reused the id for a new one, not in this step:
-  // only sequences this step launched fail. (A step refused at launch fails in the same call.)
-  const bool launched = batch.launched.ok();
+  // the reason and keep serving the rest. Only a step refused at launch comes here, in the call
+  // that launched it: the caller cannot have given one of its ids to a new request meanwhile.
   for (const sched::ScheduledChunk& c : batch.plan.chunks) {
     auto it = requests_.find(c.seq_id);
     if (it == requests_.end()) continue;
-    const sched::Sequence* seq = scheduler_.Find(c.seq_id);
-    if (launched && (seq == nullptr || seq->launched_step != batch.plan.step)) continue;
     RequestOutput out;
     out.id = c.seq_id;
     out.finished = true;
@@ -438,7 +434,11 @@ Status Engine::Step(std::vector<RequestOutput>* outputs) {
   StepBatch& next = batches_[1 - current_];
   const bool planned_next = overlap_ && now.launched.ok() && Plan(next);
   Status executed = Wait(now);
-  if (!executed.ok() && !Malformed(executed)) {
+  // Only a step refused as malformed (by the model before it ran, or by an executor's ranks)
+  // fails just its requests. What the device reports when the step is waited for stops the
+  // replica: a device backend keeps its first error (CudaBackend's sticky status) and would
+  // report it for every later step, failing every request while the replica looked healthy.
+  if (!executed.ok() && (now.launched.ok() || !Malformed(executed))) {
     return executed.WithContext("executing step");  // the replica stops
   }
   const size_t first_output = outputs->size();
