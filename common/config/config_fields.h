@@ -79,7 +79,8 @@ void VisitConfig(ServerConfig& c, Visitor& v) {
             I{50, 3'600'000});
     v.Field("drain_timeout_ms", c.coordinator.drain_timeout_ms,
             "On SIGTERM the coordinator refuses new requests and waits this long for in-flight "
-            "ones to finish before it exits (match the pod's termination grace period).",
+            "ones to finish before it exits; those still unfinished then fail as unavailable "
+            "(match the pod's termination grace period).",
             I{0, 3'600'000});
     v.Field("max_queued_per_priority", c.coordinator.max_queued_per_priority,
             "Requests admitted but not finished, per priority class; past it, 'overloaded'.",
