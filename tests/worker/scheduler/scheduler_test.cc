@@ -80,6 +80,14 @@ class SchedulerTest : public ::testing::Test {
     }
     ASSERT_FALSE(sched_->HasWork());
   }
+  // Steps (at most 200) until one preempts; what it preempted (empty if none did).
+  std::vector<uint64_t> StepUntilPreemption() {
+    for (int i = 0; i < 200 && sched_->HasWork(); ++i) {
+      SchedulerOutput out = exec_.Step(*sched_);
+      if (!out.preempted.empty()) return out.preempted;
+    }
+    return {};
+  }
   ManualClock clock_{1'000'000'000};
   std::unique_ptr<kv::KvBlockManager> kv_;
   std::unique_ptr<Scheduler> sched_;
@@ -230,15 +238,7 @@ TEST_F(SchedulerTest, LowerPriorityIsPreemptedFirst) {
   Add(Request(1, 8, 2, clock_.NowMillis(), 0), 12);    // admitted first, low class
   Add(Request(2, 8, 0, clock_.NowMillis(), 100), 12);  // urgent
   // Both are admitted in step 1 (request 2 first by priority, request 1 second).
-  bool saw = false;
-  for (int i = 0; i < 200 && sched_->HasWork() && !saw; ++i) {
-    SchedulerOutput out = exec_.Step(*sched_);
-    if (!out.preempted.empty()) {
-      EXPECT_EQ(out.preempted, std::vector<uint64_t>{1});
-      saw = true;
-    }
-  }
-  EXPECT_TRUE(saw);
+  EXPECT_EQ(StepUntilPreemption(), std::vector<uint64_t>{1});
   RunToCompletion();
 }
 
@@ -250,15 +250,7 @@ TEST_F(SchedulerTest, ARequestTheMaxWaitGuardAdmittedIsNotTheFirstVictim) {
   Make(c, 10, 4, false);
   Add(Request(1, 8, 2, clock_.NowMillis() - 250, 0), 12);
   Add(Request(2, 8, 0, clock_.NowMillis(), 100), 12);
-  bool saw = false;
-  for (int i = 0; i < 200 && sched_->HasWork() && !saw; ++i) {
-    SchedulerOutput out = exec_.Step(*sched_);
-    if (!out.preempted.empty()) {
-      EXPECT_EQ(out.preempted, std::vector<uint64_t>{2});
-      saw = true;
-    }
-  }
-  EXPECT_TRUE(saw);
+  EXPECT_EQ(StepUntilPreemption(), std::vector<uint64_t>{2});
   RunToCompletion();
   EXPECT_EQ(exec_.generated[1].size(), 12u);
   EXPECT_EQ(exec_.generated[2].size(), 12u);
