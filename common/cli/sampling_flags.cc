@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstdint>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 namespace bmad::cli {
 
@@ -27,6 +29,9 @@ void SamplingFlags::AddTo(Flags& flags) {
   flags.AddList("logit-bias", &logit_bias,
                 "ID=BIAS: add BIAS (-100 to 100) to token ID's logit (repeatable).");
   flags.AddBool("json", &json, "The output is one JSON object (OpenAI's response_format json_object).");
+  flags.AddString("json-schema", &json_schema_file,
+                  "FILE: the output is one JSON value the JSON Schema in FILE allows (OpenAI's "
+                  "response_format json_schema).");
 }
 
 namespace {
@@ -78,6 +83,16 @@ Result<proto::SamplingParams> SamplingFlags::Params() const {
   p.ignore_eos = ignore_eos;
   p.min_tokens = static_cast<uint32_t>(min_tokens);
   if (json) p.response_format = proto::ResponseFormat::kJsonObject;
+  if (!json_schema_file.empty()) {
+    if (json) return InvalidArgument("--json and --json-schema cannot be used together");
+    std::ifstream in(json_schema_file, std::ios::binary);
+    if (!in.is_open()) return InvalidArgument("--json-schema: cannot open " + json_schema_file);
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (in.bad()) return InvalidArgument("--json-schema: cannot read " + json_schema_file);
+    p.response_format = proto::ResponseFormat::kJsonSchema;
+    p.json_schema = text.str();
+  }
   for (const std::string& entry : logit_bias) {
     BMAD_ASSIGN_OR_RETURN(proto::LogitBias parsed, ParseLogitBias(entry));
     p.logit_bias.push_back(parsed);

@@ -26,13 +26,15 @@ struct SamplingFlags {
   int64_t min_tokens = 0;
   std::vector<std::string> logit_bias;  // "ID=BIAS" each
   bool json = false;                     // response_format json_object
+  std::string json_schema_file;          // response_format json_schema: the schema's file
 
   // --max-tokens, --temperature, --top-k, --top-p, --min-p, the three penalties, --seed,
-  // --stop (repeatable), --ignore-eos, --min-tokens, --logit-bias ID=BIAS (repeatable) and --json,
-  // writing into this struct (which must outlive Parse).
+  // --stop (repeatable), --ignore-eos, --min-tokens, --logit-bias ID=BIAS (repeatable), --json
+  // and --json-schema FILE, writing into this struct (which must outlive Parse).
   void AddTo(Flags& flags);
-  // The values as given; range checks are the caller's (or the sampler's) business. An error
-  // only for a --logit-bias that is not ID=BIAS.
+  // The values as given; range checks (the schema's too) are the caller's (or the sampler's)
+  // business. An error for a --logit-bias that is not ID=BIAS, a --json-schema file that cannot
+  // be read, and --json with --json-schema.
   Result<proto::SamplingParams> Params() const;
 };
 

@@ -9,7 +9,7 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("bmad::wire");
 
-const protocolVersion :UInt16 = 5;  # proto::kProtocolVersion (codec.cc checks they agree)
+const protocolVersion :UInt16 = 6;  # proto::kProtocolVersion (codec.cc checks they agree)
 
 enum FinishReason {
   none @0;        # more chunks follow
@@ -22,6 +22,7 @@ enum FinishReason {
 enum ResponseFormat {
   text @0;        # any text
   jsonObject @1;  # one JSON object (OpenAI's response_format "json_object")
+  jsonSchema @2;  # one JSON value that SamplingParams.jsonSchema allows ("json_schema")
 }
 
 enum Pool {
@@ -49,6 +50,7 @@ struct SamplingParams {
   logitBias @16 :List(LogitBias);   # OpenAI's logit_bias, distinct token ids
   includeStopStrInOutput @17 :Bool; # vLLM's: a stop string that ends the output is part of it
   responseFormat @18 :ResponseFormat; # what the output must be
+  jsonSchema @19 :Text;               # with responseFormat jsonSchema: the JSON Schema, as JSON
 }
 
 struct LogitBias {

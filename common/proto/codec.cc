@@ -69,13 +69,19 @@ FinishReason FromWire(wire::FinishReason r) {
 }
 
 wire::ResponseFormat ToWire(ResponseFormat f) {
-  return f == ResponseFormat::kJsonObject ? wire::ResponseFormat::JSON_OBJECT : wire::ResponseFormat::TEXT;
+  switch (f) {
+    case ResponseFormat::kText: return wire::ResponseFormat::TEXT;
+    case ResponseFormat::kJsonObject: return wire::ResponseFormat::JSON_OBJECT;
+    case ResponseFormat::kJsonSchema: return wire::ResponseFormat::JSON_SCHEMA;
+  }
+  return wire::ResponseFormat::TEXT;
 }
 
 ResponseFormat FromWire(wire::ResponseFormat f) {
   switch (f) {
     case wire::ResponseFormat::TEXT: return ResponseFormat::kText;
     case wire::ResponseFormat::JSON_OBJECT: return ResponseFormat::kJsonObject;
+    case wire::ResponseFormat::JSON_SCHEMA: return ResponseFormat::kJsonSchema;
   }
   throw InvalidContents{"unknown response format " + std::to_string(static_cast<int>(f))};
 }
@@ -123,6 +129,7 @@ void Fill(wire::SamplingParams::Builder b, const SamplingParams& s) {
   b.setMinTokens(s.min_tokens);
   b.setIncludeStopStrInOutput(s.include_stop_str_in_output);
   b.setResponseFormat(ToWire(s.response_format));
+  b.setJsonSchema(Txt(s.json_schema));
   auto biases = b.initLogitBias(static_cast<unsigned>(s.logit_bias.size()));
   for (size_t i = 0; i < s.logit_bias.size(); ++i) {
     biases[static_cast<unsigned>(i)].setTokenId(s.logit_bias[i].token_id);
@@ -311,6 +318,7 @@ SamplingParams Read(wire::SamplingParams::Reader r) {
   s.min_tokens = r.getMinTokens();
   s.include_stop_str_in_output = r.getIncludeStopStrInOutput();
   s.response_format = FromWire(r.getResponseFormat());
+  s.json_schema = GetText(r.getJsonSchema());
   for (auto b : r.getLogitBias()) s.logit_bias.push_back(LogitBias{b.getTokenId(), b.getBias()});
   return s;
 }

@@ -14,7 +14,12 @@ std::string_view FinishReasonName(FinishReason reason) {
 }
 
 std::string_view ResponseFormatName(ResponseFormat format) {
-  return format == ResponseFormat::kJsonObject ? "json_object" : "text";
+  switch (format) {
+    case ResponseFormat::kText: return "text";
+    case ResponseFormat::kJsonObject: return "json_object";
+    case ResponseFormat::kJsonSchema: return "json_schema";
+  }
+  return "";
 }
 
 std::string_view MessageName(const Message& message) {

@@ -22,7 +22,9 @@ namespace bmad::proto {
 // 4: SamplingParams.include_stop_str_in_output (a version 3 replica would leave the stop string
 // out); TokenChunk.stop_string and stop_token_id (vLLM's stop_reason).
 // 5: SamplingParams.response_format (a version 4 replica would generate free text).
-inline constexpr uint16_t kProtocolVersion = 5;
+// 6: ResponseFormat json_schema and SamplingParams.json_schema (a version 5 replica would refuse
+// the format as unknown).
+inline constexpr uint16_t kProtocolVersion = 6;
 
 enum class FinishReason : uint8_t { kNone = 0, kStop, kLength, kCancelled, kError };
 std::string_view FinishReasonName(FinishReason reason);  // "stop", "length", ... ("" for none)
@@ -31,8 +33,9 @@ std::string_view FinishReasonName(FinishReason reason);  // "stop", "length", ..
 enum class ResponseFormat : uint8_t {
   kText = 0,
   kJsonObject,  // one JSON object, ending the output (the sampler bans every other token)
+  kJsonSchema,  // one JSON value that SamplingParams::json_schema allows, ending the output
 };
-std::string_view ResponseFormatName(ResponseFormat format);  // "text", "json_object"
+std::string_view ResponseFormatName(ResponseFormat format);  // "text", "json_object", "json_schema"
 
 // OpenAI's logit_bias entry: added to the token's logit before anything else looks at it.
 struct LogitBias {
@@ -65,6 +68,9 @@ struct SamplingParams {
   // (OpenAI leaves it out).
   bool include_stop_str_in_output = false;
   ResponseFormat response_format = ResponseFormat::kText;
+  // With kJsonSchema: the JSON Schema the output is held to, as JSON text (sampling::JsonSchema
+  // says which keywords are enforced); empty otherwise.
+  std::string json_schema;
   friend bool operator==(const SamplingParams&, const SamplingParams&) = default;
 };
 

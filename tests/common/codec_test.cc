@@ -29,11 +29,14 @@ std::vector<Message> SampleMessages() {
   sampling.top_logprobs = 2;
   sampling.min_tokens = 5;
   sampling.include_stop_str_in_output = true;
-  sampling.response_format = ResponseFormat::kJsonObject;
+  sampling.response_format = ResponseFormat::kJsonSchema;
+  sampling.json_schema = R"({"type":"object","properties":{"a":{"enum":["\u00e9"]}}})";
   sampling.logit_bias = {{13, -100.0f}, {261, 2.5f}};
 
   Submit text_submit{"c-1", "stories", false, "Once upon a time", {}, sampling, 0, 1500, true};
-  Submit token_submit{"c-2", "", true, "", {1, 403, 407}, {}, 2, 0, false};
+  SamplingParams json_object;
+  json_object.response_format = ResponseFormat::kJsonObject;
+  Submit token_submit{"c-2", "", true, "", {1, 403, 407}, json_object, 2, 0, false};
   TokenChunk chunk{42, "c-1", 3, 17, {261, 378}, " a time", {-0.5f, -1.25f},
                    FinishReason::kLength, Usage{5, 20, 4}, {261, 7, 378, 9}, {-0.5f, -2.0f, -1.25f, -1.5f}, 2};
   ReplicaInfo info;

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
+
 namespace bmad::cli {
 namespace {
 
@@ -49,6 +52,33 @@ TEST(SamplingFlagsTest, EveryFlagReachesTheParams) {
   EXPECT_TRUE(p.ignore_eos);
   EXPECT_EQ(p.min_tokens, 3u);
   EXPECT_EQ(p.logit_bias, (std::vector<proto::LogitBias>{{13, -100.0f}, {261, 2.5f}}));
+}
+
+// Params() after parsing `args`.
+Result<proto::SamplingParams> ParsedParams(std::vector<std::string> args) {
+  Flags flags("test");
+  SamplingFlags sampling;
+  sampling.AddTo(flags);
+  std::vector<std::string> positional;
+  BMAD_RETURN_IF_ERROR(flags.Parse(args, &positional));
+  return sampling.Params();
+}
+
+TEST(SamplingFlagsTest, JsonAndJsonSchemaChooseTheResponseFormat) {
+  EXPECT_EQ(ParsedParams({"--json"}).value().response_format, proto::ResponseFormat::kJsonObject);
+  const std::string path = ::testing::TempDir() + "/sampling_flags_schema.json";
+  {
+    std::ofstream out(path);
+    out << R"({"type": "object", "properties": {"a": {"type": "string"}}})";
+  }
+  const proto::SamplingParams p = ParsedParams({"--json-schema", path}).value();
+  EXPECT_EQ(p.response_format, proto::ResponseFormat::kJsonSchema);
+  EXPECT_EQ(p.json_schema, R"({"type": "object", "properties": {"a": {"type": "string"}}})");
+  EXPECT_EQ(ParsedParams({"--json", "--json-schema", path}).status().message(),
+            "--json and --json-schema cannot be used together");
+  EXPECT_EQ(ParsedParams({"--json-schema", path + ".missing"}).status().message(),
+            "--json-schema: cannot open " + path + ".missing");
+  std::remove(path.c_str());
 }
 
 TEST(SamplingFlagsTest, ALogitBiasThatIsNotIdEqualsBiasIsNamed) {

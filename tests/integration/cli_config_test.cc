@@ -103,6 +103,28 @@ TEST(CliGenerate, SamplingRangesAreUsageErrors) {
   std::filesystem::remove_all(dir);
 }
 
+// --json-schema FILE: the output is a value the schema allows; a schema the compiler refuses is
+// bad usage, named, before the model loads.
+TEST(CliGenerate, JsonSchemaHoldsTheOutputAndABadOneIsAUsageError) {
+  const std::string dir = MakeTempDir("bmad-cli-");
+  const std::string model = SharedModelsDir() + "/stories260K.gguf";
+  const std::string schema = dir + "/colour.json";
+  std::ofstream(schema) << R"({"type":"object","properties":{"colour":{"enum":["red","green"]}},"required":["colour"]})";
+  CliRun ok = RunBmad({"generate", "--model", model, "--prompt", "Hi", "--threads", "1", "--temperature", "0",
+                       "--max-tokens", "40", "--json-schema", schema}, dir);
+  EXPECT_EQ(ok.status, 0) << ok.output;
+  EXPECT_TRUE(ok.output.find("\"colour\"") != std::string::npos &&
+              (ok.output.find("\"red\"") != std::string::npos || ok.output.find("\"green\"") != std::string::npos))
+      << ok.output;
+  std::ofstream(schema) << R"({"type":"string","format":"date","minLength":1})";
+  CliRun bad = RunBmad({"generate", "--model", model, "--prompt", "Hi", "--threads", "1", "--json-schema", schema}, dir);
+  EXPECT_EQ(bad.status, 2) << bad.output;
+  EXPECT_NE(bad.output.find("'response_format.json_schema.schema' at the root: keyword 'minLength' is not supported"),
+            std::string::npos)
+      << bad.output;
+  std::filesystem::remove_all(dir);
+}
+
 // The in-process tools take --backend; a name that is not a backend is refused as bad usage, and
 // cuda without a usable GPU (CI) or without CUDA in the build says so instead of running.
 TEST(CliBackendFlag, UnknownBackendsAreRefusedAndCudaWithoutAGpuSaysWhy) {

@@ -31,11 +31,13 @@ std::string LocalGreedyText(const std::string& model, const std::string& prompt,
   return Generate(model, prompt, sampling);
 }
 
-std::string LocalGreedyJson(const std::string& model, const std::string& prompt, uint32_t max_tokens) {
+std::string LocalGreedyJson(const std::string& model, const std::string& prompt, uint32_t max_tokens,
+                            const std::string& schema) {
   proto::SamplingParams sampling;
   sampling.temperature = 0;
   sampling.max_tokens = max_tokens;
-  sampling.response_format = proto::ResponseFormat::kJsonObject;
+  sampling.response_format = schema.empty() ? proto::ResponseFormat::kJsonObject : proto::ResponseFormat::kJsonSchema;
+  sampling.json_schema = schema;
   return Generate(model, prompt, sampling);
 }
 

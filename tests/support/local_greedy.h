@@ -9,7 +9,9 @@ namespace bmad::testing {
 
 std::string LocalGreedyText(const std::string& model, const std::string& prompt,
                             uint32_t max_tokens, bool ignore_eos = false);
-// The same with response_format json_object (`bmad generate --json`).
-std::string LocalGreedyJson(const std::string& model, const std::string& prompt, uint32_t max_tokens);
+// The same with response_format json_object (`bmad generate --json`), or json_schema when
+// `schema` is given (`bmad generate --json-schema`).
+std::string LocalGreedyJson(const std::string& model, const std::string& prompt, uint32_t max_tokens,
+                            const std::string& schema = "");
 
 }  // namespace bmad::testing

@@ -154,8 +154,9 @@ Status Engine::Add(EngineRequest r) {
   }
   const int64_t max_new =
       std::min<int64_t>(r.sampling.max_tokens, context_length_ - static_cast<int64_t>(r.prompt.size()));
-  std::optional<sampling::JsonConstraint> constraint = OutputConstraint(tokenizer_, r.sampling, token_texts_);
-  // Tokens generated elsewhere (a migrated request) must already be on the way to an object.
+  BMAD_ASSIGN_OR_RETURN(std::optional<sampling::JsonConstraint> constraint,
+                        OutputConstraint(tokenizer_, r.sampling, token_texts_));
+  // Tokens generated elsewhere (a migrated request) must already be on the way to the value.
   if (constraint) BMAD_RETURN_IF_ERROR(constraint->Sync(r.generated).WithContext(which));
   const uint64_t seed = default_seed_ ^ (r.id * 0x9e3779b97f4a7c15ull);
   auto state = std::make_unique<RequestState>(r.id, r.prompt, r.sampling, seed, tokenizer_,

@@ -29,10 +29,11 @@ namespace bmad::engine {
 std::vector<int32_t> TokensThatEnd(const tokenizer::Tokenizer& tokenizer,
                                    const proto::SamplingParams& params);
 
-// What the parameters hold the output to (response_format json_object), for the sequence's
-// Sampler; nullopt for free text. `texts` keeps the vocabulary's texts between calls: built on
-// the first call that needs them.
-std::optional<sampling::JsonConstraint> OutputConstraint(
+// What the parameters hold the output to (response_format json_object or json_schema), for the
+// sequence's Sampler; nullopt for free text. `texts` keeps the vocabulary's texts between calls:
+// built on the first call that needs them. kInvalidArgument for a schema JsonSchema refuses
+// (ValidateSamplingParams refuses it first).
+Result<std::optional<sampling::JsonConstraint>> OutputConstraint(
     const tokenizer::Tokenizer& tokenizer, const proto::SamplingParams& params,
     std::shared_ptr<const sampling::TokenTexts>& texts);
 

@@ -7,8 +7,13 @@
 
 namespace bmad::sampling {
 
-JsonConstraint::JsonConstraint(std::shared_ptr<const TokenTexts> texts, std::vector<int32_t> end_tokens)
-    : texts_(std::move(texts)), end_tokens_(std::move(end_tokens)) {}
+JsonConstraint::JsonConstraint(std::shared_ptr<const TokenTexts> texts, std::vector<int32_t> end_tokens,
+                               std::shared_ptr<const JsonSchema> schema)
+    : texts_(std::move(texts)),
+      end_tokens_(std::move(end_tokens)),
+      schema_(std::move(schema)),
+      automaton_(schema_.get()) {}
+
 
 bool JsonConstraint::Ends(int32_t token) const {
   return std::find(end_tokens_.begin(), end_tokens_.end(), token) != end_tokens_.end();
@@ -16,7 +21,7 @@ bool JsonConstraint::Ends(int32_t token) const {
 
 Status JsonConstraint::Sync(std::span<const int32_t> generated) {
   if (generated.size() < read_) {
-    automaton_ = JsonAutomaton(JsonAutomaton::TopLevel::kObject);
+    automaton_ = SchemaAutomaton(schema_.get());
     read_ = 0;
     ended_ = false;
   }
@@ -24,12 +29,12 @@ Status JsonConstraint::Sync(std::span<const int32_t> generated) {
     const int32_t token = generated[read_];
     if (ended_) {
       return InvalidArgument("output token " + std::to_string(read_) + " (id " + std::to_string(token) +
-                             ") follows the end of the JSON object");
+                             ") follows the end of the JSON value");
     }
     const std::string_view text = texts_->text(token);
     // A token that both continues and ends (a stop token id with text) is read as text.
     if (!text.empty()) {
-      JsonAutomaton next = automaton_;
+      SchemaAutomaton next = automaton_;
       if (next.Feed(text)) {
         automaton_ = next;
         continue;
@@ -40,7 +45,7 @@ Status JsonConstraint::Sync(std::span<const int32_t> generated) {
       continue;
     }
     return InvalidArgument("output token " + std::to_string(read_) + " (id " + std::to_string(token) +
-                           ") cannot continue a JSON object");
+                           ") cannot continue the JSON value the response format allows");
   }
   return Status::Ok();
 }
@@ -50,7 +55,7 @@ Status JsonConstraint::Mask(std::span<float> scores) const {
   // Which bytes can come next: most tokens are refused by their first byte alone.
   std::array<bool, 256> first_byte_fits{};
   for (int b = 0; b < 256; ++b) {
-    JsonAutomaton probe = automaton_;
+    SchemaAutomaton probe = automaton_;
     first_byte_fits[static_cast<size_t>(b)] = probe.Feed(static_cast<uint8_t>(b));
   }
   const bool complete = automaton_.complete();
@@ -61,7 +66,7 @@ Status JsonConstraint::Mask(std::span<float> scores) const {
     const std::string_view text = texts_->text(static_cast<int64_t>(id));
     bool fits = in_string && texts_->plain_in_json_string(static_cast<int64_t>(id));
     if (!fits && !ended_ && !text.empty() && first_byte_fits[static_cast<uint8_t>(text[0])]) {
-      JsonAutomaton probe = automaton_;
+      SchemaAutomaton probe = automaton_;
       fits = probe.Feed(text);
     }
     if (!fits && complete && !ended_) fits = Ends(static_cast<int32_t>(id));
@@ -72,8 +77,8 @@ Status JsonConstraint::Mask(std::span<float> scores) const {
     }
   }
   if (allowed == 0) {
-    return FailedPrecondition(complete ? "the JSON object is complete, and no token may end the output"
-                                       : "no token of the vocabulary can continue the JSON object");
+    return FailedPrecondition(complete ? "the JSON value is complete, and no token may end the output"
+                                       : "no token of the vocabulary can continue the JSON value");
   }
   return Status::Ok();
 }

@@ -1,10 +1,10 @@
-// Holds one sequence's output to a single JSON object (OpenAI's response_format "json_object"):
-// at each step every token whose text cannot continue the output towards a valid object is
-// banned, and once the object is closed only the tokens that end the output remain, so the
-// output ends with it.
+// Holds one sequence's output to a JSON value its schema allows (OpenAI's response_format
+// "json_schema"; "json_object" is the schema JsonSchema::AnyObject): at each step every token
+// whose text cannot continue the output towards such a value is banned, and once the value is
+// whole only the tokens that end the output remain, so the output ends with it.
 //
-// Tokens are judged by their bytes (TokenTexts) through a JsonAutomaton, which never accepts a
-// prefix no object completes: the output cannot be led into a dead end. Control tokens (no
+// Tokens are judged by their bytes (TokenTexts) through a SchemaAutomaton, which never accepts a
+// prefix no allowed value completes: the output cannot be led into a dead end. Control tokens (no
 // text) are banned until the end. A length limit or a stop string can still cut the object
 // short, as in vLLM; the finish reason then says so ("length", or "stop" with stop_reason).
 //
@@ -23,16 +23,18 @@
 #include <vector>
 
 #include "common/status.h"
-#include "worker/sampling/json_automaton.h"
+#include "worker/sampling/json_schema.h"
+#include "worker/sampling/schema_automaton.h"
 #include "worker/sampling/token_texts.h"
 
 namespace bmad::sampling {
 
 class JsonConstraint {
  public:
-  // `end_tokens`: what ends the output (engine::TokensThatEnd); allowed once the object is
+  // `end_tokens`: what ends the output (engine::TokensThatEnd); allowed once the value is
   // complete, and only then.
-  JsonConstraint(std::shared_ptr<const TokenTexts> texts, std::vector<int32_t> end_tokens);
+  JsonConstraint(std::shared_ptr<const TokenTexts> texts, std::vector<int32_t> end_tokens,
+                 std::shared_ptr<const JsonSchema> schema = JsonSchema::AnyObject());
 
   // Reads the output's tokens not read yet. Between calls the output only grows (a shorter one
   // is read again from its start). kInvalidArgument naming the token when one cannot continue
@@ -50,7 +52,8 @@ class JsonConstraint {
 
   std::shared_ptr<const TokenTexts> texts_;
   std::vector<int32_t> end_tokens_;
-  JsonAutomaton automaton_{JsonAutomaton::TopLevel::kObject};
+  std::shared_ptr<const JsonSchema> schema_;
+  SchemaAutomaton automaton_;  // reads *schema_ (shared, so copies of this read it too)
   size_t read_ = 0;     // output tokens read into the automaton
   bool ended_ = false;  // an end token was read: nothing follows it
 };

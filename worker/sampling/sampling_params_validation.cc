@@ -1,6 +1,7 @@
 #include "worker/sampling/sampling_params_validation.h"
 
 #include "common/utf8_lead.h"
+#include "worker/sampling/json_schema.h"
 
 #include <cmath>
 #include <cstdio>
@@ -114,15 +115,26 @@ Status ValidateSamplingParams(const proto::SamplingParams& params, int32_t vocab
                            ") must be at most 'max_tokens' (" +
                            std::to_string(params.max_tokens) + ")");
   }
-  if (params.response_format == proto::ResponseFormat::kJsonObject) {
-    // The object's end is the output's end: the sampler allows nothing but an ending token then.
+  if (params.response_format != proto::ResponseFormat::kText) {
+    // The value's end is the output's end: the sampler allows nothing but an ending token then.
     for (const auto& [set, field] : {std::pair{params.min_tokens > 0, "'min_tokens'"},
                                      std::pair{params.ignore_eos, "'ignore_eos'"}}) {
       if (set) {
-        return InvalidArgument(std::string(field) + " cannot be used with response_format "
-                               "\"json_object\": the output ends when the JSON object closes");
+        return InvalidArgument(std::string(field) + " cannot be used with response_format \"" +
+                               std::string(proto::ResponseFormatName(params.response_format)) +
+                               "\": the output ends when the JSON value does");
       }
     }
+  }
+  if (params.response_format == proto::ResponseFormat::kJsonSchema) {
+    Result<std::shared_ptr<const JsonSchema>> schema = JsonSchema::Compile(params.json_schema);
+    if (!schema.ok()) {
+      return InvalidArgument("'response_format.json_schema.schema' " + schema.status().message());
+    }
+  } else if (!params.json_schema.empty()) {
+    return InvalidArgument("'json_schema' is set, but response_format is \"" +
+                           std::string(proto::ResponseFormatName(params.response_format)) +
+                           "\", not \"json_schema\"");
   }
   if (params.logit_bias.size() > kMaxLogitBias) {
     return InvalidArgument("'logit_bias' holds " + std::to_string(params.logit_bias.size()) +

@@ -48,7 +48,9 @@ inline constexpr size_t kMaxLogitBias = 4096;
 //   min_tokens          <= max_tokens
 //   logit_bias          at most 4096 entries, distinct token ids in [0, vocab_size), each bias
 //                       finite, in [-100, 100]
-//   response_format     json_object: neither min_tokens nor ignore_eos
+//   response_format     json_object, json_schema: neither min_tokens nor ignore_eos
+//   json_schema         with json_schema only: a schema JsonSchema::Compile takes (its error,
+//                       under 'response_format.json_schema.schema')
 // `vocab_size` must be positive (kInvalidArgument otherwise).
 Status ValidateSamplingParams(const proto::SamplingParams& params, int32_t vocab_size);
 

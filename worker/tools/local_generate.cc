@@ -83,8 +83,10 @@ Result<LocalGenerateStats> LocalGenerate(const LocalGenerateOptions& o,
   };
 
   std::shared_ptr<const sampling::TokenTexts> texts;
+  BMAD_ASSIGN_OR_RETURN(std::optional<sampling::JsonConstraint> constraint,
+                        engine::OutputConstraint(tok, o.sampling, texts));
   sampling::Sampler sampler(o.sampling, std::random_device{}(), engine::TokensThatEnd(tok, o.sampling),
-                            engine::OutputConstraint(tok, o.sampling, texts));
+                            std::move(constraint));
   engine::OutputProcessor output(tok, o.sampling, prompt, max_new);
   LocalGenerateStats stats;
   stats.prompt_tokens = static_cast<int64_t>(prompt.size());

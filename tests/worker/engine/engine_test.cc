@@ -13,6 +13,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "worker/engine/engine_metrics.h"
 #include "tests/support/json_verdict.h"
+#include "tests/support/schema_verdict.h"
 #include "tests/support/paths.h"
 #include "worker/memory/system_allocations.h"
 #include "worker/server/replica_memory.h"
@@ -345,6 +346,47 @@ TEST(EngineTest, JsonOutputIsAnObjectOrTheStartOfOne) {
   }
 }
 
+// response_format json_schema: the same under a schema; an output that ends is a value the
+// schema allows (tests/support/schema_verdict.h judges), keys in the order declared.
+TEST(EngineTest, JsonSchemaOutputIsAValueTheSchemaAllows) {
+  const std::string schema = R"({"type":"object","properties":{
+      "mood":{"enum":["happy","sad","sleepy"]},"name":{"type":"string"},"age":{"type":"integer"},
+      "friends":{"type":"array","items":{"enum":["Tim","Sue","Max"]},"maxItems":2}},
+    "required":["mood","name","age"],"additionalProperties":false})";
+  proto::SamplingParams p;
+  p.response_format = proto::ResponseFormat::kJsonSchema;
+  p.json_schema = schema;
+  p.max_tokens = 200;
+  p.temperature = 0;
+  int whole = 0;
+  for (uint64_t seed = 0; seed < 4; ++seed) {
+    if (seed > 0) {
+      p.temperature = 1.0f;
+      p.seed = seed;
+      p.has_seed = true;
+    }
+    const BothWays r = RunBothWays("Once upon a time", p);
+    ASSERT_FALSE(r.engine_text.empty()) << seed;
+    EXPECT_EQ(r.engine_text[0], '{') << r.engine_text;
+    if (r.engine_reason == proto::FinishReason::kStop) {
+      ++whole;
+      ASSERT_EQ(testing::JudgeJson(r.engine_text), testing::JsonVerdict::kWhole) << r.engine_text;
+      EXPECT_EQ(testing::SchemaViolation(nlohmann::json::parse(r.engine_text), nlohmann::json::parse(schema)), "")
+          << r.engine_text;
+      std::vector<std::string> keys;
+      const nlohmann::ordered_json value = nlohmann::ordered_json::parse(r.engine_text);
+      for (const auto& [key, field] : value.items()) keys.push_back(key);
+      EXPECT_EQ(std::vector<std::string>(keys.begin(), keys.begin() + 3),
+                (std::vector<std::string>{"mood", "name", "age"}))
+          << r.engine_text;
+    } else {
+      EXPECT_EQ(r.engine_reason, proto::FinishReason::kLength);
+      EXPECT_NE(testing::JudgeJson(r.engine_text), testing::JsonVerdict::kInvalid) << r.engine_text;
+    }
+  }
+  EXPECT_GT(whole, 0);
+}
+
 TEST(EngineTest, AJsonOutputEndsWhenItsObjectCloses) {
   Fixture f;
   const int32_t open = TokenWithText(*f.tok, "{"), close = TokenWithText(*f.tok, "}");
@@ -368,7 +410,7 @@ TEST(EngineTest, AMigratedJsonOutputMustBeTheStartOfAnObject) {
   bad.generated = {open, letter};
   Status refused = f.engine->Add(bad);
   EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(refused.message().find("output token 1 (id " + std::to_string(letter) + ") cannot continue a JSON object"),
+  EXPECT_NE(refused.message().find("output token 1 (id " + std::to_string(letter) + ") cannot continue the JSON value"),
             std::string::npos)
       << refused.message();
   EngineRequest good = bad;

@@ -73,14 +73,14 @@ TEST(JsonConstraint, OnceTheObjectClosesOnlyAnEndingTokenMayFollow) {
   ASSERT_TRUE(c.Sync(std::vector<int32_t>{3, 4, kEos}).ok());
   std::vector<float> scores(kTexts.size(), 0.0f);
   EXPECT_THAT(c.Mask(scores).message(), HasSubstr("no token may end the output"));
-  EXPECT_THAT(c.Sync(std::vector<int32_t>{3, 4, kEos, 3}).message(), HasSubstr("follows the end of the JSON object"));
+  EXPECT_THAT(c.Sync(std::vector<int32_t>{3, 4, kEos, 3}).message(), HasSubstr("follows the end of the JSON value"));
 }
 
 TEST(JsonConstraint, AnOutputItDidNotChooseIsCheckedTokenByToken) {
   JsonConstraint c(Texts(), {kEos});
   Status bad = c.Sync(std::vector<int32_t>{3, 6});  // {a
   EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(bad.message(), HasSubstr("output token 1 (id 6) cannot continue a JSON object"));
+  EXPECT_THAT(bad.message(), HasSubstr("output token 1 (id 6) cannot continue the JSON value"));
   JsonConstraint early(Texts(), {kEos});
   EXPECT_THAT(early.Sync(std::vector<int32_t>{3, kEos}).message(), HasSubstr("output token 1 (id 2)"));
   // A shorter output than the last one is read again from its start.
@@ -100,7 +100,7 @@ TEST(JsonConstraint, IdsBeyondTheTextsAreBannedAndAVocabularyWithoutJsonIsAnErro
   std::vector<float> scores(3, 0.0f);
   Status none = letters.Mask(scores);
   EXPECT_EQ(none.code(), StatusCode::kFailedPrecondition);
-  EXPECT_THAT(none.message(), HasSubstr("no token of the vocabulary can continue the JSON object"));
+  EXPECT_THAT(none.message(), HasSubstr("no token of the vocabulary can continue the JSON value"));
 }
 
 TEST(JsonConstraint, TheSamplerTakesTheBestAllowedTokenAndEndsWithTheObject) {
@@ -123,24 +123,27 @@ TEST(JsonConstraint, TheSamplerTakesTheBestAllowedTokenAndEndsWithTheObject) {
   EXPECT_EQ(out, (std::vector<int32_t>{3, 4, kEos}));  // {} and the end
 }
 
-TEST(JsonConstraint, TheMaskIsEveryTokenTheAutomatonAcceptsWhole) {
-  // A vocabulary with whole and partial UTF-8 characters, escapes and quotes in the middle of
-  // tokens: at every step of random outputs, what Mask allows (plain tokens inside strings are
-  // allowed unread) is exactly what feeding each token to the automaton accepts.
+// At every step of 300 random outputs, what Mask allows (plain tokens inside strings are
+// allowed unread) is exactly what feeding each token whole to `reference` (a fresh automaton of
+// the same schema) accepts. The vocabulary has whole and partial UTF-8 characters, escapes and
+// quotes in the middle of tokens, and every byte alone (as a Llama vocabulary's byte tokens), so
+// that no state is a dead end for lack of a token.
+template <typename Automaton>
+void ExpectMaskIsWhatTheAutomatonAccepts(std::shared_ptr<const JsonSchema> schema, const Automaton& fresh,
+                                         const std::vector<std::string>& extra_texts) {
   std::vector<std::string> texts = kTexts;
   for (const char* t : {"caf\xC3\xA9", "\xC3", "\xA9", "\xE2\x82", "\xAC x", "a\"b", "\\", "\\u00", "e9\"",
                         "\\uD83D", "\\uDE00", "[", "]", "-0.5e", "+3", "null", "\"a\":", "\t", "  "}) {
     texts.push_back(t);
   }
-  // And every byte alone (as a Llama vocabulary's byte tokens), so that no state is a dead end
-  // for lack of a token.
+  texts.insert(texts.end(), extra_texts.begin(), extra_texts.end());
   for (int b = 1; b < 256; ++b) texts.push_back(std::string(1, static_cast<char>(b)));
   auto shared = std::make_shared<const TokenTexts>(texts);
   std::mt19937 rng(11);
   int compared = 0;
   for (int run = 0; run < 300; ++run) {
-    JsonConstraint c(shared, {kEos});
-    JsonAutomaton reference(JsonAutomaton::TopLevel::kObject);
+    JsonConstraint c(shared, {kEos}, schema);
+    Automaton reference = fresh;
     std::vector<int32_t> out;
     for (int step = 0; step < 30; ++step) {
       ASSERT_TRUE(c.Sync(out).ok());
@@ -148,7 +151,7 @@ TEST(JsonConstraint, TheMaskIsEveryTokenTheAutomatonAcceptsWhole) {
       ASSERT_TRUE(c.Mask(scores).ok());
       std::vector<int32_t> allowed;
       for (size_t id = 0; id < texts.size(); ++id) {
-        JsonAutomaton probe = reference;
+        Automaton probe = reference;
         const bool fits = (!texts[id].empty() && probe.Feed(texts[id])) ||
                           (reference.complete() && static_cast<int32_t>(id) == kEos);
         ASSERT_EQ(scores[id] != -kInf, fits) << "token " << id << " after " << out.size() << " tokens";
@@ -162,6 +165,22 @@ TEST(JsonConstraint, TheMaskIsEveryTokenTheAutomatonAcceptsWhole) {
     }
   }
   EXPECT_GT(compared, 2000);
+}
+
+TEST(JsonConstraint, TheMaskIsEveryTokenTheAutomatonAcceptsWhole) {
+  // JSON mode against JsonAutomaton itself.
+  ExpectMaskIsWhatTheAutomatonAccepts(JsonSchema::AnyObject(), JsonAutomaton(JsonAutomaton::TopLevel::kObject), {});
+}
+
+TEST(JsonConstraint, UnderASchemaTheMaskIsEveryTokenTheSchemaAutomatonAcceptsWhole) {
+  // Keys and enum values are matched, not free text: plain tokens are not allowed unread there.
+  Result<std::shared_ptr<const JsonSchema>> schema = JsonSchema::Compile(
+      R"({"type":"object","properties":{"name":{"type":"string"},"kind":{"enum":["cat","caterpillar"]},
+          "n":{"type":"integer"},"tags":{"type":"array","items":{"type":"string"},"maxItems":2}},
+          "required":["name","kind"]})");
+  ASSERT_TRUE(schema.ok()) << schema.status().ToString();
+  ExpectMaskIsWhatTheAutomatonAccepts(*schema, SchemaAutomaton(schema->get()),
+                                      {"{\"name\":\"", "\",\"kind\":", "\"cat", "erpillar\"", "name", "\"n\":", "7}"});
 }
 
 TEST(JsonConstraint, SampledOutputsAlwaysStayOnTheWayToAnObject) {

@@ -129,13 +129,35 @@ TEST(ValidateSamplingParams, RejectsEachBadFieldNamingItAndItsRange) {
          p.response_format = proto::ResponseFormat::kJsonObject;
          p.min_tokens = 1;
        },
-       {"'min_tokens' cannot be used with response_format \"json_object\"", "ends when the JSON object closes"}},
+       {"'min_tokens' cannot be used with response_format \"json_object\"", "ends when the JSON value does"}},
       {"json_object with ignore_eos",
        [](auto& p) {
          p.response_format = proto::ResponseFormat::kJsonObject;
          p.ignore_eos = true;
        },
        {"'ignore_eos' cannot be used"}},
+      {"json_schema with ignore_eos",
+       [](auto& p) {
+         p.response_format = proto::ResponseFormat::kJsonSchema;
+         p.json_schema = "{}";
+         p.ignore_eos = true;
+       },
+       {"'ignore_eos' cannot be used with response_format \"json_schema\""}},
+      {"json_schema the compiler refuses",
+       [](auto& p) {
+         p.response_format = proto::ResponseFormat::kJsonSchema;
+         p.json_schema = R"({"type":"object","properties":{"a":{"type":"string","maxLength":3}}})";
+       },
+       {"'response_format.json_schema.schema' at /properties/a: keyword 'maxLength' is not supported"}},
+      {"json_schema empty",
+       [](auto& p) { p.response_format = proto::ResponseFormat::kJsonSchema; },
+       {"'response_format.json_schema.schema' the schema is not valid JSON"}},
+      {"a schema without its format",
+       [](auto& p) {
+         p.response_format = proto::ResponseFormat::kJsonObject;
+         p.json_schema = "{}";
+       },
+       {"'json_schema' is set, but response_format is \"json_object\", not \"json_schema\""}},
   };
   for (const Case& c : cases) ExpectRejected(c);
 }
@@ -169,6 +191,10 @@ TEST(ValidateSamplingParams, AcceptsTheBoundaries) {
         p.min_tokens = 9;
       },
       [](auto& p) { p.logit_bias = {{0, -100.0f}, {kVocab - 1, 100.0f}}; },
+      [](auto& p) {
+        p.response_format = proto::ResponseFormat::kJsonSchema;
+        p.json_schema = R"({"type":"object","properties":{"a":{"enum":["x","y"]}},"required":["a"]})";
+      },
       [](auto& p) {
         for (uint32_t i = 0; i < kMaxLogitBias; ++i) p.logit_bias.push_back({i, 0.5f});
       },

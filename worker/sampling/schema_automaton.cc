@@ -1,0 +1,294 @@
+#include "worker/sampling/schema_automaton.h"
+
+#include <algorithm>
+#include <bit>
+
+namespace bmad::sampling {
+namespace {
+
+using Kind = JsonSchema::Kind;
+
+bool IsWhitespace(uint8_t b) { return b == ' ' || b == '\t' || b == '\n' || b == '\r'; }
+bool IsDigit(uint8_t b) { return b >= '0' && b <= '9'; }
+bool StartsNumber(uint8_t b) { return b == '-' || IsDigit(b); }
+
+}  // namespace
+
+SchemaAutomaton& SchemaAutomaton::operator=(const SchemaAutomaton& other) {
+  schema_ = other.schema_;
+  std::copy_n(other.frames_.begin(), other.depth_, frames_.begin());
+  depth_ = other.depth_;
+  done_ = other.done_;
+  leaf_ = other.leaf_;
+  leaf_node_ = other.leaf_node_;
+  literal_low_ = other.literal_low_;
+  literal_high_ = other.literal_high_;
+  matched_ = other.matched_;
+  keys_ = other.keys_;
+  number_digits_ = other.number_digits_;
+  in_exponent_ = other.in_exponent_;
+  json_ = other.json_;
+  return *this;
+}
+
+bool SchemaAutomaton::Feed(std::string_view bytes) {
+  for (char c : bytes) {
+    if (!Feed(static_cast<uint8_t>(c))) return false;
+  }
+  return true;
+}
+
+bool SchemaAutomaton::Feed(uint8_t byte) {
+  if (leaf_ != Leaf::kNone) {
+    const LeafResult r = FeedLeaf(byte);
+    if (r != LeafResult::kEnded) return r == LeafResult::kTaken;
+  }
+  if (depth_ == 0) return !done_ && StartValue(schema_->root(), byte);
+  return FeedFrame(byte);
+}
+
+bool SchemaAutomaton::complete() const {
+  return done_ || (depth_ == 0 && leaf_ != Leaf::kNone && LeafComplete());
+}
+
+bool SchemaAutomaton::Fits(uint16_t index, int extra) const {
+  return depth_ + extra + schema_->node(index).min_depth <= JsonSchema::kMaxDepth;
+}
+
+bool SchemaAutomaton::StartValue(uint16_t index, uint8_t byte) {
+  const uint16_t chosen = schema_->Resolve(index, byte);
+  if (chosen == JsonSchema::kNoNode || !Fits(chosen)) return false;
+  const JsonSchema::Node& node = schema_->node(chosen);
+  switch (node.kind) {
+    case Kind::kObject:
+    case Kind::kArray:
+      if (byte != (node.kind == Kind::kObject ? '{' : '[')) return false;
+      frames_[depth_++] = Frame{.node = chosen, .phase = Phase::kOpen, .whitespace = 0, .property = 0,
+                                .next = 0, .items = 0};
+      return true;
+    case Kind::kLiterals:
+      leaf_ = Leaf::kLiteral;
+      leaf_node_ = chosen;
+      literal_low_ = 0;
+      literal_high_ = static_cast<uint32_t>(node.literals.size());
+      matched_ = 0;
+      return FeedLeaf(byte) == LeafResult::kTaken;
+    case Kind::kString:
+      if (byte != '"') return false;
+      break;
+    case Kind::kNumber:
+    case Kind::kInteger:
+      if (!StartsNumber(byte)) return false;
+      break;
+    case Kind::kAny:
+    case Kind::kAnyObject:
+      break;
+    case Kind::kUnion:
+      return false;  // Resolve never answers a union
+  }
+  leaf_ = Leaf::kJson;
+  leaf_node_ = chosen;
+  number_digits_ = IsDigit(byte) ? 1 : 0;
+  in_exponent_ = false;
+  json_ = JsonAutomaton(node.kind == Kind::kAnyObject ? JsonAutomaton::TopLevel::kObject
+                                                      : JsonAutomaton::TopLevel::kAnyValue);
+  return json_.Feed(byte);
+}
+
+SchemaAutomaton::LeafResult SchemaAutomaton::FeedLeaf(uint8_t byte) {
+  switch (leaf_) {
+    case Leaf::kJson: {
+      const bool was_complete = json_.complete();
+      if (NumberAllows(byte) && json_.Feed(byte)) {
+        if (schema_->node(leaf_node_).kind == Kind::kNumber || schema_->node(leaf_node_).kind == Kind::kInteger) {
+          // A new part of the number starts its count; a digit adds to it.
+          number_digits_ = IsDigit(byte) ? static_cast<uint8_t>(number_digits_ + 1)
+                           : byte == '-' || byte == '+' ? number_digits_
+                                                        : 0;
+          if (byte == 'e' || byte == 'E') in_exponent_ = true;
+        }
+        return LeafResult::kTaken;
+      }
+      if (!was_complete) return LeafResult::kRefused;
+      break;
+    }
+    case Leaf::kLiteral: {
+      const std::vector<std::string>& literals = schema_->node(leaf_node_).literals;
+      // The literals still matching share their first matched_ bytes and are sorted: those
+      // going on with `byte` are a run of them.
+      uint32_t low = literal_low_;
+      while (low < literal_high_ && (literals[low].size() <= matched_ ||
+                                     static_cast<uint8_t>(literals[low][matched_]) != byte)) {
+        ++low;
+      }
+      uint32_t high = low;
+      while (high < literal_high_ && literals[high].size() > matched_ &&
+             static_cast<uint8_t>(literals[high][matched_]) == byte) {
+        ++high;
+      }
+      if (low < high) {
+        literal_low_ = low;
+        literal_high_ = high;
+        ++matched_;
+        return LeafResult::kTaken;
+      }
+      if (!LeafComplete()) return LeafResult::kRefused;
+      break;
+    }
+    case Leaf::kKey: {
+      const auto& properties = schema_->node(frames_[depth_ - 1].node).properties;
+      uint64_t going_on = 0;
+      for (uint64_t bits = keys_; bits != 0; bits &= bits - 1) {
+        const int i = std::countr_zero(bits);
+        const std::string& key = properties[static_cast<size_t>(i)].key;
+        if (key.size() > matched_ && static_cast<uint8_t>(key[matched_]) == byte) going_on |= uint64_t{1} << i;
+      }
+      if (going_on != 0) {
+        keys_ = going_on;
+        ++matched_;
+        return LeafResult::kTaken;
+      }
+      for (uint64_t bits = keys_; bits != 0; bits &= bits - 1) {
+        const int i = std::countr_zero(bits);
+        if (properties[static_cast<size_t>(i)].key.size() != matched_) continue;
+        // The key is read: its colon comes next, in the object.
+        Frame& f = frames_[depth_ - 1];
+        f.property = static_cast<uint16_t>(i);
+        f.phase = Phase::kColon;
+        f.whitespace = 0;
+        leaf_ = Leaf::kNone;
+        return LeafResult::kEnded;
+      }
+      return LeafResult::kRefused;
+    }
+    case Leaf::kNone:
+      return LeafResult::kRefused;
+  }
+  leaf_ = Leaf::kNone;
+  EndValue();
+  return LeafResult::kEnded;
+}
+
+bool SchemaAutomaton::NumberAllows(uint8_t byte) const {
+  const Kind kind = schema_->node(leaf_node_).kind;
+  if (kind != Kind::kNumber && kind != Kind::kInteger) return true;
+  if (kind == Kind::kInteger && (byte == '.' || byte == 'e' || byte == 'E')) return false;
+  return !IsDigit(byte) || number_digits_ < (in_exponent_ ? kMaxExponentDigits : kMaxNumberDigits);
+}
+
+bool SchemaAutomaton::LeafComplete() const {
+  switch (leaf_) {
+    case Leaf::kJson: return json_.complete();
+    case Leaf::kLiteral: return schema_->node(leaf_node_).literals[literal_low_].size() == matched_;
+    case Leaf::kKey:
+    case Leaf::kNone: return false;
+  }
+  return false;
+}
+
+void SchemaAutomaton::EndValue() {
+  if (depth_ == 0) {
+    done_ = true;
+    return;
+  }
+  Frame& f = frames_[depth_ - 1];
+  f.whitespace = 0;
+  f.phase = Phase::kAfter;
+  if (schema_->node(f.node).kind == Kind::kObject) {
+    f.next = static_cast<uint16_t>(f.property + 1);
+  } else {
+    ++f.items;
+  }
+}
+
+bool SchemaAutomaton::Whitespace(Frame& f, uint8_t byte) {
+  // f.whitespace: 0 none yet, 1 one space (the gap is full), 2 + n a newline and n indents.
+  if (f.whitespace == 0 && (byte == ' ' || byte == '\n')) {
+    f.whitespace = byte == ' ' ? 1 : 2;
+    return true;
+  }
+  if (f.whitespace >= 2 && (byte == ' ' || byte == '\t') && f.whitespace - 2 < kMaxIndent) {
+    ++f.whitespace;
+    return true;
+  }
+  return false;
+}
+
+uint64_t SchemaAutomaton::KeyCandidates(const Frame& f) const {
+  const JsonSchema::Node& node = schema_->node(f.node);
+  if (f.next >= node.properties.size()) return 0;
+  // Properties are written in order: any optional one up to the next required one, inclusive.
+  const size_t last = std::min<size_t>(node.next_required[f.next], node.properties.size() - 1);
+  uint64_t keys = 0;
+  for (size_t i = f.next; i <= last; ++i) {
+    if (Fits(node.properties[i].node)) keys |= uint64_t{1} << i;
+  }
+  return keys;
+}
+
+bool SchemaAutomaton::FeedFrame(uint8_t byte) {
+  Frame& f = frames_[depth_ - 1];
+  if (IsWhitespace(byte)) return Whitespace(f, byte);
+  f.whitespace = 0;
+  return schema_->node(f.node).kind == Kind::kObject ? FeedObject(f, byte) : FeedArray(f, byte);
+}
+
+bool SchemaAutomaton::FeedObject(Frame& f, uint8_t byte) {
+  const JsonSchema::Node& node = schema_->node(f.node);
+  const bool nothing_required_left = node.next_required[f.next] == node.properties.size();
+  switch (f.phase) {
+    case Phase::kOpen:
+    case Phase::kNext:
+      if (byte == '"') {
+        keys_ = KeyCandidates(f);
+        if (keys_ == 0) return false;
+        leaf_ = Leaf::kKey;
+        matched_ = 0;
+        return FeedLeaf(byte) == LeafResult::kTaken;
+      }
+      if (byte == '}' && f.phase == Phase::kOpen && nothing_required_left) break;
+      return false;
+    case Phase::kColon:
+      if (byte != ':') return false;
+      f.phase = Phase::kValue;
+      return true;
+    case Phase::kValue:
+      return StartValue(node.properties[f.property].node, byte);
+    case Phase::kAfter:
+      if (byte == ',' && KeyCandidates(f) != 0) {
+        f.phase = Phase::kNext;
+        return true;
+      }
+      if (byte == '}' && nothing_required_left) break;
+      return false;
+  }
+  --depth_;  // the object closes
+  EndValue();
+  return true;
+}
+
+bool SchemaAutomaton::FeedArray(Frame& f, uint8_t byte) {
+  const JsonSchema::Node& node = schema_->node(f.node);
+  switch (f.phase) {
+    case Phase::kOpen:
+      if (byte == ']' && node.min_items == 0) break;
+      return node.max_items > 0 && StartValue(node.items, byte);
+    case Phase::kNext:
+      return StartValue(node.items, byte);
+    case Phase::kAfter:
+      if (byte == ',' && f.items < node.max_items && Fits(node.items)) {
+        f.phase = Phase::kNext;
+        return true;
+      }
+      if (byte == ']' && f.items >= node.min_items) break;
+      return false;
+    case Phase::kColon:
+    case Phase::kValue:
+      return false;
+  }
+  --depth_;  // the array closes
+  EndValue();
+  return true;
+}
+
+}  // namespace bmad::sampling
