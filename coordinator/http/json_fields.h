@@ -18,7 +18,9 @@
 
 namespace bmad::http::internal {
 
-using Json = nlohmann::json;
+// Ordered: a body's objects keep their keys in the order sent (a JSON schema's properties are
+// written in the order it declares them).
+using Json = nlohmann::ordered_json;
 
 // Real requests nest four levels deep (body, messages, message, content parts); the bound keeps
 // hostile "[[[[..." bodies from costing more than a scan.

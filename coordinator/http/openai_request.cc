@@ -392,23 +392,62 @@ Status ReadChoiceShape(const JsonFields& body, bool chat, CompletionRequest& req
   return Status::Ok();
 }
 
-// OpenAI's response_format: {"type": "text"} or {"type": "json_object"}. JSON schemas are not
-// enforced, and are refused rather than ignored.
+// OpenAI's json_schema response format: {"name": ..., "description": ..., "schema": {...},
+// "strict": ...}. The schema is always enforced (strict or not); which keywords are is
+// sampling::JsonSchema's business, checked with the other sampling parameters.
+Status ReadJsonSchemaFormat(const Json& format, CompletionRequest& request) {
+  const auto spec = format.find("json_schema");
+  if (spec == format.end() || !spec->is_object()) {
+    return InvalidArgument("'response_format.json_schema' must be an object holding the schema "
+                           "under \"schema\"");
+  }
+  const JsonFields fields(*spec, "response_format.json_schema.");
+  BMAD_RETURN_IF_ERROR(fields.String("name").status());
+  BMAD_RETURN_IF_ERROR(fields.String("description").status());
+  BMAD_RETURN_IF_ERROR(fields.Bool("strict").status());
+  const Json* schema = fields.Find("schema");
+  if (schema == nullptr) return InvalidArgument("'response_format.json_schema.schema' is required");
+  if (!schema->is_object() && !schema->is_boolean()) {
+    return MustBe("response_format.json_schema.schema", "an object (a JSON Schema)", *schema);
+  }
+  request.sampling.response_format = proto::ResponseFormat::kJsonSchema;
+  request.sampling.json_schema = schema->dump();
+  return Status::Ok();
+}
+
+// OpenAI's response_format: {"type": "text"}, {"type": "json_object"} or {"type":
+// "json_schema", "json_schema": {...}}; and vLLM's guided_json (a schema, or its JSON text).
 Status ReadResponseFormat(const JsonFields& body, CompletionRequest& request) {
+  const Json* guided = body.Find("guided_json");
+  if (guided != nullptr) {
+    if (guided->is_string()) {
+      request.sampling.json_schema = guided->get<std::string>();
+    } else if (guided->is_object() || guided->is_boolean()) {
+      request.sampling.json_schema = guided->dump();
+    } else {
+      return MustBe("guided_json", "a JSON Schema (an object, or its JSON text)", *guided);
+    }
+    request.sampling.response_format = proto::ResponseFormat::kJsonSchema;
+  }
   const Json* format = body.Find("response_format");
   if (format == nullptr || format->is_null()) return Status::Ok();
   if (!format->is_object()) return MustBe("response_format", "an object", *format);
   const auto type = format->find("type");
   if (type == format->end()) {
-    return InvalidArgument("'response_format.type' is required: \"text\" or \"json_object\"");
+    return InvalidArgument("'response_format.type' is required: \"text\", \"json_object\" or \"json_schema\"");
   }
   if (*type == "text") return Status::Ok();
+  if (guided != nullptr) {
+    return InvalidArgument("'guided_json' cannot be used with a 'response_format' other than "
+                           "\"text\": give the schema once");
+  }
   if (*type == "json_object") {
     request.sampling.response_format = proto::ResponseFormat::kJsonObject;
     return Status::Ok();
   }
+  if (*type == "json_schema") return ReadJsonSchemaFormat(*format, request);
   return InvalidArgument("'response_format' of type " + internal::DescribeJsonValue(*type) +
-                         " is not supported; \"text\" and \"json_object\" are");
+                         " is not supported; \"text\", \"json_object\" and \"json_schema\" are");
 }
 
 Status ReadSchedulingHints(const JsonFields& body, const RequestLimits& limits,
@@ -450,7 +489,7 @@ Status RejectUnsupported(const JsonFields& body, bool chat) {
       return InvalidArgument(Quoted(key) + " is not supported");
     }
   }
-  for (const std::string_view key : {"guided_json", "guided_regex", "guided_choice",
+  for (const std::string_view key : {"guided_regex", "guided_choice",
                                      "guided_grammar", "structured_outputs", "chat_template",
                                      "chat_template_kwargs", "prompt_logprobs"}) {
     if (const Json* value = body.Find(key); value != nullptr && !value->is_null()) {

@@ -42,15 +42,19 @@
 //                      allowed only when stream is true (as OpenAI and vLLM both insist)
 //   n                  integer in [1, 128], choices per prompt; best_of (completions) must equal
 //                      n; echo (completions) must be false; user is ignored
-//   response_format    {"type": "text"} or {"type": "json_object"} (the output is one JSON
-//                      object; neither min_tokens nor ignore_eos with it)
+//   response_format    {"type": "text"}, {"type": "json_object"} (the output is one JSON
+//                      object) or {"type": "json_schema", "json_schema": {"schema": {...}}}
+//                      (one JSON value the schema allows; name, description and strict are
+//                      checked for type and otherwise ignored: the schema is always
+//                      enforced); neither min_tokens nor ignore_eos with either
+//   guided_json        vLLM's: a JSON Schema (object, or its JSON text), as json_schema
 //   priority           bmad: integer class in [0, limits.priority_classes), 0 most urgent
 //   slo_ms             bmad: latency objective in milliseconds, integer >= 0 (0: none)
 // Parameters OpenAI defines but this server cannot honour are rejected rather than silently
 // ignored when set to anything but their neutral value: suffix (non-empty), response_format
-// (type other than "text" and "json_object"), tools and functions (non-empty), tool_choice and function_call
+// (another type), tools and functions (non-empty), tool_choice and function_call
 // (other than "none"); so are vLLM's extensions that would change the output: use_beam_search,
-// continue_final_message (true), guided_json/regex/choice/grammar,
+// continue_final_message (true), guided_regex/choice/grammar,
 // structured_outputs, chat_template, chat_template_kwargs and prompt_logprobs (non-null).
 //
 // Thread-safety: pure functions.

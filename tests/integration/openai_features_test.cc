@@ -14,6 +14,7 @@
 #include "tests/support/local_cluster.h"
 #include "tests/support/local_greedy.h"
 #include "tests/support/paths.h"
+#include "tests/support/schema_verdict.h"
 #include "tests/support/sse_completion.h"
 
 namespace bmad::testing {
@@ -285,17 +286,86 @@ TEST(OpenAiFeaturesTest, JsonObjectResponsesAreHeldToAnObject) {
   EXPECT_EQ(content.substr(0, 1), "{") << content;
   EXPECT_NE(JudgeJson(content), JsonVerdict::kInvalid) << content;
   // What it cannot honour is refused, named.
-  chat["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "cat"}}}};
-  r = Post(cluster.http_port(), "/v1/chat/completions", chat.dump());
-  EXPECT_EQ(r.status, 400) << r.body;
-  EXPECT_NE(json::parse(r.body)["error"]["message"].get<std::string>().find("\"json_schema\" is not supported"),
-            std::string::npos)
-      << r.body;
-  chat["response_format"] = {{"type", "json_object"}};
   chat["min_tokens"] = 4;
   r = Post(cluster.http_port(), "/v1/chat/completions", chat.dump());
   EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_NE(r.body.find("'min_tokens' cannot be used with response_format"), std::string::npos) << r.body;
+}
+
+TEST(OpenAiFeaturesTest, JsonSchemaResponsesAreValuesTheSchemaAllows) {
+  LocalCluster cluster({Stories(), 1, 0});
+  std::string error;
+  ASSERT_TRUE(cluster.Start(&error)) << error;
+  // (Properties in sorted order: these bodies are nlohmann::json, which sorts keys.)
+  const std::string schema_text = R"({"type":"object","properties":{"age":{"type":"integer"},
+      "friends":{"type":"array","items":{"enum":["Tim","Sue","Max"]},"maxItems":2},
+      "mood":{"enum":["happy","sad","sleepy"]},"name":{"type":"string"}},
+    "required":["mood","name","age"],"additionalProperties":false})";
+  const json schema = json::parse(schema_text);
+  // The same tokens as `bmad generate --json-schema`, whole and streamed, and through vLLM's
+  // guided_json; the text is a value the schema allows or, cut by max_tokens, the start of one.
+  const std::string expected = LocalGreedyJson(Stories(), "Once upon a time", 120, schema_text);
+  ASSERT_TRUE(expected.starts_with("{ \"age\"")) << expected;
+  for (const bool stream : {false, true}) {
+    for (const bool guided : {false, true}) {
+      json body = Completion("Once upon a time", 120, stream);
+      if (guided) {
+        body["guided_json"] = schema;
+      } else {
+        body["response_format"] = {{"type", "json_schema"},
+                                   {"json_schema", {{"name", "character"}, {"strict", true}, {"schema", schema}}}};
+      }
+      std::string text, finish;
+      if (stream) {
+        StreamResult s = Stream(cluster.http_port(), body);
+        ASSERT_TRUE(s.done) << s.error;
+        text = s.text;
+        finish = s.finish_reason;
+      } else {
+        HttpResult r = Post(cluster.http_port(), "/v1/completions", body.dump());
+        ASSERT_EQ(r.status, 200) << r.body;
+        text = json::parse(r.body)["choices"][0]["text"];
+        finish = json::parse(r.body)["choices"][0]["finish_reason"];
+      }
+      EXPECT_EQ(text, expected) << stream << guided;
+      EXPECT_EQ(finish, "stop") << text;
+      ASSERT_EQ(JudgeJson(text), JsonVerdict::kWhole) << text;
+      EXPECT_EQ(SchemaViolation(json::parse(text), schema), "") << text;
+    }
+  }
+  // The order the body declares the properties in is the order they are written in.
+  const std::string ordered = R"({"prompt": "Once upon a time", "max_tokens": 60, "temperature": 0,
+      "response_format": {"type": "json_schema", "json_schema": {"name": "pair", "schema": {"type": "object",
+        "properties": {"zeta": {"enum": ["z"]}, "alpha": {"type": "boolean"}}, "required": ["zeta", "alpha"]}}}})";
+  HttpResult in_order = Post(cluster.http_port(), "/v1/completions", ordered);
+  ASSERT_EQ(in_order.status, 200) << in_order.body;
+  const std::string pair = json::parse(in_order.body)["choices"][0]["text"];
+  EXPECT_LT(pair.find("\"zeta\""), pair.find("\"alpha\"")) << pair;
+  EXPECT_EQ(SchemaViolation(json::parse(pair), json::parse(ordered)["response_format"]["json_schema"]["schema"]), "")
+      << pair;
+  // Chat takes it too; a root that is no object is fine.
+  json chat = {{"messages", {{{"role", "user"}, {"content", "Pick a colour"}}}},
+               {"max_tokens", 24},
+               {"temperature", 0},
+               {"response_format", {{"type", "json_schema"},
+                                    {"json_schema", {{"name", "colour"}, {"schema", {{"enum", {"red", "green", "blue"}}}}}}}}};
+  HttpResult r = Post(cluster.http_port(), "/v1/chat/completions", chat.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::string content = json::parse(r.body)["choices"][0]["message"]["content"];
+  EXPECT_TRUE(content == "\"red\"" || content == "\"green\"" || content == "\"blue\"") << content;
+  EXPECT_EQ(json::parse(r.body)["choices"][0]["finish_reason"], "stop") << r.body;
+  // A keyword it does not enforce is refused, named with its place; so is a schema with no value.
+  chat["response_format"]["json_schema"]["schema"] = {{"type", "string"}, {"pattern", "^[a-z]+$"}};
+  r = Post(cluster.http_port(), "/v1/chat/completions", chat.dump());
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(json::parse(r.body)["error"]["message"],
+            "'response_format.json_schema.schema' at the root: keyword 'pattern' is not supported")
+      << r.body;
+  EXPECT_EQ(json::parse(r.body)["error"]["param"], "response_format.json_schema.schema") << r.body;
+  chat["response_format"]["json_schema"]["schema"] = {{"$ref", "#/$defs/Missing"}};
+  r = Post(cluster.http_port(), "/v1/chat/completions", chat.dump());
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("names nothing in the schema"), std::string::npos) << r.body;
 }
 
 }  // namespace

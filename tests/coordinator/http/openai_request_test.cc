@@ -234,6 +234,26 @@ TEST(ParseCompletionRequest, ResponseFormat) {
                         "response_format": {"type": "json_object"}})"))
                 .sampling.response_format,
             proto::ResponseFormat::kJsonObject);
+  EXPECT_TRUE(Ok(Completion(R"({"prompt": "x"})")).sampling.json_schema.empty());
+}
+
+TEST(ParseCompletionRequest, JsonSchemaKeepsThePropertiesInTheOrderSent) {
+  const CompletionRequest r = Ok(Chat(R"({"messages": [{"role": "user", "content": "hi"}],
+      "response_format": {"type": "json_schema", "json_schema": {"name": "person", "strict": true,
+        "description": "who", "schema": {"type": "object", "properties": {"zeta": {"type": "string"},
+        "alpha": {"enum": [1, "b"]}}, "required": ["zeta"]}}}})"));
+  EXPECT_EQ(r.sampling.response_format, proto::ResponseFormat::kJsonSchema);
+  EXPECT_EQ(r.sampling.json_schema,
+            R"({"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"enum":[1,"b"]}},"required":["zeta"]})");
+  // vLLM's guided_json: the schema, or its text as it came.
+  const CompletionRequest guided = Ok(Completion(R"({"prompt": "x", "guided_json": {"type": "string"}})"));
+  EXPECT_EQ(guided.sampling.response_format, proto::ResponseFormat::kJsonSchema);
+  EXPECT_EQ(guided.sampling.json_schema, R"({"type":"string"})");
+  EXPECT_EQ(Ok(Completion(R"({"prompt": "x", "guided_json": "{\"enum\": [1]}"})")).sampling.json_schema,
+            R"({"enum": [1]})");
+  EXPECT_EQ(Ok(Completion(R"({"prompt": "x", "guided_json": {}, "response_format": {"type": "text"}})"))
+                .sampling.response_format,
+            proto::ResponseFormat::kJsonSchema);
 }
 
 TEST(ParseCompletionRequest, NumberEdgeCases) {
@@ -372,7 +392,36 @@ TEST(ParseCompletionRequest, RejectsWrongTypesAndRangesNamingTheParameter) {
       {"{" + p + R"("suffix": "end"})", false, {"'suffix' is not supported"}},
       {"{" + p + R"("response_format": {"type": "json_schema", "json_schema": {"name": "x"}}})",
        false,
-       {"'response_format' of type \"json_schema\" is not supported", "\"json_object\" are"}},
+       {"'response_format.json_schema.schema' is required"}},
+      {"{" + p + R"("response_format": {"type": "json_schema"}})",
+       false,
+       {"'response_format.json_schema' must be an object holding the schema under \"schema\""}},
+      {"{" + p + R"("response_format": {"type": "json_schema", "json_schema": {"schema": "{}"}}})",
+       false,
+       {"'response_format.json_schema.schema' must be an object (a JSON Schema), got \"{}\""}},
+      {"{" + p + R"("response_format": {"type": "json_schema", "json_schema": {"name": 3, "schema": {}}}})",
+       false,
+       {"'response_format.json_schema.name' must be a string, got 3"}},
+      {"{" + p + R"("response_format": {"type": "json_schema", "json_schema": {"strict": "yes", "schema": {}}}})",
+       false,
+       {"'response_format.json_schema.strict' must be a boolean"}},
+      {"{" + p + R"("response_format": {"type": "json_schema", "json_schema": {"schema":
+           {"type": "object", "properties": {"age": {"type": "integer", "minimum": 0}}}}}})",
+       false,
+       {"'response_format.json_schema.schema' at /properties/age: keyword 'minimum' is not supported"}},
+      {"{" + p + R"("response_format": {"type": "json_schema", "json_schema": {"schema": {}}}, "ignore_eos": true})",
+       false,
+       {"'ignore_eos' cannot be used with response_format \"json_schema\""}},
+      {"{" + p + R"("response_format": {"type": "grammar"}})",
+       false,
+       {"'response_format' of type \"grammar\" is not supported", "\"json_schema\" are"}},
+      {"{" + p + R"("guided_json": 5})", false, {"'guided_json' must be a JSON Schema (an object, or its JSON text), got 5"}},
+      {"{" + p + R"("guided_json": "{\"type\": \"strin\"}"})",
+       false,
+       {"'response_format.json_schema.schema' at the root: 'type' \"strin\" is not a JSON Schema type"}},
+      {"{" + p + R"("guided_json": {}, "response_format": {"type": "json_object"}})",
+       false,
+       {"'guided_json' cannot be used with a 'response_format' other than \"text\""}},
       {"{" + p + R"("response_format": {}})", false, {"'response_format.type' is required"}},
       {"{" + p + R"("response_format": {"type": "json_object"}, "min_tokens": 2})",
        false,
@@ -508,7 +557,6 @@ TEST(ParseCompletionRequest, RejectsBadMessages) {
       {R"({"prompt": "x", "include_stop_str_in_output": 1})",
        false,
        {"'include_stop_str_in_output' must be a boolean, got 1"}},
-      {R"({"prompt": "x", "guided_json": {"type": "object"}})", false, {"'guided_json' is not supported"}},
       {R"({"prompt": "x", "guided_choice": ["a", "b"]})", false, {"'guided_choice' is not supported"}},
       {R"({"prompt": "x", "prompt_logprobs": 1})", false, {"'prompt_logprobs' is not supported"}},
   });
