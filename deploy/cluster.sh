@@ -149,8 +149,13 @@ replica_command() {
     IFS=, read -ra parts <<<"${plan_hosts[$k]}"
     for chunk in "${parts[@]}"; do echo "${chunk%:*} slots=${chunk##*:}" >>"$state/hosts-${plan_ids[$k]}"; done
     replica_cmd+=(--hostfile "$state/hosts-${plan_ids[$k]}")
-  elif [ "$ranks" -gt "$(nproc)" ]; then
-    replica_cmd+=(--oversubscribe)
+  else
+    # Jobs on this host get their own session directory: Open MPI 4 jobs sharing
+    # /tmp/ompi.<host>.<uid> race when one starts while another creates or removes it
+    # ("mkdir ... File exists", open-mpi/ompi#8510).
+    mkdir -p "$state/ompi-${plan_ids[$k]}"
+    replica_cmd+=(--mca orte_tmpdir_base "$state/ompi-${plan_ids[$k]}")
+    if [ "$ranks" -gt "$(nproc)" ]; then replica_cmd+=(--oversubscribe); fi
   fi
   if [ -n "${plan_devices[$k]}" ]; then
     replica_cmd=(env "CUDA_VISIBLE_DEVICES=${plan_devices[$k]}" "${replica_cmd[@]}" -x CUDA_VISIBLE_DEVICES)

@@ -168,5 +168,23 @@ TEST(ClusterScriptTest, PlanSplitsTheHostfileBetweenReplicas) {
   std::filesystem::remove_all(dir);
 }
 
+// Replicas on this host each get their own Open MPI session directory in the state directory:
+// jobs sharing /tmp/ompi.<host>.<uid> race when one starts while another creates or removes it.
+TEST(ClusterScriptTest, PlanGivesEachLocalJobItsOwnOpenMpiSessionDirectory) {
+  const std::string dir = MakeTempDir("bmad-cluster-plan-");
+  CommandResult local = RunCommand({kSource + "/deploy/cluster.sh", "plan", "--config",
+                                    kSource + "/deploy/config/local.yaml", "--state", dir, "--bin",
+                                    std::string(BMAD_BINARY_DIR) + "/bin"},
+                                   60s);
+  ASSERT_EQ(local.status, 0) << local.err;
+  for (const char* id : {"normal-0", "long_tail-0"}) {
+    const std::string want = std::string(id) + " [this host]: mpirun -np 1 --bind-to none -x OPENBLAS_NUM_THREADS=1 "
+                             "--mca btl self\\,vader\\,tcp --mca orte_tmpdir_base " + dir + "/ompi-" + id + " ";
+    EXPECT_NE(local.out.find(want), std::string::npos) << want << "\n" << local.out;
+    EXPECT_TRUE(std::filesystem::is_directory(dir + "/ompi-" + id)) << id;
+  }
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace bmad::testing

@@ -18,14 +18,17 @@ namespace {
 
 using namespace std::chrono_literals;
 
-const std::map<std::string, std::string>& MpiEnv() {
-  static const std::map<std::string, std::string> env = {
-      {"OMPI_ALLOW_RUN_AS_ROOT", "1"},
-      {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"},
-      {"OMPI_MCA_btl", "self,vader,tcp"},
-      {"OMPI_MCA_rmaps_base_oversubscribe", "1"},
-      {"OPENBLAS_NUM_THREADS", "1"}};
-  return env;
+// The environment of one replica's mpirun. Each job gets its own session directory base: Open
+// MPI 4 jobs sharing /tmp/ompi.<host>.<uid> race when one starts while another creates or
+// removes it ("mkdir ... File exists", open-mpi/ompi#8510), which failed a replica's start in
+// cluster_test when the previous test's cluster was still stopping.
+std::map<std::string, std::string> MpiEnv(const std::string& session_base) {
+  return {{"OMPI_ALLOW_RUN_AS_ROOT", "1"},
+          {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"},
+          {"OMPI_MCA_btl", "self,vader,tcp"},
+          {"OMPI_MCA_rmaps_base_oversubscribe", "1"},
+          {"OMPI_MCA_orte_tmpdir_base", session_base},
+          {"OPENBLAS_NUM_THREADS", "1"}};
 }
 
 // Children of a process, from /proc.
@@ -100,7 +103,9 @@ bool LocalCluster::Start(std::string* error) {
                                     "--set", "worker.pool=" + std::string(pool), "--replica-index",
                                     std::to_string(index), "--max-run-ms", "600000"};
       w.insert(w.end(), sets.begin(), sets.end());
-      if (!p->Start(w, dir_ + "/replica-" + std::to_string(index) + ".log", MpiEnv())) {
+      const std::string session_base = dir_ + "/ompi-" + std::to_string(index);
+      std::filesystem::create_directories(session_base);
+      if (!p->Start(w, dir_ + "/replica-" + std::to_string(index) + ".log", MpiEnv(session_base))) {
         *error = p->error();
         return false;
       }
