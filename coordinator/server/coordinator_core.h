@@ -122,7 +122,10 @@ class CoordinatorServer::Core {
   // The replica a request is assigned to, "" while it is queued.
   static std::string AssignedReplica(const CoordRequest& r);
   void StopOnReplica(const std::string& replica_id, uint64_t request_id);
-  void Finish(CoordRequest* r, const std::string& outcome);
+  // Counts a request as finished with `outcome` (ok, cancelled, error) and takes it off its
+  // replica's in-flight count. Done before its client is told, so that a client reading
+  // /metrics after its answer finds the request counted; the caller then removes it.
+  void CountFinished(const CoordRequest& r, const std::string& outcome);
   // Counts `requests` answered with `why` instead of being accepted: in requests_total and in
   // rejections_total by reason (overloaded, unavailable, invalid), or, when their client
   // cancelled them first (kCancelled), in requests_finished_total{status="cancelled"}.

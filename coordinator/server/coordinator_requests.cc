@@ -318,15 +318,23 @@ void CoordinatorServer::Core::OnChunk(const std::string& replica_id, proto::Toke
     r->state = RequestState::kStreaming;
   }
   const proto::FinishReason finish = chunk.finish_reason;
-  if (finish != proto::FinishReason::kNone) chunk.usage.prompt_tokens = static_cast<uint32_t>(r->prompt.size());
+  if (finish != proto::FinishReason::kNone) {
+    chunk.usage.prompt_tokens = static_cast<uint32_t>(r->prompt.size());
+    CountFinished(*r, finish == proto::FinishReason::kCancelled ? "cancelled" : "ok");
+  }
+  const uint64_t id = r->id;
   if (!Deliver(r, std::move(chunk))) {
-    log::Info(kLog, "client gone; cancelling", {{"request", r->id}});
+    if (finish != proto::FinishReason::kNone) {
+      // The replica had finished it; only the answer was lost, and it is counted as it ended.
+      log::Info(kLog, "client gone before its last chunk", {{"request", id}});
+      requests_.Remove(id);
+      return;
+    }
+    log::Info(kLog, "client gone; cancelling", {{"request", id}});
     Cancel(r, /*tell_client=*/false);
     return;
   }
-  if (finish != proto::FinishReason::kNone) {
-    Finish(r, finish == proto::FinishReason::kCancelled ? "cancelled" : "ok");
-  }
+  if (finish != proto::FinishReason::kNone) requests_.Remove(id);
 }
 
 void CoordinatorServer::Core::OnWorkerError(const std::string& replica_id, const proto::ErrorMessage& e) {
@@ -388,6 +396,7 @@ void CoordinatorServer::Core::Cancel(CoordRequest* r, bool tell_client) {
   // its requests, and must not take this one along.
   const std::string replica = AssignedReplica(*r);
   const uint64_t id = r->id;
+  CountFinished(*r, "cancelled");
   if (tell_client) {
     proto::TokenChunk last;
     last.finish_reason = proto::FinishReason::kCancelled;
@@ -396,13 +405,14 @@ void CoordinatorServer::Core::Cancel(CoordRequest* r, bool tell_client) {
                               static_cast<uint32_t>(r->streamed_tokens.size()), 0};
     (void)Deliver(r, std::move(last));
   }
-  Finish(r, "cancelled");
+  requests_.Remove(id);
   StopOnReplica(replica, id);
 }
 
 void CoordinatorServer::Core::Fail(CoordRequest* r, const Status& status) {
   const std::string replica = AssignedReplica(*r);
   const uint64_t id = r->id;
+  CountFinished(*r, "error");
   if (r->http) {
     StreamEvent e;
     e.kind = StreamEvent::Kind::kError;
@@ -411,7 +421,7 @@ void CoordinatorServer::Core::Fail(CoordRequest* r, const Status& status) {
   } else {
     SendClientError(r->client_routing_id, status, r->client_request_id, 0);
   }
-  Finish(r, "error");
+  requests_.Remove(id);
   StopOnReplica(replica, id);
 }
 
@@ -423,11 +433,10 @@ void CoordinatorServer::Core::FailAll(const Status& status) {
   }
 }
 
-void CoordinatorServer::Core::Finish(CoordRequest* r, const std::string& outcome) {
-  if (const std::string replica = AssignedReplica(*r); !replica.empty()) replicas_.AddInFlight(replica, -1);
+void CoordinatorServer::Core::CountFinished(const CoordRequest& r, const std::string& outcome) {
+  if (const std::string replica = AssignedReplica(r); !replica.empty()) replicas_.AddInFlight(replica, -1);
   metrics_->Finished(outcome).Increment();
-  metrics_->e2e_latency.Observe(double(clock_.NowNanos() - r->arrival_ns) * 1e-9);
-  requests_.Remove(r->id);
+  metrics_->e2e_latency.Observe(double(clock_.NowNanos() - r.arrival_ns) * 1e-9);
 }
 
 void CoordinatorServer::Core::CountRefused(const Status& why, uint32_t requests) {
