@@ -249,6 +249,24 @@ TEST(OpenAiFeaturesTest, TokenizeCountsWhatTheCompletionIsBilledFor) {
   }
 }
 
+// A /v1/completions body's text and finish reason, streamed when the body says so.
+struct CompletionAnswer {
+  std::string text;
+  std::string finish;
+};
+CompletionAnswer Answer(int port, const json& body) {
+  if (body.value("stream", false)) {
+    StreamResult s = Stream(port, body);
+    EXPECT_TRUE(s.done) << s.error;
+    return {s.text, s.finish_reason};
+  }
+  HttpResult r = Post(port, "/v1/completions", body.dump());
+  EXPECT_EQ(r.status, 200) << r.body;
+  if (r.status != 200) return {};
+  const json answer = json::parse(r.body);
+  return {answer["choices"][0]["text"], answer["choices"][0]["finish_reason"]};
+}
+
 TEST(OpenAiFeaturesTest, JsonObjectResponsesAreHeldToAnObject) {
   LocalCluster cluster({Stories(), 1, 0});
   std::string error;
@@ -260,18 +278,7 @@ TEST(OpenAiFeaturesTest, JsonObjectResponsesAreHeldToAnObject) {
   for (const bool stream : {false, true}) {
     json body = Completion("Once upon a time", 40, stream);
     body["response_format"] = {{"type", "json_object"}};
-    std::string text, finish;
-    if (stream) {
-      StreamResult s = Stream(cluster.http_port(), body);
-      ASSERT_TRUE(s.done) << s.error;
-      text = s.text;
-      finish = s.finish_reason;
-    } else {
-      HttpResult r = Post(cluster.http_port(), "/v1/completions", body.dump());
-      ASSERT_EQ(r.status, 200) << r.body;
-      text = json::parse(r.body)["choices"][0]["text"];
-      finish = json::parse(r.body)["choices"][0]["finish_reason"];
-    }
+    const auto [text, finish] = Answer(cluster.http_port(), body);
     EXPECT_EQ(text, expected) << stream;
     EXPECT_EQ(JudgeJson(text), finish == "stop" ? JsonVerdict::kWhole : JsonVerdict::kPrefix) << text;
   }
@@ -315,18 +322,7 @@ TEST(OpenAiFeaturesTest, JsonSchemaResponsesAreValuesTheSchemaAllows) {
         body["response_format"] = {{"type", "json_schema"},
                                    {"json_schema", {{"name", "character"}, {"strict", true}, {"schema", schema}}}};
       }
-      std::string text, finish;
-      if (stream) {
-        StreamResult s = Stream(cluster.http_port(), body);
-        ASSERT_TRUE(s.done) << s.error;
-        text = s.text;
-        finish = s.finish_reason;
-      } else {
-        HttpResult r = Post(cluster.http_port(), "/v1/completions", body.dump());
-        ASSERT_EQ(r.status, 200) << r.body;
-        text = json::parse(r.body)["choices"][0]["text"];
-        finish = json::parse(r.body)["choices"][0]["finish_reason"];
-      }
+      const auto [text, finish] = Answer(cluster.http_port(), body);
       EXPECT_EQ(text, expected) << stream << guided;
       EXPECT_EQ(finish, "stop") << text;
       ASSERT_EQ(JudgeJson(text), JsonVerdict::kWhole) << text;

@@ -321,12 +321,9 @@ int32_t TokenWithText(const tokenizer::Tokenizer& tok, std::string_view text) {
   return -1;
 }
 
-// response_format json_object: the engine and `bmad generate` draw the same tokens under the
-// constraint; the text is always an object or the start of one, and an output that ends is one.
-TEST(EngineTest, JsonOutputIsAnObjectOrTheStartOfOne) {
-  proto::SamplingParams p;
-  p.response_format = proto::ResponseFormat::kJsonObject;
-  p.max_tokens = 40;
+// Four runs both ways of "Once upon a time" under `p`: greedy, then seeds 1-3 at temperature 1.
+std::vector<BothWays> GreedyAndSeeded(proto::SamplingParams p) {
+  std::vector<BothWays> runs;
   p.temperature = 0;
   for (uint64_t seed = 0; seed < 4; ++seed) {
     if (seed > 0) {
@@ -334,8 +331,19 @@ TEST(EngineTest, JsonOutputIsAnObjectOrTheStartOfOne) {
       p.seed = seed;
       p.has_seed = true;
     }
-    const BothWays r = RunBothWays("Once upon a time", p);
-    ASSERT_FALSE(r.engine_text.empty()) << seed;
+    runs.push_back(RunBothWays("Once upon a time", p));
+  }
+  return runs;
+}
+
+// response_format json_object: the engine and `bmad generate` draw the same tokens under the
+// constraint; the text is always an object or the start of one, and an output that ends is one.
+TEST(EngineTest, JsonOutputIsAnObjectOrTheStartOfOne) {
+  proto::SamplingParams p;
+  p.response_format = proto::ResponseFormat::kJsonObject;
+  p.max_tokens = 40;
+  for (const BothWays& r : GreedyAndSeeded(p)) {
+    ASSERT_FALSE(r.engine_text.empty());
     EXPECT_EQ(r.engine_text[0], '{') << r.engine_text;
     if (r.engine_reason == proto::FinishReason::kStop) {
       EXPECT_EQ(testing::JudgeJson(r.engine_text), testing::JsonVerdict::kWhole) << r.engine_text;
@@ -357,16 +365,9 @@ TEST(EngineTest, JsonSchemaOutputIsAValueTheSchemaAllows) {
   p.response_format = proto::ResponseFormat::kJsonSchema;
   p.json_schema = schema;
   p.max_tokens = 200;
-  p.temperature = 0;
   int whole = 0;
-  for (uint64_t seed = 0; seed < 4; ++seed) {
-    if (seed > 0) {
-      p.temperature = 1.0f;
-      p.seed = seed;
-      p.has_seed = true;
-    }
-    const BothWays r = RunBothWays("Once upon a time", p);
-    ASSERT_FALSE(r.engine_text.empty()) << seed;
+  for (const BothWays& r : GreedyAndSeeded(p)) {
+    ASSERT_FALSE(r.engine_text.empty());
     EXPECT_EQ(r.engine_text[0], '{') << r.engine_text;
     if (r.engine_reason == proto::FinishReason::kStop) {
       ++whole;
