@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "coordinator/http/json_fields.h"
+#include "worker/sampling/json_schema.h"
 
 namespace bmad::http {
 namespace {
@@ -408,7 +409,7 @@ Status ReadJsonSchemaFormat(const Json& format, CompletionRequest& request) {
   const Json* schema = fields.Find("schema");
   if (schema == nullptr) return InvalidArgument("'response_format.json_schema.schema' is required");
   if (!schema->is_object() && !schema->is_boolean()) {
-    return MustBe("response_format.json_schema.schema", "an object (a JSON Schema)", *schema);
+    return MustBe("response_format.json_schema.schema", "an object or a boolean (a JSON Schema)", *schema);
   }
   request.sampling.response_format = proto::ResponseFormat::kJsonSchema;
   request.sampling.json_schema = schema->dump();
@@ -426,6 +427,12 @@ Status ReadResponseFormat(const JsonFields& body, CompletionRequest& request) {
       request.sampling.json_schema = guided->dump();
     } else {
       return MustBe("guided_json", "a JSON Schema (an object, or its JSON text)", *guided);
+    }
+    // Checked here, not only by the workers' check below, so that the error names this field.
+    if (Result<std::shared_ptr<const sampling::JsonSchema>> schema =
+            sampling::JsonSchema::Compile(request.sampling.json_schema);
+        !schema.ok()) {
+      return InvalidArgument("'guided_json' " + schema.status().message());
     }
     request.sampling.response_format = proto::ResponseFormat::kJsonSchema;
   }

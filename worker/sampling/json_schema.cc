@@ -33,6 +33,30 @@ std::bitset<256> ValueStarts() {
   return s;
 }
 
+// Objects and arrays nested in the schema's text: a schema nested kMaxSchemaNesting deep
+// ("properties" and a name per level) fits.
+constexpr size_t kMaxTextNesting = 2 * kMaxSchemaNesting + 16;
+
+// How deep the text's objects and arrays nest, strings skipped (the text may not be JSON).
+size_t TextNesting(std::string_view text) {
+  size_t depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      deepest = std::max(deepest, ++depth);
+    } else if ((c == '}' || c == ']') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
 std::string Where(const std::string& path) { return "at " + (path.empty() ? std::string("the root") : path); }
 
 std::string Escape(std::string_view token) {  // a JSON pointer reference token (RFC 6901)
@@ -126,6 +150,10 @@ class JsonSchemaCompiler {
         return InvalidArgument(Where(path) + ": keyword '" + key + "' is not supported");
       }
     }
+    // A nested $id would change the base its "#/..." references resolve against.
+    if (&s != &document_ && s.contains("$id")) {
+      return InvalidArgument(Where(path) + ": '$id' is supported at the root only");
+    }
     const auto constraining_besides = [&](std::string_view keyword) -> std::string {
       for (const auto& [key, value] : s.items()) {
         if (key != keyword && kEnforced.contains(key)) return key;
@@ -149,7 +177,11 @@ class JsonSchemaCompiler {
       return Compile(all[0], path + "/allOf/0", nesting + 1);
     }
     for (std::string_view keyword : {"anyOf", "oneOf"}) {
-      if (s.contains(keyword)) return Alternatives(s[std::string(keyword)], path + "/" + std::string(keyword), nesting);
+      if (!s.contains(keyword)) continue;
+      BMAD_ASSIGN_OR_RETURN(const uint16_t index,
+                            Alternatives(s[std::string(keyword)], path + "/" + std::string(keyword), nesting));
+      if (keyword == "oneOf") one_of_.insert(index);
+      return index;
     }
     return Typed(s, path, nesting);
   }
@@ -220,10 +252,18 @@ class JsonSchemaCompiler {
     BMAD_ASSIGN_OR_RETURN(std::vector<std::string> types, Types(s, path));
     if (s.contains("enum") || s.contains("const")) return Literals(s, types, path);
     if (types.empty()) {
-      // No type: what the keywords describe, else anything.
-      if (s.contains("properties") || s.contains("required")) types = {"object"};
-      else if (s.contains("items") || s.contains("minItems") || s.contains("maxItems")) types = {"array"};
-      else return Store(Node{}, path);
+      // No type: the values the keywords describe, else anything. Values of the other types
+      // would be valid too; writing only these is still valid, except under oneOf (see there).
+      if (s.contains("properties") || s.contains("required") || s.contains("additionalProperties")) {
+        types = {"object"};
+      } else if (s.contains("items") || s.contains("minItems") || s.contains("maxItems")) {
+        types = {"array"};
+      } else {
+        return Store(Node{}, path);
+      }
+      BMAD_ASSIGN_OR_RETURN(const uint16_t index, OneType(s, types[0], path, nesting));
+      inferred_.insert(index);
+      return index;
     }
     if (types.size() == 1) return OneType(s, types[0], path, nesting);
     BMAD_ASSIGN_OR_RETURN(const uint16_t index, NewNode(path));
@@ -257,7 +297,8 @@ class JsonSchemaCompiler {
   }
 
   Result<uint16_t> Literals(const Json& s, const std::vector<std::string>& types, const std::string& path) {
-    for (std::string_view other : {"properties", "required", "items", "minItems", "maxItems"}) {
+    for (std::string_view other :
+         {"properties", "required", "additionalProperties", "items", "minItems", "maxItems"}) {
       if (s.contains(other)) {
         return InvalidArgument(Where(path) + ": '" + std::string(s.contains("enum") ? "enum" : "const") +
                                "' beside '" + std::string(other) + "' is not supported");
@@ -311,7 +352,8 @@ class JsonSchemaCompiler {
       return InvalidArgument(Where(path) + ": 'minItems' is larger than 'maxItems'");
     }
     BMAD_ASSIGN_OR_RETURN(const uint16_t index, NewNode(path));
-    const Json items = s.contains("items") ? s["items"] : Json(true);
+    static const Json kAnyItem = true;
+    const Json& items = s.contains("items") ? s["items"] : kAnyItem;
     if (items.is_boolean() && !items.get<bool>()) {
       node.max_items = 0;  // only []
       if (node.min_items > 0) return InvalidArgument(Where(path) + ": 'minItems' with 'items' false admits no value");
@@ -347,7 +389,7 @@ class JsonSchemaCompiler {
     }
     const Json* additional = s.contains("additionalProperties") ? &s["additionalProperties"] : nullptr;
     if (properties.empty()) {
-      if (additional == nullptr || *additional == Json(true)) {
+      if (additional == nullptr || *additional == Json(true) || *additional == Json::object()) {
         node.kind = Kind::kAnyObject;
         return Store(std::move(node), path);
       }
@@ -375,8 +417,9 @@ class JsonSchemaCompiler {
     return index;
   }
 
-  // The bytes a value of node `index` can start with (a union's: its alternatives').
-  Result<std::bitset<256>> FirstBytes(uint16_t index, std::set<uint16_t>& visiting) {
+  // The bytes a value of node `index` can start with (a union's: its alternatives'). Each
+  // union's is worked out once: alternatives shared through $ref are not walked again.
+  Result<std::bitset<256>> FirstBytes(uint16_t index) {
     const Node& node = schema_->nodes_[index];
     std::bitset<256> s;
     switch (node.kind) {
@@ -393,15 +436,17 @@ class JsonSchemaCompiler {
         for (const std::string& l : node.literals) s.set(static_cast<uint8_t>(l[0]));
         return s;
       case Kind::kUnion:
-        if (!visiting.insert(index).second) {
+        if (const auto known = first_bytes_.find(index); known != first_bytes_.end()) return known->second;
+        if (!visiting_.insert(index).second) {
           return InvalidArgument(Where(paths_[index]) + ": the alternatives refer back to themselves "
                                  "before any value starts");
         }
         for (uint16_t alt : alternatives_[index]) {
-          BMAD_ASSIGN_OR_RETURN(const std::bitset<256> a, FirstBytes(alt, visiting));
+          BMAD_ASSIGN_OR_RETURN(const std::bitset<256> a, FirstBytes(alt));
           s |= a;
         }
-        visiting.erase(index);
+        visiting_.erase(index);
+        first_bytes_.emplace(index, s);
         return s;
     }
     return s;
@@ -412,9 +457,10 @@ class JsonSchemaCompiler {
     for (auto& [index, alts] : alternatives_) {
       std::array<uint16_t, 256> table;
       table.fill(JsonSchema::kNoNode);
+      if (one_of_.contains(index)) BMAD_RETURN_IF_ERROR(CheckOneOf(index));
+      visiting_ = {index};
       for (size_t i = 0; i < alts.size(); ++i) {
-        std::set<uint16_t> visiting{index};
-        BMAD_ASSIGN_OR_RETURN(const std::bitset<256> bytes, FirstBytes(alts[i], visiting));
+        BMAD_ASSIGN_OR_RETURN(const std::bitset<256> bytes, FirstBytes(alts[i]));
         for (int b = 0; b < 256; ++b) {
           if (!bytes.test(static_cast<size_t>(b))) continue;
           if (table[static_cast<size_t>(b)] != JsonSchema::kNoNode) {
@@ -427,6 +473,28 @@ class JsonSchemaCompiler {
         }
       }
       schema_->nodes_[index].by_first_byte = table;
+    }
+    return Status::Ok();
+  }
+
+  // Alternatives that differ in their first byte hold oneOf's "exactly one" only when each
+  // admits its own types alone: one whose type was inferred from its keywords ({"properties":
+  // ...} with no "type") admits every value of the other types too, so a value the others
+  // allow would match two.
+  Status CheckOneOf(uint16_t one_of) {
+    std::vector<uint16_t> todo = alternatives_[one_of];
+    std::set<uint16_t> seen;
+    while (!todo.empty()) {
+      const uint16_t index = todo.back();
+      todo.pop_back();
+      if (!seen.insert(index).second) continue;
+      if (inferred_.contains(index)) {
+        return InvalidArgument(Where(paths_[index]) + ": an alternative of 'oneOf' needs a 'type' (without "
+                               "one it admits values of every other type too)");
+      }
+      if (const auto alts = alternatives_.find(index); alts != alternatives_.end()) {
+        todo.insert(todo.end(), alts->second.begin(), alts->second.end());
+      }
     }
     return Status::Ok();
   }
@@ -466,6 +534,10 @@ class JsonSchemaCompiler {
   std::map<std::string, uint16_t> by_pointer_;        // $ref targets compiled
   std::set<std::string> resolving_;                   // $ref targets being compiled
   std::vector<std::string> pending_;                  // $ref targets waiting for their first node
+  std::set<uint16_t> inferred_;                       // nodes whose type came from their keywords
+  std::set<uint16_t> one_of_;                         // unions from oneOf (the rest are anyOf, types)
+  std::map<uint16_t, std::bitset<256>> first_bytes_;  // each union's, once known
+  std::set<uint16_t> visiting_;                       // unions whose first bytes are being found
 };
 
 uint16_t JsonSchema::Resolve(uint16_t index, uint8_t byte) const {
@@ -478,6 +550,11 @@ Result<std::shared_ptr<const JsonSchema>> JsonSchema::Compile(std::string_view t
   if (text.size() > kMaxTextBytes) {
     return InvalidArgument("the schema is " + std::to_string(text.size()) + " bytes; at most " +
                            std::to_string(kMaxTextBytes) + " are supported");
+  }
+  // Checked before parsing: the JSON library copies, compares and writes values recursively.
+  if (const size_t nesting = TextNesting(text); nesting > kMaxTextNesting) {
+    return InvalidArgument("the schema text nests " + std::to_string(nesting) + " objects and arrays deep; at most " +
+                           std::to_string(kMaxTextNesting) + " are supported");
   }
   Json document = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (document.is_discarded()) return InvalidArgument("the schema is not valid JSON");

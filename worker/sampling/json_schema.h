@@ -11,15 +11,24 @@
 //                     other key is written, whatever additionalProperties says (an object with
 //                     no properties is any object, or only {} under additionalProperties false)
 //   items             one schema for every item; minItems, maxItems
-//   enum, const       the values as compact JSON with sorted keys (nlohmann's dump)
-//   anyOf, oneOf      alternatives that differ in their first byte (their JSON types, or enum
-//                     values that start differently): the first byte of the value picks one, so
-//                     oneOf's "exactly one" holds too. allOf of one schema is that schema
+//   enum, const       the values as compact JSON, an object's keys in the order given
+//   anyOf, oneOf      alternatives that differ in their first byte (their JSON types, or literals
+//                     other than strings that start differently, as true and null): the first
+//                     byte of the value picks one. oneOf's alternatives each need a "type" (or
+//                     enum/const), so that "exactly one" holds too. allOf of one schema is that
+//                     schema
+//   no "type"         the type the keywords describe (properties, required or
+//                     additionalProperties: an object; items, minItems or maxItems: an array),
+//                     else any value
 //   $ref              "#" and JSON pointers into the document ("#/$defs/Item"); recursion works
 //   true / {}         any JSON value
 // Annotations are ignored: title, description, default, examples, format (an annotation unless a
-// validator opts in, JSON Schema 2020-12 section 7.2), $schema, $id, $comment, $defs,
-// definitions, deprecated, readOnly, writeOnly, additionalProperties.
+// validator opts in, JSON Schema 2020-12 section 7.2), $schema, $id (at the root only),
+// $comment, $defs, definitions, deprecated, readOnly, writeOnly, additionalProperties (see
+// properties).
+//
+// Limits keep a hostile schema cheap: 64 KiB of text nesting at most 272 deep, 4096 parts,
+// 128 levels of schemas; the compile is linear in the parts.
 //
 // The compiler also proves the schema has an instance that nests at most kMaxDepth containers
 // deep, so the automaton can keep every prefix it accepts completable.

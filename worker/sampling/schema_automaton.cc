@@ -114,18 +114,23 @@ SchemaAutomaton::LeafResult SchemaAutomaton::FeedLeaf(uint8_t byte) {
     }
     case Leaf::kLiteral: {
       const std::vector<std::string>& literals = schema_->node(leaf_node_).literals;
-      // The literals still matching share their first matched_ bytes and are sorted: those
-      // going on with `byte` are a run of them.
-      uint32_t low = literal_low_;
-      while (low < literal_high_ && (literals[low].size() <= matched_ ||
-                                     static_cast<uint8_t>(literals[low][matched_]) != byte)) {
-        ++low;
-      }
-      uint32_t high = low;
-      while (high < literal_high_ && literals[high].size() > matched_ &&
-             static_cast<uint8_t>(literals[high][matched_]) == byte) {
-        ++high;
-      }
+      // The literals still matching share their first matched_ bytes and are sorted (bytes
+      // compare unsigned, and one that ends there comes first): those going on with `byte`
+      // are a run of them, found by binary search (an enum may hold 1,024 values).
+      const auto next_byte = [&](uint32_t i) -> int {
+        return literals[i].size() <= matched_ ? -1 : static_cast<uint8_t>(literals[i][matched_]);
+      };
+      const auto first_at_least = [&](int b) {
+        uint32_t lo = literal_low_, hi = literal_high_;
+        while (lo < hi) {
+          const uint32_t mid = lo + (hi - lo) / 2;
+          if (next_byte(mid) < b) lo = mid + 1;
+          else hi = mid;
+        }
+        return lo;
+      };
+      const uint32_t low = first_at_least(byte);
+      const uint32_t high = first_at_least(byte + 1);
       if (low < high) {
         literal_low_ = low;
         literal_high_ = high;

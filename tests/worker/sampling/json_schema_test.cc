@@ -199,6 +199,52 @@ TEST(JsonSchema, RefusesSchemasPastItsSizeLimits) {
   std::string wide = R"({"anyOf":[)";
   for (int i = 0; i < 5000; ++i) wide += (i ? "," : "") + std::string("{}");
   EXPECT_THAT(Refusal(wide + "]}"), HasSubstr("the schema has more than 4096 parts"));
+  // Text nested deeper than any schema within the limits is refused before it is parsed (the
+  // JSON library's copies and writes recurse), strings and all.
+  const std::string deep_enum = R"({"enum":[)" + std::string(30000, '[') + std::string(30000, ']') + "]}";
+  EXPECT_THAT(Refusal(deep_enum), HasSubstr("the schema text nests 30002 objects and arrays deep; at most 272"));
+  EXPECT_TRUE(Compiled(R"({"enum":[")" + std::string(1000, '[') + R"("]})"));
+}
+
+// Alternatives shared through $ref, doubled at each of 40 levels: 2^40 paths to the bottom.
+// Each union's first bytes are found once, so this is refused (the two alternatives of each
+// level are the same) at once rather than after 2^40 steps (the test would never end).
+TEST(JsonSchema, SharedAlternativesAreWalkedOnce) {
+  std::string defs = R"("d0":{"type":"string"})";
+  for (int i = 1; i <= 40; ++i) {
+    const std::string below = "{\"$ref\":\"#/$defs/d" + std::to_string(i - 1) + "\"}";
+    defs += ",\"d" + std::to_string(i) + "\":{\"anyOf\":[" + below + "," + below + "]}";
+  }
+  EXPECT_THAT(Refusal(R"({"$ref":"#/$defs/d40","$defs":{)" + defs + "}}"),
+              HasSubstr("two alternatives can both start with '\"'"));
+}
+
+// A schema with no "type" stands for the type its keywords describe; under oneOf that is not
+// enough, since JSON Schema lets every value of another type through it.
+TEST(JsonSchema, KeywordsWithoutATypeDescribeOneType) {
+  auto closed = Compiled(R"({"additionalProperties":false})");
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(closed->node(closed->root()).kind, Kind::kObject);
+  EXPECT_TRUE(closed->node(closed->root()).properties.empty());
+  EXPECT_THAT(Refusal(R"({"properties":{"m":{"additionalProperties":{"type":"integer"}}}})"),
+              HasSubstr("at /properties/m: 'additionalProperties' with a schema is supported only beside 'properties'"));
+  auto any_object = Compiled(R"({"type":"object","additionalProperties":{}})");
+  ASSERT_TRUE(any_object);
+  EXPECT_EQ(any_object->node(any_object->root()).kind, Kind::kAnyObject);
+  EXPECT_THAT(Refusal(R"({"oneOf":[{"type":"string"},{"properties":{"a":{}}}]})"),
+              HasSubstr("at /oneOf/1: an alternative of 'oneOf' needs a 'type'"));
+  EXPECT_THAT(Refusal(R"({"oneOf":[{"type":"null"},{"anyOf":[{"items":{}},{"type":"string"}]}]})"),
+              HasSubstr("at /oneOf/1/anyOf/0: an alternative of 'oneOf' needs a 'type'"));
+  EXPECT_TRUE(Compiled(R"({"oneOf":[{"type":"string"},{"type":"object","properties":{"a":{}}}]})"));
+  EXPECT_TRUE(Compiled(R"({"anyOf":[{"type":"string"},{"properties":{"a":{}}}]})"));
+}
+
+TEST(JsonSchema, RefusesWhatWouldChangeAValueOrAReferenceUnseen) {
+  EXPECT_THAT(Refusal(R"({"enum":[{"x":1}],"additionalProperties":false})"),
+              HasSubstr("'enum' beside 'additionalProperties' is not supported"));
+  EXPECT_THAT(Refusal(R"({"$defs":{"A":{"$id":"https://example.com/a","type":"string"}},"$ref":"#/$defs/A"})"),
+              HasSubstr("at /$defs/A: '$id' is supported at the root only"));
+  EXPECT_TRUE(Compiled(R"({"$id":"https://example.com/root","type":"string"})"));
 }
 
 }  // namespace

@@ -314,6 +314,35 @@ TEST(SchemaAutomaton, EnumValuesEndWhereTheyDiffer) {
   EXPECT_EQ(FirstRefused(*s, "2"), 0u);
 }
 
+// A large enum whose values share prefixes and hold bytes past 0x7F (UTF-8): each value, and
+// nothing else, is accepted, the run of values still matching narrowed byte by byte.
+TEST(SchemaAutomaton, LargeEnumsMatchEachValueExactly) {
+  OrderedJson values = OrderedJson::array();
+  std::set<std::string> written;
+  for (int i = 0; i < 1000; ++i) {
+    const std::string v = (i % 3 == 0 ? "\u00e9" : i % 3 == 1 ? "z" : "\u00e9t\u00e9") + std::to_string(i);
+    values.push_back(v);
+    written.insert(OrderedJson(v).dump());
+  }
+  values.push_back("\u00e9");  // a prefix of a third of the others
+  written.insert(OrderedJson("\u00e9").dump());
+  auto s = Compiled(OrderedJson{{"enum", values}}.dump());
+  ASSERT_TRUE(s);
+  for (const std::string& v : written) {
+    bool complete = false;
+    ASSERT_EQ(FirstRefused(*s, v, &complete), v.size()) << v;
+    EXPECT_TRUE(complete) << v;
+  }
+  for (const std::string& not_one : {std::string("\"\u00e91000\""), std::string("\"z0\""), std::string("\"y1\""),
+                                     std::string("\"\u00e9t\u00e93\"")}) {
+    bool complete = true;
+    const size_t at = FirstRefused(*s, not_one, &complete);
+    EXPECT_TRUE(at < not_one.size() || !complete) << not_one;
+  }
+  // The ending byte is refused where no value ends, and taken where one does.
+  EXPECT_EQ(FirstRefused(*s, "\"\u00e9t\""), std::string("\"\u00e9t").size());
+}
+
 TEST(SchemaAutomaton, StopsOpeningContainersAtTheDepthLimit) {
   auto lists = Compiled(kSchemas[6]);  // arrays of arrays (or strings), without limit
   ASSERT_TRUE(lists);
