@@ -1,7 +1,8 @@
 // deploy/cluster.sh end to end on 127.0.0.1: `start --foreground` brings up the coordinator and
 // two replicas (each its own mpirun job) from one config file; SIGTERM to the script, in the
-// middle of a streaming request, drains: the coordinator refuses new requests while the stream
-// finishes with every token, then every process exits and the pid files are gone.
+// middle of a streaming request, drains: the coordinator refuses new requests (on its socket,
+// from a client connected before) while the stream finishes with every token, then every
+// process exits and the pid files are gone.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "coordinator/client/client.h"
 #include "tests/deploy/deploy_test_util.h"
 #include "tests/support/free_port.h"
 #include "tests/support/local_cluster.h"
@@ -56,8 +58,8 @@ TEST(ClusterScriptTest, SigtermDrainsInFlightRequestsThenStopsEverything) {
   const std::string dir = MakeTempDir("bmad-cluster-script-");
   const std::string state = dir + "/state";
   StopClusterOnExit guard{state};
-  // A model slow enough (about 10 ms a token on one thread) that a stream is still running when
-  // the script is told to stop.
+  // A model slow enough (3 to 10 ms a token on one thread, by machine) that a stream is still
+  // running when the script is told to stop.
   const std::string model = dir + "/model.gguf";
   CommandResult synth = RunCommand(
       {BinaryPath("bmad"), "model", "synth", "--out", model, "--layers", "12", "--dim", "768", "--heads", "12",
@@ -92,8 +94,15 @@ TEST(ClusterScriptTest, SigtermDrainsInFlightRequestsThenStopsEverything) {
   const std::vector<pid_t> pids = Pids(state);
   ASSERT_EQ(pids.size(), 3u) << "coordinator and two replicas";
 
+  // A client of the socket, connected now: the drain below lasts as long as the stream's last
+  // tokens take (a few ms each), shorter than a process takes to start on a loaded machine.
+  Result<std::unique_ptr<client::Client>> socket_client = client::Client::Connect(client_endpoint);
+  ASSERT_TRUE(socket_client.ok()) << socket_client.status().ToString();
+  Result<proto::ClusterStatus> before = (*socket_client)->QueryStatus(10s);
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+
   // A long stream, and SIGTERM to the script once tokens flow.
-  constexpr int kTokens = 300;
+  constexpr int kTokens = 600;
   std::atomic<int> events{0};
   SseCompletion result;
   std::thread client([&] { result = Stream(http_port, kTokens, &events); });
@@ -107,15 +116,17 @@ TEST(ClusterScriptTest, SigtermDrainsInFlightRequestsThenStopsEverything) {
       [&] { return ReadTextFile(state + "/coordinator.log").find("finishing in-flight requests") != std::string::npos; },
       5s, 10ms))
       << "the coordinator was not told to stop";
-  CommandResult refused = RunCommand({BinaryPath("bmad"), "generate", "--coordinator", client_endpoint,
-                                      "--prompt", "Hello", "--max-tokens", "4"},
-                                     30s);
+  proto::Submit late;
+  late.prompt_text = "Hello";
+  late.sampling.max_tokens = 4;
+  Result<client::GenerateResult> refused = (*socket_client)->Generate(late, nullptr, 10s);
   client.join();
   EXPECT_TRUE(result.done) << "the in-flight stream was cut: " << result.error;
   EXPECT_EQ(result.completion_tokens, kTokens) << result.error;
   EXPECT_LT(at_signal, kTokens / 2) << "the stream was nearly done before the stop: the test proved little";
-  EXPECT_NE(refused.status, 0) << "a request during the drain was served: " << refused.out;
-  EXPECT_NE((refused.out + refused.err).find("shutting down"), std::string::npos) << refused.out << refused.err;
+  ASSERT_FALSE(refused.ok()) << "a request during the drain was served: " << refused->text;
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("shutting down"), std::string::npos) << refused.status().ToString();
 
   // Then everything stops, cleanly and in bounded time.
   auto status = script.Wait(40s);
