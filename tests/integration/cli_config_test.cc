@@ -116,10 +116,10 @@ TEST(CliGenerate, JsonSchemaHoldsTheOutputAndABadOneIsAUsageError) {
   EXPECT_TRUE(ok.output.find("\"colour\"") != std::string::npos &&
               (ok.output.find("\"red\"") != std::string::npos || ok.output.find("\"green\"") != std::string::npos))
       << ok.output;
-  std::ofstream(schema) << R"({"type":"string","format":"date","minLength":1})";
+  std::ofstream(schema) << R"({"type":"string","format":"date","pattern":"^[0-9]"})";
   CliRun bad = RunBmad({"generate", "--model", model, "--prompt", "Hi", "--threads", "1", "--json-schema", schema}, dir);
   EXPECT_EQ(bad.status, 2) << bad.output;
-  EXPECT_NE(bad.output.find("'response_format.json_schema.schema' at the root: keyword 'minLength' is not supported"),
+  EXPECT_NE(bad.output.find("'response_format.json_schema.schema' at the root: keyword 'pattern' is not supported"),
             std::string::npos)
       << bad.output;
   std::filesystem::remove_all(dir);

@@ -58,10 +58,35 @@ class Validator {
     }
     if (v.is_object()) return CheckObject(v, s, at, depth);
     if (v.is_array()) return CheckArray(v, s, at, depth);
+    if (v.is_string()) return CheckString(v.get<std::string>(), s, at);
+    if (v.is_number()) return CheckNumber(v, s, at);
     return "";
   }
 
  private:
+  // Length in code points (the text is valid UTF-8: nlohmann parsed it).
+  static std::string CheckString(const std::string& text, const json& s, const std::string& at) {
+    size_t length = 0;
+    for (unsigned char c : text) length += (c & 0xC0) != 0x80 ? 1 : 0;
+    if (s.contains("minLength") && length < s["minLength"].get<size_t>()) return at + ": string too short";
+    if (s.contains("maxLength") && length > s["maxLength"].get<size_t>()) return at + ": string too long";
+    return "";
+  }
+
+  // As a validator working in doubles (ajv, or Python's jsonschema with float bounds) compares.
+  static std::string CheckNumber(const json& v, const json& s, const std::string& at) {
+    const double x = v.get<double>();
+    if (s.contains("minimum") && !(x >= s["minimum"].get<double>())) return at + ": " + v.dump() + " below minimum";
+    if (s.contains("maximum") && !(x <= s["maximum"].get<double>())) return at + ": " + v.dump() + " above maximum";
+    if (s.contains("exclusiveMinimum") && !(x > s["exclusiveMinimum"].get<double>())) {
+      return at + ": " + v.dump() + " not above exclusiveMinimum";
+    }
+    if (s.contains("exclusiveMaximum") && !(x < s["exclusiveMaximum"].get<double>())) {
+      return at + ": " + v.dump() + " not below exclusiveMaximum";
+    }
+    return "";
+  }
+
   std::string CheckObject(const json& v, const json& s, const std::string& at, int depth) const {
     const json properties = s.value("properties", json::object());
     for (const json& name : s.value("required", json::array())) {

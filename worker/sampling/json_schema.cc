@@ -4,6 +4,7 @@
 #include <bitset>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -25,7 +26,9 @@ const std::set<std::string, std::less<>> kAnnotations = {
     "contentMediaType", "additionalProperties"};
 const std::set<std::string, std::less<>> kEnforced = {
     "type", "properties", "required", "items", "minItems", "maxItems", "enum", "const",
-    "anyOf", "oneOf", "allOf", "$ref"};
+    "anyOf", "oneOf", "allOf", "$ref", "minLength", "maxLength", "minimum", "maximum",
+    "exclusiveMinimum", "exclusiveMaximum"};
+constexpr std::string_view kBounds[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
 
 std::bitset<256> ValueStarts() {
   std::bitset<256> s;
@@ -258,6 +261,11 @@ class JsonSchemaCompiler {
         types = {"object"};
       } else if (s.contains("items") || s.contains("minItems") || s.contains("maxItems")) {
         types = {"array"};
+      } else if (s.contains("minLength") || s.contains("maxLength")) {
+        types = {"string"};
+      } else if (std::any_of(std::begin(kBounds), std::end(kBounds),
+                             [&](std::string_view b) { return s.contains(b); })) {
+        types = {"integer"};
       } else {
         return Store(Node{}, path);
       }
@@ -277,9 +285,23 @@ class JsonSchemaCompiler {
 
   Result<uint16_t> OneType(const Json& s, const std::string& type, const std::string& path, size_t nesting) {
     Node node;
-    if (type == "string") node.kind = Kind::kString;
-    if (type == "number") node.kind = Kind::kNumber;
-    if (type == "integer") node.kind = Kind::kInteger;
+    if (type == "string") {
+      node.kind = Kind::kString;
+      BMAD_RETURN_IF_ERROR(Lengths(s, path, node));
+    }
+    if (type == "number") {
+      node.kind = Kind::kNumber;
+      for (std::string_view bound : kBounds) {
+        if (s.contains(bound)) {
+          return InvalidArgument(Where(path) + ": '" + std::string(bound) + "' is supported on type \"integer\" "
+                                 "only, not \"number\"");
+        }
+      }
+    }
+    if (type == "integer") {
+      node.kind = Kind::kInteger;
+      BMAD_RETURN_IF_ERROR(Range(s, path, node));
+    }
     if (type == "boolean") node = LiteralNode({"false", "true"});
     if (type == "null") node = LiteralNode({"null"});
     if (type == "object") return Object(s, path, nesting);
@@ -298,7 +320,8 @@ class JsonSchemaCompiler {
 
   Result<uint16_t> Literals(const Json& s, const std::vector<std::string>& types, const std::string& path) {
     for (std::string_view other :
-         {"properties", "required", "additionalProperties", "items", "minItems", "maxItems"}) {
+         {"properties", "required", "additionalProperties", "items", "minItems", "maxItems", "minLength",
+          "maxLength", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
       if (s.contains(other)) {
         return InvalidArgument(Where(path) + ": '" + std::string(s.contains("enum") ? "enum" : "const") +
                                "' beside '" + std::string(other) + "' is not supported");
@@ -329,6 +352,47 @@ class JsonSchemaCompiler {
     }
     if (literals.empty()) return InvalidArgument(Where(path) + ": no value of 'enum'/'const' has the schema's 'type'");
     return Store(LiteralNode(std::move(literals)), path);
+  }
+
+  Status Lengths(const Json& s, const std::string& path, Node& node) {
+    if (s.contains("minLength")) {
+      BMAD_ASSIGN_OR_RETURN(node.min_length, Count(s, "minLength", path));
+    }
+    if (s.contains("maxLength")) {
+      BMAD_ASSIGN_OR_RETURN(node.max_length, Count(s, "maxLength", path));
+    }
+    if (node.min_length > node.max_length) {
+      return InvalidArgument(Where(path) + ": 'minLength' is larger than 'maxLength'");
+    }
+    return Status::Ok();
+  }
+
+  // The integers the bounds allow, as an inclusive range (2020-12: exclusiveMinimum and
+  // exclusiveMaximum are numbers; draft 4's booleans are refused).
+  Status Range(const Json& s, const std::string& path, Node& node) {
+    // Integers in a double are exact up to 2^53; past that neither the bound nor a validator's
+    // comparison with it is.
+    constexpr double kExact = 9007199254740992.0;
+    std::optional<double> low, high;
+    for (std::string_view bound : kBounds) {
+      if (!s.contains(bound)) continue;
+      const Json& v = s[std::string(bound)];
+      if (!v.is_number()) {
+        return InvalidArgument(Where(path) + ": '" + std::string(bound) + "' must be a number, got " + v.dump());
+      }
+      const double d = v.get<double>();
+      if (!std::isfinite(d) || std::abs(d) > kExact) {
+        return InvalidArgument(Where(path) + ": '" + std::string(bound) + "' beyond 2^53 is not supported");
+      }
+      if (bound == "minimum") low = std::max(low.value_or(-kExact), std::ceil(d));
+      if (bound == "exclusiveMinimum") low = std::max(low.value_or(-kExact), std::floor(d) + 1);
+      if (bound == "maximum") high = std::min(high.value_or(kExact), std::floor(d));
+      if (bound == "exclusiveMaximum") high = std::min(high.value_or(kExact), std::ceil(d) - 1);
+    }
+    if (low) node.minimum = static_cast<int64_t>(*low);
+    if (high) node.maximum = static_cast<int64_t>(*high);
+    if (node.minimum > node.maximum) return InvalidArgument(Where(path) + ": no integer is within the bounds");
+    return Status::Ok();
   }
 
   Result<uint32_t> Count(const Json& s, const char* keyword, const std::string& path) {

@@ -11,6 +11,11 @@
 //                     other key is written, whatever additionalProperties says (an object with
 //                     no properties is any object, or only {} under additionalProperties false)
 //   items             one schema for every item; minItems, maxItems
+//   minLength,        a string's characters (Unicode code points; an escape is the character
+//   maxLength         it stands for)
+//   minimum, maximum, an integer's bounds (2020-12: the exclusive ones are numbers); on type
+//   exclusiveMinimum, "number" they are refused (a decimal's bounds would hold under a double
+//   exclusiveMaximum  validator's rounding only approximately)
 //   enum, const       the values as compact JSON, an object's keys in the order given
 //   anyOf, oneOf      alternatives that differ in their first byte (their JSON types, or literals
 //                     other than strings that start differently, as true and null): the first
@@ -18,8 +23,8 @@
 //                     enum/const), so that "exactly one" holds too. allOf of one schema is that
 //                     schema
 //   no "type"         the type the keywords describe (properties, required or
-//                     additionalProperties: an object; items, minItems or maxItems: an array),
-//                     else any value
+//                     additionalProperties: an object; items, minItems or maxItems: an array;
+//                     minLength or maxLength: a string; a bound: an integer), else any value
 //   $ref              "#" and JSON pointers into the document ("#/$defs/Item"); recursion works
 //   true / {}         any JSON value
 // Annotations are ignored: title, description, default, examples, format (an annotation unless a
@@ -57,6 +62,8 @@ class JsonSchema {
   // value has JsonAutomaton's own limit).
   static constexpr int kMaxDepth = 32;
   static constexpr uint16_t kNoNode = 0xFFFF;
+  // The largest integer of 16 digits, the most a number of the schema is written with.
+  static constexpr int64_t kLargestInteger = 9'999'999'999'999'999;
 
   enum class Kind : uint8_t {
     kAny,        // any JSON value
@@ -84,10 +91,20 @@ class JsonSchema {
     uint16_t items = kNoNode;
     uint32_t min_items = 0;
     uint32_t max_items = UINT32_MAX;
+    // kString: characters (code points), min_length..max_length.
+    uint32_t min_length = 0;
+    uint32_t max_length = UINT32_MAX;
+    // kInteger: the values allowed, minimum..maximum, inclusive (exclusive and fractional bounds
+    // are made so); at most kMaxNumberDigits digits either way.
+    int64_t minimum = -kLargestInteger;
+    int64_t maximum = kLargestInteger;
     std::vector<std::string> literals;  // sorted, distinct
     std::array<uint16_t, 256> by_first_byte{};
     // The fewest of the schema's containers an instance needs, itself included.
     int min_depth = 0;
+
+    bool length_bounded() const { return min_length > 0 || max_length != UINT32_MAX; }
+    bool range_bounded() const { return minimum != -kLargestInteger || maximum != kLargestInteger; }
   };
 
   // The schema in `text` (a JSON document), or kInvalidArgument naming the problem and where it

@@ -27,6 +27,9 @@ SchemaAutomaton& SchemaAutomaton::operator=(const SchemaAutomaton& other) {
   keys_ = other.keys_;
   number_digits_ = other.number_digits_;
   in_exponent_ = other.in_exponent_;
+  negative_ = other.negative_;
+  magnitude_ = other.magnitude_;
+  string_chars_ = other.string_chars_;
   json_ = other.json_;
   return *this;
 }
@@ -88,25 +91,40 @@ bool SchemaAutomaton::StartValue(uint16_t index, uint8_t byte) {
   }
   leaf_ = Leaf::kJson;
   leaf_node_ = chosen;
-  number_digits_ = IsDigit(byte) ? 1 : 0;
+  number_digits_ = 0;
   in_exponent_ = false;
+  negative_ = false;
+  magnitude_ = 0;
+  string_chars_ = 0;
   json_ = JsonAutomaton(node.kind == Kind::kAnyObject ? JsonAutomaton::TopLevel::kObject
                                                       : JsonAutomaton::TopLevel::kAnyValue);
-  return json_.Feed(byte);
+  return FeedLeaf(byte) == LeafResult::kTaken;
 }
 
 SchemaAutomaton::LeafResult SchemaAutomaton::FeedLeaf(uint8_t byte) {
   switch (leaf_) {
     case Leaf::kJson: {
-      const bool was_complete = json_.complete();
+      const JsonSchema::Node& node = schema_->node(leaf_node_);
+      const bool was_complete = LeafComplete();
+      // In a string of bounded length: a character starts here, or the closing quote.
+      bool character = false;
+      if (node.kind == Kind::kString && node.length_bounded() && json_.between_string_characters()) {
+        if (byte == '"' ? string_chars_ < node.min_length : string_chars_ >= node.max_length) {
+          return LeafResult::kRefused;
+        }
+        character = byte != '"';
+      }
       if (NumberAllows(byte) && json_.Feed(byte)) {
-        if (schema_->node(leaf_node_).kind == Kind::kNumber || schema_->node(leaf_node_).kind == Kind::kInteger) {
+        if (node.kind == Kind::kNumber || node.kind == Kind::kInteger) {
           // A new part of the number starts its count; a digit adds to it.
           number_digits_ = IsDigit(byte) ? static_cast<uint8_t>(number_digits_ + 1)
                            : byte == '-' || byte == '+' ? number_digits_
                                                         : 0;
           if (byte == 'e' || byte == 'E') in_exponent_ = true;
+          if (byte == '-' && number_digits_ == 0) negative_ = true;
+          if (node.kind == Kind::kInteger && IsDigit(byte)) magnitude_ = magnitude_ * 10 + (byte - '0');
         }
+        if (character) ++string_chars_;
         return LeafResult::kTaken;
       }
       if (!was_complete) return LeafResult::kRefused;
@@ -175,15 +193,47 @@ SchemaAutomaton::LeafResult SchemaAutomaton::FeedLeaf(uint8_t byte) {
 }
 
 bool SchemaAutomaton::NumberAllows(uint8_t byte) const {
-  const Kind kind = schema_->node(leaf_node_).kind;
-  if (kind != Kind::kNumber && kind != Kind::kInteger) return true;
-  if (kind == Kind::kInteger && (byte == '.' || byte == 'e' || byte == 'E')) return false;
-  return !IsDigit(byte) || number_digits_ < (in_exponent_ ? kMaxExponentDigits : kMaxNumberDigits);
+  const JsonSchema::Node& node = schema_->node(leaf_node_);
+  if (node.kind != Kind::kNumber && node.kind != Kind::kInteger) return true;
+  if (node.kind == Kind::kInteger && (byte == '.' || byte == 'e' || byte == 'E')) return false;
+  if (IsDigit(byte) && number_digits_ >= (in_exponent_ ? kMaxExponentDigits : kMaxNumberDigits)) return false;
+  if (node.kind != Kind::kInteger || !node.range_bounded()) return true;
+  if (byte == '-') return number_digits_ == 0 && !negative_ && IntegerReachable(node, true, 0, 0);
+  if (!IsDigit(byte)) return true;  // ends the number: LeafComplete checks its value
+  return IntegerReachable(node, negative_, magnitude_ * 10 + (byte - '0'), number_digits_ + 1);
+}
+
+bool SchemaAutomaton::IntegerReachable(const JsonSchema::Node& node, bool negative, int64_t magnitude,
+                                       int digits) {
+  // The completions of what is read: with no digit yet, every magnitude up to the largest; a
+  // leading 0 takes no more digits; otherwise the magnitude followed by up to the digits left,
+  // each count of them a run of consecutive values.
+  const auto overlaps = [&](int64_t low, int64_t high) {  // magnitudes low..high
+    const int64_t least = negative ? -high : low;
+    const int64_t most = negative ? -low : high;
+    return least <= node.maximum && most >= node.minimum;
+  };
+  if (digits == 0) return overlaps(0, JsonSchema::kLargestInteger);
+  if (magnitude == 0) return overlaps(0, 0);
+  int64_t scale = 1;
+  for (int extra = 0; digits + extra <= kMaxNumberDigits; ++extra, scale *= 10) {
+    if (overlaps(magnitude * scale, magnitude * scale + scale - 1)) return true;
+  }
+  return false;
+}
+
+bool SchemaAutomaton::IntegerInRange(const JsonSchema::Node& node) const {
+  const int64_t value = negative_ ? -magnitude_ : magnitude_;
+  return value >= node.minimum && value <= node.maximum;
 }
 
 bool SchemaAutomaton::LeafComplete() const {
   switch (leaf_) {
-    case Leaf::kJson: return json_.complete();
+    case Leaf::kJson: {
+      const JsonSchema::Node& node = schema_->node(leaf_node_);
+      if (node.kind == Kind::kInteger && node.range_bounded() && !IntegerInRange(node)) return false;
+      return json_.complete();
+    }
     case Leaf::kLiteral: return schema_->node(leaf_node_).literals[literal_low_].size() == matched_;
     case Leaf::kKey:
     case Leaf::kNone: return false;

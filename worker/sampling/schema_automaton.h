@@ -50,8 +50,10 @@ class SchemaAutomaton {
   bool complete() const;
   // Inside a string value of free text, between characters: text of whole characters without a
   // quote, a backslash or a control character is accepted and leaves the state as it is.
+  // Not in a string whose length the schema bounds (each character counts there).
   bool between_string_characters() const {
-    return leaf_ == Leaf::kJson && json_.between_string_characters();
+    return leaf_ == Leaf::kJson && json_.between_string_characters() &&
+           !schema_->node(leaf_node_).length_bounded();
   }
 
  private:
@@ -85,6 +87,10 @@ class SchemaAutomaton {
   // A number of the schema (kNumber, kInteger) may go on with `byte`: no fraction or exponent
   // for an integer, no digit past the part's limit. True for other values.
   bool NumberAllows(uint8_t byte) const;
+  // A bounded integer can still end in its range with `digits` digits read so far, of value
+  // `magnitude`, after a '-' when `negative`.
+  static bool IntegerReachable(const JsonSchema::Node& node, bool negative, int64_t magnitude, int digits);
+  bool IntegerInRange(const JsonSchema::Node& node) const;
   bool LeafComplete() const;
   // The value just read ends: its container goes on after it (or the text is done).
   void EndValue();
@@ -106,6 +112,9 @@ class SchemaAutomaton {
   uint64_t keys_ = 0;           // kKey: the candidates still matching
   uint8_t number_digits_ = 0;   // kJson number: digits in the part being read
   bool in_exponent_ = false;    // kJson number: that part is the exponent
+  bool negative_ = false;       // kJson integer: a '-' was read
+  int64_t magnitude_ = 0;       // kJson integer: the digits read, as a number
+  uint32_t string_chars_ = 0;   // kJson string: characters read
   JsonAutomaton json_;          // kJson
 };
 

@@ -406,9 +406,9 @@ TEST(ParseCompletionRequest, RejectsWrongTypesAndRangesNamingTheParameter) {
        false,
        {"'response_format.json_schema.strict' must be a boolean"}},
       {"{" + p + R"("response_format": {"type": "json_schema", "json_schema": {"schema":
-           {"type": "object", "properties": {"age": {"type": "integer", "minimum": 0}}}}}})",
+           {"type": "object", "properties": {"age": {"type": "integer", "multipleOf": 2}}}}}})",
        false,
-       {"'response_format.json_schema.schema' at /properties/age: keyword 'minimum' is not supported"}},
+       {"'response_format.json_schema.schema' at /properties/age: keyword 'multipleOf' is not supported"}},
       {"{" + p + R"("response_format": {"type": "json_schema", "json_schema": {"schema": {}}}, "ignore_eos": true})",
        false,
        {"'ignore_eos' cannot be used with response_format \"json_schema\""}},

@@ -358,7 +358,8 @@ TEST(EngineTest, JsonOutputIsAnObjectOrTheStartOfOne) {
 // schema allows (tests/support/schema_verdict.h judges), keys in the order declared.
 TEST(EngineTest, JsonSchemaOutputIsAValueTheSchemaAllows) {
   const std::string schema = R"({"type":"object","properties":{
-      "mood":{"enum":["happy","sad","sleepy"]},"name":{"type":"string"},"age":{"type":"integer"},
+      "mood":{"enum":["happy","sad","sleepy"]},"name":{"type":"string","minLength":2,"maxLength":12},
+      "age":{"type":"integer","minimum":1,"maximum":99},
       "friends":{"type":"array","items":{"enum":["Tim","Sue","Max"]},"maxItems":2}},
     "required":["mood","name","age"],"additionalProperties":false})";
   proto::SamplingParams p;

@@ -133,8 +133,8 @@ TEST(JsonSchema, ObjectsWithoutPropertiesAndEmptySchemas) {
 }
 
 TEST(JsonSchema, RefusesWhatItDoesNotEnforceNamingWhere) {
-  EXPECT_THAT(Refusal(R"({"type":"object","properties":{"age":{"type":"integer","minimum":0}}})"),
-              HasSubstr("at /properties/age: keyword 'minimum' is not supported"));
+  EXPECT_THAT(Refusal(R"({"type":"object","properties":{"age":{"type":"integer","multipleOf":2}}})"),
+              HasSubstr("at /properties/age: keyword 'multipleOf' is not supported"));
   EXPECT_THAT(Refusal(R"({"type":"string","pattern":"^a"})"), HasSubstr("at the root: keyword 'pattern' is not supported"));
   EXPECT_THAT(Refusal(R"({"type":"array","prefixItems":[{}]})"), HasSubstr("keyword 'prefixItems'"));
   EXPECT_THAT(Refusal(R"({"anyOf":[{"type":"string"},{"type":"string","enum":["a"]}]})"),
@@ -188,16 +188,16 @@ TEST(JsonSchema, RefusesSchemasWithNoValueWithinTheLimits) {
 TEST(JsonSchema, RefusesSchemasPastItsSizeLimits) {
   EXPECT_THAT(Refusal(std::string(JsonSchema::kMaxTextBytes + 1, ' ')), HasSubstr("bytes; at most 65536 are supported"));
   std::string many = R"({"type":"object","properties":{)";
-  for (int i = 0; i < 65; ++i) many += (i ? "," : "") + std::string("\"p") + std::to_string(i) + "\":{}";
+  for (int i = 0; i < 65; ++i) many += std::string(i ? "," : "") + "\"p" + std::to_string(i) + "\":{}";
   EXPECT_THAT(Refusal(many + "}}"), HasSubstr("'properties' has 65 entries; at most 64 are supported"));
   std::string nested = "{}";
   for (int i = 0; i < 130; ++i) nested = R"({"items":)" + nested + "}";
   EXPECT_THAT(Refusal(nested), HasSubstr("the schema nests more than 128 levels deep"));
   std::string big_enum = R"({"enum":[)";
-  for (int i = 0; i < 1025; ++i) big_enum += (i ? "," : "") + std::to_string(i);
+  for (int i = 0; i < 1025; ++i) big_enum += std::string(i ? "," : "") + std::to_string(i);
   EXPECT_THAT(Refusal(big_enum + "]}"), HasSubstr("'enum' has 1025 values; at most 1024 are supported"));
   std::string wide = R"({"anyOf":[)";
-  for (int i = 0; i < 5000; ++i) wide += (i ? "," : "") + std::string("{}");
+  for (int i = 0; i < 5000; ++i) wide += i ? ",{}" : "{}";
   EXPECT_THAT(Refusal(wide + "]}"), HasSubstr("the schema has more than 4096 parts"));
   // Text nested deeper than any schema within the limits is refused before it is parsed (the
   // JSON library's copies and writes recurse), strings and all.
@@ -237,6 +237,49 @@ TEST(JsonSchema, KeywordsWithoutATypeDescribeOneType) {
               HasSubstr("at /oneOf/1/anyOf/0: an alternative of 'oneOf' needs a 'type'"));
   EXPECT_TRUE(Compiled(R"({"oneOf":[{"type":"string"},{"type":"object","properties":{"a":{}}}]})"));
   EXPECT_TRUE(Compiled(R"({"anyOf":[{"type":"string"},{"properties":{"a":{}}}]})"));
+}
+
+// String lengths and integer bounds; 2020-12's exclusive bounds are numbers, and every bound
+// becomes an inclusive integer range.
+TEST(JsonSchema, LengthsAndIntegerBounds) {
+  auto code = Compiled(R"({"type":"string","minLength":2,"maxLength":4})");
+  ASSERT_TRUE(code);
+  EXPECT_EQ(code->node(code->root()).min_length, 2u);
+  EXPECT_EQ(code->node(code->root()).max_length, 4u);
+  EXPECT_TRUE(code->node(code->root()).length_bounded());
+  auto range = Compiled(R"({"type":"integer","minimum":-3.5,"exclusiveMinimum":-3,"exclusiveMaximum":10,"maximum":12})");
+  ASSERT_TRUE(range);
+  EXPECT_EQ(range->node(range->root()).minimum, -2);
+  EXPECT_EQ(range->node(range->root()).maximum, 9);
+  auto fractional = Compiled(R"({"type":"integer","exclusiveMinimum":0.5,"exclusiveMaximum":2.5})");
+  ASSERT_TRUE(fractional);
+  EXPECT_EQ(fractional->node(fractional->root()).minimum, 1);
+  EXPECT_EQ(fractional->node(fractional->root()).maximum, 2);
+  auto free = Compiled(R"({"type":"integer"})");
+  ASSERT_TRUE(free);
+  EXPECT_FALSE(free->node(free->root()).range_bounded());
+  // Without a type, the keywords say which: lengths a string, bounds an integer.
+  auto inferred = Compiled(R"({"properties":{"s":{"maxLength":3},"n":{"minimum":0}}})");
+  ASSERT_TRUE(inferred);
+  const auto& properties = inferred->node(inferred->root()).properties;
+  ASSERT_EQ(properties.size(), 2u);
+  EXPECT_EQ(inferred->node(properties[0].node).kind, Kind::kString);
+  EXPECT_EQ(inferred->node(properties[1].node).kind, Kind::kInteger);
+  // Each type takes its own keywords: the string's length, the integer's bounds.
+  auto both = Compiled(R"({"type":["string","integer"],"maxLength":1,"maximum":5})");
+  ASSERT_TRUE(both);
+
+  EXPECT_THAT(Refusal(R"({"type":"number","minimum":0,"maximum":1})"),
+              HasSubstr("at the root: 'minimum' is supported on type \"integer\" only, not \"number\""));
+  EXPECT_THAT(Refusal(R"({"type":"integer","exclusiveMinimum":true,"minimum":1})"),
+              HasSubstr("'exclusiveMinimum' must be a number, got true"));
+  EXPECT_THAT(Refusal(R"({"type":"integer","minimum":5,"exclusiveMaximum":5})"), HasSubstr("no integer is within the bounds"));
+  EXPECT_THAT(Refusal(R"({"type":"integer","exclusiveMinimum":0.2,"exclusiveMaximum":0.9})"),
+              HasSubstr("no integer is within the bounds"));
+  EXPECT_THAT(Refusal(R"({"type":"integer","maximum":1e300})"), HasSubstr("'maximum' beyond 2^53 is not supported"));
+  EXPECT_THAT(Refusal(R"({"type":"string","minLength":3,"maxLength":2})"), HasSubstr("'minLength' is larger than 'maxLength'"));
+  EXPECT_THAT(Refusal(R"({"type":"string","maxLength":-1})"), HasSubstr("'maxLength' must be a non-negative integer"));
+  EXPECT_THAT(Refusal(R"({"enum":["a","bb"],"minLength":2})"), HasSubstr("'enum' beside 'minLength' is not supported"));
 }
 
 TEST(JsonSchema, RefusesWhatWouldChangeAValueOrAReferenceUnseen) {

@@ -146,9 +146,9 @@ TEST(ValidateSamplingParams, RejectsEachBadFieldNamingItAndItsRange) {
       {"json_schema the compiler refuses",
        [](auto& p) {
          p.response_format = proto::ResponseFormat::kJsonSchema;
-         p.json_schema = R"({"type":"object","properties":{"a":{"type":"string","maxLength":3}}})";
+         p.json_schema = R"({"type":"object","properties":{"a":{"type":"string","pattern":"a+"}}})";
        },
-       {"'response_format.json_schema.schema' at /properties/a: keyword 'maxLength' is not supported"}},
+       {"'response_format.json_schema.schema' at /properties/a: keyword 'pattern' is not supported"}},
       {"json_schema empty",
        [](auto& p) { p.response_format = proto::ResponseFormat::kJsonSchema; },
        {"'response_format.json_schema.schema' the schema is not valid JSON"}},

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 #include <regex>
 #include <set>
@@ -48,6 +49,12 @@ const std::vector<std::string> kSchemas = {
     R"({"type":"object","additionalProperties":false})",
     R"({"type":"number"})",
     R"({})",
+    R"({"type":"object","properties":{"code":{"type":"string","minLength":2,"maxLength":4},
+          "age":{"type":"integer","minimum":18,"maximum":120},
+          "delta":{"type":"integer","exclusiveMinimum":-50,"exclusiveMaximum":-3},
+          "small":{"type":["integer","null"],"minimum":-5,"maximum":5.5},"id":{"minLength":1},
+          "big":{"minimum":1000000000000}},
+        "required":["code","age","delta","id"]})",
 };
 
 std::shared_ptr<const JsonSchema> Compiled(const std::string& text) {
@@ -154,12 +161,19 @@ class InstanceWriter {
     if (types.empty()) {
       if (s.contains("properties")) types = {"object"};
       else if (s.contains("items")) types = {"array"};
+      else if (s.contains("minLength") || s.contains("maxLength")) types = {"string"};
+      else if (s.contains("minimum") || s.contains("maximum")) types = {"integer"};
       else return AnyValue(depth);
     }
     const std::string type = types[rng_() % types.size()];
-    if (type == "string") return String();
+    if (type == "string") return s.contains("minLength") || s.contains("maxLength") ? BoundedString(s) : String();
     if (type == "number") return Pick({"0", "-1.5", "2e3", "12.25E-2", "-0", "7"});
-    if (type == "integer") return Pick({"0", "-7", "42", "1234567890123"});
+    if (type == "integer") {
+      return s.contains("minimum") || s.contains("maximum") || s.contains("exclusiveMinimum") ||
+                     s.contains("exclusiveMaximum")
+                 ? BoundedInteger(s)
+                 : Pick({"0", "-7", "42", "1234567890123"});
+    }
     if (type == "boolean") return Pick({"true", "false"});
     if (type == "null") return "null";
     if (type == "object") return Object(s, depth);
@@ -174,6 +188,29 @@ class InstanceWriter {
   std::string String() {
     return Pick({"\"\"", "\"plain\"", "\"caf\xC3\xA9 \\u00e9 \\\" \\\\ \\n\"", "\"\\uD83D\\uDE00 \xF0\x9F\x98\x80\"",
                  "\"a\\/b\""});
+  }
+  // Characters of every kind: ASCII, two and four UTF-8 bytes, an escape, a surrogate pair.
+  std::string BoundedString(const OrderedJson& s) {
+    const size_t low = s.value("minLength", size_t{0});
+    const size_t high = std::min(s.value("maxLength", size_t{1000}), low + 5);
+    const size_t length = low + rng_() % (high - low + 1);
+    std::string out = "\"";
+    for (size_t i = 0; i < length; ++i) out += Pick({"a", "\xC3\xA9", "\xF0\x9F\x98\x80", "\\n", "\\uD83D\\uDE00", "\\u00e9"});
+    return out + "\"";
+  }
+  std::string BoundedInteger(const OrderedJson& s) {
+    double low = -1e15, high = 1e15;
+    if (s.contains("minimum")) low = std::max(low, std::ceil(s["minimum"].get<double>()));
+    if (s.contains("exclusiveMinimum")) low = std::max(low, std::floor(s["exclusiveMinimum"].get<double>()) + 1);
+    if (s.contains("maximum")) high = std::min(high, std::floor(s["maximum"].get<double>()));
+    if (s.contains("exclusiveMaximum")) high = std::min(high, std::ceil(s["exclusiveMaximum"].get<double>()) - 1);
+    const auto a = static_cast<int64_t>(low), b = static_cast<int64_t>(high);
+    const int64_t span = std::min<int64_t>(b - a, 1000);
+    switch (rng_() % 3) {
+      case 0: return std::to_string(a);
+      case 1: return std::to_string(b);
+      default: return std::to_string(a + static_cast<int64_t>(rng_() % static_cast<uint64_t>(span + 1)));
+    }
   }
   std::string AnyValue(int depth) {
     if (depth > 4) return Pick({"1", "null", "\"s\""});
@@ -341,6 +378,66 @@ TEST(SchemaAutomaton, LargeEnumsMatchEachValueExactly) {
   }
   // The ending byte is refused where no value ends, and taken where one does.
   EXPECT_EQ(FirstRefused(*s, "\"\u00e9t\""), std::string("\"\u00e9t").size());
+}
+
+// minLength and maxLength count characters: a UTF-8 sequence, an escape and a surrogate pair
+// of escapes are one each. The closing quote comes only from minLength on, and after maxLength
+// characters nothing else.
+TEST(SchemaAutomaton, StringLengthsCountCharacters) {
+  auto s = Compiled(R"({"type":"string","minLength":2,"maxLength":3})");
+  ASSERT_TRUE(s);
+  for (const std::string whole : {"\"ab\"", "\"abc\"", "\"\xC3\xA9\xF0\x9F\x98\x80\"", "\"\\n\\uD83D\\uDE00\\\"\""}) {
+    bool complete = false;
+    EXPECT_EQ(FirstRefused(*s, whole, &complete), whole.size()) << whole;
+    EXPECT_TRUE(complete) << whole;
+  }
+  EXPECT_EQ(FirstRefused(*s, "\"a\""), 2u);                  // one character: too short
+  EXPECT_EQ(FirstRefused(*s, "\"\""), 1u);
+  EXPECT_EQ(FirstRefused(*s, "\"abcd"), 4u);                  // a fourth: too long
+  EXPECT_EQ(FirstRefused(*s, "\"ab\\u00e9\\"), 9u);        // the escape was the third
+  EXPECT_EQ(FirstRefused(*s, "\"\xF0\x9F\x98\x80\xF0\x9F\x98\x80\xF0\x9F\x98\x80\xC3"), 13u);
+  // A bounded string is read character by character, never skipped as plain text.
+  SchemaAutomaton a(s.get());
+  ASSERT_TRUE(a.Feed("\""));
+  EXPECT_FALSE(a.between_string_characters());
+  auto free_text = Compiled(R"({"type":"string"})");
+  ASSERT_TRUE(free_text);
+  SchemaAutomaton b(free_text.get());
+  ASSERT_TRUE(b.Feed("\""));
+  EXPECT_TRUE(b.between_string_characters());
+}
+
+// An integer's bounds hold at every prefix: a digit or '-' is taken only when some ending
+// lands in range, and the value ends only in range.
+TEST(SchemaAutomaton, IntegerBoundsHoldAtEveryPrefix) {
+  auto s = Compiled(R"({"type":"array","items":{"type":"integer","minimum":-12,"exclusiveMaximum":205}})");
+  ASSERT_TRUE(s);
+  bool complete = false;
+  const std::string whole = "[-12,-1,0,-0,7,19,204,150]";
+  EXPECT_EQ(FirstRefused(*s, whole, &complete), whole.size());
+  EXPECT_TRUE(complete);
+  EXPECT_EQ(FirstRefused(*s, "[-13"), 3u);   // -13 and beyond are out of range
+  EXPECT_EQ(FirstRefused(*s, "[-20"), 3u);    // -20..-29 are out of range
+  EXPECT_EQ(FirstRefused(*s, "[205"), 3u);
+  EXPECT_EQ(FirstRefused(*s, "[3000"), 3u);
+  EXPECT_EQ(FirstRefused(*s, "[30,"), 4u);   // 30 is in range: its comma is taken
+  // Exhaustively: every integer of three digits or fewer, either sign, taken exactly when in range.
+  for (int v = -999; v <= 999; ++v) {
+    const std::string text = "[" + std::to_string(v) + "]";
+    bool whole_value = false;
+    const bool in_range = v >= -12 && v < 205;
+    EXPECT_EQ(FirstRefused(*s, text, &whole_value) == text.size() && whole_value, in_range) << v;
+  }
+  // A top-level integer is complete only in range: "1" must go on to 10..19.
+  auto teens = Compiled(R"({"type":"integer","minimum":10,"maximum":19})");
+  ASSERT_TRUE(teens);
+  SchemaAutomaton a(teens.get());
+  ASSERT_TRUE(a.Feed("1"));
+  EXPECT_FALSE(a.complete());
+  EXPECT_EQ(Accepted(a), std::vector<uint8_t>({'0', '1', '2', '3', '4', '5', '6', '7', '8', '9'}));
+  ASSERT_TRUE(a.Feed("9"));
+  EXPECT_TRUE(a.complete());
+  EXPECT_TRUE(Accepted(a).empty());
 }
 
 TEST(SchemaAutomaton, StopsOpeningContainersAtTheDepthLimit) {
