@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "common/json_nesting.h"
+
 namespace bmad::http::internal {
 namespace {
 
@@ -18,35 +20,6 @@ std::string_view Utf8Prefix(std::string_view text, size_t max_bytes) {
   size_t end = max_bytes;
   while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
   return text.substr(0, end);
-}
-
-// The deepest nesting of arrays and objects, counting brackets outside strings only. The body
-// need not be valid JSON: this runs before parsing.
-size_t NestingDepth(std::string_view body) {
-  size_t depth = 0;
-  size_t max_depth = 0;
-  bool in_string = false;
-  bool escaped = false;
-  for (const char c : body) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      max_depth = std::max(max_depth, ++depth);
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return max_depth;
 }
 
 // nlohmann's message without its "[json.exception.parse_error.101] " tag, cut to a bounded
@@ -72,7 +45,7 @@ Result<Json> ParseJsonObject(std::string_view body, size_t max_body_bytes) {
   if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) {
     return InvalidArgument("body is empty; expected a JSON object");
   }
-  if (NestingDepth(body) > kMaxJsonDepth) {
+  if (JsonNestingDepth(body) > kMaxJsonDepth) {
     return InvalidArgument("body nests arrays and objects deeper than " +
                            std::to_string(kMaxJsonDepth) + " levels");
   }
