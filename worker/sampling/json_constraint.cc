@@ -59,12 +59,15 @@ Status JsonConstraint::Mask(std::span<float> scores) const {
     first_byte_fits[static_cast<size_t>(b)] = probe.Feed(static_cast<uint8_t>(b));
   }
   const bool complete = automaton_.complete();
-  // Inside a string most tokens are plain text: allowed without being read.
+  // Inside a string most tokens are plain text: allowed without being read (as many characters
+  // as a bounded string has room for).
   const bool in_string = !ended_ && automaton_.between_string_characters();
+  const uint32_t room = in_string ? automaton_.string_room() : 0;
   size_t allowed = 0;
   for (size_t id = 0; id < scores.size(); ++id) {
     const std::string_view text = texts_->text(static_cast<int64_t>(id));
-    bool fits = in_string && texts_->plain_in_json_string(static_cast<int64_t>(id));
+    const uint32_t plain = in_string ? texts_->plain_characters(static_cast<int64_t>(id)) : 0;
+    bool fits = plain > 0 && plain <= room;
     if (!fits && !ended_ && !text.empty() && first_byte_fits[static_cast<uint8_t>(text[0])]) {
       SchemaAutomaton probe = automaton_;
       fits = probe.Feed(text);

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_nesting.h"
+
 namespace bmad::sampling {
 
 using Json = nlohmann::ordered_json;  // properties are written in the order the schema declares
@@ -39,26 +41,6 @@ std::bitset<256> ValueStarts() {
 // Objects and arrays nested in the schema's text: a schema nested kMaxSchemaNesting deep
 // ("properties" and a name per level) fits.
 constexpr size_t kMaxTextNesting = 2 * kMaxSchemaNesting + 16;
-
-// How deep the text's objects and arrays nest, strings skipped (the text may not be JSON).
-size_t TextNesting(std::string_view text) {
-  size_t depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      deepest = std::max(deepest, ++depth);
-    } else if ((c == '}' || c == ']') && depth > 0) {
-      --depth;
-    }
-  }
-  return deepest;
-}
 
 std::string Where(const std::string& path) { return "at " + (path.empty() ? std::string("the root") : path); }
 
@@ -287,7 +269,7 @@ class JsonSchemaCompiler {
     Node node;
     if (type == "string") {
       node.kind = Kind::kString;
-      BMAD_RETURN_IF_ERROR(Lengths(s, path, node));
+      BMAD_RETURN_IF_ERROR(CountRange(s, "minLength", "maxLength", path, node.min_length, node.max_length));
     }
     if (type == "number") {
       node.kind = Kind::kNumber;
@@ -354,15 +336,18 @@ class JsonSchemaCompiler {
     return Store(LiteralNode(std::move(literals)), path);
   }
 
-  Status Lengths(const Json& s, const std::string& path, Node& node) {
-    if (s.contains("minLength")) {
-      BMAD_ASSIGN_OR_RETURN(node.min_length, Count(s, "minLength", path));
+  // The counts `low_keyword` and `high_keyword` (minItems and maxItems, say) into `low` and
+  // `high`, each left as it is when its keyword is absent.
+  Status CountRange(const Json& s, const char* low_keyword, const char* high_keyword, const std::string& path,
+                    uint32_t& low, uint32_t& high) {
+    if (s.contains(low_keyword)) {
+      BMAD_ASSIGN_OR_RETURN(low, Count(s, low_keyword, path));
     }
-    if (s.contains("maxLength")) {
-      BMAD_ASSIGN_OR_RETURN(node.max_length, Count(s, "maxLength", path));
+    if (s.contains(high_keyword)) {
+      BMAD_ASSIGN_OR_RETURN(high, Count(s, high_keyword, path));
     }
-    if (node.min_length > node.max_length) {
-      return InvalidArgument(Where(path) + ": 'minLength' is larger than 'maxLength'");
+    if (low > high) {
+      return InvalidArgument(Where(path) + ": '" + low_keyword + "' is larger than '" + high_keyword + "'");
     }
     return Status::Ok();
   }
@@ -370,8 +355,8 @@ class JsonSchemaCompiler {
   // The integers the bounds allow, as an inclusive range (2020-12: exclusiveMinimum and
   // exclusiveMaximum are numbers; draft 4's booleans are refused).
   Status Range(const Json& s, const std::string& path, Node& node) {
-    // Integers in a double are exact up to 2^53; past that neither the bound nor a validator's
-    // comparison with it is.
+    // Integers in a double are exact below 2^53; from there on neither the bound nor a
+    // validator's comparison with it is (nor is the bound plus or minus one here).
     constexpr double kExact = 9007199254740992.0;
     std::optional<double> low, high;
     for (std::string_view bound : kBounds) {
@@ -381,8 +366,8 @@ class JsonSchemaCompiler {
         return InvalidArgument(Where(path) + ": '" + std::string(bound) + "' must be a number, got " + v.dump());
       }
       const double d = v.get<double>();
-      if (!std::isfinite(d) || std::abs(d) > kExact) {
-        return InvalidArgument(Where(path) + ": '" + std::string(bound) + "' beyond 2^53 is not supported");
+      if (!std::isfinite(d) || std::abs(d) >= kExact) {
+        return InvalidArgument(Where(path) + ": '" + std::string(bound) + "' of 2^53 or more (either sign) is not supported");
       }
       if (bound == "minimum") low = std::max(low.value_or(-kExact), std::ceil(d));
       if (bound == "exclusiveMinimum") low = std::max(low.value_or(-kExact), std::floor(d) + 1);
@@ -406,15 +391,7 @@ class JsonSchemaCompiler {
   Result<uint16_t> Array(const Json& s, const std::string& path, size_t nesting) {
     Node node;
     node.kind = Kind::kArray;
-    if (s.contains("minItems")) {
-      BMAD_ASSIGN_OR_RETURN(node.min_items, Count(s, "minItems", path));
-    }
-    if (s.contains("maxItems")) {
-      BMAD_ASSIGN_OR_RETURN(node.max_items, Count(s, "maxItems", path));
-    }
-    if (node.min_items > node.max_items) {
-      return InvalidArgument(Where(path) + ": 'minItems' is larger than 'maxItems'");
-    }
+    BMAD_RETURN_IF_ERROR(CountRange(s, "minItems", "maxItems", path, node.min_items, node.max_items));
     BMAD_ASSIGN_OR_RETURN(const uint16_t index, NewNode(path));
     static const Json kAnyItem = true;
     const Json& items = s.contains("items") ? s["items"] : kAnyItem;
@@ -616,7 +593,7 @@ Result<std::shared_ptr<const JsonSchema>> JsonSchema::Compile(std::string_view t
                            std::to_string(kMaxTextBytes) + " are supported");
   }
   // Checked before parsing: the JSON library copies, compares and writes values recursively.
-  if (const size_t nesting = TextNesting(text); nesting > kMaxTextNesting) {
+  if (const size_t nesting = JsonNestingDepth(text); nesting > kMaxTextNesting) {
     return InvalidArgument("the schema text nests " + std::to_string(nesting) + " objects and arrays deep; at most " +
                            std::to_string(kMaxTextNesting) + " are supported");
   }

@@ -198,22 +198,22 @@ bool SchemaAutomaton::NumberAllows(uint8_t byte) const {
   if (node.kind == Kind::kInteger && (byte == '.' || byte == 'e' || byte == 'E')) return false;
   if (IsDigit(byte) && number_digits_ >= (in_exponent_ ? kMaxExponentDigits : kMaxNumberDigits)) return false;
   if (node.kind != Kind::kInteger || !node.range_bounded()) return true;
-  if (byte == '-') return number_digits_ == 0 && !negative_ && IntegerReachable(node, true, 0, 0);
+  // A '-' only where a negative value is in range ("-0" is 0, but an odd way to write it).
+  if (byte == '-') return number_digits_ == 0 && !negative_ && node.minimum < 0;
   if (!IsDigit(byte)) return true;  // ends the number: LeafComplete checks its value
   return IntegerReachable(node, negative_, magnitude_ * 10 + (byte - '0'), number_digits_ + 1);
 }
 
 bool SchemaAutomaton::IntegerReachable(const JsonSchema::Node& node, bool negative, int64_t magnitude,
                                        int digits) {
-  // The completions of what is read: with no digit yet, every magnitude up to the largest; a
-  // leading 0 takes no more digits; otherwise the magnitude followed by up to the digits left,
-  // each count of them a run of consecutive values.
+  // The completions of what is read (a digit at least): a leading 0 takes no more digits;
+  // otherwise the magnitude followed by up to the digits left, each count of them a run of
+  // consecutive values.
   const auto overlaps = [&](int64_t low, int64_t high) {  // magnitudes low..high
     const int64_t least = negative ? -high : low;
     const int64_t most = negative ? -low : high;
     return least <= node.maximum && most >= node.minimum;
   };
-  if (digits == 0) return overlaps(0, JsonSchema::kLargestInteger);
   if (magnitude == 0) return overlaps(0, 0);
   int64_t scale = 1;
   for (int extra = 0; digits + extra <= kMaxNumberDigits; ++extra, scale *= 10) {

@@ -49,11 +49,15 @@ class SchemaAutomaton {
   // The bytes read are a whole text the schema allows (a top-level number may still go on).
   bool complete() const;
   // Inside a string value of free text, between characters: text of whole characters without a
-  // quote, a backslash or a control character is accepted and leaves the state as it is.
-  // Not in a string whose length the schema bounds (each character counts there).
+  // quote, a backslash or a control character is accepted, up to string_room() characters, and
+  // leaves the state as it is but for the count of characters.
   bool between_string_characters() const {
-    return leaf_ == Leaf::kJson && json_.between_string_characters() &&
-           !schema_->node(leaf_node_).length_bounded();
+    return leaf_ == Leaf::kJson && json_.between_string_characters();
+  }
+  // In a string: the characters it may still take (maxLength's rest; UINT32_MAX without one).
+  uint32_t string_room() const {
+    const JsonSchema::Node& node = schema_->node(leaf_node_);
+    return node.max_length == UINT32_MAX ? UINT32_MAX : node.max_length - string_chars_;
   }
 
  private:
@@ -87,8 +91,8 @@ class SchemaAutomaton {
   // A number of the schema (kNumber, kInteger) may go on with `byte`: no fraction or exponent
   // for an integer, no digit past the part's limit. True for other values.
   bool NumberAllows(uint8_t byte) const;
-  // A bounded integer can still end in its range with `digits` digits read so far, of value
-  // `magnitude`, after a '-' when `negative`.
+  // A bounded integer can still end in its range with `digits` (at least 1) digits read so far,
+  // of value `magnitude`, after a '-' when `negative`.
   static bool IntegerReachable(const JsonSchema::Node& node, bool negative, int64_t magnitude, int digits);
   bool IntegerInRange(const JsonSchema::Node& node) const;
   bool LeafComplete() const;

@@ -18,11 +18,11 @@ class TokenTexts {
   explicit TokenTexts(const std::vector<std::string>& texts) {
     offsets_.reserve(texts.size() + 1);
     offsets_.push_back(0);
-    plain_in_json_string_.reserve(texts.size());
+    plain_characters_.reserve(texts.size());
     for (const std::string& t : texts) {
       bytes_ += t;
       offsets_.push_back(bytes_.size());
-      plain_in_json_string_.push_back(PlainInJsonString(t));
+      plain_characters_.push_back(PlainCharacters(t));
     }
   }
 
@@ -34,23 +34,28 @@ class TokenTexts {
   }
   // Token `id`'s text is whole characters, none of them a quote, a backslash or a control
   // character: inside a JSON string (between characters) it is text as it stands.
-  bool plain_in_json_string(int64_t id) const {
-    return id >= 0 && static_cast<size_t>(id) < size() && plain_in_json_string_[static_cast<size_t>(id)];
+  bool plain_in_json_string(int64_t id) const { return plain_characters(id) > 0; }
+  // The characters (code points) of a token plain in a JSON string, for strings of bounded
+  // length; 0 for any other token.
+  uint32_t plain_characters(int64_t id) const {
+    return id >= 0 && static_cast<size_t>(id) < size() ? plain_characters_[static_cast<size_t>(id)] : 0;
   }
 
  private:
-  static bool PlainInJsonString(std::string_view text) {
-    if (text.empty() || !IsValidUtf8(text)) return false;
+  static uint16_t PlainCharacters(std::string_view text) {
+    if (text.empty() || text.size() > UINT16_MAX || !IsValidUtf8(text)) return 0;
+    uint16_t characters = 0;
     for (char c : text) {
       const auto b = static_cast<unsigned char>(c);
-      if (b < 0x20 || b == '"' || b == '\\') return false;
+      if (b < 0x20 || b == '"' || b == '\\') return 0;
+      if ((b & 0xC0) != 0x80) ++characters;  // a lead byte (or ASCII) starts a character
     }
-    return true;
+    return characters;
   }
 
   std::string bytes_;
   std::vector<size_t> offsets_;
-  std::vector<bool> plain_in_json_string_;
+  std::vector<uint16_t> plain_characters_;
 };
 
 }  // namespace bmad::sampling

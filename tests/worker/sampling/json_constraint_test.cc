@@ -183,6 +183,17 @@ TEST(JsonConstraint, UnderASchemaTheMaskIsEveryTokenTheSchemaAutomatonAcceptsWho
                                       {"{\"name\":\"", "\",\"kind\":", "\"cat", "erpillar\"", "name", "\"n\":", "7}"});
 }
 
+TEST(JsonConstraint, UnderLengthsAndBoundsTheMaskIsStillWhatTheAutomatonAccepts) {
+  // Plain tokens in a string of bounded length are allowed unread only as far as its room goes.
+  Result<std::shared_ptr<const JsonSchema>> schema = JsonSchema::Compile(
+      R"({"type":"object","properties":{"code":{"type":"string","minLength":1,"maxLength":3},
+          "tags":{"type":"array","items":{"type":"string","maxLength":5},"maxItems":3},
+          "n":{"type":"integer","minimum":-20,"maximum":300}},"required":["code","n"]})");
+  ASSERT_TRUE(schema.ok()) << schema.status().ToString();
+  ExpectMaskIsWhatTheAutomatonAccepts(*schema, SchemaAutomaton(schema->get()),
+                                      {"{\"code\":\"", "abcd", "ab", "\xC3\xA9\xC3\xA9", "\",\"n\":", "29", "-2", "300}"});
+}
+
 TEST(JsonConstraint, SampledOutputsAlwaysStayOnTheWayToAnObject) {
   // Random logits over the fake vocabulary, 200 outputs of up to 40 tokens, each drawn at
   // temperature 1: every output's text is JSON or the start of some, and those that ended are

@@ -276,7 +276,9 @@ TEST(JsonSchema, LengthsAndIntegerBounds) {
   EXPECT_THAT(Refusal(R"({"type":"integer","minimum":5,"exclusiveMaximum":5})"), HasSubstr("no integer is within the bounds"));
   EXPECT_THAT(Refusal(R"({"type":"integer","exclusiveMinimum":0.2,"exclusiveMaximum":0.9})"),
               HasSubstr("no integer is within the bounds"));
-  EXPECT_THAT(Refusal(R"({"type":"integer","maximum":1e300})"), HasSubstr("'maximum' beyond 2^53 is not supported"));
+  EXPECT_THAT(Refusal(R"({"type":"integer","maximum":1e300})"), HasSubstr("'maximum' of 2^53 or more (either sign) is not supported"));
+  EXPECT_THAT(Refusal(R"({"type":"integer","exclusiveMinimum":9007199254740992})"), HasSubstr("of 2^53 or more"));
+  EXPECT_TRUE(Compiled(R"({"type":"integer","minimum":-9007199254740991,"maximum":9007199254740991})"));
   EXPECT_THAT(Refusal(R"({"type":"string","minLength":3,"maxLength":2})"), HasSubstr("'minLength' is larger than 'maxLength'"));
   EXPECT_THAT(Refusal(R"({"type":"string","maxLength":-1})"), HasSubstr("'maxLength' must be a non-negative integer"));
   EXPECT_THAT(Refusal(R"({"enum":["a","bb"],"minLength":2})"), HasSubstr("'enum' beside 'minLength' is not supported"));
