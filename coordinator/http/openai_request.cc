@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "coordinator/http/json_fields.h"
-#include "worker/sampling/json_schema.h"
 
 namespace bmad::http {
 namespace {
@@ -428,12 +427,6 @@ Status ReadResponseFormat(const JsonFields& body, CompletionRequest& request) {
     } else {
       return MustBe("guided_json", "a JSON Schema (an object, or its JSON text)", *guided);
     }
-    // Checked here, not only by the workers' check below, so that the error names this field.
-    if (Result<std::shared_ptr<const sampling::JsonSchema>> schema =
-            sampling::JsonSchema::Compile(request.sampling.json_schema);
-        !schema.ok()) {
-      return InvalidArgument("'guided_json' " + schema.status().message());
-    }
     request.sampling.response_format = proto::ResponseFormat::kJsonSchema;
   }
   const Json* format = body.Find("response_format");
@@ -556,8 +549,10 @@ Result<CompletionRequest> ReadRequest(const Json& json, bool chat, const Request
   if (worker_view.max_tokens == 0) {  // filled in by the coordinator, which checks min_tokens
     worker_view.max_tokens = std::max<uint32_t>(1, worker_view.min_tokens);
   }
-  BMAD_RETURN_IF_ERROR(
-      sampling::ValidateSamplingParams(worker_view, std::numeric_limits<int32_t>::max()));
+  // A schema's error names the field it came in.
+  BMAD_RETURN_IF_ERROR(sampling::ValidateSamplingParams(
+      worker_view, std::numeric_limits<int32_t>::max(),
+      body.Find("guided_json") != nullptr ? "guided_json" : "response_format.json_schema.schema"));
   return request;
 }
 

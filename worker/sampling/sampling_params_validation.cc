@@ -44,7 +44,7 @@ bool IsValidUtf8(std::string_view bytes) {
   return true;
 }
 
-Status ValidateSamplingParams(const proto::SamplingParams& params, int32_t vocab_size) {
+Status ValidateSamplingParams(const proto::SamplingParams& params, int32_t vocab_size, std::string_view schema_field) {
   if (vocab_size <= 0) {
     return InvalidArgument("vocab_size must be positive; got " + std::to_string(vocab_size));
   }
@@ -129,7 +129,7 @@ Status ValidateSamplingParams(const proto::SamplingParams& params, int32_t vocab
   if (params.response_format == proto::ResponseFormat::kJsonSchema) {
     Result<std::shared_ptr<const JsonSchema>> schema = JsonSchema::Compile(params.json_schema);
     if (!schema.ok()) {
-      return InvalidArgument("'response_format.json_schema.schema' " + schema.status().message());
+      return InvalidArgument("'" + std::string(schema_field) + "' " + schema.status().message());
     }
   } else if (!params.json_schema.empty()) {
     return InvalidArgument("'json_schema' is set, but response_format is \"" +

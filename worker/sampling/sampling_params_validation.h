@@ -50,9 +50,10 @@ inline constexpr size_t kMaxLogitBias = 4096;
 //                       finite, in [-100, 100]
 //   response_format     json_object, json_schema: neither min_tokens nor ignore_eos
 //   json_schema         with json_schema only: a schema JsonSchema::Compile takes (its error,
-//                       under 'response_format.json_schema.schema')
+//                       under `schema_field`: the request field the schema came in)
 // `vocab_size` must be positive (kInvalidArgument otherwise).
-Status ValidateSamplingParams(const proto::SamplingParams& params, int32_t vocab_size);
+Status ValidateSamplingParams(const proto::SamplingParams& params, int32_t vocab_size,
+                              std::string_view schema_field = "response_format.json_schema.schema");
 
 // True when `bytes` is well-formed UTF-8 (no overlong forms, surrogates or code points above
 // U+10FFFF), the definition of RFC 3629.
