@@ -24,17 +24,12 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/q8_0.h"
+#include "tests/support/random_floats.h"
 
 namespace bmad::kernels {
 namespace {
 
-std::vector<float> Random(size_t n, uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using bmad::testing::RandomFloats;
 
 void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, double tol,
                  const std::string& what) {
@@ -108,7 +103,7 @@ struct HostWeights {
 };
 
 HostWeights MakeWeights(WeightType type, int64_t rows, int64_t cols, uint64_t seed) {
-  const std::vector<float> values = Random(static_cast<size_t>(rows * cols), seed, 0.5f);
+  const std::vector<float> values = RandomFloats(static_cast<size_t>(rows * cols), seed, 0.5f);
   HostWeights w;
   const size_t row_bytes = RowBytes(type, cols);
   w.bytes.resize(row_bytes * static_cast<size_t>(rows));
@@ -144,8 +139,8 @@ TEST(CudaBackend, EmbeddingRowsAreExact) {
 TEST(CudaBackend, NormsActivationsAndSamplingOps) {
   for (int64_t dim : {8, 64, 2048, 5000, 32000}) {
     const int64_t rows = 5;
-    const std::vector<float> x = Random(static_cast<size_t>(rows * dim), 2, 3.0f);
-    const std::vector<float> w = Random(static_cast<size_t>(dim), 3);
+    const std::vector<float> x = RandomFloats(static_cast<size_t>(rows * dim), 2, 3.0f);
+    const std::vector<float> w = RandomFloats(static_cast<size_t>(dim), 3);
     std::vector<float> want(x.size());
     Cpu().RmsNorm(x.data(), w.data(), rows, dim, 1e-5f, want.data());
     DeviceVector<float> dx(x), dw(w), out(x);
@@ -168,7 +163,7 @@ TEST(CudaBackend, NormsActivationsAndSamplingOps) {
     EXPECT_EQ(dam.ToHost(), am) << "argmax " << dim;
   }
   const int64_t n = 1 << 20;
-  const std::vector<float> g = Random(n, 4, 8.0f), u = Random(n, 5);
+  const std::vector<float> g = RandomFloats(n, 4, 8.0f), u = RandomFloats(n, 5);
   std::vector<float> want(n);
   Cpu().SwiGlu(g.data(), u.data(), n, want.data());
   DeviceVector<float> dg(g), du(u), out(g);
@@ -187,7 +182,7 @@ TEST(CudaBackend, RopeMatchesTheCpu) {
     std::vector<int32_t> pos(static_cast<size_t>(rows));
     std::iota(pos.begin(), pos.end(), 4000);
     pos[3] = 0;
-    std::vector<float> x = Random(static_cast<size_t>(rows * heads * hd), 6);
+    std::vector<float> x = RandomFloats(static_cast<size_t>(rows * heads * hd), 6);
     DeviceVector<float> dx(x);
     const RopeConfig rope{rd, 500000.0f, 0.25f};
     Cpu().Rope(x.data(), pos, heads, hd, rope);
@@ -201,7 +196,7 @@ TEST(CudaBackend, RopeMatchesTheCpu) {
 // order of adding puts the draw on the other side of a boundary, which should be rare.
 TEST(CudaBackend, SampleRowsDrawsAsTheCpu) {
   const int64_t n = 32000, rows = 256;
-  std::vector<float> x = Random(static_cast<size_t>(rows * n), 21, 4.0f);
+  std::vector<float> x = RandomFloats(static_cast<size_t>(rows * n), 21, 4.0f);
   std::mt19937_64 rng(22);
   std::vector<RowSampling> params;
   for (int64_t r = 0; r < rows; ++r) {
@@ -253,7 +248,7 @@ TEST(CudaBackend, UploadsInFlightKeepEachOpsMetadata) {
   std::vector<std::vector<float>> want;
   std::vector<std::unique_ptr<DeviceVector<float>>> got;
   for (int op = 0; op < kOps; ++op) {  // every input first: each one synchronizes the device
-    want.push_back(Random(static_cast<size_t>(rows * heads * hd), 100 + op));
+    want.push_back(RandomFloats(static_cast<size_t>(rows * heads * hd), 100 + op));
     got.push_back(std::make_unique<DeviceVector<float>>(want.back()));
   }
   for (int op = 0; op < kOps; ++op) {
@@ -288,7 +283,7 @@ TEST(CudaBackend, MatMulEveryWeightTypeAndBatchSize) {
       const PreparedWeight gpu_w = Gpu().PrepareMatMulWeight(w.view);
       // m <= 4: the F16 GEMV (or, at 100 columns, conversion and cuBLAS); more: cuBLAS.
       for (int64_t m : {1, 2, 3, 4, 7, 8, 9, 33, 128, 300}) {
-        const std::vector<float> x = Random(static_cast<size_t>(m * cols), 8 + m);
+        const std::vector<float> x = RandomFloats(static_cast<size_t>(m * cols), 8 + m);
         std::vector<float> want(static_cast<size_t>(m * rows));
         Cpu().MatMul(x.data(), m, cpu_w.view, want.data());
         DeviceVector<float> dx(x), dy(std::vector<float>(want.size(), NAN));
@@ -325,7 +320,7 @@ struct SeqSpec {
 
 void CheckAttention(int64_t n_heads, int64_t n_kv, int64_t hd, int64_t bs,
                     const std::vector<SeqSpec>& specs, bool decode) {
-  SCOPED_TRACE(testing::Message() << "heads " << n_heads << "/" << n_kv << " hd " << hd << " bs "
+  SCOPED_TRACE(::testing::Message() << "heads " << n_heads << "/" << n_kv << " hd " << hd << " bs "
                                   << bs << (decode ? " decode" : " prefill"));
   int64_t blocks = 1;
   for (const SeqSpec& s : specs) blocks += (s.start + s.rows + bs - 1) / bs;
@@ -354,15 +349,15 @@ void CheckAttention(int64_t n_heads, int64_t n_kv, int64_t hd, int64_t bs,
   for (int pass = 0; pass < 2; ++pass) {
     const std::vector<AttentionSequence>& seqs = pass == 0 ? history : step;
     const int64_t n = pass == 0 ? hist_rows : rows;
-    const std::vector<float> k = Random(static_cast<size_t>(n * kvw), 30 + pass);
-    const std::vector<float> v = Random(static_cast<size_t>(n * kvw), 40 + pass);
+    const std::vector<float> k = RandomFloats(static_cast<size_t>(n * kvw), 30 + pass);
+    const std::vector<float> v = RandomFloats(static_cast<size_t>(n * kvw), 40 + pass);
     Cpu().StoreKv(c.View(c.host.data()), k.data(), v.data(), seqs);
     DeviceVector<float> dk(k), dv(v);
     Gpu().StoreKv(c.View(c.device.get()), dk.get(), dv.get(), seqs);
   }
   ASSERT_TRUE(c.device.ToHost() == c.host) << "StoreKv wrote different bits";
 
-  const std::vector<float> q = Random(static_cast<size_t>(rows * qw), 50, 2.0f);
+  const std::vector<float> q = RandomFloats(static_cast<size_t>(rows * qw), 50, 2.0f);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   std::vector<float> want(q.size());
   DeviceVector<float> dq(q), out(std::vector<float>(q.size(), NAN));

@@ -35,16 +35,13 @@ namespace {
 using namespace std::chrono_literals;
 using json = nlohmann::json;
 
-std::string Stories() { return SharedModelsDir() + "/stories260K.gguf"; }
-std::string TinyRandom() { return SharedModelsDir() + "/llama-2-tiny-random.gguf"; }
-
 std::string LocalText(const std::string& model, const std::string& prompt, uint32_t max_tokens,
                       bool ignore_eos = false) {
   return LocalGreedyText(model, prompt, max_tokens, ignore_eos);
 }
 
 TEST(ClusterTest, ResponseIdsAreUniqueAndConnectionsStayOpen) {
-  LocalCluster cluster({Stories(), 1, 0});
+  LocalCluster cluster({StoriesModelPath(), 1, 0});
   std::string error;
   ASSERT_TRUE(cluster.Start(&error)) << error;
   // Ten requests on one kept-alive connection (httplib's default closed it after five): each
@@ -69,7 +66,7 @@ TEST(ClusterTest, ResponseIdsAreUniqueAndConnectionsStayOpen) {
 }
 
 TEST(ClusterTest, GreedyOverHttpEqualsLocalGenerate) {
-  for (const std::string& model : {Stories(), TinyRandom()}) {
+  for (const std::string& model : {StoriesModelPath(), TinyRandomModelPath()}) {
     LocalCluster cluster({model, 1, 0});
     std::string error;
     ASSERT_TRUE(cluster.Start(&error)) << error;
@@ -98,7 +95,8 @@ TEST(ClusterTest, AProcessThatExitsWhileStartingIsNamed) {
   addr.sin_port = htons(static_cast<uint16_t>(port));
   ASSERT_EQ(bind(holder, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
   ASSERT_EQ(listen(holder, 1), 0);
-  LocalCluster cluster({Stories(), 1, 0, {"metrics.coordinator_port=" + std::to_string(port)}});
+  LocalCluster cluster(
+      {StoriesModelPath(), 1, 0, {"metrics.coordinator_port=" + std::to_string(port)}});
   std::string error;
   EXPECT_FALSE(cluster.Start(&error));
   close(holder);
@@ -108,7 +106,7 @@ TEST(ClusterTest, AProcessThatExitsWhileStartingIsNamed) {
 }
 
 TEST(ClusterTest, GreedyOverTheSocketEqualsLocalGenerate) {
-  LocalCluster cluster({Stories(), 1, 1});
+  LocalCluster cluster({StoriesModelPath(), 1, 1});
   std::string error;
   ASSERT_TRUE(cluster.Start(&error)) << error;
   auto client = client::Client::Connect(cluster.client_endpoint());
@@ -121,7 +119,7 @@ TEST(ClusterTest, GreedyOverTheSocketEqualsLocalGenerate) {
   auto result = (*client)->Generate(submit, [&](const proto::TokenChunk& c) { streamed += c.text; },
                                     std::chrono::milliseconds(30000));
   ASSERT_TRUE(result.ok()) << result.status().ToString();
-  EXPECT_EQ(streamed, LocalText(Stories(), "Once upon a time", 32));
+  EXPECT_EQ(streamed, LocalText(StoriesModelPath(), "Once upon a time", 32));
   EXPECT_EQ(result->finish_reason, proto::FinishReason::kLength);
   auto status = (*client)->QueryStatus(std::chrono::milliseconds(5000));
   ASSERT_TRUE(status.ok());
@@ -130,7 +128,7 @@ TEST(ClusterTest, GreedyOverTheSocketEqualsLocalGenerate) {
 }
 
 TEST(ClusterTest, TwoHundredConcurrentRequestsAllComplete) {
-  LocalCluster cluster({Stories(), 2, 0});
+  LocalCluster cluster({StoriesModelPath(), 2, 0});
   std::string error;
   ASSERT_TRUE(cluster.Start(&error)) << error;
   std::atomic<int> ok{0};
@@ -149,9 +147,9 @@ TEST(ClusterTest, TwoHundredConcurrentRequestsAllComplete) {
 // A model slow enough on one thread that a long answer takes many seconds (stories260K writes
 // 500 tokens in milliseconds): 8 layers of width 512 in F32, stories260K's vocabulary.
 std::string SlowModel() {
-  return SynthModel("slow8x512.gguf", {"--layers", "8", "--dim", "512", "--heads", "8", "--ffn",
-                                       "1536", "--ctx", "2048", "--vocab-from", Stories(),
-                                       "--dtype", "f32", "--seed", "3"});
+  return SynthModel("slow8x512.gguf",
+                    {"--layers", "8", "--dim", "512", "--heads", "8", "--ffn", "1536", "--ctx",
+                     "2048", "--vocab-from", StoriesModelPath(), "--dtype", "f32", "--seed", "3"});
 }
 
 // Waits until replica 0 runs nothing, holds no KV block and has counted one cancelled request,
@@ -176,7 +174,7 @@ void ExpectOneCancelledAndFreed(LocalCluster& cluster, std::string& metrics,
 }
 
 TEST(ClusterTest, DisconnectMidStreamCancelsAndFreesBlocks) {
-  LocalCluster cluster({Stories(), 1, 0});
+  LocalCluster cluster({StoriesModelPath(), 1, 0});
   std::string error;
   ASSERT_TRUE(cluster.Start(&error)) << error;
   StreamResult s = Stream(cluster.http_port(), Completion("Once", 400, true, true), nullptr,
@@ -206,7 +204,7 @@ TEST(ClusterTest, ClosingANonStreamingRequestCancelsIt) {
 }
 
 TEST(ClusterTest, KillNineOfAReplicaLosesNothing) {
-  LocalCluster cluster({Stories(), 2, 0});
+  LocalCluster cluster({StoriesModelPath(), 2, 0});
   std::string error;
   ASSERT_TRUE(cluster.Start(&error)) << error;
   const std::vector<std::string> prompts = {"Once upon a time", "The little dog", "Lily had a toy",
@@ -215,7 +213,7 @@ TEST(ClusterTest, KillNineOfAReplicaLosesNothing) {
   // with faster kernels every request could finish before the kill.
   const int kTokens = 240;
   std::vector<std::string> want;
-  for (const auto& p : prompts) want.push_back(LocalText(Stories(), p, kTokens, true));
+  for (const auto& p : prompts) want.push_back(LocalText(StoriesModelPath(), p, kTokens, true));
   std::vector<StreamResult> got(prompts.size());
   std::atomic<int> events{0};
   std::vector<std::thread> clients;
@@ -354,7 +352,7 @@ TEST(ClusterTest, ADrainingReplicaIsOfferedNothingAfterItsFirstRefusal) {
 TEST(ClusterTest, AWorkerIsReadyOnlyWhileItsCoordinatorAnswers) {
   // The coordinator answers heartbeats; a worker whose coordinator is stopped reports itself
   // not ready (it used to stay ready), and ready again once the coordinator wakes.
-  LocalCluster cluster({Stories(), 1, 0, {"worker.threads=1"}});
+  LocalCluster cluster({StoriesModelPath(), 1, 0, {"worker.threads=1"}});
   std::string error;
   ASSERT_TRUE(cluster.Start(&error)) << error;
   httplib::Client worker("127.0.0.1", cluster.worker_metrics_port(0));
@@ -385,7 +383,7 @@ TEST(ClusterTest, EachCoordinatorProcessNumbersItsAssignmentsAfresh) {
   const std::string worker_endpoint = "tcp://127.0.0.1:" + std::to_string(PickFreePort());
   {
     std::ofstream f(dir + "/c.yaml");
-    f << "model:\n  path: " << Stories() << "\n"
+    f << "model:\n  path: " << StoriesModelPath() << "\n"
       << "coordinator:\n  client_endpoint: " << client << "\n  worker_endpoint: " << worker_endpoint
       << "\n  http_port: " << PickFreePort() << "\n  drain_timeout_ms: 0\n"
       << "metrics:\n  coordinator_port: " << PickFreePort() << "\n";
@@ -447,7 +445,7 @@ TEST(ClusterTest, EachCoordinatorProcessNumbersItsAssignmentsAfresh) {
 }
 
 TEST(ClusterTest, GarbageGetsClearErrorsAndServingGoesOn) {
-  LocalCluster cluster({Stories(), 1, 0});
+  LocalCluster cluster({StoriesModelPath(), 1, 0});
   std::string error;
   ASSERT_TRUE(cluster.Start(&error)) << error;
   const int port = cluster.http_port();

@@ -22,10 +22,8 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string Stories() { return SharedModelsDir() + "/stories260K.gguf"; }
-
 TEST(OpenAiFeaturesTest, LogitBiasAndMinTokensReachTheSampler) {
-  LocalCluster cluster({Stories(), 1, 0});
+  LocalCluster cluster({StoriesModelPath(), 1, 0});
   std::string error;
   ASSERT_TRUE(cluster.Start(&error)) << error;
   // " a" (261) forced at every step.
@@ -70,7 +68,7 @@ TEST(OpenAiFeaturesTest, LogitBiasAndMinTokensReachTheSampler) {
 }
 
 TEST(OpenAiFeaturesTest, TopLogprobsComeWithEveryToken) {
-  LocalCluster cluster({Stories(), 1, 0});
+  LocalCluster cluster({StoriesModelPath(), 1, 0});
   std::string error;
   ASSERT_TRUE(cluster.Start(&error)) << error;
   // Completions: logprobs 3 lists the chosen token and its 3 most likely alternatives; greedy,
@@ -126,11 +124,11 @@ TEST(OpenAiFeaturesTest, TopLogprobsComeWithEveryToken) {
 // request with that seed, streamed or not; greedy, every choice is the greedy answer. The usage
 // counts the prompt once and every choice's completion.
 TEST(OpenAiFeaturesTest, NChoicesAreEachTheirOwnSeededRequest) {
-  LocalCluster cluster({Stories(), 1, 0});
+  LocalCluster cluster({StoriesModelPath(), 1, 0});
   std::string error;
   ASSERT_TRUE(cluster.Start(&error)) << error;
   const int port = cluster.http_port();
-  const std::string greedy = LocalGreedyText(Stories(), "Once upon a time", 16);
+  const std::string greedy = LocalGreedyText(StoriesModelPath(), "Once upon a time", 16);
   json body = Completion("Once upon a time", 16, false);
   HttpResult one = Post(port, "/v1/completions", body.dump());
   ASSERT_EQ(one.status, 200) << one.body;
@@ -190,7 +188,7 @@ TEST(OpenAiFeaturesTest, NChoicesAreEachTheirOwnSeededRequest) {
 // A completions batch: each prompt gets its n choices, numbered prompt * n + choice; the usage
 // counts each prompt once; a prompt that cannot be served refuses the whole batch, named.
 TEST(OpenAiFeaturesTest, ABatchOfPromptsGetsEachItsChoices) {
-  LocalCluster cluster({Stories(), 1, 0});
+  LocalCluster cluster({StoriesModelPath(), 1, 0});
   std::string error;
   ASSERT_TRUE(cluster.Start(&error)) << error;
   const int port = cluster.http_port();
@@ -202,7 +200,8 @@ TEST(OpenAiFeaturesTest, ABatchOfPromptsGetsEachItsChoices) {
   ASSERT_EQ(j["choices"].size(), 4u) << r.body;
   int prompt_tokens = 0;
   for (size_t p = 0; p < prompts.size(); ++p) {
-    const std::string want = LocalGreedyText(Stories(), prompts[p], 8, /*ignore_eos=*/true);
+    const std::string want =
+        LocalGreedyText(StoriesModelPath(), prompts[p], 8, /*ignore_eos=*/true);
     for (size_t c = 0; c < 2; ++c) {
       EXPECT_EQ(j["choices"][p * 2 + c]["index"], p * 2 + c);
       EXPECT_EQ(j["choices"][p * 2 + c]["text"], want) << p << " " << c;
@@ -231,7 +230,7 @@ TEST(OpenAiFeaturesTest, ABatchOfPromptsGetsEachItsChoices) {
 // /tokenize counts a prompt as the completion endpoints do: its count is the usage's
 // prompt_tokens, for text and for chat.
 TEST(OpenAiFeaturesTest, TokenizeCountsWhatTheCompletionIsBilledFor) {
-  LocalCluster cluster({Stories(), 1, 0});
+  LocalCluster cluster({StoriesModelPath(), 1, 0});
   std::string error;
   ASSERT_TRUE(cluster.Start(&error)) << error;
   const int port = cluster.http_port();
@@ -268,12 +267,12 @@ CompletionAnswer Answer(int port, const json& body) {
 }
 
 TEST(OpenAiFeaturesTest, JsonObjectResponsesAreHeldToAnObject) {
-  LocalCluster cluster({Stories(), 1, 0});
+  LocalCluster cluster({StoriesModelPath(), 1, 0});
   std::string error;
   ASSERT_TRUE(cluster.Start(&error)) << error;
   // The same tokens as `bmad generate --json`, whole and streamed; the text is an object or,
   // cut by max_tokens, the start of one.
-  const std::string expected = LocalGreedyJson(Stories(), "Once upon a time", 40);
+  const std::string expected = LocalGreedyJson(StoriesModelPath(), "Once upon a time", 40);
   ASSERT_EQ(expected[0], '{') << expected;
   for (const bool stream : {false, true}) {
     json body = Completion("Once upon a time", 40, stream);
@@ -300,7 +299,7 @@ TEST(OpenAiFeaturesTest, JsonObjectResponsesAreHeldToAnObject) {
 }
 
 TEST(OpenAiFeaturesTest, JsonSchemaResponsesAreValuesTheSchemaAllows) {
-  LocalCluster cluster({Stories(), 1, 0});
+  LocalCluster cluster({StoriesModelPath(), 1, 0});
   std::string error;
   ASSERT_TRUE(cluster.Start(&error)) << error;
   // (Properties in sorted order: these bodies are nlohmann::json, which sorts keys.)
@@ -311,7 +310,8 @@ TEST(OpenAiFeaturesTest, JsonSchemaResponsesAreValuesTheSchemaAllows) {
   const json schema = json::parse(schema_text);
   // The same tokens as `bmad generate --json-schema`, whole and streamed, and through vLLM's
   // guided_json; the text is a value the schema allows or, cut by max_tokens, the start of one.
-  const std::string expected = LocalGreedyJson(Stories(), "Once upon a time", 120, schema_text);
+  const std::string expected =
+      LocalGreedyJson(StoriesModelPath(), "Once upon a time", 120, schema_text);
   ASSERT_TRUE(expected.starts_with("{ \"age\"")) << expected;
   for (const bool stream : {false, true}) {
     for (const bool guided : {false, true}) {

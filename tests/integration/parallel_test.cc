@@ -27,14 +27,11 @@ namespace {
 using namespace std::chrono_literals;
 using json = nlohmann::json;
 
-std::string Stories() { return SharedModelsDir() + "/stories260K.gguf"; }
-std::string TinyRandom() { return SharedModelsDir() + "/llama-2-tiny-random.gguf"; }
-
 // 8 query heads, 2 KV heads, 6 layers, F32, written by `bmad model synth`.
 std::string GqaModel() {
-  return SynthModel("gqa6.gguf", {"--layers", "6", "--dim", "128", "--heads", "8", "--kv-heads",
-                                  "2", "--ffn", "256", "--vocab-from", TinyRandom(), "--dtype",
-                                  "f32", "--seed", "5"});
+  return SynthModel(
+      "gqa6.gguf", {"--layers", "6", "--dim", "128", "--heads", "8", "--kv-heads", "2", "--ffn",
+                    "256", "--vocab-from", TinyRandomModelPath(), "--dtype", "f32", "--seed", "5"});
 }
 
 std::string LocalText(const std::string& model, const std::string& prompt, uint32_t max_tokens) {
@@ -116,12 +113,12 @@ void CheckSplitsMatchOneRank(const std::string& model, double tolerance) {
 // probabilities, which move with the logits: 1e-4 for the random model, whose logits stay small,
 // and 2e-3 for stories260K, whose logits reach 18 (see llama_shard_test.cc).
 TEST(ParallelTest, GqaModelSplitsMatchOneRank) { CheckSplitsMatchOneRank(GqaModel(), 1e-4); }
-TEST(ParallelTest, StoriesSplitsMatchOneRank) { CheckSplitsMatchOneRank(Stories(), 2e-3); }
+TEST(ParallelTest, StoriesSplitsMatchOneRank) { CheckSplitsMatchOneRank(StoriesModelPath(), 2e-3); }
 
 TEST(ParallelTest, UnsplittableModelIsRefusedAtStartUp) {
   const std::string dir = MakeTempDir("bmad-parallel-");
   const std::string config = dir + "/worker.yaml";
-  std::ofstream(config) << "model:\n  path: " << TinyRandom() << "\nparallel:\n  pp: 2\n"
+  std::ofstream(config) << "model:\n  path: " << TinyRandomModelPath() << "\nparallel:\n  pp: 2\n"
                         << "coordinator:\n  worker_endpoint: tcp://127.0.0.1:1\n"
                         << "metrics:\n  worker_port: 0\n";
   ChildProcess p;
@@ -170,7 +167,7 @@ constexpr int64_t kStepTimeoutMs = 3000;
 // lived on. Every request still finishes with the one-rank greedy text (the coordinator
 // migrates replica 0's to replica 1), and the replica's log says why it went down.
 int64_t FailOneRankMidStream(int signal) {
-  LocalClusterOptions o{Stories(), 2, 0};
+  LocalClusterOptions o{StoriesModelPath(), 2, 0};
   o.ranks_per_replica = 2;
   o.liveness_timeout_ms = 2000;
   // Round robin puts three of the six requests on replica 0 for certain (a weighted draw
@@ -186,7 +183,7 @@ int64_t FailOneRankMidStream(int signal) {
   // replica 0 is computing some of them.
   const std::string prompt = "Once upon a time";
   constexpr int kTokens = 480;
-  const std::string want = LocalText(Stories(), prompt, kTokens);
+  const std::string want = LocalText(StoriesModelPath(), prompt, kTokens);
   std::vector<json> results(6);
   std::vector<std::thread> clients;
   for (size_t i = 0; i < results.size(); ++i) {

@@ -23,9 +23,12 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/q8_0.h"
 #include "kernels/reference/reference_backend.h"
+#include "tests/support/random_floats.h"
 
 namespace bmad::kernels {
 namespace {
+
+using bmad::testing::RandomFloats;
 
 struct Variant {
   const char* name;
@@ -46,14 +49,6 @@ std::vector<Variant> Variants() {
   return v;
 }
 
-std::vector<float> Random(size_t n, uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
-
 // A weight matrix of the given type with its storage.
 struct OwnedWeights {
   std::vector<uint8_t> bytes;
@@ -61,7 +56,7 @@ struct OwnedWeights {
 };
 
 OwnedWeights MakeWeights(WeightType type, int64_t rows, int64_t cols, uint64_t seed) {
-  const std::vector<float> values = Random(static_cast<size_t>(rows * cols), seed, 0.5f);
+  const std::vector<float> values = RandomFloats(static_cast<size_t>(rows * cols), seed, 0.5f);
   OwnedWeights w;
   w.bytes.resize(RowBytes(type, cols) * static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) {
@@ -119,7 +114,7 @@ TEST_P(BackendOpsTest, MatMulAllTypesAndShapes) {
     for (const Shape& s : shapes) {
       if (type == WeightType::kQ8_0 && s.k % kQ8_0Block != 0) continue;
       OwnedWeights w = MakeWeights(type, s.n, s.k, ++seed);
-      const std::vector<float> x = Random(static_cast<size_t>(s.m * s.k), ++seed);
+      const std::vector<float> x = RandomFloats(static_cast<size_t>(s.m * s.k), ++seed);
       std::vector<float> got(static_cast<size_t>(s.m * s.n), -7.0f), want(got.size());
       cpu_->MatMul(x.data(), s.m, w.view, got.data());
       ref_.MatMul(x.data(), s.m, w.view, want.data());
@@ -143,7 +138,7 @@ TEST_P(BackendOpsTest, PreparedMatMulMatchesReferenceAndIsBatchInvariant) {
         PreparedWeight prepared = cpu_->PrepareMatMulWeight(w.view);
         ASSERT_EQ(prepared.view.layout, WeightLayout::kPanels16);
         const int64_t max_m = 40;
-        const std::vector<float> x = Random(static_cast<size_t>(max_m * k), ++seed);
+        const std::vector<float> x = RandomFloats(static_cast<size_t>(max_m * k), ++seed);
         std::vector<float> all(static_cast<size_t>(max_m * n)), want(all.size());
         cpu_->MatMul(x.data(), max_m, prepared.view, all.data());
         ref_.MatMul(x.data(), max_m, w.view, want.data());
@@ -174,7 +169,7 @@ TEST_P(BackendOpsTest, PreparedMatMulLargeBatchRowsEqualSingleRows) {
   for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kQ8_0}) {
     OwnedWeights w = MakeWeights(type, n, k, ++seed);
     PreparedWeight prepared = cpu_->PrepareMatMulWeight(w.view);
-    const std::vector<float> x = Random(static_cast<size_t>(m * k), ++seed);
+    const std::vector<float> x = RandomFloats(static_cast<size_t>(m * k), ++seed);
     std::vector<float> all(static_cast<size_t>(m * n)), one(static_cast<size_t>(n));
     cpu_->MatMul(x.data(), m, prepared.view, all.data());
     for (int64_t r : {0, 1, 127, 128, 255, 299, 511, 599}) {
@@ -194,7 +189,7 @@ TEST_P(BackendOpsTest, MatMulsEqualsEachMatMulAlone) {
   const int64_t k = 96;
   uint64_t seed = 700;
   for (const int64_t m : {1, 8, 37}) {
-    const std::vector<float> x = Random(static_cast<size_t>(m * k), ++seed);
+    const std::vector<float> x = RandomFloats(static_cast<size_t>(m * k), ++seed);
     for (const bool mixed : {false, true}) {
       for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kQ8_0}) {
         // Q (wide), K and V (narrow, V not a multiple of a panel), as in a GQA layer.
@@ -239,8 +234,8 @@ TEST_P(BackendOpsTest, EmbeddingNormRopeSwiGluSoftmaxArgmax) {
   }
   for (int64_t dim : {8, 64, 97, 768}) {
     const int64_t rows = 9;  // 9 x 768 is split among the threads
-    const auto x = Random(static_cast<size_t>(rows * dim), 9);
-    const auto weight = Random(static_cast<size_t>(dim), 10);
+    const auto x = RandomFloats(static_cast<size_t>(rows * dim), 9);
+    const auto weight = RandomFloats(static_cast<size_t>(dim), 10);
     std::vector<float> got(x.size()), want(x.size());
     cpu_->RmsNorm(x.data(), weight.data(), rows, dim, 1e-5f, got.data());
     ref_.RmsNorm(x.data(), weight.data(), rows, dim, 1e-5f, want.data());
@@ -249,7 +244,7 @@ TEST_P(BackendOpsTest, EmbeddingNormRopeSwiGluSoftmaxArgmax) {
   for (auto [head_dim, rope_dim] : {std::pair<int64_t, int64_t>{8, 8}, {64, 64}, {64, 32}}) {
     const int64_t heads = 3;
     const std::vector<int32_t> pos = {0, 1, 5, 511, 4000};
-    auto x = Random(pos.size() * static_cast<size_t>(heads * head_dim), 11);
+    auto x = RandomFloats(pos.size() * static_cast<size_t>(heads * head_dim), 11);
     auto want = x;
     RopeConfig rope{rope_dim, 10000.0f, 0.5f};
     cpu_->Rope(x.data(), pos, heads, head_dim, rope);
@@ -257,7 +252,7 @@ TEST_P(BackendOpsTest, EmbeddingNormRopeSwiGluSoftmaxArgmax) {
     ExpectClose(x, want, 2e-5, "rope");
   }
   {
-    const auto g = Random(1000, 12, 6.0f), u = Random(1000, 13);
+    const auto g = RandomFloats(1000, 12, 6.0f), u = RandomFloats(1000, 13);
     std::vector<float> got(1000), want(1000);
     cpu_->SwiGlu(g.data(), u.data(), 1000, got.data());
     ref_.SwiGlu(g.data(), u.data(), 1000, want.data());
@@ -270,21 +265,21 @@ TEST_P(BackendOpsTest, EmbeddingNormRopeSwiGluSoftmaxArgmax) {
   {
     // Over the serial threshold, a range where exp(-|g|) underflows, and in place.
     const size_t n = 40000;
-    auto g = Random(n, 15, 100.0f);
-    const auto u = Random(n, 16);
+    auto g = RandomFloats(n, 15, 100.0f);
+    const auto u = RandomFloats(n, 16);
     std::vector<float> want(n);
     ref_.SwiGlu(g.data(), u.data(), static_cast<int64_t>(n), want.data());
     cpu_->SwiGlu(g.data(), u.data(), static_cast<int64_t>(n), g.data());
     ExpectClose(g, want, 1e-6, "swiglu in place");
     // Add over its serial threshold too (a prefill chunk's residual).
-    auto a = Random(100003, 17), b = a;
-    const auto y = Random(a.size(), 18);
+    auto a = RandomFloats(100003, 17), b = a;
+    const auto y = RandomFloats(a.size(), 18);
     cpu_->Add(a.data(), y.data(), static_cast<int64_t>(a.size()));
     ref_.Add(b.data(), y.data(), static_cast<int64_t>(b.size()));
     ExpectClose(a, b, 0, "add, large");
   }
   {
-    auto x = Random(3 * 101, 14, 20.0f);
+    auto x = RandomFloats(3 * 101, 14, 20.0f);
     auto want = x;
     cpu_->Softmax(x.data(), 3, 101);
     ref_.Softmax(want.data(), 3, 101);
@@ -297,7 +292,7 @@ TEST_P(BackendOpsTest, EmbeddingNormRopeSwiGluSoftmaxArgmax) {
     EXPECT_EQ(got[1], 1);
     EXPECT_EQ(got[0], expect[0]);
     // Rows enough to be split among the threads.
-    const auto many = Random(7 * 10000, 17);
+    const auto many = RandomFloats(7 * 10000, 17);
     int32_t many_got[7], many_expect[7];
     cpu_->Argmax(many.data(), 7, 10000, many_got);
     ref_.Argmax(many.data(), 7, 10000, many_expect);
@@ -336,7 +331,7 @@ TEST_P(BackendOpsTest, RopeAfterOtherPositionsAndConfigs) {
   uint64_t seed = 40;
   for (size_t c = 0; c < cases.size(); ++c) {
     const Case& k = cases[c];
-    auto x = Random(k.pos.size() * static_cast<size_t>(heads * head_dim), ++seed);
+    auto x = RandomFloats(k.pos.size() * static_cast<size_t>(heads * head_dim), ++seed);
     auto want = x;
     cpu_->Rope(x.data(), k.pos, heads, head_dim, k.rope);
     ref_.Rope(want.data(), k.pos, heads, head_dim, k.rope);
@@ -386,16 +381,16 @@ void RunAttentionCase(Backend& cpu, Backend& ref, int64_t n_heads, int64_t n_kv_
     now.push_back({rows, counts[s], start_pos[s], tables[s]});
     rows += counts[s];
   }
-  const auto hk = Random(static_cast<size_t>(hist_rows * width_kv), seed + 1);
-  const auto hv = Random(static_cast<size_t>(hist_rows * width_kv), seed + 2);
+  const auto hk = RandomFloats(static_cast<size_t>(hist_rows * width_kv), seed + 1);
+  const auto hv = RandomFloats(static_cast<size_t>(hist_rows * width_kv), seed + 2);
   KvLayerView view = c.View();
   ref.StoreKv(view, hk.data(), hv.data(), history);
   CacheFixture c_ref = c;
   KvLayerView view_ref = c_ref.View();
 
-  const auto q = Random(static_cast<size_t>(rows * width_q), seed + 3);
-  const auto k = Random(static_cast<size_t>(rows * width_kv), seed + 4);
-  const auto v = Random(static_cast<size_t>(rows * width_kv), seed + 5);
+  const auto q = RandomFloats(static_cast<size_t>(rows * width_q), seed + 3);
+  const auto k = RandomFloats(static_cast<size_t>(rows * width_kv), seed + 4);
+  const auto v = RandomFloats(static_cast<size_t>(rows * width_kv), seed + 5);
   cpu.StoreKv(view, k.data(), v.data(), now);
   ref.StoreKv(view_ref, k.data(), v.data(), now);
   ASSERT_EQ(c.k, c_ref.k);

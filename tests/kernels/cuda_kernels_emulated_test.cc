@@ -26,22 +26,16 @@
 #include "kernels/reference/reference_backend.h"
 // Last: the emulator's header defines CUDA's names (threadIdx, __shared__, ...) as macros.
 #include "kernels/cuda/kernel_launchers.h"
+#include "tests/support/random_floats.h"
 
 namespace bmad::cuda {
 namespace {
 
+using bmad::testing::RandomFloats;
 using kernels::AttentionSequence;
 using kernels::KvLayerView;
 using kernels::WeightMatrix;
 using kernels::WeightType;
-
-std::vector<float> Random(size_t n, uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
 
 void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, double tol,
                  const std::string& what) {
@@ -69,7 +63,7 @@ struct OwnedWeights {
 };
 
 OwnedWeights MakeWeights(WeightType type, int64_t rows, int64_t cols, uint64_t seed) {
-  const std::vector<float> values = Random(static_cast<size_t>(rows * cols), seed, 0.5f);
+  const std::vector<float> values = RandomFloats(static_cast<size_t>(rows * cols), seed, 0.5f);
   OwnedWeights w;
   const size_t row_bytes = kernels::RowBytes(type, cols);
   w.bytes.resize(row_bytes * static_cast<size_t>(rows));
@@ -105,8 +99,8 @@ TEST(CudaKernelsEmulated, EmbeddingRowsOfEveryTypeAreExact) {
 TEST(CudaKernelsEmulated, RowOpsMatchTheCpu) {
   for (int64_t dim : {8, 1000, 4096}) {
     const int64_t rows = 3;
-    const std::vector<float> x = Random(static_cast<size_t>(rows * dim), 1, 2.0f);
-    const std::vector<float> w = Random(static_cast<size_t>(dim), 2);
+    const std::vector<float> x = RandomFloats(static_cast<size_t>(rows * dim), 1, 2.0f);
+    const std::vector<float> w = RandomFloats(static_cast<size_t>(dim), 2);
     std::vector<float> want(x.size()), got(x.size(), NAN);
     Cpu().RmsNorm(x.data(), w.data(), rows, dim, 1e-5f, want.data());
     ASSERT_EQ(launch::RmsNorm(x.data(), w.data(), rows, dim, 1e-5f, got.data(), nullptr), 0);
@@ -121,7 +115,7 @@ TEST(CudaKernelsEmulated, RowOpsMatchTheCpu) {
 
 TEST(CudaKernelsEmulated, ArgmaxTakesTheLowestIndexOnTies) {
   const int64_t n = 3000;
-  std::vector<float> x = Random(static_cast<size_t>(4 * n), 5);
+  std::vector<float> x = RandomFloats(static_cast<size_t>(4 * n), 5);
   x[5] = x[2900] = 9.0f;  // row 0: tie, first wins
   x[n + 1234] = 3.0f;     // row 1: unique
   for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(2 * n + i)] = -1.0f;  // row 2: all equal
@@ -150,8 +144,8 @@ TEST(CudaKernelsEmulated, ArgmaxTakesTheLowestIndexOnTies) {
 
 TEST(CudaKernelsEmulated, ElementwiseOpsMatchTheCpu) {
   const int64_t n = 100003;
-  const std::vector<float> a = Random(static_cast<size_t>(n), 8, 6.0f),
-                           b = Random(static_cast<size_t>(n), 9);
+  const std::vector<float> a = RandomFloats(static_cast<size_t>(n), 8, 6.0f),
+                           b = RandomFloats(static_cast<size_t>(n), 9);
   std::vector<float> want(a.size()), got(a.size(), NAN);
   Cpu().SwiGlu(a.data(), b.data(), n, want.data());
   ASSERT_EQ(launch::SwiGlu(a.data(), b.data(), n, got.data(), nullptr), 0);
@@ -170,7 +164,8 @@ TEST(CudaKernelsEmulated, RopeMatchesTheCpu) {
        std::vector<std::pair<int64_t, int64_t>>{{64, 64}, {8, 8}, {96, 32}}) {
     const int64_t n_heads = 3, rows = 5;
     const std::vector<int32_t> positions = {0, 1, 17, 4095, 100000};
-    std::vector<float> want = Random(static_cast<size_t>(rows * n_heads * head_dim), 4), got = want;
+    std::vector<float> want = RandomFloats(static_cast<size_t>(rows * n_heads * head_dim), 4),
+                       got = want;
     const kernels::RopeConfig rope{rope_dim, 10000.0f, 0.5f};
     Cpu().Rope(want.data(), positions, n_heads, head_dim, rope);
     ASSERT_EQ(launch::Rope(got.data(), positions.data(), rows, n_heads, head_dim, rope_dim,
@@ -187,7 +182,8 @@ TEST(CudaKernelsEmulated, RopeGroupsHeadsWhenRowsAreMany) {
   ASSERT_EQ(RopeHeadsPerThread(rows, head_dim / 2, n_heads), 2);
   std::vector<int32_t> positions(static_cast<size_t>(rows));
   for (int64_t t = 0; t < rows; ++t) positions[static_cast<size_t>(t)] = static_cast<int32_t>(3 * t);
-  std::vector<float> want = Random(static_cast<size_t>(rows * n_heads * head_dim), 5), got = want;
+  std::vector<float> want = RandomFloats(static_cast<size_t>(rows * n_heads * head_dim), 5),
+                     got = want;
   const kernels::RopeConfig rope{head_dim, 10000.0f, 1.0f};
   Cpu().Rope(want.data(), positions, n_heads, head_dim, rope);
   ASSERT_EQ(launch::Rope(got.data(), positions.data(), rows, n_heads, head_dim, head_dim,
@@ -198,7 +194,7 @@ TEST(CudaKernelsEmulated, RopeGroupsHeadsWhenRowsAreMany) {
 
 TEST(CudaKernelsEmulated, Q8ActivationRoundingIsTheCpusBitForBit) {
   // Blocks of every magnitude, an all-zero block, and exact halves (ties round to even).
-  std::vector<float> x = Random(32 * 40, 21, 3.0f);
+  std::vector<float> x = RandomFloats(32 * 40, 21, 3.0f);
   for (int j = 0; j < 32; ++j) x[32 * 5 + j] = 0.0f;
   for (int j = 0; j < 32; ++j) x[32 * 6 + j] = j == 0 ? 127.0f : 0.5f + static_cast<float>(j);
   for (int j = 0; j < 32; ++j) x[32 * 7 + j] = j % 2 ? 1e-38f : -3e-38f;  // 127 / max overflows
@@ -217,7 +213,7 @@ TEST(CudaKernelsEmulated, Q8ProductsMatchTheReferenceForGemvAndTiledShapes) {
   const OwnedWeights w = MakeWeights(WeightType::kQ8_0, rows, cols, 11);
   kernels::ReferenceBackend reference;
   for (int64_t m : {1, 3, 8, 9, 70}) {
-    const std::vector<float> x = Random(static_cast<size_t>(m * cols), 12 + m);
+    const std::vector<float> x = RandomFloats(static_cast<size_t>(m * cols), 12 + m);
     std::vector<float> want(static_cast<size_t>(m * rows)), got(want.size(), NAN);
     reference.MatMul(x.data(), m, w.view, want.data());
     // The backend's two launches: the activations rounded to Q8_0, then the product.
@@ -239,7 +235,7 @@ TEST(CudaKernelsEmulated, F16GemvMatchesTheCpu) {
   for (int64_t cols : {8 * 33, 8 * 300}) {  // one pass of a warp's loads, and three
     const OwnedWeights w = MakeWeights(WeightType::kF16, rows, cols, 13);
     for (int64_t m = 1; m <= kF16GemvMaxRows; ++m) {
-      const std::vector<float> x = Random(static_cast<size_t>(m * cols), 14 + m, 3.0f);
+      const std::vector<float> x = RandomFloats(static_cast<size_t>(m * cols), 14 + m, 3.0f);
       ASSERT_TRUE(F16GemvApplies(m, cols, w.view.row_bytes, w.view.data, x.data()));
       std::vector<float> want(static_cast<size_t>(m * rows)), got(want.size(), NAN);
       reference.MatMul(x.data(), m, w.view, want.data());
@@ -292,7 +288,7 @@ struct SeqSpec {
 // caches bit for bit, and then the attention outputs.
 void CheckAttention(int64_t n_heads, int64_t n_kv, int64_t hd, int64_t bs,
                     const std::vector<SeqSpec>& specs, bool decode, int sm_count) {
-  SCOPED_TRACE(testing::Message() << "heads " << n_heads << "/" << n_kv << " hd " << hd << " bs "
+  SCOPED_TRACE(::testing::Message() << "heads " << n_heads << "/" << n_kv << " hd " << hd << " bs "
                                   << bs << (decode ? " decode" : " prefill") << " sms "
                                   << sm_count);
   int64_t blocks_needed = 1;
@@ -319,14 +315,14 @@ void CheckAttention(int64_t n_heads, int64_t n_kv, int64_t hd, int64_t bs,
     step.push_back({rows, specs[i].rows, specs[i].start, tables[i]});
     rows += specs[i].rows;
   }
-  const std::vector<float> hk = Random(static_cast<size_t>(hist_rows * kv_width), 21);
-  const std::vector<float> hv = Random(static_cast<size_t>(hist_rows * kv_width), 22);
+  const std::vector<float> hk = RandomFloats(static_cast<size_t>(hist_rows * kv_width), 21);
+  const std::vector<float> hv = RandomFloats(static_cast<size_t>(hist_rows * kv_width), 22);
   Cpu().StoreKv(cpu_cache.View(), hk.data(), hv.data(), history);
   Cpu().StoreKv(emu_cache.View(), hk.data(), hv.data(), history);
 
-  const std::vector<float> k = Random(static_cast<size_t>(rows * kv_width), 23);
-  const std::vector<float> v = Random(static_cast<size_t>(rows * kv_width), 24);
-  const std::vector<float> q = Random(static_cast<size_t>(rows * q_width), 25, 2.0f);
+  const std::vector<float> k = RandomFloats(static_cast<size_t>(rows * kv_width), 23);
+  const std::vector<float> v = RandomFloats(static_cast<size_t>(rows * kv_width), 24);
+  const std::vector<float> q = RandomFloats(static_cast<size_t>(rows * q_width), 25, 2.0f);
   Cpu().StoreKv(cpu_cache.View(), k.data(), v.data(), step);
   std::vector<int32_t> slots;
   AppendKvSlots(step, bs, slots);

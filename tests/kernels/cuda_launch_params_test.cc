@@ -214,7 +214,7 @@ TEST(CudaLaunchParams, DecodeSplitsCoverTheContextForRandomShapes) {
     const int64_t ctx = 1 + rng() % 200000;
     const int sms = 1 + static_cast<int>(rng() % 200);
     const DecodeLaunch l = DecodeLaunchFor(seqs, n_kv * group, n_kv, hd, ctx, sms);
-    SCOPED_TRACE(testing::Message() << "seqs " << seqs << " heads " << n_kv * group << "/" << n_kv
+    SCOPED_TRACE(::testing::Message() << "seqs " << seqs << " heads " << n_kv * group << "/" << n_kv
                                     << " hd " << hd << " ctx " << ctx << " sms " << sms);
     ASSERT_GE(l.splits, 1);
     ASSERT_LE(l.splits, kDecodeMaxSplits);

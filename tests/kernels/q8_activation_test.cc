@@ -10,17 +10,12 @@
 #include "common/half.h"
 #include "kernels/cpu/simd_kernels.h"
 #include "kernels/q8_0.h"
+#include "tests/support/random_floats.h"
 
 namespace bmad::kernels {
 namespace {
 
-std::vector<float> Random(size_t n, uint64_t seed, float scale) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using bmad::testing::RandomFloats;
 
 TEST(Q8Activations, ScaleIsTheF16OfMaxOver127AndTiesRoundToEven) {
   std::vector<float> x(32);
@@ -34,7 +29,7 @@ TEST(Q8Activations, ScaleIsTheF16OfMaxOver127AndTiesRoundToEven) {
   EXPECT_EQ(b.q[16], 0);   // 0.5 -> 0
   EXPECT_EQ(b.q[17], 2);   // 1.5 -> 2
 
-  std::vector<float> y = Random(32, 3, 0.3f);
+  std::vector<float> y = RandomFloats(32, 3, 0.3f);
   const ActivationBlockQ8_0 c = QuantizeActivationBlockQ8_0(y.data());
   float amax = 0;
   for (float v : y) amax = std::fmax(amax, std::fabs(v));
@@ -42,7 +37,7 @@ TEST(Q8Activations, ScaleIsTheF16OfMaxOver127AndTiesRoundToEven) {
 }
 
 TEST(Q8Activations, RoundTripStaysWithinHalfAStepAndKeepsZeros) {
-  std::vector<float> x = Random(32 * 9, 5, 2.0f);
+  std::vector<float> x = RandomFloats(32 * 9, 5, 2.0f);
   for (int j = 0; j < 32; ++j) x[static_cast<size_t>(32 * 4 + j)] = 0.0f;  // an all-zero block
   std::vector<float> r(x.size());
   RoundToQ8_0(x.data(), static_cast<int64_t>(x.size()), r.data());
@@ -88,7 +83,7 @@ TEST(Q8Activations, IntegerRecordsHoldTheSameValues) {
     GTEST_SKIP() << "this CPU has no AVX-512 VNNI, so the integer Q8_0 kernels are not used";
   }
   const int64_t m = 3, k = 96, nb = k / 32;
-  std::vector<float> x = Random(static_cast<size_t>(m * k), 7, 4.0f);
+  std::vector<float> x = RandomFloats(static_cast<size_t>(m * k), 7, 4.0f);
   for (int j = 0; j < 32; ++j) x[static_cast<size_t>(k + j)] = 0.0f;  // row 1, block 0
   // Row 2, block 1: max |x| = 127, so x * 127 / max is x and the halves are ties (to even).
   for (int j = 0; j < 32; ++j) x[static_cast<size_t>(2 * k + 32 + j)] = j == 0 ? 127.0f : j - 15.5f;

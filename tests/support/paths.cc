@@ -23,6 +23,9 @@ std::string SharedModelsDir() {
   return std::string(BMAD_SOURCE_DIR) + "/../shared/models";
 }
 
+std::string StoriesModelPath() { return SharedModelsDir() + "/stories260K.gguf"; }
+std::string TinyRandomModelPath() { return SharedModelsDir() + "/llama-2-tiny-random.gguf"; }
+
 void TempDirs::Track(const std::string& dir) {
   std::lock_guard lock(mu_);
   dirs_.push_back(dir);

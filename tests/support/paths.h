@@ -12,6 +12,10 @@ namespace bmad::testing {
 std::string BinaryPath(const std::string& name);
 // ../shared/models beside the checkout, or $BMAD_SHARED_MODELS when set.
 std::string SharedModelsDir();
+// The two shared models most tests run: stories260K (a 512-token vocabulary) and
+// llama-2-tiny-random (the Llama-2 32k vocabulary).
+std::string StoriesModelPath();
+std::string TinyRandomModelPath();
 // A fresh directory under $TMPDIR (or /tmp) for one test's files. It is removed when the test
 // program ends with every test passed, and kept (its path printed) when one failed.
 std::string MakeTempDir(const std::string& prefix);

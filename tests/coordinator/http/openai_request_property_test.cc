@@ -11,20 +11,14 @@
 #include <gtest/gtest.h>
 
 #include "coordinator/http/openai_response.h"
+#include "tests/coordinator/http/parse_request.h"
 #include "worker/sampling/sampling_params_validation.h"
 
 namespace bmad::http {
 namespace {
 
-RequestLimits TestLimits() {
-  RequestLimits limits;
-  limits.max_model_len = 4096;
-  return limits;
-}
-
-Result<CompletionRequest> Completion(std::string_view body) {
-  return ParseCompletionRequest(body, /*chat=*/false, TestLimits());
-}
+using testing::Completion;
+using testing::TestLimits;
 
 // Whatever the parser accepts, the workers' admission check accepts too: the HTTP layer may
 // only refuse earlier, never let through what a worker would refuse later.

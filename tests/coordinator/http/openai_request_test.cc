@@ -9,27 +9,16 @@
 #include <gtest/gtest.h>
 
 #include "coordinator/http/openai_response.h"
+#include "tests/coordinator/http/parse_request.h"
 
 namespace bmad::http {
 namespace {
 
+using testing::Chat;
+using testing::Completion;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-RequestLimits TestLimits() {
-  RequestLimits limits;
-  limits.max_model_len = 4096;
-  return limits;
-}
-
-Result<CompletionRequest> Completion(std::string_view body,
-                                     const RequestLimits& limits = TestLimits()) {
-  return ParseCompletionRequest(body, /*chat=*/false, limits);
-}
-
-Result<CompletionRequest> Chat(std::string_view body, const RequestLimits& limits = TestLimits()) {
-  return ParseCompletionRequest(body, /*chat=*/true, limits);
-}
+using testing::TestLimits;
 
 CompletionRequest Ok(const Result<CompletionRequest>& result) {
   EXPECT_TRUE(result.ok()) << result.status().ToString();

@@ -20,8 +20,6 @@
 namespace bmad::coord {
 namespace {
 
-std::string Stories() { return testing::SharedModelsDir() + "/stories260K.gguf"; }
-
 // Holds the tokenizer thread before each prompt until opened.
 class Gate {
  public:
@@ -119,7 +117,7 @@ TEST_F(SocketDoorTest, TheLoopAnswersWhileAPromptIsBeingTokenized) {
   gate_.Open();
   const proto::Message accepted = Receive();
   ASSERT_TRUE(std::holds_alternative<proto::Accepted>(accepted)) << proto::MessageName(accepted);
-  auto file = gguf::GgufFile::Open(Stories());
+  auto file = gguf::GgufFile::Open(testing::StoriesModelPath());
   ASSERT_TRUE(file.ok());
   auto tok = tokenizer::LoadTokenizer(**file);
   ASSERT_TRUE(tok.ok());

@@ -41,8 +41,6 @@ SynthSpec SmallSpec(SynthDtype dtype) {
   return spec;
 }
 
-std::string TinyRandomPath() { return bmad::testing::SharedModelsDir() + "/llama-2-tiny-random.gguf"; }
-
 // A one-layer model that takes the Llama 2 vocabulary (32000 tokens) of llama-2-tiny-random.
 SynthSpec CopiedVocabularySpec(SynthDtype dtype) {
   SynthSpec spec = SmallSpec(dtype);
@@ -52,7 +50,7 @@ SynthSpec CopiedVocabularySpec(SynthDtype dtype) {
   spec.kv_heads = 2;
   spec.ffn = 32;
   spec.vocab = 0;
-  spec.vocab_from = TinyRandomPath();
+  spec.vocab_from = bmad::testing::TinyRandomModelPath();
   return spec;
 }
 
@@ -256,7 +254,7 @@ TEST(ModelSynthTest, Q8_0BlocksDequantizeCloseToTheIntendedValues) {
 }
 
 TEST(ModelSynthTest, CopiesTheVocabularyFromAnotherModel) {
-  const std::string source_path = TinyRandomPath();
+  const std::string source_path = bmad::testing::TinyRandomModelPath();
   auto source = GgufFile::Open(source_path);
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   SynthSpec spec = CopiedVocabularySpec(SynthDtype::kF32);

@@ -15,9 +15,12 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/worker/kv/unchained_hash.h"
+
 namespace bmad::kv {
 namespace {
 
+using testing::UnchainedHash;
 using Tokens = std::vector<int32_t>;
 
 constexpr int64_t kNumBlocks = 32;
@@ -293,12 +296,6 @@ TEST(KvBlockManagerRandomTest, HundredThousandOperationsKeepEveryInvariant) {
 // prefix checks keep reuse correct (the slot fingerprints would catch wrong KV).
 BlockHash EightValuedHash(BlockHash parent, std::span<const int32_t> tokens) {
   return HashBlock(parent, tokens) & 7;
-}
-
-// Ignores the chain: the same tokens after different prefixes always collide, so only the
-// prefix check keeps a block computed after one prefix from being reused after another.
-BlockHash UnchainedHash(BlockHash, std::span<const int32_t> tokens) {
-  return HashBlock(kRootBlockHash, tokens);
 }
 
 TEST(KvBlockManagerRandomTest, CollidingHashesNeverReuseWrongKv) {

@@ -5,9 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/worker/kv/unchained_hash.h"
+
 namespace bmad::kv {
 namespace {
 
+using testing::UnchainedHash;
 using Tokens = std::vector<int32_t>;
 using Table = std::vector<BlockId>;
 
@@ -331,11 +334,6 @@ TEST(KvBlockManagerTest, HashCollisionsNeverReuseOtherTokens) {
   EXPECT_EQ(manager.StartSequence(3, a).value(), 4);
   EXPECT_EQ(TableOf(manager, 3), Table{table_a[0]});
   EXPECT_INVARIANTS(manager);
-}
-
-// Ignores the chain: equal blocks after different prefixes collide.
-BlockHash UnchainedHash(BlockHash, std::span<const int32_t> tokens) {
-  return HashBlock(kRootBlockHash, tokens);
 }
 
 TEST(KvBlockManagerTest, HashCollisionsNeverReuseAnotherPrefix) {

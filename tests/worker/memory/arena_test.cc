@@ -17,16 +17,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/worker/memory/addresses.h"
 #include "worker/memory/system_allocations.h"
 
 namespace bmad::memory {
 namespace {
 
+using testing::Address;
+using testing::FakeAddress;
 using ::testing::HasSubstr;
-
-// Wrapped arenas are only arithmetic, so tests may wrap addresses nobody mapped.
-void* FakeAddress(uintptr_t address) { return reinterpret_cast<void*>(address); }
-uintptr_t Address(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 
 TEST(ArenaTest, ReserveHostMapsUsableMemoryAndRecordsOneSystemAllocation) {
   const uint64_t count = SystemAllocations::Count();

@@ -11,18 +11,18 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/worker/memory/addresses.h"
 #include "tests/worker/memory/prot_none_mapping.h"
 #include "worker/memory/system_allocations.h"
 
 namespace bmad::memory {
 namespace {
 
+using testing::Address;
+using testing::FakeAddress;
 using ::testing::HasSubstr;
 
 constexpr size_t kKiB = 1024;
-
-uintptr_t Address(const void* p) { return reinterpret_cast<uintptr_t>(p); }
-void* FakeAddress(uintptr_t address) { return reinterpret_cast<void*>(address); }
 
 // Every test manages part of a PROT_NONE mapping: an allocator touching its memory would fault.
 class BuddyAllocatorTest : public ::testing::Test {

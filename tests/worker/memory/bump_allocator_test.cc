@@ -10,15 +10,15 @@
 #include <gtest/gtest.h>
 
 #include "common/log.h"
+#include "tests/worker/memory/addresses.h"
 #include "tests/worker/memory/prot_none_mapping.h"
 #include "worker/memory/system_allocations.h"
 
 namespace bmad::memory {
 namespace {
 
+using testing::Address;
 using ::testing::HasSubstr;
-
-uintptr_t Address(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 
 bool InRegion(const Region& region, const void* p, size_t bytes) {
   return Address(p) >= Address(region.base) &&

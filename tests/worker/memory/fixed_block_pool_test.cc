@@ -6,15 +6,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/worker/memory/addresses.h"
 #include "tests/worker/memory/prot_none_mapping.h"
 
 namespace bmad::memory {
 namespace {
 
+using testing::Address;
+using testing::FakeAddress;
 using ::testing::HasSubstr;
-
-uintptr_t Address(const void* p) { return reinterpret_cast<uintptr_t>(p); }
-void* FakeAddress(uintptr_t address) { return reinterpret_cast<void*>(address); }
 
 TEST(FixedBlockPoolTest, AddressesBlocksByIdOverAnUntouchableRegion) {
   testing::ProtNoneMapping mapping(1 << 20);

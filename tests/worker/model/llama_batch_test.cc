@@ -19,8 +19,6 @@ namespace {
 
 constexpr int64_t kBlockSize = 16;
 
-std::string StoriesPath() { return testing::SharedModelsDir() + "/stories260K.gguf"; }
-
 // A synthetic F32 model with grouped-query attention (8 query heads, 2 KV heads).
 std::string GqaModelPath() {
   static const std::string path = [] {
@@ -123,12 +121,12 @@ void CheckBatchEqualsAlone(const std::string& path) {
 }
 
 TEST(LlamaBatchTest, EightRaggedSequencesMatchEachAlone) {
-  CheckBatchEqualsAlone(StoriesPath());
+  CheckBatchEqualsAlone(testing::StoriesModelPath());
   CheckBatchEqualsAlone(GqaModelPath());
 }
 
 TEST(LlamaBatchTest, ChunkedPrefillMatchesOneGo) {
-  for (const std::string& path : {StoriesPath(), GqaModelPath()}) {
+  for (const std::string& path : {testing::StoriesModelPath(), GqaModelPath()}) {
     kernels::CpuBackend backend;
     auto loaded = LlamaModel::Load(path, backend);
     ASSERT_TRUE(loaded.ok());
@@ -222,7 +220,7 @@ TEST(LlamaBatchTest, ASampledLaunchDrawsFromTheLogits) {
 
 TEST(LlamaBatchTest, MalformedStepsAreErrors) {
   kernels::CpuBackend backend;
-  auto loaded = LlamaModel::Load(StoriesPath(), backend);
+  auto loaded = LlamaModel::Load(testing::StoriesModelPath(), backend);
   ASSERT_TRUE(loaded.ok());
   LlamaModel& m = **loaded;
   KvCache cache(m.CacheShape(4, kBlockSize));

@@ -20,16 +20,13 @@
 namespace bmad::model {
 namespace {
 
-constexpr int64_t kBlockSize = 16;
+constexpr int64_t kKvBlockSize = 16;
 constexpr int64_t kMaxTokens = 128, kMaxSeqs = 4;  // per step, for device arenas
 // Logits agree within 1e-4 of the largest logit's magnitude (1e-4 absolute for logits up to 1).
 // Splitting a dot product over ranks changes where it rounds; stories260K amplifies that: its
 // logits reach 18 and even the CPU and reference backends, both correct, differ by 2e-3 on it.
 // For a model whose logits stay within ±1 the bound is 1e-4 absolute.
 constexpr double kLogitTolerance = 1e-4;
-
-std::string StoriesPath() { return testing::SharedModelsDir() + "/stories260K.gguf"; }
-std::string TinyRandomPath() { return testing::SharedModelsDir() + "/llama-2-tiny-random.gguf"; }
 
 // The grouped-query model the parallelism acceptance names: 8 query heads, 2 KV heads, 6 layers.
 std::string GqaSixLayerPath() {
@@ -127,7 +124,7 @@ class ShardedRunner {
         rank.model = std::move(*m);
         if (device) {
           worker::ReplicaMemorySizes sizes =
-              worker::SizeReplicaMemory(*rank.model, kMaxTokens, kMaxSeqs, kBlockSize);
+              worker::SizeReplicaMemory(*rank.model, kMaxTokens, kMaxSeqs, kKvBlockSize);
           sizes.kv_blocks = 64;
           auto memory = worker::ReplicaMemory::Create(sizes, 0, rank.backend.get());
           EXPECT_TRUE(memory.ok()) << memory.status().ToString();
@@ -135,11 +132,11 @@ class ShardedRunner {
           rank.memory = std::move(*memory);
           rank.backend->SetMemoryHooks(rank.memory->BackendHooks());
           rank.model->PrepareWeights();
-          rank.cache = std::make_unique<KvCache>(rank.model->CacheShape(64, kBlockSize),
+          rank.cache = std::make_unique<KvCache>(rank.model->CacheShape(64, kKvBlockSize),
                                                  rank.memory->KvMemory());
         } else {
           rank.model->PrepareWeights();
-          rank.cache = std::make_unique<KvCache>(rank.model->CacheShape(64, kBlockSize));
+          rank.cache = std::make_unique<KvCache>(rank.model->CacheShape(64, kKvBlockSize));
         }
         members_.push_back(std::make_unique<ThreadGroup::Member>(groups_.back().get(), static_cast<int>(r)));
         ranks_.push_back(std::move(rank));
@@ -253,7 +250,7 @@ void CheckShardedMatchesWhole(const std::string& path, int64_t tp, int64_t pp) {
   ShardedRunner sharded(path, tp, pp);
   if (::testing::Test::HasFailure()) return;
   const int64_t V = (*whole)->config().n_vocab;
-  KvCache cache((*whole)->CacheShape(64, kBlockSize));
+  KvCache cache((*whole)->CacheShape(64, kKvBlockSize));
 
   std::vector<std::vector<int32_t>> inputs = Prompts(**whole);
   const std::vector<std::vector<int32_t>> tables = BlockTables(inputs.size());
@@ -282,18 +279,18 @@ void CheckShardedMatchesWhole(const std::string& path, int64_t tp, int64_t pp) {
 }
 
 TEST(LlamaShardTest, TensorParallelMatchesWholeModel) {
-  CheckShardedMatchesWhole(StoriesPath(), 2, 1);
+  CheckShardedMatchesWhole(testing::StoriesModelPath(), 2, 1);
   CheckShardedMatchesWhole(GqaSixLayerPath(), 2, 1);
 }
 
 TEST(LlamaShardTest, PipelineParallelMatchesWholeModel) {
-  CheckShardedMatchesWhole(StoriesPath(), 1, 2);
+  CheckShardedMatchesWhole(testing::StoriesModelPath(), 1, 2);
   CheckShardedMatchesWhole(GqaSixLayerPath(), 1, 2);
   CheckShardedMatchesWhole(GqaSixLayerPath(), 1, 3);
 }
 
 TEST(LlamaShardTest, TensorTimesPipelineMatchesWholeModel) {
-  CheckShardedMatchesWhole(StoriesPath(), 2, 2);
+  CheckShardedMatchesWhole(testing::StoriesModelPath(), 2, 2);
   CheckShardedMatchesWhole(GqaSixLayerPath(), 2, 2);
 }
 
@@ -330,7 +327,7 @@ void CheckDeviceShardsMatchHostShards(const std::string& path, int64_t tp, int64
 TEST(LlamaShardTest, DeviceShardsMatchHostShardsBitForBit) {
   CheckDeviceShardsMatchHostShards(GqaSixLayerPath(), 2, 1);
   CheckDeviceShardsMatchHostShards(GqaSixLayerPath(), 2, 2);
-  CheckDeviceShardsMatchHostShards(StoriesPath(), 2, 2);
+  CheckDeviceShardsMatchHostShards(testing::StoriesModelPath(), 2, 2);
 }
 
 LlamaConfig Config(int64_t layers, int64_t heads, int64_t kv_heads, int64_t ff, int64_t vocab) {
@@ -386,7 +383,8 @@ TEST(LlamaShardTest, UnsplittableShapesAreRefusedWithTheReason) {
 
   // The one-layer tiny model cannot have two stages; the error names the file.
   kernels::CpuBackend backend;
-  auto m = LlamaModel::Open(TinyRandomPath(), backend, ModelPlacement{1, 0, 2, 0, {}});
+  auto m =
+      LlamaModel::Open(testing::TinyRandomModelPath(), backend, ModelPlacement{1, 0, 2, 0, {}});
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("llama-2-tiny-random.gguf"), std::string::npos);
   EXPECT_NE(m.status().message().find("2 pipeline stages (parallel.pp) for a model of 1 layer"),
@@ -406,7 +404,7 @@ TEST(LlamaShardTest, ShardMapsOnlyItsSlice) {
   EXPECT_EQ((*half)->weights().layers[0].wo.cols, 32);
   EXPECT_EQ((*half)->weights().layers[0].w_down.cols, 64);
   EXPECT_LT((*half)->weights().bytes, (*whole)->weights().bytes / 3);
-  const KvCacheShape shape = (*half)->CacheShape(10, kBlockSize);
+  const KvCacheShape shape = (*half)->CacheShape(10, kKvBlockSize);
   EXPECT_EQ(shape.n_layers, 3);
   EXPECT_EQ(shape.n_kv_heads, 1);
 }

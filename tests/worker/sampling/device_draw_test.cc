@@ -10,13 +10,14 @@
 #include <vector>
 
 #include "kernels/sample_row.h"
+#include "tests/worker/sampling/sampling_test_values.h"
 #include "worker/sampling/sampler.h"
 
 namespace bmad::sampling {
 namespace {
 
-constexpr float kInf = std::numeric_limits<float>::infinity();
-const std::vector<int32_t> kNoTokens;
+using testing::kInf;
+using testing::kNoTokens;
 
 kernels::RowSampling RowOf(const DeviceDraw& d) {
   return {d.temperature, d.top_k, d.top_p, d.min_p, d.uniform};

@@ -11,14 +11,15 @@
 #include <set>
 
 #include "tests/support/json_verdict.h"
+#include "tests/worker/sampling/sampling_test_values.h"
 #include "worker/sampling/sampler.h"
 
 namespace bmad::sampling {
 namespace {
 
+using testing::kInf;
 using ::testing::HasSubstr;
 
-constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr int32_t kEos = 2;
 
 // Ids 0-2 are control tokens (no text), as in a Llama vocabulary.

@@ -7,17 +7,14 @@
 
 #include <string>
 
+#include "tests/worker/sampling/compiled_schema.h"
+
 namespace bmad::sampling {
 namespace {
 
+using testing::CompiledSchema;
 using ::testing::HasSubstr;
 using Kind = JsonSchema::Kind;
-
-std::shared_ptr<const JsonSchema> Compiled(std::string_view text) {
-  Result<std::shared_ptr<const JsonSchema>> s = JsonSchema::Compile(text);
-  EXPECT_TRUE(s.ok()) << text << ": " << s.status().ToString();
-  return s.ok() ? *s : nullptr;
-}
 
 std::string Refusal(std::string_view text) {
   Result<std::shared_ptr<const JsonSchema>> s = JsonSchema::Compile(text);
@@ -29,7 +26,7 @@ std::string Refusal(std::string_view text) {
 }
 
 TEST(JsonSchema, AnObjectKeepsItsPropertiesInTheOrderDeclared) {
-  auto s = Compiled(R"({"type":"object","properties":{"z":{"type":"string"},"a":{"type":"integer"},
+  auto s = CompiledSchema(R"({"type":"object","properties":{"z":{"type":"string"},"a":{"type":"integer"},
                         "m":{"type":"boolean"}},"required":["a"],"title":"T","description":"d"})");
   ASSERT_TRUE(s);
   const JsonSchema::Node& root = s->node(s->root());
@@ -47,7 +44,7 @@ TEST(JsonSchema, AnObjectKeepsItsPropertiesInTheOrderDeclared) {
 }
 
 TEST(JsonSchema, KeysAndEnumValuesAreWrittenAsJson) {
-  auto s = Compiled(R"({"properties":{"say \"hi\"":{"enum":["b","a\n",3,null,[1,2],{"k":true}]}}})");
+  auto s = CompiledSchema(R"({"properties":{"say \"hi\"":{"enum":["b","a\n",3,null,[1,2],{"k":true}]}}})");
   ASSERT_TRUE(s);
   const JsonSchema::Node& root = s->node(s->root());
   ASSERT_EQ(root.kind, Kind::kObject);  // "properties" without a type: an object
@@ -57,17 +54,17 @@ TEST(JsonSchema, KeysAndEnumValuesAreWrittenAsJson) {
 }
 
 TEST(JsonSchema, EnumValuesOfAnotherTypeAreDropped) {
-  auto s = Compiled(R"({"type":"integer","enum":[1,"1",2.0,2.5]})");
+  auto s = CompiledSchema(R"({"type":"integer","enum":[1,"1",2.0,2.5]})");
   ASSERT_TRUE(s);
   EXPECT_EQ(s->node(s->root()).literals, (std::vector<std::string>{"1", "2.0"}));
   EXPECT_THAT(Refusal(R"({"type":"string","enum":[1,2]})"), HasSubstr("no value of 'enum'/'const' has the schema's 'type'"));
-  auto c = Compiled(R"({"enum":["a","b"],"const":"b"})");
+  auto c = CompiledSchema(R"({"enum":["a","b"],"const":"b"})");
   ASSERT_TRUE(c);
   EXPECT_EQ(c->node(c->root()).literals, (std::vector<std::string>{"\"b\""}));
 }
 
 TEST(JsonSchema, AlternativesArePickedByTheirFirstByte) {
-  auto s = Compiled(R"({"anyOf":[{"type":"string"},{"type":"null"},{"type":"array","items":{"type":"integer"}}],
+  auto s = CompiledSchema(R"({"anyOf":[{"type":"string"},{"type":"null"},{"type":"array","items":{"type":"integer"}}],
                         "default":null})");
   ASSERT_TRUE(s);
   EXPECT_EQ(s->node(s->node(s->root()).kind == Kind::kUnion ? s->Resolve(s->root(), '"') : 0).kind, Kind::kString);
@@ -76,19 +73,19 @@ TEST(JsonSchema, AlternativesArePickedByTheirFirstByte) {
   EXPECT_EQ(s->Resolve(s->root(), '1'), JsonSchema::kNoNode);
   EXPECT_EQ(s->node(s->root()).min_depth, 0);  // a string needs no container
   // A list of types is the same; "number" holds "integer".
-  auto t = Compiled(R"({"type":["integer","number","boolean"]})");
+  auto t = CompiledSchema(R"({"type":["integer","number","boolean"]})");
   ASSERT_TRUE(t);
   EXPECT_EQ(t->node(t->Resolve(t->root(), '-')).kind, Kind::kNumber);
   EXPECT_EQ(t->node(t->Resolve(t->root(), 't')).kind, Kind::kLiterals);
   // Nested alternatives are followed to the one that starts so.
-  auto n = Compiled(R"({"oneOf":[{"anyOf":[{"type":"object"},{"const":7}]},{"type":"string"}]})");
+  auto n = CompiledSchema(R"({"oneOf":[{"anyOf":[{"type":"object"},{"const":7}]},{"type":"string"}]})");
   ASSERT_TRUE(n);
   EXPECT_EQ(n->node(n->Resolve(n->root(), '{')).kind, Kind::kAnyObject);
   EXPECT_EQ(n->node(n->Resolve(n->root(), '7')).literals, (std::vector<std::string>{"7"}));
 }
 
 TEST(JsonSchema, ReferencesReachDefinitionsAndMayRecurse) {
-  auto s = Compiled(R"({"$defs":{"Node":{"type":"object","properties":{"v":{"type":"integer"},
+  auto s = CompiledSchema(R"({"$defs":{"Node":{"type":"object","properties":{"v":{"type":"integer"},
                           "kids":{"type":"array","items":{"$ref":"#/$defs/Node"}}},"required":["v"]}},
                         "$ref":"#/$defs/Node"})");
   ASSERT_TRUE(s);
@@ -98,35 +95,35 @@ TEST(JsonSchema, ReferencesReachDefinitionsAndMayRecurse) {
   ASSERT_EQ(kids.kind, Kind::kArray);
   EXPECT_EQ(kids.items, s->root());  // the same node: recursion
   // "#" is the root; a pointer may go anywhere in the document, with ~1 for '/'.
-  auto r = Compiled(R"({"type":"array","items":{"anyOf":[{"$ref":"#"},{"$ref":"#/$defs/x~1y"}]},
+  auto r = CompiledSchema(R"({"type":"array","items":{"anyOf":[{"$ref":"#"},{"$ref":"#/$defs/x~1y"}]},
                         "$defs":{"x/y":{"type":"number"}}})");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->Resolve(r->node(r->root()).items, '['), r->root());
   EXPECT_EQ(r->node(r->Resolve(r->node(r->root()).items, '3')).kind, Kind::kNumber);
   // allOf of one schema (how Pydantic describes a field that refers to a model).
-  auto a = Compiled(R"({"properties":{"p":{"allOf":[{"$ref":"#/$defs/P"}],"description":"x"}},
+  auto a = CompiledSchema(R"({"properties":{"p":{"allOf":[{"$ref":"#/$defs/P"}],"description":"x"}},
                         "$defs":{"P":{"type":"string"}}})");
   ASSERT_TRUE(a);
   EXPECT_EQ(a->node(a->node(a->root()).properties[0].node).kind, Kind::kString);
 }
 
 TEST(JsonSchema, ObjectsWithoutPropertiesAndEmptySchemas) {
-  auto any = Compiled("{}");
+  auto any = CompiledSchema("{}");
   ASSERT_TRUE(any);
   EXPECT_EQ(any->node(any->root()).kind, Kind::kAny);
-  auto yes = Compiled("true");
+  auto yes = CompiledSchema("true");
   ASSERT_TRUE(yes);
   EXPECT_EQ(yes->node(yes->root()).kind, Kind::kAny);
-  auto object = Compiled(R"({"type":"object","additionalProperties":true})");
+  auto object = CompiledSchema(R"({"type":"object","additionalProperties":true})");
   ASSERT_TRUE(object);
   EXPECT_EQ(object->node(object->root()).kind, Kind::kAnyObject);
-  auto empty = Compiled(R"({"type":"object","additionalProperties":false})");
+  auto empty = CompiledSchema(R"({"type":"object","additionalProperties":false})");
   ASSERT_TRUE(empty);
   EXPECT_EQ(empty->node(empty->root()).kind, Kind::kObject);
   EXPECT_TRUE(empty->node(empty->root()).properties.empty());
   EXPECT_EQ(JsonSchema::AnyObject()->node(JsonSchema::AnyObject()->root()).kind, Kind::kAnyObject);
   // A property that must be absent is never written.
-  auto absent = Compiled(R"({"properties":{"gone":false,"kept":{"type":"null"}}})");
+  auto absent = CompiledSchema(R"({"properties":{"gone":false,"kept":{"type":"null"}}})");
   ASSERT_TRUE(absent);
   ASSERT_EQ(absent->node(absent->root()).properties.size(), 1u);
   EXPECT_EQ(absent->node(absent->root()).properties[0].key, "\"kept\"");
@@ -182,7 +179,7 @@ TEST(JsonSchema, RefusesSchemasWithNoValueWithinTheLimits) {
   // Optional nesting beyond the limit is fine: the automaton stops short of it.
   std::string optional = R"({"type":"integer"})";
   for (int i = 0; i < 40; ++i) optional = R"({"type":"array","items":)" + optional + "}";
-  EXPECT_TRUE(Compiled(optional));
+  EXPECT_TRUE(CompiledSchema(optional));
 }
 
 TEST(JsonSchema, RefusesSchemasPastItsSizeLimits) {
@@ -203,7 +200,7 @@ TEST(JsonSchema, RefusesSchemasPastItsSizeLimits) {
   // JSON library's copies and writes recurse), strings and all.
   const std::string deep_enum = R"({"enum":[)" + std::string(30000, '[') + std::string(30000, ']') + "]}";
   EXPECT_THAT(Refusal(deep_enum), HasSubstr("the schema text nests 30002 objects and arrays deep; at most 272"));
-  EXPECT_TRUE(Compiled(R"({"enum":[")" + std::string(1000, '[') + R"("]})"));
+  EXPECT_TRUE(CompiledSchema(R"({"enum":[")" + std::string(1000, '[') + R"("]})"));
 }
 
 // Alternatives shared through $ref, doubled at each of 40 levels: 2^40 paths to the bottom.
@@ -222,51 +219,51 @@ TEST(JsonSchema, SharedAlternativesAreWalkedOnce) {
 // A schema with no "type" stands for the type its keywords describe; under oneOf that is not
 // enough, since JSON Schema lets every value of another type through it.
 TEST(JsonSchema, KeywordsWithoutATypeDescribeOneType) {
-  auto closed = Compiled(R"({"additionalProperties":false})");
+  auto closed = CompiledSchema(R"({"additionalProperties":false})");
   ASSERT_TRUE(closed);
   EXPECT_EQ(closed->node(closed->root()).kind, Kind::kObject);
   EXPECT_TRUE(closed->node(closed->root()).properties.empty());
   EXPECT_THAT(Refusal(R"({"properties":{"m":{"additionalProperties":{"type":"integer"}}}})"),
               HasSubstr("at /properties/m: 'additionalProperties' with a schema is supported only beside 'properties'"));
-  auto any_object = Compiled(R"({"type":"object","additionalProperties":{}})");
+  auto any_object = CompiledSchema(R"({"type":"object","additionalProperties":{}})");
   ASSERT_TRUE(any_object);
   EXPECT_EQ(any_object->node(any_object->root()).kind, Kind::kAnyObject);
   EXPECT_THAT(Refusal(R"({"oneOf":[{"type":"string"},{"properties":{"a":{}}}]})"),
               HasSubstr("at /oneOf/1: an alternative of 'oneOf' needs a 'type'"));
   EXPECT_THAT(Refusal(R"({"oneOf":[{"type":"null"},{"anyOf":[{"items":{}},{"type":"string"}]}]})"),
               HasSubstr("at /oneOf/1/anyOf/0: an alternative of 'oneOf' needs a 'type'"));
-  EXPECT_TRUE(Compiled(R"({"oneOf":[{"type":"string"},{"type":"object","properties":{"a":{}}}]})"));
-  EXPECT_TRUE(Compiled(R"({"anyOf":[{"type":"string"},{"properties":{"a":{}}}]})"));
+  EXPECT_TRUE(CompiledSchema(R"({"oneOf":[{"type":"string"},{"type":"object","properties":{"a":{}}}]})"));
+  EXPECT_TRUE(CompiledSchema(R"({"anyOf":[{"type":"string"},{"properties":{"a":{}}}]})"));
 }
 
 // String lengths and integer bounds; 2020-12's exclusive bounds are numbers, and every bound
 // becomes an inclusive integer range.
 TEST(JsonSchema, LengthsAndIntegerBounds) {
-  auto code = Compiled(R"({"type":"string","minLength":2,"maxLength":4})");
+  auto code = CompiledSchema(R"({"type":"string","minLength":2,"maxLength":4})");
   ASSERT_TRUE(code);
   EXPECT_EQ(code->node(code->root()).min_length, 2u);
   EXPECT_EQ(code->node(code->root()).max_length, 4u);
   EXPECT_TRUE(code->node(code->root()).length_bounded());
-  auto range = Compiled(R"({"type":"integer","minimum":-3.5,"exclusiveMinimum":-3,"exclusiveMaximum":10,"maximum":12})");
+  auto range = CompiledSchema(R"({"type":"integer","minimum":-3.5,"exclusiveMinimum":-3,"exclusiveMaximum":10,"maximum":12})");
   ASSERT_TRUE(range);
   EXPECT_EQ(range->node(range->root()).minimum, -2);
   EXPECT_EQ(range->node(range->root()).maximum, 9);
-  auto fractional = Compiled(R"({"type":"integer","exclusiveMinimum":0.5,"exclusiveMaximum":2.5})");
+  auto fractional = CompiledSchema(R"({"type":"integer","exclusiveMinimum":0.5,"exclusiveMaximum":2.5})");
   ASSERT_TRUE(fractional);
   EXPECT_EQ(fractional->node(fractional->root()).minimum, 1);
   EXPECT_EQ(fractional->node(fractional->root()).maximum, 2);
-  auto free = Compiled(R"({"type":"integer"})");
+  auto free = CompiledSchema(R"({"type":"integer"})");
   ASSERT_TRUE(free);
   EXPECT_FALSE(free->node(free->root()).range_bounded());
   // Without a type, the keywords say which: lengths a string, bounds an integer.
-  auto inferred = Compiled(R"({"properties":{"s":{"maxLength":3},"n":{"minimum":0}}})");
+  auto inferred = CompiledSchema(R"({"properties":{"s":{"maxLength":3},"n":{"minimum":0}}})");
   ASSERT_TRUE(inferred);
   const auto& properties = inferred->node(inferred->root()).properties;
   ASSERT_EQ(properties.size(), 2u);
   EXPECT_EQ(inferred->node(properties[0].node).kind, Kind::kString);
   EXPECT_EQ(inferred->node(properties[1].node).kind, Kind::kInteger);
   // Each type takes its own keywords: the string's length, the integer's bounds.
-  auto both = Compiled(R"({"type":["string","integer"],"maxLength":1,"maximum":5})");
+  auto both = CompiledSchema(R"({"type":["string","integer"],"maxLength":1,"maximum":5})");
   ASSERT_TRUE(both);
 
   EXPECT_THAT(Refusal(R"({"type":"number","minimum":0,"maximum":1})"),
@@ -278,7 +275,7 @@ TEST(JsonSchema, LengthsAndIntegerBounds) {
               HasSubstr("no integer is within the bounds"));
   EXPECT_THAT(Refusal(R"({"type":"integer","maximum":1e300})"), HasSubstr("'maximum' of 2^53 or more (either sign) is not supported"));
   EXPECT_THAT(Refusal(R"({"type":"integer","exclusiveMinimum":9007199254740992})"), HasSubstr("of 2^53 or more"));
-  EXPECT_TRUE(Compiled(R"({"type":"integer","minimum":-9007199254740991,"maximum":9007199254740991})"));
+  EXPECT_TRUE(CompiledSchema(R"({"type":"integer","minimum":-9007199254740991,"maximum":9007199254740991})"));
   EXPECT_THAT(Refusal(R"({"type":"string","minLength":3,"maxLength":2})"), HasSubstr("'minLength' is larger than 'maxLength'"));
   EXPECT_THAT(Refusal(R"({"type":"string","maxLength":-1})"), HasSubstr("'maxLength' must be a non-negative integer"));
   EXPECT_THAT(Refusal(R"({"enum":["a","bb"],"minLength":2})"), HasSubstr("'enum' beside 'minLength' is not supported"));
@@ -289,7 +286,7 @@ TEST(JsonSchema, RefusesWhatWouldChangeAValueOrAReferenceUnseen) {
               HasSubstr("'enum' beside 'additionalProperties' is not supported"));
   EXPECT_THAT(Refusal(R"({"$defs":{"A":{"$id":"https://example.com/a","type":"string"}},"$ref":"#/$defs/A"})"),
               HasSubstr("at /$defs/A: '$id' is supported at the root only"));
-  EXPECT_TRUE(Compiled(R"({"$id":"https://example.com/root","type":"string"})"));
+  EXPECT_TRUE(CompiledSchema(R"({"$id":"https://example.com/root","type":"string"})"));
 }
 
 }  // namespace

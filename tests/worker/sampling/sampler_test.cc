@@ -1,4 +1,5 @@
 #include "worker/sampling/sampler.h"
+#include "tests/worker/sampling/sampling_test_values.h"
 
 #include <algorithm>
 #include <cmath>
@@ -14,10 +15,9 @@
 namespace bmad::sampling {
 namespace {
 
+using testing::kInf;
+using testing::kNoTokens;
 using ::testing::HasSubstr;
-
-constexpr float kInf = std::numeric_limits<float>::infinity();
-const std::vector<int32_t> kNoTokens;
 
 proto::SamplingParams Params(float temperature, uint64_t seed = 1234) {
   proto::SamplingParams params;

@@ -1,4 +1,5 @@
 #include "worker/sampling/sampling_params_validation.h"
+#include "tests/worker/sampling/sampling_test_values.h"
 
 #include <cmath>
 #include <functional>
@@ -12,11 +13,11 @@
 namespace bmad::sampling {
 namespace {
 
+using testing::kInf;
 using ::testing::HasSubstr;
 
 constexpr int32_t kVocab = 32000;
 constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
-constexpr float kInf = std::numeric_limits<float>::infinity();
 
 struct Case {
   std::string name;

@@ -23,10 +23,12 @@
 
 #include "tests/support/json_verdict.h"
 #include "tests/support/schema_verdict.h"
+#include "tests/worker/sampling/compiled_schema.h"
 
 namespace bmad::sampling {
 namespace {
 
+using testing::CompiledSchema;
 using OrderedJson = nlohmann::ordered_json;
 
 // Schemas of the kinds clients send: a Pydantic model with a nested model, a nullable field,
@@ -62,12 +64,6 @@ const std::vector<std::string> kSchemas = {
           "big":{"minimum":1000000000000}},
         "required":["code","age","delta","id"]})",
 };
-
-std::shared_ptr<const JsonSchema> Compiled(const std::string& text) {
-  Result<std::shared_ptr<const JsonSchema>> s = JsonSchema::Compile(text);
-  EXPECT_TRUE(s.ok()) << s.status().ToString();
-  return s.ok() ? *s : nullptr;
-}
 
 std::vector<uint8_t> Accepted(const SchemaAutomaton& a) {
   std::vector<uint8_t> bytes;
@@ -111,7 +107,7 @@ uint8_t Choose(const std::vector<uint8_t>& bytes, bool wind_up, std::mt19937& rn
 TEST(SchemaAutomaton, RandomWalksNeverDeadEndAndEndInAllowedValues) {
   std::mt19937 rng(5);
   for (const std::string& text : kSchemas) {
-    auto schema = Compiled(text);
+    auto schema = CompiledSchema(text);
     ASSERT_TRUE(schema);
     const nlohmann::json judge_schema = nlohmann::json::parse(text);
     for (int walk = 0; walk < 150; ++walk) {
@@ -255,7 +251,7 @@ class InstanceWriter {
 TEST(SchemaAutomaton, AcceptsValuesWrittenInItsFormByteByByte) {
   std::mt19937 rng(9);
   for (const std::string& text : kSchemas) {
-    auto schema = Compiled(text);
+    auto schema = CompiledSchema(text);
     ASSERT_TRUE(schema);
     const OrderedJson document = OrderedJson::parse(text);
     InstanceWriter writer(document, rng);
@@ -285,7 +281,7 @@ size_t FirstRefused(const JsonSchema& schema, std::string_view text, bool* compl
 }
 
 TEST(SchemaAutomaton, RefusesAtTheFirstByteNoAllowedValueHas) {
-  auto person = Compiled(kSchemas[0]);
+  auto person = CompiledSchema(kSchemas[0]);
   ASSERT_TRUE(person);
   // '|' marks the byte refused.
   const std::string head = R"({"name":"x","age":1,)";
@@ -324,7 +320,7 @@ TEST(SchemaAutomaton, RefusesAtTheFirstByteNoAllowedValueHas) {
 }
 
 TEST(SchemaAutomaton, NumbersHaveBoundedDigits) {
-  auto number = Compiled(R"({"type":"array","items":{"type":"number"}})");
+  auto number = CompiledSchema(R"({"type":"array","items":{"type":"number"}})");
   ASSERT_TRUE(number);
   const std::string sixteen(16, '7');
   bool complete = false;
@@ -335,14 +331,14 @@ TEST(SchemaAutomaton, NumbersHaveBoundedDigits) {
   EXPECT_EQ(FirstRefused(*number, "[1." + sixteen + "7"), 19u);
   EXPECT_EQ(FirstRefused(*number, "[1e-1234"), 7u);
   // Inside a value the schema leaves free, numbers are JSON's.
-  auto any = Compiled(R"({"type":"array"})");
+  auto any = CompiledSchema(R"({"type":"array"})");
   ASSERT_TRUE(any);
   const std::string long_number = "[" + std::string(40, '9') + "]";
   EXPECT_EQ(FirstRefused(*any, long_number), long_number.size());
 }
 
 TEST(SchemaAutomaton, EnumValuesEndWhereTheyDiffer) {
-  auto s = Compiled(kSchemas[2]);  // 1, 12, "x", [1,2], {"k":null}, true, null, -0.5
+  auto s = CompiledSchema(kSchemas[2]);  // 1, 12, "x", [1,2], {"k":null}, true, null, -0.5
   ASSERT_TRUE(s);
   for (const char* whole : {"1", "12", "\"x\"", "[1,2]", "{\"k\":null}", "true", "null", "-0.5"}) {
     bool complete = false;
@@ -369,7 +365,7 @@ TEST(SchemaAutomaton, LargeEnumsMatchEachValueExactly) {
   }
   values.push_back("\u00e9");  // a prefix of a third of the others
   written.insert(OrderedJson("\u00e9").dump());
-  auto s = Compiled(OrderedJson{{"enum", values}}.dump());
+  auto s = CompiledSchema(OrderedJson{{"enum", values}}.dump());
   ASSERT_TRUE(s);
   for (const std::string& v : written) {
     bool complete = false;
@@ -390,7 +386,7 @@ TEST(SchemaAutomaton, LargeEnumsMatchEachValueExactly) {
 // of escapes are one each. The closing quote comes only from minLength on, and after maxLength
 // characters nothing else.
 TEST(SchemaAutomaton, StringLengthsCountCharacters) {
-  auto s = Compiled(R"({"type":"string","minLength":2,"maxLength":3})");
+  auto s = CompiledSchema(R"({"type":"string","minLength":2,"maxLength":3})");
   ASSERT_TRUE(s);
   for (const std::string whole : {"\"ab\"", "\"abc\"", "\"\xC3\xA9\xF0\x9F\x98\x80\"", "\"\\n\\uD83D\\uDE00\\\"\""}) {
     bool complete = false;
@@ -409,7 +405,7 @@ TEST(SchemaAutomaton, StringLengthsCountCharacters) {
   EXPECT_EQ(a.string_room(), 3u);
   ASSERT_TRUE(a.Feed("\xC3\xA9" "b"));
   EXPECT_EQ(a.string_room(), 1u);
-  auto free_text = Compiled(R"({"type":"string"})");
+  auto free_text = CompiledSchema(R"({"type":"string"})");
   ASSERT_TRUE(free_text);
   SchemaAutomaton b(free_text.get());
   ASSERT_TRUE(b.Feed("\"abc"));
@@ -420,7 +416,7 @@ TEST(SchemaAutomaton, StringLengthsCountCharacters) {
 // An integer's bounds hold at every prefix: a digit or '-' is taken only when some ending
 // lands in range, and the value ends only in range.
 TEST(SchemaAutomaton, IntegerBoundsHoldAtEveryPrefix) {
-  auto s = Compiled(R"({"type":"array","items":{"type":"integer","minimum":-12,"exclusiveMaximum":205}})");
+  auto s = CompiledSchema(R"({"type":"array","items":{"type":"integer","minimum":-12,"exclusiveMaximum":205}})");
   ASSERT_TRUE(s);
   bool complete = false;
   const std::string whole = "[-12,-1,0,-0,7,19,204,150]";
@@ -439,7 +435,7 @@ TEST(SchemaAutomaton, IntegerBoundsHoldAtEveryPrefix) {
     EXPECT_EQ(FirstRefused(*s, text, &whole_value) == text.size() && whole_value, in_range) << v;
   }
   // A top-level integer is complete only in range: "1" must go on to 10..19.
-  auto teens = Compiled(R"({"type":"integer","minimum":10,"maximum":19})");
+  auto teens = CompiledSchema(R"({"type":"integer","minimum":10,"maximum":19})");
   ASSERT_TRUE(teens);
   SchemaAutomaton a(teens.get());
   ASSERT_TRUE(a.Feed("1"));
@@ -449,14 +445,14 @@ TEST(SchemaAutomaton, IntegerBoundsHoldAtEveryPrefix) {
   EXPECT_TRUE(a.complete());
   EXPECT_TRUE(Accepted(a).empty());
   // A '-' only where a negative value is in range: not for 0..5, though "-0" would be 0.
-  auto small = Compiled(R"({"type":"integer","minimum":0,"maximum":5})");
+  auto small = CompiledSchema(R"({"type":"integer","minimum":0,"maximum":5})");
   ASSERT_TRUE(small);
   EXPECT_EQ(FirstRefused(*small, "-0"), 0u);
   EXPECT_EQ(FirstRefused(*small, "6"), 0u);
 }
 
 TEST(SchemaAutomaton, StopsOpeningContainersAtTheDepthLimit) {
-  auto lists = Compiled(kSchemas[6]);  // arrays of arrays (or strings), without limit
+  auto lists = CompiledSchema(kSchemas[6]);  // arrays of arrays (or strings), without limit
   ASSERT_TRUE(lists);
   SchemaAutomaton a(lists.get());
   for (int i = 0; i < JsonSchema::kMaxDepth; ++i) ASSERT_TRUE(a.Feed('[')) << i;
@@ -467,7 +463,7 @@ TEST(SchemaAutomaton, StopsOpeningContainersAtTheDepthLimit) {
   for (int i = 0; i < JsonSchema::kMaxDepth; ++i) ASSERT_TRUE(a.Feed(']')) << i;
   EXPECT_TRUE(a.complete());
   // An optional property whose value needs more room than is left is not offered.
-  auto tree = Compiled(kSchemas[1]);
+  auto tree = CompiledSchema(kSchemas[1]);
   ASSERT_TRUE(tree);
   SchemaAutomaton t(tree.get());
   for (int i = 0; i < JsonSchema::kMaxDepth / 2; ++i) {
