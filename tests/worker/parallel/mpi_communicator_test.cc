@@ -107,7 +107,7 @@ TEST_F(MpiCommTest, AllGatherIsRankMajor) {
 TEST_F(MpiCommTest, BroadcastsBytesFromEveryRoot) {
   for (int root = 0; root < size_; ++root) {
     for (size_t bytes : {size_t{1}, size_t{13}, size_t{4096}, size_t{300001}}) {
-      SCOPED_TRACE(testing::Message() << "root " << root << " bytes " << bytes);
+      SCOPED_TRACE(::testing::Message() << "root " << root << " bytes " << bytes);
       std::vector<unsigned char> data(bytes, 0xee);
       if (rank_ == root) {
         for (size_t j = 0; j < bytes; ++j) data[j] = static_cast<unsigned char>(j * 7 + root);
@@ -128,7 +128,7 @@ TEST_F(MpiCommTest, BroadcastsStringsFromEveryRoot) {
     const std::vector<std::string> payloads = {"", "step plan from rank " + std::to_string(root),
                                                big};
     for (const std::string& payload : payloads) {
-      SCOPED_TRACE(testing::Message() << "root " << root << " size " << payload.size());
+      SCOPED_TRACE(::testing::Message() << "root " << root << " size " << payload.size());
       std::string data = rank_ == root ? payload : std::string(7000, '?');
       ASSERT_TRUE(world_->BroadcastString(&data, root).ok());
       EXPECT_EQ(data, payload);
@@ -219,7 +219,7 @@ TEST_F(MpiCommTest, SplitsReplicaTpAndPpGroupsForEveryShape) {
   for (int tp = 1; tp <= size_; ++tp) {
     for (int pp = 1; pp <= size_; ++pp) {
       if (size_ % (tp * pp) != 0) continue;
-      SCOPED_TRACE(testing::Message() << "tp " << tp << " pp " << pp);
+      SCOPED_TRACE(::testing::Message() << "tp " << tp << " pp " << pp);
       auto topology = ReplicaTopology::Create(rank_, size_, tp, pp);
       ASSERT_TRUE(topology.ok()) << topology.status().ToString();
       auto comms = BuildReplicaCommunicators(*world_, *topology);

@@ -86,7 +86,7 @@ TEST(ReplicaTopologyTest, EveryShapeIsConsistent) {
         const int world = tp * pp * replicas;
         std::set<std::tuple<int, int, int>> seen;
         for (int rank = 0; rank < world; ++rank) {
-          SCOPED_TRACE(testing::Message() << "tp " << tp << " pp " << pp << " rank " << rank
+          SCOPED_TRACE(::testing::Message() << "tp " << tp << " pp " << pp << " rank " << rank
                                           << " of " << world);
           const ReplicaTopology t = Make(rank, world, tp, pp);
           EXPECT_EQ(t.num_replicas(), replicas);
