@@ -44,7 +44,8 @@ bool IsValidUtf8(std::string_view bytes) {
   return true;
 }
 
-Status ValidateSamplingParams(const proto::SamplingParams& params, int32_t vocab_size, std::string_view schema_field) {
+Status ValidateSamplingParams(const proto::SamplingParams& params, int32_t vocab_size,
+                              std::string_view schema_field) {
   if (vocab_size <= 0) {
     return InvalidArgument("vocab_size must be positive; got " + std::to_string(vocab_size));
   }
