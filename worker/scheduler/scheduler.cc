@@ -23,6 +23,7 @@ Status Scheduler::Add(SequenceRequest r) {
   seq->tokens.insert(seq->tokens.end(), r.generated.begin(), r.generated.end());
   seq->priority = r.priority;
   seq->arrival_ms = r.arrival_ms;
+  seq->waiting_since_ms = r.arrival_ms;
   seq->deadline_ms = r.arrival_ms + (r.slo_ms > 0 ? r.slo_ms : config_.default_slo_ms);
   seq->state = SequenceState::kWaiting;
   waiting_.push_back(seq.get());
@@ -31,7 +32,10 @@ Status Scheduler::Add(SequenceRequest r) {
 }
 
 bool Scheduler::Starving(const Sequence& seq, int64_t now_ms) const {
-  return now_ms - seq.arrival_ms >= config_.max_wait_ms;
+  // Time waiting, not time since arrival: a sequence preempted after running for longer than
+  // max_wait_ms has not starved, and taking it for starving would let it jump every queue and
+  // shield it from preemption by more urgent ones.
+  return now_ms - seq.waiting_since_ms >= config_.max_wait_ms;
 }
 
 double Scheduler::EffectivePriority(const Sequence& seq, int64_t now_ms) const {
@@ -55,7 +59,7 @@ void Scheduler::SortWaiting(int64_t now_ms) {
   std::stable_sort(waiting_.begin(), waiting_.end(), [&](const Sequence* a, const Sequence* b) {
     const bool sa = Starving(*a, now_ms), sb = Starving(*b, now_ms);
     if (sa != sb) return sa;                                  // starving first
-    if (sa) return a->arrival_ms < b->arrival_ms;             // oldest starving first
+    if (sa) return a->waiting_since_ms < b->waiting_since_ms;  // longest waiting first
     const double pa = EffectivePriority(*a, now_ms), pb = EffectivePriority(*b, now_ms);
     if (pa != pb) return pa > pb;
     return a->arrival_ms < b->arrival_ms;
@@ -85,10 +89,11 @@ Sequence* Scheduler::PickVictim(std::span<Sequence* const> candidates, int64_t n
   return victim;
 }
 
-void Scheduler::Preempt(Sequence* seq, SchedulerOutput* out) {
+void Scheduler::Preempt(Sequence* seq, SchedulerOutput* out, int64_t now_ms) {
   kv_.Free(seq->id);
   seq->num_computed = 0;
   seq->state = SequenceState::kWaiting;
+  seq->waiting_since_ms = now_ms;
   ++seq->preemptions;
   ++preemptions_total_;
   running_.erase(std::find(running_.begin(), running_.end(), seq));
@@ -131,7 +136,7 @@ void Scheduler::ScheduleRunning(SchedulerOutput* out, int64_t* budget, int64_t* 
       }
       Sequence* victim = PickVictim(candidates, now_ms);
       Unplan(victim->id, out, budget, slots);
-      Preempt(victim, out);
+      Preempt(victim, out, now_ms);
       if (victim == seq) break;
       fits = kv_.Reserve(seq->id, seq->num_computed + n);
     }

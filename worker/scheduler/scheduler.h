@@ -120,7 +120,7 @@ class Scheduler {
   bool Starving(const Sequence& seq, int64_t now_ms) const;
   void SortWaiting(int64_t now_ms);
   Sequence* PickVictim(std::span<Sequence* const> candidates, int64_t now_ms) const;
-  void Preempt(Sequence* seq, SchedulerOutput* out);
+  void Preempt(Sequence* seq, SchedulerOutput* out, int64_t now_ms);
   // Takes back the chunk `id` was given in the step being planned, if any.
   void Unplan(uint64_t id, SchedulerOutput* out, int64_t* budget, int64_t* slots);
   void ScheduleRunning(SchedulerOutput* out, int64_t* budget, int64_t* slots, int64_t now_ms);

@@ -30,6 +30,7 @@ struct Sequence {
   int64_t num_computed = 0;        // leading tokens whose KV is cached
   int32_t priority = 1;
   int64_t arrival_ms = 0;
+  int64_t waiting_since_ms = 0;    // arrival, or its latest preemption: the max-wait guard's clock
   int64_t deadline_ms = 0;
   uint64_t admitted_order = 0;     // larger = admitted more recently
   int64_t preemptions = 0;

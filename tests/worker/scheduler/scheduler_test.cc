@@ -256,6 +256,30 @@ TEST_F(SchedulerTest, ARequestTheMaxWaitGuardAdmittedIsNotTheFirstVictim) {
   EXPECT_EQ(exec_.generated[2].size(), 12u);
 }
 
+TEST_F(SchedulerTest, APreemptedSequenceHasNotStarvedUntilItWaitsPastMaxWait) {
+  // Both run for longer than max_wait_ms (200) before the blocks run out. The low-class one,
+  // preempted then, has waited a step, not 300 ms: readmitted as the guard's, it would make the
+  // urgent one the next victim. 19 usable blocks of 4 tokens, a budget of 8 tokens a step (so
+  // the preempted one is readmitted in small chunks beside the urgent decode).
+  SchedulerConfig c = Config(8, 8);
+  c.priority_decay = 0;
+  Make(c, 20, 4, /*prefix_caching=*/false);
+  Add(Request(1, 8, 0, clock_.NowMillis(), 0), 60);    // urgent: 68 tokens, 17 blocks
+  Add(Request(2, 8, 2, clock_.NowMillis(), 100), 40);  // low class: 48 tokens, 12 blocks
+  int urgent_preempted = 0, low_preempted = 0;
+  for (int i = 0; i < 2000 && sched_->HasWork(); ++i) {
+    const SchedulerOutput out = exec_.Step(*sched_);
+    ASSERT_TRUE(kv_->CheckInvariants().ok()) << kv_->CheckInvariants().ToString();
+    for (uint64_t id : out.preempted) (id == 1 ? urgent_preempted : low_preempted)++;
+    clock_.AdvanceMillis(10);
+  }
+  EXPECT_FALSE(sched_->HasWork());
+  EXPECT_GE(low_preempted, 1);
+  EXPECT_EQ(urgent_preempted, 0);
+  EXPECT_EQ(exec_.generated[1].size(), 60u);
+  EXPECT_EQ(exec_.generated[2].size(), 40u);
+}
+
 TEST_F(SchedulerTest, AnUrgentPrefillPreemptsALowPriorityDecodePlannedBeforeIt) {
   // Decodes are planned before prompts, so when the urgent prompt runs out of blocks the
   // low-priority decode already holds its chunk of this step. It must still be the victim (and
