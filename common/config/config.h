@@ -122,8 +122,10 @@ struct CoordinatorConfig {
   std::string worker_endpoint = "tcp://127.0.0.1:5556";  // ZeroMQ ROUTER for workers
   std::string http_host = "127.0.0.1";
   int64_t http_port = 8000;               // 0: pick a free port and log it
+  int64_t http_max_connections = 4096;    // HTTP connections served at once (a thread each)
   int64_t liveness_timeout_ms = 2000;     // a replica silent this long is dead
   int64_t drain_timeout_ms = 10000;       // on SIGTERM: how long in-flight requests may finish
+  int64_t queue_timeout_ms = 60000;       // a request no replica takes in this long fails
   int64_t max_queued_per_priority = 1024; // admission bound per priority class
   int64_t priority_classes = 3;           // class 0 is the most urgent
   int64_t max_message_bytes = 64 << 20;   // larger protocol messages are rejected

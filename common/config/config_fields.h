@@ -72,6 +72,12 @@ void VisitConfig(ServerConfig& c, Visitor& v) {
             S{true, false});
     v.Field("http_port", c.coordinator.http_port,
             "Port of the HTTP API (also serves /metrics); 0 picks a free port.", I{0, kMaxPort});
+    v.Field("http_max_connections", c.coordinator.http_max_connections,
+            "HTTP connections served at once, each on a thread of its own (a streaming request "
+            "holds its connection to the end); more wait until one closes. Keep it above the "
+            "requests admitted (max_queued_per_priority per class) so that those past the "
+            "admission bound get 429 rather than wait unseen.",
+            I{16, 65536});
     v.Field("liveness_timeout_ms", c.coordinator.liveness_timeout_ms,
             "A replica with no heartbeat for this long is declared dead and its requests move; a "
             "worker that hears nothing from the coordinator for this long answers /ready with 503. "

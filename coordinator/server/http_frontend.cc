@@ -18,6 +18,7 @@
 #include "coordinator/http/tokenize_api.h"
 #include "coordinator/server/client_connection.h"
 #include "coordinator/server/coordinator_core.h"
+#include "coordinator/server/elastic_thread_pool.h"
 
 namespace bmad::coord {
 namespace {
@@ -31,8 +32,6 @@ constexpr auto kAcceptTimeout = 30s;
 // requests of a replica that dies). Between events the handler checks this often whether the
 // client has gone, and cancels the request if so.
 constexpr auto kClientCheckInterval = 1s;
-// Streaming requests hold a handler thread for their whole life: allow many at once.
-constexpr size_t kHandlerThreads = 256;
 constexpr int kListenBacklog = 4096;
 
 void SendError(httplib::Response& res, const Status& s, uint32_t retry_after_ms = 0) {
@@ -98,7 +97,10 @@ HttpFrontend::~HttpFrontend() {
 
 Status HttpFrontend::Start(const std::string& host, int port) {
   server_ = std::make_unique<httplib::Server>();
-  server_->new_task_queue = [] { return new httplib::ThreadPool(kHandlerThreads); };
+  // A connection holds a thread for its whole life (a streaming request for minutes): threads
+  // start as connections need them, up to coordinator.http_max_connections.
+  const auto max_connections = static_cast<size_t>(core_.config().coordinator.http_max_connections);
+  server_->new_task_queue = [max_connections] { return new ElasticThreadPool(max_connections); };
   // httplib's default SO_REUSEPORT would let a second server share the port silently. The
   // callback also hands us the listening socket, whose backlog we raise after the bind.
   auto listen_fd = std::make_shared<int>(-1);

@@ -177,7 +177,8 @@ void CheckRendered(const Rendered& r, int tp, int pods_per_replica, int gpus_per
   EXPECT_EQ(NamedPort(coordinator, "worker"),
             std::stoi(std::regex_replace(config["coordinator"]["worker_endpoint"].as<std::string>(),
                                          std::regex(".*:"), "")));
-  ExpectHttpProbe(coordinator["livenessProbe"], "/health", "http", "coordinator liveness");
+  // Liveness off the API's port: a saturated API must not get the coordinator restarted.
+  ExpectHttpProbe(coordinator["livenessProbe"], "/health", "metrics", "coordinator liveness");
   ExpectHttpProbe(coordinator["readinessProbe"], "/ready", "http", "coordinator readiness");
   EXPECT_FALSE(coordinator["resources"]["limits"]["nvidia.com/gpu"]) << "the coordinator needs no GPU";
 

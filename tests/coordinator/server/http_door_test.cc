@@ -3,8 +3,12 @@
 // /tokenize, /detokenize, /v1/models/{id}. An
 // in-process coordinator on 127.0.0.1 (ephemeral ports) with no replica: accepted requests
 // queue, so what is counted is exactly what the door admitted.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <nlohmann/json.hpp>
@@ -30,6 +34,7 @@ class HttpDoorTest : public ::testing::Test {
   void SetUp() override {
     ServerConfig c = LoopbackCoordinatorConfig(kMaxQueued);
     c.coordinator.drain_timeout_ms = drain_ms_;
+    Configure(c);
     CoordinatorRunOptions o;
     o.max_run_ms = 60000;
     auto server = CoordinatorServer::Create(c, o);
@@ -52,6 +57,8 @@ class HttpDoorTest : public ::testing::Test {
   static Json Body(int n) {
     return {{"prompt", "Once upon a time"}, {"max_tokens", 4}, {"n", n}, {"temperature", 0.7}};
   }
+
+  virtual void Configure(ServerConfig&) {}
 
   int64_t drain_ms_ = 5000;
   std::unique_ptr<CoordinatorServer> server_;
@@ -256,6 +263,68 @@ TEST_F(HttpDoorTest, OneModelCanBeRetrievedByItsId) {
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 404) << res->body;
   EXPECT_EQ(Json::parse(res->body)["error"]["code"], "model_not_found");
+}
+
+// A connection to 127.0.0.1:`port` that has sent `bytes`; -1 if it cannot connect. Reads on it
+// give up after 10 s.
+int SendRaw(int port, const std::string& bytes) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  timeval timeout{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      write(fd, bytes.data(), bytes.size()) != static_cast<ssize_t>(bytes.size())) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+std::string RawCompletion(const Json& body) {
+  const std::string text = body.dump();
+  return "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+         "Content-Length: " + std::to_string(text.size()) + "\r\n\r\n" + text;
+}
+
+// More open requests than httplib's fixed pool had threads (256): every one reaches admission
+// (queued, since no replica takes them), and /health and /metrics still answer beside them.
+class HttpDoorManyConnectionsTest : public HttpDoorTest {
+ protected:
+  void Configure(ServerConfig& c) override { c.coordinator.max_queued_per_priority = kConnections; }
+  static constexpr int kConnections = 300;
+};
+
+TEST_F(HttpDoorManyConnectionsTest, EveryConnectionIsServedAtOnce) {
+  Json body = Body(1);
+  body["stream"] = true;
+  std::vector<int> fds;
+  for (int i = 0; i < kConnections; ++i) {
+    const int fd = SendRaw(server_->http_port(), RawCompletion(body));
+    ASSERT_GE(fd, 0) << "connection " << i;
+    fds.push_back(fd);
+  }
+  EXPECT_TRUE(testing::WaitFor(
+      [&] { return Metric("bmad_coordinator_requests_queued") == double(kConnections); }, 30s))
+      << Metric("bmad_coordinator_requests_queued");
+  httplib::Client client("127.0.0.1", server_->http_port());
+  client.set_read_timeout(10, 0);
+  auto health = client.Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  // The clients read the response's head (a stream's headers come at once), then go: each
+  // handler sees its connection close and cancels its request.
+  for (int fd : fds) {
+    std::string head;
+    char c;
+    while (head.find("\r\n\r\n") == std::string::npos && read(fd, &c, 1) == 1) head += c;
+    EXPECT_EQ(head.rfind("HTTP/1.1 200", 0), 0u) << head;
+    close(fd);
+  }
+  EXPECT_TRUE(testing::WaitFor([&] { return Metric("bmad_coordinator_requests_queued") == 0.0; }, 30s))
+      << Metric("bmad_coordinator_requests_queued");
 }
 
 }  // namespace
