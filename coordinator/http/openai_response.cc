@@ -220,6 +220,29 @@ std::string RouteErrorJson(std::string_view method, std::string_view path) {
                                   {"code", nullptr}}}});
 }
 
+std::string TransportErrorJson(int http_status, bool form_encoded, size_t form_max_bytes, size_t max_body_bytes) {
+  std::string message;
+  switch (http_status) {
+    case 400: message = "malformed HTTP request"; break;
+    case 413:
+      message = form_encoded
+                    ? "the request body is over " + std::to_string(form_max_bytes) +
+                          " bytes, the most accepted as application/x-www-form-urlencoded (what curl -d "
+                          "sends without a Content-Type); send it as JSON with the header "
+                          "'Content-Type: application/json'"
+                    : "the request body is over " + std::to_string(max_body_bytes) + " bytes, the most accepted";
+      break;
+    case 414: message = "the request line is too long"; break;
+    case 431: message = "the request's headers are too large"; break;
+    case 500: message = "internal error while handling the request"; break;
+    default: message = "HTTP error " + std::to_string(http_status); break;
+  }
+  return Dump(Json{{"error", Json{{"message", message},
+                                  {"type", http_status >= 500 ? "server_error" : "invalid_request_error"},
+                                  {"param", nullptr},
+                                  {"code", nullptr}}}});
+}
+
 std::string RenderCompletion(const ResponseContext& context, std::span<const ChoiceOutput> outputs,
                              const proto::Usage& usage) {
   Json response = Envelope(context, false, "text_completion");

@@ -53,6 +53,12 @@ std::string ErrorJson(const Status& status, std::string_view param = {});
 // "param": null, "code": null}}.
 std::string RouteErrorJson(std::string_view method, std::string_view path);
 
+// The body of an error the HTTP layer answers before any handler runs (a malformed request, a
+// body over the limit, a handler that threw), in the same shape, code null. `form_encoded`: the
+// request said Content-Type application/x-www-form-urlencoded, which is what `curl -d` sends
+// without -H; such bodies are capped at `form_max_bytes`, other bodies at `max_body_bytes`.
+std::string TransportErrorJson(int http_status, bool form_encoded, size_t form_max_bytes, size_t max_body_bytes);
+
 // ---- completions ----
 
 // One generated token with its log-probability, for responses that asked for logprobs.

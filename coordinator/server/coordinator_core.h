@@ -61,6 +61,9 @@ class CoordinatorServer::Core {
   size_t live_replicas() const { return live_replicas_.load(); }
   metrics::Registry& registry() { return registry_; }
   const ServerConfig& config() const { return config_; }
+  // OK when a text prompt of this many bytes may fit the context; else the OutOfRange error its
+  // client gets, without tokenizing it (4 MB took seconds). Any thread.
+  Status CheckPromptTextMayFit(size_t bytes) const;
 
   int http_port() const;
   int metrics_port() const { return metrics_server_ ? metrics_server_->port() : 0; }
@@ -82,9 +85,6 @@ class CoordinatorServer::Core {
   void RefuseUnaccepted(const TokenizingSubmit& t);
   // Answers every submit still being tokenized that way (stopping).
   void RefuseTokenizing();
-  // Whether a text prompt of this many bytes can fit the context at all (else it is refused
-  // without being tokenized: 4 MB took seconds).
-  bool PromptTextMayFit(size_t bytes) const;
   void DrainInbox();
   void Tick();
   void SendToWorker(const std::string& replica_id, const proto::Message& message);

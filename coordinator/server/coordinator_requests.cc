@@ -18,9 +18,12 @@ constexpr int64_t kQueueTimeoutNs = 60'000'000'000;
 
 std::vector<ReplicaView> CoordinatorServer::Core::Views() const { return replicas_.Views(); }
 
-bool CoordinatorServer::Core::PromptTextMayFit(size_t bytes) const {
+Status CoordinatorServer::Core::CheckPromptTextMayFit(size_t bytes) const {
   const size_t per_token = tokenizer_->max_bytes_per_token();
-  return per_token == 0 || bytes < static_cast<size_t>(context_length_) * per_token;
+  if (per_token == 0 || bytes < static_cast<size_t>(context_length_) * per_token) return Status::Ok();
+  return OutOfRange("the prompt has " + std::to_string(bytes) + " bytes, more than this model's context length of " +
+                    std::to_string(context_length_) + " tokens can hold (a token stands for at most " +
+                    std::to_string(per_token) + " bytes)");
 }
 
 Result<std::unique_ptr<CoordRequest>> CoordinatorServer::Core::Prepare(SubmitInput in) const {
@@ -33,13 +36,7 @@ Result<std::unique_ptr<CoordRequest>> CoordinatorServer::Core::Prepare(SubmitInp
   } else {
     // Short socket-door prompts are tokenized here, on the event loop (long ones on the
     // tokenizer thread first); one that cannot fit is refused untokenized.
-    if (!PromptTextMayFit(in.prompt_text.size())) {
-      return OutOfRange("the prompt has " + std::to_string(in.prompt_text.size()) +
-                        " bytes, more than this model's context length of " +
-                        std::to_string(context_length_) + " tokens can hold (a token "
-                        "stands for at most " +
-                        std::to_string(tokenizer_->max_bytes_per_token()) + " bytes)");
-    }
+    BMAD_RETURN_IF_ERROR(CheckPromptTextMayFit(in.prompt_text.size()));
     const std::vector<int32_t> ids = tokenizer_->Encode(in.prompt_text);
     r->prompt.assign(ids.begin(), ids.end());
   }

@@ -259,7 +259,7 @@ void CoordinatorServer::Core::HandleClientMessage(const std::string& routing_id,
     in.slo_ms = submit->slo_ms;
     in.stream = submit->stream;
     if (!in.prompt_is_tokens && in.prompt_text.size() > options_.tokenize_inline_max_bytes &&
-        PromptTextMayFit(in.prompt_text.size())) {
+        CheckPromptTextMayFit(in.prompt_text.size()).ok()) {
       // Bounded like a priority class's queue, which these would join: a client that sends
       // long prompts faster than they tokenize is told to retry later.
       if (static_cast<int64_t>(tokenizing_.size()) >= config_.coordinator.max_queued_per_priority) {

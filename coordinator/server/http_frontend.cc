@@ -161,11 +161,21 @@ Status HttpFrontend::Start(const std::string& host, int port) {
       server_->Post(path, not_allowed);
     }
   }
-  // httplib calls this for every 4xx/5xx response, ours included: only fill in bodies it made.
-  server_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (res.status == 404 && res.body.empty()) {
+  // httplib calls this for every 4xx/5xx response, ours included: only fill in bodies it made
+  // (an unknown path, a malformed request, a body over the limit), so that every error a
+  // client gets is OpenAI's JSON error object.
+  const size_t max_body_bytes = Limits().max_body_bytes;
+  server_->set_payload_max_length(max_body_bytes);  // refused while reading, not after
+  server_->set_error_handler([max_body_bytes](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    if (res.status == 404) {
       res.set_content(http::RouteErrorJson(req.method, req.path), "application/json");
+      return;
     }
+    const bool form = req.get_header_value("Content-Type") == "application/x-www-form-urlencoded";
+    res.set_content(http::TransportErrorJson(res.status, form, CPPHTTPLIB_FORM_URL_ENCODED_PAYLOAD_MAX_LENGTH,
+                                             max_body_bytes),
+                    "application/json");
   });
   // httplib's default closes a connection after 5 requests; clients that keep one open (every
   // OpenAI SDK) would reconnect that often.
@@ -197,10 +207,12 @@ void HttpFrontend::HandleModel(const std::string& id, httplib::Response& res) {
 }
 
 Result<std::vector<std::vector<uint32_t>>> HttpFrontend::PromptTokens(http::CompletionRequest& cr,
-                                                                      bool add_special) const {
+                                                                      bool add_special,
+                                                                      bool refuse_oversized_text) const {
   // Tokenized here, on the request's own thread: in the event loop a long prompt (megabytes
   // take seconds) would stall every other request's tokens meanwhile.
-  auto encode = [&](const std::string& text) {
+  auto encode = [&](const std::string& text) -> Result<std::vector<uint32_t>> {
+    if (refuse_oversized_text) BMAD_RETURN_IF_ERROR(core_.CheckPromptTextMayFit(text.size()));
     const std::vector<int32_t> ids = core_.tokenizer().Encode(text, add_special);
     return std::vector<uint32_t>(ids.begin(), ids.end());
   };
@@ -209,11 +221,17 @@ Result<std::vector<std::vector<uint32_t>>> HttpFrontend::PromptTokens(http::Comp
     BMAD_ASSIGN_OR_RETURN(const std::string text,
                           http::ApplyChatTemplate(static_cast<http::ChatTemplate>(core_.chat_template()),
                                                   cr.messages, cr.add_generation_prompt));
-    prompts.push_back(encode(text));
+    BMAD_ASSIGN_OR_RETURN(std::vector<uint32_t> tokens, encode(text));
+    prompts.push_back(std::move(tokens));
     return prompts;
   }
   for (http::CompletionPrompt& p : cr.prompts) {
-    prompts.push_back(p.is_tokens ? std::move(p.tokens) : encode(p.text));
+    if (p.is_tokens) {
+      prompts.push_back(std::move(p.tokens));
+      continue;
+    }
+    BMAD_ASSIGN_OR_RETURN(std::vector<uint32_t> tokens, encode(p.text));
+    prompts.push_back(std::move(tokens));
   }
   return prompts;
 }
@@ -232,7 +250,8 @@ void HttpFrontend::HandleTokenize(const httplib::Request& req, httplib::Response
     return;
   }
   if (RefuseOtherModel(parsed->prompt.model, res)) return;
-  Result<std::vector<std::vector<uint32_t>>> prompts = PromptTokens(parsed->prompt, parsed->add_special_tokens);
+  Result<std::vector<std::vector<uint32_t>>> prompts = PromptTokens(parsed->prompt, parsed->add_special_tokens,
+                                                                    /*refuse_oversized_text=*/false);
   if (!prompts.ok()) {
     SendError(res, prompts.status());
     return;
@@ -280,7 +299,7 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
     return;
   }
   http::CompletionRequest& cr = *parsed;
-  Result<std::vector<std::vector<uint32_t>>> prompts = PromptTokens(cr, /*add_special=*/true);
+  Result<std::vector<std::vector<uint32_t>>> prompts = PromptTokens(cr, /*add_special=*/true, /*refuse_oversized_text=*/true);
   if (!prompts.ok()) {
     SendError(res, prompts.status());
     return;
@@ -345,6 +364,8 @@ std::optional<HttpFrontend::AcceptedCompletion> HttpFrontend::Submit(std::vector
     }
     if (!e) continue;
     if (e->kind == StreamEvent::Kind::kError) {
+      // All or none: any choice accepted before the error must not run on unseen.
+      if (!accepted.request_ids.empty()) accepted.abandon();
       SendError(res, e->status, e->retry_after_ms);
       return std::nullopt;
     }

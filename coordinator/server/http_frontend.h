@@ -74,9 +74,11 @@ class HttpFrontend {
   // The prompts' tokens as the completion endpoints send them to the cluster (one per prompt of
   // a completions batch; one for chat): a chat request's messages through the chat template,
   // text encoded (BOS first when `add_special`), token ids as given. Moves the prompts out of
-  // `cr`. Errors: the chat template's.
-  Result<std::vector<std::vector<uint32_t>>> PromptTokens(http::CompletionRequest& cr,
-                                                          bool add_special) const;
+  // `cr`. Errors: the chat template's; with `refuse_oversized_text`, a text too long in bytes
+  // to fit the context in any tokenization (refused untokenized: the completion endpoints;
+  // /tokenize counts whatever it is given).
+  Result<std::vector<std::vector<uint32_t>>> PromptTokens(http::CompletionRequest& cr, bool add_special,
+                                                          bool refuse_oversized_text) const;
   // Answers 404 model_not_found and returns true when `model` names another model than ours.
   bool RefuseOtherModel(const std::string& model, httplib::Response& res) const;
 

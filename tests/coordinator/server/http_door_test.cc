@@ -283,10 +283,61 @@ int SendRaw(int port, const std::string& bytes) {
   return fd;
 }
 
+// Everything the server sends on `fd` until it closes (or 10 s pass); closes `fd`.
+std::string ReadAll(int fd) {
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return out;
+}
+
 std::string RawCompletion(const Json& body) {
   const std::string text = body.dump();
   return "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
          "Content-Length: " + std::to_string(text.size()) + "\r\n\r\n" + text;
+}
+
+TEST_F(HttpDoorTest, ErrorsTheHttpLayerAnswersAreOpenAIErrorObjects) {
+  httplib::Client client("127.0.0.1", server_->http_port());
+  client.set_read_timeout(10, 0);
+  // curl -d without -H sends a form-encoded body, which the HTTP layer caps at 8 KiB.
+  Json body = Body(1);
+  body["prompt"] = std::string(9000, 'a');
+  auto form = client.Post("/v1/completions", body.dump(), "application/x-www-form-urlencoded");
+  ASSERT_TRUE(form);
+  EXPECT_EQ(form->status, 413);
+  ASSERT_TRUE(Json::accept(form->body)) << form->body;
+  EXPECT_EQ(Json::parse(form->body)["error"]["type"], "invalid_request_error");
+  EXPECT_NE(form->body.find("Content-Type: application/json"), std::string::npos) << form->body;
+  // The same body as JSON is fine: a prompt of 9000 'a's is only too long for the model.
+  auto json = client.Post("/v1/completions", body.dump(), "application/json");
+  ASSERT_TRUE(json);
+  EXPECT_EQ(json->status, 400) << json->body;
+  EXPECT_NE(json->body.find("context_length_exceeded"), std::string::npos) << json->body;
+  // Far too long to fit in any tokenization: refused by its size, untokenized.
+  body["prompt"] = std::string(100000, 'a');
+  json = client.Post("/v1/completions", body.dump(), "application/json");
+  ASSERT_TRUE(json);
+  EXPECT_EQ(json->status, 400) << json->body;
+  EXPECT_NE(json->body.find("the prompt has 100000 bytes, more than this model's context length of 512 tokens"),
+            std::string::npos)
+      << json->body;
+
+  // Past the body limit (16 MiB): refused while it is read, not parsed.
+  auto huge = client.Post("/v1/completions", std::string((16u << 20) + 1, ' '), "application/json");
+  ASSERT_TRUE(huge);
+  EXPECT_EQ(huge->status, 413);
+  EXPECT_NE(huge->body.find("the request body is over 16777216 bytes"), std::string::npos) << huge->body;
+
+  // Not HTTP at all.
+  const int fd = SendRaw(server_->http_port(), "NONSENSE\r\n\r\n");
+  ASSERT_GE(fd, 0);
+  const std::string raw = ReadAll(fd);
+  EXPECT_EQ(raw.rfind("HTTP/1.1 400", 0), 0u) << raw;
+  EXPECT_NE(raw.find("{\"error\":{\"message\":\"malformed HTTP request\""), std::string::npos) << raw;
+  EXPECT_EQ(Metric("bmad_coordinator_requests_total"), 0.0);
 }
 
 // More open requests than httplib's fixed pool had threads (256): every one reaches admission
