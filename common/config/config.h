@@ -129,6 +129,10 @@ struct CoordinatorConfig {
   int64_t max_queued_per_priority = 1024; // admission bound per priority class
   int64_t priority_classes = 3;           // class 0 is the most urgent
   int64_t max_message_bytes = 64 << 20;   // larger protocol messages are rejected
+
+  // The class of a request that names none: 1, so that clients can ask for more urgency (0)
+  // and for less; 0 when there is only one class.
+  int32_t DefaultPriority() const { return priority_classes > 1 ? 1 : 0; }
 };
 
 struct RouterConfig {

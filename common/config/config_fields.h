@@ -92,9 +92,13 @@ void VisitConfig(ServerConfig& c, Visitor& v) {
             "Requests admitted but not finished, per priority class; past it, 'overloaded'.",
             I{1, 1 << 24});
     v.Field("priority_classes", c.coordinator.priority_classes,
-            "Number of priority classes; class 0 is the most urgent.", I{1, 16});
+            "Number of priority classes; class 0 is the most urgent. A request that names none "
+            "gets class 1 (0 when there is only one).",
+            I{1, 16});
     v.Field("max_message_bytes", c.coordinator.max_message_bytes,
-            "Largest protocol message accepted on any socket.", I{1024, 1ll << 31});
+            "Largest protocol message accepted on any socket; one up to twice this is refused "
+            "with an error naming the limit, a larger one is dropped unread with its connection.",
+            I{1024, 1ll << 31});
   });
 
   v.Section("router", "How the coordinator picks a replica.", [&] {

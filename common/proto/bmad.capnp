@@ -74,7 +74,7 @@ struct Submit {
     tokenIds @3 :List(UInt32);
   }
   sampling @4 :SamplingParams;
-  priority @5 :Int32 = 1;     # class; 0 is the most urgent
+  priority @5 :Int32 = -1;    # class, 0 the most urgent; -1: the coordinator's default class
   sloMs @6 :UInt32;           # deadline for the whole request; 0: the server's default
   stream @7 :Bool = true;
 }

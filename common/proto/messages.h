@@ -82,13 +82,17 @@ struct Usage {
 };
 
 struct Submit {
+  // The priority that asks for the coordinator's default class (coordinator.priority_classes
+  // decides which: CoordinatorConfig::DefaultPriority).
+  static constexpr int32_t kDefaultPriority = -1;
+
   std::string client_request_id;
   std::string model;
   bool prompt_is_tokens = false;  // which of the next two fields holds the prompt
   std::string prompt_text;
   std::vector<uint32_t> prompt_tokens;
   SamplingParams sampling;
-  int32_t priority = 1;
+  int32_t priority = kDefaultPriority;  // or a class, 0 the most urgent
   uint32_t slo_ms = 0;
   bool stream = true;
   friend bool operator==(const Submit&, const Submit&) = default;

@@ -81,7 +81,7 @@ bool WantsRemoteGenerate(const std::vector<std::string>& args) {
 int RunRemoteGenerate(const std::vector<std::string>& args) {
   constexpr const char* kCommand = "bmad generate";
   std::string endpoint, prompt, model;
-  int64_t priority = 1, slo_ms = 0, timeout_ms = 30000;
+  int64_t priority = proto::Submit::kDefaultPriority, slo_ms = 0, timeout_ms = 30000;
   bool quiet = false;
   cli::SamplingFlags sampling;
   cli::Flags flags("bmad generate --coordinator ENDPOINT --prompt TEXT [flags]");
@@ -89,7 +89,8 @@ int RunRemoteGenerate(const std::vector<std::string>& args) {
   flags.AddString("prompt", &prompt, "Text to continue.");
   flags.AddString("model", &model, "Model name (default: the cluster's).");
   sampling.AddTo(flags);
-  flags.AddInt("priority", &priority, "Priority class, 0 the most urgent (default 1).");
+  flags.AddInt("priority", &priority,
+               "Priority class, 0 the most urgent (default: the coordinator's, 1 of its 3 classes).");
   flags.AddInt("slo-ms", &slo_ms, "Deadline for the whole request (0: the server's default).");
   flags.AddInt("timeout-ms", &timeout_ms, "Give up after this long without news (default 30000).");
   flags.AddBool("quiet", &quiet, "No summary line on stderr.");
@@ -108,7 +109,7 @@ int RunRemoteGenerate(const std::vector<std::string>& args) {
   }
   Result<proto::SamplingParams> params = sampling.Params();
   if (s.ok()) s = params.status();
-  if (s.ok()) s = InRange("priority", double(priority), 0, 1000);
+  if (s.ok() && priority != proto::Submit::kDefaultPriority) s = InRange("priority", double(priority), 0, 1000);
   if (s.ok()) s = InRange("slo-ms", double(slo_ms), 0, std::numeric_limits<uint32_t>::max());
   if (s.ok()) s = InRange("timeout-ms", double(timeout_ms), 1, double(kMaxTimeoutMs));
   if (!s.ok()) return UsageError(kCommand, s);

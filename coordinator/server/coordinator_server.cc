@@ -255,7 +255,8 @@ void CoordinatorServer::Core::HandleClientMessage(const std::string& routing_id,
     in.prompt_text = std::move(submit->prompt_text);
     in.prompt_tokens = std::move(submit->prompt_tokens);
     in.sampling = std::move(submit->sampling);
-    in.priority = submit->priority;
+    in.priority = submit->priority == proto::Submit::kDefaultPriority ? config_.coordinator.DefaultPriority()
+                                                                      : submit->priority;
     in.slo_ms = submit->slo_ms;
     in.stream = submit->stream;
     if (!in.prompt_is_tokens && in.prompt_text.size() > options_.tokenize_inline_max_bytes &&

@@ -312,7 +312,7 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
     in.prompt_tokens = std::move(prompt);
     in.sampling = cr.sampling;
     in.max_tokens_given = cr.max_tokens.has_value();
-    in.priority = cr.priority.value_or(1);
+    in.priority = cr.priority.value_or(core_.config().coordinator.DefaultPriority());
     in.slo_ms = cr.slo_ms;
     in.stream = cr.stream;
     in.choices = cr.n;

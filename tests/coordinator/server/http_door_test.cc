@@ -340,6 +340,24 @@ TEST_F(HttpDoorTest, ErrorsTheHttpLayerAnswersAreOpenAIErrorObjects) {
   EXPECT_EQ(Metric("bmad_coordinator_requests_total"), 0.0);
 }
 
+// One priority class: a request that names none gets it (not class 1, which does not exist).
+class HttpDoorOneClassTest : public HttpDoorTest {
+ protected:
+  void Configure(ServerConfig& c) override { c.coordinator.priority_classes = 1; }
+};
+
+TEST_F(HttpDoorOneClassTest, ARequestWithoutAPriorityGetsTheOnlyClass) {
+  std::thread waiting([&] { EXPECT_FALSE(Post(Body(1), /*read_timeout_s=*/2)); });
+  EXPECT_TRUE(testing::WaitFor([&] { return Metric("bmad_coordinator_requests_queued") == 1.0; }, 10s));
+  waiting.join();
+  Json named = Body(1);
+  named["priority"] = 1;
+  auto refused = Post(named);
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 400) << refused->body;
+  EXPECT_NE(refused->body.find("'priority' must be an integer in [0, 0]"), std::string::npos) << refused->body;
+}
+
 // More open requests than httplib's fixed pool had threads (256): every one reaches admission
 // (queued, since no replica takes them), and /health and /metrics still answer beside them.
 class HttpDoorManyConnectionsTest : public HttpDoorTest {
