@@ -88,6 +88,11 @@ void VisitConfig(ServerConfig& c, Visitor& v) {
             "ones to finish before it exits; those still unfinished then fail as unavailable "
             "(match the pod's termination grace period).",
             I{0, 3'600'000});
+    v.Field("queue_timeout_ms", c.coordinator.queue_timeout_ms,
+            "A request that no replica has taken this long after it was admitted (no replica "
+            "live, or every live one full or draining) fails as unavailable; a migrated request "
+            "gets this long again.",
+            I{100, 86'400'000});
     v.Field("max_queued_per_priority", c.coordinator.max_queued_per_priority,
             "Requests admitted but not finished, per priority class; past it, 'overloaded'.",
             I{1, 1 << 24});

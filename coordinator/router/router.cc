@@ -222,8 +222,8 @@ size_t Router::PickRoundRobin(CandidateSet set) {
   return static_cast<size_t>(round_robin_[set]++ % candidates_.size());
 }
 
-void Router::Record(const RouteRequest& request, const ReplicaView& chosen) {
-  lengths_.Add(request.prompt_tokens);
+void Router::Record(const RouteRequest& request, const ReplicaView& chosen, bool count_length) {
+  if (count_length) lengths_.Add(request.prompt_tokens);
   if (prefix_affinity_) affinity_.Record(request.block_hashes, chosen.id);
 }
 

@@ -95,7 +95,9 @@ class Router {
 
   // Call once the request was dispatched to `chosen`: records the prompt length in the rolling
   // window and (with prefix affinity on) the prompt's block hashes as now cached on `chosen`.
-  void Record(const RouteRequest& request, const ReplicaView& chosen);
+  // A request dispatched again (refused by a full replica, or migrated) passes count_length
+  // false: each request's length counts once, however often it is offered.
+  void Record(const RouteRequest& request, const ReplicaView& chosen, bool count_length = true);
 
   // `replica_id` died or restarted: it no longer caches anything.
   void Forget(const std::string& replica_id);

@@ -11,8 +11,11 @@ namespace bmad::coord {
 namespace {
 
 constexpr const char* kLog = "coordinator";
-// A request waits this long for a live replica before it fails.
-constexpr int64_t kQueueTimeoutNs = 60'000'000'000;
+// A request a replica refused (full or draining) is offered again after this, doubling with
+// each refusal up to the cap: a full replica's queue drains in steps, not microseconds, and each
+// offer carries the whole prompt.
+constexpr int64_t kRefusalBackoffNs = 10'000'000;
+constexpr int64_t kMaxRefusalBackoffNs = 1'000'000'000;
 
 }  // namespace
 
@@ -195,7 +198,8 @@ void CoordinatorServer::Core::Dispatch(CoordRequest* r) {
   r->replica_id = chosen.id;
   r->assignment = a.assignment;
   replicas_.AddInFlight(chosen.id, +1);
-  router_.Record(route, chosen);
+  // A request offered again (refused, or migrated) counts once among recent prompt lengths.
+  router_.Record(route, chosen, /*count_length=*/a.assignment == 1);
   metrics_->Routed(chosen.id, d->policy, std::string(EnumName(d->pool))).Increment();
   if (d->long_tail) metrics_->long_tail_requests.Increment();
 }
@@ -210,10 +214,14 @@ void CoordinatorServer::Core::DispatchQueued() {
   for (uint64_t id : queued) {
     CoordRequest* r = requests_.Find(id);
     if (r == nullptr || r->state != RequestState::kQueued) continue;
-    if (now - r->queued_since_ns > kQueueTimeoutNs) {
-      Fail(r, Unavailable("no live replica for " + std::to_string(kQueueTimeoutNs / 1'000'000'000) + " s"));
+    if (now - r->queued_since_ns > config_.coordinator.queue_timeout_ms * 1'000'000) {
+      const std::string waited = std::to_string(config_.coordinator.queue_timeout_ms) + " ms";
+      Fail(r, Unavailable(r->refusals > 0 ? "no replica accepted the request in " + waited +
+                                                " (every live one full or draining)"
+                                          : "no live replica for " + waited));
       continue;
     }
+    if (now < r->retry_not_before_ns) continue;
     if (replicas_.LiveCount() == 0) return;
     Dispatch(r);
   }
@@ -346,11 +354,15 @@ void CoordinatorServer::Core::OnWorkerError(const std::string& replica_id, const
     log::Info(kLog, "replica is draining; routing around it", {{"replica", replica_id}});
   }
   if (e.code == StatusCode::kResourceExhausted || e.code == StatusCode::kFailedPrecondition) {
-    // The replica is full or draining: try another one.
+    // The replica is full or draining: try another one, or this one once it has had time to
+    // take some of its queue. The request keeps its place in the queue and its queue deadline:
+    // refusals do not restart the wait.
     replicas_.AddInFlight(replica_id, -1);
     r->state = RequestState::kQueued;
-    r->queued_since_ns = clock_.NowNanos();
     r->replica_id.clear();
+    const int64_t backoff = std::min(kMaxRefusalBackoffNs, kRefusalBackoffNs << std::min<uint32_t>(r->refusals, 7));
+    r->retry_not_before_ns = clock_.NowNanos() + backoff;
+    ++r->refusals;
     return;
   }
   Fail(r, Status(e.code, e.message));

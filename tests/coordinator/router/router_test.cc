@@ -314,6 +314,17 @@ TEST(RouterLongTailTest, ThresholdOnlyAfterMinSamplesAndMovesWithTheWindow) {
   EXPECT_EQ(router.LongTailThreshold(), 5);
 }
 
+TEST(RouterLongTailTest, ARequestOfferedAgainCountsOnce) {
+  Router router(LongTail(/*window=*/10, /*min_samples=*/10));
+  const ReplicaView r = Replica("a");
+  for (int64_t len = 1; len <= 10; ++len) router.Record({len, {}}, r);
+  ASSERT_EQ(router.LongTailThreshold(), 8);
+  // A long prompt refused by full replicas and offered again and again: one sample, not ten.
+  router.Record({1000, {}}, r);
+  for (int i = 0; i < 9; ++i) router.Record({1000, {}}, r, /*count_length=*/false);
+  EXPECT_EQ(router.LongTailThreshold(), 9);  // window 2..10 and 1000: p80 is its 8th smallest
+}
+
 class RouterPoolsTest : public ::testing::Test {
  protected:
   // Two normal replicas and one long-tail replica; p80 of lengths 1..100 is 80.

@@ -1,9 +1,12 @@
 // Requests whose replica vanishes without a word (its process killed): the coordinator learns
-// it when a send to it fails, and what it does then must not touch requests that are ending. An
-// in-process coordinator on 127.0.0.1 (ephemeral ports) with fake replicas and a socket client.
+// it when a send to it fails, and what it does then must not touch requests that are ending.
+// And requests a replica refuses as full: offered again after a back-off, within their queue
+// deadline. An in-process coordinator on 127.0.0.1 (ephemeral ports) with fake replicas and a
+// socket client.
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <optional>
 #include <thread>
 #include <zmq.hpp>
 
@@ -22,6 +25,7 @@ class ReplicaLossTest : public ::testing::Test {
   void SetUp() override {
     ServerConfig c = LoopbackCoordinatorConfig(64);
     c.coordinator.liveness_timeout_ms = 60000;  // a vanished replica is found by a failed send only
+    c.coordinator.queue_timeout_ms = queue_timeout_ms_;
     CoordinatorRunOptions o;
     o.max_run_ms = 60000;
     auto server = CoordinatorServer::Create(c, o);
@@ -57,6 +61,7 @@ class ReplicaLossTest : public ::testing::Test {
   }
   double Metric(const std::string& series) { return CoordinatorMetric(server_->http_port(), series); }
 
+  int64_t queue_timeout_ms_ = 60000;
   zmq::context_t ctx_;
   std::unique_ptr<CoordinatorServer> server_;
   std::thread run_;
@@ -86,6 +91,58 @@ TEST_F(ReplicaLossTest, ACancelThatFindsItsReplicaGoneSendsTheRequestNowhere) {
   EXPECT_TRUE(b->Assigned().empty()) << "the cancelled request was dispatched to b";
   EXPECT_EQ(Metric("bmad_coordinator_requests_finished_total{status=\"cancelled\"}"), 1.0);
   EXPECT_EQ(Metric("bmad_coordinator_replica_live{pool=\"normal\",replica=\"a\"}"), 0.0);
+}
+
+class ReplicaRefusalTest : public ReplicaLossTest {
+ protected:
+  void SetUp() override {
+    queue_timeout_ms_ = 1500;
+    ReplicaLossTest::SetUp();
+  }
+};
+
+TEST_F(ReplicaRefusalTest, ARequestEveryReplicaRefusesBacksOffAndFailsAtItsQueueDeadline) {
+  auto a = Replica("a");
+  ASSERT_TRUE(a->Register());
+  const uint64_t id = Submit("x");
+  // The replica answers every offer "full", as a worker whose queue is at scheduler.max_waiting.
+  size_t offers = 0, seen = 0;
+  std::optional<proto::ErrorMessage> answer;
+  const auto give_up = std::chrono::steady_clock::now() + 20s;
+  while (!answer && std::chrono::steady_clock::now() < give_up) {
+    a->Receive(20ms);
+    for (; seen < a->received().size(); ++seen) {
+      const auto* offer = std::get_if<proto::Assign>(&a->received()[seen]);
+      if (offer == nullptr || offer->request_id != id) continue;
+      ++offers;
+      proto::ErrorMessage full;
+      full.code = StatusCode::kResourceExhausted;
+      full.message = "replica queue is full (4096 requests waiting)";
+      full.request_id = id;
+      full.assignment = offer->assignment;
+      a->Send(full);
+    }
+    zmq::pollitem_t item{static_cast<void*>(client_), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::milliseconds(0));
+    if (item.revents & ZMQ_POLLIN) {
+      auto in = proto::ReceiveMessage(client_, false);
+      ASSERT_TRUE(in && in->message.ok());
+      ASSERT_TRUE(std::holds_alternative<proto::ErrorMessage>(*in->message));
+      answer = std::get<proto::ErrorMessage>(*in->message);
+    }
+  }
+  // Refusals did not restart its wait: it failed at its queue deadline (1.5 s), naming why.
+  ASSERT_TRUE(answer) << "no answer in 20 s after " << offers << " offers";
+  EXPECT_EQ(answer->code, StatusCode::kUnavailable);
+  EXPECT_EQ(answer->client_request_id, "x");
+  EXPECT_NE(answer->message.find("no replica accepted the request in 1500 ms (every live one full or draining)"),
+            std::string::npos)
+      << answer->message;
+  // Offered again, but with a back-off (10 ms, doubling): about eight offers in 1.5 s, not one
+  // per event-loop turn.
+  EXPECT_GE(offers, 2u);
+  EXPECT_LE(offers, 12u);
+  EXPECT_EQ(Metric("bmad_coordinator_requests_finished_total{status=\"error\"}"), 1.0);
 }
 
 }  // namespace
