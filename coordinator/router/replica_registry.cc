@@ -75,7 +75,19 @@ Result<const ReplicaState*> ReplicaRegistry::Register(const proto::Register& mes
   bool same_process = false;
   if (const auto known = by_id_.find(info.replica_id); known != by_id_.end()) {
     index = known->second;
-    same_process = replicas_[index]->incarnation == message.incarnation;
+    const ReplicaState& current = *replicas_[index];
+    same_process = current.incarnation == message.incarnation;
+    const int64_t silent_ms = clock_.NowMillis() - current.last_heartbeat_ms;
+    if (!same_process && current.live && silent_ms < liveness_timeout_ms_) {
+      // Two processes under one id (a copied config), or a restart faster than the old
+      // process's death is noticed. Taking the newcomer would move the live one's requests
+      // and, on its next heartbeat, hand the id back, over and over. Unavailable: the worker
+      // asks again every heartbeat, and gets in once the old one has been silent long enough.
+      return Unavailable("replica id '" + info.replica_id + "' is held by a live process (last heard " +
+                         std::to_string(silent_ms) + " ms ago); a new process takes it once that one "
+                         "stops or has been silent for coordinator.liveness_timeout_ms (" +
+                         std::to_string(liveness_timeout_ms_) + " ms)");
+    }
   } else {
     if (replicas_.size() >= kMaxReplicas) {
       return ResourceExhausted("replica '" + info.replica_id + "' cannot register: already " +

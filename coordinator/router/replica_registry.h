@@ -81,7 +81,10 @@ class ReplicaRegistry {
   //     pp, kv_blocks, block_size or max_seqs;
   //   kFailedPrecondition: the model differs from `expected_model`, or `routing_id` belongs to
   //     another replica that is still live (a dead one loses it to the newcomer);
-  //   kResourceExhausted: a new id when kMaxReplicas ids are already known.
+  //   kResourceExhausted: a new id when kMaxReplicas ids are already known;
+  //   kUnavailable: a new incarnation while the current one of this id is live and has been
+  //     heard from within the liveness timeout (a duplicate, or a restart not yet noticed):
+  //     the newcomer should ask again later.
   Result<const ReplicaState*> Register(const proto::Register& message,
                                        const std::string& routing_id);
 

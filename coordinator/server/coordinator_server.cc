@@ -199,7 +199,14 @@ void CoordinatorServer::Core::HandleWorkerMessage(const std::string& routing_id,
     Result<const ReplicaState*> r = replicas_.Register(*reg, routing_id);
     if (!r.ok()) {
       log::Warn(kLog, "replica refused", {{"replica", reg->info.replica_id}, {"error", r.status()}});
-      (void)proto::SendMessage(*worker_socket_, proto::RegisterAck{false, r.status().message()}, routing_id);
+      if (r.status().code() == StatusCode::kUnavailable) {
+        // Not now: the worker stays unregistered and asks again each heartbeat interval.
+        (void)proto::SendMessage(*worker_socket_,
+                                 proto::ErrorMessage{StatusCode::kUnavailable, r.status().message(), 0, "", 0},
+                                 routing_id);
+      } else {
+        (void)proto::SendMessage(*worker_socket_, proto::RegisterAck{false, r.status().message()}, routing_id);
+      }
       return;
     }
     if (restarted) {

@@ -212,6 +212,7 @@ TEST_F(ReplicaRegistryTest, RestartResetsInFlightKeepsRoutedTotalAndMovesTheRout
   ASSERT_TRUE(registry_.AddInFlight("a", 1));
   ASSERT_TRUE(registry_.AddInFlight("a", 1));
   ASSERT_TRUE(registry_.Heartbeat(HeartbeatMessage("a"), "a/1").ok());
+  clock_.AdvanceMillis(kTimeoutMs);  // the old process went silent (it was killed)
 
   const ReplicaState* a = MustRegister("a", "a/2", 2);
   ASSERT_NE(a, nullptr);
@@ -228,6 +229,35 @@ TEST_F(ReplicaRegistryTest, RestartResetsInFlightKeepsRoutedTotalAndMovesTheRout
   EXPECT_TRUE(registry_.Heartbeat(HeartbeatMessage("a"), "a/2").ok());
 }
 
+TEST_F(ReplicaRegistryTest, ANewProcessWaitsWhileTheIdsCurrentOneIsHeardFrom) {
+  MustRegister("a", "a/1", 1);
+  ASSERT_TRUE(registry_.AddInFlight("a", 1));
+  // A second process with the same id (a copied config), while the first heartbeats.
+  for (int i = 0; i < 5; ++i) {
+    Result<const ReplicaState*> second = registry_.Register(RegisterMessage("a", 2), "a/2");
+    ASSERT_EQ(second.status().code(), StatusCode::kUnavailable);
+    EXPECT_NE(second.status().message().find("replica id 'a' is held by a live process"), std::string::npos)
+        << second.status().ToString();
+    clock_.AdvanceMillis(kTimeoutMs / 2);
+    ASSERT_TRUE(registry_.Heartbeat(HeartbeatMessage("a"), "a/1").ok());
+  }
+  // Untouched: the first keeps its connection and its request.
+  EXPECT_EQ(registry_.Find("a")->incarnation, 1u);
+  EXPECT_EQ(registry_.Find("a")->in_flight, 1u);
+  EXPECT_EQ(registry_.FindByRoutingId("a/2"), nullptr);
+  // The first stops heartbeating: once silent for the liveness timeout, the second takes the id.
+  clock_.AdvanceMillis(kTimeoutMs - 1);
+  EXPECT_EQ(registry_.Register(RegisterMessage("a", 2), "a/2").status().code(), StatusCode::kUnavailable);
+  clock_.AdvanceMillis(1);
+  const ReplicaState* a = MustRegister("a", "a/2", 2);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->incarnation, 2u);
+  EXPECT_EQ(a->in_flight, 0u);
+  // And a dead one's id is taken at once.
+  ASSERT_TRUE(registry_.MarkDead("a"));
+  EXPECT_NE(MustRegister("a", "a/3", 3), nullptr);
+}
+
 TEST_F(ReplicaRegistryTest, ADrainingReplicaStaysLiveButAcceptsNothingUntilANewProcess) {
   MustRegister("a", "a/1", 1);
   EXPECT_TRUE(registry_.MarkDraining("a"));
@@ -238,7 +268,9 @@ TEST_F(ReplicaRegistryTest, ADrainingReplicaStaysLiveButAcceptsNothingUntilANewP
   EXPECT_FALSE(registry_.Views()[0].accepting);
   MustRegister("a", "a/1", 1);  // the same process again (a coordinator restart): still draining
   EXPECT_FALSE(registry_.Views()[0].accepting);
-  MustRegister("a", "a/2", 2);  // a new process under the id
+  // A new process under the id, once the draining one has finished and gone quiet.
+  clock_.AdvanceMillis(kTimeoutMs);
+  MustRegister("a", "a/2", 2);
   EXPECT_TRUE(registry_.Views()[0].accepting);
 }
 
@@ -330,7 +362,8 @@ TEST_F(ReplicaRegistryTest, HoldsABoundedNumberOfReplicas) {
   }
   EXPECT_EQ(registry_.Register(RegisterMessage("one-too-many"), "x/1").status().code(),
             StatusCode::kResourceExhausted);
-  // Known ids may still re-register.
+  // Known ids may still re-register (a restart, once the old process has gone quiet).
+  clock_.AdvanceMillis(kTimeoutMs);
   EXPECT_TRUE(registry_.Register(RegisterMessage("0-replica", 2), "0-replica/2").ok());
   EXPECT_EQ(registry_.size(), ReplicaRegistry::kMaxReplicas);
 }
