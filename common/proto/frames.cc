@@ -1,6 +1,8 @@
 #include "common/proto/frames.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <vector>
 
 #include <zmq_addon.hpp>
@@ -29,13 +31,31 @@ Status SendMessage(zmq::socket_t& socket, const Message& message, std::string_vi
   return Status::Ok();
 }
 
+void LimitInboundMessageSize(zmq::socket_t& socket, size_t max_bytes) {
+  const size_t limit = max_bytes > SIZE_MAX / 2 ? SIZE_MAX / 2 : 2 * max_bytes;
+  socket.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(std::min<size_t>(limit, INT64_MAX)));
+}
+
 std::optional<Incoming> ReceiveMessage(zmq::socket_t& socket, bool routed, size_t max_bytes) {
+  // Frames are read one at a time and only the first `wanted` kept: a peer that sends a
+  // million-part message costs a count, not a million buffers.
+  const size_t wanted = routed ? 2 : 1;
   std::vector<zmq::message_t> frames;
+  size_t received = 0;
   try {
-    const auto got = zmq::recv_multipart(socket, std::back_inserter(frames));
-    if (!got) return std::nullopt;
+    zmq::message_t frame;
+    if (!socket.recv(frame, zmq::recv_flags::none)) return std::nullopt;
+    while (true) {
+      ++received;
+      const bool more = frame.more();
+      if (frames.size() < wanted) frames.push_back(std::move(frame));
+      if (!more) break;
+      // The rest of a multipart message is delivered at once with its first part.
+      frame = zmq::message_t();
+      if (!socket.recv(frame, zmq::recv_flags::none)) break;
+    }
   } catch (const zmq::error_t& e) {
-    if (e.num() == EAGAIN || e.num() == EINTR) return std::nullopt;
+    if (received == 0 && (e.num() == EAGAIN || e.num() == EINTR)) return std::nullopt;
     Incoming in;
     in.message = Unavailable(std::string("receive failed: ") + e.what());
     return in;
@@ -43,11 +63,10 @@ std::optional<Incoming> ReceiveMessage(zmq::socket_t& socket, bool routed, size_
   Incoming in;
   size_t first = 0;
   if (routed) {
-    if (frames.empty()) return std::nullopt;
     in.routing_id = frames[0].to_string();
     first = 1;
   }
-  const size_t payload_frames = frames.size() - first;
+  const size_t payload_frames = received - first;
   if (payload_frames != 1) {
     in.message = InvalidArgument("expected exactly one message frame, got " +
                                  std::to_string(payload_frames));

@@ -35,6 +35,12 @@ struct Incoming {
 std::optional<Incoming> ReceiveMessage(zmq::socket_t& socket, bool routed,
                                        size_t max_bytes = kDefaultMaxMessageBytes);
 
+// Bounds what `socket` buffers for one inbound frame. ReceiveMessage refuses a message over
+// `max_bytes` with an error naming the limit, but only after the transport has read all of it:
+// without this a peer could make us hold gigabytes. Frames up to twice `max_bytes` still arrive
+// (and get that error); a larger one makes ZeroMQ drop the peer's connection unread.
+void LimitInboundMessageSize(zmq::socket_t& socket, size_t max_bytes);
+
 // zmq::poll that treats a signal's interruption (EINTR: a SIGTERM arriving while we wait) as
 // "nothing ready" instead of throwing; the caller's loop then sees its stop flag. Returns the
 // number of ready items.

@@ -20,9 +20,10 @@ constexpr const char* kLog = "coordinator";
 constexpr int64_t kTickNs = 20'000'000;  // liveness, queued dispatch, gauges
 
 std::unique_ptr<zmq::socket_t> BindRouter(zmq::context_t& context, const std::string& endpoint,
-                                          std::string* bound, Status* status) {
+                                          size_t max_message_bytes, std::string* bound, Status* status) {
   auto socket = std::make_unique<zmq::socket_t>(context, zmq::socket_type::router);
   socket->set(zmq::sockopt::linger, 0);
+  proto::LimitInboundMessageSize(*socket, max_message_bytes);
   socket->set(zmq::sockopt::router_mandatory, 1);  // sending to a gone peer is an error we see
   socket->set(zmq::sockopt::sndhwm, 100000);
   socket->set(zmq::sockopt::rcvhwm, 100000);
@@ -93,9 +94,10 @@ Status CoordinatorServer::Core::Start() {
 
   metrics_ = std::make_unique<CoordinatorMetrics>(registry_);
   Status s;
-  worker_socket_ = BindRouter(context_, c.coordinator.worker_endpoint, &worker_endpoint_, &s);
+  const auto max_message_bytes = static_cast<size_t>(c.coordinator.max_message_bytes);
+  worker_socket_ = BindRouter(context_, c.coordinator.worker_endpoint, max_message_bytes, &worker_endpoint_, &s);
   if (!worker_socket_) return s;
-  client_socket_ = BindRouter(context_, c.coordinator.client_endpoint, &client_endpoint_, &s);
+  client_socket_ = BindRouter(context_, c.coordinator.client_endpoint, max_message_bytes, &client_endpoint_, &s);
   if (!client_socket_) return s;
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) return IoError("eventfd failed");

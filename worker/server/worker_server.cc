@@ -111,6 +111,7 @@ Status WorkerServer::Impl::Load() {
   socket->set(zmq::sockopt::linger, 0);
   socket->set(zmq::sockopt::sndhwm, 100000);
   socket->set(zmq::sockopt::rcvhwm, 100000);
+  proto::LimitInboundMessageSize(*socket, static_cast<size_t>(c.coordinator.max_message_bytes));
   socket->set(zmq::sockopt::routing_id, c.worker.replica_id + "/" + Hex(incarnation));
   socket->connect(c.coordinator.worker_endpoint);
   step_heartbeat = std::make_unique<StepHeartbeat>(*socket, c.worker.heartbeat_ms,
