@@ -85,14 +85,20 @@ metrics::Gauge& CoordinatorMetrics::ReplicaWeight(const std::string& replica) {
   return g;
 }
 
-metrics::Gauge& CoordinatorMetrics::ReplicaLive(const std::string& replica, const std::string& pool) {
-  auto it = live_.find(replica);
-  if (it != live_.end()) return *it->second;
-  metrics::Gauge& g = registry_.GetGauge("bmad_coordinator_replica_up",
-                                         "1 while the replica heartbeats, 0 once it is dead.",
-                                         {{"replica", replica}, {"pool", pool}});
-  live_.emplace(replica, &g);
-  return g;
+void CoordinatorMetrics::SetReplicaUp(const std::string& replica, const std::string& pool, bool up) {
+  auto [latest, first] = up_pool_.try_emplace(replica, pool);
+  if (!first && latest->second != pool) {
+    up_.at({replica, latest->second})->Set(0);
+    latest->second = pool;
+  }
+  auto it = up_.find({replica, pool});
+  if (it == up_.end()) {
+    metrics::Gauge& g = registry_.GetGauge("bmad_coordinator_replica_up",
+                                           "1 while the replica heartbeats, 0 once it is dead.",
+                                           {{"replica", replica}, {"pool", pool}});
+    it = up_.emplace(std::make_pair(replica, pool), &g).first;
+  }
+  it->second->Set(up ? 1 : 0);
 }
 
 }  // namespace bmad::coord

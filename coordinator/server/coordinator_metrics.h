@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "common/metrics/registry.h"
 #include "common/proto/messages.h"
@@ -21,7 +22,9 @@ class CoordinatorMetrics {
   metrics::Counter& Rejected(const std::string& reason);  // overloaded, invalid, unavailable
   metrics::Gauge& ReplicaLoad(const std::string& replica);
   metrics::Gauge& ReplicaWeight(const std::string& replica);
-  metrics::Gauge& ReplicaLive(const std::string& replica, const std::string& pool);
+  // bmad_coordinator_replica_up{replica, pool}. A replica id that registers again in another
+  // pool moves: its series under the old pool drops to 0.
+  void SetReplicaUp(const std::string& replica, const std::string& pool, bool up);
 
   metrics::Gauge& queue_depth;        // admitted, not finished
   metrics::Gauge& queued;             // waiting for a replica
@@ -40,7 +43,9 @@ class CoordinatorMetrics {
   metrics::Registry& registry_;
   std::map<std::tuple<std::string, std::string, std::string>, metrics::Counter*> routed_;
   std::map<std::string, metrics::Counter*> finished_, rejected_;
-  std::map<std::string, metrics::Gauge*> load_, weight_, live_;
+  std::map<std::string, metrics::Gauge*> load_, weight_;
+  std::map<std::pair<std::string, std::string>, metrics::Gauge*> up_;  // by (replica, pool)
+  std::map<std::string, std::string> up_pool_;                         // each replica's latest pool
 };
 
 }  // namespace bmad::coord

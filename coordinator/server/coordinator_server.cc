@@ -394,7 +394,7 @@ void CoordinatorServer::Core::Tick() {
     if (min_load < 0 || load < min_load) min_load = load;
   }
   for (const ReplicaView& v : views) {
-    metrics_->ReplicaLive(v.id, std::string(EnumName(v.pool))).Set(v.live ? 1 : 0);
+    metrics_->SetReplicaUp(v.id, std::string(EnumName(v.pool)), v.live);
     metrics_->ReplicaLoad(v.id).Set(router_.Load(v));
     metrics_->ReplicaWeight(v.id).Set(v.live ? router_.Weight(v, std::max(0.0, min_load)) : 0);
   }

@@ -90,7 +90,8 @@ TEST_F(ReplicaLossTest, ACancelThatFindsItsReplicaGoneSendsTheRequestNowhere) {
   b->Receive(500ms);
   EXPECT_TRUE(b->Assigned().empty()) << "the cancelled request was dispatched to b";
   EXPECT_EQ(Metric("bmad_coordinator_requests_finished_total{status=\"cancelled\"}"), 1.0);
-  EXPECT_EQ(Metric("bmad_coordinator_replica_live{pool=\"normal\",replica=\"a\"}"), 0.0);
+  EXPECT_EQ(Metric("bmad_coordinator_replica_up{pool=\"normal\",replica=\"a\"}"), 0.0);
+  EXPECT_EQ(Metric("bmad_coordinator_replica_up{pool=\"normal\",replica=\"b\"}"), 1.0);
 }
 
 class ReplicaRefusalTest : public ReplicaLossTest {
