@@ -12,8 +12,11 @@ class ClientConnection {
  public:
   ClientConnection(std::string local_addr, int local_port, std::string remote_addr, int remote_port);
 
-  // True once the peer has closed or reset the connection. Finds the socket on the first call;
-  // when none matches (not expected), the client is taken to be there.
+  // True once the peer has closed or reset the connection. Finds the socket on the first call
+  // (the handlers make it after a second without news: a scan of every descriptor is too dear
+  // for each request); when none matches, the client is taken to be there. A peer that reset
+  // the connection (it closed with unread data) before that first call leaves no connected
+  // socket to find: its request is cancelled only when a write to it fails.
   bool Gone();
 
   // Test hook: the connection's socket, or -1 (after the first Gone()).
