@@ -199,7 +199,8 @@ void CoordinatorServer::Core::Dispatch(CoordRequest* r) {
   r->assignment = a.assignment;
   replicas_.AddInFlight(chosen.id, +1);
   // A request offered again (refused, or migrated) counts once among recent prompt lengths.
-  router_.Record(route, chosen, /*count_length=*/a.assignment == 1);
+  router_.Record(route, chosen, /*count_length=*/!r->length_recorded);
+  r->length_recorded = true;
   metrics_->Routed(chosen.id, d->policy, std::string(EnumName(d->pool))).Increment();
   if (d->long_tail) metrics_->long_tail_requests.Increment();
 }
