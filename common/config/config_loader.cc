@@ -116,8 +116,8 @@ class LoadVisitor {
     }
   }
 
-  // Load one "section.key" value (override form).
-  void LoadOne(std::string_view dotted_key, const YAML::Node& value, ServerConfig& config) {
+  // Load one "section.key" value (override form): `raw` is the text after '='.
+  void LoadOne(std::string_view dotted_key, std::string_view raw, ServerConfig& config) {
     const size_t dot = dotted_key.find('.');
     if (dot == std::string_view::npos) {
       Fail(std::string(dotted_key), {}, "an override must name section.key");
@@ -125,7 +125,7 @@ class LoadVisitor {
     }
     only_section_ = std::string(dotted_key.substr(0, dot));
     only_key_ = std::string(dotted_key.substr(dot + 1));
-    only_value_.reset(value);
+    only_raw_ = std::string(raw);
     VisitConfig(config, *this);
     if (!matched_) Fail(std::string(dotted_key), {}, "unknown key");
   }
@@ -172,7 +172,22 @@ class LoadVisitor {
     if (!only_section_.empty()) {
       if (key != only_key_) return;
       matched_ = true;
-      Convert(path, only_value_, value, limits);
+      if constexpr (std::is_same_v<T, std::string>) {
+        // Text as it is: a path may hold '#' (a YAML comment) or ': '. Quoted, it is YAML.
+        if (!only_raw_.empty() && only_raw_[0] != '\'' && only_raw_[0] != '"') {
+          Convert(path, YAML::Node(only_raw_), value, limits);
+          return;
+        }
+      }
+      YAML::Node parsed;
+      try {
+        parsed = YAML::Load(only_raw_);
+      } catch (const YAML::Exception& e) {
+        Fail(path, {}, "bad value: " + e.msg);
+        return;
+      }
+      if (!parsed) parsed = YAML::Node(YAML::NodeType::Null);
+      Convert(path, parsed, value, limits);
       return;
     }
     const YAML::Node& section = node_;
@@ -336,7 +351,7 @@ class LoadVisitor {
   // Override mode.
   std::string only_section_;
   std::string only_key_;
-  YAML::Node only_value_;
+  std::string only_raw_;
   bool matched_ = false;
 };
 
@@ -348,16 +363,8 @@ void ApplyOverrides(const std::vector<std::string>& overrides, ServerConfig& con
       errors->push_back({"<override>", o, 0, 0, "expected section.key=value"});
       continue;
     }
-    YAML::Node value;
-    try {
-      value = YAML::Load(o.substr(eq + 1));
-    } catch (const YAML::Exception& e) {
-      errors->push_back({"<override>", o.substr(0, eq), 0, 0, "bad value: " + e.msg});
-      continue;
-    }
-    if (!value) value = YAML::Node(YAML::NodeType::Null);
     LoadVisitor visitor("<override>", errors);
-    visitor.LoadOne(o.substr(0, eq), value, config);
+    visitor.LoadOne(o.substr(0, eq), std::string_view(o).substr(eq + 1), config);
   }
 }
 

@@ -152,6 +152,22 @@ TEST(ConfigTest, OverridesApplyAfterTheFile) {
   EXPECT_EQ(bad.errors[0].source, "<override>");
 }
 
+TEST(ConfigTest, AnOverrideOfATextKeyTakesTheTextAsWritten) {
+  // A path may hold what YAML would read as a comment or a mapping; quoted, the text is YAML.
+  ConfigLoad load = LoadConfigText("", "o.yaml",
+                                   {"model.path=/models/a #1: final!.gguf", "worker.replica_id='it''s'",
+                                    "model.name=\"served: one\""});
+  ASSERT_TRUE(load.ok()) << load.errors[0].ToString();
+  EXPECT_EQ(load.config.model.path, "/models/a #1: final!.gguf");
+  EXPECT_EQ(load.config.worker.replica_id, "it's");
+  EXPECT_EQ(load.config.model.name, "served: one");
+  // Other keys still read YAML, and bad YAML is named.
+  ConfigLoad bad = LoadConfigText("", "o.yaml", {"parallel.stage_layers=[2"});
+  ASSERT_EQ(bad.errors.size(), 1u);
+  EXPECT_EQ(bad.errors[0].key, "parallel.stage_layers");
+  EXPECT_NE(bad.errors[0].message.find("bad value"), std::string::npos) << bad.errors[0].ToString();
+}
+
 TEST(ConfigTest, DumpLoadsBackToTheSameConfig) {
   ServerConfig config;
   config.model.path = "/m with space.gguf";
