@@ -113,6 +113,7 @@ Status CoordinatorServer::Core::Start() {
       options_.before_tokenize);
 
   metrics_server_ = std::make_unique<metrics::MetricsServer>(registry_);
+  metrics_server_->SetReady(false);  // as the API's /ready: once a replica is live (Tick)
   BMAD_RETURN_IF_ERROR(metrics_server_->Start(c.metrics.host, static_cast<int>(c.metrics.coordinator_port)));
   http_ = std::make_unique<HttpFrontend>(*this);
   BMAD_RETURN_IF_ERROR(http_->Start(c.coordinator.http_host, static_cast<int>(c.coordinator.http_port)));
@@ -381,6 +382,7 @@ void CoordinatorServer::Core::Tick() {
   }
   DispatchQueued();
   live_replicas_.store(replicas_.LiveCount());
+  metrics_server_->SetReady(replicas_.LiveCount() > 0 && !stopping());
   metrics_->live_replicas.Set(double(replicas_.LiveCount()));
   metrics_->queue_depth.Set(double(requests_.size()));
   size_t queued = 0;

@@ -250,6 +250,19 @@ TEST_F(HttpDoorTest, TokenizeCountsThePromptAsTheCompletionsEndpointsDo) {
   EXPECT_EQ(Metric("bmad_coordinator_requests_total"), 0.0);
 }
 
+TEST_F(HttpDoorTest, ReadyIsTheSameOnTheApiAndTheMetricsPort) {
+  // No replica: neither port says ready.
+  for (int port : {server_->http_port(), server_->metrics_port()}) {
+    httplib::Client client("127.0.0.1", port);
+    auto res = client.Get("/ready");
+    ASSERT_TRUE(res) << port;
+    EXPECT_EQ(res->status, 503) << port << ": " << res->body;
+    res = client.Get("/health");
+    ASSERT_TRUE(res) << port;
+    EXPECT_EQ(res->status, 200) << port;
+  }
+}
+
 TEST_F(HttpDoorTest, OneModelCanBeRetrievedByItsId) {
   httplib::Client client("127.0.0.1", server_->http_port());
   auto res = client.Get("/v1/models/stories260K");

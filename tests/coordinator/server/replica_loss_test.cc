@@ -4,6 +4,7 @@
 // deadline. An in-process coordinator on 127.0.0.1 (ephemeral ports) with fake replicas and a
 // socket client.
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <chrono>
 #include <optional>
@@ -14,6 +15,7 @@
 #include "coordinator/server/coordinator_server.h"
 #include "tests/coordinator/server/fake_replica.h"
 #include "tests/coordinator/server/in_process_coordinator.h"
+#include "tests/support/process.h"
 
 namespace bmad::coord {
 namespace {
@@ -92,6 +94,23 @@ TEST_F(ReplicaLossTest, ACancelThatFindsItsReplicaGoneSendsTheRequestNowhere) {
   EXPECT_EQ(Metric("bmad_coordinator_requests_finished_total{status=\"cancelled\"}"), 1.0);
   EXPECT_EQ(Metric("bmad_coordinator_replica_up{pool=\"normal\",replica=\"a\"}"), 0.0);
   EXPECT_EQ(Metric("bmad_coordinator_replica_up{pool=\"normal\",replica=\"b\"}"), 1.0);
+}
+
+TEST_F(ReplicaLossTest, TheMetricsPortIsReadyWhileAReplicaIsLive) {
+  auto ready = [&] {
+    httplib::Client client("127.0.0.1", server_->metrics_port());
+    auto res = client.Get("/ready");
+    return res ? res->status : -1;
+  };
+  EXPECT_EQ(ready(), 503);
+  auto a = Replica("a");
+  ASSERT_TRUE(a->Register());
+  EXPECT_TRUE(testing::WaitFor([&] { return ready() == 200; }, 5s));
+  // The replica goes: a send to it fails when a request is dispatched there.
+  a->Vanish();
+  std::this_thread::sleep_for(300ms);
+  Submit("x");
+  EXPECT_TRUE(testing::WaitFor([&] { return ready() == 503; }, 5s));
 }
 
 class ReplicaRefusalTest : public ReplicaLossTest {
