@@ -4,12 +4,17 @@
 # this host or over the config's cluster.hostfile.
 #
 #   deploy/cluster.sh start --config FILE [--set section.key=value]... [--state DIR] [--bin DIR]
+#                           [--wait SECONDS] [--foreground]
 #   deploy/cluster.sh stop  [--state DIR]        # drains: coordinator, then replicas; SIGKILL last
 #   deploy/cluster.sh status [--state DIR]
 #   deploy/cluster.sh plan  --config FILE [--set ...]   # print what `start` would run
 #
-# The state directory (default /tmp/bmad-cluster) holds the processes' logs and pids. Ctrl-C or
-# SIGTERM to `start --foreground` stops everything cleanly.
+# The state directory (default /tmp/bmad-cluster) holds the processes' logs and pids. `start`
+# returns once every replica is live (exit 0), or once a process has exited while starting (that
+# process named with the end of its log, everything stopped, exit 1); after --wait seconds
+# (default 300; 0: do not wait) it says how many are live and exits 3, leaving the rest starting
+# (with --foreground it goes on waiting for the coordinator instead). Ctrl-C or SIGTERM while it
+# starts, or to `start --foreground` later, stops everything cleanly.
 set -euo pipefail
 
 cmd=${1:-}
@@ -18,6 +23,7 @@ state=/tmp/bmad-cluster
 config=""
 bin="$(cd "$(dirname "$0")/.." && pwd)/build/bin"
 foreground=0
+wait_s=300
 sets=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -26,6 +32,7 @@ while [ $# -gt 0 ]; do
     --state) state=$2; shift 2 ;;
     --bin) bin=$2; shift 2 ;;
     --foreground) foreground=1; shift ;;
+    --wait) wait_s=$2; shift 2 ;;
     *) echo "cluster.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -33,6 +40,44 @@ done
 get() { "$bin/bmad" config get "$1" "$config" "${sets[@]}"; }
 
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+# running PID: the process exists and has not exited (a zombie whose parent has not reaped it
+# yet has).
+running() {
+  kill -0 "$1" 2>/dev/null || return 1
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+  stat=${stat##*) }
+  [ "${stat%% *}" != Z ]
+}
+
+# Waits until the coordinator counts $1 live replicas, for at most wait_s seconds. A process
+# that exits meanwhile will not come up: it is named with the end of its log, everything is
+# stopped, and the script exits 1.
+wait_live() {
+  local want=$1 endpoint live=0 f name deadline=$((SECONDS + wait_s))
+  # Asked on this host: an endpoint bound on every interface is reached on the loopback one.
+  endpoint=$(get coordinator.client_endpoint | sed -E 's#//(0\.0\.0\.0|\*):#//127.0.0.1:#')
+  echo "waiting for $want replicas to register (at most $wait_s s)"
+  while [ $SECONDS -lt $deadline ]; do
+    for f in "$state"/*.pid; do
+      [ -f "$f" ] || continue
+      running "$(cat "$f")" && continue
+      name=$(basename "$f" .pid)
+      echo "cluster.sh: $name exited while starting; the end of $state/$name.log:" >&2
+      tail -n 30 "$state/$name.log" >&2
+      stop_all
+      exit 1
+    done
+    # Until the coordinator listens, status fails: that is "not yet".
+    live=$("$bin/bmad" status --coordinator "$endpoint" --timeout-ms 1000 2>/dev/null |
+             sed -n 's/.*(\([0-9]*\) live).*/\1/p' || true)
+    [ "${live:-0}" -ge "$want" ] && { echo "$want replicas live"; return 0; }
+    sleep 0.2
+  done
+  echo "cluster.sh: ${live:-0} of $want replicas live after $wait_s s; the rest are still starting (logs in $state)" >&2
+  return 3
+}
 
 # Waits up to $1 tenths of a second for every pid file given after it to name a dead process.
 wait_gone() {
@@ -47,18 +92,21 @@ wait_gone() {
   return 1
 }
 
-# Drains, then stops: the coordinator first (it refuses new requests and waits, up to 10 s, for
-# the in-flight ones, which the still-running replicas finish), then every replica (mpirun
-# forwards SIGTERM to its ranks; a replica finishes what it still runs and exits), then SIGKILL
-# to whatever is left.
+# Drains, then stops: the coordinator first (it refuses new requests and waits, up to
+# coordinator.drain_timeout_ms as `start` recorded it, for the in-flight ones, which the
+# still-running replicas finish), then every replica (mpirun forwards SIGTERM to its ranks; a
+# replica finishes what it still runs and exits), then SIGKILL to whatever is left.
 stop_all() {
   [ -d "$state" ] || return 0
-  local pids=() f
+  local pids=() f drain_ms=10000
   for f in "$state"/*.pid; do [ -f "$f" ] && pids+=("$(cat "$f")"); done
   [ ${#pids[@]} -eq 0 ] && return 0
+  [ -f "$state/drain_ms" ] && drain_ms=$(cat "$state/drain_ms")
   if alive "$state/coordinator.pid"; then
     kill -TERM "$(cat "$state/coordinator.pid")" 2>/dev/null || true
-    wait_gone 150 "$state/coordinator.pid" || echo "cluster.sh: the coordinator did not stop in 15 s" >&2
+    # Its drain, and 5 s to stop after it.
+    wait_gone $((drain_ms / 100 + 50)) "$state/coordinator.pid" ||
+      echo "cluster.sh: the coordinator did not stop in $((drain_ms / 1000 + 5)) s" >&2
   fi
   for f in "$state"/replica-*.pid; do [ -f "$f" ] && { kill -TERM -- "-$(cat "$f")" 2>/dev/null || true; }; done
   wait_gone 100 "$state"/replica-*.pid || echo "cluster.sh: replicas still running after 10 s: killing them" >&2
@@ -182,9 +230,16 @@ case "$cmd" in
   start)
     [ -n "$config" ] || { echo "cluster.sh start: --config is required" >&2; exit 2; }
     "$bin/bmad" config check --quiet "$config" "${sets[@]}" >/dev/null || { "$bin/bmad" config check "$config" "${sets[@]}" >&2; exit 2; }
+    [[ $wait_s =~ ^[0-9]+$ ]] || { echo "cluster.sh start: --wait takes whole seconds, not '$wait_s'" >&2; exit 2; }
     mkdir -p "$state"
     stop_all
     plan
+    get coordinator.drain_timeout_ms >"$state/drain_ms"
+    # From the first launch on, an interruption stops whatever was started: for --foreground that
+    # is the way to stop it (exit 0), at any time; otherwise the start was cut short (130).
+    stopped_code=130
+    [ $foreground -eq 1 ] && stopped_code=0
+    trap 'trap "" INT TERM; stop_all; exit $stopped_code' INT TERM
     setsid "$bin/bmad-coordinator" --config "$config" "${sets[@]}" >"$state/coordinator.log" 2>&1 &
     echo $! >"$state/coordinator.pid"
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -195,8 +250,11 @@ case "$cmd" in
     done
     index=${#plan_ids[@]}
     echo "started coordinator and $index replicas; logs in $state"
+    waited=0
+    if [ "$wait_s" -gt 0 ]; then wait_live "$index" || waited=$?; fi
+    [ $foreground -eq 0 ] && trap - INT TERM
+    [ $foreground -eq 0 ] && [ $waited -ne 0 ] && exit $waited
     if [ $foreground -eq 1 ]; then
-      trap 'trap "" INT TERM; stop_all; exit 0' INT TERM
       # `wait` returns as soon as a signal arrives, so the trap runs at once.
       while kill -0 "$(cat "$state/coordinator.pid")" 2>/dev/null; do sleep 1 & wait $! || true; done
       stop_all

@@ -13,6 +13,7 @@
 # Environment (for tests): BMAD_QUICKSTART_BIN=DIR uses binaries already built there (no install,
 # no build); BMAD_QUICKSTART_STATE=DIR keeps logs and pid files there (default /tmp/bmad-quickstart).
 set -euo pipefail
+caller=$(pwd)  # a relative model path is relative to where the script was run from
 cd "$(dirname "$0")/.."
 root=$(pwd)
 state=${BMAD_QUICKSTART_STATE:-/tmp/bmad-quickstart}
@@ -24,7 +25,8 @@ for arg in "$@"; do
     --stop) exec ./deploy/cluster.sh stop --state "$state" ;;
     -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     -*) echo "quickstart: unknown flag $arg" >&2; exit 2 ;;
-    *) model=$arg ;;
+    /*) model=$arg ;;
+    *) model=$caller/$arg ;;
   esac
 done
 
@@ -52,7 +54,8 @@ if [ -z "$model" ]; then
 fi
 [ -f "$model" ] || { echo "quickstart: no such model file: $model" >&2; exit 2; }
 
-# Free ports on 127.0.0.1 (so a second cluster or another server never collides), below the
+# Free ports on 127.0.0.1 (so that another server or cluster on the machine is never in the way;
+# a second quickstart with the same state directory, though, stops this one), below the
 # kernel's ephemeral range, where the source port of some outgoing connection could take one
 # between this check and the server's bind.
 # free_port [N]: the first of N consecutive free ports (replica i's /metrics is worker_port + i).
@@ -75,36 +78,10 @@ sets=(--set "model.path=$model" --set "coordinator.http_port=$http_port"
       --set "coordinator.worker_endpoint=tcp://127.0.0.1:$(free_port)"
       --set "metrics.coordinator_port=$(free_port)" --set "metrics.worker_port=$(free_port 2)")
 config=$root/deploy/config/local.yaml
-./deploy/cluster.sh start --config "$config" "${sets[@]}" --state "$state" --bin "$bin"
+# Returns once both replicas are live; names a process that exits while starting, with its log.
 trap '[ $keep -eq 1 ] || ./deploy/cluster.sh stop --state "$state" >/dev/null' EXIT
-
-# running PID: the process exists and has not exited (a zombie whose parent has not reaped it
-# yet has).
-running() {
-  kill -0 "$1" 2>/dev/null || return 1
-  local stat
-  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
-  stat=${stat##*) }
-  [ "${stat%% *}" != Z ]
-}
-
-echo "== waiting for both replicas"
-for _ in $(seq 300); do
-  # Until the coordinator listens, curl fails: that is "not yet", not an error (set -e would exit).
-  live=$(curl -fsS "http://127.0.0.1:$http_port/metrics" 2>/dev/null | awk '/^bmad_coordinator_live_replicas /{print $2}' || true)
-  [ "${live:-0}" = "2" ] && break
-  # A process that exited while starting will not come up: say which, with its log, now.
-  for f in "$state"/*.pid; do
-    [ -f "$f" ] || continue
-    running "$(cat "$f")" && continue
-    name=$(basename "$f" .pid)
-    echo "quickstart: $name exited while starting; the end of $state/$name.log:" >&2
-    tail -n 30 "$state/$name.log" >&2
-    exit 1
-  done
-  sleep 0.2
-done
-[ "${live:-0}" = "2" ] || { echo "quickstart: replicas did not come up; logs in $state" >&2; tail -n 20 "$state"/*.log >&2; exit 1; }
+./deploy/cluster.sh start --config "$config" "${sets[@]}" --state "$state" --bin "$bin" --wait 120 ||
+  { echo "quickstart: stopping (the reason is above; logs in $state)" >&2; keep=0; exit 1; }
 
 client=$("$bin/bmad" config get coordinator.client_endpoint "$config" "${sets[@]}")
 echo
