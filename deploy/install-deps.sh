@@ -56,6 +56,19 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "install-deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
+# Debian starts and enables a package's daemon when it installs it: prometheus would be a server
+# on :9090 from then on, in the way of the ones the tests and docs start on ports of their own.
+# A policy-rc.d that answers 101 forbids the start, for this install only (one already there
+# is the machine's own, and left alone); the unit is then disabled, if systemd runs here.
+policy=/usr/sbin/policy-rc.d
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\nexit 101\n' >"$policy"
+  chmod +x "$policy"
+  trap 'rm -f "$policy"' EXIT
+fi
 apt-get update -qq >/dev/null
 # --no-install-recommends keeps prometheus from pulling in node-exporter (a daemon on :9100).
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if [[ " ${missing[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
+  systemctl disable --now prometheus >/dev/null 2>&1 || true
+fi
