@@ -405,6 +405,31 @@ TEST(WorkerProcessTest, AReplicaTheCoordinatorRefusesExitsWithAnError) {
       << worker.ReadLog();
 }
 
+TEST(WorkerProcessTest, ASigtermWhileTheModelLoadsStopsTheWorkerOnceLoaded) {
+  // A model big enough to take a noticeable time to load (about a second here), so that the
+  // signal lands while it loads: it used to be lost, and the worker served on until killed.
+  const std::string model = SynthModel("loads-for-a-second.gguf",
+                                       {"--layers", "12", "--dim", "768", "--heads", "12", "--ffn", "2048",
+                                        "--vocab-from", StoriesModelPath(), "--ctx", "1024", "--dtype", "q8_0"});
+  ASSERT_FALSE(model.empty());
+  const std::string dir = MakeTempDir("bmad-worker-sigterm-");
+  FakeCoordinator coord;
+  ChildProcess worker;
+  ASSERT_TRUE(worker.Start({BinaryPath("bmad-worker"), "--config", WriteConfig(dir, coord.endpoint(), model),
+                            "--max-run-ms", "120000"},
+                           dir + "/worker.log"))
+      << worker.error();
+  ASSERT_TRUE(WaitFor([&] { return worker.ReadLog().find("loading the model") != std::string::npos; }, 30s, 2ms))
+      << worker.ReadLog();
+  const bool loading = worker.ReadLog().find("replica ready") == std::string::npos;
+  worker.Signal(SIGTERM);
+  auto status = worker.Wait(30s);
+  ASSERT_TRUE(status.has_value()) << "the worker did not stop\n" << worker.ReadLog();
+  EXPECT_EQ(*status, 0) << worker.ReadLog();
+  EXPECT_NE(worker.ReadLog().find("stop requested"), std::string::npos) << worker.ReadLog();
+  if (!loading) GTEST_SKIP() << "the model had loaded before the signal: the case was not exercised";
+}
+
 TEST(WorkerProcessTest, ReadyOnlyWhileTheCoordinatorAnswers) {
   // /ready used to stay 200 after the coordinator died: readiness meant "registered once".
   // Now the replica needs an answer to its heartbeats within the liveness timeout.

@@ -29,15 +29,16 @@
 namespace {
 
 constexpr const char* kLog = "worker";
-bmad::worker::WorkerServer* g_server = nullptr;
+std::atomic<bmad::worker::WorkerServer*> g_server{nullptr};
 std::atomic<int> g_signals{0};
 
 // SIGTERM/SIGINT between steps: the leader drains and then stops its ranks with a shutdown plan
 // (the other ranks wait for it). During a step, or a second time: every communicator wait ends
 // at once, because mpirun signals a job's survivors when one of its ranks died.
+// A first signal before the server exists (while the model loads) is applied once it does.
 void OnSignal(int) {
   const bool first = g_signals.fetch_add(1) == 0;
-  if (first && g_server) g_server->RequestStop();
+  if (bmad::worker::WorkerServer* server = g_server.load(); first && server) server->RequestStop();
   if (!first || bmad::parallel::StepInFlight().load()) bmad::parallel::RequestAbort();
 }
 
@@ -179,9 +180,11 @@ int main(int argc, char** argv) {
     if (session) ExitNow(code);
     return code;
   }
-  g_server = server->get();
+  g_server.store(server->get());
+  // Told to stop while it started: it drains (nothing is running yet) and stops.
+  if (g_signals.load() > 0) (*server)->RequestStop();
   bmad::Status run = (*server)->Run();
-  g_server = nullptr;
+  g_server.store(nullptr);
   if (!run.ok()) {
     const int code = Fail("stopped with an error", run);
     if (session) ExitNow(code);

@@ -103,6 +103,7 @@ Status WorkerServer::Impl::Load() {
       parallel::CommSeconds(registry, static_cast<parallel::CommOp>(op), c.worker.replica_id);
     }
   }
+  log::Info(kLog, "loading the model", {{"replica", c.worker.replica_id}, {"model", c.model.path}});
   BMAD_ASSIGN_OR_RETURN(replica, Replica::Create(c, &registry, clock, options.rank));
   engine = &replica->engine();
 
