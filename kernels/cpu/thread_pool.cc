@@ -31,16 +31,27 @@ int AvailableCores() {
 }
 
 ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
-  for (int t = 1; t < num_threads_; ++t) workers_.emplace_back([this, t] { WorkerLoop(t); });
+  try {
+    for (int t = 1; t < num_threads_; ++t) workers_.emplace_back([this, t] { WorkerLoop(t); });
+  } catch (...) {
+    // The system refused a thread (a process limit). No destructor runs for a constructor that
+    // throws: the threads already started must be stopped here, or destroying them terminates
+    // the process instead of the caller reporting the error.
+    StopWorkers();
+    throw;
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { StopWorkers(); }
+
+void ThreadPool::StopWorkers() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_.store(true);
   }
   wake_.notify_all();
   for (auto& w : workers_) w.join();
+  workers_.clear();
 }
 
 void ThreadPool::RunChunks(uint32_t gen, int thread) {

@@ -37,6 +37,7 @@ class ThreadPool {
   void ParallelFor(int64_t n_tasks, int64_t grain, const RangeFn& fn);
 
  private:
+  void StopWorkers();  // wakes every worker, tells it to stop, and joins it
   void WorkerLoop(int thread);
   // Claims and runs chunks of the loop of generation `gen` until none are left.
   void RunChunks(uint32_t gen, int thread);

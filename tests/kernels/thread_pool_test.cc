@@ -1,8 +1,13 @@
 #include "kernels/cpu/thread_pool.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <system_error>
 #include <vector>
 
 namespace bmad::kernels::cpu {
@@ -42,6 +47,39 @@ TEST(ThreadPoolTest, ManyShortLoopsInARow) {
 }
 
 TEST(ThreadPoolTest, AvailableCoresIsPositive) { EXPECT_GE(AvailableCores(), 1); }
+
+// Under a process limit that refuses the fourth thread, the pool throws (the caller turns that
+// into an error) instead of terminating the process with the threads it had started. In a
+// child made an unprivileged user, since the limit binds no root process.
+TEST(ThreadPoolTest, ARefusedThreadIsAnExceptionNotAnAbort) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to become an unprivileged user in a child";
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const rlimit few{4, 4};  // this process and three threads, counted for the user
+    if (setgid(65534) != 0 || setuid(65534) != 0 || setrlimit(RLIMIT_NPROC, &few) != 0) _exit(3);
+    try {
+      ThreadPool pool(64);
+      _exit(2);  // every thread started: the limit did not bind
+    } catch (const std::system_error&) {
+      _exit(0);
+    }
+  }
+  // Bounded: a pool that mishandles the refusal can also hang in its destructor.
+  int status = 0;
+  pid_t done = 0;
+  for (int i = 0; i < 3000 && (done = waitpid(child, &status, WNOHANG)) == 0; ++i) usleep(10'000);
+  if (done == 0) {
+    kill(child, SIGKILL);
+    waitpid(child, &status, 0);
+    FAIL() << "the child hung for 30 s";
+  }
+  ASSERT_EQ(done, child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died of signal " << WTERMSIG(status);
+  ASSERT_NE(WEXITSTATUS(status), 3) << "could not become user 65534 with a process limit";
+  if (WEXITSTATUS(status) == 2) GTEST_SKIP() << "user 65534 already runs processes here: the limit did not bind";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
 
 }  // namespace
 }  // namespace bmad::kernels::cpu
