@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <system_error>
 
 namespace bmad::kernels {
 namespace {
@@ -33,6 +34,16 @@ struct CpuBackend::AttentionTask {
   int64_t row_lo;
   int64_t row_hi;
 };
+
+Result<std::unique_ptr<CpuBackend>> CpuBackend::Create(const CpuBackendOptions& options) {
+  try {
+    return std::make_unique<CpuBackend>(options);
+  } catch (const std::system_error& e) {
+    // The system refused a thread (a process or memory limit): say so instead of aborting.
+    return ResourceExhausted("cannot start " + std::to_string(options.threads > 0 ? options.threads : cpu::AvailableCores()) +
+                             " compute threads: " + e.what());
+  }
+}
 
 CpuBackend::CpuBackend(const CpuBackendOptions& options)
     : simd_(options.simd ? *options.simd : cpu::BestSimdKernels()),

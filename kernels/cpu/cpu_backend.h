@@ -24,7 +24,10 @@ struct CpuBackendOptions {
 
 class CpuBackend final : public Backend {
  public:
+  // Throws std::system_error when the system refuses a compute thread; Create says so instead.
   explicit CpuBackend(const CpuBackendOptions& options = {});
+  // kResourceExhausted "cannot start N compute threads: ..." under a process limit.
+  static Result<std::unique_ptr<CpuBackend>> Create(const CpuBackendOptions& options = {});
   ~CpuBackend() override;
 
   std::string_view name() const override { return "cpu"; }

@@ -1,5 +1,7 @@
 #include "kernels/cpu/thread_pool.h"
 
+#include "kernels/cpu/cpu_backend.h"
+
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -7,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <functional>
 #include <system_error>
 #include <vector>
 
@@ -48,22 +51,16 @@ TEST(ThreadPoolTest, ManyShortLoopsInARow) {
 
 TEST(ThreadPoolTest, AvailableCoresIsPositive) { EXPECT_GE(AvailableCores(), 1); }
 
-// Under a process limit that refuses the fourth thread, the pool throws (the caller turns that
-// into an error) instead of terminating the process with the threads it had started. In a
-// child made an unprivileged user, since the limit binds no root process.
-TEST(ThreadPoolTest, ARefusedThreadIsAnExceptionNotAnAbort) {
-  if (geteuid() != 0) GTEST_SKIP() << "needs root to become an unprivileged user in a child";
+// Runs `body` in a child made an unprivileged user (a process limit binds no root process)
+// whose limit refuses its fourth thread; the child's exit code, or -1 if it died of a signal or
+// hung for 30 s. `body` returns 0 for the expected outcome, 2 when every thread started.
+int UnderAProcessLimit(const std::function<int()>& body) {
   const pid_t child = fork();
-  ASSERT_GE(child, 0);
+  if (child < 0) return -1;
   if (child == 0) {
     const rlimit few{4, 4};  // this process and three threads, counted for the user
     if (setgid(65534) != 0 || setuid(65534) != 0 || setrlimit(RLIMIT_NPROC, &few) != 0) _exit(3);
-    try {
-      ThreadPool pool(64);
-      _exit(2);  // every thread started: the limit did not bind
-    } catch (const std::system_error&) {
-      _exit(0);
-    }
+    _exit(body());
   }
   // Bounded: a pool that mishandles the refusal can also hang in its destructor.
   int status = 0;
@@ -72,13 +69,37 @@ TEST(ThreadPoolTest, ARefusedThreadIsAnExceptionNotAnAbort) {
   if (done == 0) {
     kill(child, SIGKILL);
     waitpid(child, &status, 0);
-    FAIL() << "the child hung for 30 s";
+    return -1;
   }
-  ASSERT_EQ(done, child);
-  ASSERT_TRUE(WIFEXITED(status)) << "the child died of signal " << WTERMSIG(status);
-  ASSERT_NE(WEXITSTATUS(status), 3) << "could not become user 65534 with a process limit";
-  if (WEXITSTATUS(status) == 2) GTEST_SKIP() << "user 65534 already runs processes here: the limit did not bind";
-  EXPECT_EQ(WEXITSTATUS(status), 0);
+  return done == child && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Under a process limit, the pool throws (the caller turns that into an error) instead of
+// terminating or hanging the process with the threads it had started; CpuBackend::Create
+// turns it into kResourceExhausted.
+TEST(ThreadPoolTest, ARefusedThreadIsAnErrorNotAnAbort) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to become an unprivileged user in a child";
+  const int pool = UnderAProcessLimit([] {
+    try {
+      ThreadPool pool(64);
+      return 2;
+    } catch (const std::system_error&) {
+      return 0;
+    }
+  });
+  ASSERT_NE(pool, 3) << "could not become user 65534 with a process limit";
+  if (pool == 2) GTEST_SKIP() << "user 65534 already runs processes here: the limit did not bind";
+  EXPECT_EQ(pool, 0) << "-1: the child died of a signal or hung";
+  const int backend = UnderAProcessLimit([] {
+    CpuBackendOptions options;
+    options.threads = 64;
+    Result<std::unique_ptr<CpuBackend>> b = CpuBackend::Create(options);
+    if (b.ok()) return 2;
+    const bool named = b.status().code() == StatusCode::kResourceExhausted &&
+                       b.status().message().find("cannot start 64 compute threads") != std::string::npos;
+    return named ? 0 : 4;
+  });
+  EXPECT_EQ(backend, 0) << "4: another error; -1: the child died of a signal or hung";
 }
 
 }  // namespace

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <string>
-#include <system_error>
 
 #include "common/log.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -41,13 +40,8 @@ Result<std::unique_ptr<kernels::Backend>> MakeBackend(Backend kind, int64_t thre
   if (kind != Backend::kCuda) {
     kernels::CpuBackendOptions options;
     options.threads = static_cast<int>(threads);
-    try {
-      return std::unique_ptr<kernels::Backend>(std::make_unique<kernels::CpuBackend>(options));
-    } catch (const std::system_error& e) {
-      // The system refused a thread (a process or memory limit): say so instead of aborting.
-      return ResourceExhausted("cannot start " + std::to_string(threads) +
-                               " compute threads: " + e.what());
-    }
+    BMAD_ASSIGN_OR_RETURN(std::unique_ptr<kernels::CpuBackend> cpu, kernels::CpuBackend::Create(options));
+    return std::unique_ptr<kernels::Backend>(std::move(cpu));
   }
 #if defined(BMAD_HAVE_CUDA)
   kernels::CudaBackendOptions options;

@@ -52,7 +52,9 @@ Result<std::vector<BenchDecodeResult>> RunBenchDecode(const BenchDecodeOptions& 
   std::unique_ptr<worker::ReplicaMemory> memory;
   kernels::CpuBackendOptions backend_options;
   backend_options.threads = static_cast<int>(o.threads);
-  kernels::CpuBackend backend(backend_options);
+  BMAD_ASSIGN_OR_RETURN(std::unique_ptr<kernels::CpuBackend> owned_backend,
+                        kernels::CpuBackend::Create(backend_options));
+  kernels::CpuBackend& backend = *owned_backend;
   BMAD_ASSIGN_OR_RETURN(std::unique_ptr<model::LlamaModel> model,
                         model::LlamaModel::Open(o.model_path, backend));
   const model::LlamaConfig& c = model->config();
