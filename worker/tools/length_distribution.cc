@@ -17,15 +17,17 @@ Result<LengthDistribution> LengthDistribution::Parse(const std::string& text, co
   LengthDistribution d;
   d.text_ = text;
   auto bad = [&] {
-    return InvalidArgument(flag + " expects N, A-B or A,B,C (token counts >= 1), got '" + text + "'");
+    return InvalidArgument(flag + " expects N, A-B or A,B,C (token counts from 1 to " +
+                           std::to_string(kMaxLength) + "), got '" + text + "'");
   };
+  auto out_of_range = [](int64_t v) { return v < 1 || v > kMaxLength; };
   if (text.find(',') != std::string::npos) {
     size_t start = 0;
     while (start <= text.size()) {
       size_t end = text.find(',', start);
       if (end == std::string::npos) end = text.size();
       int64_t v = 0;
-      if (!ParseInt(std::string_view(text).substr(start, end - start), &v) || v < 1) return bad();
+      if (!ParseInt(std::string_view(text).substr(start, end - start), &v) || out_of_range(v)) return bad();
       d.choices_.push_back(v);
       start = end + 1;
     }
@@ -33,13 +35,13 @@ Result<LengthDistribution> LengthDistribution::Parse(const std::string& text, co
   }
   if (const size_t dash = text.find('-'); dash != std::string::npos) {
     if (!ParseInt(std::string_view(text).substr(0, dash), &d.low_) ||
-        !ParseInt(std::string_view(text).substr(dash + 1), &d.high_) || d.low_ < 1 ||
-        d.high_ < d.low_) {
+        !ParseInt(std::string_view(text).substr(dash + 1), &d.high_) || out_of_range(d.low_) ||
+        out_of_range(d.high_) || d.high_ < d.low_) {
       return bad();
     }
     return d;
   }
-  if (!ParseInt(text, &d.low_) || d.low_ < 1) return bad();
+  if (!ParseInt(text, &d.low_) || out_of_range(d.low_)) return bad();
   d.high_ = d.low_;
   return d;
 }

@@ -13,7 +13,10 @@ namespace bmad::tools {
 
 class LengthDistribution {
  public:
-  // kInvalidArgument naming `flag` for anything else, or a length below 1.
+  // No model has a context this long; the cap keeps sums of lengths far from overflow.
+  static constexpr int64_t kMaxLength = int64_t{1} << 24;
+
+  // kInvalidArgument naming `flag` for anything else, or a length outside [1, kMaxLength].
   static Result<LengthDistribution> Parse(const std::string& text, const std::string& flag);
   int64_t Sample(std::mt19937_64& rng) const;
   int64_t max() const;
