@@ -47,7 +47,12 @@ int RunConfigGet(const std::vector<std::string>& args) {
   cli::Flags flags("bmad config get section.key FILE [--set section.key=value]...");
   flags.AddList("set", &overrides, "Override one key after loading the file.");
   std::vector<std::string> positional;
-  if (Status s = flags.Parse(args, &positional); !s.ok() || positional.size() != 2) {
+  Status s = flags.Parse(args, &positional);
+  if (flags.help_requested()) {
+    std::printf("%s", flags.Help().c_str());
+    return 0;
+  }
+  if (!s.ok() || positional.size() != 2) {
     std::fprintf(stderr, "bmad config get: %s\n%s", s.ok() ? "expected KEY and FILE" : s.message().c_str(),
                  flags.Help().c_str());
     return 2;

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (s.ok() && config_path.empty()) s = bmad::InvalidArgument("--config is required");
+  if (s.ok() && !positional.empty()) s = bmad::InvalidArgument("unexpected argument '" + positional[0] + "'");
   if (!s.ok()) {
     std::fprintf(stderr, "bmad-coordinator: %s\n", s.message().c_str());
     return 2;

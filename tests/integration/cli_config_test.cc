@@ -84,6 +84,14 @@ TEST(CliConfigCheck, UsageErrors) {
   EXPECT_NE(group_alone.output.find("bmad model: which one?"), std::string::npos);
   EXPECT_NE(group_alone.output.find("model synth"), std::string::npos);
   EXPECT_EQ(RunBmad({"bench", "nonsense"}, dir).status, 2);
+  CliRun get_help = RunBmad({"config", "get", "--help"}, dir);
+  EXPECT_EQ(get_help.status, 0) << get_help.output;
+  EXPECT_NE(get_help.output.find("bmad config get section.key FILE"), std::string::npos) << get_help.output;
+  // The servers refuse a stray argument as every bmad command does.
+  ChildProcess stray;
+  ASSERT_TRUE(stray.Start({BinaryPath("bmad-coordinator"), "--config", dir + "/none.yaml", "stray"}, dir + "/c.log"));
+  EXPECT_EQ(stray.Wait(30s).value_or(-1), 2) << stray.ReadLog();
+  EXPECT_NE(stray.ReadLog().find("unexpected argument 'stray'"), std::string::npos) << stray.ReadLog();
   std::filesystem::remove_all(dir);
 }
 

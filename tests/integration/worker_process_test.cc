@@ -478,18 +478,21 @@ TEST(WorkerProcessTest, BadStartupIsOneClearError) {
     std::ofstream f(dir + "/bad.yaml");
     f << "model:\n  path: /nonexistent/model.gguf\nmetrics:\n  worker_port: 0\n";
   }
-  // Starts the worker on bad.yaml with `sets`; it must exit 1 with `message` in its log.
-  auto expect_failure = [&](const std::vector<std::string>& sets, const std::string& message) {
+  // Starts the worker on bad.yaml with `sets` and `more` arguments; it must exit `code` with
+  // `message` in its log.
+  auto expect_failure = [&](const std::vector<std::string>& sets, const std::string& message,
+                            const std::vector<std::string>& more = {}, int code = 1) {
     std::vector<std::string> args = {BinaryPath("bmad-worker"), "--config", dir + "/bad.yaml"};
     for (const std::string& set : sets) {
       args.push_back("--set");
       args.push_back(set);
     }
+    args.insert(args.end(), more.begin(), more.end());
     ChildProcess worker;
     ASSERT_TRUE(worker.Start(args, dir + "/w.log"));
     auto status = worker.Wait(20s);
     ASSERT_TRUE(status.has_value());
-    EXPECT_EQ(*status, 1);
+    EXPECT_EQ(*status, code) << worker.ReadLog();
     EXPECT_NE(worker.ReadLog().find(message), std::string::npos) << worker.ReadLog();
   };
   const std::string stories = "model.path=" + SharedModelsDir() + "/stories260K.gguf";
@@ -497,6 +500,11 @@ TEST(WorkerProcessTest, BadStartupIsOneClearError) {
   expect_failure({"worker.backend=cuda", stories}, "cuda");
   // Block 0 is reserved: one block is none. The error names the key that was set.
   expect_failure({"cache.num_blocks=1", stories}, "cache.num_blocks is 1: block 0 is reserved");
+  // The replica index offsets the metrics port: past 65535 is an error, not a wrapped port.
+  expect_failure({"metrics.worker_port=65530", stories},
+                 "metrics.worker_port 65530 + replica index 10 is port 65540, past 65535", {"--replica-index", "10"});
+  // A stray argument is a usage error, as for every bmad command.
+  expect_failure({stories}, "unexpected argument 'stray'", {"stray"}, 2);
 }
 
 }  // namespace

@@ -85,9 +85,13 @@ struct WorkerServer::Impl {
 Status WorkerServer::Impl::Load() {
   const ServerConfig& c = config;
   metrics_server = std::make_unique<metrics::MetricsServer>(registry);
-  const int port = c.metrics.worker_port == 0
-                       ? 0
-                       : static_cast<int>(c.metrics.worker_port) + options.replica_index;
+  const int64_t wanted_port = c.metrics.worker_port == 0 ? 0 : c.metrics.worker_port + options.replica_index;
+  if (wanted_port > 65535) {
+    return InvalidArgument("metrics.worker_port " + std::to_string(c.metrics.worker_port) + " + replica index " +
+                           std::to_string(options.replica_index) + " is port " + std::to_string(wanted_port) +
+                           ", past 65535");
+  }
+  const auto port = static_cast<int>(wanted_port);
   metrics_server->SetReady(false);  // until registered (UpdateReady)
   BMAD_RETURN_IF_ERROR(metrics_server->Start(c.metrics.host, port));
   if (options.rank.comms) {
