@@ -323,6 +323,21 @@ TEST(GgufWriterTest, WriteFileFollowsSymlinksAndRefusesWhatIsNotARegularFile) {
   std::filesystem::create_symlink("loop-a", dir + "/loop-b");
   s = writer.WriteFile(dir + "/loop-a");
   EXPECT_THAT(s.message(), HasSubstr("too many levels of symbolic links"));
+
+  // A read-only file (a shared reference model, say) is not replaced, even by root, whom its
+  // mode does not stop; through a link neither. A writable one is.
+  const std::string kept = dir + "/reference.gguf";
+  { std::ofstream(kept) << "the original"; }
+  std::filesystem::permissions(kept, std::filesystem::perms::owner_read | std::filesystem::perms::group_read |
+                                         std::filesystem::perms::others_read);
+  s = writer.WriteFile(kept);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("reference.gguf is read-only; refusing to replace it"));
+  std::filesystem::create_symlink("reference.gguf", dir + "/to-reference");
+  EXPECT_THAT(writer.WriteFile(dir + "/to-reference").message(), HasSubstr("is read-only"));
+  EXPECT_EQ(ReadWholeFile(kept), "the original");
+  std::filesystem::permissions(kept, std::filesystem::perms::owner_write, std::filesystem::perm_options::add);
+  EXPECT_TRUE(writer.WriteFile(kept).ok());
   std::filesystem::remove_all(dir);
 }
 

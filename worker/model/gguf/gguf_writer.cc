@@ -418,7 +418,8 @@ namespace {
 
 // Where writing `path` must land: `path` itself when nothing is there or a regular file is,
 // the end of the chain when it is a symbolic link; an error for anything else, which renaming
-// over it would destroy (a FIFO, a device node, a directory).
+// over it would destroy (a FIFO, a device node, a directory), and for a read-only file (a
+// rename ignores the file's mode, and root ignores it anyway: someone's reference model).
 Result<std::string> RegularFileAt(const std::string& path) {
   namespace fs = std::filesystem;
   fs::path at = path;
@@ -427,7 +428,14 @@ Result<std::string> RegularFileAt(const std::string& path) {
     const fs::file_status status = fs::symlink_status(at, error);
     if (status.type() == fs::file_type::not_found) return at.string();
     if (error) return IoError(path + ": " + error.message());
-    if (status.type() == fs::file_type::regular) return at.string();
+    if (status.type() == fs::file_type::regular) {
+      if ((status.permissions() & (fs::perms::owner_write | fs::perms::group_write | fs::perms::others_write)) ==
+          fs::perms::none) {
+        return FailedPrecondition(path + (at.string() == path ? "" : " (" + at.string() + ")") +
+                                  " is read-only; refusing to replace it (remove it first, or write elsewhere)");
+      }
+      return at.string();
+    }
     if (status.type() != fs::file_type::symlink) {
       const char* kind = status.type() == fs::file_type::directory ? "a directory"
                          : status.type() == fs::file_type::fifo    ? "a FIFO"
