@@ -83,9 +83,11 @@ Result<const ReplicaState*> ReplicaRegistry::Register(const proto::Register& mes
       // process's death is noticed. Taking the newcomer would move the live one's requests
       // and, on its next heartbeat, hand the id back, over and over. Unavailable: the worker
       // asks again every heartbeat, and gets in once the old one has been silent long enough.
-      return Unavailable("replica id '" + info.replica_id + "' is held by a live process (last heard " +
-                         std::to_string(silent_ms) + " ms ago); a new process takes it once that one "
-                         "stops or has been silent for coordinator.liveness_timeout_ms (" +
+      // The same words each time (no "heard N ms ago"): the newcomer asks again every
+      // heartbeat interval, and both sides log a message only when it changes.
+      return Unavailable("replica id '" + info.replica_id + "' is held by a live process (connection " +
+                         current.routing_id + "); a new process takes it once that one stops or has "
+                         "been silent for coordinator.liveness_timeout_ms (" +
                          std::to_string(liveness_timeout_ms_) + " ms)");
     }
   } else {

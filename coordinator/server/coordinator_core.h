@@ -156,6 +156,8 @@ class CoordinatorServer::Core {
   std::string client_endpoint_, worker_endpoint_;
 
   ReplicaRegistry replicas_;
+  // Per replica id: the latest "not now" its registration got (logged only when it changes).
+  std::unordered_map<std::string, std::string> registration_refusals_;
   Router router_;
   RequestTable requests_;
   uint64_t requests_received_ = 0;

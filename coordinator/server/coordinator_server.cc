@@ -201,7 +201,15 @@ void CoordinatorServer::Core::HandleWorkerMessage(const std::string& routing_id,
     const bool restarted = before && before->incarnation != reg->incarnation;
     Result<const ReplicaState*> r = replicas_.Register(*reg, routing_id);
     if (!r.ok()) {
-      log::Warn(kLog, "replica refused", {{"replica", reg->info.replica_id}, {"error", r.status()}});
+      // A "not now" comes again each heartbeat interval until the id is free: logged when it
+      // changes. (Only a known id is answered so, which bounds the map.)
+      bool log_it = true;
+      if (r.status().code() == StatusCode::kUnavailable) {
+        std::string& said = registration_refusals_[reg->info.replica_id];
+        log_it = said != r.status().message();
+        said = r.status().message();
+      }
+      if (log_it) log::Warn(kLog, "replica refused", {{"replica", reg->info.replica_id}, {"error", r.status()}});
       if (r.status().code() == StatusCode::kUnavailable) {
         // Not now: the worker stays unregistered and asks again each heartbeat interval.
         (void)proto::SendMessage(*worker_socket_,
@@ -212,6 +220,7 @@ void CoordinatorServer::Core::HandleWorkerMessage(const std::string& routing_id,
       }
       return;
     }
+    registration_refusals_.erase(reg->info.replica_id);
     if (restarted) {
       // A new process under the same name: what the old one was computing is gone.
       router_.Forget(reg->info.replica_id);

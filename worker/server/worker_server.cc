@@ -63,6 +63,9 @@ struct WorkerServer::Impl {
   std::vector<engine::RequestOutput> outputs;
   std::vector<engine::EngineRequest> replacements;  // assignments waiting for the next step's end
   Status refused;  // the coordinator refused to register this replica
+  // The coordinator's latest "not now" to a registration (another live process holds the id):
+  // repeated each heartbeat interval, logged when it first comes or changes.
+  std::string unavailable_said;
 
   Status Load();
   proto::ReplicaInfo Info() const;
@@ -296,6 +299,7 @@ bool WorkerServer::Impl::Handle(proto::Message& m) {
     }
     if (!registered) log::Info(kLog, "registered with the coordinator");
     registered = true;
+    unavailable_said.clear();
     UpdateReady();
   } else if (std::holds_alternative<proto::HeartbeatAck>(m)) {
     // Heard: nothing else to do.
@@ -305,6 +309,13 @@ bool WorkerServer::Impl::Handle(proto::Message& m) {
       registered = false;
       UpdateReady();
       SendRegister();
+    } else if (err->code == StatusCode::kUnavailable && !registered) {
+      // Not registered yet, and asked to wait: the registration is sent again each interval.
+      if (err->message != unavailable_said) {
+        log::Warn(kLog, "the coordinator cannot register this replica yet; asking again every heartbeat",
+                  {{"message", err->message}});
+        unavailable_said = err->message;
+      }
     } else {
       log::Warn(kLog, "error from the coordinator", {{"message", err->message}});
     }

@@ -4,10 +4,13 @@
 
 namespace bmad::coord {
 
-FakeReplica::FakeReplica(zmq::context_t& context, const std::string& worker_endpoint, std::string replica_id)
-    : replica_id_(std::move(replica_id)), socket_(std::make_unique<zmq::socket_t>(context, zmq::socket_type::dealer)) {
+FakeReplica::FakeReplica(zmq::context_t& context, const std::string& worker_endpoint, std::string replica_id,
+                         uint64_t incarnation)
+    : replica_id_(std::move(replica_id)),
+      incarnation_(incarnation),
+      socket_(std::make_unique<zmq::socket_t>(context, zmq::socket_type::dealer)) {
   socket_->set(zmq::sockopt::linger, 0);
-  socket_->set(zmq::sockopt::routing_id, replica_id_ + "/fake");
+  socket_->set(zmq::sockopt::routing_id, replica_id_ + "/fake" + std::to_string(incarnation_));
   socket_->connect(worker_endpoint);
 }
 
@@ -19,13 +22,14 @@ bool FakeReplica::Register() {
   info.max_seqs = 8;
   info.model_name = "stories260K";
   info.context_length = 512;
-  Send(proto::Register{info, 1});
+  Send(proto::Register{info, incarnation_});
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (std::chrono::steady_clock::now() < give_up) {
     const size_t before = received_.size();
     Receive(std::chrono::milliseconds(100));
     for (size_t i = before; i < received_.size(); ++i) {
       if (const auto* ack = std::get_if<proto::RegisterAck>(&received_[i])) return ack->accepted;
+      if (std::holds_alternative<proto::ErrorMessage>(received_[i])) return false;
     }
   }
   return false;

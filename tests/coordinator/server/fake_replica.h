@@ -15,10 +15,12 @@ namespace bmad::coord {
 
 class FakeReplica {
  public:
-  FakeReplica(zmq::context_t& context, const std::string& worker_endpoint, std::string replica_id);
+  // `incarnation` tells processes under one replica id apart (and names the connection).
+  FakeReplica(zmq::context_t& context, const std::string& worker_endpoint, std::string replica_id,
+              uint64_t incarnation = 1);
 
   // Registers (model stories260K, 64 blocks of 16, 8 sequences) and waits for the answer: true
-  // when accepted within 10 s.
+  // when accepted within 10 s; false when refused, or answered with an error (received() has it).
   bool Register();
   // Reads what has arrived, waiting up to `wait` for the first message; keeps it all in received().
   void Receive(std::chrono::milliseconds wait);
@@ -32,6 +34,7 @@ class FakeReplica {
 
  private:
   std::string replica_id_;
+  uint64_t incarnation_;
   std::unique_ptr<zmq::socket_t> socket_;
   std::vector<proto::Message> received_;
 };

@@ -113,6 +113,36 @@ TEST_F(ReplicaLossTest, TheMetricsPortIsReadyWhileAReplicaIsLive) {
   EXPECT_TRUE(testing::WaitFor([&] { return ready() == 503; }, 5s));
 }
 
+TEST_F(ReplicaLossTest, ASecondProcessUnderALiveReplicasIdWaitsAndTakesNothing) {
+  auto a = Replica("a");
+  ASSERT_TRUE(a->Register());
+  const uint64_t id = Submit("x");
+  a->Receive(2s);
+  ASSERT_EQ(a->Assigned(), std::vector<uint64_t>{id});
+  // Another process given the same id: told to wait ("unavailable"), not refused (a refusal
+  // makes a worker exit) and not let in (that would move a's request away from it).
+  auto copy = std::make_unique<FakeReplica>(ctx_, server_->worker_endpoint(), "a", /*incarnation=*/2);
+  EXPECT_FALSE(copy->Register());
+  ASSERT_FALSE(copy->received().empty());
+  const auto* wait = std::get_if<proto::ErrorMessage>(&copy->received().back());
+  ASSERT_NE(wait, nullptr) << proto::MessageName(copy->received().back());
+  EXPECT_EQ(wait->code, StatusCode::kUnavailable);
+  EXPECT_NE(wait->message.find("replica id 'a' is held by a live process"), std::string::npos) << wait->message;
+  EXPECT_EQ(Metric("bmad_coordinator_migrations_total"), 0.0);
+  // a still serves it: its chunk is taken, and the client gets it.
+  proto::TokenChunk chunk;
+  chunk.request_id = id;
+  chunk.assignment = std::get<proto::Assign>(a->received().back()).assignment;
+  chunk.token_ids = {7};
+  chunk.text = "hi";
+  chunk.finish_reason = proto::FinishReason::kLength;
+  a->Send(chunk);
+  auto answer = proto::ReceiveMessage(client_, false);
+  ASSERT_TRUE(answer && answer->message.ok());
+  ASSERT_TRUE(std::holds_alternative<proto::TokenChunk>(*answer->message)) << proto::MessageName(*answer->message);
+  EXPECT_EQ(std::get<proto::TokenChunk>(*answer->message).text, "hi");
+}
+
 class ReplicaRefusalTest : public ReplicaLossTest {
  protected:
   void SetUp() override {
