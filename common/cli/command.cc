@@ -1,6 +1,8 @@
 #include "common/cli/command.h"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 namespace bmad::cli {
 namespace {
@@ -58,8 +60,18 @@ int Dispatch(const std::vector<Command>& commands, int argc, char** argv) {
     PrintHelp(commands, stderr);
     return 2;
   }
-  return best->run(std::vector<std::string>(args.begin() + static_cast<long>(best->path.size()),
-                                            args.end()));
+  // Output that did not reach its file (a full disk, a closed pipe) is a failure, whichever
+  // command printed it: a script must not take a half-written result for a whole one. A write
+  // that failed while the command printed left its reason in errno.
+  errno = 0;
+  const int code = best->run(std::vector<std::string>(args.begin() + static_cast<long>(best->path.size()),
+                                                      args.end()));
+  if (code == 0 && (std::fflush(stdout) != 0 || std::ferror(stdout))) {
+    std::fprintf(stderr, "bmad %s: cannot write the output: %s\n", JoinPath(best->path).c_str(),
+                 errno != 0 ? std::strerror(errno) : "write error");
+    return 1;
+  }
+  return code;
 }
 
 }  // namespace bmad::cli

@@ -200,7 +200,10 @@ TEST(CliOutput, AnUnwritableStdoutIsAnError) {
   const std::string model = SharedModelsDir() + "/stories260K.gguf";
   ASSERT_TRUE(std::filesystem::is_character_file("/dev/full"));
   for (const std::string& command : {"generate --model " + model + " --prompt Once --max-tokens 4 --quiet",
-                                    "tokenize --model " + model + " --text hi"}) {
+                                    "tokenize --model " + model + " --text hi", std::string("config docs"),
+                                    "config check " + std::string(BMAD_SOURCE_DIR) + "/deploy/config/local.yaml",
+                                    "config get worker.backend " + std::string(BMAD_SOURCE_DIR) +
+                                        "/deploy/config/local.yaml"}) {
     ChildProcess p;
     ASSERT_TRUE(p.Start({"/bin/sh", "-c", "exec " + BinaryPath("bmad") + " " + command + " > /dev/full"},
                         dir + "/err.log"));
