@@ -7,23 +7,30 @@ if(NOT BMAD_CUDA STREQUAL "OFF")
   include(CheckLanguage)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
-    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-      # sm_80 (A100) and sm_90 (H100/H200): the only GPUs we ship for.
-      set(CMAKE_CUDA_ARCHITECTURES 80 90)
-    endif()
-    enable_language(CUDA)
-    set(CMAKE_CUDA_STANDARD 17)   # CMake 3.25 cannot ask nvcc for CUDA20.
-    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    # NCCL first: without it there is no multi-GPU replica, so AUTO builds the CPU backend only
+    # (with a warning) rather than failing, and ON fails.
     find_package(CUDAToolkit REQUIRED)
     find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} $ENV{NCCL_HOME}/include)
     find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} $ENV{NCCL_HOME}/lib)
     if(NOT NCCL_INCLUDE_DIR OR NOT NCCL_LIBRARY)
-      message(FATAL_ERROR "CUDA found but NCCL not found (set NCCL_HOME)")
+      if(BMAD_CUDA STREQUAL "ON")
+        message(FATAL_ERROR "BMAD_CUDA=ON: CUDA found but NCCL not found (install libnccl-dev or set NCCL_HOME)")
+      endif()
+      message(WARNING "bmad: nvcc found but NCCL not: building without the CUDA backend "
+                      "(install libnccl-dev or set NCCL_HOME to build it)")
+    else()
+      if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+        # sm_80 (A100) and sm_90 (H100/H200): the only GPUs we ship for.
+        set(CMAKE_CUDA_ARCHITECTURES 80 90)
+      endif()
+      enable_language(CUDA)
+      set(CMAKE_CUDA_STANDARD 17)   # CMake 3.25 cannot ask nvcc for CUDA20.
+      set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+      add_library(NCCL::nccl UNKNOWN IMPORTED)
+      set_target_properties(NCCL::nccl PROPERTIES IMPORTED_LOCATION "${NCCL_LIBRARY}"
+                                                  INTERFACE_INCLUDE_DIRECTORIES "${NCCL_INCLUDE_DIR}")
+      set(BMAD_HAVE_CUDA ON)
     endif()
-    add_library(NCCL::nccl UNKNOWN IMPORTED)
-    set_target_properties(NCCL::nccl PROPERTIES IMPORTED_LOCATION "${NCCL_LIBRARY}"
-                                                INTERFACE_INCLUDE_DIRECTORIES "${NCCL_INCLUDE_DIR}")
-    set(BMAD_HAVE_CUDA ON)
   elseif(BMAD_CUDA STREQUAL "ON")
     message(FATAL_ERROR "BMAD_CUDA=ON but no CUDA compiler was found")
   endif()
