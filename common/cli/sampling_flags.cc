@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <cstdint>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
+
+#include "common/bounded_file.h"
 
 namespace bmad::cli {
 
@@ -85,13 +85,14 @@ Result<proto::SamplingParams> SamplingFlags::Params() const {
   if (json) p.response_format = proto::ResponseFormat::kJsonObject;
   if (!json_schema_file.empty()) {
     if (json) return InvalidArgument("--json and --json-schema cannot be used together");
-    std::ifstream in(json_schema_file, std::ios::binary);
-    if (!in.is_open()) return InvalidArgument("--json-schema: cannot open " + json_schema_file);
-    std::ostringstream text;
-    text << in.rdbuf();
-    if (in.bad()) return InvalidArgument("--json-schema: cannot read " + json_schema_file);
+    // Far above what a schema may be (the compiler then says so); a bound on what is read.
+    constexpr size_t kMaxSchemaFileBytes = 1 << 20;
+    Result<std::string> text = ReadFileUpTo(json_schema_file, kMaxSchemaFileBytes);
+    if (!text.ok()) {
+      return Status(text.status().code(), "--json-schema: " + json_schema_file + ": " + text.status().message());
+    }
     p.response_format = proto::ResponseFormat::kJsonSchema;
-    p.json_schema = text.str();
+    p.json_schema = std::move(*text);
   }
   for (const std::string& entry : logit_bias) {
     BMAD_ASSIGN_OR_RETURN(proto::LogitBias parsed, ParseLogitBias(entry));

@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/bounded_file.h"
 #include "common/config/config_fields.h"
 
 namespace bmad {
@@ -468,22 +469,15 @@ ConfigLoad LoadConfigText(std::string_view yaml, std::string_view source_name,
 }
 
 ConfigLoad LoadConfigFile(const std::string& path, const std::vector<std::string>& overrides) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    // An ifstream opens a directory and reads nothing: that would pass as an empty config.
+  // A config is a few KiB; the bound keeps a wrong path (/dev/zero, a model) out of memory.
+  constexpr size_t kMaxConfigBytes = 1 << 20;
+  Result<std::string> text = ReadFileUpTo(path, kMaxConfigBytes);
+  if (!text.ok()) {
     ConfigLoad load;
-    load.errors.push_back({path, "", 0, 0, "is a directory, not a config file"});
+    load.errors.push_back({path, "", 0, 0, text.status().message()});
     return load;
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    ConfigLoad load;
-    load.errors.push_back({path, "", 0, 0, "cannot open the file"});
-    return load;
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  return LoadConfigText(text.str(), path, overrides);
+  return LoadConfigText(*text, path, overrides);
 }
 
 Result<ServerConfig> ReadConfigFile(const std::string& path,

@@ -236,6 +236,12 @@ TEST(ModelConfigTest, ServedNameIsTheNameElseTheFileStem) {
   EXPECT_EQ(m.ServedName(), "my-model");
 }
 
+TEST(ConfigTest, AFileFarTooLongForAConfigIsRefusedUnread) {
+  ConfigLoad load = LoadConfigFile("/dev/zero");
+  ASSERT_EQ(load.errors.size(), 1u);
+  EXPECT_EQ(load.errors[0].ToString(), "/dev/zero: is larger than 1048576 bytes, the most read");
+}
+
 TEST(ConfigTest, ADirectoryIsNotAnEmptyConfig) {
   const std::string dir = ::testing::TempDir();
   ConfigLoad load = LoadConfigFile(dir);

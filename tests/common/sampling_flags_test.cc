@@ -77,7 +77,12 @@ TEST(SamplingFlagsTest, JsonAndJsonSchemaChooseTheResponseFormat) {
   EXPECT_EQ(ParsedParams({"--json", "--json-schema", path}).status().message(),
             "--json and --json-schema cannot be used together");
   EXPECT_EQ(ParsedParams({"--json-schema", path + ".missing"}).status().message(),
-            "--json-schema: cannot open " + path + ".missing");
+            "--json-schema: " + path + ".missing: cannot open the file: No such file or directory");
+  // Read up to a bound: /dev/zero is refused, not read until memory runs out.
+  EXPECT_EQ(ParsedParams({"--json-schema", "/dev/zero"}).status().message(),
+            "--json-schema: /dev/zero: is larger than 1048576 bytes, the most read");
+  EXPECT_EQ(ParsedParams({"--json-schema", "/tmp"}).status().message(),
+            "--json-schema: /tmp: is a directory, not a file");
   std::remove(path.c_str());
 }
 
