@@ -105,6 +105,9 @@ Status ValidateBenchHttpOptions(const BenchHttpOptions& o) {
   }
   // Each value's own range first: a NaN or negative rate is not "no rate given".
   if (o.rate < 0 || !std::isfinite(o.rate)) return InvalidArgument("--rate must be a positive number");
+  if (o.rate > 0 && o.rate < tools::kMinArrivalRate) {
+    return InvalidArgument("--rate must be at least " + std::to_string(tools::kMinArrivalRate) + " requests/s");
+  }
   if (o.concurrency < 0 || o.concurrency > kMaxConcurrency) {
     return InvalidArgument("--concurrency must be between 1 and " + std::to_string(kMaxConcurrency));
   }

@@ -133,6 +133,19 @@ TEST(CliGenerate, JsonSchemaHoldsTheOutputAndABadOneIsAUsageError) {
   std::filesystem::remove_all(dir);
 }
 
+// bench serve: a rate so slow it would wait for hours is a typo, and a seed is not negative;
+// both are usage errors before any model loads.
+TEST(CliBenchServe, ASlowRateAndANegativeSeedAreUsageErrors) {
+  const std::string dir = MakeTempDir("bmad-cli-");
+  CliRun bad = RunBmad({"bench", "serve", "--model", "/nonexistent.gguf", "--rate", "1e-300"}, dir);
+  EXPECT_EQ(bad.status, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--rate must be 0 (all at once) or at least 0.001"), std::string::npos) << bad.output;
+  bad = RunBmad({"bench", "serve", "--model", "/nonexistent.gguf", "--seed", "-1"}, dir);
+  EXPECT_EQ(bad.status, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--seed"), std::string::npos) << bad.output;
+  std::filesystem::remove_all(dir);
+}
+
 // The in-process tools take --backend; a name that is not a backend is refused as bad usage, and
 // cuda without a usable GPU (CI) or without CUDA in the build says so instead of running.
 TEST(CliBackendFlag, UnknownBackendsAreRefusedAndCudaWithoutAGpuSaysWhy) {

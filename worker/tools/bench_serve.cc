@@ -250,7 +250,7 @@ int RunBenchServeCommand(const std::vector<std::string>& args) {
   flags.AddInt("kv-bytes", &o.kv_bytes, "KV cache bytes (default 256 MiB).", 1 << 16, 1ll << 42);
   flags.AddInt("block-size", &o.block_size, "Tokens per KV block (default: cache.block_size's, 8).");
   flags.AddBool("no-prefix-caching", &no_prefix_caching, "Turn prefix reuse off.");
-  flags.AddInt("seed", &seed, "Workload seed (default 1).");
+  flags.AddInt("seed", &seed, "Workload seed (default 1).", 0, INT64_MAX);
   double temperature = 0.0, top_p = 1.0, min_p = 0.0;
   int64_t top_k = 0;
   flags.AddDouble("temperature", &temperature,
@@ -265,6 +265,10 @@ int RunBenchServeCommand(const std::vector<std::string>& args) {
     return 0;
   }
   if (s.ok() && o.model_path.empty()) s = InvalidArgument("--model is required");
+  if (s.ok() && o.rate > 0 && o.rate < kMinArrivalRate) {
+    s = InvalidArgument("--rate must be 0 (all at once) or at least " + std::to_string(kMinArrivalRate) +
+                        " requests/s, got " + std::to_string(o.rate));
+  }
   if (s.ok() && (o.block_size < 1 || o.block_size > 1024)) {
     s = InvalidArgument("--block-size must be 1..1024, got " + std::to_string(o.block_size));
   }

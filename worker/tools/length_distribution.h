@@ -11,6 +11,10 @@
 
 namespace bmad::tools {
 
+// The slowest open-loop arrival rate the load generators take (requests/s): one request in 17
+// minutes on average. Slower is a typo (1e-3 for 1e3), and would wait for hours.
+inline constexpr double kMinArrivalRate = 1e-3;
+
 class LengthDistribution {
  public:
   // No model has a context this long; the cap keeps sums of lengths far from overflow.

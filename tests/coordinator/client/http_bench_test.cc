@@ -281,6 +281,11 @@ TEST(HttpBenchTest, OptionsAreValidated) {
     bad.rate = rate;
     fails(bad, "--rate must be a positive number");
   }
+  // So slow a rate is a typo that would wait for hours.
+  bad = o;
+  bad.concurrency = 0;
+  bad.rate = 1e-300;
+  fails(bad, "--rate must be at least 0.001");
   bad = o;
   bad.concurrency = -1;
   fails(bad, "--concurrency must be between 1 and");
