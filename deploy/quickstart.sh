@@ -58,25 +58,34 @@ fi
 # a second quickstart with the same state directory, though, stops this one), below the
 # kernel's ephemeral range, where the source port of some outgoing connection could take one
 # between this check and the server's bind.
-# free_port [N]: the first of N consecutive free ports (replica i's /metrics is worker_port + i).
+# free_port N: the first of N consecutive free ports (replica i's /metrics is worker_port + i)
+# into `port`, none of them one picked before (`taken`): nothing listens on a port until the
+# cluster starts, so a second pick could land on the first.
 ephemeral_low=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
 [ "${ephemeral_low:-0}" -gt 12000 ] 2>/dev/null || ephemeral_low=32768
+taken=" "
 free_port() {
-  local n=${1:-1} p i
+  local n=$1 p i
   while true; do
     p=$(( (RANDOM << 2 | RANDOM % 4) % (ephemeral_low - 10000 - n) + 10000 ))
     for ((i = 0; i < n; i++)); do
+      [[ $taken == *" $((p + i)) "* ]] && continue 2
       (exec 3<>"/dev/tcp/127.0.0.1/$((p + i))") 2>/dev/null && continue 2
     done
-    echo "$p"
+    for ((i = 0; i < n; i++)); do taken+="$((p + i)) "; done
+    port=$p
     return
   done
 }
-http_port=$(free_port)
+free_port 1; http_port=$port
+free_port 1; client_port=$port
+free_port 1; worker_endpoint_port=$port
+free_port 1; coordinator_metrics_port=$port
+free_port 2; worker_metrics_port=$port
 sets=(--set "model.path=$model" --set "coordinator.http_port=$http_port"
-      --set "coordinator.client_endpoint=tcp://127.0.0.1:$(free_port)"
-      --set "coordinator.worker_endpoint=tcp://127.0.0.1:$(free_port)"
-      --set "metrics.coordinator_port=$(free_port)" --set "metrics.worker_port=$(free_port 2)")
+      --set "coordinator.client_endpoint=tcp://127.0.0.1:$client_port"
+      --set "coordinator.worker_endpoint=tcp://127.0.0.1:$worker_endpoint_port"
+      --set "metrics.coordinator_port=$coordinator_metrics_port" --set "metrics.worker_port=$worker_metrics_port")
 config=$root/deploy/config/local.yaml
 # Returns once both replicas are live; names a process that exits while starting, with its log.
 trap '[ $keep -eq 1 ] || ./deploy/cluster.sh stop --state "$state" >/dev/null' EXIT
