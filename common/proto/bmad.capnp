@@ -9,7 +9,7 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("bmad::wire");
 
-const protocolVersion :UInt16 = 6;  # proto::kProtocolVersion (codec.cc checks they agree)
+const protocolVersion :UInt16 = 7;  # proto::kProtocolVersion (codec.cc checks they agree)
 
 enum FinishReason {
   none @0;        # more chunks follow

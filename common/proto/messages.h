@@ -24,7 +24,9 @@ namespace bmad::proto {
 // 5: SamplingParams.response_format (a version 4 replica would generate free text).
 // 6: ResponseFormat json_schema and SamplingParams.json_schema (a version 5 replica would refuse
 // the format as unknown).
-inline constexpr uint16_t kProtocolVersion = 6;
+// 7: Submit.priority's default is -1, "the coordinator's default class" (it was 1). Cap'n Proto
+// stores a number XOR its default, so a version 6 peer would read every explicit class wrong.
+inline constexpr uint16_t kProtocolVersion = 7;
 
 enum class FinishReason : uint8_t { kNone = 0, kStop, kLength, kCancelled, kError };
 std::string_view FinishReasonName(FinishReason reason);  // "stop", "length", ... ("" for none)
