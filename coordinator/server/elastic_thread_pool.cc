@@ -1,6 +1,7 @@
 #include "coordinator/server/elastic_thread_pool.h"
 
 #include <algorithm>
+#include <system_error>
 
 namespace bmad::coord {
 
@@ -9,15 +10,28 @@ ElasticThreadPool::ElasticThreadPool(size_t max_threads) : max_threads_(std::max
 ElasticThreadPool::~ElasticThreadPool() { shutdown(); }
 
 void ElasticThreadPool::enqueue(std::function<void()> task) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
   tasks_.push_back(std::move(task));
   // Every queued task beyond the idle threads needs a thread of its own: counting only idle_
   // would start too few when several connections arrive before any idle thread wakes.
   if (tasks_.size() > idle_ && threads_.size() < max_threads_ && !stopping_) {
-    threads_.emplace_back([this] { Work(); });
-  } else {
-    wake_.notify_one();
+    try {
+      threads_.emplace_back([this] { Work(); });
+      return;
+    } catch (const std::system_error&) {
+      // The system refused a thread (a pids or process limit). With threads, the task waits for
+      // one of them, as past the cap; with none, it runs here, on httplib's accept thread,
+      // rather than never (its connection would stay open, unanswered).
+      if (threads_.empty()) {
+        std::function<void()> now = std::move(tasks_.back());
+        tasks_.pop_back();
+        lock.unlock();
+        now();
+        return;
+      }
+    }
   }
+  wake_.notify_one();
 }
 
 void ElasticThreadPool::shutdown() {

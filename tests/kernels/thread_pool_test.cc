@@ -1,11 +1,9 @@
 #include "kernels/cpu/thread_pool.h"
 
 #include "kernels/cpu/cpu_backend.h"
+#include "tests/support/process_limit.h"
 
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -51,35 +49,12 @@ TEST(ThreadPoolTest, ManyShortLoopsInARow) {
 
 TEST(ThreadPoolTest, AvailableCoresIsPositive) { EXPECT_GE(AvailableCores(), 1); }
 
-// Runs `body` in a child made an unprivileged user (a process limit binds no root process)
-// whose limit refuses its fourth thread; the child's exit code, or -1 if it died of a signal or
-// hung for 30 s. `body` returns 0 for the expected outcome, 2 when every thread started.
-int UnderAProcessLimit(const std::function<int()>& body) {
-  const pid_t child = fork();
-  if (child < 0) return -1;
-  if (child == 0) {
-    const rlimit few{4, 4};  // this process and three threads, counted for the user
-    if (setgid(65534) != 0 || setuid(65534) != 0 || setrlimit(RLIMIT_NPROC, &few) != 0) _exit(3);
-    _exit(body());
-  }
-  // Bounded: a pool that mishandles the refusal can also hang in its destructor.
-  int status = 0;
-  pid_t done = 0;
-  for (int i = 0; i < 3000 && (done = waitpid(child, &status, WNOHANG)) == 0; ++i) usleep(10'000);
-  if (done == 0) {
-    kill(child, SIGKILL);
-    waitpid(child, &status, 0);
-    return -1;
-  }
-  return done == child && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 // Under a process limit, the pool throws (the caller turns that into an error) instead of
 // terminating or hanging the process with the threads it had started; CpuBackend::Create
 // turns it into kResourceExhausted.
 TEST(ThreadPoolTest, ARefusedThreadIsAnErrorNotAnAbort) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to become an unprivileged user in a child";
-  const int pool = UnderAProcessLimit([] {
+  const int pool = testing::UnderAProcessLimit(/*threads_allowed=*/3, [] {
     try {
       ThreadPool pool(64);
       return 2;
@@ -87,10 +62,10 @@ TEST(ThreadPoolTest, ARefusedThreadIsAnErrorNotAnAbort) {
       return 0;
     }
   });
-  ASSERT_NE(pool, 3) << "could not become user 65534 with a process limit";
+  ASSERT_NE(pool, testing::kProcessLimitNotSet) << "could not become user 65534 with a process limit";
   if (pool == 2) GTEST_SKIP() << "user 65534 already runs processes here: the limit did not bind";
   EXPECT_EQ(pool, 0) << "-1: the child died of a signal or hung";
-  const int backend = UnderAProcessLimit([] {
+  const int backend = testing::UnderAProcessLimit(/*threads_allowed=*/3, [] {
     CpuBackendOptions options;
     options.threads = 64;
     Result<std::unique_ptr<CpuBackend>> b = CpuBackend::Create(options);

@@ -3,11 +3,15 @@
 #include "coordinator/server/elastic_thread_pool.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <thread>
+
+#include "tests/support/process_limit.h"
 
 namespace bmad::coord {
 namespace {
@@ -91,7 +95,7 @@ TEST(ElasticThreadPoolTest, ReusesIdleThreads) {
   for (int i = 0; i < 50; ++i) {
     pool.enqueue([&] { ++done; });
     // Each task ends, and its thread waits again, before the next comes: one thread serves all.
-    for (int spin = 0; spin < 10000 && (done.load() <= i || pool.idle() < 1); ++spin) {
+    for (int spin = 0; spin < 100000 && (done.load() <= i || pool.idle() < 1); ++spin) {
       std::this_thread::sleep_for(100us);
     }
   }
@@ -113,6 +117,38 @@ TEST(ElasticThreadPoolTest, ShutdownRunsQueuedTasksThenJoins) {
     pool.shutdown();  // again: nothing to join
   }
   EXPECT_EQ(done.load(), 5);
+}
+
+// Under a process limit the system refuses threads: a task then waits for a thread that exists,
+// or, with none at all, runs on the caller's (httplib's accept) thread, rather than the
+// refusal ending the process.
+TEST(ElasticThreadPoolTest, AThreadTheSystemRefusesLeavesTheTaskToAnotherOrToTheCaller) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to become an unprivileged user in a child";
+  const int some = testing::UnderAProcessLimit(/*threads_allowed=*/2, [] {
+    ElasticThreadPool pool(64);
+    std::atomic<int> done{0};
+    for (int i = 0; i < 6; ++i) {
+      pool.enqueue([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        ++done;
+      });
+    }
+    const size_t threads = pool.threads();
+    pool.shutdown();
+    if (threads == 64 || threads > 2) return 2;  // the limit did not bind
+    return done.load() == 6 ? 0 : 4;
+  });
+  ASSERT_NE(some, testing::kProcessLimitNotSet) << "could not become user 65534 with a process limit";
+  if (some == 2) GTEST_SKIP() << "user 65534 already runs processes here: the limit did not bind as asked";
+  EXPECT_EQ(some, 0) << "4: a task was lost; -1: the child died of a signal or hung";
+
+  const int none = testing::UnderAProcessLimit(/*threads_allowed=*/0, [] {
+    ElasticThreadPool pool(64);
+    int done = 0;
+    pool.enqueue([&] { ++done; });
+    return done == 1 && pool.threads() == 0 ? 0 : 4;  // ran before enqueue returned
+  });
+  EXPECT_EQ(none, 0) << "4: the task did not run on the caller's thread; -1: the child died or hung";
 }
 
 }  // namespace
