@@ -172,7 +172,10 @@ Status HttpFrontend::Start(const std::string& host, int port) {
       res.set_content(http::RouteErrorJson(req.method, req.path), "application/json");
       return;
     }
-    const bool form = req.get_header_value("Content-Type") == "application/x-www-form-urlencoded";
+    // httplib caps a body as a form when its Content-Type starts so (a charset may follow), and
+    // caps every body at max_body_bytes: only a form body under that is over the form cap.
+    const bool form = req.get_header_value("Content-Type").starts_with("application/x-www-form-urlencoded") &&
+                      req.get_header_value<uint64_t>("Content-Length") <= max_body_bytes;
     res.set_content(http::TransportErrorJson(res.status, form, CPPHTTPLIB_FORM_URL_ENCODED_PAYLOAD_MAX_LENGTH,
                                              max_body_bytes),
                     "application/json");

@@ -324,6 +324,11 @@ TEST_F(HttpDoorTest, ErrorsTheHttpLayerAnswersAreOpenAIErrorObjects) {
   ASSERT_TRUE(Json::accept(form->body)) << form->body;
   EXPECT_EQ(Json::parse(form->body)["error"]["type"], "invalid_request_error");
   EXPECT_NE(form->body.find("Content-Type: application/json"), std::string::npos) << form->body;
+  // The same with a charset after the type, which httplib caps alike.
+  form = client.Post("/v1/completions", body.dump(), "application/x-www-form-urlencoded; charset=UTF-8");
+  ASSERT_TRUE(form);
+  EXPECT_EQ(form->status, 413);
+  EXPECT_NE(form->body.find("Content-Type: application/json"), std::string::npos) << form->body;
   // The same body as JSON is fine: a prompt of 9000 'a's is only too long for the model.
   auto json = client.Post("/v1/completions", body.dump(), "application/json");
   ASSERT_TRUE(json);
