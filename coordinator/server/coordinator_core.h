@@ -156,8 +156,13 @@ class CoordinatorServer::Core {
   std::string client_endpoint_, worker_endpoint_;
 
   ReplicaRegistry replicas_;
-  // Per replica id: the latest "not now" its registration got (logged only when it changes).
-  std::unordered_map<std::string, std::string> registration_refusals_;
+  // Per replica id: the latest "not now" its registration got, and when it was logged (it is
+  // logged when it changes, or a minute later).
+  struct RegistrationRefusal {
+    std::string message;
+    int64_t logged_ns = 0;
+  };
+  std::unordered_map<std::string, RegistrationRefusal> registration_refusals_;
   Router router_;
   RequestTable requests_;
   uint64_t requests_received_ = 0;

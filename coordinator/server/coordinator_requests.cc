@@ -217,9 +217,9 @@ void CoordinatorServer::Core::DispatchQueued() {
     if (r == nullptr || r->state != RequestState::kQueued) continue;
     if (now - r->queued_since_ns > config_.coordinator.queue_timeout_ms * 1'000'000) {
       const std::string waited = std::to_string(config_.coordinator.queue_timeout_ms) + " ms";
-      Fail(r, Unavailable(r->refusals > 0 ? "no replica accepted the request in " + waited +
-                                                " (every live one full or draining)"
-                                          : "no live replica for " + waited));
+      Fail(r, Unavailable(r->refusals > 0 && replicas_.LiveCount() > 0
+                              ? "no replica accepted the request in " + waited + " (every live one full or draining)"
+                              : "no live replica for " + waited));
       continue;
     }
     if (now < r->retry_not_before_ns) continue;

@@ -205,9 +205,11 @@ void CoordinatorServer::Core::HandleWorkerMessage(const std::string& routing_id,
       // changes. (Only a known id is answered so, which bounds the map.)
       bool log_it = true;
       if (r.status().code() == StatusCode::kUnavailable) {
-        std::string& said = registration_refusals_[reg->info.replica_id];
-        log_it = said != r.status().message();
-        said = r.status().message();
+        // Again after a minute: the same words may come from another process by then.
+        RegistrationRefusal& said = registration_refusals_[reg->info.replica_id];
+        const int64_t now = clock_.NowNanos();
+        log_it = said.message != r.status().message() || now - said.logged_ns >= 60'000'000'000;
+        if (log_it) said = {r.status().message(), now};
       }
       if (log_it) log::Warn(kLog, "replica refused", {{"replica", reg->info.replica_id}, {"error", r.status()}});
       if (r.status().code() == StatusCode::kUnavailable) {
