@@ -57,7 +57,9 @@ running() {
 wait_live() {
   local want=$1 endpoint live=0 f name deadline=$((SECONDS + wait_s))
   # Asked on this host: an endpoint bound on every interface is reached on the loopback one.
+  # (Called in an `||` list, where set -e does not act: a failure is checked here.)
   endpoint=$(get coordinator.client_endpoint | sed -E 's#//(0\.0\.0\.0|\*):#//127.0.0.1:#')
+  [ -n "$endpoint" ] || { echo "cluster.sh: cannot read coordinator.client_endpoint" >&2; stop_all; exit 2; }
   echo "waiting for $want replicas to register (at most $wait_s s)"
   while [ $SECONDS -lt $deadline ]; do
     for f in "$state"/*.pid; do

@@ -60,9 +60,10 @@ int Dispatch(const std::vector<Command>& commands, int argc, char** argv) {
     PrintHelp(commands, stderr);
     return 2;
   }
-  // Output that did not reach its file (a full disk, a closed pipe) is a failure, whichever
-  // command printed it: a script must not take a half-written result for a whole one. A write
-  // that failed while the command printed left its reason in errno.
+  // Output that did not reach its file (a full disk, an I/O error) is a failure, whichever
+  // command printed it: a script must not take a half-written result for a whole one. (A
+  // closed pipe ends the process by SIGPIPE first, which a script sees too.) A write that
+  // failed while the command printed left its reason in errno.
   errno = 0;
   const int code = best->run(std::vector<std::string>(args.begin() + static_cast<long>(best->path.size()),
                                                       args.end()));
