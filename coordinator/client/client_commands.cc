@@ -16,6 +16,7 @@
 #include "coordinator/client/client.h"
 #include "coordinator/client/cluster_status_format.h"
 #include "coordinator/client/http_bench.h"
+#include "worker/sampling/sampling_params_validation.h"
 
 namespace bmad::client {
 namespace {
@@ -39,15 +40,6 @@ Status InRange(const char* flag, double value, double low, double high) {
   char buf[160];
   std::snprintf(buf, sizeof buf, "--%s must be between %.10g and %.10g", flag, low, high);
   return InvalidArgument(buf);
-}
-
-Status ValidateSampling(double temperature, int64_t top_k, double top_p, double min_p,
-                        int64_t max_tokens) {
-  BMAD_RETURN_IF_ERROR(InRange("max-tokens", double(max_tokens), 1, 1 << 24));
-  BMAD_RETURN_IF_ERROR(InRange("temperature", temperature, 0, 100));
-  BMAD_RETURN_IF_ERROR(InRange("top-k", double(top_k), 0, std::numeric_limits<int32_t>::max()));
-  BMAD_RETURN_IF_ERROR(InRange("top-p", top_p, 0, 1));
-  return InRange("min-p", min_p, 0, 1);
 }
 
 std::string SummaryLine(const GenerateResult& r) {
@@ -103,12 +95,13 @@ int RunRemoteGenerate(const std::vector<std::string>& args) {
   if (s.ok() && endpoint.empty()) s = InvalidArgument("--coordinator is required");
   if (s.ok() && !flags.Seen("prompt")) s = InvalidArgument("--prompt is required");
   if (s.ok() && !positional.empty()) s = InvalidArgument("unexpected argument '" + positional[0] + "'");
-  if (s.ok()) {
-    s = ValidateSampling(sampling.temperature, sampling.top_k, sampling.top_p, sampling.min_p,
-                         sampling.max_tokens);
-  }
+  if (s.ok()) s = InRange("max-tokens", double(sampling.max_tokens), 1, 1 << 24);
+  // The ranges the cluster holds requests to, as local generate checks them: a value it would
+  // refuse is bad usage here (exit 2), not a server error. The vocabulary is the cluster's:
+  // stop token ids are checked there.
   Result<proto::SamplingParams> params = sampling.Params();
   if (s.ok()) s = params.status();
+  if (s.ok()) s = sampling::ValidateSamplingParams(*params, std::numeric_limits<int32_t>::max());
   if (s.ok() && priority != proto::Submit::kDefaultPriority) s = InRange("priority", double(priority), 0, 1000);
   if (s.ok()) s = InRange("slo-ms", double(slo_ms), 0, std::numeric_limits<uint32_t>::max());
   if (s.ok()) s = InRange("timeout-ms", double(timeout_ms), 1, double(kMaxTimeoutMs));

@@ -56,8 +56,14 @@ TEST(ClientCommandsTest, GenerateFlagErrors) {
   ExpectUsageError(RunRemoteGenerate, {"--coordinator", "tcp://127.0.0.1:1"}, "--prompt is required");
   ExpectUsageError(RunRemoteGenerate, {"--coordinator", "x:1", "--prompt", "p", "--max-tokens", "0"},
                    "--max-tokens");
+  // The cluster's own ranges, named as local generate names them: a value the cluster would
+  // refuse is bad usage here, not a server error after the request went out.
   ExpectUsageError(RunRemoteGenerate, {"--coordinator", "x:1", "--prompt", "p", "--top-p", "2"},
-                   "--top-p");
+                   "'top_p' must be a finite number in (0, 1]");
+  ExpectUsageError(RunRemoteGenerate, {"--coordinator", "x:1", "--prompt", "p", "--temperature", "50"},
+                   "'temperature' must be a finite number in [0, 2]");
+  ExpectUsageError(RunRemoteGenerate, {"--coordinator", "x:1", "--prompt", "p", "--top-p", "0"},
+                   "'top_p' must be a finite number in (0, 1]");
   ExpectUsageError(RunRemoteGenerate, {"--coordinator", "x:1", "--prompt", "p", "--temperature", "hot"},
                    "--temperature");
   ExpectUsageError(RunRemoteGenerate, {"--coordinator", "x:1", "--prompt", "p", "--timeout-ms", "0"},
