@@ -61,12 +61,21 @@ sampling::StopFeedResult OutputProcessor::FeedText(int32_t token) {
 
 TokenOutcome OutputProcessor::Complete(std::string text, proto::FinishReason reason) {
   finished_ = true;
+  TokenOutcome outcome{"", true, reason};
   if (reason != proto::FinishReason::kStop || !stop_strings_.stopped()) {
-    // Whatever the detokenizer and the matcher still hold is part of the output.
-    text += PassText(detokenizer_.Flush()).text;
+    // Whatever the detokenizer and the matcher still hold is part of the output. The flushed
+    // bytes (a character cut short becomes U+FFFD) may complete a stop string: the output then
+    // ends there like any other hit, and a length finish becomes that stop.
+    sampling::StopFeedResult flushed = PassText(detokenizer_.Flush());
+    text += flushed.text;
+    if (flushed.stopped && reason == proto::FinishReason::kLength) {
+      outcome.reason = proto::FinishReason::kStop;
+      outcome.stop_string = stop_strings_.stop_string(flushed.stop_index);
+    }
     if (!stop_strings_.stopped()) text += stop_strings_.Flush();
   }
-  return TokenOutcome{std::move(text), true, reason};
+  outcome.text = std::move(text);
+  return outcome;
 }
 
 TokenOutcome OutputProcessor::OnToken(int32_t token) {
