@@ -96,8 +96,9 @@ wait_gone() {
 
 # Drains, then stops: the coordinator first (it refuses new requests and waits, up to
 # coordinator.drain_timeout_ms as `start` recorded it, for the in-flight ones, which the
-# still-running replicas finish), then every replica (mpirun forwards SIGTERM to its ranks; a
-# replica finishes what it still runs and exits), then SIGKILL to whatever is left.
+# still-running replicas finish), then every replica (SIGUSR1 to its mpirun, which forwards it
+# to every rank at once: the leader drains and stops its ranks; a SIGTERM mpirun would turn into
+# SIGKILL two seconds later), then SIGKILL to whatever is left.
 stop_all() {
   [ -d "$state" ] || return 0
   local pids=() f drain_ms=10000
@@ -110,7 +111,7 @@ stop_all() {
     wait_gone $((drain_ms / 100 + 50)) "$state/coordinator.pid" ||
       echo "cluster.sh: the coordinator did not stop in $((drain_ms / 1000 + 5)) s" >&2
   fi
-  for f in "$state"/replica-*.pid; do [ -f "$f" ] && { kill -TERM -- "-$(cat "$f")" 2>/dev/null || true; }; done
+  for f in "$state"/replica-*.pid; do [ -f "$f" ] && { kill -USR1 "$(cat "$f")" 2>/dev/null || true; }; done
   wait_gone 100 "$state"/replica-*.pid || echo "cluster.sh: replicas still running after 10 s: killing them" >&2
   for p in "${pids[@]}"; do kill -KILL -- "-$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null || true; done
   rm -f "$state"/*.pid

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <csignal>
+#include <cstdlib>
 #include <fstream>
 #include <regex>
 
@@ -337,11 +339,15 @@ struct StepGaps {
   int heartbeats = 0;
 };
 
+// A model slow enough to take seconds over 1900 prompt tokens, and about ten milliseconds a token.
+std::string SlowModel() {
+  return SynthModel("slow.gguf", {"--layers", "8", "--dim", "512", "--heads", "8", "--ffn", "1536",
+                                  "--vocab", "512", "--ctx", "2048", "--dtype", "f32"});
+}
+
 StepGaps HeartbeatsDuringALongStep(const std::vector<std::string>& sets) {
   // 1900 prompt tokens in one step of a model slow enough to take seconds over them.
-  const std::string model = SynthModel("slow.gguf", {"--layers", "8", "--dim", "512", "--heads", "8",
-                                                     "--ffn", "1536", "--vocab", "512", "--ctx", "2048",
-                                                     "--dtype", "f32"});
+  const std::string model = SlowModel();
   FakeCoordinator coord;
   std::vector<std::string> all_sets = {"scheduler.max_batch_tokens=2048", "cache.num_blocks=256"};
   all_sets.insert(all_sets.end(), sets.begin(), sets.end());
@@ -428,6 +434,107 @@ TEST(WorkerProcessTest, ASigtermWhileTheModelLoadsStopsTheWorkerOnceLoaded) {
   EXPECT_EQ(*status, 0) << worker.ReadLog();
   EXPECT_NE(worker.ReadLog().find("stop requested"), std::string::npos) << worker.ReadLog();
   if (!loading) GTEST_SKIP() << "the model had loaded before the signal: the case was not exercised";
+}
+
+TEST(WorkerProcessTest, ASecondSigtermStopsWithoutFinishingTheRunningRequests) {
+  // The first SIGTERM drains: a request of 2000 tokens on the slow model (tens of seconds) keeps
+  // the worker running. The second used to change nothing; now the worker stops after its step
+  // and tells the coordinator it is going down, so that its requests move at once.
+  FakeCoordinator coord;
+  ChildProcess worker;
+  ASSERT_TRUE(StartWorker(worker, coord, SlowModel(), {"cache.num_blocks=256"}).has_value());
+  coord.Send(proto::RegisterAck{true, "welcome"});
+  proto::Assign long_request = Greedy(30, kPrompt, 2000);
+  long_request.sampling.ignore_eos = true;
+  coord.Send(long_request);
+  ASSERT_TRUE(coord.Expect<proto::TokenChunk>().has_value()) << worker.ReadLog();
+  worker.Signal(SIGTERM);
+  ASSERT_TRUE(WaitFor([&] { return worker.ReadLog().find("stop requested: draining") != std::string::npos; },
+                      10s, 5ms))
+      << worker.ReadLog();
+  // Still draining: more of the request comes, and the process is alive.
+  int chunks_while_draining = 0;
+  while (chunks_while_draining < 3) {
+    auto c = coord.Expect<proto::TokenChunk>(10s);
+    ASSERT_TRUE(c.has_value()) << worker.ReadLog();
+    ASSERT_EQ(c->finish_reason, proto::FinishReason::kNone) << "the request finished: it was too short";
+    ++chunks_while_draining;
+  }
+  ASSERT_FALSE(worker.Wait(0ms).has_value()) << worker.ReadLog();
+
+  // The second as a launcher sends it through mpirun (SIGUSR1): the two count together.
+  worker.Signal(SIGUSR1);
+  std::optional<proto::Shutdown> down;
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (!down && std::chrono::steady_clock::now() < deadline) {
+    auto m = coord.Next(200ms);
+    if (!m) continue;
+    if (auto* c = std::get_if<proto::TokenChunk>(&*m)) {
+      EXPECT_EQ(c->finish_reason, proto::FinishReason::kNone) << "the request was ended, not handed back";
+    } else if (auto* d = std::get_if<proto::Shutdown>(&*m)) {
+      down = *d;
+    }
+  }
+  ASSERT_TRUE(down.has_value()) << "no Shutdown after the second SIGTERM\n" << worker.ReadLog();
+  EXPECT_NE(down->reason.find("test-replica was stopped before 1 running request(s) finished"), std::string::npos)
+      << down->reason;
+  auto status = worker.Wait(20s);
+  ASSERT_TRUE(status.has_value()) << "the worker did not stop\n" << worker.ReadLog();
+  EXPECT_EQ(*status, 0) << worker.ReadLog();
+  EXPECT_NE(worker.ReadLog().find("stopping now, without finishing the running requests"), std::string::npos)
+      << worker.ReadLog();
+  // Nothing after the Shutdown: a heartbeat would make the replica look live again.
+  while (auto m = coord.Next(300ms)) {
+    EXPECT_FALSE(std::holds_alternative<proto::Heartbeat>(*m)) << "a heartbeat after the Shutdown";
+  }
+}
+
+TEST(WorkerProcessTest, ASigtermToTheChartsLaunchScriptDrainsTheReplica) {
+  // The Helm chart's leader script used to exec mpirun, which answers a SIGTERM by signalling its
+  // ranks a second later and killing them a second after that: a pod's termination cut every
+  // running request short. Run here as the pod runs it (one rank, on this host) with a request
+  // of 1000 tokens on the slow model, seconds of work after the signal.
+  FakeCoordinator coord;
+  const std::string dir = MakeTempDir("bmad-launch-replica-");
+  const std::string worker_bin = BinaryPath("bmad-worker");
+  const char* path = std::getenv("PATH");
+  ChildProcess launcher;
+  ASSERT_TRUE(launcher.Start(
+      {"/bin/bash", std::string(BMAD_SOURCE_DIR) + "/helm/bmad/files/launch-replica.sh"}, dir + "/launch.log",
+      {{"BMAD_POOL", "normal"}, {"BMAD_RANKS", "1"}, {"BMAD_SLOTS_PER_POD", "1"},
+       {"BMAD_CONFIG", WriteConfig(dir, coord.endpoint(), SlowModel())}, {"BMAD_HOSTFILE", dir + "/hostfile"},
+       {"BMAD_REPLICA_ID", "test-replica"}, {"BMAD_WORKER_ARGS", "--set cache.num_blocks=256 --max-run-ms 120000"},
+       {"PATH", worker_bin.substr(0, worker_bin.rfind('/')) + ":" + (path ? path : "/usr/bin:/bin")}}))
+      << launcher.error();
+  ASSERT_TRUE(coord.Expect<proto::Register>(60s).has_value()) << launcher.ReadLog();
+  coord.Send(proto::RegisterAck{true, "welcome"});
+  proto::Assign request = Greedy(40, kPrompt, 1000);
+  request.sampling.ignore_eos = true;
+  coord.Send(request);
+  auto first = coord.Expect<proto::TokenChunk>();
+  ASSERT_TRUE(first.has_value()) << launcher.ReadLog();
+  const auto signalled = std::chrono::steady_clock::now();
+  launcher.Signal(SIGTERM);
+  uint32_t tokens = static_cast<uint32_t>(first->token_ids.size());
+  proto::FinishReason finish = first->finish_reason;
+  while (finish == proto::FinishReason::kNone) {
+    auto c = coord.Expect<proto::TokenChunk>(10s);
+    ASSERT_TRUE(c.has_value()) << "the request was cut short after " << tokens << " tokens\n" << launcher.ReadLog();
+    tokens += static_cast<uint32_t>(c->token_ids.size());
+    finish = c->finish_reason;
+  }
+  EXPECT_EQ(finish, proto::FinishReason::kLength);
+  EXPECT_EQ(tokens, 1000u);
+  auto status = launcher.Wait(30s);
+  ASSERT_TRUE(status.has_value()) << "the launcher did not stop\n" << launcher.ReadLog();
+  EXPECT_EQ(*status, 0) << launcher.ReadLog();
+  const std::string log = launcher.ReadLog();
+  EXPECT_NE(log.find("launch-replica: stop requested: draining the replica"), std::string::npos) << log;
+  EXPECT_NE(log.find("stop requested: draining"), std::string::npos) << log;
+  EXPECT_NE(log.find("replica stopped"), std::string::npos) << log;
+  // The case this test is for: the drain outlasted mpirun's two seconds.
+  EXPECT_GE(std::chrono::steady_clock::now() - signalled, 2500ms)
+      << "the request finished too soon after the signal for the test to mean anything";
 }
 
 TEST(WorkerProcessTest, ReadyOnlyWhileTheCoordinatorAnswers) {

@@ -32,15 +32,35 @@ constexpr const char* kLog = "worker";
 std::atomic<bmad::worker::WorkerServer*> g_server{nullptr};
 std::atomic<int> g_signals{0};
 
+// A signal to stop: the first drains the leader, a second stops it without waiting for its
+// requests (the coordinator moves them). One before the server exists (while the model loads)
+// is applied once it does. Returns whether it was the first.
+bool ApplyStopSignal() {
+  const bool first = g_signals.fetch_add(1) == 0;
+  if (bmad::worker::WorkerServer* server = g_server.load()) {
+    if (first) {
+      server->RequestStop();
+    } else {
+      server->RequestStopNow();
+    }
+  }
+  return first;
+}
+
 // SIGTERM/SIGINT between steps: the leader drains and then stops its ranks with a shutdown plan
 // (the other ranks wait for it). During a step, or a second time: every communicator wait ends
 // at once, because mpirun signals a job's survivors when one of its ranks died.
-// A first signal before the server exists (while the model loads) is applied once it does.
 void OnSignal(int) {
-  const bool first = g_signals.fetch_add(1) == 0;
-  if (bmad::worker::WorkerServer* server = g_server.load(); first && server) server->RequestStop();
+  const bool first = ApplyStopSignal();
   if (!first || bmad::parallel::StepInFlight().load()) bmad::parallel::RequestAbort();
 }
+
+// SIGUSR1: a drain asked for through mpirun. Open MPI's mpirun turns a SIGTERM into SIGTERM to
+// the ranks a second later and SIGKILL a second after that (odls_base_sigkill_timeout), too
+// soon to drain, but forwards SIGUSR1 to every rank as it comes; launchers (the Helm chart's,
+// cluster.sh) send that instead. The leader takes it as a SIGTERM, a second one too; the other
+// ranks take note only (their leader stops them once it has drained), and it never aborts a step.
+void OnDrainSignal(int) { (void)ApplyStopSignal(); }
 
 int Fail(const char* what, const bmad::Status& s) {
   bmad::log::Error(kLog, what, {{"error", s}});
@@ -126,6 +146,7 @@ int main(int argc, char** argv) {
   }
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
+  std::signal(SIGUSR1, OnDrainSignal);
 
   // Where this process stands: the launcher's rank and size, before MPI is up.
   const bmad::parallel::LaunchInfo launch = bmad::parallel::ReadLaunchInfo();
@@ -184,6 +205,7 @@ int main(int argc, char** argv) {
   g_server.store(server->get());
   // Told to stop while it started: it drains (nothing is running yet) and stops.
   if (g_signals.load() > 0) (*server)->RequestStop();
+  if (g_signals.load() > 1) (*server)->RequestStopNow();
   bmad::Status run = (*server)->Run();
   g_server.store(nullptr);
   if (!run.ok()) {

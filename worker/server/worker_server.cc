@@ -45,6 +45,7 @@ struct WorkerServer::Impl {
   std::unique_ptr<StepHeartbeat> step_heartbeat;  // uses `socket`: declared after it
   uint64_t incarnation = 0;
   std::atomic<bool> stop_requested{false};
+  std::atomic<bool> stop_now{false};
   bool registered = false;
   // The coordinator answers each heartbeat; past its liveness timeout without a word from it,
   // this replica reports itself not ready (a dead or cut-off coordinator sends it no work).
@@ -340,6 +341,11 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Create(const ServerConfig& c
 
 void WorkerServer::RequestStop() { impl_->stop_requested.store(true); }
 
+void WorkerServer::RequestStopNow() {
+  impl_->stop_now.store(true);
+  impl_->stop_requested.store(true);
+}
+
 int WorkerServer::metrics_port() const { return impl_->metrics_server->port(); }
 
 Status WorkerServer::Run() {
@@ -356,6 +362,7 @@ Status WorkerServer::Run() {
   Status failure;
   w.last_plan_ns = w.clock.NowNanos();
   while (true) {
+    if (w.stop_now.load()) break;
     const int64_t now = w.clock.NowNanos();
     if (ranks && !w.engine->HasWork() && now - w.last_plan_ns >= keepalive_ns) {
       failure = ranks->Keepalive();
@@ -414,12 +421,26 @@ Status WorkerServer::Run() {
       w.AddReplacements();
     }
   }
+  // The last messages (a Shutdown, the final heartbeat) get out before the socket closes, unless
+  // the coordinator cannot take them within a second.
+  w.socket->set(zmq::sockopt::linger, 1000);
   if (!failure.ok()) {
     // The replica cannot compute any more: the coordinator moves its requests elsewhere now,
     // rather than after the heartbeat timeout.
     log::Error(kLog, "replica failed; exiting", {{"replica", w.config.worker.replica_id}, {"error", failure}});
     w.Send(proto::Shutdown{"replica " + w.config.worker.replica_id + " failed: " + failure.ToString()});
     return failure;
+  }
+  if (w.stop_now.load() && w.engine->HasWork()) {
+    const size_t running = w.engine->ActiveRequestIds().size();
+    log::Warn(kLog, "stopping now, without finishing the running requests: the coordinator moves them",
+              {{"replica", w.config.worker.replica_id}, {"requests", static_cast<int64_t>(running)}});
+    // No final heartbeat after it: that would make the replica look live again.
+    w.Send(proto::Shutdown{"replica " + w.config.worker.replica_id + " was stopped before " +
+                           std::to_string(running) + " running request(s) finished"});
+    if (ranks) (void)ranks->Shutdown("the leader stopped");
+    log::Info(kLog, "replica stopped", {{"replica", w.config.worker.replica_id}});
+    return Status::Ok();
   }
   if (!w.refused.ok()) {
     if (ranks) (void)ranks->Shutdown("the coordinator refused the replica");

@@ -42,6 +42,11 @@ class WorkerServer {
   Status Run();
   // Thread- and signal-safe: begin draining (finish running requests, accept none) then stop.
   void RequestStop();
+  // Thread- and signal-safe: stop after the step in progress without finishing the running
+  // requests; the coordinator is told the replica is going down (proto::Shutdown) and moves
+  // them to other replicas, which continue after the tokens already streamed. (A second
+  // SIGTERM, for an operator who cannot wait for a drain.)
+  void RequestStopNow();
 
   int metrics_port() const;
 

@@ -1,7 +1,10 @@
 #!/bin/bash
 # The leader pod of one bmad replica (a LeaderWorkerSet group): runs the replica's
 # tp x pp ranks with mpirun over the group's pods (rank 0 here, the leader), as one MPI job.
-# mpirun forwards SIGTERM to every rank: the replica drains (finishes running requests) and exits.
+# The pod's SIGTERM drains the replica (it finishes its running requests, then exits): this
+# shell passes it on to mpirun as SIGUSR1, which mpirun forwards to every rank at once (a SIGTERM
+# it would turn into SIGKILL two seconds later). A second SIGTERM stops the replica after its
+# current step; the coordinator moves what it still ran.
 #
 # Environment: BMAD_POOL, BMAD_RANKS, BMAD_SLOTS_PER_POD, BMAD_SSH_PORT, BMAD_SSH_KEY,
 # BMAD_GROUP_START_TIMEOUT_S, BMAD_FORWARD_ENV (names passed to every rank), BMAD_REPLICA_ID
@@ -72,4 +75,13 @@ for h in "${hosts[@]:1}"; do
   done
 done
 echo "launch-replica: replica $replica_id ($pool): $ranks ranks on ${hosts[*]}"
-exec "${cmd[@]}"
+"${cmd[@]}" &
+mpirun_pid=$!
+trap 'echo "launch-replica: stop requested: draining the replica" >&2; kill -USR1 "$mpirun_pid" 2>/dev/null || true' TERM INT
+# `wait` returns early when a trapped signal arrives; the job is waited for until it is gone.
+status=0
+while kill -0 "$mpirun_pid" 2>/dev/null; do
+  status=0
+  wait "$mpirun_pid" || status=$?
+done
+exit "$status"

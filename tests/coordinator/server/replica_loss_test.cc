@@ -96,6 +96,45 @@ TEST_F(ReplicaLossTest, ACancelThatFindsItsReplicaGoneSendsTheRequestNowhere) {
   EXPECT_EQ(Metric("bmad_coordinator_replica_up{pool=\"normal\",replica=\"b\"}"), 1.0);
 }
 
+TEST_F(ReplicaLossTest, AReplicaThatSaysItIsGoingDownHasItsRequestsMovedAtOnce) {
+  // A worker stopped before its requests finished (a second SIGTERM) sends a Shutdown: its
+  // requests move now, with the tokens already streamed, not after the liveness timeout (60 s).
+  auto a = Replica("a");
+  ASSERT_TRUE(a->Register());
+  const uint64_t id = Submit("x");
+  a->Receive(2s);
+  ASSERT_EQ(a->Assigned(), std::vector<uint64_t>{id});
+  proto::Assign assign;
+  for (const proto::Message& m : a->received()) {
+    if (const auto* as = std::get_if<proto::Assign>(&m)) assign = *as;
+  }
+  proto::TokenChunk chunk;
+  chunk.request_id = id;
+  chunk.assignment = assign.assignment;
+  chunk.token_ids = {7, 8};
+  chunk.text = "ab";
+  a->Send(chunk);
+  auto streamed = proto::ReceiveMessage(client_, false);
+  ASSERT_TRUE(streamed && streamed->message.ok());
+  ASSERT_TRUE(std::holds_alternative<proto::TokenChunk>(*streamed->message));
+  auto b = Replica("b");
+  ASSERT_TRUE(b->Register());
+
+  a->Send(proto::Shutdown{"replica a was stopped before 1 running request(s) finished"});
+  b->Receive(5s);
+  ASSERT_EQ(b->Assigned(), std::vector<uint64_t>{id}) << "the request did not move";
+  const proto::Assign* moved = nullptr;
+  for (const proto::Message& m : b->received()) {
+    if (const auto* as = std::get_if<proto::Assign>(&m)) moved = as;
+  }
+  ASSERT_NE(moved, nullptr);
+  EXPECT_EQ(moved->generated_tokens, (std::vector<uint32_t>{7, 8}));
+  EXPECT_NE(moved->assignment, assign.assignment);
+  // The gauges follow on the coordinator's next tick.
+  EXPECT_TRUE(testing::WaitFor([&] { return Metric("bmad_coordinator_replica_up{pool=\"normal\",replica=\"a\"}") == 0.0; },
+                      5s));
+}
+
 TEST_F(ReplicaLossTest, TheMetricsPortIsReadyWhileAReplicaIsLive) {
   auto ready = [&] {
     httplib::Client client("127.0.0.1", server_->metrics_port());
