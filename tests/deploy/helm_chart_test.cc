@@ -15,6 +15,7 @@
 
 #include "tests/deploy/deploy_test_util.h"
 #include "tests/support/paths.h"
+#include "tests/support/process.h"
 
 namespace bmad::testing {
 namespace {
@@ -310,6 +311,27 @@ TEST(HelmChartTest, MultiNodeExampleRendersTwoPodTensorParallelGroups) {
                                   {"BMAD_POOL", "normal"}, {"BMAD_RANKS", "2"}, {"BMAD_SLOTS_PER_POD", "1"},
                                   {"LWS_GROUP_SIZE", "3"}});
   EXPECT_EQ(bad.status, 2) << bad.out << bad.err;
+
+  // The other pods wait in their preStop hook while a rank runs in them, so that their SIGTERM
+  // (which ends sshd and every rank under it) cannot cut the leader's drain short. Run as the
+  // pod runs it, with a stand-in rank: a copy of sleep under its own name, ending in 2 s.
+  const YAML::Node group = r.Get("LeaderWorkerSet", "bmad-normal")["spec"]["leaderWorkerTemplate"];
+  const YAML::Node pre_stop = Container(group["workerTemplate"]["spec"], "worker")["lifecycle"]["preStop"];
+  ASSERT_TRUE(pre_stop) << "the worker pods have no preStop hook";
+  EXPECT_EQ(pre_stop["exec"]["command"][1].as<std::string>(), "/etc/bmad/wait-for-ranks.sh");
+  EXPECT_FALSE(Container(group["leaderTemplate"]["spec"], "leader")["lifecycle"]) << "the leader drains on SIGTERM";
+  WriteTextFile(dir + "/wait-for-ranks.sh", cm["data"]["wait-for-ranks.sh"].as<std::string>());
+  std::filesystem::copy_file("/bin/sleep", dir + "/bmad-test-rank");
+  ChildProcess rank;
+  ASSERT_TRUE(rank.Start({dir + "/bmad-test-rank", "2"}, dir + "/rank.log")) << rank.error();
+  CommandResult waited = RunCommand({"/bin/bash", dir + "/wait-for-ranks.sh"}, 30s,
+                                    {{"BMAD_RANK_PROCESS", "bmad-test-rank"}});
+  EXPECT_EQ(waited.status, 0) << waited.out << waited.err;
+  EXPECT_TRUE(rank.Wait(std::chrono::milliseconds(0)).has_value()) << "the hook returned while the rank ran";
+  // With no rank left it returns at once (within the bound of the command).
+  CommandResult none = RunCommand({"/bin/bash", dir + "/wait-for-ranks.sh"}, 10s,
+                                  {{"BMAD_RANK_PROCESS", "bmad-test-rank"}});
+  EXPECT_EQ(none.status, 0) << none.out << none.err;
   std::filesystem::remove_all(dir);
 }
 

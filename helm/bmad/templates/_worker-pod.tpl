@@ -39,6 +39,12 @@ spec:
       command: ["/bin/bash", "/etc/bmad/launch-replica.sh"]
       {{- else }}
       command: ["/bin/bash", "/etc/bmad/group-sshd.sh"]
+      # Its SIGTERM would stop sshd and the ranks under it while the leader drains: the pod
+      # waits for its ranks to end (the leader stops them once drained) before it is stopped.
+      lifecycle:
+        preStop:
+          exec:
+            command: ["/bin/bash", "/etc/bmad/wait-for-ranks.sh"]
       {{- end }}
       env:
         - name: BMAD_POOL
