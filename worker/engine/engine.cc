@@ -42,7 +42,9 @@ struct Engine::RequestState {
         prompt(std::move(prompt_tokens)),
         sampler(params, seed, TokensThatEnd(tok, params), std::move(constraint)),
         output(tok, params, prompt, max_new, std::move(generated)),
-        want_logprobs(params.logprobs) {}
+        want_logprobs(params.logprobs) {
+    sampler.SkipDrawsOf(output.generated().size());
+  }
 
   uint64_t id;
   std::vector<int32_t> prompt;

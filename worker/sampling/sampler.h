@@ -127,6 +127,12 @@ class Sampler {
   // same tokens whichever way each token is drawn.
   DeviceDraw PrepareDeviceDraw();
   void DrawnOnDevice() { held_uniform_.reset(); }
+  // A migrated request: the replica that generated its first `tokens` drew one output for each
+  // (none when greedy), so the draws go on from there and a seeded request continues with the
+  // tokens the first replica would have drawn.
+  void SkipDrawsOf(size_t tokens) {
+    if (!greedy()) rng_.discard(tokens);
+  }
   uint64_t seed() const { return seed_; }
 
  private:

@@ -451,6 +451,31 @@ TEST(EngineTest, CachedPromptTokensNeverExceedThePrompt) {
   EXPECT_EQ(usage.cached_prompt_tokens, prompt.size());  // 32 tokens reused, 5 of them the prompt's
 }
 
+TEST(EngineTest, AMigratedSeededRequestDrawsWhatItsFirstReplicaWouldHave) {
+  // Seeded sampling used to start its draws over on the replica a request moved to: the tokens
+  // after the move differed from those the first replica went on to draw. A second engine
+  // stands for the replica it moved to.
+  const std::vector<int32_t> prompt = Fixture().tok->Encode("Once upon a time");
+  EngineRequest first = Greedy(1, prompt, 40);
+  first.sampling.temperature = 1.0f;
+  first.sampling.has_seed = true;
+  first.sampling.seed = 1234;
+  first.sampling.ignore_eos = true;
+  Fixture where_it_began;
+  ASSERT_TRUE(where_it_began.engine->Add(first).ok());
+  const std::vector<int32_t> all = where_it_began.RunAll()[1].second;
+  ASSERT_EQ(all.size(), 40u);
+  for (size_t moved_after : {size_t{1}, size_t{15}, size_t{39}}) {
+    Fixture where_it_moved;
+    EngineRequest moved = first;
+    moved.id = 7;  // the coordinator's id is kept; another one here shows the seed alone decides
+    moved.generated.assign(all.begin(), all.begin() + static_cast<long>(moved_after));
+    ASSERT_TRUE(where_it_moved.engine->Add(moved).ok());
+    EXPECT_EQ(where_it_moved.RunAll()[7].second, std::vector<int32_t>(all.begin() + static_cast<long>(moved_after), all.end()))
+        << "moved after " << moved_after << " tokens";
+  }
+}
+
 TEST(EngineTest, CancelFreesBlocksAndEndsTheStream) {
   Fixture f;
   EngineRequest r = Greedy(1, {1}, 300);
