@@ -62,6 +62,10 @@ if [[ ${BMAD_DRY_RUN:-0} == 1 ]]; then
   exit 0
 fi
 
+# As the pod's first process this shell ignores a signal it has no trap for: until the replica
+# runs, a SIGTERM just ends it.
+trap 'echo "launch-replica: stopped before the replica started" >&2; exit 143' TERM INT
+
 # Wait (bounded) until every other pod of the group accepts ssh.
 deadline=$((SECONDS + timeout_s))
 for h in "${hosts[@]:1}"; do
