@@ -25,9 +25,10 @@ constexpr std::string_view kTokenId = "a token id (an integer >= 0)";
 
 std::string Count(size_t n) { return std::to_string(n); }
 
+// An empty text is a prompt of the BOS token alone (unconditional generation), as in vLLM;
+// without add_special_tokens it holds no token, which the coordinator refuses once it knows.
 Status CheckPromptText(std::string_view name, const std::string& text,
                        const RequestLimits& limits) {
-  if (text.empty()) return InvalidArgument(Quoted(name) + " must not be empty");
   if (text.size() > limits.max_prompt_bytes) {
     return InvalidArgument(Quoted(name) + " is " + Count(text.size()) + " bytes; at most " +
                            Count(limits.max_prompt_bytes) + " are allowed");
@@ -366,6 +367,11 @@ Status ReadStreaming(const JsonFields& body, CompletionRequest& request) {
   const JsonFields fields(*options, "stream_options.");
   BMAD_ASSIGN_OR_RETURN(const std::optional<bool> include_usage, fields.Bool("include_usage"));
   request.include_usage = include_usage.value_or(false);
+  BMAD_ASSIGN_OR_RETURN(const std::optional<bool> continuous, fields.Bool("continuous_usage_stats"));
+  if (continuous.value_or(false)) {
+    return InvalidArgument("'stream_options.continuous_usage_stats' is not supported: usage comes "
+                           "once, in the last chunk (include_usage)");
+  }
   return Status::Ok();
 }
 
@@ -484,17 +490,35 @@ Status RejectUnsupported(const JsonFields& body, bool chat) {
   }
   // vLLM's extensions that change what is generated: refused rather than ignored, so that a
   // client relying on one learns it has no effect here. Their "off" values pass.
-  for (const std::string_view key : {"use_beam_search", "continue_final_message"}) {
+  for (const std::string_view key : {"use_beam_search", "continue_final_message",
+                                     "return_tokens_as_token_ids"}) {
     if (const Json* flag = body.Find(key); flag != nullptr && *flag != false && !flag->is_null()) {
       return InvalidArgument(Quoted(key) + " is not supported");
     }
   }
+  // Special tokens' text is always left out of the output, as vLLM does by default.
+  for (const std::string_view key : {"skip_special_tokens", "spaces_between_special_tokens"}) {
+    if (const Json* flag = body.Find(key); flag != nullptr && *flag != true && !flag->is_null()) {
+      return InvalidArgument(Quoted(key) + " is not supported except as true: special tokens "
+                             "never appear in the output text");
+    }
+  }
   for (const std::string_view key : {"guided_regex", "guided_choice",
                                      "guided_grammar", "structured_outputs", "chat_template",
-                                     "chat_template_kwargs", "prompt_logprobs"}) {
+                                     "chat_template_kwargs", "prompt_logprobs", "truncate_prompt_tokens",
+                                     "logits_processors", "prompt_embeds", "documents"}) {
     if (const Json* value = body.Find(key); value != nullptr && !value->is_null()) {
       return InvalidArgument(Quoted(key) + " is not supported");
     }
+  }
+  for (const std::string_view key : {"allowed_token_ids", "bad_words"}) {
+    if (const Json* list = body.Find(key); list != nullptr && !list->is_null() && (!list->is_array() || !list->empty())) {
+      return InvalidArgument(Quoted(key) + " is not supported");
+    }
+  }
+  // Chat's echo (vLLM: the reply starts with the last message's content) is not given.
+  if (const Json* echo = body.Find("echo"); chat && echo != nullptr && *echo != false && !echo->is_null()) {
+    return InvalidArgument("'echo' is not supported: the reply holds the completion only");
   }
   return Status::Ok();
 }
@@ -513,6 +537,11 @@ Result<CompletionRequest> ReadRequest(const Json& json, bool chat, const Request
     request.add_generation_prompt = add_generation_prompt.value_or(true);
   } else {
     BMAD_RETURN_IF_ERROR(ReadPrompt(body, limits, request));
+  }
+
+  if (!chat) {
+    BMAD_ASSIGN_OR_RETURN(const std::optional<bool> add_special, body.Bool("add_special_tokens"));
+    request.add_special_tokens = add_special.value_or(true);
   }
 
   BMAD_ASSIGN_OR_RETURN(request.max_tokens, ReadMaxTokens(body, "max_tokens", limits));

@@ -11,10 +11,13 @@
 // Fields (absent and null mean "not set"; fields not listed are ignored, as OpenAI clients send
 // many):
 //   model              string; absent or "" means the served model (the coordinator checks it)
-//   prompt             completions only, required: a non-empty string, a non-empty array of
-//                      token ids, or a batch: an array of up to kMaxBatchPrompts strings or of
+//   prompt             completions only, required: a string, a non-empty array of token ids,
+//                      or a batch: an array of up to kMaxBatchPrompts strings or of non-empty
 //                      token-id arrays (all of one kind). Text prompts hold at most
-//                      limits.max_prompt_bytes together.
+//                      limits.max_prompt_bytes together. An empty string is the BOS token
+//                      alone (unconditional generation, as in vLLM).
+//   add_special_tokens completions, boolean, default true (vLLM's): the tokenizer's BOS before
+//                      each text prompt. (Chat prompts are the template's; the field is ignored.)
 //   messages           chat only, required: a non-empty array of {role, content}. role: system,
 //                      developer (taken as system), user, assistant; tool and function are
 //                      rejected (this server runs no tools). content: a string, or an array of
@@ -53,9 +56,12 @@
 // Parameters OpenAI defines but this server cannot honour are rejected rather than silently
 // ignored when set to anything but their neutral value: suffix (non-empty), response_format
 // (another type), tools and functions (non-empty), tool_choice and function_call
-// (other than "none"); so are vLLM's extensions that would change the output: use_beam_search,
-// continue_final_message (true), guided_regex/choice/grammar,
-// structured_outputs, chat_template, chat_template_kwargs and prompt_logprobs (non-null).
+// (other than "none"); so are vLLM's extensions that would change the output or its form:
+// use_beam_search, continue_final_message, return_tokens_as_token_ids and chat's echo (true),
+// skip_special_tokens and spaces_between_special_tokens (false), allowed_token_ids and
+// bad_words (non-empty), stream_options.continuous_usage_stats (true), guided_regex/choice/
+// grammar, structured_outputs, chat_template, chat_template_kwargs, prompt_logprobs,
+// truncate_prompt_tokens, logits_processors, prompt_embeds and documents (non-null).
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -110,6 +116,8 @@ struct CompletionRequest {
   // /v1/completions: one prompt, or several (a batch); each gets n choices, numbered
   // prompt * n + choice in the response.
   std::vector<CompletionPrompt> prompts;
+  // /v1/completions: vLLM's add_special_tokens, the tokenizer's BOS before each text prompt.
+  bool add_special_tokens = true;
 
   // /v1/chat/completions: at least one message; the chat template's own rules (alternation)
   // are checked when it is applied.

@@ -141,7 +141,9 @@ Status CoordinatorServer::Core::AcceptChoices(std::vector<SubmitInput> inputs,
     Result<std::unique_ptr<CoordRequest>> r = Prepare(std::move(inputs[p]));
     if (!r.ok()) {
       CountRefused(r.status(), total);
-      return inputs.size() > 1 ? r.status().WithContext("'prompt[" + std::to_string(p) + "]'") : r.status();
+      // A wrong model is the whole request's fault (OpenAI's param "model"), not one prompt's.
+      const bool about_one_prompt = inputs.size() > 1 && r.status().code() != StatusCode::kNotFound;
+      return about_one_prompt ? r.status().WithContext("'prompt[" + std::to_string(p) + "]'") : r.status();
     }
     (*r)->choices = std::max<uint32_t>(choices, 1);
     prepared.push_back(std::move(*r));

@@ -228,12 +228,19 @@ Result<std::vector<std::vector<uint32_t>>> HttpFrontend::PromptTokens(http::Comp
     prompts.push_back(std::move(tokens));
     return prompts;
   }
-  for (http::CompletionPrompt& p : cr.prompts) {
+  for (size_t i = 0; i < cr.prompts.size(); ++i) {
+    http::CompletionPrompt& p = cr.prompts[i];
     if (p.is_tokens) {
       prompts.push_back(std::move(p.tokens));
       continue;
     }
     BMAD_ASSIGN_OR_RETURN(std::vector<uint32_t> tokens, encode(p.text));
+    if (tokens.empty()) {  // "" without the BOS
+      const std::string name = cr.prompts.size() > 1 ? "prompt[" + std::to_string(i) + "]" : "prompt";
+      return InvalidArgument("'" + name + "' holds no tokens: an empty text is a prompt only with "
+                             "the BOS token, which add_special_tokens false (or a model without "
+                             "one) leaves out");
+    }
     prompts.push_back(std::move(tokens));
   }
   return prompts;
@@ -302,7 +309,8 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
     return;
   }
   http::CompletionRequest& cr = *parsed;
-  Result<std::vector<std::vector<uint32_t>>> prompts = PromptTokens(cr, /*add_special=*/true, /*refuse_oversized_text=*/true);
+  Result<std::vector<std::vector<uint32_t>>> prompts =
+      PromptTokens(cr, /*add_special=*/cr.chat || cr.add_special_tokens, /*refuse_oversized_text=*/true);
   if (!prompts.ok()) {
     SendError(res, prompts.status());
     return;

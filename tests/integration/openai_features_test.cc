@@ -225,6 +225,12 @@ TEST(OpenAiFeaturesTest, ABatchOfPromptsGetsEachItsChoices) {
   EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_EQ(json::parse(r.body)["error"]["param"], "prompt[1]") << r.body;
   EXPECT_NE(r.body.find("context length"), std::string::npos) << r.body;
+  // A model the cluster does not serve is the request's error, not its first prompt's.
+  body = {{"prompt", {"Once upon a time", "The little dog"}}, {"max_tokens", 8}, {"model", "other"}};
+  r = Post(port, "/v1/completions", body.dump());
+  EXPECT_EQ(r.status, 404) << r.body;
+  EXPECT_EQ(json::parse(r.body)["error"]["param"], "model") << r.body;
+  EXPECT_EQ(json::parse(r.body)["error"]["code"], "model_not_found") << r.body;
 }
 
 // /tokenize counts a prompt as the completion endpoints do: its count is the usage's
@@ -236,16 +242,30 @@ TEST(OpenAiFeaturesTest, TokenizeCountsWhatTheCompletionIsBilledFor) {
   const int port = cluster.http_port();
   const json messages = {{{"role", "system"}, {"content", "You tell stories."}},
                          {{"role", "user"}, {"content", "Tell me one about a cat."}}};
+  // vLLM's add_special_tokens (false: no BOS) counts alike on both; an empty text is the BOS
+  // alone (unconditional generation).
+  const json no_bos = {{"prompt", "Once upon a time"}, {"add_special_tokens", false}};
   for (const auto& [path, body] : {std::pair<std::string, json>{"/v1/completions", {{"prompt", "Once upon a time"}}},
-                                   {"/v1/chat/completions", {{"messages", messages}}}}) {
+                                   {"/v1/chat/completions", {{"messages", messages}}},
+                                   {"/v1/completions", no_bos},
+                                   {"/v1/completions", {{"prompt", ""}}}}) {
     HttpResult counted = Post(port, "/tokenize", body.dump());
     ASSERT_EQ(counted.status, 200) << counted.body;
     json request = body;
     request["max_tokens"] = 2;
     HttpResult billed = Post(port, path, request.dump());
     ASSERT_EQ(billed.status, 200) << billed.body;
-    EXPECT_EQ(json::parse(counted.body)["count"], json::parse(billed.body)["usage"]["prompt_tokens"]) << path;
+    EXPECT_EQ(json::parse(counted.body)["count"], json::parse(billed.body)["usage"]["prompt_tokens"]) << body;
   }
+  HttpResult with_bos = Post(port, "/tokenize", json({{"prompt", "Once upon a time"}}).dump());
+  HttpResult without = Post(port, "/tokenize", no_bos.dump());
+  EXPECT_EQ(json::parse(with_bos.body)["count"].get<int>(), json::parse(without.body)["count"].get<int>() + 1);
+  EXPECT_EQ(json::parse(Post(port, "/tokenize", json({{"prompt", ""}}).dump()).body)["count"], 1);
+  // Without the BOS an empty text holds no token: refused, by name.
+  HttpResult nothing = Post(port, "/v1/completions", json({{"prompt", ""}, {"add_special_tokens", false}}).dump());
+  EXPECT_EQ(nothing.status, 400) << nothing.body;
+  EXPECT_EQ(json::parse(nothing.body)["error"]["param"], "prompt") << nothing.body;
+  EXPECT_NE(nothing.body.find("holds no tokens"), std::string::npos) << nothing.body;
 }
 
 // A /v1/completions body's text and finish reason, streamed when the body says so.

@@ -149,8 +149,10 @@ TEST(ParseCompletionRequest, ChatMaxTokensLogprobsAndExtensions) {
       Ok(Chat("{" + messages + R"(, "add_generation_prompt": false})")).add_generation_prompt);
   EXPECT_EQ(Ok(Chat("{" + messages + R"(, "n": 128})")).n, 128u);
   EXPECT_EQ(Ok(Completion(R"({"prompt": "x", "n": 3, "best_of": 3})")).n, 3u);
-  // Completion-only fields mean nothing to chat and are ignored there.
-  EXPECT_TRUE(Chat("{" + messages + R"(, "echo": true, "best_of": 3, "suffix": "x"})").ok());
+  // Completion-only fields mean nothing to chat and are ignored there; not echo, which vLLM's
+  // chat takes too (the reply starts with the last message) and which is refused.
+  EXPECT_TRUE(Chat("{" + messages + R"(, "echo": false, "best_of": 3, "suffix": "x"})").ok());
+  EXPECT_FALSE(Chat("{" + messages + R"(, "echo": true})").ok());
 }
 
 TEST(ParseCompletionRequest, PromptForms) {
@@ -426,13 +428,10 @@ TEST(ParseCompletionRequest, RejectsWrongTypesAndRangesNamingTheParameter) {
 TEST(ParseCompletionRequest, RejectsBadPrompts) {
   ExpectRejected({
       {R"({"model": "m"})", false, {"'prompt' is required"}},
-      {R"({"prompt": ""})", false, {"'prompt' must not be empty"}},
       {R"({"prompt": []})", false, {"'prompt' must not be empty"}},
-      {R"({"prompt": [""]})", false, {"'prompt[0]' must not be empty"}},
       {R"({"prompt": [[]]})", false, {"'prompt[0]' must not be empty"}},
       {R"({"prompt": 5})", false, {"'prompt' must be a string or an array of token ids, got 5"}},
       {R"({"prompt": {"text": "x"}})", false, {"'prompt'", "an object"}},
-      {R"({"prompt": ["a", ""]})", false, {"'prompt[1]' must not be empty"}},
       {R"({"prompt": [[1], []]})", false, {"'prompt[1]' must not be empty"}},
       {R"({"prompt": [1, "a"]})", false, {"'prompt[1]' must be a token id", "got \"a\""}},
       {R"({"prompt": ["a", 1]})", false, {"'prompt[1]' must be a string", "got 1"}},
@@ -548,7 +547,36 @@ TEST(ParseCompletionRequest, RejectsBadMessages) {
        {"'include_stop_str_in_output' must be a boolean, got 1"}},
       {R"({"prompt": "x", "guided_choice": ["a", "b"]})", false, {"'guided_choice' is not supported"}},
       {R"({"prompt": "x", "prompt_logprobs": 1})", false, {"'prompt_logprobs' is not supported"}},
+      // vLLM's fields that would change the output, or its form, are refused by name too.
+      {R"({"prompt": "x", "allowed_token_ids": [300]})", false, {"'allowed_token_ids' is not supported"}},
+      {R"({"prompt": "x", "bad_words": [" a"]})", false, {"'bad_words' is not supported"}},
+      {R"({"prompt": "x", "truncate_prompt_tokens": 2})", false, {"'truncate_prompt_tokens' is not supported"}},
+      {R"({"prompt": "x", "skip_special_tokens": false})", false, {"'skip_special_tokens' is not supported"}},
+      {R"({"prompt": "x", "spaces_between_special_tokens": false})",
+       false,
+       {"'spaces_between_special_tokens' is not supported"}},
+      {R"({"prompt": "x", "return_tokens_as_token_ids": true})",
+       false,
+       {"'return_tokens_as_token_ids' is not supported"}},
+      {R"({"prompt": "x", "logits_processors": ["f"]})", false, {"'logits_processors' is not supported"}},
+      {R"({"prompt": "x", "stream": true, "stream_options": {"continuous_usage_stats": true}})",
+       false,
+       {"'stream_options.continuous_usage_stats' is not supported"}},
+      {R"({"prompt": "x", "add_special_tokens": 1})", false, {"'add_special_tokens' must be a boolean"}},
+      {R"({"messages": [{"role": "user", "content": "x"}], "echo": true})", true, {"'echo' is not supported"}},
+      {R"({"messages": [{"role": "user", "content": "x"}], "bad_words": ["x"]})", true, {"'bad_words' is not supported"}},
+      {R"({"messages": [{"role": "user", "content": "x"}], "documents": [{"text": "d"}]})",
+       true,
+       {"'documents' is not supported"}},
   });
+}
+
+TEST(ParseCompletionRequest, AnEmptyTextPromptIsTheBosAloneAndAddSpecialTokensIsRead) {
+  // As in vLLM: "" becomes the BOS token (the coordinator refuses it without one).
+  EXPECT_EQ(Ok(Completion(R"({"prompt": ""})")).prompts.at(0).text, "");
+  EXPECT_EQ(Ok(Completion(R"({"prompt": ["a", ""]})")).prompts.size(), 2u);
+  EXPECT_TRUE(Ok(Completion(R"({"prompt": "x"})")).add_special_tokens);
+  EXPECT_FALSE(Ok(Completion(R"({"prompt": "x", "add_special_tokens": false})")).add_special_tokens);
 }
 
 TEST(ParseCompletionRequest, LogitBiasAndMinTokensReachTheSamplingParams) {
@@ -576,7 +604,11 @@ TEST(ParseCompletionRequest, TheOffValuesOfUnsupportedExtensionsPass) {
   for (const char* body :
        {R"({"prompt": "x", "min_tokens": 0, "use_beam_search": false, "tool_choice": "none",
             "include_stop_str_in_output": false, "guided_json": null, "prompt_logprobs": null})",
-        R"({"prompt": "x", "tool_choice": null, "continue_final_message": false})"}) {
+        R"({"prompt": "x", "tool_choice": null, "continue_final_message": false})",
+        R"({"prompt": "x", "allowed_token_ids": null, "bad_words": [], "truncate_prompt_tokens": null,
+            "skip_special_tokens": true, "spaces_between_special_tokens": true,
+            "return_tokens_as_token_ids": false, "logits_processors": null, "echo": false,
+            "stream": true, "stream_options": {"continuous_usage_stats": false}})"}) {
     EXPECT_TRUE(ParseCompletionRequest(body, false, {}).ok())
         << body << ": " << ParseCompletionRequest(body, false, {}).status().ToString();
   }
