@@ -72,6 +72,10 @@ void VisitConfig(ServerConfig& c, Visitor& v) {
             S{true, false});
     v.Field("http_port", c.coordinator.http_port,
             "Port of the HTTP API (also serves /metrics); 0 picks a free port.", I{0, kMaxPort});
+    v.Field("http_cors_origin", c.coordinator.http_cors_origin,
+            "Browser pages allowed to call the HTTP API (CORS): empty for none (no CORS headers), "
+            "\"*\" for any origin (vLLM's default), or one origin such as https://chat.example.com.",
+            S{});
     v.Field("http_max_connections", c.coordinator.http_max_connections,
             "HTTP connections served at once, each on a thread of its own (a streaming request "
             "holds its connection to the end); more wait until one closes. Keep it above the "

@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cctype>
 #include <charconv>
 #include <filesystem>
 #include <fstream>
@@ -37,6 +38,24 @@ std::string EndpointProblem(std::string_view s) {
     return "the port of a tcp:// endpoint must be 1..65535 or *";
   }
   return "";
+}
+
+// A web origin as browsers send it: http:// or https://, a host, an optional port, nothing else.
+bool IsWebOrigin(std::string_view s) {
+  std::string_view rest;
+  if (s.starts_with("https://")) {
+    rest = s.substr(8);
+  } else if (s.starts_with("http://")) {
+    rest = s.substr(7);
+  } else {
+    return false;
+  }
+  if (rest.empty() || rest.front() == ':') return false;
+  for (const char ch : rest) {
+    const auto u = static_cast<unsigned char>(ch);
+    if (!(std::isalnum(u) || ch == '.' || ch == '-' || ch == ':' || ch == '[' || ch == ']')) return false;
+  }
+  return true;
 }
 
 template <typename E>
@@ -417,6 +436,12 @@ std::vector<ConfigError> ValidateConfig(const ServerConfig& c) {
          "is " + std::to_string(c.coordinator.liveness_timeout_ms) +
              ", less than twice worker.heartbeat_ms (" + std::to_string(c.worker.heartbeat_ms) +
              "): replicas would be declared dead between two heartbeats");
+  }
+  if (const std::string& origin = c.coordinator.http_cors_origin; !origin.empty() && origin != "*" &&
+                                                                   !IsWebOrigin(origin)) {
+    fail("coordinator.http_cors_origin",
+         "must be empty (no CORS), \"*\" (any origin) or one origin such as "
+         "https://chat.example.com (scheme and host, no path), got " + Quote(origin));
   }
   if (c.coordinator.client_endpoint == c.coordinator.worker_endpoint) {
     fail("coordinator.worker_endpoint", "must differ from coordinator.client_endpoint");

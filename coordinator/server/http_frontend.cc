@@ -161,6 +161,23 @@ Status HttpFrontend::Start(const std::string& host, int port) {
       server_->Post(path, not_allowed);
     }
   }
+  // CORS (coordinator.http_cors_origin): browser pages of that origin may call the API. Every
+  // path answers a preflight OPTIONS, and every answer to a request naming an Origin (errors
+  // included) says which origin may read it.
+  if (const std::string origin = core_.config().coordinator.http_cors_origin; !origin.empty()) {
+    server_->Options(R"(.*)", [](const httplib::Request& req, httplib::Response& res) {
+      res.status = 204;
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      const std::string asked = req.get_header_value("Access-Control-Request-Headers");
+      res.set_header("Access-Control-Allow-Headers", asked.empty() ? "Authorization, Content-Type" : asked);
+      res.set_header("Access-Control-Max-Age", "600");
+    });
+    server_->set_post_routing_handler([origin](const httplib::Request& req, httplib::Response& res) {
+      if (!req.has_header("Origin")) return;
+      res.set_header("Access-Control-Allow-Origin", origin);
+      if (origin != "*") res.set_header("Vary", "Origin");
+    });
+  }
   // httplib calls this for every 4xx/5xx response, ours included: only fill in bodies it made
   // (an unknown path, a malformed request, a body over the limit), so that every error a
   // client gets is OpenAI's JSON error object.

@@ -285,6 +285,20 @@ TEST(ConfigTest, EndpointPortsAreChecked) {
   }
 }
 
+TEST(ConfigTest, TheCorsOriginIsNoneAnyOrOneOrigin) {
+  for (const char* good : {"", "*", "https://chat.example.com", "http://localhost:3000", "http://[::1]:8080"}) {
+    ConfigLoad load = LoadConfigText(std::string("coordinator:\n  http_cors_origin: \"") + good + "\"\n", "c.yaml");
+    EXPECT_TRUE(load.ok()) << good << ": " << load.errors[0].ToString();
+  }
+  for (const char* bad : {"chat.example.com", "https://chat.example.com/", "https://a.com, https://b.com",
+                          "https://", "ftp://x.com", "**"}) {
+    ConfigLoad load = LoadConfigText(std::string("coordinator:\n  http_cors_origin: \"") + bad + "\"\n", "c.yaml");
+    ASSERT_EQ(load.errors.size(), 1u) << bad;
+    EXPECT_EQ(load.errors[0].key, "coordinator.http_cors_origin") << bad;
+    EXPECT_NE(load.errors[0].message.find(bad), std::string::npos) << load.errors[0].message;
+  }
+}
+
 TEST(ConfigTest, TheCoordinatorsTwoPortsMustDiffer) {
   ConfigLoad load =
       LoadConfigText("coordinator:\n  http_port: 9400\nmetrics:\n  coordinator_port: 9400\n", "p.yaml");

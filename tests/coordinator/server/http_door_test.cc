@@ -359,6 +359,73 @@ TEST_F(HttpDoorTest, ErrorsTheHttpLayerAnswersAreOpenAIErrorObjects) {
 }
 
 // One priority class: a request that names none gets it (not class 1, which does not exist).
+TEST_F(HttpDoorTest, WithoutACorsOriginNoCorsHeadersAreSent) {
+  httplib::Client client("127.0.0.1", server_->http_port());
+  const httplib::Headers from_a_page = {{"Origin", "https://chat.example.com"}};
+  auto health = client.Get("/health", from_a_page);
+  ASSERT_TRUE(health);
+  EXPECT_FALSE(health->has_header("Access-Control-Allow-Origin"));
+  auto preflight = client.Options("/v1/completions", from_a_page);
+  ASSERT_TRUE(preflight);
+  EXPECT_EQ(preflight->status, 404);
+  EXPECT_FALSE(preflight->has_header("Access-Control-Allow-Origin"));
+}
+
+class HttpDoorCorsTest : public HttpDoorTest {
+ protected:
+  void Configure(ServerConfig& c) override { c.coordinator.http_cors_origin = origin_; }
+  std::string origin_ = "*";
+};
+
+TEST_F(HttpDoorCorsTest, BrowserPagesMayCallTheApi) {
+  // As vLLM's default (allowed_origins ["*"]): a browser's preflight is answered, and every
+  // answer, errors included, lets the page read it.
+  httplib::Client client("127.0.0.1", server_->http_port());
+  const httplib::Headers preflight_headers = {{"Origin", "https://chat.example.com"},
+                                              {"Access-Control-Request-Method", "POST"},
+                                              {"Access-Control-Request-Headers", "authorization, content-type"}};
+  auto preflight = client.Options("/v1/chat/completions", preflight_headers);
+  ASSERT_TRUE(preflight);
+  EXPECT_EQ(preflight->status, 204);
+  EXPECT_EQ(preflight->get_header_value("Access-Control-Allow-Origin"), "*");
+  EXPECT_NE(preflight->get_header_value("Access-Control-Allow-Methods").find("POST"), std::string::npos);
+  EXPECT_EQ(preflight->get_header_value("Access-Control-Allow-Headers"), "authorization, content-type");
+  const httplib::Headers from_a_page = {{"Origin", "https://chat.example.com"}};
+  auto tokenized = client.Post("/tokenize", from_a_page, R"({"prompt": "Once"})", "application/json");
+  ASSERT_TRUE(tokenized);
+  EXPECT_EQ(tokenized->status, 200) << tokenized->body;
+  EXPECT_EQ(tokenized->get_header_value("Access-Control-Allow-Origin"), "*");
+  auto bad = client.Post("/v1/completions", from_a_page, R"({"prompt": 5})", "application/json");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_EQ(bad->get_header_value("Access-Control-Allow-Origin"), "*");
+  auto unknown = client.Get("/v2/nothing", from_a_page);
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->status, 404);
+  EXPECT_EQ(unknown->get_header_value("Access-Control-Allow-Origin"), "*");
+  // A request from no page (curl, an SDK) gets no CORS header.
+  auto plain = client.Get("/health");
+  ASSERT_TRUE(plain);
+  EXPECT_FALSE(plain->has_header("Access-Control-Allow-Origin"));
+}
+
+class HttpDoorOneOriginTest : public HttpDoorCorsTest {
+ protected:
+  void Configure(ServerConfig& c) override {
+    origin_ = "https://chat.example.com";
+    HttpDoorCorsTest::Configure(c);
+  }
+};
+
+TEST_F(HttpDoorOneOriginTest, OnlyTheConfiguredOriginIsNamed) {
+  httplib::Client client("127.0.0.1", server_->http_port());
+  auto other = client.Get("/health", {{"Origin", "https://evil.example.com"}});
+  ASSERT_TRUE(other);
+  // The browser compares: a page of another origin cannot read the answer.
+  EXPECT_EQ(other->get_header_value("Access-Control-Allow-Origin"), "https://chat.example.com");
+  EXPECT_EQ(other->get_header_value("Vary"), "Origin");
+}
+
 class HttpDoorOneClassTest : public HttpDoorTest {
  protected:
   void Configure(ServerConfig& c) override { c.coordinator.priority_classes = 1; }
