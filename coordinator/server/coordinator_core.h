@@ -94,6 +94,10 @@ class CoordinatorServer::Core {
   // Checks a submit and builds its request, not admitted (no id, nothing counted). Errors are
   // the client's answer.
   Result<std::unique_ptr<CoordRequest>> Prepare(SubmitInput input) const;
+  // The longest sequence a request can be served with now: the model's context length, cut to
+  // the largest context a live, accepting replica registered (a worker's is cut to what its KV
+  // cache holds); the model's alone while no replica is live (the request queues).
+  int64_t ServedContextLength() const;
   // Admits a prepared request (counted; kAccepted pushed to `http`) and dispatches it. Errors:
   // the request table's (a full class), counted as refused.
   Result<CoordRequest*> Admit(std::unique_ptr<CoordRequest> request, const std::string& client_routing_id,

@@ -29,6 +29,14 @@ Status CoordinatorServer::Core::CheckPromptTextMayFit(size_t bytes) const {
                     std::to_string(per_token) + " bytes)");
 }
 
+int64_t CoordinatorServer::Core::ServedContextLength() const {
+  int64_t largest = 0;
+  for (const ReplicaState* replica : replicas_.All()) {
+    if (replica->live && !replica->draining) largest = std::max<int64_t>(largest, replica->info.context_length);
+  }
+  return largest > 0 ? std::min(largest, context_length_) : context_length_;
+}
+
 Result<std::unique_ptr<CoordRequest>> CoordinatorServer::Core::Prepare(SubmitInput in) const {
   if (!in.model.empty() && in.model != model_name_) {
     return NotFound("model '" + in.model + "' does not exist; this cluster serves '" + model_name_ + "'");
@@ -52,15 +60,21 @@ Result<std::unique_ptr<CoordRequest>> CoordinatorServer::Core::Prepare(SubmitInp
     }
   }
   const auto prompt_len = static_cast<int64_t>(r->prompt.size());
-  if (prompt_len >= context_length_) {
-    return OutOfRange("the prompt has " + std::to_string(prompt_len) +
-                      " tokens; this model's context length is " + std::to_string(context_length_));
+  // As vLLM's max_model_len: what the replicas can hold, which a small KV cache cuts below the
+  // model's (the workers would refuse a longer prompt only after it was accepted here).
+  const int64_t context = ServedContextLength();
+  const std::string context_is =
+      context < context_length_ ? "the replicas' context length is " + std::to_string(context) +
+                                      " (all their KV caches hold; the model's is " +
+                                      std::to_string(context_length_) + ")"
+                                : "this model's context length is " + std::to_string(context);
+  if (prompt_len >= context) {
+    return OutOfRange("the prompt has " + std::to_string(prompt_len) + " tokens; " + context_is);
   }
-  if (!in.max_tokens_given) in.sampling.max_tokens = static_cast<uint32_t>(context_length_ - prompt_len);
-  if (in.sampling.max_tokens >= 1 && prompt_len + in.sampling.max_tokens > context_length_) {
+  if (!in.max_tokens_given) in.sampling.max_tokens = static_cast<uint32_t>(context - prompt_len);
+  if (in.sampling.max_tokens >= 1 && prompt_len + in.sampling.max_tokens > context) {
     return OutOfRange("the prompt (" + std::to_string(prompt_len) + " tokens) plus max_tokens (" +
-                      std::to_string(in.sampling.max_tokens) + ") exceed this model's context length " +
-                      std::to_string(context_length_));
+                      std::to_string(in.sampling.max_tokens) + ") exceed the context: " + context_is);
   }
   BMAD_RETURN_IF_ERROR(sampling::ValidateSamplingParams(in.sampling, tokenizer_->vocab_size()));
   r->client_request_id = std::move(in.client_request_id);

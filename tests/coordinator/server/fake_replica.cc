@@ -14,14 +14,14 @@ FakeReplica::FakeReplica(zmq::context_t& context, const std::string& worker_endp
   socket_->connect(worker_endpoint);
 }
 
-bool FakeReplica::Register() {
+bool FakeReplica::Register(uint32_t context_length) {
   proto::ReplicaInfo info;
   info.replica_id = replica_id_;
   info.kv_blocks = 64;
   info.block_size = 16;
   info.max_seqs = 8;
   info.model_name = "stories260K";
-  info.context_length = 512;
+  info.context_length = context_length;
   Send(proto::Register{info, incarnation_});
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (std::chrono::steady_clock::now() < give_up) {

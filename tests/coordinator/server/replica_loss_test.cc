@@ -135,6 +135,53 @@ TEST_F(ReplicaLossTest, AReplicaThatSaysItIsGoingDownHasItsRequestsMovedAtOnce) 
                       5s));
 }
 
+TEST_F(ReplicaLossTest, PromptsAreHeldToTheContextTheLiveReplicasRegistered) {
+  // A worker whose KV cache holds fewer tokens than the model's context registers that shorter
+  // context; the coordinator used to check only the model's (512), accept a longer prompt, and
+  // the worker refused it after it was accepted.
+  auto small = Replica("small");
+  ASSERT_TRUE(small->Register(/*context_length=*/64));
+  auto submit = [&](size_t prompt_tokens, uint32_t max_tokens) {
+    proto::Submit s;
+    s.client_request_id = "c" + std::to_string(prompt_tokens) + "-" + std::to_string(max_tokens);
+    s.prompt_is_tokens = true;
+    s.prompt_tokens.assign(prompt_tokens, 5);
+    s.sampling.max_tokens = max_tokens;
+    EXPECT_TRUE(proto::SendMessage(client_, s).ok());
+    auto in = proto::ReceiveMessage(client_, false);
+    EXPECT_TRUE(in && in->message.ok());
+    return in && in->message.ok() ? std::move(*in->message) : proto::Message{};
+  };
+  proto::Message too_long = submit(100, 4);
+  ASSERT_TRUE(std::holds_alternative<proto::ErrorMessage>(too_long));
+  const auto& error = std::get<proto::ErrorMessage>(too_long);
+  EXPECT_EQ(error.code, StatusCode::kOutOfRange);
+  EXPECT_NE(error.message.find("the prompt has 100 tokens; the replicas' context length is 64"), std::string::npos)
+      << error.message;
+  proto::Message over = submit(40, 30);
+  ASSERT_TRUE(std::holds_alternative<proto::ErrorMessage>(over));
+  EXPECT_NE(std::get<proto::ErrorMessage>(over).message.find("plus max_tokens (30) exceed the context"),
+            std::string::npos);
+  // What fits is served; a chat request without max_tokens gets the room left in the replicas'
+  // context (its answer never comes: the fake replica does not generate).
+  EXPECT_TRUE(std::holds_alternative<proto::Accepted>(submit(40, 24)));
+  std::thread chat([&] {
+    httplib::Client http("127.0.0.1", server_->http_port());
+    http.set_read_timeout(1, 0);
+    EXPECT_FALSE(http.Post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Hi"}]})",
+                           "application/json"));
+  });
+  chat.join();
+  small->Receive(2s);
+  std::vector<uint32_t> lengths;  // prompt plus max_tokens of each assignment
+  for (const proto::Message& m : small->received()) {
+    if (const auto* a = std::get_if<proto::Assign>(&m)) {
+      lengths.push_back(static_cast<uint32_t>(a->prompt_tokens.size()) + a->sampling.max_tokens);
+    }
+  }
+  EXPECT_EQ(lengths, (std::vector<uint32_t>{64, 64}));
+}
+
 TEST_F(ReplicaLossTest, TheMetricsPortIsReadyWhileAReplicaIsLive) {
   auto ready = [&] {
     httplib::Client client("127.0.0.1", server_->metrics_port());
