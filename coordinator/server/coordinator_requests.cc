@@ -214,11 +214,13 @@ void CoordinatorServer::Core::Dispatch(CoordRequest* r) {
   r->replica_id = chosen.id;
   r->assignment = a.assignment;
   replicas_.AddInFlight(chosen.id, +1);
-  // A request offered again (refused, or migrated) counts once among recent prompt lengths.
-  router_.Record(route, chosen, /*count_length=*/!r->length_recorded);
+  // A request offered again (refused, or migrated) counts once among recent prompt lengths, and
+  // once among long-tail requests; every offer is a routing decision.
+  const bool first_offer = !r->length_recorded;
+  router_.Record(route, chosen, /*count_length=*/first_offer);
   r->length_recorded = true;
   metrics_->Routed(chosen.id, d->policy, std::string(EnumName(d->pool))).Increment();
-  if (d->long_tail) metrics_->long_tail_requests.Increment();
+  if (d->long_tail && first_offer) metrics_->long_tail_requests.Increment();
 }
 
 void CoordinatorServer::Core::DispatchQueued() {

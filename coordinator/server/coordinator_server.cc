@@ -476,6 +476,11 @@ Status CoordinatorServer::Core::Run() {
   FailAll(Unavailable("the coordinator stopped before the request finished"));
   RefuseTokenizing();
   DrainInbox();
+  // Those last answers, and the cancels to replicas, are only queued: closing with linger 0
+  // would drop what the I/O thread has not sent yet. A peer that cannot take them within a
+  // second loses them.
+  client_socket_->set(zmq::sockopt::linger, 1000);
+  worker_socket_->set(zmq::sockopt::linger, 1000);
   loop_done_.store(true);
   log::Info(kLog, "coordinator stopped", {{"requests", requests_received_}});
   return Status::Ok();

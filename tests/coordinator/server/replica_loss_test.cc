@@ -28,6 +28,7 @@ class ReplicaLossTest : public ::testing::Test {
     ServerConfig c = LoopbackCoordinatorConfig(64);
     c.coordinator.liveness_timeout_ms = 60000;  // a vanished replica is found by a failed send only
     c.coordinator.queue_timeout_ms = queue_timeout_ms_;
+    if (long_tail_min_samples_ > 0) c.router.long_tail_min_samples = long_tail_min_samples_;
     CoordinatorRunOptions o;
     o.max_run_ms = 60000;
     auto server = CoordinatorServer::Create(c, o);
@@ -46,12 +47,12 @@ class ReplicaLossTest : public ::testing::Test {
   std::unique_ptr<FakeReplica> Replica(const std::string& id) {
     return std::make_unique<FakeReplica>(ctx_, server_->worker_endpoint(), id);
   }
-  // Submits a short token prompt; the coordinator's request id.
-  uint64_t Submit(const std::string& client_id) {
+  // Submits a token prompt (short by default); the coordinator's request id.
+  uint64_t Submit(const std::string& client_id, size_t prompt_tokens = 3) {
     proto::Submit s;
     s.client_request_id = client_id;
     s.prompt_is_tokens = true;
-    s.prompt_tokens = {1, 2, 3};
+    for (size_t i = 0; i < prompt_tokens; ++i) s.prompt_tokens.push_back(static_cast<uint32_t>(1 + i));
     s.sampling.max_tokens = 4;
     EXPECT_TRUE(proto::SendMessage(client_, s).ok());
     auto in = proto::ReceiveMessage(client_, false);
@@ -64,6 +65,7 @@ class ReplicaLossTest : public ::testing::Test {
   double Metric(const std::string& series) { return CoordinatorMetric(server_->http_port(), series); }
 
   int64_t queue_timeout_ms_ = 60000;
+  int64_t long_tail_min_samples_ = 0;  // > 0: the router's, instead of the default
   zmq::context_t ctx_;
   std::unique_ptr<CoordinatorServer> server_;
   std::thread run_;
@@ -233,6 +235,7 @@ class ReplicaRefusalTest : public ReplicaLossTest {
  protected:
   void SetUp() override {
     queue_timeout_ms_ = 1500;
+    long_tail_min_samples_ = 1;  // the first prompt length already counts
     ReplicaLossTest::SetUp();
   }
 };
@@ -279,6 +282,37 @@ TEST_F(ReplicaRefusalTest, ARequestEveryReplicaRefusesBacksOffAndFailsAtItsQueue
   EXPECT_GE(offers, 2u);
   EXPECT_LE(offers, 12u);
   EXPECT_EQ(Metric("bmad_coordinator_requests_finished_total{status=\"error\"}"), 1.0);
+}
+
+TEST_F(ReplicaRefusalTest, ALongTailRequestOfferedManyTimesCountsOnce) {
+  // The counter of long-tail requests used to count every offer of a refused one.
+  auto a = Replica("a");
+  ASSERT_TRUE(a->Register());
+  for (int i = 0; i < 5; ++i) Submit("short" + std::to_string(i));  // the window: five of 3 tokens
+  const uint64_t id = Submit("long", /*prompt_tokens=*/10);
+  size_t offers = 0, seen = 0;
+  bool answered = false;
+  const auto give_up = std::chrono::steady_clock::now() + 20s;
+  while (!answered && std::chrono::steady_clock::now() < give_up) {
+    a->Receive(20ms);
+    for (; seen < a->received().size(); ++seen) {
+      const auto* offer = std::get_if<proto::Assign>(&a->received()[seen]);
+      if (offer == nullptr || offer->request_id != id) continue;
+      ++offers;
+      proto::ErrorMessage full;
+      full.code = StatusCode::kResourceExhausted;
+      full.message = "replica queue is full";
+      full.request_id = id;
+      full.assignment = offer->assignment;
+      a->Send(full);
+    }
+    zmq::pollitem_t item{static_cast<void*>(client_), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::milliseconds(0));
+    answered = (item.revents & ZMQ_POLLIN) != 0;  // its failure at the queue deadline
+  }
+  ASSERT_TRUE(answered);
+  ASSERT_GE(offers, 2u);
+  EXPECT_EQ(Metric("bmad_coordinator_long_tail_requests_total"), 1.0) << offers << " offers";
 }
 
 }  // namespace
