@@ -238,49 +238,62 @@ class ReplicaRefusalTest : public ReplicaLossTest {
     long_tail_min_samples_ = 1;  // the first prompt length already counts
     ReplicaLossTest::SetUp();
   }
+
+  struct Refused {
+    std::optional<proto::ErrorMessage> answer;  // the client's, when one came within 20 s
+    size_t offers = 0;
+  };
+  // `replica` answers every offer of request `id` "full", as a worker whose queue is at
+  // scheduler.max_waiting, until the client is answered.
+  Refused RefuseEveryOffer(FakeReplica& replica, uint64_t id) {
+    Refused refused;
+    size_t seen = 0;
+    const auto give_up = std::chrono::steady_clock::now() + 20s;
+    while (!refused.answer && std::chrono::steady_clock::now() < give_up) {
+      replica.Receive(20ms);
+      for (; seen < replica.received().size(); ++seen) {
+        const auto* offer = std::get_if<proto::Assign>(&replica.received()[seen]);
+        if (offer == nullptr || offer->request_id != id) continue;
+        ++refused.offers;
+        proto::ErrorMessage full;
+        full.code = StatusCode::kResourceExhausted;
+        full.message = "replica queue is full (4096 requests waiting)";
+        full.request_id = id;
+        full.assignment = offer->assignment;
+        replica.Send(full);
+      }
+      zmq::pollitem_t item{static_cast<void*>(client_), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, std::chrono::milliseconds(0));
+      if (item.revents & ZMQ_POLLIN) {
+        auto in = proto::ReceiveMessage(client_, false);
+        if (!in || !in->message.ok() || !std::holds_alternative<proto::ErrorMessage>(*in->message)) {
+          ADD_FAILURE() << "the client's answer is not an error";
+          return refused;
+        }
+        refused.answer = std::get<proto::ErrorMessage>(*in->message);
+      }
+    }
+    return refused;
+  }
 };
 
 TEST_F(ReplicaRefusalTest, ARequestEveryReplicaRefusesBacksOffAndFailsAtItsQueueDeadline) {
   auto a = Replica("a");
   ASSERT_TRUE(a->Register());
   const uint64_t id = Submit("x");
-  // The replica answers every offer "full", as a worker whose queue is at scheduler.max_waiting.
-  size_t offers = 0, seen = 0;
-  std::optional<proto::ErrorMessage> answer;
-  const auto give_up = std::chrono::steady_clock::now() + 20s;
-  while (!answer && std::chrono::steady_clock::now() < give_up) {
-    a->Receive(20ms);
-    for (; seen < a->received().size(); ++seen) {
-      const auto* offer = std::get_if<proto::Assign>(&a->received()[seen]);
-      if (offer == nullptr || offer->request_id != id) continue;
-      ++offers;
-      proto::ErrorMessage full;
-      full.code = StatusCode::kResourceExhausted;
-      full.message = "replica queue is full (4096 requests waiting)";
-      full.request_id = id;
-      full.assignment = offer->assignment;
-      a->Send(full);
-    }
-    zmq::pollitem_t item{static_cast<void*>(client_), 0, ZMQ_POLLIN, 0};
-    zmq::poll(&item, 1, std::chrono::milliseconds(0));
-    if (item.revents & ZMQ_POLLIN) {
-      auto in = proto::ReceiveMessage(client_, false);
-      ASSERT_TRUE(in && in->message.ok());
-      ASSERT_TRUE(std::holds_alternative<proto::ErrorMessage>(*in->message));
-      answer = std::get<proto::ErrorMessage>(*in->message);
-    }
-  }
+  const Refused refused = RefuseEveryOffer(*a, id);
   // Refusals did not restart its wait: it failed at its queue deadline (1.5 s), naming why.
-  ASSERT_TRUE(answer) << "no answer in 20 s after " << offers << " offers";
-  EXPECT_EQ(answer->code, StatusCode::kUnavailable);
-  EXPECT_EQ(answer->client_request_id, "x");
-  EXPECT_NE(answer->message.find("no replica accepted the request in 1500 ms (every live one full or draining)"),
+  ASSERT_TRUE(refused.answer) << "no answer in 20 s after " << refused.offers << " offers";
+  EXPECT_EQ(refused.answer->code, StatusCode::kUnavailable);
+  EXPECT_EQ(refused.answer->client_request_id, "x");
+  EXPECT_NE(refused.answer->message.find(
+                "no replica accepted the request in 1500 ms (every live one full or draining)"),
             std::string::npos)
-      << answer->message;
+      << refused.answer->message;
   // Offered again, but with a back-off (10 ms, doubling): about eight offers in 1.5 s, not one
   // per event-loop turn.
-  EXPECT_GE(offers, 2u);
-  EXPECT_LE(offers, 12u);
+  EXPECT_GE(refused.offers, 2u);
+  EXPECT_LE(refused.offers, 12u);
   EXPECT_EQ(Metric("bmad_coordinator_requests_finished_total{status=\"error\"}"), 1.0);
 }
 
@@ -290,29 +303,10 @@ TEST_F(ReplicaRefusalTest, ALongTailRequestOfferedManyTimesCountsOnce) {
   ASSERT_TRUE(a->Register());
   for (int i = 0; i < 5; ++i) Submit("short" + std::to_string(i));  // the window: five of 3 tokens
   const uint64_t id = Submit("long", /*prompt_tokens=*/10);
-  size_t offers = 0, seen = 0;
-  bool answered = false;
-  const auto give_up = std::chrono::steady_clock::now() + 20s;
-  while (!answered && std::chrono::steady_clock::now() < give_up) {
-    a->Receive(20ms);
-    for (; seen < a->received().size(); ++seen) {
-      const auto* offer = std::get_if<proto::Assign>(&a->received()[seen]);
-      if (offer == nullptr || offer->request_id != id) continue;
-      ++offers;
-      proto::ErrorMessage full;
-      full.code = StatusCode::kResourceExhausted;
-      full.message = "replica queue is full";
-      full.request_id = id;
-      full.assignment = offer->assignment;
-      a->Send(full);
-    }
-    zmq::pollitem_t item{static_cast<void*>(client_), 0, ZMQ_POLLIN, 0};
-    zmq::poll(&item, 1, std::chrono::milliseconds(0));
-    answered = (item.revents & ZMQ_POLLIN) != 0;  // its failure at the queue deadline
-  }
-  ASSERT_TRUE(answered);
-  ASSERT_GE(offers, 2u);
-  EXPECT_EQ(Metric("bmad_coordinator_long_tail_requests_total"), 1.0) << offers << " offers";
+  const Refused refused = RefuseEveryOffer(*a, id);
+  ASSERT_TRUE(refused.answer);  // its failure at the queue deadline
+  ASSERT_GE(refused.offers, 2u);
+  EXPECT_EQ(Metric("bmad_coordinator_long_tail_requests_total"), 1.0) << refused.offers << " offers";
 }
 
 }  // namespace
