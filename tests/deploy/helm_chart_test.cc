@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <regex>
@@ -153,8 +154,9 @@ void CheckRendered(const Rendered& r, int tp, int pods_per_replica, int gpus_per
   EXPECT_EQ(ConfigCheck(config_text, {"--set", "worker.replica_id=bmad-normal-0", "--set", "worker.pool=normal"}), "");
   EXPECT_EQ(config["parallel"]["tp"].as<int>(), tp);
   EXPECT_EQ(config["model"]["path"].as<std::string>().rfind("/models/", 0), 0u);
-  EXPECT_EQ(config["cluster"]["normal_replicas"].as<int>(), pool_replicas["normal"]);
-  EXPECT_EQ(config["cluster"]["long_tail_replicas"].as<int>(), pool_replicas["long_tail"]);
+  // Which pools exist, not their sizes (the LeaderWorkerSets own those; see below).
+  EXPECT_EQ(config["cluster"]["normal_replicas"].as<int>(), pool_replicas["normal"] > 0 ? 1 : 0);
+  EXPECT_EQ(config["cluster"]["long_tail_replicas"].as<int>(), pool_replicas["long_tail"] > 0 ? 1 : 0);
   EXPECT_EQ(config["metrics"]["host"].as<std::string>(), "0.0.0.0");
   EXPECT_EQ(config["coordinator"]["http_host"].as<std::string>(), "0.0.0.0");
 
@@ -180,7 +182,8 @@ void CheckRendered(const Rendered& r, int tp, int pods_per_replica, int gpus_per
                                          std::regex(".*:"), "")));
   // Liveness off the API's port: a saturated API must not get the coordinator restarted.
   ExpectHttpProbe(coordinator["livenessProbe"], "/health", "metrics", "coordinator liveness");
-  ExpectHttpProbe(coordinator["readinessProbe"], "/ready", "http", "coordinator readiness");
+  // Readiness too: at http_max_connections streams the API's /ready would wait for a thread.
+  ExpectHttpProbe(coordinator["readinessProbe"], "/ready", "metrics", "coordinator readiness");
   EXPECT_FALSE(coordinator["resources"]["limits"]["nvidia.com/gpu"]) << "the coordinator needs no GPU";
 
   // Each pool: a LeaderWorkerSet of groups whose leader runs mpirun; GPUs on every pod.
@@ -312,6 +315,33 @@ TEST(HelmChartTest, MultiNodeExampleRendersTwoPodTensorParallelGroups) {
                                   {"LWS_GROUP_SIZE", "3"}});
   EXPECT_EQ(bad.status, 2) << bad.out << bad.err;
 
+  // mpirun reaches the other pod by its full DNS name: Open MPI 4 cut hostfile names at the
+  // first dot, and a bare pod name does not resolve. Run for real (not a dry run) with an ssh
+  // that only records how it was called: it lets the script's own reachability check pass
+  // and fails mpirun's daemon start, which ends the job.
+  const std::string fake_bin = dir + "/bin";
+  std::filesystem::create_directories(fake_bin);
+  WriteTextFile(fake_bin + "/ssh",
+                "#!/bin/bash\necho \"$*\" >>" + dir + "/ssh.log\n[ \"${@: -1}\" = true ] && exit 0\nexit 1\n");
+  std::filesystem::permissions(fake_bin + "/ssh", std::filesystem::perms::owner_all);
+  const char* path = std::getenv("PATH");
+  CommandResult real = RunCommand(
+      {"/bin/bash", dir + "/launch-replica.sh"}, 60s,
+      {{"BMAD_HOSTFILE", dir + "/hostfile"}, {"BMAD_POOL", "normal"}, {"BMAD_RANKS", "2"},
+       {"BMAD_SLOTS_PER_POD", "1"}, {"BMAD_REPLICA_ID", "bmad-normal-1"}, {"LWS_GROUP_SIZE", "2"},
+       {"BMAD_GROUP_START_TIMEOUT_S", "5"}, {"BMAD_SSH_KEY", dir + "/no-key"},
+       {"LWS_LEADER_ADDRESS", "bmad-normal-1.bmad-normal." + kNamespace},
+       {"PATH", fake_bin + ":" + (path ? path : "/usr/bin:/bin")}});
+  EXPECT_NE(real.status, 0) << "mpirun cannot start without its daemons";
+  const std::string ssh_log = ReadTextFile(dir + "/ssh.log");
+  const std::string full_name = "bmad-normal-1-1.bmad-normal." + kNamespace;
+  EXPECT_NE(ssh_log.find(full_name + " true"), std::string::npos) << ssh_log;  // the script's check
+  bool daemon_by_full_name = false;
+  for (size_t at = ssh_log.find(full_name + " "); at != std::string::npos; at = ssh_log.find(full_name + " ", at + 1)) {
+    if (ssh_log.compare(at + full_name.size() + 1, 4, "true") != 0) daemon_by_full_name = true;
+  }
+  EXPECT_TRUE(daemon_by_full_name) << "mpirun started its daemon on a cut name:\n" << ssh_log << real.err;
+
   // The other pods wait in their preStop hook while a rank runs in them, so that their SIGTERM
   // (which ends sshd and every rank under it) cannot cut the leader's drain short. Run as the
   // pod runs it, with a stand-in rank: a copy of sleep under its own name, ending in 2 s.
@@ -333,6 +363,32 @@ TEST(HelmChartTest, MultiNodeExampleRendersTwoPodTensorParallelGroups) {
                                   {{"BMAD_RANK_PROCESS", "bmad-test-rank"}});
   EXPECT_EQ(none.status, 0) << none.out << none.err;
   std::filesystem::remove_all(dir);
+}
+
+TEST(HelmChartTest, ScalingAPoolRestartsNothing) {
+  // The config file's checksum is on every pod template (a config change rolls them). It used
+  // to hold the pools' replica counts, so `--set pools.normal.replicas=3` restarted the
+  // coordinator and rolled every replica of both pools.
+  REQUIRE_HELM();
+  auto checksums = [](const Rendered& r) {
+    std::vector<std::string> sums;
+    const YAML::Node coordinator = r.Get("Deployment", "bmad-coordinator");
+    sums.push_back(coordinator["spec"]["template"]["metadata"]["annotations"]["checksum/config"].as<std::string>());
+    for (const YAML::Node& lws : r.Kind("LeaderWorkerSet")) {
+      for (const char* role : {"leaderTemplate", "workerTemplate"}) {
+        const YAML::Node t = lws["spec"]["leaderWorkerTemplate"][role];
+        if (t) sums.push_back(t["metadata"]["annotations"]["checksum/config"].as<std::string>());
+      }
+    }
+    return sums;
+  };
+  const std::vector<std::string> one = checksums(Render({"--set", "pools.normal.replicas=1"}));
+  const std::vector<std::string> three = checksums(Render({"--set", "pools.normal.replicas=3"}));
+  ASSERT_GE(one.size(), 3u);
+  EXPECT_EQ(one, three);
+  EXPECT_EQ(Render({"--set", "pools.normal.replicas=3"}).Get("LeaderWorkerSet", "bmad-normal")["spec"]["replicas"].as<int>(), 3);
+  // A real config change still rolls them.
+  EXPECT_NE(checksums(Render({"--set", "config.scheduler.max_seqs=32"})), one);
 }
 
 TEST(HelmChartTest, RefusesRanksThatDoNotMatchTheGpus) {

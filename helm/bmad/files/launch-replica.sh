@@ -43,7 +43,9 @@ for h in "${hosts[@]}"; do echo "$h slots=$slots" >>"$hostfile"; done
 
 ssh_opts="-p $ssh_port -i $ssh_key -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o ConnectTimeout=5"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-cmd=(mpirun -np "$ranks" --hostfile "$hostfile" --bind-to none
+# orte_keep_fqdn_hostnames: Open MPI 4 cuts a hostfile name at its first dot, and a pod is
+# found only by its full name (<pod>.<service>.<namespace>): cut, ssh cannot resolve it.
+cmd=(mpirun -np "$ranks" --hostfile "$hostfile" --bind-to none --mca orte_keep_fqdn_hostnames 1
      --mca plm_rsh_agent ssh --mca plm_rsh_args "$ssh_opts")
 for name in PATH LD_LIBRARY_PATH ${BMAD_FORWARD_ENV:-}; do cmd+=(-x "$name"); done
 # shellcheck disable=SC2206  # word splitting of the extra arguments is intended

@@ -102,10 +102,11 @@ app.kubernetes.io/part-of: bmad
 {{- $domain := .Values.clusterDomain -}}
 {{- $clientHost := printf "%s.%s.svc.%s" (include "bmad.coordinatorName" .) $ns $domain -}}
 {{- $workerHost := printf "%s.%s.svc.%s" (include "bmad.coordinatorWorkersService" .) $ns $domain -}}
-{{- $normal := 0 -}}
-{{- $longTail := 0 -}}
-{{- if .Values.pools.normal.enabled }}{{ $normal = .Values.pools.normal.replicas }}{{ end -}}
-{{- if .Values.pools.longTail.enabled }}{{ $longTail = .Values.pools.longTail.replicas }}{{ end -}}
+{{- /* cluster.*_replicas are cluster.sh's counts. Here the LeaderWorkerSets (and their HPAs) own
+     the counts, and this file's checksum rolls every pod when it changes, so it says only which
+     pools exist: a scale must not restart the coordinator and both pools. */ -}}
+{{- $normal := ternary 1 0 (and .Values.pools.normal.enabled true) -}}
+{{- $longTail := ternary 1 0 (and .Values.pools.longTail.enabled true) -}}
 {{- $owned := dict
   "model" (dict "path" .Values.model.path "name" .Values.model.name)
   "coordinator" (dict
