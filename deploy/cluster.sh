@@ -200,6 +200,10 @@ replica_command() {
     IFS=, read -ra parts <<<"${plan_hosts[$k]}"
     for chunk in "${parts[@]}"; do echo "${chunk%:*} slots=${chunk##*:}" >>"$state/hosts-${plan_ids[$k]}"; done
     replica_cmd+=(--hostfile "$state/hosts-${plan_ids[$k]}")
+    # Every replica's mpirun runs here, and replicas share hosts: each job gets its own session
+    # directory as below, under /tmp (the state directory need not exist on the other hosts;
+    # Open MPI creates the path).
+    replica_cmd+=(--mca orte_tmpdir_base "/tmp/bmad-ompi-$(id -u)-$(cksum <<<"$state" | cut -d' ' -f1)/${plan_ids[$k]}")
   else
     # Jobs on this host get their own session directory: Open MPI 4 jobs sharing
     # /tmp/ompi.<host>.<uid> race when one starts while another creates or removes it

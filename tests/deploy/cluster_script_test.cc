@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <thread>
 
 #include "coordinator/client/client.h"
@@ -167,6 +168,12 @@ TEST(ClusterScriptTest, PlanSplitsTheHostfileBetweenReplicas) {
     EXPECT_NE(four.out.find(want), std::string::npos) << want << "\n" << four.out;
   }
   EXPECT_EQ(ReadTextFile(dir + "/hosts-normal-1"), "gpu-a slots=4\n");
+  // Every replica's mpirun starts on this host, and two share each host: each job has its own
+  // Open MPI session directory, as on one host (see the test below), in /tmp on every host.
+  for (const char* id : {"normal-0", "normal-1", "normal-2", "long_tail-0"}) {
+    const std::regex session(std::string(id) + " \\[.*--mca orte_tmpdir_base /tmp/bmad-ompi-[0-9]+-[0-9]+/" + id + " ");
+    EXPECT_TRUE(std::regex_search(four.out, session)) << id << "\n" << four.out;
+  }
   // One replica of 16 ranks spans two whole hosts; the 4-slot host is left over.
   CommandResult big = plan({"--set", "parallel.tp=8", "--set", "parallel.pp=2", "--set", "cluster.long_tail_replicas=0"});
   ASSERT_EQ(big.status, 0) << big.err;
