@@ -14,6 +14,7 @@
 #include "tests/support/paths.h"
 #include "tests/support/process.h"
 #include "tests/support/synth_model.h"
+#include "tests/support/tcp_proxy.h"
 #include "worker/tools/local_generate.h"
 
 namespace bmad::testing {
@@ -535,6 +536,40 @@ TEST(WorkerProcessTest, ASigtermToTheChartsLaunchScriptDrainsTheReplica) {
   // The case this test is for: the drain outlasted mpirun's two seconds.
   EXPECT_GE(std::chrono::steady_clock::now() - signalled, 2500ms)
       << "the request finished too soon after the signal for the test to mean anything";
+}
+
+TEST(WorkerProcessTest, AWorkerReconnectsWhenItsCoordinatorVanishesWithoutClosing) {
+  // A coordinator whose node died (or cut off by a partition) closes nothing: the worker's
+  // connection stayed up, TCP retransmitting for about 15 minutes, while the coordinator
+  // restarted behind the same name waited for replicas. ZeroMQ's own heartbeats now end the
+  // dead connection within the liveness timeout, and the worker connects again. A relay
+  // stands between them here: frozen, it is that silent dead peer.
+  auto port_of = [](const std::string& endpoint) { return std::stoi(endpoint.substr(endpoint.rfind(':') + 1)); };
+  auto first = std::make_unique<FakeCoordinator>();
+  TcpProxy relay(port_of(first->endpoint()));
+  ASSERT_GT(relay.port(), 0);
+  const std::string dir = MakeTempDir("bmad-worker-reconnect-");
+  ChildProcess worker;
+  ASSERT_TRUE(worker.Start({BinaryPath("bmad-worker"), "--config",
+                            WriteConfig(dir, "tcp://127.0.0.1:" + std::to_string(relay.port())), "--set",
+                            "coordinator.liveness_timeout_ms=1000", "--max-run-ms", "120000"},
+                           dir + "/worker.log"))
+      << worker.error();
+  ASSERT_TRUE(first->Expect<proto::Register>().has_value()) << worker.ReadLog();
+  first->Send(proto::RegisterAck{true, "welcome"});
+  ASSERT_TRUE(first->Expect<proto::Heartbeat>().has_value());
+  ASSERT_EQ(relay.accepted(), 1);
+
+  relay.Freeze();
+  first.reset();
+  FakeCoordinator second;
+  relay.SetUpstream(port_of(second.endpoint()));
+  auto heard = second.Next(20s);
+  ASSERT_TRUE(heard.has_value()) << "the worker never reached the new coordinator\n" << worker.ReadLog();
+  EXPECT_TRUE(std::holds_alternative<proto::Heartbeat>(*heard) || std::holds_alternative<proto::Register>(*heard))
+      << proto::MessageName(*heard);
+  EXPECT_GE(relay.accepted(), 2);
+  worker.Stop();
 }
 
 TEST(WorkerProcessTest, ReadyOnlyWhileTheCoordinatorAnswers) {

@@ -120,6 +120,13 @@ Status WorkerServer::Impl::Load() {
   socket->set(zmq::sockopt::linger, 0);
   socket->set(zmq::sockopt::sndhwm, 100000);
   socket->set(zmq::sockopt::rcvhwm, 100000);
+  // ZeroMQ's own heartbeats: a coordinator gone without closing the connection (its node died, a
+  // partition) is noticed within the liveness timeout and the socket connects again, resolving
+  // the endpoint's name anew (a restarted coordinator's address behind its Service). Without
+  // them TCP retransmits for about 15 minutes first.
+  socket->set(zmq::sockopt::heartbeat_ivl, static_cast<int>(std::min<int64_t>(c.worker.heartbeat_ms, 60000)));
+  socket->set(zmq::sockopt::heartbeat_timeout,
+              static_cast<int>(std::min<int64_t>(c.coordinator.liveness_timeout_ms, 3600000)));
   proto::LimitInboundMessageSize(*socket, static_cast<size_t>(c.coordinator.max_message_bytes));
   socket->set(zmq::sockopt::routing_id, c.worker.replica_id + "/" + Hex(incarnation));
   socket->connect(c.coordinator.worker_endpoint);
