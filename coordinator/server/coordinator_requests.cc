@@ -79,6 +79,7 @@ Result<std::unique_ptr<CoordRequest>> CoordinatorServer::Core::Prepare(SubmitInp
   BMAD_RETURN_IF_ERROR(sampling::ValidateSamplingParams(in.sampling, tokenizer_->vocab_size()));
   r->client_request_id = std::move(in.client_request_id);
   r->stream = in.stream;
+  r->max_tokens_given = in.max_tokens_given;
   r->sampling = std::move(in.sampling);
   r->priority = in.priority;
   r->slo_ms = in.slo_ms;
@@ -186,7 +187,19 @@ Status CoordinatorServer::Core::AcceptChoices(std::vector<SubmitInput> inputs,
 }
 
 void CoordinatorServer::Core::Dispatch(CoordRequest* r) {
-  const std::vector<ReplicaView> views = Views();
+  std::vector<ReplicaView> views = Views();
+  // A replica whose context cannot hold the whole request (its KV cache is smaller: another
+  // pool's size) is no candidate for it: it would refuse it, or cut it short. Without a
+  // max_tokens of the client's, the prompt and min_tokens must fit, and the output runs to the
+  // chosen replica's context. Prepare checked that a live one could; if none can now, the
+  // request waits, as for a replica to come.
+  const std::vector<const ReplicaState*> states = replicas_.All();
+  const int64_t needed = static_cast<int64_t>(r->prompt.size()) +
+                         (r->max_tokens_given ? r->sampling.max_tokens : std::max<uint32_t>(1, r->sampling.min_tokens));
+  for (size_t i = 0; i < views.size() && i < states.size(); ++i) {
+    const int64_t context = states[i]->info.context_length;  // 0: not reported (taken as enough)
+    if (context != 0 && context < needed) views[i].accepting = false;
+  }
   const int64_t start = clock_.NowNanos();
   RouteRequest route{static_cast<int64_t>(r->prompt.size()), r->block_hashes};
   Result<RouteDecision> d = router_.Pick(route, views);

@@ -33,6 +33,9 @@ struct CoordRequest {
   bool stream = true;            // socket clients: false aggregates the output in one chunk
   std::vector<uint32_t> prompt;
   proto::SamplingParams sampling;
+  // False: sampling.max_tokens is the room the context left (the client set none), and a
+  // replica with less room serves it too, up to its own context.
+  bool max_tokens_given = true;
   int32_t priority = 1;
   uint32_t slo_ms = 0;
   std::vector<uint64_t> block_hashes;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <thread>
@@ -182,6 +183,26 @@ TEST_F(ReplicaLossTest, PromptsAreHeldToTheContextTheLiveReplicasRegistered) {
     }
   }
   EXPECT_EQ(lengths, (std::vector<uint32_t>{64, 64}));
+}
+
+TEST_F(ReplicaLossTest, ARequestGoesOnlyToReplicasWhoseContextHoldsIt) {
+  // Pools of different KV caches: a request that only the larger context holds used to be
+  // routed anywhere, and a small replica refused it.
+  auto small = Replica("small");
+  ASSERT_TRUE(small->Register(/*context_length=*/64));
+  auto large = Replica("large");
+  ASSERT_TRUE(large->Register(/*context_length=*/512));
+  std::vector<uint64_t> long_ids, short_ids;
+  for (int i = 0; i < 6; ++i) {
+    long_ids.push_back(Submit("long" + std::to_string(i), /*prompt_tokens=*/100));
+    short_ids.push_back(Submit("short" + std::to_string(i)));
+  }
+  small->Receive(1s);
+  large->Receive(1s);
+  for (uint64_t id : small->Assigned()) {
+    EXPECT_EQ(std::find(long_ids.begin(), long_ids.end(), id), long_ids.end()) << "request " << id << " went to small";
+  }
+  EXPECT_EQ(small->Assigned().size() + large->Assigned().size(), 12u);
 }
 
 TEST_F(ReplicaLossTest, TheMetricsPortIsReadyWhileAReplicaIsLive) {
