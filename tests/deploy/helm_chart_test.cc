@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -318,7 +320,12 @@ TEST(HelmChartTest, MultiNodeExampleRendersTwoPodTensorParallelGroups) {
   // mpirun reaches the other pod by its full DNS name: Open MPI 4 cut hostfile names at the
   // first dot, and a bare pod name does not resolve. Run for real (not a dry run) with an ssh
   // that only records how it was called: it lets the script's own reachability check pass
-  // and fails mpirun's daemon start, which ends the job.
+  // and fails mpirun's daemon start, which ends the job. The leader is this host, as in the
+  // pod, so that the other pod's daemon is the only one started over ssh (with two, the job
+  // could end at the first failure before the second was tried).
+  char hostname[256] = {};
+  ASSERT_EQ(gethostname(hostname, sizeof hostname - 1), 0);
+  const std::string leader = std::string(hostname).substr(0, std::string(hostname).find('.'));
   const std::string fake_bin = dir + "/bin";
   std::filesystem::create_directories(fake_bin);
   WriteTextFile(fake_bin + "/ssh",
@@ -330,11 +337,11 @@ TEST(HelmChartTest, MultiNodeExampleRendersTwoPodTensorParallelGroups) {
       {{"BMAD_HOSTFILE", dir + "/hostfile"}, {"BMAD_POOL", "normal"}, {"BMAD_RANKS", "2"},
        {"BMAD_SLOTS_PER_POD", "1"}, {"BMAD_REPLICA_ID", "bmad-normal-1"}, {"LWS_GROUP_SIZE", "2"},
        {"BMAD_GROUP_START_TIMEOUT_S", "5"}, {"BMAD_SSH_KEY", dir + "/no-key"},
-       {"LWS_LEADER_ADDRESS", "bmad-normal-1.bmad-normal." + kNamespace},
+       {"LWS_LEADER_ADDRESS", leader + ".bmad-normal." + kNamespace},
        {"PATH", fake_bin + ":" + (path ? path : "/usr/bin:/bin")}});
   EXPECT_NE(real.status, 0) << "mpirun cannot start without its daemons";
   const std::string ssh_log = ReadTextFile(dir + "/ssh.log");
-  const std::string full_name = "bmad-normal-1-1.bmad-normal." + kNamespace;
+  const std::string full_name = leader + "-1.bmad-normal." + kNamespace;
   EXPECT_NE(ssh_log.find(full_name + " true"), std::string::npos) << ssh_log;  // the script's check
   bool daemon_by_full_name = false;
   for (size_t at = ssh_log.find(full_name + " "); at != std::string::npos; at = ssh_log.find(full_name + " ", at + 1)) {
