@@ -58,8 +58,9 @@ void VisitConfig(ServerConfig& c, Visitor& v) {
             "than the replica's KV cache holds.",
             I{0, 1 << 24});
     v.Field("chat_template", c.model.chat_template,
-            "Chat template name (chatml, llama2, llama3, mistral, zephyr, phi3, gemma, plain); "
-            "empty means the model's own when recognised, else chatml.",
+            "Chat template name (chatml, llama2, llama3, llama3.1, mistral, zephyr, phi3, gemma, "
+            "plain), with that format's reference text (llama3.1: dated 26 Jul 2024); empty means "
+            "the model's own when recognised, its date and default system prompt included, else chatml.",
             S{});
   });
 

@@ -1,6 +1,9 @@
 #include "coordinator/http/chat_template.h"
 
 #include <array>
+#include <chrono>
+#include <optional>
+#include <string>
 #include <utility>
 
 namespace bmad::http {
@@ -11,10 +14,11 @@ struct NamedTemplate {
   ChatTemplate chat_template;
 };
 
-constexpr std::array<NamedTemplate, 8> kTemplates = {{
+constexpr std::array<NamedTemplate, 9> kTemplates = {{
     {"chatml", ChatTemplate::kChatML},
     {"llama2", ChatTemplate::kLlama2},
     {"llama3", ChatTemplate::kLlama3},
+    {"llama3.1", ChatTemplate::kLlama31},
     {"mistral", ChatTemplate::kMistral},
     {"zephyr", ChatTemplate::kZephyr},
     {"phi3", ChatTemplate::kPhi3},
@@ -22,8 +26,91 @@ constexpr std::array<NamedTemplate, 8> kTemplates = {{
     {"plain", ChatTemplate::kPlain},
 }};
 
+// Llama-3.1's reference values (its template on Hugging Face and in its GGUF conversions).
+constexpr std::string_view kLlama31KnowledgeCutoff = "December 2023";
+constexpr std::string_view kLlama31Date = "26 Jul 2024";
+
 bool Contains(std::string_view text, std::string_view marker) {
   return text.find(marker) != std::string_view::npos;
+}
+
+// The Jinja string literal whose opening quote (' or ") is at `open`, with its escapes resolved
+// (\n, \t, \r, \\, \', \"); nullopt when `open` is not a quote or the literal never closes.
+std::optional<std::string> ReadJinjaString(std::string_view jinja, size_t open) {
+  if (open >= jinja.size() || (jinja[open] != '\'' && jinja[open] != '"')) return std::nullopt;
+  const char quote = jinja[open];
+  std::string value;
+  for (size_t i = open + 1; i < jinja.size(); ++i) {
+    const char c = jinja[i];
+    if (c == quote) return value;
+    if (c != '\\' || i + 1 == jinja.size()) {
+      value += c;
+      continue;
+    }
+    const char escaped = jinja[++i];
+    switch (escaped) {
+      case 'n': value += '\n'; break;
+      case 't': value += '\t'; break;
+      case 'r': value += '\r'; break;
+      case '\\': case '\'': case '"': value += escaped; break;
+      default: value += '\\'; value += escaped; break;  // Python keeps unknown escapes
+    }
+  }
+  return std::nullopt;
+}
+
+// The literal assigned by the first `<name> = "..."` in the template whose value is not empty
+// (Jinja `{% set name = "..." %}`), e.g. date_string; nullopt when there is none.
+std::optional<std::string> AssignedLiteral(std::string_view jinja, std::string_view name) {
+  const std::string assignment = std::string(name) + " = ";
+  for (size_t at = jinja.find(assignment); at != std::string_view::npos;
+       at = jinja.find(assignment, at + 1)) {
+    std::optional<std::string> value = ReadJinjaString(jinja, at + assignment.size());
+    if (value && !value->empty()) return value;
+  }
+  return std::nullopt;
+}
+
+// ChatML's fixed system prompt: the body of a literal that writes a whole system turn, as
+// Qwen2's '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n'. A literal that only
+// opens the turn (the caller's system message follows it) is not one.
+std::optional<std::string> ChatMLDefaultSystem(std::string_view jinja) {
+  constexpr std::string_view kOpen = "<|im_start|>system\n";
+  constexpr std::string_view kClose = "<|im_end|>";
+  for (size_t at = jinja.find("<|im_start|>system"); at != std::string_view::npos;
+       at = jinja.find("<|im_start|>system", at + 1)) {
+    if (at == 0) continue;
+    const std::optional<std::string> literal = ReadJinjaString(jinja, at - 1);
+    if (!literal || !literal->starts_with(kOpen)) continue;
+    const size_t close = literal->find(kClose, kOpen.size());
+    if (close == std::string::npos) continue;
+    return literal->substr(kOpen.size(), close - kOpen.size());
+  }
+  return std::nullopt;
+}
+
+// Llama-3.1's values as its template states them. The cutoff is the text after "Cutting
+// Knowledge Date: " up to the end of its line (an escaped or a real newline) or its literal.
+ChatFormat Llama31Format(std::string_view jinja) {
+  ChatFormat format(ChatTemplate::kLlama31);
+  constexpr std::string_view kCutoff = "Cutting Knowledge Date: ";
+  if (const size_t at = jinja.find(kCutoff); at != std::string_view::npos) {
+    const size_t begin = at + kCutoff.size();
+    const size_t end = jinja.find_first_of("\\\n'\"", begin);
+    if (end != std::string_view::npos && end > begin) {
+      format.knowledge_cutoff = std::string(jinja.substr(begin, end - begin));
+    }
+  }
+  // A template that can call strftime_now prefers it to its fallback literal.
+  if (Contains(jinja, "strftime_now")) {
+    format.date.clear();
+  } else if (std::optional<std::string> date = AssignedLiteral(jinja, "date_string")) {
+    format.date = std::move(*date);
+  }
+  if (std::optional<std::string> system = AssignedLiteral(jinja, "system_message")) {
+    format.default_system = std::move(*system);
+  }
+  return format;
 }
 
 // Jinja's `| trim` and Python's str.strip() remove Unicode whitespace; ASCII whitespace is
@@ -62,6 +149,18 @@ std::string RenderChatML(Messages messages, bool add_generation_prompt) {
   return out;
 }
 
+std::string RenderChatMLWithDefaultSystem(const ChatFormat& format, Messages messages,
+                                          bool add_generation_prompt) {
+  std::string out;
+  if (!format.default_system.empty() && messages[0].role != ChatRole::kSystem) {
+    out += "<|im_start|>system\n";
+    out += format.default_system;
+    out += "<|im_end|>\n";
+  }
+  out += RenderChatML(messages, add_generation_prompt);
+  return out;
+}
+
 std::string RenderLlama3(Messages messages, bool add_generation_prompt) {
   std::string out;
   for (const ChatMessage& m : messages) {
@@ -72,6 +171,26 @@ std::string RenderLlama3(Messages messages, bool add_generation_prompt) {
     out += "<|eot_id|>";
   }
   if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+  return out;
+}
+
+// The system block always comes first; a leading system message is its last part, and the
+// remaining messages follow as llama3 writes them.
+std::string RenderLlama31(const ChatFormat& format, Messages messages, bool add_generation_prompt,
+                          std::chrono::system_clock::time_point now) {
+  std::string out = "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: ";
+  out += format.knowledge_cutoff;
+  out += "\nToday Date: ";
+  out += format.date.empty() ? ChatDateString(now) : format.date;
+  out += "\n\n";
+  if (messages[0].role == ChatRole::kSystem) {
+    out += Strip(messages[0].content);
+    messages = messages.subspan(1);
+  } else {
+    out += format.default_system;
+  }
+  out += "<|eot_id|>";
+  out += RenderLlama3(messages, add_generation_prompt);
   return out;
 }
 
@@ -167,6 +286,13 @@ std::string RenderGemma(const ChatMessage* system, Messages turns, bool add_gene
 
 }  // namespace
 
+ChatFormat::ChatFormat(ChatTemplate t) : chat_template(t) {
+  if (t == ChatTemplate::kLlama31) {
+    knowledge_cutoff = kLlama31KnowledgeCutoff;
+    date = kLlama31Date;
+  }
+}
+
 std::string_view ChatRoleName(ChatRole role) {
   switch (role) {
     case ChatRole::kSystem: return "system";
@@ -201,7 +327,9 @@ std::string KnownChatTemplateNames() {
 
 std::optional<ChatTemplate> DetectChatTemplate(std::string_view jinja) {
   if (Contains(jinja, "<|im_start|>")) return ChatTemplate::kChatML;
-  if (Contains(jinja, "<|start_header_id|>")) return ChatTemplate::kLlama3;
+  if (Contains(jinja, "<|start_header_id|>")) {
+    return Contains(jinja, "Cutting Knowledge Date") ? ChatTemplate::kLlama31 : ChatTemplate::kLlama3;
+  }
   if (Contains(jinja, "<start_of_turn>")) return ChatTemplate::kGemma;
   if (Contains(jinja, "[INST]")) {
     return Contains(jinja, "<<SYS>>") ? ChatTemplate::kLlama2 : ChatTemplate::kMistral;
@@ -210,6 +338,47 @@ std::optional<ChatTemplate> DetectChatTemplate(std::string_view jinja) {
     return Contains(jinja, "<|end|>") ? ChatTemplate::kPhi3 : ChatTemplate::kZephyr;
   }
   return std::nullopt;
+}
+
+std::optional<ChatFormat> DetectChatFormat(std::string_view jinja) {
+  const std::optional<ChatTemplate> detected = DetectChatTemplate(jinja);
+  if (!detected) return std::nullopt;
+  if (*detected == ChatTemplate::kLlama31) return Llama31Format(jinja);
+  ChatFormat format(*detected);
+  if (*detected == ChatTemplate::kChatML) {
+    if (std::optional<std::string> system = ChatMLDefaultSystem(jinja)) {
+      format.default_system = std::move(*system);
+    }
+  }
+  return format;
+}
+
+Result<ChatFormat> ChooseChatFormat(std::string_view configured_name, std::string_view jinja,
+                                    bool* detected) {
+  if (detected != nullptr) *detected = false;
+  if (!configured_name.empty()) {
+    BMAD_ASSIGN_OR_RETURN(ChatTemplate t, ChatTemplateByName(configured_name));
+    return ChatFormat(t);
+  }
+  std::optional<ChatFormat> format = DetectChatFormat(jinja);
+  if (!format) return ChatFormat(kDefaultChatTemplate);
+  if (detected != nullptr) *detected = true;
+  return std::move(*format);
+}
+
+std::string ChatDateString(std::chrono::system_clock::time_point when) {
+  static constexpr std::array<const char*, 12> kMonths = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                                          "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+  const std::chrono::year_month_day day{std::chrono::floor<std::chrono::days>(when)};
+  const unsigned d = static_cast<unsigned>(day.day());
+  std::string out;
+  if (d < 10) out += '0';
+  out += std::to_string(d);
+  out += ' ';
+  out += kMonths[static_cast<unsigned>(day.month()) - 1];
+  out += ' ';
+  out += std::to_string(static_cast<int>(day.year()));
+  return out;
 }
 
 Status ValidateChatMessages(ChatTemplate chat_template, std::span<const ChatMessage> messages) {
@@ -240,9 +409,10 @@ Status ValidateChatMessages(ChatTemplate chat_template, std::span<const ChatMess
   return Status::Ok();
 }
 
-Result<std::string> ApplyChatTemplate(ChatTemplate chat_template,
-                                      std::span<const ChatMessage> messages,
-                                      bool add_generation_prompt) {
+Result<std::string> ApplyChatTemplate(const ChatFormat& format, std::span<const ChatMessage> messages,
+                                      bool add_generation_prompt,
+                                      std::chrono::system_clock::time_point now) {
+  const ChatTemplate chat_template = format.chat_template;
   BMAD_RETURN_IF_ERROR(ValidateChatMessages(chat_template, messages));
   // The alternating formats fold a leading system message into the first user turn.
   const ChatMessage* system = nullptr;
@@ -252,9 +422,11 @@ Result<std::string> ApplyChatTemplate(ChatTemplate chat_template,
     turns = messages.subspan(1);
   }
   switch (chat_template) {
-    case ChatTemplate::kChatML: return RenderChatML(messages, add_generation_prompt);
+    case ChatTemplate::kChatML:
+      return RenderChatMLWithDefaultSystem(format, messages, add_generation_prompt);
     case ChatTemplate::kLlama2: return RenderLlama2(system, turns);
     case ChatTemplate::kLlama3: return RenderLlama3(messages, add_generation_prompt);
+    case ChatTemplate::kLlama31: return RenderLlama31(format, messages, add_generation_prompt, now);
     case ChatTemplate::kMistral: return RenderMistral(system, turns);
     case ChatTemplate::kZephyr: {
       std::string out = RenderPipeTagged(messages, "</s>");

@@ -12,6 +12,7 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <span>
 #include <string>
@@ -44,11 +45,16 @@ enum class ChatTemplate {
   //   [INST] <<SYS>>\ns\n<</SYS>>\n\nu1 [/INST] a1 </s><s>[INST] u2 [/INST]
   //   [gen] nothing (a user turn already ends in [/INST])
   kLlama2,
-  // (llama3) Llama-3 and 3.x instruct (3.1's dated system header is not added). Any roles, any
-  // order; contents are stripped of outer whitespace.
+  // (llama3) Llama-3 instruct. Any roles, any order; contents are stripped of outer whitespace.
   //   <|start_header_id|>system<|end_header_id|>\n\ns<|eot_id|><|start_header_id|>user...
   //   [gen] <|start_header_id|>assistant<|end_header_id|>\n\n
   kLlama3,
+  // (llama3.1) Llama-3.1, 3.2 and 3.3 instruct: llama3, except that the text always opens with a
+  // system block holding the knowledge cutoff and a date, then the first message's content when
+  // it is a system message (else the format's default system prompt, usually none):
+  //   <|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n
+  //   Today Date: 26 Jul 2024\n\ns<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nu...
+  kLlama31,
   // (mistral) Mistral-7B-Instruct v0.1/v0.2 and Mixtral-8x7B ("tokenizer v1"). System only
   // first, prepended to the first user message with a blank line (as mistral-common does);
   // then user/assistant alternate, starting with user.
@@ -79,7 +85,29 @@ enum class ChatTemplate {
 // The template used when none is configured and the model's own is not recognised.
 inline constexpr ChatTemplate kDefaultChatTemplate = ChatTemplate::kChatML;
 
-// "chatml", "llama2", "llama3", "mistral", "zephyr", "phi3", "gemma" or "plain".
+// A format and the fixed text its model's template writes besides the messages. Constructed from
+// a ChatTemplate it holds that format's reference values; DetectChatFormat reads them from the
+// model's own template instead.
+struct ChatFormat {
+  ChatFormat() = default;
+  ChatFormat(ChatTemplate t);  // NOLINT(google-explicit-constructor): a format is its defaults
+
+  ChatTemplate chat_template = kDefaultChatTemplate;
+  // The system prompt written when the conversation does not open with a system message; empty
+  // for none. chatml: Qwen2 and Qwen2.5 write theirs ("You are Qwen, created by Alibaba Cloud.
+  // You are a helpful assistant."); llama3.1: some tool-calling variants.
+  std::string default_system;
+  // llama3.1: the "Cutting Knowledge Date: " line's value ("December 2023").
+  std::string knowledge_cutoff;
+  // llama3.1: the "Today Date: " line's value. Empty means the date of each request (UTC,
+  // "02 Dec 2026"), as the templates that call strftime_now (Llama-3.2, 3.3) render under
+  // vLLM and transformers; Llama-3.1's own template fixes "26 Jul 2024".
+  std::string date;
+
+  friend bool operator==(const ChatFormat&, const ChatFormat&) = default;
+};
+
+// "chatml", "llama2", "llama3", "llama3.1", "mistral", "zephyr", "phi3", "gemma" or "plain".
 std::string_view ChatTemplateName(ChatTemplate chat_template);
 
 // The template of that name (exactly as ChatTemplateName spells it); kInvalidArgument naming
@@ -90,6 +118,7 @@ std::string KnownChatTemplateNames();
 
 // Recognises a GGUF `tokenizer.chat_template` (Jinja text) by its marker tokens:
 //   <|im_start|>                      chatml
+//   <|start_header_id|> with "Cutting Knowledge Date"   llama3.1
 //   <|start_header_id|>               llama3
 //   <start_of_turn>                   gemma
 //   [INST] with <<SYS>>               llama2
@@ -100,15 +129,33 @@ std::string KnownChatTemplateNames();
 // unrecognised text gives nullopt (the caller falls back to kDefaultChatTemplate, and says so).
 std::optional<ChatTemplate> DetectChatTemplate(std::string_view jinja_from_gguf);
 
+// DetectChatTemplate, plus the fixed text read from the template's string literals: chatml's
+// default system prompt (a literal holding "<|im_start|>system\n...<|im_end|>"); llama3.1's
+// knowledge cutoff, date ("date_string" literal; none when the template calls strftime_now) and
+// default system message ("system_message" literal). What is not found keeps its reference value.
+std::optional<ChatFormat> DetectChatFormat(std::string_view jinja_from_gguf);
+
+// The format chat requests use: `configured_name` when set (its reference values; an unknown
+// name is kInvalidArgument), else the model's template when DetectChatFormat recognises it,
+// else kDefaultChatTemplate. `detected` (may be null) says whether the model's own was used.
+Result<ChatFormat> ChooseChatFormat(std::string_view configured_name, std::string_view jinja_from_gguf,
+                                    bool* detected);
+
+// "26 Jul 2024": day, English month abbreviation, year of `when` in UTC (strftime's
+// "%d %b %Y" in the C locale).
+std::string ChatDateString(std::chrono::system_clock::time_point when);
+
 // OK when `messages` fit the format: non-empty, and for llama2, mistral and gemma a system
 // message only first, then user and assistant alternating from user (at least one user
 // message). kInvalidArgument naming the first offending message ("'messages[2]': ...").
 Status ValidateChatMessages(ChatTemplate chat_template, std::span<const ChatMessage> messages);
 
 // The prompt text for `messages` (see each format above). When add_generation_prompt, the text
-// ends with the format's opening of an assistant turn. Fails as ValidateChatMessages does.
-Result<std::string> ApplyChatTemplate(ChatTemplate chat_template,
-                                      std::span<const ChatMessage> messages,
-                                      bool add_generation_prompt);
+// ends with the format's opening of an assistant turn. `now` dates a llama3.1 format whose date
+// is empty. Fails as ValidateChatMessages does.
+Result<std::string> ApplyChatTemplate(const ChatFormat& format, std::span<const ChatMessage> messages,
+                                      bool add_generation_prompt,
+                                      std::chrono::system_clock::time_point now =
+                                          std::chrono::system_clock::now());
 
 }  // namespace bmad::http

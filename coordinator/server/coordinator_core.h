@@ -17,6 +17,7 @@
 #include "common/metrics/metrics_server.h"
 #include "common/metrics/registry.h"
 #include "common/proto/messages.h"
+#include "coordinator/http/chat_template.h"
 #include "coordinator/router/replica_registry.h"
 #include "coordinator/router/router.h"
 #include "coordinator/server/coordinator_metrics.h"
@@ -57,7 +58,7 @@ class CoordinatorServer::Core {
   const std::string& model_name() const { return model_name_; }
   int64_t context_length() const { return context_length_; }
   const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
-  int chat_template() const { return chat_template_; }
+  const http::ChatFormat& chat_format() const { return chat_format_; }
   size_t live_replicas() const { return live_replicas_.load(); }
   metrics::Registry& registry() { return registry_; }
   const ServerConfig& config() const { return config_; }
@@ -146,7 +147,7 @@ class CoordinatorServer::Core {
   std::string model_name_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   int64_t context_length_ = 0;
-  int chat_template_ = 0;
+  http::ChatFormat chat_format_;
   int64_t block_size_ = 16;  // of the replicas (prefix hashes must match theirs)
 
   metrics::Registry registry_;

@@ -70,15 +70,12 @@ Status CoordinatorServer::Core::Start() {
                         ? std::min(c.model.context_length, model_config.n_ctx_train)
                         : model_config.n_ctx_train;
   block_size_ = c.cache.block_size;
-  if (!c.model.chat_template.empty()) {
-    BMAD_ASSIGN_OR_RETURN(http::ChatTemplate t, http::ChatTemplateByName(c.model.chat_template));
-    chat_template_ = static_cast<int>(t);
-  } else {
+  {
     auto jinja = file->GetString("tokenizer.chat_template");
     const std::string text = jinja.ok() ? std::string(*jinja) : std::string();
-    const std::optional<http::ChatTemplate> detected = http::DetectChatTemplate(text);
-    chat_template_ = static_cast<int>(detected.value_or(http::kDefaultChatTemplate));
-    if (!detected) {
+    bool detected = false;
+    BMAD_ASSIGN_OR_RETURN(chat_format_, http::ChooseChatFormat(c.model.chat_template, text, &detected));
+    if (c.model.chat_template.empty() && !detected) {
       // A model's own format matters: prompts in another one degrade its answers quietly.
       const std::string fallback(http::ChatTemplateName(http::kDefaultChatTemplate));
       const std::string advice =
@@ -120,7 +117,8 @@ Status CoordinatorServer::Core::Start() {
   log::Info(kLog, "coordinator ready",
             {{"model", model_name_},
              {"context", context_length_},
-             {"chat_template", std::string(http::ChatTemplateName(static_cast<http::ChatTemplate>(chat_template_)))},
+             {"chat_template", std::string(http::ChatTemplateName(chat_format_.chat_template))},
+             {"chat_default_system", chat_format_.default_system},
              {"clients", client_endpoint_},
              {"workers", worker_endpoint_},
              {"http", "http://" + c.coordinator.http_host + ":" + std::to_string(http_->port())},

@@ -239,7 +239,7 @@ Result<std::vector<std::vector<uint32_t>>> HttpFrontend::PromptTokens(http::Comp
   std::vector<std::vector<uint32_t>> prompts;
   if (cr.chat) {
     BMAD_ASSIGN_OR_RETURN(const std::string text,
-                          http::ApplyChatTemplate(static_cast<http::ChatTemplate>(core_.chat_template()),
+                          http::ApplyChatTemplate(core_.chat_format(),
                                                   cr.messages, cr.add_generation_prompt));
     BMAD_ASSIGN_OR_RETURN(std::vector<uint32_t> tokens, encode(text));
     prompts.push_back(std::move(tokens));

@@ -1,5 +1,6 @@
 #include "coordinator/http/chat_template.h"
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -20,9 +21,15 @@ std::vector<ChatMessage> Conversation() {
           {ChatRole::kUser, "How are you?"}};
 }
 
-std::string Apply(ChatTemplate t, const std::vector<ChatMessage>& messages,
-                  bool add_generation_prompt = true) {
-  Result<std::string> text = ApplyChatTemplate(t, messages, add_generation_prompt);
+std::chrono::system_clock::time_point Utc(int year, unsigned month, unsigned day, int hour = 0) {
+  const std::chrono::sys_days date = std::chrono::year{year} / std::chrono::month{month} / std::chrono::day{day};
+  return date + std::chrono::hours{hour};
+}
+
+std::string Apply(const ChatFormat& format, const std::vector<ChatMessage>& messages,
+                  bool add_generation_prompt = true,
+                  std::chrono::system_clock::time_point now = Utc(2026, 12, 2)) {
+  Result<std::string> text = ApplyChatTemplate(format, messages, add_generation_prompt, now);
   EXPECT_TRUE(text.ok()) << text.status().ToString();
   return text.ok() ? *text : "";
 }
@@ -59,6 +66,62 @@ TEST(ApplyChatTemplate, Llama3) {
             "<|start_header_id|>assistant<|end_header_id|>\n\n");
   EXPECT_EQ(Apply(ChatTemplate::kLlama3, {{ChatRole::kUser, "\n Hi \t"}}, false),
             "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>");
+}
+
+TEST(ApplyChatTemplate, Llama31AlwaysOpensWithTheDatedSystemBlock) {
+  EXPECT_EQ(Apply(ChatTemplate::kLlama31, Conversation()),
+            "<|start_header_id|>system<|end_header_id|>\n\n"
+            "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n"
+            "You are helpful.<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nHow are you?<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  // Without a system message the block is still there, empty after the date; the system
+  // message is stripped as the other contents are.
+  EXPECT_EQ(Apply(ChatTemplate::kLlama31, {{ChatRole::kUser, "Hi"}}, false),
+            "<|start_header_id|>system<|end_header_id|>\n\n"
+            "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>");
+  EXPECT_THAT(Apply(ChatTemplate::kLlama31, {{ChatRole::kSystem, " S \n"}, {ChatRole::kUser, "u"}}),
+              HasSubstr("2024\n\nS<|eot_id|><|start_header_id|>user"));
+  // Only the first message is the block's: a later system message is a turn of its own.
+  EXPECT_THAT(Apply(ChatTemplate::kLlama31, {{ChatRole::kUser, "u"}, {ChatRole::kSystem, "late"}}),
+              HasSubstr("<|eot_id|><|start_header_id|>system<|end_header_id|>\n\nlate<|eot_id|>"));
+}
+
+TEST(ApplyChatTemplate, Llama31WithoutAFixedDateWritesTheRequestsDayAndItsOwnValues) {
+  ChatFormat format(ChatTemplate::kLlama31);
+  format.date.clear();
+  format.knowledge_cutoff = "March 2025";
+  format.default_system = "Be brief.";
+  EXPECT_EQ(Apply(format, {{ChatRole::kUser, "Hi"}}, true, Utc(2026, 12, 2, 23)),
+            "<|start_header_id|>system<|end_header_id|>\n\n"
+            "Cutting Knowledge Date: March 2025\nToday Date: 02 Dec 2026\n\nBe brief.<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_THAT(Apply(format, {{ChatRole::kUser, "Hi"}}, true, Utc(2027, 1, 1)),
+              HasSubstr("Today Date: 01 Jan 2027\n"));
+  // The caller's system message replaces the default one.
+  const std::string own = Apply(format, {{ChatRole::kSystem, "Mine."}, {ChatRole::kUser, "Hi"}});
+  EXPECT_THAT(own, HasSubstr("\n\nMine.<|eot_id|>"));
+  EXPECT_THAT(own, ::testing::Not(HasSubstr("Be brief.")));
+}
+
+TEST(ApplyChatTemplate, ChatMLWritesTheDefaultSystemPromptOnlyWhenTheCallerHasNone) {
+  ChatFormat qwen(ChatTemplate::kChatML);
+  qwen.default_system = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+  EXPECT_EQ(Apply(qwen, {{ChatRole::kUser, "Hi"}}),
+            "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful "
+            "assistant.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(Apply(qwen, Conversation()), Apply(ChatTemplate::kChatML, Conversation()));
+}
+
+TEST(ChatDateString, IsDayMonthAbbreviationYearInUtc) {
+  EXPECT_EQ(ChatDateString(Utc(2024, 7, 26)), "26 Jul 2024");
+  EXPECT_EQ(ChatDateString(Utc(2026, 12, 2, 23)), "02 Dec 2026");
+  EXPECT_EQ(ChatDateString(Utc(2025, 1, 9, 12)), "09 Jan 2025");
+  EXPECT_EQ(ChatDateString(Utc(2028, 2, 29)), "29 Feb 2028");
 }
 
 TEST(ApplyChatTemplate, MistralPrependsSystemToFirstUserMessage) {
@@ -105,8 +168,8 @@ TEST(ApplyChatTemplate, Plain) {
 }
 
 TEST(ApplyChatTemplate, GenerationPromptIsOnlyTheAssistantOpening) {
-  for (const ChatTemplate t : {ChatTemplate::kChatML, ChatTemplate::kLlama3, ChatTemplate::kZephyr,
-                               ChatTemplate::kGemma, ChatTemplate::kPlain}) {
+  for (const ChatTemplate t : {ChatTemplate::kChatML, ChatTemplate::kLlama3, ChatTemplate::kLlama31,
+                               ChatTemplate::kZephyr, ChatTemplate::kGemma, ChatTemplate::kPlain}) {
     const std::string with = Apply(t, Conversation(), true);
     const std::string without = Apply(t, Conversation(), false);
     EXPECT_EQ(with.substr(0, without.size()), without) << ChatTemplateName(t);
@@ -151,8 +214,8 @@ TEST(ValidateChatMessages, AlternatingFormatsRejectBadOrdersNamingTheMessage) {
 TEST(ValidateChatMessages, FreeFormatsAcceptAnyOrderButNotNothing) {
   const std::vector<ChatMessage> odd = {
       {ChatRole::kAssistant, "a"}, {ChatRole::kAssistant, "b"}, {ChatRole::kSystem, "late system"}};
-  for (const ChatTemplate t : {ChatTemplate::kChatML, ChatTemplate::kLlama3, ChatTemplate::kZephyr,
-                               ChatTemplate::kPhi3, ChatTemplate::kPlain}) {
+  for (const ChatTemplate t : {ChatTemplate::kChatML, ChatTemplate::kLlama3, ChatTemplate::kLlama31,
+                               ChatTemplate::kZephyr, ChatTemplate::kPhi3, ChatTemplate::kPlain}) {
     EXPECT_TRUE(ValidateChatMessages(t, odd).ok()) << ChatTemplateName(t);
     EXPECT_FALSE(ValidateChatMessages(t, {}).ok()) << ChatTemplateName(t);
   }
@@ -160,14 +223,16 @@ TEST(ValidateChatMessages, FreeFormatsAcceptAnyOrderButNotNothing) {
 
 TEST(ChatTemplateByName, RoundTripsEveryNameAndRejectsOthers) {
   for (const ChatTemplate t :
-       {ChatTemplate::kChatML, ChatTemplate::kLlama2, ChatTemplate::kLlama3, ChatTemplate::kMistral,
-        ChatTemplate::kZephyr, ChatTemplate::kPhi3, ChatTemplate::kGemma, ChatTemplate::kPlain}) {
+       {ChatTemplate::kChatML, ChatTemplate::kLlama2, ChatTemplate::kLlama3, ChatTemplate::kLlama31,
+        ChatTemplate::kMistral, ChatTemplate::kZephyr, ChatTemplate::kPhi3, ChatTemplate::kGemma,
+        ChatTemplate::kPlain}) {
     Result<ChatTemplate> back = ChatTemplateByName(ChatTemplateName(t));
     ASSERT_TRUE(back.ok()) << ChatTemplateName(t);
     EXPECT_EQ(*back, t);
   }
   EXPECT_EQ(ChatTemplateName(ChatTemplate::kChatML), "chatml");
   EXPECT_EQ(ChatTemplateName(ChatTemplate::kLlama3), "llama3");
+  EXPECT_EQ(ChatTemplateName(ChatTemplate::kLlama31), "llama3.1");
   const Result<ChatTemplate> unknown = ChatTemplateByName("vicuna");
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.status().code(), StatusCode::kInvalidArgument);
@@ -252,7 +317,139 @@ TEST(DetectChatTemplate, RecognisesRealTemplates) {
     EXPECT_EQ(DetectChatTemplate(c.jinja), c.expected) << c.model;
   }
   EXPECT_EQ(kDefaultChatTemplate, ChatTemplate::kChatML);
-  EXPECT_EQ(KnownChatTemplateNames(), "chatml, llama2, llama3, mistral, zephyr, phi3, gemma, plain");
+  EXPECT_EQ(KnownChatTemplateNames(),
+            "chatml, llama2, llama3, llama3.1, mistral, zephyr, phi3, gemma, plain");
+}
+
+// The opening of Llama-3.1's template up to its system block; `date_logic` is where 3.1 and
+// 3.2/3.3 differ. Quoted from the models' tokenizer_config.json (JSON escapes resolved, so a
+// Jinja "\n" is a backslash and an n here).
+std::string Llama31Jinja(const std::string& date_logic, const std::string& default_system = "") {
+  return R"({{- bos_token }}
+{%- if custom_tools is defined %}
+    {%- set tools = custom_tools %}
+{%- endif %}
+{%- if not tools_in_user_message is defined %}
+    {%- set tools_in_user_message = true %}
+{%- endif %}
+)" + date_logic + R"(
+{%- if not tools is defined %}
+    {%- set tools = none %}
+{%- endif %}
+{%- if messages[0]['role'] == 'system' %}
+    {%- set system_message = messages[0]['content']|trim %}
+    {%- set messages = messages[1:] %}
+{%- else %}
+    {%- set system_message = ")" + default_system + R"(" %}
+{%- endif %}
+{{- "<|start_header_id|>system<|end_header_id|>\n\n" }}
+{%- if tools is not none %}
+    {{- "Environment: ipython\n" }}
+{%- endif %}
+{{- "Cutting Knowledge Date: December 2023\n" }}
+{{- "Today Date: " + date_string + "\n\n" }}
+{{- system_message }}
+{{- "<|eot_id|>" }}
+{%- for message in messages %}
+    {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' }}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|start_header_id|>assistant<|end_header_id|>\n\n' }}
+{%- endif %})";
+}
+
+TEST(DetectChatFormat, ReadsLlama31sDateAndDefaultSystemFromItsTemplate) {
+  // Llama-3.1: a fixed date.
+  const std::optional<ChatFormat> v31 = DetectChatFormat(Llama31Jinja(
+      "{%- if not date_string is defined %}\n    {%- set date_string = \"26 Jul 2024\" %}\n{%- endif %}"));
+  ASSERT_TRUE(v31.has_value());
+  EXPECT_EQ(*v31, ChatFormat(ChatTemplate::kLlama31));
+  // Llama-3.2 and 3.3: today's date when strftime_now exists (vLLM, transformers), which
+  // wins over the fallback literal.
+  const std::optional<ChatFormat> v32 = DetectChatFormat(Llama31Jinja(R"({%- if not date_string is defined %}
+    {%- if strftime_now is defined %}
+        {%- set date_string = strftime_now("%d %b %Y") %}
+    {%- else %}
+        {%- set date_string = "26 Jul 2024" %}
+    {%- endif %}
+{%- endif %})"));
+  ASSERT_TRUE(v32.has_value());
+  EXPECT_EQ(v32->chat_template, ChatTemplate::kLlama31);
+  EXPECT_EQ(v32->knowledge_cutoff, "December 2023");
+  EXPECT_EQ(v32->date, "");
+  EXPECT_EQ(v32->default_system, "");
+  // A variant with a default system message and an escaped quote in it (vLLM's tool examples).
+  const std::optional<ChatFormat> tools = DetectChatFormat(
+      Llama31Jinja("{%- set date_string = '01 Jan 2025' %}", R"(Only reply with a tool call if it doesn\'t \"fail\".)"));
+  ASSERT_TRUE(tools.has_value());
+  EXPECT_EQ(tools->date, "01 Jan 2025");
+  EXPECT_EQ(tools->default_system, "Only reply with a tool call if it doesn't \"fail\".");
+  // The rendering matches the template's own output for a user turn.
+  EXPECT_EQ(Apply(*v31, {{ChatRole::kUser, " Hi "}}, true),
+            "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n"
+            "Today Date: 26 Jul 2024\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n"
+            "Hi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+TEST(DetectChatFormat, ReadsQwensDefaultSystemPromptButNotATurnOpening) {
+  const std::optional<ChatFormat> qwen2 = DetectChatFormat(
+      "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+      "{{ '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{% endif %}"
+      "{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
+      "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}");
+  ASSERT_TRUE(qwen2.has_value());
+  EXPECT_EQ(qwen2->chat_template, ChatTemplate::kChatML);
+  EXPECT_EQ(qwen2->default_system, "You are a helpful assistant.");
+  // Qwen2.5: the tools branch opens a system turn for the caller's message first; the
+  // default is the later literal that writes a whole turn.
+  const std::optional<ChatFormat> qwen25 = DetectChatFormat(R"({%- if tools %}
+    {{- '<|im_start|>system\n' }}
+    {%- if messages[0]['role'] == 'system' %}
+        {{- messages[0]['content'] }}
+    {%- else %}
+        {{- 'You are Qwen, created by Alibaba Cloud. You are a helpful assistant.' }}
+    {%- endif %}
+{%- else %}
+    {%- if messages[0]['role'] == 'system' %}
+        {{- '<|im_start|>system\n' + messages[0]['content'] + '<|im_end|>\n' }}
+    {%- else %}
+        {{- '<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n' }}
+    {%- endif %}
+{%- endif %})");
+  ASSERT_TRUE(qwen25.has_value());
+  EXPECT_EQ(qwen25->default_system, "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.");
+  // Plain ChatML (Qwen3, Hermes): no default.
+  const std::optional<ChatFormat> plain = DetectChatFormat(
+      "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + "
+      "'<|im_end|>' + '\\n' }}{%- endfor %}");
+  ASSERT_TRUE(plain.has_value());
+  EXPECT_EQ(*plain, ChatFormat(ChatTemplate::kChatML));
+}
+
+TEST(ChooseChatFormat, ConfiguredNameThenTheModelsOwnThenChatML) {
+  const std::string llama32 = Llama31Jinja("{%- set date_string = strftime_now(\"%d %b %Y\") %}");
+  bool detected = true;
+  Result<ChatFormat> named = ChooseChatFormat("llama3.1", llama32, &detected);
+  ASSERT_TRUE(named.ok()) << named.status().ToString();
+  EXPECT_EQ(*named, ChatFormat(ChatTemplate::kLlama31));  // the name's reference values
+  EXPECT_FALSE(detected);
+
+  Result<ChatFormat> own = ChooseChatFormat("", llama32, &detected);
+  ASSERT_TRUE(own.ok());
+  EXPECT_EQ(own->chat_template, ChatTemplate::kLlama31);
+  EXPECT_EQ(own->date, "");
+  EXPECT_TRUE(detected);
+
+  Result<ChatFormat> unknown = ChooseChatFormat("", "{{ messages }}", &detected);
+  ASSERT_TRUE(unknown.ok());
+  EXPECT_EQ(*unknown, ChatFormat(kDefaultChatTemplate));
+  EXPECT_FALSE(detected);
+  EXPECT_EQ(*ChooseChatFormat("", "", nullptr), ChatFormat(kDefaultChatTemplate));
+
+  const Result<ChatFormat> bad = ChooseChatFormat("llama-3", llama32, &detected);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("unknown chat template 'llama-3'"));
 }
 
 }  // namespace
