@@ -46,6 +46,12 @@ const std::vector<double>& StepSecondsBuckets() {
   return kBuckets;
 }
 
+const std::vector<double>& DecisionSecondsBuckets() {
+  static const std::vector<double> kBuckets = {1e-6,   2.5e-6, 5e-6,   1e-5, 2.5e-5, 5e-5,  1e-4,
+                                               2.5e-4, 5e-4,   1e-3,   2.5e-3, 5e-3, 1e-2};
+  return kBuckets;
+}
+
 const std::vector<double>& TokenCountBuckets() {
   static const std::vector<double> kBuckets = {1,   2,    4,    8,    16,   32,    64,   128,
                                                256, 512,  1024, 2048, 4096, 8192, 16384, 32768};

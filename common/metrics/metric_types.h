@@ -57,6 +57,8 @@ class Histogram {
 const std::vector<double>& LatencySecondsBuckets();
 // Buckets for short latencies (per step, per token) in seconds: 0.1 ms .. 10 s.
 const std::vector<double>& StepSecondsBuckets();
+// Buckets for in-process decisions in seconds (a routing pick takes microseconds): 1 µs .. 10 ms.
+const std::vector<double>& DecisionSecondsBuckets();
 // Buckets for token and sequence counts: 1 .. 32768, powers of two.
 const std::vector<double>& TokenCountBuckets();
 

@@ -13,6 +13,10 @@ CoordinatorMetrics::CoordinatorMetrics(metrics::Registry& r)
       long_tail_requests(r.GetCounter("bmad_coordinator_long_tail_requests_total",
                                       "Requests whose prompt was classified long-tail.")),
       requests_total(r.GetCounter("bmad_coordinator_requests_total", "Requests received.")),
+      requests_dispatched(r.GetCounter(
+          "bmad_coordinator_requests_dispatched_total",
+          "Requests offered to a replica for the first time; an offer again after a refusal or a "
+          "migration is counted only in requests_routed_total.")),
       prompt_tokens(r.GetCounter("bmad_coordinator_prompt_tokens_total", "Prompt tokens admitted.")),
       generation_tokens(r.GetCounter("bmad_coordinator_generation_tokens_total",
                                      "Tokens streamed to clients.")),
@@ -26,8 +30,8 @@ CoordinatorMetrics::CoordinatorMetrics(metrics::Registry& r)
                                  "From arrival to the end of the request.",
                                  metrics::LatencySecondsBuckets())),
       routing_seconds(r.GetHistogram("bmad_coordinator_routing_seconds",
-                                     "Time to pick a replica for a request.",
-                                     metrics::StepSecondsBuckets())),
+                                     "Time to pick a replica for a request (picks that found one).",
+                                     metrics::DecisionSecondsBuckets())),
       registry_(r) {
   // Every outcome and refusal reason is exported from the start (at 0), so dashboards and alerts
   // see a series before the first request ends or is refused.

@@ -32,6 +32,7 @@ class CoordinatorMetrics {
   metrics::Counter& migrations;
   metrics::Counter& long_tail_requests;
   metrics::Counter& requests_total;
+  metrics::Counter& requests_dispatched;  // first offers: the long-tail share's denominator
   metrics::Counter& prompt_tokens;
   metrics::Counter& generation_tokens;
   metrics::Histogram& time_to_first_token;

@@ -203,8 +203,10 @@ void CoordinatorServer::Core::Dispatch(CoordRequest* r) {
   const int64_t start = clock_.NowNanos();
   RouteRequest route{static_cast<int64_t>(r->prompt.size()), r->block_hashes};
   Result<RouteDecision> d = router_.Pick(route, views);
-  metrics_->routing_seconds.Observe(double(clock_.NowNanos() - start) * 1e-9);
   if (!d.ok()) return;  // stays queued until a replica is live
+  // Only picks that found a replica: a queue waiting for one retries every turn, and those
+  // instant failures would bury the time real decisions take.
+  metrics_->routing_seconds.Observe(double(clock_.NowNanos() - start) * 1e-9);
   const ReplicaView& chosen = views[d->index];
   proto::Assign a;
   a.request_id = r->id;
@@ -233,7 +235,10 @@ void CoordinatorServer::Core::Dispatch(CoordRequest* r) {
   router_.Record(route, chosen, /*count_length=*/first_offer);
   r->length_recorded = true;
   metrics_->Routed(chosen.id, d->policy, std::string(EnumName(d->pool))).Increment();
-  if (d->long_tail && first_offer) metrics_->long_tail_requests.Increment();
+  if (first_offer) {
+    metrics_->requests_dispatched.Increment();
+    if (d->long_tail) metrics_->long_tail_requests.Increment();
+  }
 }
 
 void CoordinatorServer::Core::DispatchQueued() {

@@ -17,4 +17,8 @@ ServerConfig LoopbackCoordinatorConfig(int64_t max_queued_per_priority);
 // 0 when absent, -1 when /metrics cannot be read.
 double CoordinatorMetric(int http_port, const std::string& series);
 
+// The sum over every series of the family `name` (whatever their labels); -1 when /metrics
+// cannot be read.
+double CoordinatorMetricSum(int http_port, const std::string& name);
+
 }  // namespace bmad::coord

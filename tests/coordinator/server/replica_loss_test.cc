@@ -328,6 +328,11 @@ TEST_F(ReplicaRefusalTest, ALongTailRequestOfferedManyTimesCountsOnce) {
   ASSERT_TRUE(refused.answer);  // its failure at the queue deadline
   ASSERT_GE(refused.offers, 2u);
   EXPECT_EQ(Metric("bmad_coordinator_long_tail_requests_total"), 1.0) << refused.offers << " offers";
+  // The long-tail share's denominator counts requests too (the six), not offers; every offer
+  // is still a routing decision.
+  EXPECT_EQ(Metric("bmad_coordinator_requests_dispatched_total"), 6.0);
+  EXPECT_EQ(CoordinatorMetricSum(server_->http_port(), "bmad_coordinator_requests_routed_total"),
+            5.0 + refused.offers);
 }
 
 }  // namespace
