@@ -144,6 +144,26 @@ void ExpectGpus(const YAML::Node& container, int gpus, const std::string& what) 
 }
 
 // Checks shared by every rendering: the config file, the coordinator and each pool's pods.
+// Pod templates (anywhere in the objects) annotated for Prometheus's annotation-based scrape.
+int ScrapeAnnotated(const YAML::Node& node) {
+  int count = 0;
+  if (node.IsMap()) {
+    for (const auto& kv : node) {
+      if (kv.first.as<std::string>() == "prometheus.io/scrape") ++count;
+      count += ScrapeAnnotated(kv.second);
+    }
+  } else if (node.IsSequence()) {
+    for (const YAML::Node& child : node) count += ScrapeAnnotated(child);
+  }
+  return count;
+}
+
+int ScrapeAnnotated(const Rendered& r) {
+  int count = 0;
+  for (const YAML::Node& o : r.objects) count += ScrapeAnnotated(o);
+  return count;
+}
+
 void CheckRendered(const Rendered& r, int tp, int pods_per_replica, int gpus_per_pod,
                    std::map<std::string, int> pool_replicas) {
   const YAML::Node cm = r.Get("ConfigMap", "bmad-config");
@@ -254,6 +274,9 @@ TEST(HelmChartTest, DefaultValuesRenderOneSingleGpuReplicaPerPool) {
   EXPECT_EQ(KindCounts(r), want) << "no Secret (single-pod groups need no ssh), no HPA, and no "
                                     "ServiceMonitor without the Prometheus operator's CRDs";
   CheckRendered(r, 1, 1, 1, {{"normal", 1}, {"long_tail", 1}});
+  // Without a ServiceMonitor, annotations bring the coordinator and both pools' leaders to
+  // Prometheus.
+  EXPECT_EQ(ScrapeAnnotated(r), 3);
 }
 
 TEST(HelmChartTest, MultiNodeExampleRendersTwoPodTensorParallelGroups) {
@@ -263,6 +286,9 @@ TEST(HelmChartTest, MultiNodeExampleRendersTwoPodTensorParallelGroups) {
   const std::map<std::string, int> kinds = KindCounts(r);
   EXPECT_EQ(kinds.at("LeaderWorkerSet"), 2);
   EXPECT_EQ(kinds.at("ServiceMonitor"), 1);
+  // With it, no pod is also annotated: a Prometheus honouring both would scrape every series
+  // twice and double the dashboards' sums.
+  EXPECT_EQ(ScrapeAnnotated(r), 0);
   EXPECT_EQ(kinds.at("HorizontalPodAutoscaler"), 1);
   EXPECT_EQ(kinds.at("Secret"), 1) << "multi-pod groups need the ssh key for mpirun";
   CheckRendered(r, 2, 2, 1, {{"normal", 3}, {"long_tail", 1}});

@@ -129,3 +129,12 @@ app.kubernetes.io/part-of: bmad
 # coordinator binds its endpoints on 0.0.0.0 (--set on its command line).
 {{ toYaml $config }}
 {{- end -}}
+
+{{/* "true" when the chart renders its ServiceMonitor (enabled, and the cluster serves the
+Prometheus operator's CRD). The pods' prometheus.io annotations are written only otherwise: a
+Prometheus that honours both would scrape every series twice and double every sum. */}}
+{{- define "bmad.serviceMonitorRendered" -}}
+{{- if and .Values.serviceMonitor.enabled (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1") -}}
+true
+{{- end -}}
+{{- end }}

@@ -17,7 +17,7 @@ metadata:
     {{- end }}
   annotations:
     checksum/config: {{ include "bmad.configFile" $root | sha256sum }}
-    {{- if $leader }}
+    {{- if and $leader (not (include "bmad.serviceMonitorRendered" $root)) }}
     prometheus.io/scrape: "true"
     prometheus.io/port: {{ $root.Values.ports.workerMetrics | quote }}
     prometheus.io/path: /metrics
