@@ -41,8 +41,11 @@ bool Scheduler::Starving(const Sequence& seq, int64_t now_ms) const {
 double Scheduler::EffectivePriority(const Sequence& seq, int64_t now_ms) const {
   // Class first (one class is worth one second of aging at priority_decay 1), then waiting
   // time, then how close the deadline is (0 while the whole SLO is left, 1 at the deadline,
-  // more when it has passed).
-  const double waited_s = static_cast<double>(now_ms - seq.arrival_ms) / 1000.0;
+  // more when it has passed). Time spent running is not waiting: counted, a low-class request
+  // running for a few seconds would outrank every new urgent one and never be the victim.
+  int64_t waited_ms = seq.waited_before_ms;
+  if (seq.state == SequenceState::kWaiting) waited_ms += now_ms - seq.waiting_since_ms;
+  const double waited_s = static_cast<double>(waited_ms) / 1000.0;
   const double slo = std::max<double>(1.0, static_cast<double>(seq.deadline_ms - seq.arrival_ms));
   const double pressure = 1.0 - static_cast<double>(seq.deadline_ms - now_ms) / slo;
   return -static_cast<double>(seq.priority) + config_.priority_decay * waited_s +
@@ -189,6 +192,7 @@ void Scheduler::AdmitWaiting(SchedulerOutput* out, int64_t* budget, int64_t* slo
     }
     seq->reused_prefix_tokens = *reused;
     seq->admitted_starving = Starving(*seq, now_ms);
+    seq->waited_before_ms += now_ms - seq->waiting_since_ms;
     seq->state = SequenceState::kRunning;
     seq->admitted_order = next_admission_++;
     running_.push_back(seq);

@@ -31,6 +31,8 @@ struct Sequence {
   int32_t priority = 1;
   int64_t arrival_ms = 0;
   int64_t waiting_since_ms = 0;    // arrival, or its latest preemption: the max-wait guard's clock
+  int64_t waited_before_ms = 0;    // time waiting before its latest admission (aging's clock,
+                                   // with the current wait; time running is not waiting)
   int64_t deadline_ms = 0;
   uint64_t admitted_order = 0;     // larger = admitted more recently
   int64_t preemptions = 0;

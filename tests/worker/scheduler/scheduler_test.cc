@@ -88,6 +88,11 @@ class SchedulerTest : public ::testing::Test {
     }
     return {};
   }
+  // Request 1 (class 2) decodes for long; after it has run `low_runs_ms` more, request 2
+  // (class 0, urgent) arrives and runs out of blocks beside it. Request 1 must be the victim
+  // every time. 10 usable blocks of 4 tokens, a budget of 8.
+  void RunUrgentPrefillBesideALowDecode(double priority_decay, int64_t low_runs_ms);
+
   ManualClock clock_{1'000'000'000};
   std::unique_ptr<kv::KvBlockManager> kv_;
   std::unique_ptr<Scheduler> sched_;
@@ -156,9 +161,11 @@ TEST_F(SchedulerTest, AgingLetsALowClassRequestOvertakeANewerUrgentOne) {
   Sequence old_low, new_urgent;
   old_low.priority = 2;
   old_low.arrival_ms = now - 3000;  // waited 3 s: +3 beats the 2 classes it is behind
+  old_low.waiting_since_ms = old_low.arrival_ms;
   old_low.deadline_ms = old_low.arrival_ms + 100000;
   new_urgent.priority = 0;
   new_urgent.arrival_ms = now;
+  new_urgent.waiting_since_ms = now;
   new_urgent.deadline_ms = now + 100000;
   EXPECT_GT(sched_->EffectivePriority(old_low, now), sched_->EffectivePriority(new_urgent, now));
   Add(Request(1, 10, 2, now - 3000, 100), 1);
@@ -283,9 +290,20 @@ TEST_F(SchedulerTest, APreemptedSequenceHasNotStarvedUntilItWaitsPastMaxWait) {
 TEST_F(SchedulerTest, AnUrgentPrefillPreemptsALowPriorityDecodePlannedBeforeIt) {
   // Decodes are planned before prompts, so when the urgent prompt runs out of blocks the
   // low-priority decode already holds its chunk of this step. It must still be the victim (and
-  // lose that chunk), not the urgent prompt. 10 usable blocks of 4 tokens, a budget of 8.
+  // lose that chunk), not the urgent prompt.
+  RunUrgentPrefillBesideALowDecode(/*priority_decay=*/0, /*low_runs_ms=*/0);
+}
+
+TEST_F(SchedulerTest, TimeSpentRunningIsNotAgingSoALongRunningLowRequestStaysTheVictim) {
+  // Aging counts time waiting. Counted from arrival, 3 s of running made the class-2 request
+  // outrank a new class-0 one (one class per second), which then preempted itself over and
+  // over until the low one finished.
+  RunUrgentPrefillBesideALowDecode(/*priority_decay=*/1.0, /*low_runs_ms=*/3000);
+}
+
+void SchedulerTest::RunUrgentPrefillBesideALowDecode(double priority_decay, int64_t low_runs_ms) {
   SchedulerConfig config = Config(8, 8);
-  config.priority_decay = 0;
+  config.priority_decay = priority_decay;
   config.max_wait_ms = 1'000'000;
   Make(config, 11, 4, /*prefix_caching=*/false);
   Add(Request(1, 4, 2, clock_.NowMillis(), 0), 1000);  // low class, decodes for long
@@ -293,6 +311,7 @@ TEST_F(SchedulerTest, AnUrgentPrefillPreemptsALowPriorityDecodePlannedBeforeIt) 
     exec_.Step(*sched_);
     clock_.AdvanceMillis(10);
   }
+  clock_.AdvanceMillis(low_runs_ms);
   ASSERT_EQ(sched_->Find(1)->state, SequenceState::kRunning);
   ASSERT_GE(kv_->GetStats().used_blocks, 4);
   // Urgent: 20 prompt tokens and 10 generated fit in 8 blocks, but not beside the low one's.
