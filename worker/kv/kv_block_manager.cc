@@ -132,6 +132,16 @@ void KvBlockManager::MarkComputed(SeqId seq, std::span<const int32_t> tokens,
       // Should that one be evicted while we run, our later blocks chain onto a dead prefix id
       // and are never hit: a lost reuse, never a wrong one.
       prefix_id = blocks_[existing->second].prefix_id;
+    } else if (IsOrphan(existing->second, block_tokens)) {
+      // The same tokens, registered under a parent no chain reaches any more (evicted, or an
+      // identity of a duplicate's own), and free: nothing can hit it. Ours takes its place, or
+      // the orphan would keep this prefix from being cached until memory pressure evicted it.
+      const BlockId orphan = existing->second;
+      cached_free_.Remove(orphan);
+      Evict(orphan);
+      uncached_free_.PushBack(orphan);
+      Register(block, hash, parent_prefix_id, block_tokens);
+      prefix_id = blocks_[block].prefix_id;
     } else {
       // A true collision: another prefix owns this hash and keeps it. Our block gets an identity
       // of its own that no registered block will ever match, so nothing chains onto wrong data.
@@ -244,6 +254,17 @@ std::optional<BlockId> KvBlockManager::FindCached(BlockHash hash, uint64_t paren
     return std::nullopt;
   }
   return block;
+}
+
+bool KvBlockManager::IsOrphan(BlockId registered, std::span<const int32_t> tokens) const {
+  // Called for a hash whose registered block has another parent than the caller's. With the
+  // same tokens as well, the two parents' chains hash alike, so they hold the same tokens; the
+  // caller's parent is the one registered for that chain, hence the other is reachable no more.
+  // (A collision of the chained 64-bit hash would make this a swap of which chain is cached:
+  // still never a wrong reuse, since hits check the parent.)
+  if (blocks_[registered].ref_count != 0) return false;  // a running sequence holds it
+  const std::span<const int32_t> held = RegisteredTokens(registered);
+  return std::equal(held.begin(), held.end(), tokens.begin(), tokens.end());
 }
 
 void KvBlockManager::Register(BlockId block, BlockHash hash, uint64_t parent_prefix_id,

@@ -180,6 +180,9 @@ class KvBlockManager {
   // The block registered under `hash` if it holds exactly `tokens` after prefix `parent_prefix_id`.
   std::optional<BlockId> FindCached(BlockHash hash, uint64_t parent_prefix_id,
                                     std::span<const int32_t> tokens) const;
+  // Whether `registered` (cached under the caller's hash, with another parent than the
+  // caller's) holds `tokens` and is free: a block no chain can reach, which gives way.
+  bool IsOrphan(BlockId registered, std::span<const int32_t> tokens) const;
   void Register(BlockId block, BlockHash hash, uint64_t parent_prefix_id,
                 std::span<const int32_t> tokens);
   void Evict(BlockId block);

@@ -421,6 +421,50 @@ TEST(KvBlockManagerTest, ConcurrentIdenticalPromptsKeepTheFirstRegistration) {
   EXPECT_INVARIANTS(manager);
 }
 
+TEST(KvBlockManagerTest, ABlockOrphanedByItsParentsEvictionGivesWayToARecomputedPrefix) {
+  KvBlockManager manager(Options(16, 4));
+  const Tokens p0 = Iota(0, 4), p1 = Iota(10, 4), q2 = Iota(20, 4);
+  const Tokens prefix = Concat(Concat(p0, p1), q2);
+  const Tokens a = Concat(Concat(p0, p1), {1});
+  const Tokens b = Concat(prefix, {2});
+  // A and B start together: B's copies of p0 and p1 stay private, and its q2 is registered
+  // under A's p1.
+  ASSERT_EQ(manager.StartSequence(1, a).value(), 0);
+  ASSERT_EQ(manager.StartSequence(2, b).value(), 0);
+  ASSERT_TRUE(manager.Reserve(1, 9));
+  ASSERT_TRUE(manager.Reserve(2, 13));
+  manager.MarkComputed(1, a, 9);
+  manager.MarkComputed(2, b, 13);
+  const Table table_a = TableOf(manager, 1), table_b = TableOf(manager, 2);
+  ASSERT_TRUE(manager.IsCached(table_b[2]));
+  // A ends and its p1 is evicted (the least recently freed cached block) by a filler that takes
+  // every uncached free block and one more.
+  manager.Free(1);
+  const KvBlockManager::Stats before = manager.GetStats();
+  const int64_t filler_blocks = before.free_blocks - before.cached_free_blocks + 1;
+  ASSERT_TRUE(manager.StartSequence(9, Iota(1000, 4)).ok());
+  ASSERT_TRUE(manager.Reserve(9, filler_blocks * 4));
+  manager.Free(9);
+  ASSERT_FALSE(manager.IsCached(table_a[1]));
+  ASSERT_TRUE(manager.IsCached(table_a[0]));
+  // B's q2 is now an orphan: its parent's prefix id can never be matched again. C recomputes
+  // p1 (registered anew) while B still runs and holds q2, which keeps its entry.
+  EXPECT_EQ(StartAndCompute(manager, 3, Concat(prefix, {3})), 4);
+  manager.Free(2);
+  manager.Free(3);
+  // D reuses p0 and C's p1, recomputes q2, and its q2 replaces the free orphan, so E reuses the
+  // whole prefix. (Before, D's q2 was taken for a hash collision and kept private: every later
+  // request recomputed q2 until memory pressure happened to evict the orphan.)
+  EXPECT_EQ(StartAndCompute(manager, 4, Concat(prefix, {4})), 8);
+  manager.Free(4);
+  EXPECT_FALSE(manager.IsCached(table_b[2]));
+  EXPECT_EQ(manager.StartSequence(5, Concat(prefix, {5})).value(), 12);
+  EXPECT_INVARIANTS(manager);
+  manager.Free(5);
+  EXPECT_EQ(manager.GetStats().used_blocks, 0);
+  EXPECT_INVARIANTS(manager);
+}
+
 TEST(KvBlockManagerTest, MisuseIsRejectedWithoutChangingState) {
   KvBlockManager manager(Options(8, 4));
   const Tokens a = Iota(0, 9);
