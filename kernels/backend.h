@@ -24,7 +24,15 @@ struct RopeConfig {
   int64_t rope_dim = 0;        // leading dims of each head that rotate (<= head_dim, even)
   float freq_base = 10000.0f;
   float freq_scale = 1.0f;     // linear position scaling: positions are multiplied by this
+  // Per-pair frequency divisors (rope_dim / 2 of them; empty: all 1): pair i turns at
+  // pos × freq_scale × freq_base^(-2i/rope_dim) / freq_factors[i]. Llama-3.1 and later ship
+  // theirs (the "llama3" RoPE scaling) as the GGUF tensor rope_freqs.weight. Host memory
+  // that outlives every call (the model's).
+  std::span<const float> freq_factors;
 };
+
+// The most factors a RopeConfig may hold (rope_dim up to 512): device kernels take them by value.
+inline constexpr int64_t kMaxRopeFreqFactors = 256;
 
 // One layer's paged KV cache, stored as F16. Within a block, this layer's keys are
 // [n_kv_heads][block_size][head_dim] (values likewise); consecutive blocks are `block_stride`

@@ -105,6 +105,8 @@ const float* CpuBackend::RopeAngles(std::span<const int32_t> positions, const Ro
   const bool same = rope.rope_dim == rope_config_.rope_dim &&
                     rope.freq_base == rope_config_.freq_base &&
                     rope.freq_scale == rope_config_.freq_scale &&
+                    std::equal(rope.freq_factors.begin(), rope.freq_factors.end(),
+                               rope_freq_factors_.begin(), rope_freq_factors_.end()) &&
                     std::equal(positions.begin(), positions.end(), rope_positions_.begin(),
                                rope_positions_.end());
   if (same) return rope_angles_.data();
@@ -113,6 +115,9 @@ const float* CpuBackend::RopeAngles(std::span<const int32_t> positions, const Ro
   for (int64_t i = 0; i < half; ++i) {
     rope_inv_freq_[static_cast<size_t>(i)] =
         std::pow(double(rope.freq_base), -2.0 * double(i) / double(rope.rope_dim));
+    if (!rope.freq_factors.empty()) {
+      rope_inv_freq_[static_cast<size_t>(i)] /= double(rope.freq_factors[static_cast<size_t>(i)]);
+    }
   }
   rope_angles_.resize(positions.size() * static_cast<size_t>(2 * half));
   for (size_t t = 0; t < positions.size(); ++t) {
@@ -126,6 +131,7 @@ const float* CpuBackend::RopeAngles(std::span<const int32_t> positions, const Ro
   }
   rope_positions_.assign(positions.begin(), positions.end());
   rope_config_ = rope;
+  rope_freq_factors_.assign(rope.freq_factors.begin(), rope.freq_factors.end());
   return rope_angles_.data();
 }
 

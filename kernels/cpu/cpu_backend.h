@@ -85,6 +85,7 @@ class CpuBackend final : public Backend {
   std::vector<float> rope_angles_;
   std::vector<int32_t> rope_positions_;  // what rope_angles_ holds
   RopeConfig rope_config_;
+  std::vector<float> rope_freq_factors_;  // rope_config_'s, copied (the span may be reused)
 };
 
 }  // namespace bmad::kernels

@@ -312,6 +312,8 @@ void CudaBackend::RmsNorm(const float* x, const float* weight, int64_t rows, int
   });
 }
 
+static_assert(cuda::launch::kRopeFreqFactorCapacity == kMaxRopeFreqFactors);
+
 void CudaBackend::Rope(float* x, std::span<const int32_t> positions, int64_t n_heads,
                        int64_t head_dim, const RopeConfig& rope) {
   Run("Rope", [&]() -> Status {
@@ -319,8 +321,14 @@ void CudaBackend::Rope(float* x, std::span<const int32_t> positions, int64_t n_h
     BMAD_RETURN_IF_ERROR(CheckDevicePointers("Rope", {x}));
     host_meta_.assign(positions.begin(), positions.end());
     BMAD_ASSIGN_OR_RETURN(const int32_t* d_pos, Upload(kPositions, host_meta_));
+    if (!rope.freq_factors.empty() &&
+        static_cast<int64_t>(rope.freq_factors.size()) != rope.rope_dim / 2) {
+      return InvalidArgument("Rope: " + std::to_string(rope.freq_factors.size()) +
+                             " frequency factors for rope_dim " + std::to_string(rope.rope_dim));
+    }
     BMAD_CUDA_CHECK(cuda::launch::Rope(x, d_pos, static_cast<int64_t>(positions.size()), n_heads,
                                        head_dim, rope.rope_dim, rope.freq_base, rope.freq_scale,
+                                       rope.freq_factors.empty() ? nullptr : rope.freq_factors.data(),
                                        compute_));
     return Status::Ok();
   });

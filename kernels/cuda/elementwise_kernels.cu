@@ -69,10 +69,16 @@ __global__ void RmsNormKernel(const float* x, const float* weight, int64_t dim, 
   }
 }
 
+// RoPE's per-pair frequency divisors, by value (a kernel parameter: no upload, no lifetime).
+struct RopeFreqFactors {
+  float value[kRopeFreqFactorCapacity];
+  int32_t count;  // 0: none (all 1)
+};
+
 // One thread per (row, rotated pair); the angle in double, as the CPU backend computes it.
 __global__ void RopeKernel(float* x, const int32_t* positions, int64_t rows, int64_t n_heads,
                            int64_t head_dim, int64_t rope_dim, float freq_base, float freq_scale,
-                           int64_t heads_per_thread) {
+                           RopeFreqFactors factors, int64_t heads_per_thread) {
   const int64_t half = rope_dim / 2;
   const int64_t groups = (n_heads + heads_per_thread - 1) / heads_per_thread;
   for (int64_t idx = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; idx < rows * half * groups;
@@ -80,7 +86,8 @@ __global__ void RopeKernel(float* x, const int32_t* positions, int64_t rows, int
     // Consecutive threads take consecutive pairs of one row and group: coalesced.
     const int64_t g = idx / (rows * half), t = idx % (rows * half) / half, i = idx % half;
     const float pos = __fmul_rn(static_cast<float>(positions[t]), freq_scale);
-    const double inv_freq = pow(double(freq_base), -2.0 * double(i) / double(rope_dim));
+    double inv_freq = pow(double(freq_base), -2.0 * double(i) / double(rope_dim));
+    if (factors.count != 0) inv_freq /= double(factors.value[i]);
     const double theta = double(pos) * inv_freq;
     const float c = static_cast<float>(cos(theta)), s = static_cast<float>(sin(theta));
     const int64_t h_end = (g + 1) * heads_per_thread < n_heads ? (g + 1) * heads_per_thread : n_heads;
@@ -238,13 +245,20 @@ int RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, floa
 }
 
 int Rope(float* x, const int32_t* positions, int64_t rows, int64_t n_heads, int64_t head_dim,
-         int64_t rope_dim, float freq_base, float freq_scale, cudaStream_t stream) {
+         int64_t rope_dim, float freq_base, float freq_scale, const float* freq_factors,
+         cudaStream_t stream) {
   const int64_t heads_per_thread = RopeHeadsPerThread(rows, rope_dim / 2, n_heads);
+  RopeFreqFactors factors{};
+  if (freq_factors != nullptr) {
+    if (rope_dim / 2 > kRopeFreqFactorCapacity) return static_cast<int>(cudaErrorInvalidValue);
+    for (int64_t i = 0; i < rope_dim / 2; ++i) factors.value[i] = freq_factors[i];
+    factors.count = static_cast<int32_t>(rope_dim / 2);
+  }
   const Launch1d l = ElementwiseLaunch(rows * (rope_dim / 2) *
                                        ((n_heads + heads_per_thread - 1) / heads_per_thread));
   if (l.blocks == 0) return 0;
   BMAD_LAUNCH(RopeKernel, static_cast<unsigned>(l.blocks), l.threads, 0, stream, x, positions, rows,
-              n_heads, head_dim, rope_dim, freq_base, freq_scale, heads_per_thread);
+              n_heads, head_dim, rope_dim, freq_base, freq_scale, factors, heads_per_thread);
   return Finish();
 }
 

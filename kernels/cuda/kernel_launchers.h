@@ -40,8 +40,12 @@ int Embedding(int type, const void* table, size_t row_bytes, int64_t cols, const
               int64_t n_ids, float* out, cudaStream_t stream);
 int RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* out,
             cudaStream_t stream);
+// freq_factors: null, or rope_dim / 2 (at most kRopeFreqFactorCapacity) divisors of the pairs'
+// frequencies in host memory, passed to the kernel by value.
+inline constexpr int64_t kRopeFreqFactorCapacity = 256;
 int Rope(float* x, const int32_t* positions, int64_t rows, int64_t n_heads, int64_t head_dim,
-         int64_t rope_dim, float freq_base, float freq_scale, cudaStream_t stream);
+         int64_t rope_dim, float freq_base, float freq_scale, const float* freq_factors,
+         cudaStream_t stream);
 int SwiGlu(const float* gate, const float* up, int64_t n, float* out, cudaStream_t stream);
 int Add(float* x, const float* y, int64_t n, cudaStream_t stream);
 int Softmax(float* x, int64_t rows, int64_t n, cudaStream_t stream);

@@ -54,8 +54,8 @@ void ReferenceBackend::Rope(float* x, std::span<const int32_t> positions, int64_
     for (int64_t h = 0; h < n_heads; ++h) {
       float* head = x + (int64_t(t) * n_heads + h) * head_dim;
       for (int64_t i = 0; i < rope.rope_dim / 2; ++i) {
-        const double theta =
-            pos * std::pow(double(rope.freq_base), -2.0 * double(i) / double(rope.rope_dim));
+        double theta = pos * std::pow(double(rope.freq_base), -2.0 * double(i) / double(rope.rope_dim));
+        if (!rope.freq_factors.empty()) theta /= double(rope.freq_factors[static_cast<size_t>(i)]);
         const double c = std::cos(theta), s = std::sin(theta);
         const double x0 = head[2 * i], x1 = head[2 * i + 1];
         head[2 * i] = static_cast<float>(x0 * c - x1 * s);

@@ -24,6 +24,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/q8_0.h"
+#include "tests/support/llama3_rope_factors.h"
 #include "tests/support/random_floats.h"
 
 namespace bmad::kernels {
@@ -188,6 +189,14 @@ TEST(CudaBackend, RopeMatchesTheCpu) {
     Cpu().Rope(x.data(), pos, heads, hd, rope);
     Gpu().Rope(dx.get(), pos, heads, hd, rope);
     ExpectClose(dx.ToHost(), x, 1e-5, "rope " + std::to_string(hd) + "/" + std::to_string(rd));
+    // Llama-3.1's frequency factors (rope_freqs.weight).
+    const std::vector<float> factors = bmad::testing::Llama3RopeFactors(rd, 500000.0);
+    std::vector<float> x3 = RandomFloats(static_cast<size_t>(rows * heads * hd), 7);
+    DeviceVector<float> dx3(x3);
+    const RopeConfig llama3{rd, 500000.0f, 1.0f, factors};
+    Cpu().Rope(x3.data(), pos, heads, hd, llama3);
+    Gpu().Rope(dx3.get(), pos, heads, hd, llama3);
+    ExpectClose(dx3.ToHost(), x3, 1e-5, "rope, llama3 factors " + std::to_string(hd));
   }
 }
 

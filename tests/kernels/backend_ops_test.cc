@@ -23,6 +23,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/q8_0.h"
 #include "kernels/reference/reference_backend.h"
+#include "tests/support/llama3_rope_factors.h"
 #include "tests/support/random_floats.h"
 
 namespace bmad::kernels {
@@ -244,12 +245,35 @@ TEST_P(BackendOpsTest, EmbeddingNormRopeSwiGluSoftmaxArgmax) {
   for (auto [head_dim, rope_dim] : {std::pair<int64_t, int64_t>{8, 8}, {64, 64}, {64, 32}}) {
     const int64_t heads = 3;
     const std::vector<int32_t> pos = {0, 1, 5, 511, 4000};
-    auto x = RandomFloats(pos.size() * static_cast<size_t>(heads * head_dim), 11);
-    auto want = x;
-    RopeConfig rope{rope_dim, 10000.0f, 0.5f};
-    cpu_->Rope(x.data(), pos, heads, head_dim, rope);
-    ref_.Rope(want.data(), pos, heads, head_dim, rope);
-    ExpectClose(x, want, 2e-5, "rope");
+    const std::vector<float> llama3 = bmad::testing::Llama3RopeFactors(rope_dim, 500000.0);
+    for (const bool factors : {false, true}) {
+      auto x = RandomFloats(pos.size() * static_cast<size_t>(heads * head_dim), 11);
+      auto want = x;
+      RopeConfig rope{rope_dim, factors ? 500000.0f : 10000.0f, 0.5f};
+      if (factors) rope.freq_factors = llama3;
+      cpu_->Rope(x.data(), pos, heads, head_dim, rope);
+      ref_.Rope(want.data(), pos, heads, head_dim, rope);
+      ExpectClose(x, want, 2e-5, factors ? "rope, llama3 factors" : "rope");
+    }
+  }
+  {
+    // A factor divides its pair's angle: every factor 2 at position 2p turns as none at p. The
+    // CPU backend's cached angles must not outlive a change of factors alone.
+    const int64_t heads = 2, head_dim = 16;
+    const std::vector<int32_t> doubled = {0, 2, 10, 1000}, plain = {0, 1, 5, 500};
+    const std::vector<float> twos(head_dim / 2, 2.0f), ones(head_dim / 2, 1.0f);
+    const auto x = RandomFloats(doubled.size() * static_cast<size_t>(heads * head_dim), 12);
+    for (Backend* b : std::initializer_list<Backend*>{cpu_.get(), &ref_}) {
+      RopeConfig halved{head_dim, 10000.0f, 1.0f, twos}, unscaled{head_dim, 10000.0f, 1.0f, ones};
+      auto got = x, want = x, same = x;
+      b->Rope(got.data(), doubled, heads, head_dim, halved);
+      b->Rope(want.data(), plain, heads, head_dim, RopeConfig{head_dim, 10000.0f, 1.0f});
+      ExpectClose(got, want, 1e-5, "rope factors 2 at 2p");
+      b->Rope(same.data(), doubled, heads, head_dim, unscaled);  // same positions, new factors
+      auto none = x;
+      b->Rope(none.data(), doubled, heads, head_dim, RopeConfig{head_dim, 10000.0f, 1.0f});
+      ExpectClose(same, none, 0, "rope factors 1");
+    }
   }
   {
     const auto g = RandomFloats(1000, 12, 6.0f), u = RandomFloats(1000, 13);

@@ -26,6 +26,7 @@
 #include "kernels/reference/reference_backend.h"
 // Last: the emulator's header defines CUDA's names (threadIdx, __shared__, ...) as macros.
 #include "kernels/cuda/kernel_launchers.h"
+#include "tests/support/llama3_rope_factors.h"
 #include "tests/support/random_floats.h"
 
 namespace bmad::cuda {
@@ -169,10 +170,21 @@ TEST(CudaKernelsEmulated, RopeMatchesTheCpu) {
     const kernels::RopeConfig rope{rope_dim, 10000.0f, 0.5f};
     Cpu().Rope(want.data(), positions, n_heads, head_dim, rope);
     ASSERT_EQ(launch::Rope(got.data(), positions.data(), rows, n_heads, head_dim, rope_dim,
-                           rope.freq_base, rope.freq_scale, nullptr),
+                           rope.freq_base, rope.freq_scale, nullptr, nullptr),
               0);
     ExpectClose(got, want, 1e-6,
                 "rope " + std::to_string(head_dim) + "/" + std::to_string(rope_dim));
+    // Llama-3.1's frequency factors.
+    const std::vector<float> factors = bmad::testing::Llama3RopeFactors(rope_dim, 500000.0);
+    std::vector<float> want3 = RandomFloats(static_cast<size_t>(rows * n_heads * head_dim), 6),
+                       got3 = want3;
+    const kernels::RopeConfig llama3{rope_dim, 500000.0f, 1.0f, factors};
+    Cpu().Rope(want3.data(), positions, n_heads, head_dim, llama3);
+    ASSERT_EQ(launch::Rope(got3.data(), positions.data(), rows, n_heads, head_dim, rope_dim,
+                           llama3.freq_base, llama3.freq_scale, factors.data(), nullptr),
+              0);
+    ExpectClose(got3, want3, 1e-6,
+                "rope with factors " + std::to_string(head_dim) + "/" + std::to_string(rope_dim));
   }
 }
 
@@ -187,7 +199,7 @@ TEST(CudaKernelsEmulated, RopeGroupsHeadsWhenRowsAreMany) {
   const kernels::RopeConfig rope{head_dim, 10000.0f, 1.0f};
   Cpu().Rope(want.data(), positions, n_heads, head_dim, rope);
   ASSERT_EQ(launch::Rope(got.data(), positions.data(), rows, n_heads, head_dim, head_dim,
-                         rope.freq_base, rope.freq_scale, nullptr),
+                         rope.freq_base, rope.freq_scale, nullptr, nullptr),
             0);
   ExpectClose(got, want, 1e-6, "rope, grouped heads");
 }

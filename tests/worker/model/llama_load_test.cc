@@ -1,10 +1,14 @@
 // A model file bmad cannot run is one clear error naming the file and the problem.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
+#include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/reference/reference_backend.h"
 #include "tests/support/paths.h"
 #include "worker/model/gguf/gguf_file.h"
 #include "worker/model/gguf/gguf_writer.h"
@@ -39,6 +43,83 @@ Status LoadError(const std::string& path) {
   kernels::CpuBackend backend;
   auto m = LlamaModel::Load(path, backend);
   return m.ok() ? Status::Ok() : m.status();
+}
+
+// stories260K with a rope_freqs.weight tensor of `shape` holding `factors` (F32), as llama.cpp's
+// converter writes Llama-3.1 and later models.
+std::string WithRopeFreqs(const std::string& name, const std::vector<float>& factors,
+                          std::vector<int64_t> shape) {
+  return WriteVariant(name, [&](gguf::GgufWriter& w, const gguf::TensorInfo* t) {
+    if (t) {
+      CopyTensor(w, *t);
+      return;
+    }
+    std::vector<uint8_t> bytes(factors.size() * sizeof(float));
+    std::memcpy(bytes.data(), factors.data(), bytes.size());
+    EXPECT_TRUE(w.AddTensor("rope_freqs.weight", shape, TensorType::kF32, bytes).ok());
+  });
+}
+
+// The last token's logits of a 40-token prompt (positions reach 39).
+std::vector<float> LastLogits(const std::string& path, kernels::Backend& backend) {
+  auto loaded = LlamaModel::Load(path, backend);
+  EXPECT_TRUE(loaded.ok()) << loaded.status().ToString();
+  if (!loaded.ok()) return {};
+  LlamaModel& m = **loaded;
+  std::vector<int32_t> prompt(40);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(1 + (i * 37) % 500);
+  const std::vector<int32_t> table = {1, 2, 3};
+  KvCache cache(m.CacheShape(4, 16));
+  const SequenceStep step{prompt, 0, table, true};
+  std::vector<float> logits(static_cast<size_t>(m.config().n_vocab));
+  EXPECT_TRUE(m.Forward(std::span(&step, 1), cache, logits.data()).ok());
+  return logits;
+}
+
+double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  double worst = a.size() == b.size() ? 0.0 : INFINITY;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) worst = std::max(worst, double(std::fabs(a[i] - b[i])));
+  return worst;
+}
+
+TEST(LlamaLoadTest, RopeFrequencyFactorsAreReadAndTurnThePairs) {
+  // stories260K has heads of 8: 4 rotated pairs. Before, the tensor was ignored, so a Llama-3.1
+  // model ran without its RoPE scaling and drifted as prompts grew.
+  const std::string base = testing::SharedModelsDir() + "/stories260K.gguf";
+  const std::string ones = WithRopeFreqs("rope-ones", {1, 1, 1, 1}, {4});
+  const std::string scaled = WithRopeFreqs("rope-scaled", {1, 1, 4, 8}, {4});
+  kernels::CpuBackend cpu;
+  {
+    auto m = LlamaModel::Load(scaled, cpu);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    const float* f = (*m)->weights().rope_freq_factors;
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(std::vector<float>(f, f + 4), (std::vector<float>{1, 1, 4, 8}));
+    auto plain = LlamaModel::Load(base, cpu);
+    ASSERT_TRUE(plain.ok());
+    EXPECT_EQ((*plain)->weights().rope_freq_factors, nullptr);
+  }
+  const std::vector<float> base_logits = LastLogits(base, cpu);
+  EXPECT_EQ(MaxAbsDiff(LastLogits(ones, cpu), base_logits), 0.0) << "factors of 1 change nothing";
+  const std::vector<float> scaled_logits = LastLogits(scaled, cpu);
+  EXPECT_GT(MaxAbsDiff(scaled_logits, base_logits), 0.1) << "the factors were not applied";
+  // As the definition (kernels/reference, in double) applies them. The CPU's float arithmetic
+  // differs from it by a few 1e-3 on this model's logits with or without factors; the factors
+  // move them by more than 1 here.
+  kernels::ReferenceBackend reference;
+  EXPECT_LE(MaxAbsDiff(LastLogits(scaled, reference), scaled_logits), 1e-2);
+}
+
+TEST(LlamaLoadTest, BadRopeFrequencyFactorsAreRefusedByName) {
+  Status s = LoadError(WithRopeFreqs("rope-shape", {1, 1, 1, 1, 1}, {5}));
+  EXPECT_NE(s.message().find("tensor 'rope_freqs.weight' has shape [5], expected [4]"), std::string::npos)
+      << s.message();
+  s = LoadError(WithRopeFreqs("rope-zero", {1, 1, 0, 8}, {4}));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("tensor 'rope_freqs.weight' value 2 is 0"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("must be finite and positive"), std::string::npos) << s.message();
+  s = LoadError(WithRopeFreqs("rope-nan", {1, NAN, 1, 8}, {4}));
+  EXPECT_NE(s.message().find("value 1 is nan"), std::string::npos) << s.message();
 }
 
 TEST(LlamaLoadTest, UnsupportedArchitecture) {

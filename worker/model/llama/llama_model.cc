@@ -118,7 +118,10 @@ LlamaModel::LlamaModel(std::unique_ptr<gguf::GgufFile> file, LlamaConfig config,
       shard_(shard),
       weights_(std::move(weights)),
       backend_(backend),
-      rope_{config_.rope_dim, config_.rope_freq_base, config_.rope_freq_scale} {}
+      rope_{config_.rope_dim, config_.rope_freq_base, config_.rope_freq_scale,
+            weights_.rope_freq_factors != nullptr
+                ? std::span<const float>(weights_.rope_freq_factors, static_cast<size_t>(config_.rope_dim / 2))
+                : std::span<const float>()} {}
 
 KvCacheShape LlamaModel::CacheShape(int64_t num_blocks, int64_t block_size) const {
   return KvCacheShape{shard_.n_layers(), num_blocks, block_size, shard_.n_kv_head,

@@ -1,5 +1,6 @@
 #include "worker/model/llama/llama_weights.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "common/half.h"
@@ -54,7 +55,7 @@ class Mapper {
       weights_->owned.push_back(std::move(converted));
       return weights_->owned.back().get();
     }
-    return Unimplemented(file_.path() + ": norm tensor '" + name + "' has type " +
+    return Unimplemented(file_.path() + ": tensor '" + name + "' has type " +
                          std::string(t->type_name()) + "; expected f32 or f16");
   }
 
@@ -100,6 +101,25 @@ Result<LlamaWeights> MapLlamaWeights(const gguf::GgufFile& file, const LlamaConf
     BMAD_ASSIGN_OR_RETURN(kernels::WeightMatrix out, m.Matrix(name, c.n_vocab, c.n_embd));
     w.output = out.RowSlice(shard.vocab_begin, shard.n_vocab);
     BMAD_ASSIGN_OR_RETURN(w.output_norm, m.Vector("output_norm.weight", c.n_embd));
+  }
+  if (file.FindTensor("rope_freqs.weight") != nullptr) {
+    // Llama-3.1 and later: the "llama3" RoPE scaling, as llama.cpp's converter stores it (one
+    // divisor per rotated pair; no rope.scaling.type key). Ignored, long prompts go wrong.
+    const int64_t n = c.rope_dim / 2;
+    if (n > kernels::kMaxRopeFreqFactors) {
+      return Unimplemented(file.path() + ": tensor 'rope_freqs.weight' needs " + std::to_string(n) +
+                           " factors; bmad supports at most " +
+                           std::to_string(kernels::kMaxRopeFreqFactors));
+    }
+    BMAD_ASSIGN_OR_RETURN(w.rope_freq_factors, m.Vector("rope_freqs.weight", n));
+    for (int64_t i = 0; i < n; ++i) {
+      const float f = w.rope_freq_factors[i];
+      if (!std::isfinite(f) || f <= 0.0f) {
+        return InvalidArgument(file.path() + ": tensor 'rope_freqs.weight' value " + std::to_string(i) +
+                               " is " + std::to_string(f) + "; RoPE frequency factors must be finite "
+                               "and positive");
+      }
+    }
   }
   for (int64_t l = shard.layer_begin; l < shard.layer_end; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";

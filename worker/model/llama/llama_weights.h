@@ -32,6 +32,7 @@ struct LlamaWeights {
   kernels::WeightMatrix token_embd;  // [n_vocab, n_embd]; first stage only (vocab slice)
   kernels::WeightMatrix output;      // [n_vocab, n_embd]; last stage only (vocab slice)
   const float* output_norm = nullptr;  // last stage only
+  const float* rope_freq_factors = nullptr;  // [rope_dim / 2], or null: rope_freqs.weight
   std::vector<LlamaLayerWeights> layers;  // this stage's layers
   std::vector<std::unique_ptr<float[]>> owned;  // converted norm vectors
   std::vector<std::unique_ptr<uint8_t[]>> column_slices;  // copies of column-sliced matrices
