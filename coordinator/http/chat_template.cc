@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace bmad::http {
 namespace {
@@ -149,6 +150,34 @@ std::string RenderChatML(Messages messages, bool add_generation_prompt) {
   return out;
 }
 
+std::string_view StripNewlines(std::string_view text, bool front, bool back) {
+  while (front && !text.empty() && text.front() == '\n') text.remove_prefix(1);
+  while (back && !text.empty() && text.back() == '\n') text.remove_suffix(1);
+  return text;
+}
+
+// An assistant turn's content under Qwen3's reasoning rule (ChatFormat::reasoning_turns), as its
+// template splits it: the reasoning is what precedes the first "</think>", after its last
+// "<think>"; the answer is what follows the last "</think>".
+std::string ReasoningTurnContent(std::string_view content, bool after_last_query, bool last) {
+  std::string_view reasoning;
+  const size_t first_close = content.find("</think>");
+  if (first_close != std::string_view::npos) {
+    reasoning = StripNewlines(content.substr(0, first_close), false, true);
+    if (const size_t open = reasoning.rfind("<think>"); open != std::string_view::npos) {
+      reasoning = reasoning.substr(open + 7);
+    }
+    reasoning = StripNewlines(reasoning, true, false);
+    content = StripNewlines(content.substr(content.rfind("</think>") + 8), true, false);
+  }
+  if (!after_last_query || (!last && reasoning.empty())) return std::string(content);
+  std::string out = "<think>\n";
+  out += StripNewlines(reasoning, true, true);
+  out += "\n</think>\n\n";
+  out += StripNewlines(content, true, false);
+  return out;
+}
+
 std::string RenderChatMLWithDefaultSystem(const ChatFormat& format, Messages messages,
                                           bool add_generation_prompt) {
   std::string out;
@@ -157,7 +186,25 @@ std::string RenderChatMLWithDefaultSystem(const ChatFormat& format, Messages mes
     out += format.default_system;
     out += "<|im_end|>\n";
   }
-  out += RenderChatML(messages, add_generation_prompt);
+  if (!format.reasoning_turns) {
+    out += RenderChatML(messages, add_generation_prompt);
+    return out;
+  }
+  // The template's last_query_index: the last user message, else the last message.
+  size_t last_query = messages.size() - 1;
+  for (size_t i = messages.size(); i-- > 0;) {
+    if (messages[i].role == ChatRole::kUser) {
+      last_query = i;
+      break;
+    }
+  }
+  std::vector<ChatMessage> rendered(messages.begin(), messages.end());
+  for (size_t i = 0; i < rendered.size(); ++i) {
+    if (rendered[i].role != ChatRole::kAssistant) continue;
+    rendered[i].content = ReasoningTurnContent(messages[i].content, i > last_query,
+                                               i + 1 == messages.size());
+  }
+  out += RenderChatML(rendered, add_generation_prompt);
   return out;
 }
 
@@ -349,6 +396,7 @@ std::optional<ChatFormat> DetectChatFormat(std::string_view jinja) {
     if (std::optional<std::string> system = ChatMLDefaultSystem(jinja)) {
       format.default_system = std::move(*system);
     }
+    format.reasoning_turns = Contains(jinja, "</think>") && Contains(jinja, "last_query_index");
   }
   return format;
 }

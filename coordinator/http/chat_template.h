@@ -97,6 +97,11 @@ struct ChatFormat {
   // for none. chatml: Qwen2 and Qwen2.5 write theirs ("You are Qwen, created by Alibaba Cloud.
   // You are a helpful assistant."); llama3.1: some tool-calling variants.
   std::string default_system;
+  // chatml: Qwen3's rule for reasoning in assistant turns. A turn before the last user message
+  // loses its "<think>...</think>" part (the content after the last "</think>" is kept); a turn
+  // after it keeps the reasoning as "<think>\nr\n</think>\n\n" before its content, and when it
+  // is the conversation's last message it gets that block even with no reasoning.
+  bool reasoning_turns = false;
   // llama3.1: the "Cutting Knowledge Date: " line's value ("December 2023").
   std::string knowledge_cutoff;
   // llama3.1: the "Today Date: " line's value. Empty means the date of each request (UTC,
@@ -130,7 +135,8 @@ std::string KnownChatTemplateNames();
 std::optional<ChatTemplate> DetectChatTemplate(std::string_view jinja_from_gguf);
 
 // DetectChatTemplate, plus the fixed text read from the template's string literals: chatml's
-// default system prompt (a literal holding "<|im_start|>system\n...<|im_end|>"); llama3.1's
+// default system prompt (a literal holding "<|im_start|>system\n...<|im_end|>") and its
+// reasoning rule (a template that splits on "</think>" around ns.last_query_index); llama3.1's
 // knowledge cutoff, date ("date_string" literal; none when the template calls strftime_now) and
 // default system message ("system_message" literal). What is not found keeps its reference value.
 std::optional<ChatFormat> DetectChatFormat(std::string_view jinja_from_gguf);

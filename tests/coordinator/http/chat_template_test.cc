@@ -117,6 +117,35 @@ TEST(ApplyChatTemplate, ChatMLWritesTheDefaultSystemPromptOnlyWhenTheCallerHasNo
   EXPECT_EQ(Apply(qwen, Conversation()), Apply(ChatTemplate::kChatML, Conversation()));
 }
 
+TEST(ApplyChatTemplate, Qwen3DropsEarlierReasoningAndGivesLaterTurnsAThinkBlock) {
+  ChatFormat qwen3(ChatTemplate::kChatML);
+  qwen3.reasoning_turns = true;
+  // Before the last user message: only the answer after the last "</think>" stays.
+  EXPECT_EQ(Apply(qwen3, {{ChatRole::kUser, "Hi"},
+                          {ChatRole::kAssistant, "<think>\nLet me greet.\n</think>\n\nHello!"},
+                          {ChatRole::kUser, "How?"}}),
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
+            "<|im_start|>user\nHow?<|im_end|>\n<|im_start|>assistant\n");
+  // After it: reasoning kept in a think block; the conversation's last message gets one even
+  // without reasoning; a middle one without reasoning stays as it is.
+  EXPECT_EQ(Apply(qwen3, {{ChatRole::kUser, "Q"},
+                          {ChatRole::kAssistant, "<think>r1</think>a1"},
+                          {ChatRole::kAssistant, "a2"},
+                          {ChatRole::kAssistant, "a3"}},
+                  false),
+            "<|im_start|>user\nQ<|im_end|>\n"
+            "<|im_start|>assistant\n<think>\nr1\n</think>\n\na1<|im_end|>\n"
+            "<|im_start|>assistant\na2<|im_end|>\n"
+            "<|im_start|>assistant\n<think>\n\n</think>\n\na3<|im_end|>\n");
+  // Without reasoning turns nothing is touched, and user contents never are.
+  const std::vector<ChatMessage> think_in_user = {{ChatRole::kUser, "<think>x</think>y"}};
+  EXPECT_EQ(Apply(qwen3, think_in_user), Apply(ChatTemplate::kChatML, think_in_user));
+  const std::vector<ChatMessage> history = {{ChatRole::kUser, "Hi"},
+                                            {ChatRole::kAssistant, "<think>t</think>Hello"},
+                                            {ChatRole::kUser, "Bye"}};
+  EXPECT_THAT(Apply(ChatTemplate::kChatML, history), HasSubstr("assistant\n<think>t</think>Hello<|im_end|>"));
+}
+
 TEST(ChatDateString, IsDayMonthAbbreviationYearInUtc) {
   EXPECT_EQ(ChatDateString(Utc(2024, 7, 26)), "26 Jul 2024");
   EXPECT_EQ(ChatDateString(Utc(2026, 12, 2, 23)), "02 Dec 2026");
@@ -391,7 +420,7 @@ TEST(DetectChatFormat, ReadsLlama31sDateAndDefaultSystemFromItsTemplate) {
             "Hi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
-TEST(DetectChatFormat, ReadsQwensDefaultSystemPromptButNotATurnOpening) {
+TEST(DetectChatFormat, ReadsQwensDefaultSystemPromptAndReasoningRule) {
   const std::optional<ChatFormat> qwen2 = DetectChatFormat(
       "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
       "{{ '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{% endif %}"
@@ -418,7 +447,26 @@ TEST(DetectChatFormat, ReadsQwensDefaultSystemPromptButNotATurnOpening) {
 {%- endif %})");
   ASSERT_TRUE(qwen25.has_value());
   EXPECT_EQ(qwen25->default_system, "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.");
-  // Plain ChatML (Qwen3, Hermes): no default.
+  EXPECT_FALSE(qwen25->reasoning_turns);
+  // Qwen3: the reasoning rule.
+  const std::optional<ChatFormat> qwen3 = DetectChatFormat(R"({%- set ns = namespace(multi_step_tool=true, last_query_index=messages|length - 1) %}
+{%- for message in messages %}
+    {%- if (message.role == "user") or (message.role == "system" and not loop.first) %}
+        {{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>' + '\n' }}
+    {%- elif message.role == "assistant" %}
+        {%- if '</think>' in content %}
+            {%- set content = content.split('</think>')[-1].lstrip('\n') %}
+        {%- endif %}
+        {%- if loop.index0 > ns.last_query_index %}
+            {{- '<|im_start|>' + message.role + '\n<think>\n' + reasoning_content.strip('\n') + '\n</think>\n\n' + content.lstrip('\n') }}
+        {%- endif %}
+    {%- endif %}
+{%- endfor %})");
+  ASSERT_TRUE(qwen3.has_value());
+  EXPECT_EQ(qwen3->chat_template, ChatTemplate::kChatML);
+  EXPECT_TRUE(qwen3->reasoning_turns);
+  EXPECT_EQ(qwen3->default_system, "");
+  // Plain ChatML (Hermes): no default.
   const std::optional<ChatFormat> plain = DetectChatFormat(
       "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + "
       "'<|im_end|>' + '\\n' }}{%- endfor %}");
