@@ -22,8 +22,8 @@ Result<std::vector<DeviceInfo>> ListDevices() {
     d.name = prop.name;
     d.compute_capability = prop.major * 10 + prop.minor;
     d.total_bytes = prop.totalGlobalMem;
-    BMAD_CUDA_CHECK(cudaSetDevice(i));
-    BMAD_CUDA_CHECK(cudaMemGetInfo(&d.free_bytes, &d.total_bytes));
+    // Properties only: cudaSetDevice or cudaMemGetInfo would create this process's context on
+    // every visible GPU (hundreds of MiB each), and every rank of a replica lists them all.
     devices.push_back(d);
   }
   return devices;

@@ -13,11 +13,11 @@ struct DeviceInfo {
   std::string name;
   int compute_capability = 0;  // e.g. 90 for sm_90
   size_t total_bytes = 0;
-  size_t free_bytes = 0;
 };
 
-// Every visible device; kUnavailable with the driver's reason when there is none (no GPU,
-// no driver), so `backend: cuda` on such a machine fails at start-up with a clear message.
+// Every visible device, without creating a context on any; kUnavailable with the driver's
+// reason when there is none (no GPU, no driver), so `backend: cuda` on such a machine fails at
+// start-up with a clear message.
 Result<std::vector<DeviceInfo>> ListDevices();
 
 // cuBLAS and NCCL versions linked in (work without a GPU), e.g. "cuBLAS 13.1.0, NCCL 2.28.9".
