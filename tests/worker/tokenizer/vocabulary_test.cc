@@ -103,9 +103,9 @@ TEST(VocabularyTest, MissingTokensIsNotFound) {
 
 TEST(VocabularyTest, OtherTokenizerModelsAreUnimplementedByName) {
   Status s =
-      LoadRewritten({}, [](gguf::GgufWriter& w) { w.SetString("tokenizer.ggml.model", "gpt2"); });
+      LoadRewritten({}, [](gguf::GgufWriter& w) { w.SetString("tokenizer.ggml.model", "bert"); });
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
-  EXPECT_THAT(s.message(), HasSubstr("'gpt2'"));
+  EXPECT_THAT(s.message(), HasSubstr("'bert'"));
 }
 
 TEST(VocabularyTest, ScoresOfAnotherLengthAreDataLoss) {

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <queue>
 #include <utility>
 
+#include "worker/model/tokenizer/byte_level.h"
+#include "worker/model/tokenizer/pre_tokenizer.h"
 #include "worker/model/tokenizer/utf8.h"
 
 namespace bmad::tokenizer {
@@ -52,10 +55,11 @@ int HexValue(char c) {
   return c - 'A' + 10;  // ValidateVocabulary admits only hex digits here
 }
 
-std::string ComputePiece(const std::string& text, TokenType type) {
+std::string ComputePiece(const std::string& text, TokenType type, TokenizerModel model) {
   switch (type) {
     case TokenType::kNormal:
-      return UnescapeSpaces(text);
+      return model == TokenizerModel::kBytePairEncoding ? ByteLevelDecode(text)
+                                                        : UnescapeSpaces(text);
     case TokenType::kByte:  // "<0xHH>"
       return std::string(1, static_cast<char>(HexValue(text[3]) * 16 + HexValue(text[4])));
     case TokenType::kUserDefined:
@@ -79,7 +83,7 @@ struct Symbol {
   size_t length;
 };
 
-// A candidate merge of two adjacent symbols whose concatenation is the token with `score`.
+// A candidate merge of two adjacent symbols, with its priority.
 struct Merge {
   float score;
   int64_t left;
@@ -88,12 +92,75 @@ struct Merge {
 };
 
 // Orders the max-heap: the highest score first and, between equal scores, the leftmost pair,
-// the order llama.cpp's `llm_bigram_spm::comparator` gives.
+// the order of llama.cpp's `llm_bigram_spm::comparator` and `llm_bigram_bpe::comparator`.
 struct MergeLess {
   bool operator()(const Merge& a, const Merge& b) const {
     return a.score < b.score || (a.score == b.score && a.left > b.left);
   }
 };
+
+// Cuts `text` (not empty) into characters of `char_length(lead byte)` bytes, clipped at the
+// end, and merges adjacent symbols, always the pair `score_of(left, right)` scores highest
+// (nullopt: no merge), until no pair merges. Returns the symbols left, in order.
+template <typename CharLength, typename ScoreOf>
+std::vector<std::string_view> MergeSymbols(std::string_view text, CharLength char_length,
+                                           ScoreOf score_of) {
+  std::vector<Symbol> symbols;
+  symbols.reserve(text.size());
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t length =
+        std::min<size_t>(char_length(static_cast<unsigned char>(text[pos])), text.size() - pos);
+    const auto index = static_cast<int64_t>(symbols.size());
+    symbols.push_back({index - 1, index + 1, pos, length});
+    pos += length;
+  }
+  symbols.back().next = -1;
+
+  std::priority_queue<Merge, std::vector<Merge>, MergeLess> queue;
+  const auto propose = [&](int64_t left, int64_t right) {
+    if (left < 0 || right < 0) return;
+    const Symbol& l = symbols[left];
+    const Symbol& r = symbols[right];
+    const std::optional<float> score =
+        score_of(text.substr(l.begin, l.length), text.substr(r.begin, r.length));
+    if (score) queue.push({*score, left, right, l.length + r.length});
+  };
+  for (size_t i = 1; i < symbols.size(); ++i) {
+    propose(static_cast<int64_t>(i) - 1, static_cast<int64_t>(i));
+  }
+
+  while (!queue.empty()) {
+    const Merge merge = queue.top();
+    queue.pop();
+    Symbol& left = symbols[merge.left];
+    Symbol& right = symbols[merge.right];
+    // Stale: one side was merged away or grew since this merge was proposed.
+    if (left.length == 0 || right.length == 0 || left.length + right.length != merge.length) {
+      continue;
+    }
+    left.length += right.length;
+    right.length = 0;
+    left.next = right.next;
+    if (right.next >= 0) symbols[right.next].prev = merge.left;
+    propose(left.prev, merge.left);
+    propose(merge.left, left.next);
+  }
+
+  // Symbol 0 is never merged away, so the list starts there.
+  std::vector<std::string_view> out;
+  for (int64_t i = 0; i >= 0; i = symbols[i].next) {
+    out.push_back(text.substr(symbols[i].begin, symbols[i].length));
+  }
+  return out;
+}
+
+// The length of the UTF-8 character starting with `lead` in valid UTF-8.
+size_t Utf8CharLength(unsigned char lead) {
+  if (lead < 0xC0) return 1;
+  if (lead < 0xE0) return 2;
+  if (lead < 0xF0) return 3;
+  return 4;
+}
 
 }  // namespace
 
@@ -116,18 +183,29 @@ Tokenizer::Tokenizer(Vocabulary vocabulary) : vocabulary_(std::move(vocabulary))
   pieces_.reserve(static_cast<size_t>(n));
   for (int32_t id = 0; id < n; ++id) {
     id_by_text_.emplace(v.texts[id], id);
-    pieces_.push_back(ComputePiece(v.texts[id], v.types[id]));
+    pieces_.push_back(ComputePiece(v.texts[id], v.types[id], v.model));
   }
 
-  // llama.cpp's byte_to_token: "<0xHH>" (upper-case hex), else the one-byte text. Where it
-  // would abort, the unknown token stands in.
   byte_tokens_.resize(256);
-  for (int byte = 0; byte < 256; ++byte) {
-    char spelled[7];
-    std::snprintf(spelled, sizeof(spelled), "<0x%02X>", byte);
-    int32_t id = FindToken(spelled);
-    if (id == kNoToken) id = FindToken(std::string(1, static_cast<char>(byte)));
-    byte_tokens_[byte] = id == kNoToken ? v.unk_id : id;
+  if (v.model == TokenizerModel::kBytePairEncoding) {
+    // The byte's one-character byte-level text (kNoToken where the vocabulary lacks it).
+    for (int byte = 0; byte < 256; ++byte) {
+      byte_tokens_[byte] = FindToken(ByteLevelEncode(std::string(1, static_cast<char>(byte))));
+    }
+    merge_rank_.reserve(v.merges.size());
+    for (size_t rank = 0; rank < v.merges.size(); ++rank) {
+      merge_rank_.emplace(v.merges[rank], static_cast<int32_t>(rank));  // the first one counts
+    }
+  } else {
+    // llama.cpp's byte_to_token: "<0xHH>" (upper-case hex), else the one-byte text. Where it
+    // would abort, the unknown token stands in.
+    for (int byte = 0; byte < 256; ++byte) {
+      char spelled[7];
+      std::snprintf(spelled, sizeof(spelled), "<0x%02X>", byte);
+      int32_t id = FindToken(spelled);
+      if (id == kNoToken) id = FindToken(std::string(1, static_cast<char>(byte)));
+      byte_tokens_[byte] = id == kNoToken ? v.unk_id : id;
+    }
   }
 
   for (int32_t id = 0; id < n; ++id) {
@@ -149,7 +227,8 @@ Tokenizer::Tokenizer(Vocabulary vocabulary) : vocabulary_(std::move(vocabulary))
   for (int32_t id : v.rstrip_ids) strips_right_space_[id] = true;
 
   // A token's text is at least as long as the text it stands for (U+2581, three bytes, stands
-  // for one space; a byte or unknown token for one byte).
+  // for one space; a byte or unknown token for one byte; a byte-level character of one or two
+  // bytes for one byte; U+FFFD replacing an undecodable byte only lengthens the text).
   const bool every_byte_has_a_token =
       std::find(byte_tokens_.begin(), byte_tokens_.end(), kNoToken) == byte_tokens_.end();
   if (every_byte_has_a_token && v.rstrip_ids.empty()) {
@@ -205,51 +284,14 @@ std::vector<Tokenizer::Fragment> Tokenizer::SplitAtSpecialTokens(std::string_vie
 
 void Tokenizer::EncodeEscapedText(std::string_view text, std::vector<int32_t>& out) const {
   if (text.empty()) return;
-
-  // Characters as llama.cpp cuts them: by the lead byte alone, clipped at the end.
-  std::vector<Symbol> symbols;
-  symbols.reserve(text.size());
-  for (size_t pos = 0; pos < text.size();) {
-    const size_t length =
-        std::min(SentencePieceCharLength(static_cast<unsigned char>(text[pos])), text.size() - pos);
-    const auto index = static_cast<int64_t>(symbols.size());
-    symbols.push_back({index - 1, index + 1, pos, length});
-    pos += length;
-  }
-  symbols.back().next = -1;
-
-  std::priority_queue<Merge, std::vector<Merge>, MergeLess> queue;
-  const auto propose = [&](int64_t left, int64_t right) {
-    if (left < 0 || right < 0) return;
-    const size_t length = symbols[left].length + symbols[right].length;
-    const int32_t id = FindToken(text.substr(symbols[left].begin, length));
-    if (id == kNoToken) return;
-    queue.push({vocabulary_.scores[id], left, right, length});
+  // Characters as llama.cpp cuts them: by the lead byte alone. A pair merges when its
+  // concatenation is a token, the higher that token's score the sooner.
+  const auto score_of = [&](std::string_view left, std::string_view right) -> std::optional<float> {
+    const int32_t id = FindToken(std::string_view(left.data(), left.size() + right.size()));
+    if (id == kNoToken) return std::nullopt;
+    return vocabulary_.scores[id];
   };
-  for (size_t i = 1; i < symbols.size(); ++i) {
-    propose(static_cast<int64_t>(i) - 1, static_cast<int64_t>(i));
-  }
-
-  while (!queue.empty()) {
-    const Merge merge = queue.top();
-    queue.pop();
-    Symbol& left = symbols[merge.left];
-    Symbol& right = symbols[merge.right];
-    // Stale: one side was merged away or grew since this merge was proposed.
-    if (left.length == 0 || right.length == 0 || left.length + right.length != merge.length) {
-      continue;
-    }
-    left.length += right.length;
-    right.length = 0;
-    left.next = right.next;
-    if (right.next >= 0) symbols[right.next].prev = merge.left;
-    propose(left.prev, merge.left);
-    propose(merge.left, left.next);
-  }
-
-  // Symbol 0 is never merged away, so the list starts there.
-  for (int64_t i = 0; i >= 0; i = symbols[i].next) {
-    const std::string_view piece = text.substr(symbols[i].begin, symbols[i].length);
+  for (std::string_view piece : MergeSymbols(text, SentencePieceCharLength, score_of)) {
     const int32_t id = FindToken(piece);
     if (id != kNoToken) {
       out.push_back(id);
@@ -259,6 +301,50 @@ void Tokenizer::EncodeEscapedText(std::string_view text, std::vector<int32_t>& o
       const int32_t byte_id = byte_tokens_[static_cast<unsigned char>(byte)];
       if (byte_id != kNoToken) out.push_back(byte_id);  // no byte, one-byte or unknown token
     }
+  }
+}
+
+int32_t Tokenizer::MergeRank(std::string_view left, std::string_view right,
+                             std::string& scratch) const {
+  scratch.assign(left);
+  scratch.push_back(' ');
+  scratch.append(right);
+  auto it = merge_rank_.find(std::string_view(scratch));
+  return it == merge_rank_.end() ? -1 : it->second;
+}
+
+void Tokenizer::EncodeBytePairWord(std::string_view word, std::vector<int32_t>& out) const {
+  if (word.empty()) return;
+  if (vocabulary_.pre_tokenizer == PreTokenizer::kLlama3) {
+    if (const int32_t id = FindToken(word); id != kNoToken) {
+      out.push_back(id);
+      return;
+    }
+  }
+  std::string scratch;
+  // The lowest rank merges first: its negation is the score.
+  const auto score_of = [&](std::string_view left, std::string_view right) -> std::optional<float> {
+    const int32_t rank = MergeRank(left, right, scratch);
+    if (rank < 0) return std::nullopt;
+    return -static_cast<float>(rank);
+  };
+  for (std::string_view symbol : MergeSymbols(word, Utf8CharLength, score_of)) {
+    const int32_t id = FindToken(symbol);
+    if (id != kNoToken) {
+      out.push_back(id);
+      continue;
+    }
+    // As llama.cpp: each byte of the symbol's spelling that is a token on its own.
+    for (char byte : symbol) {
+      const int32_t byte_id = FindToken(std::string_view(&byte, 1));
+      if (byte_id != kNoToken) out.push_back(byte_id);
+    }
+  }
+}
+
+void Tokenizer::EncodeBytePairText(std::string_view text, std::vector<int32_t>& out) const {
+  for (const std::string& word : SplitWords(text, vocabulary_.pre_tokenizer)) {
+    EncodeBytePairWord(ByteLevelEncode(word), out);
   }
 }
 
@@ -276,6 +362,10 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_special,
     if (fragment.token != kNoToken) {
       out.push_back(fragment.token);
       after_special = true;
+      continue;
+    }
+    if (vocabulary_.model == TokenizerModel::kBytePairEncoding) {
+      EncodeBytePairText(text.substr(fragment.begin, fragment.length), out);
       continue;
     }
     escaped.clear();

@@ -1,8 +1,8 @@
-// Text <-> token ids for a SentencePiece-style ("llama") vocabulary, giving exactly the ids of
-// llama.cpp (b9586) `llama_tokenize` and the text of its `llama_token_to_piece` /
-// `llama_detokenize` with special = false.
+// Text <-> token ids for a SentencePiece-style ("llama") or byte-level BPE ("gpt2") vocabulary,
+// giving exactly the ids of llama.cpp (b9586) `llama_tokenize` and the text of its
+// `llama_token_to_piece` / `llama_detokenize` with special = false.
 //
-// Encoding, in llama.cpp's order:
+// SentencePiece encoding, in llama.cpp's order:
 //   1. Special tokens found in the text are cut out first: with parse_special, every control,
 //      unknown and user-defined token text; without it, user-defined ones only. Longer texts
 //      are matched first (equal lengths: lower id first).
@@ -15,6 +15,17 @@
 //   5. BOS before and EOS after, when add_special and the vocabulary says so.
 // Invalid UTF-8 is cut into characters by its lead bytes, as llama.cpp does, and ends up as
 // byte tokens; nothing about the input can make Encode fail.
+//
+// Byte-level BPE encoding (Llama-3, Qwen2):
+//   1. Special tokens are cut out as above.
+//   2. Each remaining piece of text is cut into words by the pre-tokenizer (pre_tokenizer.h;
+//      undecodable bytes become U+FFFD there), and each word is spelled in the byte-level
+//      alphabet (byte_level.h). No space prefix.
+//   3. With the Llama-3 pre-tokenizer, a word that is a token as a whole is that token
+//      (llama.cpp's ignore_merges). Otherwise its characters are merged pairwise, always the
+//      adjacent pair with the lowest merge rank (ties: the leftmost), while any pair has one.
+//   4. A merged symbol that is no token becomes the tokens of its single bytes that are tokens.
+//   5. BOS before and EOS after, as above.
 //
 // Thread-safety: an immutable object once built; any number of threads may call any method.
 #pragma once
@@ -43,9 +54,10 @@ class Tokenizer {
   std::vector<int32_t> Encode(std::string_view text, bool add_special = true,
                               bool parse_special = true) const;
 
-  // What the token contributes to text: U+2581 becomes a space, a byte token its raw byte (so
-  // a piece may be part of a UTF-8 character), user-defined tokens their text; control,
-  // unknown, unused and undefined tokens, and ids outside the vocabulary, give "".
+  // What the token contributes to text: U+2581 becomes a space, a byte token its raw byte, a
+  // BPE token the bytes its byte-level text spells (so a piece may be part of a UTF-8
+  // character), user-defined tokens their text; control, unknown, unused and undefined
+  // tokens, and ids outside the vocabulary, give "".
   std::string TokenPiece(int32_t id) const;
 
   // The pieces concatenated, minus one leading space of the first token's piece when the
@@ -90,9 +102,15 @@ class Tokenizer {
 
   // Step 1 of Encode: splits `text` at the special tokens.
   std::vector<Fragment> SplitAtSpecialTokens(std::string_view text, bool parse_special) const;
-  // Steps 2-4 for one piece of text that already has its spaces escaped.
+  // SentencePiece steps 2-4 for one piece of text that already has its spaces escaped.
   void EncodeEscapedText(std::string_view text, std::vector<int32_t>& out) const;
+  // BPE steps 2-4 for one piece of text.
+  void EncodeBytePairText(std::string_view text, std::vector<int32_t>& out) const;
+  // BPE step 3-4 for one word spelled in the byte-level alphabet.
+  void EncodeBytePairWord(std::string_view word, std::vector<int32_t>& out) const;
   int32_t FindToken(std::string_view text) const;
+  // The merge rank of the pair, or -1 when the merges have no such pair.
+  int32_t MergeRank(std::string_view left, std::string_view right, std::string& scratch) const;
 
   Vocabulary vocabulary_;
   TextIndex id_by_text_;
@@ -102,6 +120,7 @@ class Tokenizer {
   std::vector<int32_t> special_tokens_;     // matched in the text, longest first
   std::vector<bool> is_end_of_generation_;  // by id
   std::vector<bool> strips_right_space_;    // by id
+  TextIndex merge_rank_;                    // BPE: "left right" -> rank
 };
 
 // Loads the vocabulary of a GGUF file and builds its tokenizer (LoadVocabulary's errors).

@@ -17,6 +17,14 @@ constexpr std::string_view kModelKey = "tokenizer.ggml.model";
 constexpr std::string_view kTokensKey = "tokenizer.ggml.tokens";
 constexpr std::string_view kScoresKey = "tokenizer.ggml.scores";
 constexpr std::string_view kTypesKey = "tokenizer.ggml.token_type";
+constexpr std::string_view kPreKey = "tokenizer.ggml.pre";
+constexpr std::string_view kMergesKey = "tokenizer.ggml.merges";
+
+// llama.cpp's names for the pre-tokenizers implemented here (llama-vocab.cpp).
+constexpr std::string_view kLlama3PreNames[] = {"llama3",   "llama-v3",  "llama-bpe",
+                                                "falcon3",  "falcon-h1", "pixtral",
+                                                "midm-2.0", "lfm2",      "jina-v5-nano"};
+constexpr std::string_view kQwen2PreNames[] = {"qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2"};
 
 // Texts llama.cpp treats as "ends generation" whatever the file says (llama-vocab.cpp builds
 // `special_eog_ids` from this list; see https://github.com/ggml-org/llama.cpp/issues/9606).
@@ -145,6 +153,42 @@ void ApplyPhi3Attributes(Vocabulary& v, std::string_view model_name) {
   }
 }
 
+// The "gpt2" parts: pre-tokenizer, merges and llama.cpp's BPE defaults.
+Status ReadBytePairEncoding(const gguf::GgufFile& file, Vocabulary& v) {
+  v.model = TokenizerModel::kBytePairEncoding;
+  v.bos_id = 11;
+  v.eos_id = 11;
+  v.unk_id = kNoToken;
+  v.add_bos = false;
+  v.add_space_prefix = false;
+
+  std::string_view pre;
+  if (file.Has(kPreKey)) {
+    Result<std::string_view> value = file.GetString(kPreKey);
+    if (!value.ok()) return value.status();
+    pre = *value;
+  }
+  if (IsOneOf(pre, kLlama3PreNames)) {
+    v.pre_tokenizer = PreTokenizer::kLlama3;
+    v.add_bos = true;
+  } else if (IsOneOf(pre, kQwen2PreNames)) {
+    v.pre_tokenizer = PreTokenizer::kQwen2;
+  } else {
+    return Unimplemented(
+        file.path() + ": " +
+        (pre.empty() ? "the byte-level BPE vocabulary names no pre-tokenizer ('" +
+                           std::string(kPreKey) + "' is missing)"
+                     : "BPE pre-tokenizer " + Quoted(pre) + " ('" + std::string(kPreKey) +
+                           "') is not supported") +
+        " (supported: the Llama-3 family, e.g. 'llama-bpe', and the Qwen2 family, e.g. 'qwen2')");
+  }
+
+  Result<std::vector<std::string_view>> merges = file.GetStringArray(kMergesKey);
+  if (!merges.ok()) return merges.status();
+  v.merges.assign(merges->begin(), merges->end());
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ValidateVocabulary(const Vocabulary& v) {
@@ -191,6 +235,19 @@ Status ValidateVocabulary(const Vocabulary& v) {
     BMAD_RETURN_IF_ERROR(check_id("end-of-generation", id));
   }
   for (int32_t id : v.rstrip_ids) BMAD_RETURN_IF_ERROR(check_id("rstrip", id));
+  // Ranks are compared as floats, exact up to 2^24.
+  if (v.merges.size() > (size_t{1} << 24)) {
+    return InvalidArgument("the vocabulary has " + std::to_string(v.merges.size()) +
+                           " merges, more than 16777216");
+  }
+  for (size_t i = 0; i < v.merges.size(); ++i) {
+    const std::string& merge = v.merges[i];
+    const size_t space = merge.find(' ', 1);
+    if (space == std::string::npos || space + 1 == merge.size()) {
+      return InvalidArgument("merge " + std::to_string(i) + " is " + Quoted(merge) +
+                             ", expected two parts split by a space");
+    }
+  }
   if (v.add_bos && v.bos_id == kNoToken)
     return InvalidArgument("add_bos is set but there is no bos id");
   if (v.add_eos && v.eos_id == kNoToken)
@@ -201,9 +258,13 @@ Status ValidateVocabulary(const Vocabulary& v) {
 Result<Vocabulary> LoadVocabulary(const gguf::GgufFile& file) {
   Result<std::string_view> model = file.GetString(kModelKey);
   if (!model.ok()) return model.status();
-  if (*model != "llama") {
+  Vocabulary v;
+  if (*model == "gpt2") {
+    BMAD_RETURN_IF_ERROR(ReadBytePairEncoding(file, v));
+  } else if (*model != "llama") {
     return Unimplemented(file.path() + ": tokenizer model " + Quoted(*model) +
-                         " is not supported (only 'llama', SentencePiece with scores)");
+                         " is not supported (only 'llama', SentencePiece with scores, and "
+                         "'gpt2', byte-level BPE)");
   }
 
   Result<std::vector<std::string_view>> texts = file.GetStringArray(kTokensKey);
@@ -216,7 +277,6 @@ Result<Vocabulary> LoadVocabulary(const gguf::GgufFile& file) {
                     " tokens are more than ids can address");
   }
 
-  Vocabulary v;
   v.texts.reserve(n);
   for (size_t id = 0; id < n; ++id) {
     // llama.cpp renames empty texts rather than refusing the file.
@@ -241,10 +301,10 @@ Result<Vocabulary> LoadVocabulary(const gguf::GgufFile& file) {
   }
 
   const int32_t size = v.size();
-  // llama.cpp's defaults for "llama" (bos 1, eos 2, unk 0) only hold for vocabularies big
-  // enough to have those ids.
-  if (size <= 2) v.eos_id = kNoToken;
-  if (size <= 1) v.bos_id = kNoToken;
+  // The defaults (llama: bos 1, eos 2, unk 0; gpt2: bos = eos = 11) only hold for
+  // vocabularies big enough to have those ids.
+  if (v.eos_id >= size) v.eos_id = kNoToken;
+  if (v.bos_id >= size) v.bos_id = kNoToken;
   BMAD_RETURN_IF_ERROR(ReadOptionalId(file, "tokenizer.ggml.bos_token_id", size, &v.bos_id));
   BMAD_RETURN_IF_ERROR(ReadOptionalId(file, "tokenizer.ggml.eos_token_id", size, &v.eos_id));
   BMAD_RETURN_IF_ERROR(ReadOptionalId(file, "tokenizer.ggml.unknown_token_id", size, &v.unk_id));

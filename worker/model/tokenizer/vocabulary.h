@@ -1,5 +1,6 @@
-// A SentencePiece-style ("llama") vocabulary as a GGUF file stores it under `tokenizer.ggml.*`,
-// with llama.cpp's defaults and clean-ups applied, so the Tokenizer built from it reproduces
+// A tokenizer vocabulary as a GGUF file stores it under `tokenizer.ggml.*`, SentencePiece-style
+// ("llama": Llama-2, Mistral, ...) or byte-level BPE ("gpt2": Llama-3, Qwen2, ...), with
+// llama.cpp's defaults and clean-ups applied, so the Tokenizer built from it reproduces
 // llama.cpp's ids.
 #pragma once
 
@@ -9,8 +10,15 @@
 
 #include "common/status.h"
 #include "worker/model/gguf/gguf_file.h"
+#include "worker/model/tokenizer/pre_tokenizer.h"
 
 namespace bmad::tokenizer {
+
+// GGUF's `tokenizer.ggml.model`.
+enum class TokenizerModel {
+  kSentencePiece,     // "llama": pieces with scores, U+2581 for spaces, <0xHH> byte fallback
+  kBytePairEncoding,  // "gpt2": byte-level texts (see byte_level.h) merged by ranked pairs
+};
 
 // GGUF's `tokenizer.ggml.token_type` values (llama.cpp's `llama_token_type`).
 enum class TokenType : int32_t {
@@ -27,6 +35,12 @@ enum class TokenType : int32_t {
 inline constexpr int32_t kNoToken = -1;
 
 struct Vocabulary {
+  TokenizerModel model = TokenizerModel::kSentencePiece;
+  // BPE only: the pre-tokenizer (`tokenizer.ggml.pre`) and the merges (`tokenizer.ggml.merges`),
+  // each "left right", the earlier the higher its priority.
+  PreTokenizer pre_tokenizer = PreTokenizer::kLlama3;
+  std::vector<std::string> merges;
+
   // Indexed by token id; the three have the same length.
   std::vector<std::string> texts;
   std::vector<float> scores;  // merge priority: higher merges first
@@ -47,7 +61,8 @@ struct Vocabulary {
   // sets this RSTRIP attribute for Phi-3 models only). Sorted, unique.
   std::vector<int32_t> rstrip_ids;
 
-  // llama.cpp's defaults for `tokenizer.ggml.model = llama` when the keys are absent.
+  // llama.cpp's defaults for `tokenizer.ggml.model = llama` when the keys are absent (BPE's
+  // are set by LoadVocabulary).
   bool add_bos = true;
   bool add_eos = false;
   bool add_space_prefix = true;
@@ -57,11 +72,11 @@ struct Vocabulary {
 
 // Checks what the Tokenizer relies on: 1 to 2^31-1 tokens; equal lengths of texts, scores and
 // types; non-empty, unique texts; no NaN score; byte tokens spelled "<0xHH>"; special ids in
-// range or kNoToken; a bos/eos id when add_bos/add_eos. kInvalidArgument naming the first
-// problem.
+// range or kNoToken; a bos/eos id when add_bos/add_eos; BPE merges of two non-empty parts
+// split by a space. kInvalidArgument naming the first problem.
 Status ValidateVocabulary(const Vocabulary& vocabulary);
 
-// Reads `tokenizer.ggml.*` the way llama.cpp (b9586) does for a "llama" tokenizer:
+// Reads `tokenizer.ggml.*` the way llama.cpp (b9586) does for a "llama" or "gpt2" tokenizer:
 //   - tokens (required), scores (0 when absent), token_type (normal when absent);
 //   - an empty token text becomes "[EMPTY_<id>]";
 //   - bos/eos/unknown/padding/eot/eom ids, add_bos_token, add_eos_token, add_space_prefix,
@@ -70,10 +85,16 @@ Status ValidateVocabulary(const Vocabulary& vocabulary);
 //     "<end_of_turn>", "<|endoftext|>", FIM markers, ...) become kControl, and the
 //     end-of-generation ones join end_of_generation_ids;
 //   - Phi-3 (general.name contains "phi-3" or "phi3"): its special tokens strip whitespace to
-//     their right, except <unk>, <s> and <|endoftext|>.
+//     their right, except <unk>, <s> and <|endoftext|>;
+//   - "gpt2": merges (required) and the pre-tokenizer `tokenizer.ggml.pre`: "llama-bpe",
+//     "llama3", "llama-v3", "falcon3", "pixtral" are kLlama3 (add_bos defaults to true),
+//     "qwen2", "deepseek-r1-qwen" kQwen2 (add_bos false); no unknown token; bos and eos
+//     default to id 11, llama.cpp's GPT-2 leftover, and the files set them.
 // Errors, each naming the file and the key:
-//   kNotFound          tokenizer.ggml.model or tokenizer.ggml.tokens missing;
-//   kUnimplemented     a tokenizer model other than "llama" (named);
+//   kNotFound          tokenizer.ggml.model, tokenizer.ggml.tokens or (gpt2)
+//                      tokenizer.ggml.merges missing;
+//   kUnimplemented     a tokenizer model other than "llama" and "gpt2", or a gpt2
+//                      pre-tokenizer other than those above, absent included (named);
 //   kInvalidArgument   a key of the wrong type;
 //   kDataLoss          arrays of different lengths, a special id out of range, a duplicate
 //                      token text, a NaN score, a malformed byte token.
