@@ -4,9 +4,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <limits>
 #include <tuple>
 
 #include "tests/support/paths.h"
+#include "worker/model/gguf/gguf_file.h"
 #include "tests/support/process.h"
 
 namespace bmad::testing {
@@ -251,6 +254,43 @@ TEST(CliBenchServe, OverlappedStepsAreReportedInTheSummary) {
       EXPECT_EQ(overlapped, 0) << last;
     }
   }
+}
+
+// bench serve on a model whose logits are NaN (output_norm.weight overwritten): the engine
+// fails every request, and the run fails naming one instead of reporting the failures as fast
+// successes with a negative time to first token.
+TEST(CliBenchServe, AFailedRequestFailsTheRun) {
+  const std::string dir = MakeTempDir("bmad-cli-");
+  const std::string model = dir + "/nan.gguf";
+  std::filesystem::copy_file(SharedModelsDir() + "/stories260K.gguf", model);
+  {
+    auto file = gguf::GgufFile::Open(model);
+    ASSERT_TRUE(file.ok()) << file.status().ToString();
+    const gguf::TensorInfo* norm = (*file)->FindTensor("output_norm.weight");
+    ASSERT_NE(norm, nullptr);
+    ASSERT_EQ(norm->type_name(), "f32");
+    std::ifstream in(model, std::ios::binary);
+    const std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string_view values(reinterpret_cast<const char*>(norm->data), norm->nbytes);
+    const size_t at = raw.find(values);
+    ASSERT_NE(at, std::string::npos);
+    ASSERT_EQ(raw.find(values, at + 1), std::string::npos);  // the place is unambiguous
+    std::fstream out(model, std::ios::binary | std::ios::in | std::ios::out);
+    out.seekp(static_cast<std::streamoff>(at));
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (uint64_t i = 0; i < norm->nbytes / sizeof(float); ++i) {
+      out.write(reinterpret_cast<const char*>(&nan), sizeof nan);
+    }
+    ASSERT_TRUE(out.good());
+  }
+  CliRun run = RunBmad({"bench", "serve", "--model", model, "--rate", "0", "--requests", "3",
+                        "--prompt-len", "8", "--output-len", "4", "--threads", "2"},
+                       dir);
+  EXPECT_EQ(run.status, 1) << run.output;
+  EXPECT_NE(run.output.find("bmad bench serve: request "), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find(" failed: "), std::string::npos) << run.output;
+  EXPECT_EQ(run.output.find("{\"bench\":\"serve\""), std::string::npos) << run.output;
+  std::filesystem::remove_all(dir);
 }
 
 // bench serve with a sampled workload: the knobs reach the run (the summary echoes them), and

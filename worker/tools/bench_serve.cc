@@ -144,6 +144,12 @@ Result<BenchServeResult> RunBenchServe(const BenchServeOptions& o) {
       ++next;
     }
     if (!engine.HasWork()) {
+      if (next == plan.size()) {
+        // Every request was added and none is left in the engine, yet some never finished.
+        return Internal("the engine went idle with " +
+                        std::to_string(plan.size() - done) + " of " + std::to_string(plan.size()) +
+                        " requests unfinished");
+      }
       if (next < plan.size()) {
         std::this_thread::sleep_for(std::chrono::duration<double>(
             std::max(0.0, std::min(0.05, plan[next].arrival_s - now))));
@@ -161,6 +167,12 @@ Result<BenchServeResult> RunBenchServe(const BenchServeOptions& o) {
       ++waste_samples;
     }
     for (const engine::RequestOutput& out : outputs) {
+      // A failed request makes every figure of the run meaningless (its latency would count
+      // as a fast success, and it has no first token): the run fails, naming it.
+      if (out.reason == proto::FinishReason::kError) {
+        return Internal("request " + std::to_string(out.id) + " failed: " +
+                        (out.error.empty() ? std::string("no message") : out.error));
+      }
       Planned& p = plan[out.id - 1];
       for (size_t k = 0; k < out.token_ids.size(); ++k) {
         if (p.first_token_s < 0) {
