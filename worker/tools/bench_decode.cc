@@ -115,9 +115,14 @@ Result<std::vector<BenchDecodeResult>> RunBenchDecode(const BenchDecodeOptions& 
     auto start = std::chrono::steady_clock::now();
     std::vector<model::SequenceStep> steps;
     std::vector<int64_t> done(static_cast<size_t>(batch), 0);
+    // Each sequence's first generated token, greedy, from the logits row of the step that
+    // ended its prompt (Forward writes rows only for such steps, in step order).
+    std::vector<int32_t> next(static_cast<size_t>(batch));
+    std::vector<size_t> ending;
     int64_t seq = 0;
     while (seq < batch) {
       steps.clear();
+      ending.clear();
       int64_t budget = o.prefill_chunk;
       for (int64_t s = seq; s < batch && budget > 0; ++s) {
         const auto i = static_cast<size_t>(s);
@@ -126,17 +131,20 @@ Result<std::vector<BenchDecodeResult>> RunBenchDecode(const BenchDecodeOptions& 
         steps.push_back({std::span<const int32_t>(prompts[i]).subspan(static_cast<size_t>(done[i]),
                                                                       static_cast<size_t>(take)),
                          static_cast<int32_t>(done[i]), tables[i], last});
+        if (last) ending.push_back(i);
         done[i] += take;
         budget -= take;
       }
       BMAD_RETURN_IF_ERROR(forward(steps, cache, logits.data()));
+      for (size_t row = 0; row < ending.size(); ++row) {
+        backend.Argmax(logits.data() + row * static_cast<size_t>(c.n_vocab), 1, c.n_vocab,
+                       &next[ending[row]]);
+      }
       while (seq < batch && done[static_cast<size_t>(seq)] == o.prompt_len) ++seq;
     }
     r.prefill_seconds = Seconds(start);
 
     // Decode: every sequence one token per step, greedy.
-    std::vector<int32_t> next(static_cast<size_t>(batch));
-    backend.Argmax(logits.data(), batch, c.n_vocab, next.data());
     start = std::chrono::steady_clock::now();
     for (int64_t g = 0; g < o.gen_len; ++g) {
       steps.clear();

@@ -206,7 +206,10 @@ int RunGenerate(const std::vector<std::string>& args) {
                  static_cast<long long>(stats->prompt_tokens),
                  double(stats->prompt_tokens) / std::max(stats->prefill_seconds, 1e-9),
                  static_cast<long long>(stats->generated_tokens),
-                 double(stats->generated_tokens) / std::max(stats->decode_seconds, 1e-9),
+                 // The first token came from the prefill's logits: decode_seconds holds one
+                 // forward pass fewer than there are generated tokens.
+                 double(std::max<int64_t>(stats->generated_tokens - 1, 0)) /
+                     std::max(stats->decode_seconds, 1e-9),
                  std::string(proto::FinishReasonName(stats->finish_reason)).c_str());
   }
   return 0;
