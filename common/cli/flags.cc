@@ -143,6 +143,16 @@ Status Flags::Parse(const std::vector<std::string>& args, std::vector<std::strin
     }
     if (!has_value) {
       if (i + 1 >= args.size()) return InvalidArgument("flag --" + name + " needs a value");
+      // `--prompt --quiet` is a forgotten value far more often than a prompt "--quiet".
+      const std::string& next = args[i + 1];
+      if (next.starts_with("--") && next.size() > 2) {
+        const std::string next_name = next.substr(2, next.find('=') - 2);
+        if (Find(next_name) || next_name == "help") {
+          return InvalidArgument("flag --" + name + " needs a value, but the next argument is the flag " +
+                                 next + " (write --" + name + "=" + next +
+                                 " if that is the value)");
+        }
+      }
       value = args[++i];
     }
     BMAD_RETURN_IF_ERROR(Assign(*spec, value));

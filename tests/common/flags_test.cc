@@ -45,6 +45,33 @@ TEST(FlagsTest, ErrorsNameTheFlag) {
             std::string::npos);
 }
 
+// A flag followed by another known flag forgot its value; the value form with '=' still takes
+// anything, and a text that merely starts with "--" is a value.
+TEST(FlagsTest, AFlagIsNotTakenAsTheValueOfTheFlagBefore) {
+  std::string prompt;
+  bool quiet = false;
+  Flags flags("test");
+  flags.AddString("prompt", &prompt, "p");
+  flags.AddBool("quiet", &quiet, "q");
+  std::vector<std::string> positional;
+  Status s = flags.Parse({"--prompt", "--quiet"}, &positional);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("flag --prompt needs a value, but the next argument is the flag --quiet"),
+            std::string::npos)
+      << s.message();
+  EXPECT_NE(flags.Parse({"--prompt", "--quiet=1"}, &positional).message().find("--prompt=--quiet=1"),
+            std::string::npos);
+  EXPECT_FALSE(flags.Parse({"--prompt", "--help"}, &positional).ok());
+  EXPECT_FALSE(quiet);
+
+  ASSERT_TRUE(flags.Parse({"--prompt=--quiet"}, &positional).ok());
+  EXPECT_EQ(prompt, "--quiet");
+  ASSERT_TRUE(flags.Parse({"--prompt", "--not-a-flag"}, &positional).ok());
+  EXPECT_EQ(prompt, "--not-a-flag");
+  ASSERT_TRUE(flags.Parse({"--prompt", "-5"}, &positional).ok());
+  EXPECT_EQ(prompt, "-5");
+}
+
 TEST(FlagsTest, HelpListsFlags) {
   int64_t n = 0;
   Flags flags("bmad thing");
