@@ -140,14 +140,22 @@ class LoadVisitor {
   void LoadOne(std::string_view dotted_key, std::string_view raw, ServerConfig& config) {
     const size_t dot = dotted_key.find('.');
     if (dot == std::string_view::npos) {
-      Fail(std::string(dotted_key), {}, "an override must name section.key");
+      Fail(std::string(dotted_key), YAML::Mark::null_mark(), "an override must name section.key");
       return;
     }
     only_section_ = std::string(dotted_key.substr(0, dot));
     only_key_ = std::string(dotted_key.substr(dot + 1));
     only_raw_ = std::string(raw);
     VisitConfig(config, *this);
-    if (!matched_) Fail(std::string(dotted_key), {}, "unknown key");
+    if (!matched_) {
+      if (!known_sections_.count(only_section_)) {
+        Fail(std::string(dotted_key), YAML::Mark::null_mark(),
+             "unknown section " + Quote(only_section_) + SuggestSection());
+      } else {
+        Fail(std::string(dotted_key), YAML::Mark::null_mark(),
+             "unknown key (known keys: " + override_section_keys_ + ")");
+      }
+    }
   }
 
   template <typename Body>
@@ -157,7 +165,10 @@ class LoadVisitor {
     known_keys_.clear();
     known_keys_order_.clear();
     if (!only_section_.empty()) {  // override mode
-      if (name == only_section_) body();
+      if (name == only_section_) {
+        body();
+        override_section_keys_ = KnownKeysList();
+      }
       return;
     }
     // Lookups go through const references (yaml-cpp's non-const operator[] inserts keys), and
@@ -203,7 +214,7 @@ class LoadVisitor {
       try {
         parsed = YAML::Load(only_raw_);
       } catch (const YAML::Exception& e) {
-        Fail(path, {}, "bad value: " + e.msg);
+        Fail(path, YAML::Mark::null_mark(), "bad value: " + e.msg);
         return;
       }
       if (!parsed) parsed = YAML::Node(YAML::NodeType::Null);
@@ -373,6 +384,7 @@ class LoadVisitor {
   std::string only_key_;
   std::string only_raw_;
   bool matched_ = false;
+  std::string override_section_keys_;  // the override's section's keys, for its error
 };
 
 void ApplyOverrides(const std::vector<std::string>& overrides, ServerConfig& config,

@@ -150,6 +150,16 @@ TEST(ConfigTest, OverridesApplyAfterTheFile) {
   ASSERT_EQ(bad.errors.size(), 3u);
   EXPECT_EQ(bad.errors[0].key, "worker.nope");
   EXPECT_EQ(bad.errors[0].source, "<override>");
+  // An override has no line and column to name; its errors help as a file's do.
+  EXPECT_EQ(bad.errors[0].ToString().rfind("<override>: worker.nope: unknown key (known keys: ", 0), 0u)
+      << bad.errors[0].ToString();
+  EXPECT_NE(bad.errors[0].message.find("replica_id"), std::string::npos) << bad.errors[0].message;
+  EXPECT_EQ(bad.errors[1].ToString(), "<override>: noequals: expected section.key=value");
+  ConfigLoad section = LoadConfigText("", "o.yaml", {"workers.pool=long_tail"});
+  ASSERT_EQ(section.errors.size(), 1u);
+  EXPECT_NE(section.errors[0].message.find("unknown section 'workers' (known sections:"),
+            std::string::npos)
+      << section.errors[0].ToString();
 }
 
 TEST(ConfigTest, AnOverrideOfATextKeyTakesTheTextAsWritten) {
