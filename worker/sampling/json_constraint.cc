@@ -31,18 +31,23 @@ Status JsonConstraint::Sync(std::span<const int32_t> generated) {
       return InvalidArgument("output token " + std::to_string(read_) + " (id " + std::to_string(token) +
                              ") follows the end of the JSON value");
     }
+    // An ending token ends the output whatever its text (a stop token id may have some: the
+    // output processor drops that text and stops), so it only fits a complete value.
+    if (Ends(token)) {
+      if (automaton_.complete()) {
+        ended_ = true;
+        continue;
+      }
+      return InvalidArgument("output token " + std::to_string(read_) + " (id " + std::to_string(token) +
+                             ") ends the output before the JSON value is complete");
+    }
     const std::string_view text = texts_->text(token);
-    // A token that both continues and ends (a stop token id with text) is read as text.
     if (!text.empty()) {
       SchemaAutomaton next = automaton_;
       if (next.Feed(text)) {
         automaton_ = next;
         continue;
       }
-    }
-    if (Ends(token) && automaton_.complete()) {
-      ended_ = true;
-      continue;
     }
     return InvalidArgument("output token " + std::to_string(read_) + " (id " + std::to_string(token) +
                            ") cannot continue the JSON value the response format allows");
@@ -65,14 +70,18 @@ Status JsonConstraint::Mask(std::span<float> scores) const {
   const uint32_t room = in_string ? automaton_.string_room() : 0;
   size_t allowed = 0;
   for (size_t id = 0; id < scores.size(); ++id) {
-    const std::string_view text = texts_->text(static_cast<int64_t>(id));
-    const uint32_t plain = in_string ? texts_->plain_characters(static_cast<int64_t>(id)) : 0;
-    bool fits = plain > 0 && plain <= room;
-    if (!fits && !ended_ && !text.empty() && first_byte_fits[static_cast<uint8_t>(text[0])]) {
-      SchemaAutomaton probe = automaton_;
-      fits = probe.Feed(text);
+    bool fits = false;
+    if (Ends(static_cast<int32_t>(id))) {
+      fits = complete && !ended_;  // never read as text: see Sync
+    } else {
+      const std::string_view text = texts_->text(static_cast<int64_t>(id));
+      const uint32_t plain = in_string ? texts_->plain_characters(static_cast<int64_t>(id)) : 0;
+      fits = plain > 0 && plain <= room;
+      if (!fits && !ended_ && !text.empty() && first_byte_fits[static_cast<uint8_t>(text[0])]) {
+        SchemaAutomaton probe = automaton_;
+        fits = probe.Feed(text);
+      }
     }
-    if (!fits && complete && !ended_) fits = Ends(static_cast<int32_t>(id));
     if (fits) {
       ++allowed;
     } else {

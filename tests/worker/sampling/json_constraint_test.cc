@@ -77,6 +77,25 @@ TEST(JsonConstraint, OnceTheObjectClosesOnlyAnEndingTokenMayFollow) {
   EXPECT_THAT(c.Sync(std::vector<int32_t>{3, 4, kEos, 3}).message(), HasSubstr("follows the end of the JSON value"));
 }
 
+// A stop token id with text ends the output (the output processor stops there and drops the
+// text), so it is allowed only once the value is complete, never as a piece of JSON: "\n" may
+// otherwise come between a key and its value, and "}" would close an object and end at once.
+TEST(JsonConstraint, AStopTokenWithTextIsOnlyAnEnd) {
+  JsonConstraint c(Texts(), {kEos, 16, 4});  // "\n" and "}" are stop token ids
+  ASSERT_TRUE(c.Sync(std::vector<int32_t>{8, 9}).ok());  // {"":
+  EXPECT_FALSE(Allowed(c).count(16));
+  ASSERT_TRUE(c.Sync(std::vector<int32_t>{8, 9, 10}).ok());  // {"":1
+  EXPECT_FALSE(Allowed(c).count(4));
+  EXPECT_FALSE(Allowed(c).count(16));
+  EXPECT_TRUE(Allowed(c).count(14));  // "," goes on
+  EXPECT_THAT(c.Sync(std::vector<int32_t>{8, 9, 10, 4}).message(),
+              HasSubstr("output token 3 (id 4) ends the output before the JSON value is complete"));
+  JsonConstraint done(Texts(), {kEos, 16});
+  ASSERT_TRUE(done.Sync(std::vector<int32_t>{3, 4}).ok());  // {}
+  EXPECT_EQ(Allowed(done), (std::set<int32_t>{kEos, 16}));
+  ASSERT_TRUE(done.Sync(std::vector<int32_t>{3, 4, 16}).ok());
+}
+
 TEST(JsonConstraint, AnOutputItDidNotChooseIsCheckedTokenByToken) {
   JsonConstraint c(Texts(), {kEos});
   Status bad = c.Sync(std::vector<int32_t>{3, 6});  // {a
