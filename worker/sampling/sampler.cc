@@ -78,6 +78,12 @@ Result<SampleResult> Sampler::Sample(std::span<const float> logits,
       ApplyPenalties(penalties_, occurrences_, processed_);
     }
     if (constraint_) {
+      // The mask writes -inf over banned tokens, a NaN or +inf among them too: check the raw
+      // row first, as Argmax and Draw check every score of an unconstrained one (and logprobs
+      // are computed from the raw row).
+      for (size_t i = 0; i < logits.size(); ++i) {
+        if (!(logits[i] < kInf)) return NonFiniteLogit(i, logits[i], false);
+      }
       BMAD_RETURN_IF_ERROR(constraint_->Sync(generated_tokens));
       BMAD_RETURN_IF_ERROR(constraint_->Mask(processed_));
     }
@@ -90,7 +96,8 @@ Result<SampleResult> Sampler::Sample(std::span<const float> logits,
   } else {
     BMAD_ASSIGN_OR_RETURN(result.token_id, Draw(scores));
   }
-  // The raw logits passed the finiteness check above: penalties keep NaN and +inf as they are.
+  // The raw logits passed a finiteness check: Argmax or Draw saw them (penalties keep NaN and
+  // +inf as they are), or the constraint's check did before masking.
   if (!want_logprob_) return result;
   const LogSoftmaxNorm norm = LogSoftmaxNormOf(logits);
   result.logprob = norm.At(logits[static_cast<size_t>(result.token_id)]);

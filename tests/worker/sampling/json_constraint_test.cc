@@ -143,6 +143,22 @@ TEST(JsonConstraint, TheSamplerTakesTheBestAllowedTokenAndEndsWithTheObject) {
   EXPECT_EQ(out, (std::vector<int32_t>{3, 4, kEos}));  // {} and the end
 }
 
+// A NaN on a token the mask bans is still a broken row: an error, not a NaN logprob.
+TEST(JsonConstraint, ANonFiniteLogitUnderTheMaskIsAnError) {
+  proto::SamplingParams params;
+  params.temperature = 0;
+  params.logprobs = true;
+  for (const float bad : {std::numeric_limits<float>::quiet_NaN(), kInf}) {
+    Sampler s(params, 1, {kEos}, JsonConstraint(Texts(), {kEos}));
+    std::vector<float> logits(kTexts.size(), 0.0f);
+    logits[3] = 5;
+    logits[13] = bad;  // "x" cannot start a JSON object
+    Result<SampleResult> r = s.Sample(logits, {}, {});
+    EXPECT_EQ(r.status().code(), StatusCode::kInternal);
+    EXPECT_THAT(r.status().message(), HasSubstr("logit of token 13 is"));
+  }
+}
+
 // At every step of 300 random outputs, what Mask allows (plain tokens inside strings are
 // allowed unread) is exactly what feeding each token whole to `reference` (a fresh automaton of
 // the same schema) accepts. The vocabulary has whole and partial UTF-8 characters, escapes and
