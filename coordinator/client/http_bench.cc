@@ -166,7 +166,10 @@ class BenchRun {
         next_progress_s = Elapsed() + progress_interval_s;
       }
       double wait_s = kTickS;
-      if (o_.rate > 0 && next_arrival < plan_.size()) {
+      // Until the next arrival; a full tick while the in-flight cap holds it back, since only a
+      // request finishing can free a place (waiting 0 there spun a core the servers measured
+      // against need).
+      if (o_.rate > 0 && next_arrival < plan_.size() && running_.size() < kMaxOpenLoopInFlight) {
         wait_s = std::clamp(plan_[next_arrival].arrival_s - Elapsed(), 0.0, kTickS);
       }
       std::this_thread::sleep_for(std::chrono::duration<double>(wait_s));
