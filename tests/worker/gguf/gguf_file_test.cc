@@ -242,6 +242,27 @@ TEST(GgufFileTest, HonoursGeneralAlignment) {
   RawGguf bad;
   bad.Header(3, 0, 1).KvUint32("general.alignment", 48);
   EXPECT_THAT(Parse(bad.str()).message(), HasSubstr("power of two"));
+  // Below 8 (the specification's minimum), F32 data could sit at an odd address.
+  for (uint32_t small : {1u, 2u, 4u}) {
+    RawGguf tiny;
+    tiny.Header(3, 0, 1).KvUint32("general.alignment", small);
+    EXPECT_THAT(Parse(tiny.str()).message(), HasSubstr("power of two from 8")) << small;
+  }
+  RawGguf eight;
+  eight.Header(3, 1, 1).KvUint32("general.alignment", 8).Tensor("a", {8}, kF32, 0).PadTo(8).Zeros(32);
+  EXPECT_TRUE(Parse(eight.str()).ok()) << Parse(eight.str()).ToString();
+}
+
+// Keys are at most 65535 bytes (the specification), refused before they are copied.
+TEST(GgufFileTest, RejectsOverlongKeys) {
+  RawGguf raw;
+  raw.Header(3, 0, 1).KvUint32(std::string(65536, 'k'), 1);
+  Status s = Parse(raw.str());
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(), HasSubstr("metadata key #0 is 65536 bytes long (at most 65535)"));
+  RawGguf ok;
+  ok.Header(3, 0, 1).KvUint32(std::string(65535, 'k'), 1);
+  EXPECT_TRUE(Parse(ok.str()).ok());
 }
 
 TEST(GgufFileTest, RejectsTensorDataPastTheEnd) {

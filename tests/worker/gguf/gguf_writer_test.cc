@@ -225,6 +225,8 @@ TEST(GgufWriterTest, UsesGeneralAlignmentWhenSet) {
   GgufWriter bad;
   bad.SetUint32("general.alignment", 48);
   EXPECT_EQ(bad.WriteToString().status().code(), StatusCode::kInvalidArgument);
+  bad.SetUint32("general.alignment", 4);  // a power of two, but below the reader's 8
+  EXPECT_THAT(bad.WriteToString().status().message(), HasSubstr("from 8"));
   bad.SetString("general.alignment", "32");
   EXPECT_THAT(bad.WriteToString().status().message(), HasSubstr("general.alignment"));
 }

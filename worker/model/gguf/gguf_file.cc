@@ -22,6 +22,7 @@ constexpr uint64_t kMaxKeyValues = 1u << 20;
 constexpr uint64_t kMaxTotalArrayElements = 1u << 23;
 // ggml's GGML_MAX_NAME: tensor names are shorter than 64 bytes.
 constexpr size_t kMaxTensorName = 63;
+constexpr size_t kMaxKeyLength = 65535;
 
 // A bounds-checked little-endian reader over the mapped bytes.
 class Cursor {
@@ -208,11 +209,21 @@ Status GgufFile::Parse() {
     return DataLoss(path_ + ": implausible metadata count " + std::to_string(kv_count));
   }
 
-  metadata_.reserve(kv_count);
+  // Room for what the rest of the file can hold at the least bytes per entry (a key/value:
+  // 8-byte key length, 4-byte type, a 1-byte value; a tensor: 8 + 4 + 8 + 4 + 8), so a header
+  // claiming a million entries in a small file reserves nothing like it.
+  metadata_.reserve(std::min<uint64_t>(kv_count, c.remaining() / 13));
   uint64_t array_elements = 0;
   for (uint64_t i = 0; i < kv_count; ++i) {
     std::string_view key;
     if (!c.ReadString(&key)) return truncated("metadata key #" + std::to_string(i));
+    // Checked before the key is copied: the specification caps keys at 65535 bytes, and a
+    // corrupt length would otherwise copy gigabytes.
+    if (key.size() > kMaxKeyLength) {
+      return DataLoss(path_ + ": metadata key #" + std::to_string(i) + " is " +
+                      std::to_string(key.size()) + " bytes long (at most " +
+                      std::to_string(kMaxKeyLength) + ")");
+    }
     const std::string key_str(key);
     uint32_t raw_type = 0;
     if (!c.Read(&raw_type)) return truncated("the type of '" + key_str + "'");
@@ -261,22 +272,23 @@ Status GgufFile::Parse() {
   if (const MetadataValue* align = Find("general.alignment")) {
     int64_t a = 0;
     if (align->type == ValueType::kArray || !ScalarToInt(align->scalar, &a) || a <= 0 ||
-        (a & (a - 1)) != 0 || a > (1 << 20)) {
-      return DataLoss(path_ + ": general.alignment must be a power of two");
+        (a & (a - 1)) != 0 || a < 8 || a > (1 << 20)) {
+      // At least 8 (the specification: a multiple of 8), so F32 and F16 data stay aligned.
+      return DataLoss(path_ + ": general.alignment must be a power of two from 8 to 2^20");
     }
     alignment_ = static_cast<uint64_t>(a);
   }
 
-  tensors_.reserve(tensor_count);
+  tensors_.reserve(std::min<uint64_t>(tensor_count, c.remaining() / 32));
   for (uint64_t i = 0; i < tensor_count; ++i) {
     TensorInfo t;
     std::string_view name;
     if (!c.ReadString(&name)) return truncated("the name of tensor #" + std::to_string(i));
-    t.name = std::string(name);
-    if (t.name.size() > kMaxTensorName) {
-      return DataLoss(path_ + ": tensor name '" + t.name.substr(0, 80) + "...' is longer than " +
-                      std::to_string(kMaxTensorName) + " bytes");
+    if (name.size() > kMaxTensorName) {  // before copying it: see the keys above
+      return DataLoss(path_ + ": tensor name '" + std::string(name.substr(0, 80)) +
+                      "...' is longer than " + std::to_string(kMaxTensorName) + " bytes");
     }
+    t.name = std::string(name);
     uint32_t n_dims = 0;
     if (!c.Read(&n_dims)) return truncated("the shape of '" + t.name + "'");
     if (n_dims == 0 || n_dims > kMaxDims) {

@@ -357,10 +357,11 @@ Result<uint64_t> GgufWriter::Alignment() const {
   auto it = key_index_.find(std::string_view(kAlignmentKey));
   if (it == key_index_.end()) return kDefaultAlignment;
   uint64_t a = 0;
-  if (!DecodeInteger(entries_[it->second].encoded, &a) || a == 0 || a > kMaxAlignment ||
+  // As GgufFile reads them: at least 8, the specification's minimum.
+  if (!DecodeInteger(entries_[it->second].encoded, &a) || a < 8 || a > kMaxAlignment ||
       (a & (a - 1)) != 0) {
     return InvalidArgument(std::string(kAlignmentKey) +
-                           " must be an integer power of two no larger than " +
+                           " must be an integer power of two from 8 to " +
                            std::to_string(kMaxAlignment));
   }
   return a;
