@@ -48,6 +48,14 @@ void ExpectMatrix(const Tokenizer& tokenizer, const std::vector<FlagMatrix>& cas
   }
 }
 
+// A byte token spelled in lower case ("<0x0a>"; llama.cpp decodes it but aborts when it needs
+// it to encode) is still the byte's fallback, so encoding and decoding round-trip.
+TEST(TokenizerVariantsTest, LowerCaseByteTokensAreTheFallbackToo) {
+  const Tokenizer tokenizer = BuildVariant({{3 + 0x0A, "<0x0a>", TokenType::kByte}});
+  EXPECT_EQ(tokenizer.Encode("\n", false), (std::vector<int32_t>{410, 3 + 0x0A}));  // "▁", "\n"
+  EXPECT_EQ(tokenizer.Decode(tokenizer.Encode("a\nb", false)), "a\nb");
+}
+
 // "<|im_end|>" and "<|fim_pad|>" are typed normal in the file but llama.cpp makes them control
 // tokens; user-defined tokens ("<tool>", "<tool_call>", "ab") are cut out even without
 // parse_special, the longer "<tool_call>" before "<tool>"; an empty text is "[EMPTY_511]".

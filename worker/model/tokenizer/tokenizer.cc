@@ -198,12 +198,20 @@ Tokenizer::Tokenizer(Vocabulary vocabulary) : vocabulary_(std::move(vocabulary))
     }
   } else {
     // llama.cpp's byte_to_token: "<0xHH>" (upper-case hex), else the one-byte text. Where it
-    // would abort, the unknown token stands in.
+    // would abort, a byte token spelled in lower case ("<0x0a>", which it decodes but cannot
+    // find), else the unknown token, stands in.
+    std::vector<int32_t> byte_token_by_value(256, kNoToken);
+    for (int32_t id = 0; id < n; ++id) {
+      if (v.types[id] != TokenType::kByte) continue;
+      const auto value = static_cast<unsigned char>(pieces_[id][0]);
+      if (byte_token_by_value[value] == kNoToken) byte_token_by_value[value] = id;
+    }
     for (int byte = 0; byte < 256; ++byte) {
       char spelled[7];
       std::snprintf(spelled, sizeof(spelled), "<0x%02X>", byte);
       int32_t id = FindToken(spelled);
       if (id == kNoToken) id = FindToken(std::string(1, static_cast<char>(byte)));
+      if (id == kNoToken) id = byte_token_by_value[byte];
       byte_tokens_[byte] = id == kNoToken ? v.unk_id : id;
     }
   }

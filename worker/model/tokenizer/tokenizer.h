@@ -11,7 +11,8 @@
 //   3. Characters are merged pairwise, always the adjacent pair whose concatenation is the
 //      highest-scoring token (ties: the leftmost pair), until no pair forms a token.
 //   4. A character that is no token becomes its byte tokens <0xHH> (or, with no byte token, the
-//      one-byte token, else the unknown token, else nothing; llama.cpp aborts there instead).
+//      one-byte token, else a byte token spelled <0xhh>, else the unknown token, else nothing;
+//      llama.cpp aborts there instead).
 //   5. BOS before and EOS after, when add_special and the vocabulary says so.
 // Invalid UTF-8 is cut into characters by its lead bytes, as llama.cpp does, and ends up as
 // byte tokens; nothing about the input can make Encode fail.
