@@ -39,6 +39,10 @@ ShardStepRunner::ShardStepRunner(const ShardStepContext& context)
 }
 
 Status ShardStepRunner::Run(std::span<const model::SequenceStep> steps, float* logits) {
+  // Refused by every rank alike before any rank sends or waits: were stage 0 to refuse it
+  // inside its forward pass, stage 1 would already be waiting for its activations and take the
+  // next step's as this one's.
+  BMAD_RETURN_IF_ERROR(c_.model->Validate(steps, *c_.cache));
   const int64_t vocab = c_.model->config().n_vocab;
   const int64_t parts = shard_.pp == 1 ? 1 : (c_.micro_batches > 0 ? c_.micro_batches : shard_.pp);
   float* assembled = nullptr;

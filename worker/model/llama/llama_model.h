@@ -134,6 +134,13 @@ class LlamaModel {
   Status ForwardShard(std::span<const SequenceStep> steps, const KvCache& cache, const ShardIo& io,
                       TensorParallelGroup* group, memory::BumpAllocator* workspace = nullptr);
 
+  // The checks every forward call makes before computing anything: token ids in the
+  // vocabulary, positions within the context, block tables covering them inside `cache`, and
+  // the cache's shape this shard's. kInvalidArgument / kOutOfRange naming the sequence. The
+  // answer is the same on every rank of a replica given the same steps, so ranks can refuse a
+  // step together before any of them waits on another (ShardStepRunner).
+  Status Validate(std::span<const SequenceStep> steps, const KvCache& cache) const;
+
   // Workspace growths since Load (the engine reports system allocations after warm-up).
   uint64_t workspace_allocations() const { return workspace_allocations_; }
 
@@ -143,7 +150,6 @@ class LlamaModel {
                      memory::BumpAllocator* workspace);
   LlamaModel(std::unique_ptr<gguf::GgufFile> file, LlamaConfig config, LlamaShard shard,
              LlamaWeights weights, kernels::Backend& backend);
-  Status Validate(std::span<const SequenceStep> steps, const KvCache& cache) const;
   void Grow(std::vector<float>& buffer, size_t floats);
   void BindOwnBuffers();
   Status BindWorkspace(memory::BumpAllocator& workspace, int64_t n_tokens, int64_t n_seqs);
