@@ -19,7 +19,8 @@ Result<ReplicaTopology> ReplicaTopology::Create(int world_rank, int world_size, 
     return InvalidArgument("world size " + std::to_string(world_size) +
                            " is not a multiple of tp " + std::to_string(tp) + " x pp " +
                            std::to_string(pp) + " = " + std::to_string(per_replica) +
-                           " ranks per replica");
+                           " ranks per replica (start the worker with mpirun -np " +
+                           std::to_string(per_replica) + ", or a multiple for several replicas)");
   }
   if (world_rank < 0 || world_rank >= world_size) {
     return InvalidArgument("world rank " + std::to_string(world_rank) + " is outside [0, " +

@@ -135,6 +135,7 @@ TEST(ReplicaTopologyTest, WorldNotAMultipleOfTheReplicaNamesAllThree) {
   EXPECT_THAT(t.status().message(), HasSubstr("world size 6"));
   EXPECT_THAT(t.status().message(), HasSubstr("tp 4"));
   EXPECT_THAT(t.status().message(), HasSubstr("pp 1"));
+  EXPECT_THAT(t.status().message(), HasSubstr("mpirun -np 4"));  // how to start it instead
 
   auto u = ReplicaTopology::Create(3, 4, 3, 2);
   ASSERT_FALSE(u.ok());
