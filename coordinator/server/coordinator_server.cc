@@ -25,6 +25,10 @@ std::unique_ptr<zmq::socket_t> BindRouter(zmq::context_t& context, const std::st
   socket->set(zmq::sockopt::linger, 0);
   proto::LimitInboundMessageSize(*socket, max_message_bytes);
   socket->set(zmq::sockopt::router_mandatory, 1);  // sending to a gone peer is an error we see
+  // A peer that connects again under its routing id takes it over. Without this, a connection
+  // left open by a partition (its FIN lost) keeps the id, and ZeroMQ drops every message of the
+  // new one: a worker that reconnected after its heartbeats timed out was never heard again.
+  socket->set(zmq::sockopt::router_handover, 1);
   socket->set(zmq::sockopt::sndhwm, 100000);
   socket->set(zmq::sockopt::rcvhwm, 100000);
   socket->set(zmq::sockopt::rcvtimeo, 0);

@@ -17,6 +17,7 @@
 #include "tests/coordinator/server/fake_replica.h"
 #include "tests/coordinator/server/in_process_coordinator.h"
 #include "tests/support/process.h"
+#include "tests/support/tcp_proxy.h"
 
 namespace bmad::coord {
 namespace {
@@ -250,6 +251,27 @@ TEST_F(ReplicaLossTest, ASecondProcessUnderALiveReplicasIdWaitsAndTakesNothing) 
   ASSERT_TRUE(answer && answer->message.ok());
   ASSERT_TRUE(std::holds_alternative<proto::TokenChunk>(*answer->message)) << proto::MessageName(*answer->message);
   EXPECT_EQ(std::get<proto::TokenChunk>(*answer->message).text, "hi");
+}
+
+TEST_F(ReplicaLossTest, AReplicaReconnectingUnderItsRoutingIdIsHeardOnTheNewConnection) {
+  // A partition: the old connection goes silent but stays open on the coordinator's side (its
+  // FIN was lost), and the worker, whose ZeroMQ heartbeats timed out, connects again under the
+  // same routing id. The coordinator used to keep the old connection for that id and ignore
+  // every message on the new one, for good: the replica was cut off until restarted.
+  const std::string endpoint = server_->worker_endpoint();
+  bmad::testing::TcpProxy relay(std::stoi(endpoint.substr(endpoint.rfind(':') + 1)));
+  ASSERT_GT(relay.port(), 0);
+  const std::string relayed = "tcp://127.0.0.1:" + std::to_string(relay.port());
+  auto before = std::make_unique<FakeReplica>(ctx_, relayed, "a");
+  ASSERT_TRUE(before->Register());
+  relay.Freeze();  // the old connection: open, silent
+  auto after = std::make_unique<FakeReplica>(ctx_, relayed, "a");  // the same routing id
+  EXPECT_TRUE(after->Register()) << "the coordinator never answered the reconnected replica";
+  EXPECT_EQ(relay.accepted(), 2);
+  // And it is served there.
+  const uint64_t id = Submit("x");
+  after->Receive(2s);
+  EXPECT_EQ(after->Assigned(), std::vector<uint64_t>{id});
 }
 
 class ReplicaRefusalTest : public ReplicaLossTest {
