@@ -526,6 +526,11 @@ TEST(WorkerProcessTest, ASigtermToTheChartsLaunchScriptDrainsTheReplica) {
   }
   EXPECT_EQ(finish, proto::FinishReason::kLength);
   EXPECT_EQ(tokens, 1000u);
+  // Its last word is a Shutdown, so the coordinator stops counting on it at once (a final
+  // heartbeat made it look live until the liveness timeout).
+  auto down = coord.Expect<proto::Shutdown>(20s);
+  ASSERT_TRUE(down.has_value()) << "no Shutdown after the drain\n" << launcher.ReadLog();
+  EXPECT_NE(down->reason.find("test-replica stopped after draining"), std::string::npos) << down->reason;
   auto status = launcher.Wait(30s);
   ASSERT_TRUE(status.has_value()) << "the launcher did not stop\n" << launcher.ReadLog();
   EXPECT_EQ(*status, 0) << launcher.ReadLog();

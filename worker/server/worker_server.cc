@@ -457,8 +457,21 @@ Status WorkerServer::Run() {
     Status s = ranks->Shutdown("the leader stopped");
     if (!s.ok()) log::Warn(kLog, "cannot tell the other ranks to stop", {{"error", s}});
   }
-  // A final heartbeat tells the coordinator what is left (nothing, after a drain).
-  w.SendHeartbeat();
+  if (w.engine->draining()) {
+    // Assignments that came during the last step are refused now (the engine is draining), not
+    // left unread for the coordinator to time out.
+    w.socket->set(zmq::sockopt::rcvtimeo, 0);
+    while (auto in = proto::ReceiveMessage(*w.socket, /*routed=*/false, max_bytes)) {
+      if (in->message.ok() && std::holds_alternative<proto::Assign>(*in->message)) {
+        (void)w.Handle(*in->message);
+      }
+    }
+  }
+  // The coordinator learns the replica is gone at once: it routes around it and moves anything
+  // it still counts as dispatched here (a final heartbeat made it look live until the liveness
+  // timeout instead).
+  w.Send(proto::Shutdown{"replica " + w.config.worker.replica_id + " stopped" +
+                         (w.engine->draining() ? " after draining" : "")});
   log::Info(kLog, "replica stopped", {{"replica", w.config.worker.replica_id}});
   return Status::Ok();
 }
