@@ -28,8 +28,10 @@ Status MetricsServer::Start(const std::string& host, int port) {
   impl->server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(registry_.RenderText(), kTextContentType);
   });
-  impl->server.Get("/health", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("ok\n", "text/plain");
+  impl->server.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    const bool healthy = healthy_.load();
+    res.status = healthy ? 200 : 503;
+    res.set_content(healthy ? "ok\n" : "unhealthy\n", "text/plain");
   });
   impl->server.Get("/ready", [this](const httplib::Request&, httplib::Response& res) {
     const bool ready = ready_.load();

@@ -21,6 +21,9 @@ class MetricsServer {
 
   // What /ready reports; settable any time, from any thread.
   void SetReady(bool ready) { ready_.store(ready); }
+  // What /health reports (200, or 503 when false: the process should be restarted, e.g. a step
+  // hung); settable any time, from any thread.
+  void SetHealthy(bool healthy) { healthy_.store(healthy); }
 
   // Binds host:port (port 0 picks a free one) and starts serving. kIoError names the address
   // when the bind fails (port taken, bad host).
@@ -38,6 +41,7 @@ class MetricsServer {
   std::string host_;
   int port_ = 0;
   std::atomic<bool> ready_{true};
+  std::atomic<bool> healthy_{true};
 };
 
 }  // namespace bmad::metrics

@@ -338,6 +338,8 @@ struct StepGaps {
   int64_t step_ms = 0;
   int64_t longest_gap_ms = 0;
   int heartbeats = 0;
+  bool unhealthy_during_step = false;  // /health answered 503 at some point of the step
+  int health_after_step = 0;           // /health's status once the step had ended
 };
 
 // A model slow enough to take seconds over 1900 prompt tokens, and about ten milliseconds a token.
@@ -354,7 +356,16 @@ StepGaps HeartbeatsDuringALongStep(const std::vector<std::string>& sets) {
   all_sets.insert(all_sets.end(), sets.begin(), sets.end());
   ChildProcess worker;
   StepGaps gaps;
-  EXPECT_TRUE(StartWorker(worker, coord, model, all_sets).has_value());
+  auto reg = StartWorker(worker, coord, model, all_sets);
+  EXPECT_TRUE(reg.has_value());
+  if (!reg) return gaps;
+  const std::string& address = reg->info.metrics_address;
+  httplib::Client http("127.0.0.1", std::stoi(address.substr(address.find(':') + 1)));
+  http.set_read_timeout(2, 0);
+  auto health = [&] {
+    auto res = http.Get("/health");
+    return res ? res->status : -1;
+  };
   coord.Send(proto::RegisterAck{true, "welcome"});
   EXPECT_TRUE(coord.Expect<proto::Heartbeat>().has_value());
   proto::Assign long_prompt = Greedy(1, std::vector<uint32_t>(1900, 300), 1);
@@ -364,6 +375,7 @@ StepGaps HeartbeatsDuringALongStep(const std::vector<std::string>& sets) {
   coord.Send(long_prompt);
   bool done = false;
   while (!done && std::chrono::steady_clock::now() - start < 60s) {
+    if (health() == 503) gaps.unhealthy_during_step = true;
     auto m = coord.Next(200ms);
     const auto now = std::chrono::steady_clock::now();
     if (m && std::holds_alternative<proto::Heartbeat>(*m)) {
@@ -379,6 +391,7 @@ StepGaps HeartbeatsDuringALongStep(const std::vector<std::string>& sets) {
     }
   }
   EXPECT_TRUE(done) << worker.ReadLog();
+  gaps.health_after_step = health();
   worker.Stop();
   return gaps;
 }
@@ -390,14 +403,20 @@ TEST(WorkerProcessTest, HeartbeatsGoOnDuringAStepLongerThanTheLivenessTimeout) {
   ASSERT_GE(gaps.step_ms, 1000) << "the step must be long for this test to mean anything";
   EXPECT_LE(gaps.longest_gap_ms, 500) << gaps.heartbeats << " heartbeats in a " << gaps.step_ms << " ms step";
   EXPECT_GE(gaps.heartbeats, gaps.step_ms / 50 / 3);
+  EXPECT_FALSE(gaps.unhealthy_during_step);
+  EXPECT_EQ(gaps.health_after_step, 200);
 }
 
 TEST(WorkerProcessTest, HeartbeatsStopWhenAStepRunsPastTheStepTimeout) {
   // A step running past parallel.step_timeout_ms is a hang: the replica goes silent so that
-  // the coordinator moves its requests.
+  // the coordinator moves its requests (and /health fails: see the end).
   const StepGaps gaps = HeartbeatsDuringALongStep({"parallel.step_timeout_ms=300"});
   ASSERT_GE(gaps.step_ms, 1000) << "the step must be long for this test to mean anything";
   EXPECT_GE(gaps.longest_gap_ms, gaps.step_ms - 300 - 300) << gaps.heartbeats << " heartbeats";
+  // And /health fails meanwhile, so that a liveness probe restarts a replica whose step hangs;
+  // it is healthy again once the step ends.
+  EXPECT_TRUE(gaps.unhealthy_during_step);
+  EXPECT_EQ(gaps.health_after_step, 200);
 }
 
 TEST(WorkerProcessTest, AReplicaTheCoordinatorRefusesExitsWithAnError) {

@@ -9,8 +9,12 @@
 
 namespace bmad::worker {
 
-StepHeartbeat::StepHeartbeat(zmq::socket_t& socket, int64_t period_ms, int64_t limit_ms)
-    : socket_(socket), period_ns_(period_ms * 1'000'000), limit_ns_(limit_ms * 1'000'000) {
+StepHeartbeat::StepHeartbeat(zmq::socket_t& socket, int64_t period_ms, int64_t limit_ms,
+                             std::function<void(bool hung)> on_hang)
+    : socket_(socket),
+      period_ns_(period_ms * 1'000'000),
+      limit_ns_(limit_ms * 1'000'000),
+      on_hang_(std::move(on_hang)) {
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -35,6 +39,10 @@ void StepHeartbeat::Begin(proto::Heartbeat beat, int64_t last_sent_ns) {
 int64_t StepHeartbeat::End() {
   std::lock_guard<std::mutex> lock(mutex_);
   beat_.reset();
+  if (hang_reported_) {
+    hang_reported_ = false;
+    if (on_hang_) on_hang_(false);
+  }
   return last_sent_ns_;
 }
 
@@ -49,7 +57,13 @@ void StepHeartbeat::Run() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stop_) {
     const int64_t now = clock.NowNanos();
-    // A step stuck past the limit is a hang: stay silent until it ends.
+    // A step stuck past the limit is a hang: stay silent until it ends, and say so once.
+    if (beat_ && now - step_start_ns_ >= limit_ns_ && !hang_reported_) {
+      hang_reported_ = true;
+      log::Error("worker", "a step has run past parallel.step_timeout_ms: heartbeats stop and /health fails until it ends",
+                 {{"step_ms", (now - step_start_ns_) / 1'000'000}});
+      if (on_hang_) on_hang_(true);
+    }
     if (beat_ && now - step_start_ns_ < limit_ns_ && now - last_sent_ns_ >= period_ns_) {
       // Sent under the lock: End() cannot return while the socket is in use here.
       Status s = proto::SendMessage(socket_, *beat_);

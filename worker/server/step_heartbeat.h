@@ -15,6 +15,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -27,8 +28,10 @@ namespace bmad::worker {
 
 class StepHeartbeat {
  public:
-  // period_ms, limit_ms > 0.
-  StepHeartbeat(zmq::socket_t& socket, int64_t period_ms, int64_t limit_ms);
+  // period_ms, limit_ms > 0. `on_hang(true)` is called (from this object's thread) once a step
+  // has run past the limit, and `on_hang(false)` when that step ends.
+  StepHeartbeat(zmq::socket_t& socket, int64_t period_ms, int64_t limit_ms,
+                std::function<void(bool hung)> on_hang = {});
   ~StepHeartbeat();
   StepHeartbeat(const StepHeartbeat&) = delete;
   StepHeartbeat& operator=(const StepHeartbeat&) = delete;
@@ -49,6 +52,8 @@ class StepHeartbeat {
   zmq::socket_t& socket_;
   const int64_t period_ns_;
   const int64_t limit_ns_;
+  const std::function<void(bool)> on_hang_;
+  bool hang_reported_ = false;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::optional<proto::Heartbeat> beat_;  // set between Begin and End

@@ -130,8 +130,11 @@ Status WorkerServer::Impl::Load() {
   proto::LimitInboundMessageSize(*socket, static_cast<size_t>(c.coordinator.max_message_bytes));
   socket->set(zmq::sockopt::routing_id, c.worker.replica_id + "/" + Hex(incarnation));
   socket->connect(c.coordinator.worker_endpoint);
-  step_heartbeat = std::make_unique<StepHeartbeat>(*socket, c.worker.heartbeat_ms,
-                                                   c.parallel.step_timeout_ms);
+  // A hung step fails /health, so that a liveness probe restarts the process (the coordinator
+  // has moved its requests by then). The metrics server outlives the heartbeat's thread.
+  step_heartbeat = std::make_unique<StepHeartbeat>(
+      *socket, c.worker.heartbeat_ms, c.parallel.step_timeout_ms,
+      [server = metrics_server.get()](bool hung) { server->SetHealthy(!hung); });
   log::Info(kLog, "replica ready",
             {{"replica", c.worker.replica_id},
              {"pool", std::string(EnumName(c.worker.pool))},

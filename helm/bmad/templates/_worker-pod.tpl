@@ -86,7 +86,8 @@ spec:
           protocol: TCP
         {{- end }}
       {{- if $leader }}
-      # bmad-worker (rank 0) serves /health on the metrics port from before the model loads.
+      # bmad-worker (rank 0) serves /health on the metrics port from before the model loads;
+      # it fails while a step hangs past parallel.step_timeout_ms.
       startupProbe:
         httpGet:
           path: /health
