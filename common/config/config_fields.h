@@ -199,7 +199,8 @@ void VisitConfig(ServerConfig& c, Visitor& v) {
             "Micro-batches in flight through the pipeline; 0 means pp.", I{0, 64});
     v.Field("step_timeout_ms", c.parallel.step_timeout_ms,
             "A step or collective taking longer is a hang: the replica reports and exits (one "
-            "rank: stops its heartbeats, so the coordinator moves its requests).",
+            "rank: stops its heartbeats, so the coordinator moves its requests, and fails "
+            "`/health` until the step ends, so a liveness probe restarts it).",
             I{100, 3'600'000});
   });
 
