@@ -203,6 +203,24 @@ TEST(LlamaLoadTest, InconsistentHyperparameters) {
   EXPECT_NE(s.message().find("not a multiple of the head count 7"), std::string::npos) << s.message();
 }
 
+TEST(LlamaLoadTest, AHeadSizeApartFromTheWidthIsNamed) {
+  // stories260K: width 64 over 8 heads, a head size of 8.
+  for (const char* key : {"llama.attention.key_length", "llama.attention.value_length"}) {
+    const std::string wide = WriteVariant("wide", [&](gguf::GgufWriter& w, const gguf::TensorInfo* t) {
+      if (t) CopyTensor(w, *t); else w.SetUint32(key, 16);
+    });
+    const Status s = LoadError(wide);
+    EXPECT_EQ(s.code(), StatusCode::kUnimplemented) << key;
+    EXPECT_NE(s.message().find(std::string(key) + " 16 differs from embedding_length / head_count = 8"),
+              std::string::npos)
+        << s.message();
+    const std::string same = WriteVariant("same", [&](gguf::GgufWriter& w, const gguf::TensorInfo* t) {
+      if (t) CopyTensor(w, *t); else w.SetUint32(key, 8);
+    });
+    EXPECT_TRUE(LoadError(same).ok()) << LoadError(same).ToString();
+  }
+}
+
 TEST(LlamaLoadTest, OptionalKeysOfTheWrongTypeOrNotFiniteAreRefused) {
   // An optional key used to fall back to its default whatever was wrong with it: a string
   // head_count_kv became a confusing shape error, a string epsilon or rope base loaded with

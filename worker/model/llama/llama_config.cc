@@ -104,6 +104,16 @@ Result<LlamaConfig> ReadLlamaConfig(const gguf::GgufFile& file) {
   c.rms_eps = static_cast<float>(rms_eps);
   c.rope_freq_base = static_cast<float>(freq_base);
   c.head_dim = c.n_embd / c.n_head;
+  // Some models set the head size apart from the width (key_length); the kernels derive it from
+  // the width, so such a file would fail later on a tensor shape that says nothing about why.
+  for (const char* key : {"attention.key_length", "attention.value_length"}) {
+    BMAD_ASSIGN_OR_RETURN(const int64_t length, Optional(file.GetInt(p + key), c.head_dim));
+    if (length != c.head_dim) {
+      return Unimplemented(file.path() + ": " + p + key + " " + std::to_string(length) +
+                           " differs from embedding_length / head_count = " + std::to_string(c.head_dim) +
+                           " (bmad runs models whose head size is the width over the head count)");
+    }
+  }
   BMAD_ASSIGN_OR_RETURN(c.rope_dim, Optional(file.GetInt(p + "rope.dimension_count"), c.head_dim));
   if (c.rope_dim <= 0 || c.rope_dim > c.head_dim || c.rope_dim % 2 != 0) {
     return bad(p + "rope.dimension_count " + std::to_string(c.rope_dim) +
