@@ -83,6 +83,12 @@ void VisitConfig(ServerConfig& c, Visitor& v) {
             "requests admitted (max_queued_per_priority per class) so that those past the "
             "admission bound get 429 rather than wait unseen.",
             I{16, 65536});
+    v.Field("sse_keepalive_ms", c.coordinator.sse_keepalive_ms,
+            "While a streamed response has nothing to send (its request queued, or a long prompt "
+            "in prefill), an SSE comment line (': keep-alive') is written this often, so that a "
+            "proxy or load balancer with an idle timeout keeps the connection, and a client that "
+            "has gone is noticed by the failed write; 0 sends none.",
+            I{0, 3'600'000});
     v.Field("liveness_timeout_ms", c.coordinator.liveness_timeout_ms,
             "A replica with no heartbeat for this long is declared dead and its requests move; a "
             "worker that hears nothing from the coordinator for this long answers /ready with 503. "

@@ -285,6 +285,8 @@ std::string SseEvent(std::string_view json) {
 
 std::string SseDone() { return "data: [DONE]\n\n"; }
 
+std::string SseKeepAlive() { return ": keep-alive\n\n"; }
+
 std::string RenderCompletionChunk(const ResponseContext& context, const ChoiceOutput& output) {
   return ChunkEvent(context, false, CompletionChoice(context, output));
 }

@@ -12,6 +12,7 @@
 //   RenderChatChunk with the finish reason   delta {} (or the last text) and "finish_reason"
 //   RenderChatUsageChunk                     only with include_usage: "choices": [], "usage"
 //   SseDone()                                "data: [DONE]\n\n"
+// with SseKeepAlive() comments anywhere between events while nothing else is sent.
 // With n choices, each choice has its own role chunk, text chunks and finish, the choices'
 // chunks interleaved; the usage chunk and [DONE] come once, after every choice has finished.
 // and for completions the same without the role chunk (RenderCompletionChunk,
@@ -122,6 +123,9 @@ std::string RenderChatCompletion(const ResponseContext& context, const ChoiceOut
 std::string SseEvent(std::string_view json);
 // "data: [DONE]\n\n", the end of every stream.
 std::string SseDone();
+// ": keep-alive\n\n": an SSE comment, which clients ignore; sent while a stream has nothing
+// else to say, so that idle timeouts on the way do not cut it.
+std::string SseKeepAlive();
 
 // A "text_completion" chunk: choices [{index, text, logprobs, finish_reason}]; one choice per
 // chunk, also when the request asked for several (chunks of different choices interleave).

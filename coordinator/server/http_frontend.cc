@@ -4,6 +4,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -356,7 +357,8 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
   auto client = std::make_shared<ClientConnection>(req.local_addr, req.local_port, req.remote_addr,
                                                    req.remote_port);
   if (cr.stream) {
-    AnswerStreaming(std::move(*accepted), ctx, chat, std::move(client), core_.tokenizer(), res);
+    AnswerStreaming(std::move(*accepted), ctx, chat, std::move(client), core_.tokenizer(),
+                    std::chrono::milliseconds(core_.config().coordinator.sse_keepalive_ms), res);
   } else {
     AnswerWhole(std::move(*accepted), ctx, chat, *client, core_.tokenizer(), res);
   }
@@ -442,7 +444,7 @@ void HttpFrontend::AnswerWhole(AcceptedCompletion accepted, const http::Response
 
 void HttpFrontend::AnswerStreaming(AcceptedCompletion accepted, const http::ResponseContext& ctx, bool chat,
                                    std::shared_ptr<ClientConnection> client, const tokenizer::Tokenizer& tok,
-                                   httplib::Response& res) {
+                                   std::chrono::milliseconds keepalive, httplib::Response& res) {
   // SSE events as chunks come (each choice's role chunk first, for chat), then the usage chunk
   // (if asked) and [DONE] once every choice has finished. httplib calls the provider again and
   // again from this handler's thread until it says done or fails: the state lives outside it.
@@ -455,13 +457,17 @@ void HttpFrontend::AnswerStreaming(AcceptedCompletion accepted, const http::Resp
     // hold text back for a while, or cut it, without moving the tokens' offsets).
     std::vector<size_t> token_chars;
     bool roles_sent = false;
+    std::chrono::steady_clock::time_point last_write = std::chrono::steady_clock::now();
   };
   auto state = std::make_shared<StreamState>(std::move(accepted.request_ids), accepted.choices_per_prompt);
   res.set_chunked_content_provider(
       "text/event-stream",
-      [stream = accepted.stream, abandon = accepted.abandon, client, ctx, chat, state, &tok](
+      [stream = accepted.stream, abandon = accepted.abandon, client, ctx, chat, state, keepalive, &tok](
           size_t, httplib::DataSink& sink) {
-        auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
+        auto write = [&](const std::string& s) {
+          state->last_write = std::chrono::steady_clock::now();
+          return sink.write(s.data(), s.size());
+        };
         auto give_up = [&] {
           abandon();
           return false;
@@ -472,9 +478,21 @@ void HttpFrontend::AnswerStreaming(AcceptedCompletion accepted, const http::Resp
             if (!write(http::RenderChatRoleChunk(ctx, i))) return give_up();
           }
         }
+        // While nothing comes (queued, or a long prefill), a keep-alive comment now and then:
+        // a proxy's idle timeout would otherwise cut a stream that is only waiting its turn.
+        auto wait = [&]() -> std::chrono::milliseconds {
+          if (keepalive.count() == 0) return kClientCheckInterval;
+          const auto due = state->last_write + keepalive - std::chrono::steady_clock::now();
+          return std::clamp<std::chrono::milliseconds>(std::chrono::ceil<std::chrono::milliseconds>(due), 1ms,
+                                                       kClientCheckInterval);
+        };
         std::optional<StreamEvent> e;
-        while (!(e = stream->Pop(kClientCheckInterval))) {
+        while (!(e = stream->Pop(wait()))) {
           if (client->Gone()) return give_up();
+          if (keepalive.count() > 0 && std::chrono::steady_clock::now() - state->last_write >= keepalive &&
+              !write(http::SseKeepAlive())) {
+            return give_up();
+          }
         }
         if (e->kind == StreamEvent::Kind::kError) {
           abandon();  // the other choices, if any

@@ -6,6 +6,7 @@
 // streaming or waiting for a whole answer, gets its request cancelled.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -61,10 +62,11 @@ class HttpFrontend {
   // One JSON response once every choice has finished; cancels them all if the client goes.
   static void AnswerWhole(AcceptedCompletion accepted, const http::ResponseContext& ctx, bool chat,
                           ClientConnection& client, const tokenizer::Tokenizer& tok, httplib::Response& res);
-  // Server-sent events as the choices' chunks come; cancels them all if the client goes.
+  // Server-sent events as the choices' chunks come, and a keep-alive comment after each
+  // `keepalive` without one (0: none); cancels them all if the client goes.
   static void AnswerStreaming(AcceptedCompletion accepted, const http::ResponseContext& ctx, bool chat,
                               std::shared_ptr<ClientConnection> client, const tokenizer::Tokenizer& tok,
-                              httplib::Response& res);
+                              std::chrono::milliseconds keepalive, httplib::Response& res);
   void HandleModels(httplib::Response& res);
   void HandleModel(const std::string& id, httplib::Response& res);
   void HandleTokenize(const httplib::Request& req, httplib::Response& res);

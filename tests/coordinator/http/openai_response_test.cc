@@ -319,6 +319,12 @@ TEST(RenderChatChunk, ChunksOfOtherChoicesCarryTheirIndex) {
 
 TEST(SseDone, IsTheDoneSentinel) { EXPECT_EQ(SseDone(), "data: [DONE]\n\n"); }
 
+TEST(SseKeepAlive, IsACommentLineThatEndsAnEmptyEvent) {
+  // A comment line starts with ':'; the blank line after it makes it a whole (empty) event,
+  // which clients drop without dispatching anything.
+  EXPECT_EQ(SseKeepAlive(), ": keep-alive\n\n");
+}
+
 TEST(SseEvent, FramesOneDataLine) { EXPECT_EQ(SseEvent("{\"a\":1}"), "data: {\"a\":1}\n\n"); }
 
 TEST(RenderChatChunk, AStreamInOrder) {

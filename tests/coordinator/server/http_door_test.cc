@@ -193,6 +193,47 @@ TEST_F(HttpDoorStopTest, RequestsLeftAtTheDrainDeadlineAreAnsweredAndTheServerSt
   EXPECT_LT(std::chrono::steady_clock::now() - late_at, 5s);
 }
 
+// A stream with nothing to say (its request queued: no replica) still sends bytes: a comment
+// line every sse_keepalive_ms, which an idle timeout on the way counts as traffic.
+class HttpDoorKeepAliveTest : public HttpDoorTest {
+ protected:
+  void Configure(ServerConfig& c) override { c.coordinator.sse_keepalive_ms = 100; }
+};
+
+TEST_F(HttpDoorKeepAliveTest, AQueuedStreamSendsKeepAliveCommentsUntilItsClientGoes) {
+  httplib::Client client("127.0.0.1", server_->http_port());
+  client.set_read_timeout(10, 0);
+  Json body = Body(1);
+  body["stream"] = true;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  std::string streamed;
+  auto keepalives = [&] {
+    size_t count = 0;
+    for (size_t at = streamed.find(": keep-alive\n\n"); at != std::string::npos;
+         at = streamed.find(": keep-alive\n\n", at + 1)) {
+      ++count;
+    }
+    return count;
+  };
+  // The client reads until the third comment, then goes.
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    streamed.append(data, n);
+    return keepalives() < 3;
+  };
+  (void)client.send(req);  // ends when the receiver stops reading
+  EXPECT_GE(keepalives(), 3u) << streamed;
+  // Nothing but comments: no event a client would dispatch.
+  EXPECT_EQ(streamed.size(), keepalives() * std::string(": keep-alive\n\n").size()) << streamed;
+  // Its request was cancelled when the handler noticed it had gone.
+  EXPECT_TRUE(testing::WaitFor(
+      [&] { return Metric("bmad_coordinator_requests_finished_total{status=\"cancelled\"}") == 1.0; }, 10s));
+  EXPECT_TRUE(testing::WaitFor([&] { return Metric("bmad_coordinator_requests_queued") == 0.0; }, 10s));
+}
+
 TEST_F(HttpDoorTest, TokenizeCountsThePromptAsTheCompletionsEndpointsDo) {
   auto file = gguf::GgufFile::Open(testing::SharedModelsDir() + "/stories260K.gguf");
   ASSERT_TRUE(file.ok());
