@@ -173,6 +173,11 @@ struct Heartbeat {
   replicaId @0 :Text;
   load @1 :LoadStats;
   activeRequestIds @2 :List(UInt64);
+  # The newest Assign the replica has taken since it last registered (hasLastAssignment false
+  # until it has taken one): a request assigned no later that is not among activeRequestIds was
+  # lost on the way (its Assign, or its last chunk), and the coordinator assigns it again.
+  lastAssignment @3 :UInt32;
+  hasLastAssignment @4 :Bool;
 }
 
 struct Assign {
@@ -183,7 +188,7 @@ struct Assign {
   priority @4 :Int32;
   sloMs @5 :UInt32;
   arrivalUnixMs @6 :UInt64;
-  assignment @7 :UInt32;      # a new number each time the request is (re)assigned
+  assignment @7 :UInt32;      # a new number for every Assign the coordinator sends
 }
 
 struct WorkerCancel {

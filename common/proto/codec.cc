@@ -253,6 +253,8 @@ struct BodyFiller {
     Fill(b.initLoad(), m.load);
     SetList(b.initActiveRequestIds(static_cast<unsigned>(m.active_request_ids.size())),
             m.active_request_ids);
+    b.setLastAssignment(m.last_assignment);
+    b.setHasLastAssignment(m.has_last_assignment);
   }
   void operator()(const Assign& m) {
     auto b = body.initAssign();
@@ -446,7 +448,8 @@ Message ReadBody(wire::Envelope::Body::Reader body) {
     case wire::Envelope::Body::HEARTBEAT: {
       auto r = body.getHeartbeat();
       return Heartbeat{GetText(r.getReplicaId()), Read(r.getLoad()),
-                       GetList<uint64_t>(r.getActiveRequestIds())};
+                       GetList<uint64_t>(r.getActiveRequestIds()), r.getLastAssignment(),
+                       r.getHasLastAssignment()};
     }
     case wire::Envelope::Body::ASSIGN: {
       auto r = body.getAssign();

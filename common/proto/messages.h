@@ -207,6 +207,11 @@ struct Heartbeat {
   std::string replica_id;
   LoadStats load;
   std::vector<uint64_t> active_request_ids;
+  // The number (Assign::assignment) of the newest Assign taken since the replica last
+  // registered; has_last_assignment is false until it has taken one. Any request the
+  // coordinator assigned here no later, and not in active_request_ids, was lost on the way.
+  uint32_t last_assignment = 0;
+  bool has_last_assignment = false;
   friend bool operator==(const Heartbeat&, const Heartbeat&) = default;
 };
 
@@ -218,8 +223,9 @@ struct Assign {
   int32_t priority = 1;
   uint32_t slo_ms = 0;
   uint64_t arrival_unix_ms = 0;
-  // A new number for each (re)assignment of the request (migration, a retry elsewhere): the
-  // next after the last, from a random start per coordinator process.
+  // A new number for every Assign the coordinator sends (a request's first, and each
+  // reassignment: migration, a retry elsewhere): the next after the last, from a random start
+  // per coordinator process, so that a replica's Heartbeat::last_assignment orders them.
   uint32_t assignment = 0;
   friend bool operator==(const Assign&, const Assign&) = default;
 };

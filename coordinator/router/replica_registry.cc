@@ -115,6 +115,9 @@ Result<const ReplicaState*> ReplicaRegistry::Register(const proto::Register& mes
     state.active_request_ids.clear();
     state.draining = false;
   }
+  // The worker forgets the numbers it has taken when it registers; so does this side.
+  state.assigned = false;
+  state.first_assignment = state.last_assignment = 0;
   state.info = info;
   state.info.load = Sanitized(info.load);
   // The peer's own live / in_flight / routed_total fields mean nothing here: those are ours.

@@ -51,6 +51,12 @@ struct ReplicaState {
   uint64_t routed_total = 0;           // requests ever dispatched here (a counter)
   std::vector<uint64_t> active_request_ids;  // as of the last heartbeat, as sent
   bool draining = false;               // it refused an assignment as draining (this process)
+  // The numbers of the first and the newest Assign sent to it since it last registered (none
+  // while !assigned; the coordinator keeps them, Register resets them): a heartbeat's
+  // last_assignment outside them is not one of this registration's.
+  bool assigned = false;
+  uint32_t first_assignment = 0;
+  uint32_t last_assignment = 0;
 
   const std::string& id() const { return info.replica_id; }
 };

@@ -119,6 +119,14 @@ class CoordinatorServer::Core {
   // Cancels, on the replica, every request it reports running that is not ours there (moved
   // away while it was taken for dead, finished, or from before a coordinator restart).
   void CancelOrphans(const std::string& replica_id, const std::vector<uint64_t>& running);
+  // Takes back, and assigns again, every request assigned to the replica no later than its
+  // heartbeat's last_assignment that the heartbeat does not list: the replica took its Assign,
+  // or lost it on the way, and holds it no more, yet its last chunk never came.
+  void ReassignLost(const std::string& replica_id, const proto::Heartbeat& heartbeat);
+  // A request its replica lost (`what` says how): queued again, to continue from the tokens its
+  // client has, and its copy on the replica, if any, cancelled; failed after kMaxLosses.
+  // Dispatches nothing: the caller runs DispatchQueued.
+  void TakeBackLost(CoordRequest* r, const std::string& what);
   // Cancel and Fail end the request (the client told), then tell its replica to stop it.
   void Cancel(CoordRequest* r, bool tell_client);
   void Fail(CoordRequest* r, const Status& status);
@@ -171,11 +179,12 @@ class CoordinatorServer::Core {
   Router router_;
   RequestTable requests_;
   uint64_t requests_received_ = 0;
-  // Assignment numbers start here, drawn at random for each coordinator process: request ids
-  // restart from 1 with the process, and a replica may still run a copy of a request the last
-  // coordinator gave it under an id this one is about to reuse. Only the number tells that
-  // copy's chunks from those of the new request.
-  uint32_t assignment_base_ = 0;
+  // The number of the last Assign sent (to any replica); the next one is one more. The start is
+  // drawn at random for each coordinator process: request ids restart from 1 with the process,
+  // and a replica may still run a copy of a request the last coordinator gave it under an id
+  // this one is about to reuse. Only the number tells that copy's chunks from those of the new
+  // request.
+  uint32_t last_assignment_ = 0;
 
   // Socket submits whose text prompts the tokenizer thread has: answered when it is done,
   // with an error instead of Accepted if the client cancelled meanwhile; at most

@@ -9,7 +9,7 @@ CoordinatorMetrics::CoordinatorMetrics(metrics::Registry& r)
                         "Requests waiting for a live replica (new, or migrating).")),
       live_replicas(r.GetGauge("bmad_coordinator_live_replicas", "Replicas heartbeating.")),
       migrations(r.GetCounter("bmad_coordinator_migrations_total",
-                              "Requests re-sent to another replica after theirs died.")),
+                              "Requests assigned again, from the tokens streamed, after their replica died or lost them.")),
       long_tail_requests(r.GetCounter("bmad_coordinator_long_tail_requests_total",
                                       "Requests whose prompt was classified long-tail.")),
       requests_total(r.GetCounter("bmad_coordinator_requests_total", "Requests received.")),

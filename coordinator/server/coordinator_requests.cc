@@ -1,6 +1,8 @@
 // The life of a request in the coordinator: accept (validate, tokenize, admit), dispatch (route to
 // a live replica), stream (forward chunks, dropping any the client already has), and end
 // (finish, fail, cancel), or migrate when the replica dies.
+#include <unordered_set>
+
 #include "common/block_hash.h"
 #include "common/log.h"
 #include "common/proto/frames.h"
@@ -16,6 +18,12 @@ constexpr const char* kLog = "coordinator";
 // offer carries the whole prompt.
 constexpr int64_t kRefusalBackoffNs = 10'000'000;
 constexpr int64_t kMaxRefusalBackoffNs = 1'000'000'000;
+// A request lost this many times (by any replicas) fails: something loses it on purpose.
+constexpr uint32_t kMaxLosses = 3;
+
+// Whether assignment number `a` was sent no later than `b`: numbers wrap around, and two in use
+// at once are never 2^31 apart.
+bool NoLaterThan(uint32_t a, uint32_t b) { return static_cast<int32_t>(b - a) >= 0; }
 
 }  // namespace
 
@@ -92,7 +100,6 @@ Result<CoordRequest*> CoordinatorServer::Core::Admit(std::unique_ptr<CoordReques
                                                      const std::string& client_routing_id,
                                                      std::shared_ptr<HttpStream> http) {
   r->id = requests_.NextId();
-  r->assignment = assignment_base_;  // its first Assign is numbered assignment_base_ + 1
   r->client_routing_id = client_routing_id;
   r->http = std::move(http);
   r->arrival_ns = r->queued_since_ns = clock_.NowNanos();
@@ -216,7 +223,7 @@ void CoordinatorServer::Core::Dispatch(CoordRequest* r) {
   a.priority = r->priority;
   a.slo_ms = r->slo_ms;
   a.arrival_unix_ms = static_cast<uint64_t>(UnixMillis());
-  a.assignment = r->assignment + 1;
+  a.assignment = ++last_assignment_;
   ReplicaState* replica = replicas_.Find(chosen.id);
   if (!replica) return;
   if (!proto::SendMessage(*worker_socket_, a, replica->routing_id).ok()) {
@@ -225,6 +232,9 @@ void CoordinatorServer::Core::Dispatch(CoordRequest* r) {
     Migrate(chosen.id);
     return;
   }
+  if (!replica->assigned) replica->first_assignment = a.assignment;
+  replica->assigned = true;
+  replica->last_assignment = a.assignment;
   r->state = r->streamed_tokens.empty() ? RequestState::kDispatched : RequestState::kStreaming;
   r->replica_id = chosen.id;
   r->assignment = a.assignment;
@@ -329,6 +339,14 @@ void CoordinatorServer::Core::OnChunk(const std::string& replica_id, proto::Toke
   if (chunk.assignment != r->assignment) return;
   // Drop tokens the client already has (a migrated request restarts from what was streamed).
   const size_t have = r->streamed_tokens.size();
+  if (chunk.token_offset > have) {
+    // Tokens between went missing on the way (a connection cut between the chunks): the text
+    // would have a hole. The request continues from what the client has, as after a migration.
+    TakeBackLost(r, "tokens " + std::to_string(have) + " to " + std::to_string(chunk.token_offset - 1) +
+                        " never arrived");
+    DispatchQueued();
+    return;
+  }
   if (chunk.token_offset + chunk.token_ids.size() <= have && chunk.finish_reason == proto::FinishReason::kNone &&
       !chunk.token_ids.empty()) {
     return;
@@ -413,6 +431,48 @@ void CoordinatorServer::Core::CancelOrphans(const std::string& replica_id,
     log::Info(kLog, "cancelling an orphan request on a replica", {{"request", id}, {"replica", replica_id}});
     SendToWorker(replica_id, proto::WorkerCancel{id});
   }
+}
+
+void CoordinatorServer::Core::ReassignLost(const std::string& replica_id, const proto::Heartbeat& heartbeat) {
+  const ReplicaState* replica = replicas_.Find(replica_id);
+  if (!heartbeat.has_last_assignment || replica == nullptr || !replica->assigned) return;
+  // Only a number sent to this replica since it registered says what it has taken.
+  const uint32_t taken = heartbeat.last_assignment;
+  if (!NoLaterThan(replica->first_assignment, taken) || !NoLaterThan(taken, replica->last_assignment)) return;
+  const std::unordered_set<uint64_t> held(heartbeat.active_request_ids.begin(), heartbeat.active_request_ids.end());
+  // By id: taking one back may find the replica unreachable, which moves and may free others.
+  std::vector<uint64_t> lost;
+  for (const CoordRequest* r : requests_.OnReplica(replica_id)) {
+    if (NoLaterThan(r->assignment, taken) && !held.contains(r->id)) lost.push_back(r->id);
+  }
+  if (lost.empty()) return;
+  for (uint64_t id : lost) {
+    CoordRequest* r = requests_.Find(id);
+    if (r == nullptr || r->done() || r->state == RequestState::kQueued || r->replica_id != replica_id) continue;
+    TakeBackLost(r, "not held there, though assigned no later than the last Assign the replica took");
+  }
+  DispatchQueued();
+}
+
+void CoordinatorServer::Core::TakeBackLost(CoordRequest* r, const std::string& what) {
+  const std::string replica_id = r->replica_id;
+  log::Warn(kLog, "a replica lost a request; assigning it again",
+            {{"request", r->id}, {"replica", replica_id}, {"what", what},
+             {"tokens_streamed", r->streamed_tokens.size()}});
+  if (++r->losses > kMaxLosses) {
+    Fail(r, Internal("request lost by its replicas " + std::to_string(r->losses) + " times (the last: replica '" +
+                     replica_id + "': " + what + ")"));
+    return;
+  }
+  replicas_.AddInFlight(replica_id, -1);
+  r->state = RequestState::kQueued;
+  r->queued_since_ns = clock_.NowNanos();
+  r->replica_id.clear();
+  ++r->migrations;
+  metrics_->migrations.Increment();
+  // After the request has left: a send that finds the replica unreachable moves what is still
+  // there, and must not take this one along. The replica may hold a copy (a hole in its chunks).
+  StopOnReplica(replica_id, r->id);
 }
 
 void CoordinatorServer::Core::Migrate(const std::string& replica_id) {

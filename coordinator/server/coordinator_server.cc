@@ -52,7 +52,7 @@ CoordinatorServer::Core::Core(const ServerConfig& config, const CoordinatorRunOp
       replicas_(config.coordinator, clock_, model_name_),
       router_(config.router),
       requests_(config.coordinator.max_queued_per_priority, config.coordinator.priority_classes),
-      assignment_base_(static_cast<uint32_t>(std::random_device{}())) {}
+      last_assignment_(static_cast<uint32_t>(std::random_device{}())) {}
 
 CoordinatorServer::Core::~Core() {
   http_.reset();  // stop HTTP threads before the state they post into goes away
@@ -248,6 +248,7 @@ void CoordinatorServer::Core::HandleWorkerMessage(const std::string& routing_id,
       // The replica's proof that we are alive: its /ready fails when these stop coming.
       (void)proto::SendMessage(*worker_socket_, proto::HeartbeatAck{}, routing_id);
       CancelOrphans(hb->replica_id, hb->active_request_ids);
+      ReassignLost(hb->replica_id, *hb);
     }
   } else if (auto* chunk = std::get_if<proto::TokenChunk>(&m)) {
     const ReplicaState* replica = replicas_.FindByRoutingId(routing_id);

@@ -156,7 +156,9 @@ TEST(WorkerProcessTest, ServesAFakeCoordinator) {
   EXPECT_EQ(reg->info.kv_blocks, 63u);
   EXPECT_EQ(reg->info.context_length, 512u);
   coord.Send(proto::RegisterAck{true, "welcome"});
-  ASSERT_TRUE(coord.Expect<proto::Heartbeat>().has_value());
+  auto idle = coord.Expect<proto::Heartbeat>();
+  ASSERT_TRUE(idle.has_value());
+  EXPECT_FALSE(idle->has_last_assignment) << "no Assign taken yet";
 
   // Greedy generation streamed token by token equals llama.cpp's reference.
   coord.Send(Greedy(7, kPrompt, 32));
@@ -329,6 +331,10 @@ TEST(WorkerProcessTest, AnAssignmentOfARunningIdReplacesItsCopy) {
     coord.Expect<proto::Heartbeat>(200ms);
     return coord.last_heartbeat_.active_request_ids.empty() && coord.last_heartbeat_.load.kv_usage == 0;
   }, 10s));
+  // The heartbeat names the newest Assign taken, so that the coordinator can tell a request it
+  // lost from one still on its way.
+  EXPECT_TRUE(coord.last_heartbeat_.has_last_assignment);
+  EXPECT_EQ(coord.last_heartbeat_.last_assignment, 3u);
   worker.Stop();
 }
 

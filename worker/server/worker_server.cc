@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <unordered_map>
 
@@ -63,6 +64,9 @@ struct WorkerServer::Impl {
   std::unordered_map<uint64_t, Served> served;
   std::vector<engine::RequestOutput> outputs;
   std::vector<engine::EngineRequest> replacements;  // assignments waiting for the next step's end
+  // The newest Assign taken since the last registration, for the heartbeat: the coordinator
+  // reassigns a request assigned no later that this replica does not hold.
+  std::optional<uint32_t> last_assignment;
   Status refused;  // the coordinator refused to register this replica
   // The coordinator's latest "not now" to a registration (another live process holds the id):
   // repeated each heartbeat interval, logged when it first comes or changes.
@@ -169,12 +173,17 @@ void WorkerServer::Impl::Send(const proto::Message& m) {
 }
 
 void WorkerServer::Impl::SendRegister() {
+  last_assignment.reset();  // numbers from a coordinator before this registration mean nothing to the next
   Send(proto::Register{Info(), incarnation});
   last_register_ns = clock.NowNanos();
 }
 
 proto::Heartbeat WorkerServer::Impl::HeartbeatMessage() const {
-  return proto::Heartbeat{config.worker.replica_id, engine->Load(), engine->ActiveRequestIds()};
+  // Held: the engine's requests and the replacements waiting for the step in flight to end.
+  std::vector<uint64_t> held = engine->ActiveRequestIds();
+  for (const engine::EngineRequest& r : replacements) held.push_back(r.id);
+  return proto::Heartbeat{config.worker.replica_id, engine->Load(), std::move(held),
+                          last_assignment.value_or(0), last_assignment.has_value()};
 }
 
 void WorkerServer::Impl::SendHeartbeat() {
@@ -250,6 +259,7 @@ std::vector<engine::EngineRequest>::iterator WorkerServer::Impl::FindReplacement
 
 bool WorkerServer::Impl::Handle(proto::Message& m) {
   if (auto* a = std::get_if<proto::Assign>(&m)) {
+    last_assignment = a->assignment;
     engine::EngineRequest r;
     r.id = a->request_id;
     r.prompt.assign(a->prompt_tokens.begin(), a->prompt_tokens.end());

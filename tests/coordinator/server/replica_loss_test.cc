@@ -274,6 +274,117 @@ TEST_F(ReplicaLossTest, AReplicaReconnectingUnderItsRoutingIdIsHeardOnTheNewConn
   EXPECT_EQ(after->Assigned(), std::vector<uint64_t>{id});
 }
 
+// The Assigns of request `id` that `replica` has received, in order.
+std::vector<proto::Assign> AssignsOf(const FakeReplica& replica, uint64_t id) {
+  std::vector<proto::Assign> out;
+  for (const proto::Message& m : replica.received()) {
+    if (const auto* a = std::get_if<proto::Assign>(&m); a && a->request_id == id) out.push_back(*a);
+  }
+  return out;
+}
+
+// Waits (up to 5 s) until `replica` has received `count` Assigns of request `id`.
+bool WaitForAssigns(FakeReplica& replica, uint64_t id, size_t count) {
+  return testing::WaitFor([&] {
+    replica.Receive(50ms);
+    return AssignsOf(replica, id).size() >= count;
+  }, 5s);
+}
+
+proto::Heartbeat Beat(const std::string& replica, std::vector<uint64_t> held, std::optional<uint32_t> taken) {
+  return proto::Heartbeat{replica, {}, std::move(held), taken.value_or(0), taken.has_value()};
+}
+
+TEST_F(ReplicaLossTest, ARequestItsReplicaTookButNoLongerHoldsIsAssignedAgain) {
+  // Its last chunk was lost on the way (a connection cut and made again): without this the
+  // request waited for it, and its client with it, for ever.
+  auto a = Replica("a");
+  ASSERT_TRUE(a->Register());
+  const uint64_t x = Submit("x");
+  const uint64_t y = Submit("y");
+  ASSERT_TRUE(WaitForAssigns(*a, x, 1) && WaitForAssigns(*a, y, 1));
+  const proto::Assign ax = AssignsOf(*a, x)[0];
+  const proto::Assign ay = AssignsOf(*a, y)[0];
+  EXPECT_EQ(ay.assignment, ax.assignment + 1) << "one numbering for every Assign";
+  proto::TokenChunk chunk;
+  chunk.request_id = x;
+  chunk.assignment = ax.assignment;
+  chunk.token_ids = {7, 8};
+  chunk.text = "ab";
+  a->Send(chunk);
+
+  // Heartbeats that have not taken x's Assign yet (none taken, or a number from before this
+  // registration) say nothing about it, nor does one that holds both.
+  a->Send(Beat("a", {}, std::nullopt));
+  a->Send(Beat("a", {}, ax.assignment - 1));
+  a->Send(Beat("a", {x, y}, ay.assignment));
+  a->Receive(300ms);
+  EXPECT_EQ(AssignsOf(*a, x).size(), 1u);
+  EXPECT_EQ(AssignsOf(*a, y).size(), 1u);
+
+  // Taken up to x's number and holding neither: x is lost; y, assigned later, may still be on
+  // its way, and stays.
+  a->Send(Beat("a", {}, ax.assignment));
+  ASSERT_TRUE(WaitForAssigns(*a, x, 2)) << "x was not assigned again";
+  const proto::Assign again = AssignsOf(*a, x)[1];
+  EXPECT_EQ(again.generated_tokens, (std::vector<uint32_t>{7, 8})) << "it continues from what the client has";
+  EXPECT_EQ(again.assignment, ay.assignment + 1);
+  // The replica was told to drop any copy it still had, before the new Assign.
+  const std::vector<proto::Message>& got = a->received();
+  const auto cancel = std::find_if(got.begin(), got.end(), [&](const proto::Message& m) {
+    const auto* c = std::get_if<proto::WorkerCancel>(&m);
+    return c && c->request_id == x;
+  });
+  ASSERT_NE(cancel, got.end());
+  EXPECT_LT(cancel - got.begin(), std::find(got.begin(), got.end(), proto::Message{again}) - got.begin());
+  EXPECT_EQ(AssignsOf(*a, y).size(), 1u);
+  EXPECT_EQ(Metric("bmad_coordinator_migrations_total"), 1.0);
+}
+
+TEST_F(ReplicaLossTest, ChunksWithAHoleBetweenThemSendTheRequestBackFromWhatTheClientHas) {
+  auto a = Replica("a");
+  ASSERT_TRUE(a->Register());
+  const uint64_t x = Submit("x");
+  ASSERT_TRUE(WaitForAssigns(*a, x, 1));
+  const proto::Assign first = AssignsOf(*a, x)[0];
+  proto::TokenChunk chunk;
+  chunk.request_id = x;
+  chunk.assignment = first.assignment;
+  chunk.token_ids = {7, 8};
+  chunk.text = "ab";
+  a->Send(chunk);
+  chunk.token_offset = 4;  // tokens 2 and 3 never came
+  chunk.token_ids = {11};
+  chunk.text = "e";
+  a->Send(chunk);
+  ASSERT_TRUE(WaitForAssigns(*a, x, 2));
+  EXPECT_EQ(AssignsOf(*a, x)[1].generated_tokens, (std::vector<uint32_t>{7, 8}));
+}
+
+TEST_F(ReplicaLossTest, ARequestLostAgainAndAgainFailsNamingWhy) {
+  auto a = Replica("a");
+  ASSERT_TRUE(a->Register());
+  const uint64_t x = Submit("x");
+  for (size_t lost = 0; lost < 4; ++lost) {
+    ASSERT_TRUE(WaitForAssigns(*a, x, lost + 1)) << "after " << lost << " losses";
+    a->Send(Beat("a", {}, AssignsOf(*a, x).back().assignment));
+  }
+  std::optional<proto::ErrorMessage> error;
+  for (int i = 0; i < 10 && !error; ++i) {
+    auto in = proto::ReceiveMessage(client_, false);
+    ASSERT_TRUE(in && in->message.ok());
+    if (const auto* e = std::get_if<proto::ErrorMessage>(&*in->message)) error = *e;
+  }
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->code, StatusCode::kInternal);
+  EXPECT_NE(error->message.find("request lost by its replicas 4 times (the last: replica 'a': not held there, "
+                                "though assigned no later than the last Assign the replica took)"),
+            std::string::npos)
+      << error->message;
+  a->Receive(300ms);
+  EXPECT_EQ(AssignsOf(*a, x).size(), 4u) << "assigned again after it failed";
+}
+
 class ReplicaRefusalTest : public ReplicaLossTest {
  protected:
   void SetUp() override {
