@@ -112,6 +112,10 @@ class CoordinatorServer::Core {
   // several).
   Status AcceptChoices(std::vector<SubmitInput> inputs, const std::shared_ptr<HttpStream>& http);
   void Dispatch(CoordRequest* r);
+  // The context a replica needs to serve `r` from where it stands (ContextNeeded), and whether a
+  // live replica registered one at least that long.
+  static int64_t ContextNeeded(const CoordRequest& r);
+  bool LiveContextHolds(const CoordRequest& r) const;
   void DispatchQueued();
   void OnChunk(const std::string& replica_id, proto::TokenChunk& chunk);
   void OnWorkerError(const std::string& replica_id, const proto::ErrorMessage& error);

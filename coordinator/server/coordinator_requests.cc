@@ -196,13 +196,10 @@ Status CoordinatorServer::Core::AcceptChoices(std::vector<SubmitInput> inputs,
 void CoordinatorServer::Core::Dispatch(CoordRequest* r) {
   std::vector<ReplicaView> views = Views();
   // A replica whose context cannot hold the whole request (its KV cache is smaller: another
-  // pool's size) is no candidate for it: it would refuse it, or cut it short. Without a
-  // max_tokens of the client's, the prompt and min_tokens must fit, and the output runs to the
-  // chosen replica's context. Prepare checked that a live one could; if none can now, the
-  // request waits, as for a replica to come.
+  // pool's size) is no candidate for it: it would refuse it, or cut it short. Prepare checked
+  // that a live one could; if none can now, the request waits, as for a replica to come.
   const std::vector<const ReplicaState*> states = replicas_.All();
-  const int64_t needed = static_cast<int64_t>(r->prompt.size()) +
-                         (r->max_tokens_given ? r->sampling.max_tokens : std::max<uint32_t>(1, r->sampling.min_tokens));
+  const int64_t needed = ContextNeeded(*r);
   for (size_t i = 0; i < views.size() && i < states.size(); ++i) {
     const int64_t context = states[i]->info.context_length;  // 0: not reported (taken as enough)
     if (context != 0 && context < needed) views[i].accepting = false;
@@ -251,6 +248,24 @@ void CoordinatorServer::Core::Dispatch(CoordRequest* r) {
   }
 }
 
+int64_t CoordinatorServer::Core::ContextNeeded(const CoordRequest& r) {
+  // With a max_tokens of the client's, all of it. Without, the output runs to the chosen
+  // replica's context: the prompt, the tokens already streamed (a migrated request continues
+  // after them) and one more must fit, and min_tokens.
+  const uint64_t output = r.max_tokens_given
+                              ? r.sampling.max_tokens
+                              : std::max<uint64_t>(r.streamed_tokens.size() + 1, r.sampling.min_tokens);
+  return static_cast<int64_t>(r.prompt.size() + output);
+}
+
+bool CoordinatorServer::Core::LiveContextHolds(const CoordRequest& r) const {
+  for (const ReplicaState* replica : replicas_.All()) {
+    const int64_t context = replica->info.context_length;
+    if (replica->live && (context == 0 || context >= ContextNeeded(r))) return true;
+  }
+  return false;
+}
+
 void CoordinatorServer::Core::DispatchQueued() {
   const int64_t now = clock_.NowNanos();
   // By id: a dispatch that finds its replica unreachable migrates that replica's requests and
@@ -263,9 +278,15 @@ void CoordinatorServer::Core::DispatchQueued() {
     if (r == nullptr || r->state != RequestState::kQueued) continue;
     if (now - r->queued_since_ns > config_.coordinator.queue_timeout_ms * 1'000'000) {
       const std::string waited = std::to_string(config_.coordinator.queue_timeout_ms) + " ms";
-      Fail(r, Unavailable(r->refusals > 0 && replicas_.LiveCount() > 0
-                              ? "no replica accepted the request in " + waited + " (every live one full or draining)"
-                              : "no live replica for " + waited));
+      std::string why = "no live replica for " + waited;
+      if (replicas_.LiveCount() > 0 && !LiveContextHolds(*r)) {
+        // Migrated from a replica with a larger context, past what the others hold.
+        why = "no live replica's context holds the request's " + std::to_string(ContextNeeded(*r)) +
+              " tokens (prompt, output so far and the least still to come) for " + waited;
+      } else if (r->refusals > 0 && replicas_.LiveCount() > 0) {
+        why = "no replica accepted the request in " + waited + " (every live one full or draining)";
+      }
+      Fail(r, Unavailable(why));
       continue;
     }
     if (now < r->retry_not_before_ns) continue;

@@ -468,5 +468,94 @@ TEST_F(ReplicaRefusalTest, ALongTailRequestOfferedManyTimesCountsOnce) {
             5.0 + refused.offers);
 }
 
+const proto::Assign* LastAssign(const FakeReplica& replica) {
+  const proto::Assign* last = nullptr;
+  for (const proto::Message& m : replica.received()) {
+    if (const auto* a = std::get_if<proto::Assign>(&m)) last = a;
+  }
+  return last;
+}
+
+// A chat request without max_tokens (its output runs to the replica's context) streams 60
+// tokens on `large` (context 512), which then goes down while `small` (context 64) is live: its
+// prompt and tokens so far no longer fit in small. Answered in `status` and `body` once its
+// HTTP request ends; returns the thread that waits for it.
+std::thread ChatMigratedPastASmallReplica(int http_port, FakeReplica& large, FakeReplica& small, int& status,
+                                          std::string& body) {
+  std::thread chat([http_port, &status, &body] {
+    httplib::Client http("127.0.0.1", http_port);
+    http.set_read_timeout(20, 0);
+    auto res = http.Post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Hi"}]})",
+                         "application/json");
+    status = res ? res->status : -1;
+    body = res ? res->body : "";
+  });
+  EXPECT_TRUE(testing::WaitFor([&] {
+    large.Receive(50ms);
+    return !large.Assigned().empty();
+  }, 5s));
+  const proto::Assign* first = LastAssign(large);
+  if (first == nullptr) {
+    ADD_FAILURE() << "no Assign on the large replica";
+    return chat;
+  }
+  EXPECT_GT(first->prompt_tokens.size() + 61, 64u) << "the prompt is too short for the case";
+  EXPECT_LT(first->prompt_tokens.size() + 1, 64u) << "the prompt is too long for the case";
+  proto::TokenChunk chunk;
+  chunk.request_id = first->request_id;
+  chunk.assignment = first->assignment;
+  chunk.token_ids.assign(60, 5);
+  chunk.text = std::string(60, 'x');
+  large.Send(chunk);
+  EXPECT_TRUE(small.Register(/*context_length=*/64));
+  large.Send(proto::Shutdown{"replica large stopped"});
+  return chat;
+}
+
+TEST_F(ReplicaLossTest, AMigratedRequestGoesOnlyWhereItsTokensSoFarFit) {
+  // It used to go to small (its prompt alone fits), which refused it, and the client got that.
+  auto large = Replica("large");
+  ASSERT_TRUE(large->Register(/*context_length=*/512));
+  auto small = Replica("small");
+  int status = 0;
+  std::string body;
+  std::thread chat = ChatMigratedPastASmallReplica(server_->http_port(), *large, *small, status, body);
+  small->Receive(500ms);
+  EXPECT_TRUE(small->Assigned().empty()) << "the migrated request went to the small replica";
+  auto again = Replica("large-2");
+  ASSERT_TRUE(again->Register(/*context_length=*/512));
+  ASSERT_TRUE(testing::WaitFor([&] {
+    again->Receive(50ms);
+    return !again->Assigned().empty();
+  }, 5s));
+  ASSERT_NE(LastAssign(*again), nullptr);
+  const proto::Assign moved = *LastAssign(*again);
+  EXPECT_EQ(moved.generated_tokens.size(), 60u);
+  proto::TokenChunk last;
+  last.request_id = moved.request_id;
+  last.assignment = moved.assignment;
+  last.token_offset = 60;
+  last.finish_reason = proto::FinishReason::kLength;
+  again->Send(last);
+  chat.join();
+  EXPECT_EQ(status, 200) << body;
+}
+
+TEST_F(ReplicaRefusalTest, AMigratedRequestNoLiveReplicaHoldsFailsNamingTheContext) {
+  auto large = Replica("large");
+  ASSERT_TRUE(large->Register(/*context_length=*/512));
+  auto small = Replica("small");
+  int status = 0;
+  std::string body;
+  std::thread chat = ChatMigratedPastASmallReplica(server_->http_port(), *large, *small, status, body);
+  chat.join();  // at its queue deadline, 1.5 s after it moved
+  EXPECT_EQ(status, 503) << body;
+  EXPECT_NE(body.find("no live replica's context holds the request's"), std::string::npos) << body;
+  EXPECT_NE(body.find("tokens (prompt, output so far and the least still to come) for 1500 ms"), std::string::npos)
+      << body;
+  small->Receive(100ms);
+  EXPECT_TRUE(small->Assigned().empty());
+}
+
 }  // namespace
 }  // namespace bmad::coord
