@@ -4,7 +4,7 @@
 // worker_server.cc): one DEALER socket to the coordinator's worker endpoint with the routing id
 // "<replica id>/<incarnation hex>", Register with a ReplicaInfo (pool, kv_blocks, block_size,
 // max_seqs, model name, context length), Heartbeat every --heartbeat-ms with LoadStats and the
-// active request ids, Assign / WorkerCancel / Drain / Shutdown / RegisterAck handled, and a
+// active request ids and the newest Assign taken, Assign / WorkerCancel / Drain / Shutdown / RegisterAck handled, and a
 // NotFound error ("unknown replica; register") answered by registering again. SIGTERM drains.
 //
 // Instead of a model it simulates a continuous-batching engine. Each step schedules, within a
@@ -30,6 +30,7 @@
 #include <cstdio>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -237,6 +238,7 @@ class FakeWorker {
   }
 
   void SendRegister() {
+    last_assignment_.reset();
     Send(proto::Register{Info(), incarnation_});
     last_register_ns_ = clock_.NowNanos();
   }
@@ -245,7 +247,8 @@ class FakeWorker {
     std::vector<uint64_t> ids;
     for (const auto& [id, seq] : sequences_) ids.push_back(id);
     std::sort(ids.begin(), ids.end());
-    Send(proto::Heartbeat{o_.replica_id, Load(), std::move(ids)});
+    Send(proto::Heartbeat{o_.replica_id, Load(), std::move(ids), last_assignment_.value_or(0),
+                          last_assignment_.has_value()});
     last_heartbeat_ns_ = clock_.NowNanos();
   }
 
@@ -256,6 +259,7 @@ class FakeWorker {
   // Returns false when the worker must stop.
   bool Handle(proto::Message& m) {
     if (auto* a = std::get_if<proto::Assign>(&m)) {
+      last_assignment_ = a->assignment;
       Assign(*a);
     } else if (auto* c = std::get_if<proto::WorkerCancel>(&m)) {
       Cancel(c->request_id);
@@ -480,6 +484,7 @@ class FakeWorker {
   std::unique_ptr<zmq::socket_t> socket_;
   uint64_t incarnation_ = 0;
   bool registered_ = false;
+  std::optional<uint32_t> last_assignment_;  // the newest Assign taken since registering
   bool refused_ = false;
   bool draining_ = false;
   int64_t last_register_ns_ = 0;
