@@ -358,6 +358,7 @@ std::string BenchHttpReport::Text(const BenchHttpOptions& o) const {
       output_tokens_per_s, static_cast<long long>(output_tokens),
       usage_reports == succeeded ? ", by the server's usage" : ", counted partly by events");
   auto row = [&](const char* name, const tools::LatencySummary& s) {
+    if (s.count == 0) return add("%-24s no samples\n", name);
     add("%-24s mean %8.1f  p50 %8.1f  p90 %8.1f  p99 %8.1f\n", name, Ms(s.mean), Ms(s.p50),
         Ms(s.p90), Ms(s.p99));
   };

@@ -39,7 +39,7 @@ stop_all() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
 trap 'stop_all; rm -rf "$work"' EXIT
 wait_ready() { for _ in $(seq 600); do curl -sf "$1" >/dev/null 2>&1 && return 0; sleep 0.1; done; echo "not ready: $1" >&2; return 1; }
 summary() {  # the JSON line of bench http -> "tok/s ttft_mean ttft_p99" (ms)
-  python3 -c 'import json,sys; j=json.loads(sys.argv[1]); print("%.1f %.0f %.0f %d" % (j["output_tokens_per_s"], j["ttft_ms"]["mean"], j["ttft_ms"]["p99"], j.get("failed", 0)))' "$1"
+  python3 -c 'import json,sys; j=json.loads(sys.argv[1]); n=lambda v: float("nan") if v is None else v; print("%.1f %.0f %.0f %d" % (j["output_tokens_per_s"], n(j["ttft_ms"]["mean"]), n(j["ttft_ms"]["p99"]), j.get("failed", 0)))' "$1"
 }
 
 run_llama() {

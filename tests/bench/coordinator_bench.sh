@@ -140,8 +140,8 @@ bench() {
 
 # j TAG FILTER: a number from the bench's JSON, formatted.
 j() { jq -r "($2) // 0" "$work/$1.json"; }
-f1() { printf '%.1f' "$1"; }
-f2() { printf '%.2f' "$1"; }
+f1() { if [ "$1" = null ]; then printf 'n/a'; else printf '%.1f' "$1"; fi; }
+f2() { if [ "$1" = null ]; then printf 'n/a'; else printf '%.2f' "$1"; fi; }
 
 # routed_counts FILE: "replica count" lines (sorted) from the coordinator's routing counter.
 routed_counts() {

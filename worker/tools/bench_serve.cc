@@ -328,9 +328,13 @@ int RunBenchServeCommand(const std::vector<std::string>& args) {
               static_cast<long long>(r->requests), r->duration_s);
   std::printf("throughput: %.2f req/s, %.1f output tok/s, %.1f total tok/s\n", r->requests_per_s,
               r->output_tokens_per_s, r->total_tokens_per_s);
-  std::printf("time to first token ms: p50 %.1f  p99 %.1f\n", r->ttft_s.p50 * 1000, r->ttft_s.p99 * 1000);
-  std::printf("inter-token latency ms: p50 %.1f  p99 %.1f\n", r->itl_s.p50 * 1000, r->itl_s.p99 * 1000);
-  std::printf("end-to-end latency ms:  p50 %.1f  p99 %.1f\n", r->e2e_s.p50 * 1000, r->e2e_s.p99 * 1000);
+  auto row = [](const char* name, const LatencySummary& s) {
+    if (s.count == 0) return (void)std::printf("%s no samples\n", name);
+    std::printf("%s p50 %.1f  p99 %.1f\n", name, s.p50 * 1000, s.p99 * 1000);
+  };
+  row("time to first token ms:", r->ttft_s);
+  row("inter-token latency ms:", r->itl_s);  // none when every output is one token
+  row("end-to-end latency ms: ", r->e2e_s);
   std::printf("KV waste: mean %.2f%%, max %.2f%%; preemptions %llu; prefix-cache hits %.1f%%\n",
               100 * r->kv_waste_mean, 100 * r->kv_waste_max,
               static_cast<unsigned long long>(r->preemptions), 100 * r->prefix_hit_ratio);

@@ -25,6 +25,7 @@ LatencySummary LatencySummary::Of(std::vector<double> v) {
 }
 
 std::string LatencySummary::Json(double scale) const {
+  if (count == 0) return "{\"mean\":null,\"p50\":null,\"p90\":null,\"p99\":null,\"max\":null}";
   char buf[200];
   std::snprintf(buf, sizeof buf, "{\"mean\":%.2f,\"p50\":%.2f,\"p90\":%.2f,\"p99\":%.2f,\"max\":%.2f}",
                 mean * scale, p50 * scale, p90 * scale, p99 * scale, max * scale);

@@ -20,7 +20,7 @@ TEST(LatencySummaryTest, NearestRankPercentilesOfOneToAHundred) {
   EXPECT_DOUBLE_EQ(s.max, 100);
 }
 
-TEST(LatencySummaryTest, OneSampleIsEveryPercentileAndNoneIsZeros) {
+TEST(LatencySummaryTest, OneSampleIsEveryPercentileAndNoneIsNullInJson) {
   const LatencySummary one = LatencySummary::Of({0.25});
   EXPECT_DOUBLE_EQ(one.p50, 0.25);
   EXPECT_DOUBLE_EQ(one.p99, 0.25);
@@ -28,7 +28,8 @@ TEST(LatencySummaryTest, OneSampleIsEveryPercentileAndNoneIsZeros) {
   const LatencySummary none = LatencySummary::Of({});
   EXPECT_EQ(none.count, 0u);
   EXPECT_DOUBLE_EQ(none.p99, 0);
-  EXPECT_EQ(none.Json(1000), "{\"mean\":0.00,\"p50\":0.00,\"p90\":0.00,\"p99\":0.00,\"max\":0.00}");
+  // No samples (every request failed, say) is no latency, not zero latency.
+  EXPECT_EQ(none.Json(1000), "{\"mean\":null,\"p50\":null,\"p90\":null,\"p99\":null,\"max\":null}");
 }
 
 TEST(LatencySummaryTest, JsonScalesEveryValue) {
