@@ -59,7 +59,7 @@ LocalCluster::~LocalCluster() {
   for (auto& r : replicas_) r->Stop(std::chrono::milliseconds(3000));
   if (coordinator_) coordinator_->Stop(std::chrono::milliseconds(3000));
   std::error_code ec;
-  if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir_, ec);
+  if (!::testing::Test::HasFailure() && !KeepTestDirs()) std::filesystem::remove_all(dir_, ec);
 }
 
 bool LocalCluster::Start(std::string* error) {

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <mutex>
 #include <stdexcept>
+#include <string_view>
 #include <utility>
 
 namespace bmad::testing {
@@ -26,6 +27,11 @@ std::string SharedModelsDir() {
 std::string StoriesModelPath() { return SharedModelsDir() + "/stories260K.gguf"; }
 std::string TinyRandomModelPath() { return SharedModelsDir() + "/llama-2-tiny-random.gguf"; }
 
+bool KeepTestDirs() {
+  const char* keep = std::getenv("BMAD_KEEP_TEST_DIRS");
+  return keep != nullptr && std::string_view(keep) == "1";
+}
+
 void TempDirs::Track(const std::string& dir) {
   std::lock_guard lock(mu_);
   dirs_.push_back(dir);
@@ -37,7 +43,7 @@ std::vector<std::string> TempDirs::Finish(bool all_passed, std::ostream& log) {
     std::lock_guard lock(mu_);
     dirs.swap(dirs_);
   }
-  if (!all_passed) {
+  if (!all_passed || KeepTestDirs()) {
     for (const std::string& dir : dirs) log << "kept for inspection: " << dir << "\n";
     return dirs;
   }

@@ -20,12 +20,16 @@ std::string TinyRandomModelPath();
 // program ends with every test passed, and kept (its path printed) when one failed.
 std::string MakeTempDir(const std::string& prefix);
 
+// True when BMAD_KEEP_TEST_DIRS=1: temporary directories are kept after a pass too, to read
+// the logs of the processes a passing test ran.
+bool KeepTestDirs();
+
 // The directories a test program made, and what happens to them at its end.
 class TempDirs {
  public:
   void Track(const std::string& dir);
-  // Removes every tracked directory when all tests passed; otherwise lists them on `log` and
-  // returns them. Either way it forgets them.
+  // Removes every tracked directory when all tests passed (unless KeepTestDirs()); otherwise
+  // lists them on `log` and returns them. Either way it forgets them.
   std::vector<std::string> Finish(bool all_passed, std::ostream& log);
 
  private:
