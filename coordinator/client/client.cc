@@ -72,7 +72,10 @@ class RequestTracker {
   }
 
   Result<Step> OnAccepted(const proto::Accepted& a) {
-    if (!IsOurs(a.request_id, a.client_request_id) || finished_) return Step::kIgnored;
+    // Only the first counts as progress: a coordinator repeating it must not keep a request that
+    // makes none waiting for ever.
+    if (!IsOurs(a.request_id, a.client_request_id) || finished_ || accepted_) return Step::kIgnored;
+    accepted_ = true;
     if (result_->request_id == 0) result_->request_id = a.request_id;
     result_->prompt_tokens = a.prompt_tokens;
     return Step::kProgress;
@@ -131,6 +134,7 @@ class RequestTracker {
   Clock::time_point sent_;
   uint64_t max_tokens_ = 0;
   bool finished_ = false;
+  bool accepted_ = false;
 };
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "tests/coordinator/client/fake_coordinator.h"
 #include "tests/support/free_port.h"
 
@@ -211,6 +213,25 @@ TEST(ClientTest, SilenceIsDeadlineExceededAndSendsCancel) {
                !std::get<proto::Cancel>(m).client_request_id.empty();
       },
       2s));
+}
+
+TEST(ClientTest, ARepeatedAcceptedIsNotProgress) {
+  // Accepted again and again, and no token: the request is silent all the same.
+  FakeCoordinator fake([](FakeCoordinator& f, const std::string& peer, const proto::Message& m) {
+    if (const auto* s = std::get_if<proto::Submit>(&m)) {
+      for (int i = 0; i < 50; ++i) {
+        f.Send(peer, proto::Accepted{s->client_request_id, 42, 2});
+        std::this_thread::sleep_for(50ms);
+      }
+    }
+  });
+  auto client = ConnectTo(fake);
+  const auto start = std::chrono::steady_clock::now();
+  auto r = client->Generate(SubmitOf("x"), nullptr, 200ms);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded);
+  // Before the repeats end (2.5 s): they did not restart the 200 ms silence timeout.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
 }
 
 TEST(ClientTest, GarbageAndOtherRequestsMessagesAreSkipped) {
