@@ -202,6 +202,7 @@ class BenchRun {
       r.output_tokens += out.output_tokens;
       r.prompt_tokens += out.prompt_tokens;
       r.usage_reports += out.usage_reported ? 1 : 0;
+      r.short_outputs += out.output_tokens < plan_[i].output_len ? 1 : 0;
       e2e.push_back(out.e2e_s);
       itl.insert(itl.end(), out.itl_s.begin(), out.itl_s.end());
       if (out.ttft_s >= 0) ttft.push_back(out.ttft_s);
@@ -357,6 +358,10 @@ std::string BenchHttpReport::Text(const BenchHttpOptions& o) const {
   add("throughput: %.2f req/s, %.1f output tok/s (%lld output tokens%s)\n", requests_per_s,
       output_tokens_per_s, static_cast<long long>(output_tokens),
       usage_reports == succeeded ? ", by the server's usage" : ", counted partly by events");
+  if (short_outputs > 0) {
+    add("warning: %lld requests ended short of their max_tokens (does the server honour ignore_eos?)\n",
+        static_cast<long long>(short_outputs));
+  }
   auto row = [&](const char* name, const tools::LatencySummary& s) {
     if (s.count == 0) return add("%-24s no samples\n", name);
     add("%-24s mean %8.1f  p50 %8.1f  p90 %8.1f  p99 %8.1f\n", name, Ms(s.mean), Ms(s.p50),
@@ -406,6 +411,7 @@ std::string BenchHttpReport::Json(const BenchHttpOptions& o) const {
   j["output_tokens_per_s"] = output_tokens_per_s;
   j["output_tokens"] = output_tokens;
   j["prompt_tokens"] = prompt_tokens;
+  j["short_outputs"] = short_outputs;
   j["ttft_ms"] = ordered_json::parse(ttft_s.Json(1000));
   j["itl_ms"] = ordered_json::parse(itl_s.Json(1000));
   j["tpot_ms"] = ordered_json::parse(tpot_s.Json(1000));

@@ -4,6 +4,8 @@
 //                   10 ms, a finish event, usage (prompt = the prompt's length), [DONE]
 //   "no-usage"      like steady without usage
 //   "usage-more"    two content events, but usage reports max_tokens + 5 tokens
+//   "stops-early"   two content events and usage of 2 tokens, whatever max_tokens (an end token
+//                   honoured in spite of ignore_eos)
 //   "every-3rd-429" steady, but every third request of the run gets HTTP 429
 //   "malformed"     steady, but every fourth request's stream carries a broken event
 //   "truncated"     content events, then the stream ends with no finish and no [DONE]

@@ -118,6 +118,21 @@ TEST(HttpBenchTest, UsageWinsOverTheEventCount) {
   EXPECT_EQ(r.itl_s.count, 2u) << "but gaps are still between events";
 }
 
+TEST(HttpBenchTest, OutputsShorterThanAskedForAreCountedAndWarnedAbout) {
+  FakeOpenAiServer server;
+  const BenchHttpOptions o = Closed(server, "stops-early", 2, 2);  // 5 tokens asked for, 2 come
+  const BenchHttpReport r = RunOk(o);
+  EXPECT_EQ(r.succeeded, 2);
+  EXPECT_EQ(r.short_outputs, 2);
+  EXPECT_NE(r.Text(o).find("warning: 2 requests ended short of their max_tokens"), std::string::npos) << r.Text(o);
+  EXPECT_EQ(json::parse(r.Json(o))["short_outputs"], 2);
+  FakeOpenAiServer full;
+  const BenchHttpOptions steady = Closed(full, "steady", 2, 2);
+  const BenchHttpReport whole = RunOk(steady);
+  EXPECT_EQ(whole.short_outputs, 0);
+  EXPECT_EQ(whole.Text(steady).find("warning"), std::string::npos) << whole.Text(steady);
+}
+
 TEST(HttpBenchTest, HttpErrorsAreCountedWithTheirStatusAndMessage) {
   FakeOpenAiServer server;
   const BenchHttpReport r = RunOk(Closed(server, "every-3rd-429", 9, 3));
