@@ -127,7 +127,8 @@ Result<std::string> ReadContent(const JsonFields& message, ChatRole role) {
   const std::string name = message.Name("content");
   const Json* content = message.Find("content");
   if (content == nullptr) {
-    // An assistant turn may carry only tool calls, hence no content.
+    // OpenAI allows an assistant turn without content (one that made tool calls, which are
+    // refused above): an empty turn.
     if (role == ChatRole::kAssistant) return std::string();
     return InvalidArgument(Quoted(name) + " is required");
   }
@@ -176,6 +177,14 @@ Result<std::vector<ChatMessage>> ReadMessages(const JsonFields& body, const Requ
     const JsonFields message(message_json, name + ".");
     ChatMessage m;
     BMAD_ASSIGN_OR_RETURN(m.role, ReadRole(message));
+    // An earlier turn's tool calls: the template would render the turn without them, a prompt
+    // the client did not send.
+    for (const std::string_view key : {"tool_calls", "function_call"}) {
+      const Json* calls = message.Find(key);
+      if (calls != nullptr && !calls->is_null() && !(calls->is_array() && calls->empty())) {
+        return InvalidArgument(Quoted(message.Name(key)) + " is not supported: this server runs no tools");
+      }
+    }
     BMAD_ASSIGN_OR_RETURN(m.content, ReadContent(message, m.role));
     content_bytes += m.content.size();
     if (content_bytes > limits.max_prompt_bytes) {

@@ -21,7 +21,11 @@ Result<TokenizeRequest> ParseTokenizeRequest(std::string_view body, const Reques
   const JsonFields fields(json, "");
   TokenizeRequest request;
   const bool chat = fields.Find("messages") != nullptr;
-  BMAD_ASSIGN_OR_RETURN(request.prompt, ParseCompletionRequest(body, chat, limits));
+  // Counting tokens is what a client does to learn whether a prompt fits: one longer than the
+  // context is counted (as a text one always was), not refused.
+  RequestLimits counting = limits;
+  counting.max_model_len = 0;
+  BMAD_ASSIGN_OR_RETURN(request.prompt, ParseCompletionRequest(body, chat, counting));
   if (request.prompt.prompts.size() > 1) {
     return InvalidArgument("'prompt' must be one prompt for /tokenize, not a batch of " +
                            std::to_string(request.prompt.prompts.size()));

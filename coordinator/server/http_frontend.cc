@@ -144,12 +144,18 @@ Status HttpFrontend::Start(const std::string& host, int port) {
   server_->Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
     HandleCompletion(req, res, /*chat=*/true);
   });
-  // The right path with the wrong method: 405 naming the one it takes.
+  // The right path with the wrong method: 405 naming the ones it takes (HEAD comes with GET).
+  // OPTIONS too, unless CORS answers it below for every path.
+  const bool cors = !core_.config().coordinator.http_cors_origin.empty();
   for (const auto& [path, allowed] : {std::pair<const char*, const char*>{"/v1/completions", "POST"},
                                       {"/v1/chat/completions", "POST"},
                                       {"/tokenize", "POST"},
                                       {"/detokenize", "POST"},
-                                      {"/v1/models", "GET"}}) {
+                                      {"/v1/models", "GET, HEAD"},
+                                      {R"(/v1/models/(.+))", "GET, HEAD"},
+                                      {"/health", "GET, HEAD"},
+                                      {"/ready", "GET, HEAD"},
+                                      {"/metrics", "GET, HEAD"}}) {
     const std::string allow = allowed;  // a copy: clang before 16 cannot capture a structured binding
     auto not_allowed = [allow](const httplib::Request& req, httplib::Response& res) {
       res.status = 405;
@@ -161,11 +167,15 @@ Status HttpFrontend::Start(const std::string& host, int port) {
     } else {
       server_->Post(path, not_allowed);
     }
+    server_->Put(path, not_allowed);
+    server_->Patch(path, not_allowed);
+    server_->Delete(path, not_allowed);
+    if (!cors) server_->Options(path, not_allowed);
   }
   // CORS (coordinator.http_cors_origin): browser pages of that origin may call the API. Every
   // path answers a preflight OPTIONS, and every answer to a request naming an Origin (errors
   // included) says which origin may read it.
-  if (const std::string origin = core_.config().coordinator.http_cors_origin; !origin.empty()) {
+  if (const std::string origin = core_.config().coordinator.http_cors_origin; cors) {
     server_->Options(R"(.*)", [](const httplib::Request& req, httplib::Response& res) {
       res.status = 204;
       res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
@@ -285,6 +295,15 @@ void HttpFrontend::HandleTokenize(const httplib::Request& req, httplib::Response
     return;
   }
   const std::vector<uint32_t>& tokens = prompts->front();  // one prompt (ParseTokenizeRequest)
+  // Token ids given as the prompt are checked as /v1/completions and /detokenize check them.
+  const auto vocab = static_cast<uint32_t>(core_.tokenizer().vocab_size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] >= vocab) {
+      SendError(res, InvalidArgument("'prompt[" + std::to_string(i) + "]' is " + std::to_string(tokens[i]) +
+                                     ", outside the vocabulary (0.." + std::to_string(vocab - 1) + ")"));
+      return;
+    }
+  }
   std::vector<std::string> pieces;
   if (parsed->return_token_strs) {
     for (uint32_t t : tokens) pieces.push_back(core_.tokenizer().TokenPiece(static_cast<int32_t>(t)));

@@ -111,8 +111,8 @@ TEST(ParseCompletionRequest, ChatReadsMessagesAndLeavesMaxTokensToTheCoordinator
         {"role": "developer", "content": "Really."},
         {"role": "user", "content": [{"type": "text", "text": "Hi"},
                                      {"type": "text", "text": "there"}], "name": "bob"},
-        {"role": "assistant", "content": null},
-        {"role": "assistant"},
+        {"role": "assistant", "content": null, "tool_calls": []},
+        {"role": "assistant", "tool_calls": null},
         {"role": "user", "content": ""}]})"));
   EXPECT_TRUE(r.chat);
   ASSERT_EQ(r.messages.size(), 6u);
@@ -492,6 +492,14 @@ TEST(ParseCompletionRequest, RejectsBadMessages) {
       {R"({"messages": [{"role": "tool", "content": "42", "tool_call_id": "c1"}]})",
        true,
        {"'messages[0].role' 'tool' is not supported"}},
+      // An earlier turn's tool calls would vanish from the prompt: refused, not dropped.
+      {R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "tool_calls":
+           [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}]})",
+       true,
+       {"'messages[1].tool_calls' is not supported: this server runs no tools"}},
+      {R"({"messages": [{"role": "assistant", "content": "x", "function_call": {"name": "f"}}]})",
+       true,
+       {"'messages[0].function_call' is not supported"}},
       {R"({"messages": [{"role": "user", "content": 5}]})",
        true,
        {"'messages[0].content' must be a string or an array of content parts, got 5"}},

@@ -273,6 +273,17 @@ TEST_F(HttpDoorTest, TokenizeCountsThePromptAsTheCompletionsEndpointsDo) {
   ASSERT_EQ(res->status, 200) << res->body;
   EXPECT_EQ(Json::parse(res->body)["prompt"], "Once upon a time");
 
+  // Token ids are counted too, even more than the context holds (512): counting is how a client
+  // learns that; but an id outside the vocabulary is refused, as the other endpoints refuse it.
+  res = Post({{"prompt", std::vector<int>(600, 5)}}, 10, "/tokenize");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(Json::parse(res->body)["count"], 600);
+  res = Post({{"prompt", {1, 512}}}, 10, "/tokenize");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400) << res->body;
+  EXPECT_NE(res->body.find("'prompt[1]' is 512, outside the vocabulary (0..511)"), std::string::npos) << res->body;
+
   // Bad input: named.
   res = Post({{"tokens", {1, 512}}}, 10, "/detokenize");
   ASSERT_TRUE(res);
@@ -287,6 +298,24 @@ TEST_F(HttpDoorTest, TokenizeCountsThePromptAsTheCompletionsEndpointsDo) {
   ASSERT_TRUE(get);
   EXPECT_EQ(get->status, 405);
   EXPECT_EQ(get->get_header_value("Allow"), "POST");
+  // Every route answers a method it does not take with 405 and the ones it does.
+  for (const auto& [path, allow] : {std::pair<std::string, std::string>{"/v1/completions", "POST"},
+                                    {"/v1/models/stories260K", "GET, HEAD"},
+                                    {"/health", "GET, HEAD"},
+                                    {"/metrics", "GET, HEAD"}}) {
+    for (const std::string method : {"PUT", "PATCH", "DELETE", "OPTIONS"}) {
+      httplib::Request wrong;
+      wrong.method = method;
+      wrong.path = path;
+      auto answer = client.send(wrong);
+      ASSERT_TRUE(answer) << method << " " << path;
+      EXPECT_EQ(answer->status, 405) << method << " " << path << ": " << answer->body;
+      EXPECT_EQ(answer->get_header_value("Allow"), allow) << method << " " << path;
+    }
+  }
+  auto post_health = client.Post("/health", "{}", "application/json");
+  ASSERT_TRUE(post_health);
+  EXPECT_EQ(post_health->status, 405);
   // Nothing here is a request to the cluster.
   EXPECT_EQ(Metric("bmad_coordinator_requests_total"), 0.0);
 }
@@ -408,7 +437,7 @@ TEST_F(HttpDoorTest, WithoutACorsOriginNoCorsHeadersAreSent) {
   EXPECT_FALSE(health->has_header("Access-Control-Allow-Origin"));
   auto preflight = client.Options("/v1/completions", from_a_page);
   ASSERT_TRUE(preflight);
-  EXPECT_EQ(preflight->status, 404);
+  EXPECT_EQ(preflight->status, 405);  // a method the path does not take (vLLM without CORS: the same)
   EXPECT_FALSE(preflight->has_header("Access-Control-Allow-Origin"));
 }
 
