@@ -178,6 +178,9 @@ struct Heartbeat {
   # lost on the way (its Assign, or its last chunk), and the coordinator assigns it again.
   lastAssignment @3 :UInt32;
   hasLastAssignment @4 :Bool;
+  # The assignment each of activeRequestIds is served under, in the same order: an older copy
+  # under the same id is not the request the coordinator assigned since.
+  activeAssignments @5 :List(UInt32);
 }
 
 struct Assign {

@@ -255,6 +255,8 @@ struct BodyFiller {
             m.active_request_ids);
     b.setLastAssignment(m.last_assignment);
     b.setHasLastAssignment(m.has_last_assignment);
+    SetList(b.initActiveAssignments(static_cast<unsigned>(m.active_assignments.size())),
+            m.active_assignments);
   }
   void operator()(const Assign& m) {
     auto b = body.initAssign();
@@ -449,7 +451,7 @@ Message ReadBody(wire::Envelope::Body::Reader body) {
       auto r = body.getHeartbeat();
       return Heartbeat{GetText(r.getReplicaId()), Read(r.getLoad()),
                        GetList<uint64_t>(r.getActiveRequestIds()), r.getLastAssignment(),
-                       r.getHasLastAssignment()};
+                       r.getHasLastAssignment(), GetList<uint32_t>(r.getActiveAssignments())};
     }
     case wire::Envelope::Body::ASSIGN: {
       auto r = body.getAssign();

@@ -212,6 +212,10 @@ struct Heartbeat {
   // coordinator assigned here no later, and not in active_request_ids, was lost on the way.
   uint32_t last_assignment = 0;
   bool has_last_assignment = false;
+  // The assignment each active request is served under, in the order of active_request_ids
+  // (empty from a replica that does not say): an older copy under the same id is not the one
+  // the coordinator assigned since.
+  std::vector<uint32_t> active_assignments;
   friend bool operator==(const Heartbeat&, const Heartbeat&) = default;
 };
 

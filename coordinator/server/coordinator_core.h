@@ -123,9 +123,11 @@ class CoordinatorServer::Core {
   // Cancels, on the replica, every request it reports running that is not ours there (moved
   // away while it was taken for dead, finished, or from before a coordinator restart).
   void CancelOrphans(const std::string& replica_id, const std::vector<uint64_t>& running);
-  // Takes back, and assigns again, every request assigned to the replica no later than its
-  // heartbeat's last_assignment that the heartbeat does not list: the replica took its Assign,
-  // or lost it on the way, and holds it no more, yet its last chunk never came.
+  // Takes back, and assigns again, every request of the replica's that its heartbeat does not
+  // list under the request's current assignment when that was assigned no later than the
+  // heartbeat's last_assignment (the replica took its Assign, or lost it on the way, and holds
+  // it no more, yet its last chunk never came), or sent longer ago than a replica may go
+  // without reading its messages (the Assign never reached it, and no later one came).
   void ReassignLost(const std::string& replica_id, const proto::Heartbeat& heartbeat);
   // A request its replica lost (`what` says how): queued again, to continue from the tokens its
   // client has, and its copy on the replica, if any, cancelled; failed after kMaxLosses.

@@ -1,7 +1,8 @@
 // The life of a request in the coordinator: accept (validate, tokenize, admit), dispatch (route to
 // a live replica), stream (forward chunks, dropping any the client already has), and end
 // (finish, fail, cancel), or migrate when the replica dies.
-#include <unordered_set>
+#include <optional>
+#include <unordered_map>
 
 #include "common/block_hash.h"
 #include "common/log.h"
@@ -235,6 +236,7 @@ void CoordinatorServer::Core::Dispatch(CoordRequest* r) {
   r->state = r->streamed_tokens.empty() ? RequestState::kDispatched : RequestState::kStreaming;
   r->replica_id = chosen.id;
   r->assignment = a.assignment;
+  r->assigned_ns = clock_.NowNanos();
   replicas_.AddInFlight(chosen.id, +1);
   // A request offered again (refused, or migrated) counts once among recent prompt lengths, and
   // once among long-tail requests; every offer is a routing decision.
@@ -397,6 +399,7 @@ void CoordinatorServer::Core::OnChunk(const std::string& replica_id, proto::Toke
     metrics_->generation_tokens.Increment(double(chunk.token_ids.size()));
     r->streamed_tokens.insert(r->streamed_tokens.end(), chunk.token_ids.begin(), chunk.token_ids.end());
     r->state = RequestState::kStreaming;
+    r->losses = 0;  // it makes progress: only losses in a row make it fail
   }
   const proto::FinishReason finish = chunk.finish_reason;
   if (finish != proto::FinishReason::kNone) {
@@ -456,21 +459,43 @@ void CoordinatorServer::Core::CancelOrphans(const std::string& replica_id,
 
 void CoordinatorServer::Core::ReassignLost(const std::string& replica_id, const proto::Heartbeat& heartbeat) {
   const ReplicaState* replica = replicas_.Find(replica_id);
-  if (!heartbeat.has_last_assignment || replica == nullptr || !replica->assigned) return;
+  if (replica == nullptr) return;
+  // What it holds, each with the assignment it serves (when it says): an older copy under the
+  // same id is not the request assigned since.
+  const bool numbered = heartbeat.active_assignments.size() == heartbeat.active_request_ids.size();
+  std::unordered_map<uint64_t, std::optional<uint32_t>> held;
+  for (size_t i = 0; i < heartbeat.active_request_ids.size(); ++i) {
+    held[heartbeat.active_request_ids[i]] =
+        numbered ? std::optional<uint32_t>(heartbeat.active_assignments[i]) : std::nullopt;
+  }
   // Only a number sent to this replica since it registered says what it has taken.
   const uint32_t taken = heartbeat.last_assignment;
-  if (!NoLaterThan(replica->first_assignment, taken) || !NoLaterThan(taken, replica->last_assignment)) return;
-  const std::unordered_set<uint64_t> held(heartbeat.active_request_ids.begin(), heartbeat.active_request_ids.end());
+  const bool taken_known = heartbeat.has_last_assignment && replica->assigned &&
+                           NoLaterThan(replica->first_assignment, taken) &&
+                           NoLaterThan(taken, replica->last_assignment);
+  // A replica reads every message that came between two steps, and stops heartbeating when one
+  // step runs past parallel.step_timeout_ms: an Assign it has not taken by twice that (or twice
+  // the liveness timeout) after it was sent never reached it, and no later one may come to
+  // tell (a lost Assign to an otherwise idle replica).
+  const int64_t overdue_ns =
+      2 * std::max(config_.parallel.step_timeout_ms, config_.coordinator.liveness_timeout_ms) * 1'000'000;
+  const int64_t now = clock_.NowNanos();
   // By id: taking one back may find the replica unreachable, which moves and may free others.
-  std::vector<uint64_t> lost;
+  std::vector<std::pair<uint64_t, const char*>> lost;
   for (const CoordRequest* r : requests_.OnReplica(replica_id)) {
-    if (NoLaterThan(r->assignment, taken) && !held.contains(r->id)) lost.push_back(r->id);
+    const auto it = held.find(r->id);
+    if (it != held.end() && (!it->second || *it->second == r->assignment)) continue;
+    if (taken_known && NoLaterThan(r->assignment, taken)) {
+      lost.emplace_back(r->id, "not held there, though assigned no later than the last Assign the replica took");
+    } else if (now - r->assigned_ns > overdue_ns) {
+      lost.emplace_back(r->id, "its Assign never reached the replica");
+    }
   }
   if (lost.empty()) return;
-  for (uint64_t id : lost) {
+  for (const auto& [id, what] : lost) {
     CoordRequest* r = requests_.Find(id);
     if (r == nullptr || r->done() || r->state == RequestState::kQueued || r->replica_id != replica_id) continue;
-    TakeBackLost(r, "not held there, though assigned no later than the last Assign the replica took");
+    TakeBackLost(r, what);
   }
   DispatchQueued();
 }

@@ -52,7 +52,8 @@ struct CoordRequest {
   uint32_t migrations = 0;
   uint32_t assignment = 0;       // the number of its latest Assign (proto::Assign::assignment)
   uint32_t refusals = 0;         // replicas that refused it as full or draining
-  uint32_t losses = 0;           // times a replica lost it (TakeBackLost)
+  uint32_t losses = 0;           // times a replica lost it (TakeBackLost) since its last token
+  int64_t assigned_ns = 0;       // when its latest Assign was sent
   bool length_recorded = false;  // its prompt length is in the router's long-tail window
   int64_t retry_not_before_ns = 0;  // after a refusal: not offered again before this
   int64_t arrival_ns = 0;

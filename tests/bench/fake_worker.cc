@@ -247,8 +247,10 @@ class FakeWorker {
     std::vector<uint64_t> ids;
     for (const auto& [id, seq] : sequences_) ids.push_back(id);
     std::sort(ids.begin(), ids.end());
+    std::vector<uint32_t> numbers;
+    for (uint64_t id : ids) numbers.push_back(sequences_.at(id)->assignment);
     Send(proto::Heartbeat{o_.replica_id, Load(), std::move(ids), last_assignment_.value_or(0),
-                          last_assignment_.has_value()});
+                          last_assignment_.has_value(), std::move(numbers)});
     last_heartbeat_ns_ = clock_.NowNanos();
   }
 

@@ -179,11 +179,18 @@ void WorkerServer::Impl::SendRegister() {
 }
 
 proto::Heartbeat WorkerServer::Impl::HeartbeatMessage() const {
-  // Held: the engine's requests and the replacements waiting for the step in flight to end.
+  // Held: the engine's requests and the replacements waiting for the step in flight to end,
+  // each with the assignment it is served under.
   std::vector<uint64_t> held = engine->ActiveRequestIds();
   for (const engine::EngineRequest& r : replacements) held.push_back(r.id);
+  std::vector<uint32_t> numbers;
+  numbers.reserve(held.size());
+  for (uint64_t id : held) {
+    const auto it = served.find(id);
+    numbers.push_back(it != served.end() ? it->second.assignment : 0);
+  }
   return proto::Heartbeat{config.worker.replica_id, engine->Load(), std::move(held),
-                          last_assignment.value_or(0), last_assignment.has_value()};
+                          last_assignment.value_or(0), last_assignment.has_value(), std::move(numbers)};
 }
 
 void WorkerServer::Impl::SendHeartbeat() {

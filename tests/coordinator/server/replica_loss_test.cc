@@ -28,7 +28,8 @@ class ReplicaLossTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ServerConfig c = LoopbackCoordinatorConfig(64);
-    c.coordinator.liveness_timeout_ms = 60000;  // a vanished replica is found by a failed send only
+    c.coordinator.liveness_timeout_ms = liveness_timeout_ms_;
+    c.parallel.step_timeout_ms = step_timeout_ms_;
     c.coordinator.queue_timeout_ms = queue_timeout_ms_;
     if (long_tail_min_samples_ > 0) c.router.long_tail_min_samples = long_tail_min_samples_;
     CoordinatorRunOptions o;
@@ -67,6 +68,9 @@ class ReplicaLossTest : public ::testing::Test {
   double Metric(const std::string& series) { return CoordinatorMetric(server_->http_port(), series); }
 
   int64_t queue_timeout_ms_ = 60000;
+  // Long: a vanished replica is found by a failed send only.
+  int64_t liveness_timeout_ms_ = 60000;
+  int64_t step_timeout_ms_ = 30000;
   int64_t long_tail_min_samples_ = 0;  // > 0: the router's, instead of the default
   zmq::context_t ctx_;
   std::unique_ptr<CoordinatorServer> server_;
@@ -291,8 +295,9 @@ bool WaitForAssigns(FakeReplica& replica, uint64_t id, size_t count) {
   }, 5s);
 }
 
-proto::Heartbeat Beat(const std::string& replica, std::vector<uint64_t> held, std::optional<uint32_t> taken) {
-  return proto::Heartbeat{replica, {}, std::move(held), taken.value_or(0), taken.has_value()};
+proto::Heartbeat Beat(const std::string& replica, std::vector<uint64_t> held, std::optional<uint32_t> taken,
+                      std::vector<uint32_t> numbers = {}) {
+  return proto::Heartbeat{replica, {}, std::move(held), taken.value_or(0), taken.has_value(), std::move(numbers)};
 }
 
 TEST_F(ReplicaLossTest, ARequestItsReplicaTookButNoLongerHoldsIsAssignedAgain) {
@@ -341,6 +346,49 @@ TEST_F(ReplicaLossTest, ARequestItsReplicaTookButNoLongerHoldsIsAssignedAgain) {
   EXPECT_EQ(Metric("bmad_coordinator_migrations_total"), 1.0);
 }
 
+TEST_F(ReplicaLossTest, AnOlderCopyUnderTheSameIdDoesNotHideALostAssign) {
+  // The replica still runs the request's first copy (it was taken for dead and given the request
+  // back), but the new Assign was lost: the id alone looked held, and the old copy ran on with
+  // every chunk dropped while the client waited.
+  auto a = Replica("a");
+  ASSERT_TRUE(a->Register());
+  const uint64_t x = Submit("x");
+  ASSERT_TRUE(WaitForAssigns(*a, x, 1));
+  const uint32_t first = AssignsOf(*a, x)[0].assignment;
+  const uint64_t y = Submit("y");  // a later Assign it did take
+  ASSERT_TRUE(WaitForAssigns(*a, y, 1));
+  const uint32_t later = AssignsOf(*a, y)[0].assignment;
+  // Held under its own number: nothing happens.
+  a->Send(Beat("a", {x, y}, later, {first, later}));
+  a->Receive(300ms);
+  EXPECT_EQ(AssignsOf(*a, x).size(), 1u);
+  // Under another number (a copy from before): x is lost.
+  a->Send(Beat("a", {x, y}, later, {first - 7, later}));
+  ASSERT_TRUE(WaitForAssigns(*a, x, 2));
+  EXPECT_EQ(AssignsOf(*a, y).size(), 1u);
+}
+
+TEST_F(ReplicaLossTest, ARequestMakingProgressMayBeLostAgain) {
+  // Only losses in a row fail a request: each cut connection costs a long stream one loss.
+  auto a = Replica("a");
+  ASSERT_TRUE(a->Register());
+  const uint64_t x = Submit("x");
+  for (uint32_t lost = 0; lost < 6; ++lost) {
+    ASSERT_TRUE(WaitForAssigns(*a, x, lost + 1)) << "after " << lost << " losses";
+    const proto::Assign current = AssignsOf(*a, x).back();
+    proto::TokenChunk chunk;
+    chunk.request_id = x;
+    chunk.assignment = current.assignment;
+    chunk.token_offset = lost;
+    chunk.token_ids = {7};
+    chunk.text.assign(1, 'a');  // (not = "a": g++ 12 warns falsely, -Wrestrict)
+    a->Send(chunk);
+    a->Send(Beat("a", {}, current.assignment));
+  }
+  ASSERT_TRUE(WaitForAssigns(*a, x, 7)) << "it failed after losses with progress between";
+  EXPECT_EQ(AssignsOf(*a, x).back().generated_tokens.size(), 6u);
+}
+
 TEST_F(ReplicaLossTest, ChunksWithAHoleBetweenThemSendTheRequestBackFromWhatTheClientHas) {
   auto a = Replica("a");
   ASSERT_TRUE(a->Register());
@@ -383,6 +431,38 @@ TEST_F(ReplicaLossTest, ARequestLostAgainAndAgainFailsNamingWhy) {
       << error->message;
   a->Receive(300ms);
   EXPECT_EQ(AssignsOf(*a, x).size(), 4u) << "assigned again after it failed";
+}
+
+// A replica that reads its messages between steps, and stops heartbeating when a step runs past
+// parallel.step_timeout_ms: here 200 ms, with a liveness timeout of 1 s, so an Assign it has not
+// taken 2 s after it was sent never reached it.
+class LostAssignTest : public ReplicaLossTest {
+ protected:
+  void SetUp() override {
+    liveness_timeout_ms_ = 1000;
+    step_timeout_ms_ = 200;
+    ReplicaLossTest::SetUp();
+  }
+};
+
+TEST_F(LostAssignTest, AnAssignThatNeverArrivesIsSentAgainOnceOverdue) {
+  // The replica takes nothing after it (an idle cluster): no later number tells the Assign was
+  // lost, and the client used to wait for ever.
+  auto a = Replica("a");
+  ASSERT_TRUE(a->Register());
+  const auto sent = std::chrono::steady_clock::now();
+  const uint64_t x = Submit("x");
+  ASSERT_TRUE(WaitForAssigns(*a, x, 1));
+  // Its heartbeats say it has taken no Assign and holds nothing, as if the one above was lost.
+  bool again = false;
+  while (!again && std::chrono::steady_clock::now() - sent < 10s) {
+    a->Send(Beat("a", {}, std::nullopt));
+    a->Receive(100ms);
+    again = AssignsOf(*a, x).size() >= 2;
+    if (!again) continue;
+    EXPECT_GE(std::chrono::steady_clock::now() - sent, 2s) << "taken back before it was overdue";
+  }
+  EXPECT_TRUE(again) << "the lost Assign was never sent again";
 }
 
 class ReplicaRefusalTest : public ReplicaLossTest {
