@@ -120,6 +120,9 @@ class CoordinatorServer::Core {
   void OnChunk(const std::string& replica_id, proto::TokenChunk& chunk);
   void OnWorkerError(const std::string& replica_id, const proto::ErrorMessage& error);
   void Migrate(const std::string& replica_id);
+  // Takes a request off its replica (dead, or it lost the request) back to the queue, to be
+  // assigned again from the tokens streamed; a migration, and its queue timeout starts again.
+  void Requeue(CoordRequest* r);
   // Cancels, on the replica, every request it reports running that is not ours there (moved
   // away while it was taken for dead, finished, or from before a coordinator restart).
   void CancelOrphans(const std::string& replica_id, const std::vector<uint64_t>& running);

@@ -510,25 +510,24 @@ void CoordinatorServer::Core::TakeBackLost(CoordRequest* r, const std::string& w
                      replica_id + "': " + what + ")"));
     return;
   }
-  replicas_.AddInFlight(replica_id, -1);
-  r->state = RequestState::kQueued;
-  r->queued_since_ns = clock_.NowNanos();
-  r->replica_id.clear();
-  ++r->migrations;
-  metrics_->migrations.Increment();
+  Requeue(r);
   // After the request has left: a send that finds the replica unreachable moves what is still
   // there, and must not take this one along. The replica may hold a copy (a hole in its chunks).
   StopOnReplica(replica_id, r->id);
 }
 
+void CoordinatorServer::Core::Requeue(CoordRequest* r) {
+  replicas_.AddInFlight(r->replica_id, -1);
+  r->state = RequestState::kQueued;
+  r->queued_since_ns = clock_.NowNanos();  // the queue timeout starts again
+  r->replica_id.clear();
+  ++r->migrations;
+  metrics_->migrations.Increment();
+}
+
 void CoordinatorServer::Core::Migrate(const std::string& replica_id) {
   for (CoordRequest* r : requests_.OnReplica(replica_id)) {
-    replicas_.AddInFlight(replica_id, -1);
-    r->state = RequestState::kQueued;
-    r->queued_since_ns = clock_.NowNanos();
-    r->replica_id.clear();
-    ++r->migrations;
-    metrics_->migrations.Increment();
+    Requeue(r);
     log::Info(kLog, "migrating request", {{"request", r->id}, {"from", replica_id},
                                           {"tokens_streamed", r->streamed_tokens.size()}});
   }
