@@ -73,6 +73,12 @@ Status Flags::Assign(Spec& spec, const std::string& value) {
     case Kind::kInt: {
       int64_t v = 0;
       auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+      if (ec == std::errc::result_out_of_range && p == value.data() + value.size()) {
+        return InvalidArgument("--" + spec.name + " is out of range: " + value + " is past what a 64-bit integer holds" +
+                               (spec.bounded ? " (it must be in [" + std::to_string(spec.int_min) + ", " +
+                                                   std::to_string(spec.int_max) + "])"
+                                             : std::string()));
+      }
       if (ec != std::errc() || p != value.data() + value.size() || value.empty()) {
         return InvalidArgument("--" + spec.name + " expects an integer, got '" + value + "'");
       }

@@ -267,6 +267,15 @@ class LoadVisitor {
     int64_t v = 0;
     const bool bytes = path.ends_with("_bytes");
     if (!ParseInt64(n.Scalar(), bytes, &v)) {
+      const std::string& text = n.Scalar();
+      const size_t digits_from = !text.empty() && (text[0] == '-' || text[0] == '+') ? 1 : 0;
+      if (text.size() > digits_from &&
+          text.find_first_not_of("0123456789", digits_from) == std::string::npos) {
+        // Digits past what 64 bits hold: out of range, not "not an integer".
+        Fail(path, n.Mark(), "must be between " + FormatNumber(limits.min) + " and " +
+                                 FormatNumber(limits.max) + ", got " + text);
+        return;
+      }
       Fail(path, n.Mark(),
            std::string("expected an integer") + (bytes ? " (optionally with KiB/MiB/GiB)" : "") +
                ", got " + Quote(n.Scalar()));
@@ -478,7 +487,21 @@ ConfigLoad LoadConfigText(std::string_view yaml, std::string_view source_name,
   const std::string source(source_name);
   YAML::Node root;
   try {
-    root = YAML::Load(std::string(yaml));
+    // All of them: YAML::Load reads the first document and drops any after a '---' unseen.
+    std::vector<YAML::Node> documents = YAML::LoadAll(std::string(yaml));
+    if (!documents.empty()) root = documents.front();
+    for (size_t i = 1; i < documents.size(); ++i) {
+      if (documents[i].IsNull()) continue;  // an empty one (a trailing '---') says nothing
+      const YAML::Mark mark = documents[i].Mark();
+      ConfigError err{source, "", 0, 0,
+                      "a config file holds one YAML document; found another after a '---' line"};
+      if (mark.line >= 0) {
+        err.line = mark.line + 1;
+        err.column = mark.column + 1;
+      }
+      load.errors.push_back(std::move(err));
+      return load;
+    }
   } catch (const YAML::Exception& e) {
     ConfigError err{source, "", 0, 0, "YAML syntax error: " + e.msg};
     if (e.mark.line >= 0) {

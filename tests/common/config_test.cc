@@ -124,6 +124,24 @@ TEST(ConfigTest, SyntaxErrorHasPosition) {
   EXPECT_NE(load.errors[0].message.find("YAML syntax error"), std::string::npos);
 }
 
+TEST(ConfigTest, AnIntegerPast64BitsIsOutOfRange) {
+  ConfigLoad load = LoadConfigText("worker:\n  threads: 99999999999999999999999\n", "big.yaml");
+  ASSERT_EQ(load.errors.size(), 1u);
+  EXPECT_NE(load.errors[0].message.find("must be between 0 and"), std::string::npos) << load.errors[0].message;
+  EXPECT_NE(load.errors[0].message.find("got 99999999999999999999999"), std::string::npos);
+}
+
+TEST(ConfigTest, ASecondYamlDocumentIsAnErrorNotDropped) {
+  // Only the first was read, silently: model.path came out "a".
+  ConfigLoad load = LoadConfigText("model:\n  path: a\n---\nmodel:\n  path: b\n", "multi.yaml");
+  ASSERT_EQ(load.errors.size(), 1u);
+  EXPECT_EQ(load.errors[0].ToString().rfind("multi.yaml:4:", 0), 0u) << load.errors[0].ToString();
+  EXPECT_NE(load.errors[0].message.find("a config file holds one YAML document"), std::string::npos);
+  // One document, with its optional start and end markers, and a trailing empty one, are fine.
+  EXPECT_TRUE(LoadConfigText("---\nmodel:\n  path: a\n...\n", "one.yaml").ok());
+  EXPECT_TRUE(LoadConfigText("model:\n  path: a\n---\n", "trailing.yaml").ok());
+}
+
 TEST(ConfigTest, CrossKeyRulesPointAtTheKey) {
   ConfigLoad load = LoadConfigText("parallel:\n  pp: 3\n  stage_layers: [1, 2]\n", "x.yaml");
   ASSERT_EQ(load.errors.size(), 1u);

@@ -104,6 +104,10 @@ TEST(FlagsTest, BoundedValuesOutsideTheirRangeAreRefusedNamingIt) {
     ASSERT_FALSE(s.ok()) << bad;
     EXPECT_EQ(s.message(), std::string("--threads must be in [0, 1024], got ") + bad);
   }
+  // Past 64 bits: out of range, not "not an integer".
+  const Status huge = flags.Parse({"--threads", "99999999999999999999"}, &positional);
+  EXPECT_EQ(huge.message(), "--threads is out of range: 99999999999999999999 is past what a 64-bit integer "
+                            "holds (it must be in [0, 1024])");
   EXPECT_EQ(threads, 1024);  // a refused value leaves the last good one
   for (const char* bad : {"-1", "nan", "inf", "1e7"}) {
     const Status s = flags.Parse({"--rate", bad}, &positional);

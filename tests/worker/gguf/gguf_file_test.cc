@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <cstring>
 #include <map>
 
@@ -396,6 +398,22 @@ TEST(GgufFileTest, RejectsUnknownValueTypeAndImplausibleCounts) {
   RawGguf tensors;
   tensors.Header(3, 1ull << 40, 0);
   EXPECT_EQ(Parse(tensors.str()).code(), StatusCode::kDataLoss);
+  // A count that could be real in a file that ends after the header: truncated, not implausible.
+  RawGguf cut;
+  cut.Header(3, 48, 0);
+  EXPECT_THAT(Parse(cut.str()).message(), HasSubstr("truncated GGUF file: the tensor infos (48 tensors)"));
+  RawGguf cut_keys;
+  cut_keys.Header(3, 0, 40);
+  EXPECT_THAT(Parse(cut_keys.str()).message(), HasSubstr("truncated GGUF file: the metadata (40 keys)"));
+}
+
+TEST(GgufFileTest, ANamedPipeIsNoFileAndDoesNotBlock) {
+  // Opening one used to wait for a writer, for ever.
+  const std::string fifo = bmad::testing::MakeTempDir("bmad-gguf-") + "/model.gguf";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  auto file = GgufFile::Open(fifo);
+  EXPECT_EQ(file.status().code(), StatusCode::kIoError);
+  EXPECT_THAT(file.status().message(), HasSubstr("not a regular file"));
 }
 
 }  // namespace

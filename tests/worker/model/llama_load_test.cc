@@ -201,6 +201,14 @@ TEST(LlamaLoadTest, InconsistentHyperparameters) {
   Status s = LoadError(path);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("not a multiple of the head count 7"), std::string::npos) << s.message();
+  // A size of zero is named by its key.
+  const std::string empty = WriteVariant("layers", [](gguf::GgufWriter& w, const gguf::TensorInfo* t) {
+    if (t) CopyTensor(w, *t); else w.SetUint32("llama.block_count", 0);
+  });
+  s = LoadError(empty);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("llama.block_count is 0; model sizes must be positive"), std::string::npos)
+      << s.message();
 }
 
 TEST(LlamaLoadTest, AHeadSizeApartFromTheWidthIsNamed) {

@@ -125,6 +125,17 @@ TEST(VocabularyTest, TokenTypesOfAnotherLengthAreDataLoss) {
   EXPECT_THAT(s.message(), HasSubstr("tokenizer.ggml.token_type' has 600 entries"));
 }
 
+TEST(VocabularyTest, ATokenTypeOutsideGgufsIsDataLoss) {
+  // Taken as "undefined", every piece decoded to nothing: the model generated empty text.
+  Status s = LoadRewritten({}, [](gguf::GgufWriter& w) {
+    std::vector<int32_t> types(512, 1);
+    types[7] = 99;
+    w.SetInt32Array("tokenizer.ggml.token_type", types);
+  });
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(), HasSubstr("'tokenizer.ggml.token_type': token 7 has type 99 (the types are 0 to 6)"));
+}
+
 TEST(VocabularyTest, ASpecialIdOutsideTheVocabularyKeepsTheDefaultWithAWarning) {
   // llama.cpp's behaviour ("bad special token ... using default id"): such files exist (a
   // padding id one past a vocabulary never resized) and llama.cpp serves them.

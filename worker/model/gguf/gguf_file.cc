@@ -139,7 +139,9 @@ GgufFile::~GgufFile() {
 }
 
 Result<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a named pipe would otherwise wait for a writer, before the check below
+  // could say it is no file (it changes nothing for a regular file).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     const int err = errno;
     return Status(err == ENOENT ? StatusCode::kNotFound : StatusCode::kIoError,
@@ -202,12 +204,16 @@ Status GgufFile::Parse() {
   uint64_t tensor_count = 0, kv_count = 0;
   if (!c.Read(&tensor_count)) return truncated("the tensor count");
   if (!c.Read(&kv_count)) return truncated("the metadata count");
-  if (tensor_count > kMaxTensors || tensor_count > size_) {
+  if (tensor_count > kMaxTensors) {
     return DataLoss(path_ + ": implausible tensor count " + std::to_string(tensor_count));
   }
-  if (kv_count > kMaxKeyValues || kv_count > size_) {
+  if (tensor_count > size_) {  // each tensor needs bytes of its own: the file ends too soon
+    return truncated("the tensor infos (" + std::to_string(tensor_count) + " tensors)");
+  }
+  if (kv_count > kMaxKeyValues) {
     return DataLoss(path_ + ": implausible metadata count " + std::to_string(kv_count));
   }
+  if (kv_count > size_) return truncated("the metadata (" + std::to_string(kv_count) + " keys)");
 
   // Room for what the rest of the file can hold at the least bytes per entry (a key/value:
   // 8-byte key length, 4-byte type, a 1-byte value; a tensor: 8 + 4 + 8 + 4 + 8), so a header

@@ -82,9 +82,13 @@ Result<LlamaConfig> ReadLlamaConfig(const gguf::GgufFile& file) {
   auto bad = [&](const std::string& what) {
     return InvalidArgument(file.path() + ": " + what);
   };
-  if (c.n_layer <= 0 || c.n_embd <= 0 || c.n_head <= 0 || c.n_head_kv <= 0 || c.n_ff <= 0 ||
-      c.n_ctx_train <= 0) {
-    return bad("model sizes must be positive (" + c.Summary() + ")");
+  for (const auto& [key, value] : {std::pair<const char*, int64_t>{"block_count", c.n_layer},
+                                   {"embedding_length", c.n_embd},
+                                   {"attention.head_count", c.n_head},
+                                   {"attention.head_count_kv", c.n_head_kv},
+                                   {"feed_forward_length", c.n_ff},
+                                   {"context_length", c.n_ctx_train}}) {
+    if (value <= 0) return bad(p + key + " is " + std::to_string(value) + "; model sizes must be positive");
   }
   if (c.n_embd % c.n_head != 0) {
     return bad(p + "embedding_length " + std::to_string(c.n_embd) +

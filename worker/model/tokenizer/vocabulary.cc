@@ -112,8 +112,14 @@ Status CheckArrayLength(const gguf::GgufFile& file, std::string_view key, size_t
                   std::to_string(expected));
 }
 
-TokenType TokenTypeFromFile(int64_t raw) {
-  if (raw < 0 || raw > static_cast<int64_t>(TokenType::kByte)) return TokenType::kUndefined;
+// A type outside GGUF's (0 undefined .. 6 byte) is a broken file: taken as undefined, every
+// piece decoded to nothing and the model "generated" empty text.
+Result<TokenType> TokenTypeFromFile(const gguf::GgufFile& file, size_t id, int64_t raw) {
+  if (raw < 0 || raw > static_cast<int64_t>(TokenType::kByte)) {
+    return DataLoss(file.path() + ": metadata key '" + std::string(kTypesKey) + "': token " + std::to_string(id) +
+                    " has type " + std::to_string(raw) + " (the types are 0 to " +
+                    std::to_string(static_cast<int>(TokenType::kByte)) + ")");
+  }
   return static_cast<TokenType>(raw);
 }
 
@@ -297,7 +303,9 @@ Result<Vocabulary> LoadVocabulary(const gguf::GgufFile& file) {
     Result<std::vector<int64_t>> types = file.GetIntArray(kTypesKey);
     if (!types.ok()) return types.status();
     BMAD_RETURN_IF_ERROR(CheckArrayLength(file, kTypesKey, types->size(), n));
-    for (size_t id = 0; id < n; ++id) v.types[id] = TokenTypeFromFile((*types)[id]);
+    for (size_t id = 0; id < n; ++id) {
+      BMAD_ASSIGN_OR_RETURN(v.types[id], TokenTypeFromFile(file, id, (*types)[id]));
+    }
   }
 
   const int32_t size = v.size();

@@ -22,7 +22,7 @@ enum class TokenizerModel {
 
 // GGUF's `tokenizer.ggml.token_type` values (llama.cpp's `llama_token_type`).
 enum class TokenType : int32_t {
-  kUndefined = 0,    // also what any value outside 0..6 becomes, as in llama.cpp
+  kUndefined = 0,    // (a value outside 0..6 is refused as a broken file; llama.cpp took it as this)
   kNormal = 1,       // a piece of text; U+2581 stands for a space
   kUnknown = 2,      // <unk>
   kControl = 3,      // <s>, </s>: structure, never text
