@@ -43,6 +43,17 @@ httplib::Headers RequestHeaders(const std::string& api_key) {
   return headers;
 }
 
+// httplib's error names ("Connection", "Read") say little on their own.
+std::string TransportError(httplib::Error error) {
+  switch (error) {
+    case httplib::Error::Connection: return "cannot connect (refused or unreachable)";
+    case httplib::Error::Read: return "reading the response failed (the connection closed)";
+    case httplib::Error::Write: return "sending the request failed (the connection closed)";
+    case httplib::Error::ConnectionTimeout: return "timed out connecting";
+    default: return httplib::to_string(error);
+  }
+}
+
 std::string FormatSeconds(double s) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3g s", s);
@@ -173,9 +184,9 @@ StreamOutcome RunStreamRequest(const HttpTarget& target, const StreamRequest& re
   } else if (end >= deadline) {
     out.error = "timed out after " + FormatSeconds(request.timeout_s);
   } else if (out.http_status == 0) {
-    out.error = "no response: " + httplib::to_string(transport_error);
+    out.error = "no response: " + TransportError(transport_error);
   } else if (transport_error != httplib::Error::Success) {
-    out.error = "stream broken: " + httplib::to_string(transport_error);
+    out.error = "stream broken: " + TransportError(transport_error);
   } else {
     out.error = "the stream ended without a finish reason or [DONE]";
   }
@@ -195,7 +206,7 @@ Result<std::string> FetchFirstModelId(const HttpTarget& target, const std::strin
     return body.size() < kMaxModelListBytes && Clock::now() < deadline;
   });
   const std::string where = "GET " + target.scheme_host_port + path;
-  if (!res) return Unavailable(where + ": " + httplib::to_string(res.error()));
+  if (!res) return Unavailable(where + ": " + TransportError(res.error()));
   if (res->status != 200) {
     return Unavailable(where + ": HTTP " + std::to_string(res->status) + ": " + ErrorBodyMessage(body));
   }

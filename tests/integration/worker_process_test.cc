@@ -617,6 +617,11 @@ TEST(WorkerProcessTest, ReadyOnlyWhileTheCoordinatorAnswers) {
     return res ? res->status : -1;
   };
   EXPECT_EQ(ready(), 503) << "ready before registration";
+  // Its registrations unanswered past the liveness timeout: the log says so (a mistyped endpoint
+  // used to leave the worker waiting without a word).
+  EXPECT_TRUE(WaitFor([&] { return worker.ReadLog().find("not registered: no answer from the coordinator") !=
+                                   std::string::npos; }, 10s))
+      << worker.ReadLog();
   coord.Send(proto::RegisterAck{true, "welcome"});
   // Answering each heartbeat for 1.5 s (five liveness timeouts) keeps it ready.
   ASSERT_TRUE(WaitFor([&] { return ready() == 200; }, 10s)) << worker.ReadLog();

@@ -52,6 +52,9 @@ struct WorkerServer::Impl {
   // this replica reports itself not ready (a dead or cut-off coordinator sends it no work).
   bool coordinator_silent = false;
   int64_t last_heard_ns = 0;
+  // While unregistered: when it began asking, and when it last said it gets no answer.
+  int64_t asking_since_ns = 0;
+  int64_t unanswered_said_ns = 0;
   int64_t last_register_ns = 0;
   int64_t last_heartbeat_ns = 0;
   int64_t last_plan_ns = 0;  // the last step or keepalive sent to the other ranks
@@ -174,6 +177,7 @@ void WorkerServer::Impl::Send(const proto::Message& m) {
 
 void WorkerServer::Impl::SendRegister() {
   last_assignment.reset();  // numbers from a coordinator before this registration mean nothing to the next
+  if (asking_since_ns == 0) asking_since_ns = clock.NowNanos();
   Send(proto::Register{Info(), incarnation});
   last_register_ns = clock.NowNanos();
 }
@@ -236,7 +240,20 @@ void WorkerServer::Impl::Heard(int64_t now_ns) {
 
 void WorkerServer::Impl::CheckCoordinatorSilence(int64_t now_ns) {
   const int64_t limit_ns = config.coordinator.liveness_timeout_ms * 1'000'000;
-  if (!registered || coordinator_silent || now_ns - last_heard_ns <= limit_ns) return;
+  if (!registered) {
+    // No answer to the registrations at all (a mistyped endpoint, a coordinator not up): said
+    // after the liveness timeout, then once a minute, while it goes on asking.
+    constexpr int64_t kRepeatNs = 60'000'000'000;
+    const int64_t since = std::max(asking_since_ns, last_heard_ns);
+    if (asking_since_ns != 0 && now_ns - since > limit_ns &&
+        (unanswered_said_ns == 0 || now_ns - unanswered_said_ns >= kRepeatNs)) {
+      log::Warn(kLog, "not registered: no answer from the coordinator; still asking every heartbeat",
+                {{"silent_ms", (now_ns - since) / 1'000'000}, {"coordinator", config.coordinator.worker_endpoint}});
+      unanswered_said_ns = now_ns;
+    }
+    return;
+  }
+  if (coordinator_silent || now_ns - last_heard_ns <= limit_ns) return;
   coordinator_silent = true;
   log::Warn(kLog, "no word from the coordinator: not ready until it answers",
             {{"silent_ms", (now_ns - last_heard_ns) / 1'000'000},
@@ -327,6 +344,7 @@ bool WorkerServer::Impl::Handle(proto::Message& m) {
     }
     if (!registered) log::Info(kLog, "registered with the coordinator");
     registered = true;
+    asking_since_ns = unanswered_said_ns = 0;
     unavailable_said.clear();
     UpdateReady();
   } else if (std::holds_alternative<proto::HeartbeatAck>(m)) {
