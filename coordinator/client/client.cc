@@ -7,6 +7,7 @@
 
 #include <zmq.hpp>
 
+#include "common/config/endpoint.h"
 #include "common/proto/frames.h"
 
 namespace bmad::client {
@@ -193,6 +194,11 @@ Result<std::unique_ptr<Client>> Client::Connect(const std::string& endpoint) {
   char prefix[32];
   std::snprintf(prefix, sizeof prefix, "c%016llx-", static_cast<unsigned long long>(rng()));
   impl->request_id_prefix = prefix;
+  // Checked first: ZeroMQ takes a port past 65535 modulo 65536, and an address it cannot reach
+  // only as a connection that never comes ("no connection to the coordinator").
+  std::string problem = EndpointProblem(impl->endpoint);
+  if (problem.empty() && impl->endpoint.ends_with(":*")) problem = "a client connects to a port, not *";
+  if (!problem.empty()) return InvalidArgument("coordinator endpoint '" + endpoint + "': " + problem);
   try {
     impl->socket.set(zmq::sockopt::linger, 0);
     impl->socket.set(zmq::sockopt::immediate, 1);

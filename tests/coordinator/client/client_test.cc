@@ -337,6 +337,12 @@ TEST(ClientTest, BadEndpointsAndAbsentCoordinators) {
   EXPECT_EQ(Client::Connect("").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(Client::Connect("bogus://x").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(Client::Connect("tcp://127.0.0.1:notaport").status().code(), StatusCode::kInvalidArgument);
+  // Said as what it is, not as a coordinator that never answers.
+  for (const char* bad : {"tcp://127.0.0.1:99999", "127.0.0.1:0", "tcp://127.0.0.1:*", "garbage"}) {
+    const Status s = Client::Connect(bad).status();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(s.message().rfind(std::string("coordinator endpoint '") + bad + "': ", 0), 0u) << s.message();
+  }
 
   // Nobody listens there: the request cannot even be sent.
   auto client = Client::Connect("127.0.0.1:" + std::to_string(bmad::testing::PickFreePort()));
