@@ -1,5 +1,6 @@
 #include "common/config/config_loader.h"
 
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cctype>
@@ -482,7 +483,12 @@ ConfigLoad LoadConfigText(std::string_view yaml, std::string_view source_name,
       return load;
     }
   } catch (const YAML::Exception& e) {
-    ConfigError err{source, "", 0, 0, "YAML syntax error: " + e.msg};
+    // yaml-cpp words nesting past its depth limit "bad file".
+    const bool too_deep = dynamic_cast<const YAML::DeepRecursion*>(&e) != nullptr;
+    ConfigError err{source, "", 0, 0,
+                    too_deep ? "YAML nested too deeply (" + std::to_string(static_cast<const YAML::DeepRecursion&>(e).depth()) +
+                                   " levels) for a config"
+                             : "YAML syntax error: " + e.msg};
     if (e.mark.line >= 0) {
       err.line = e.mark.line + 1;
       err.column = e.mark.column + 1;

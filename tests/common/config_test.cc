@@ -124,6 +124,14 @@ TEST(ConfigTest, SyntaxErrorHasPosition) {
   EXPECT_NE(load.errors[0].message.find("YAML syntax error"), std::string::npos);
 }
 
+TEST(ConfigTest, NestingPastYamlCppsLimitIsNamed) {
+  // yaml-cpp's own words were "bad file".
+  const std::string deep = "model:\n  path: " + std::string(5000, '[') + std::string(5000, ']') + "\n";
+  ConfigLoad load = LoadConfigText(deep, "deep.yaml");
+  ASSERT_EQ(load.errors.size(), 1u);
+  EXPECT_NE(load.errors[0].message.find("YAML nested too deeply"), std::string::npos) << load.errors[0].message;
+}
+
 TEST(ConfigTest, AnIntegerPast64BitsIsOutOfRange) {
   ConfigLoad load = LoadConfigText("worker:\n  threads: 99999999999999999999999\n", "big.yaml");
   ASSERT_EQ(load.errors.size(), 1u);
