@@ -248,7 +248,8 @@ class LoadVisitor {
     const bool bytes = path.ends_with("_bytes");
     if (!ParseInt64(n.Scalar(), bytes, &v)) {
       const std::string& text = n.Scalar();
-      const size_t digits_from = !text.empty() && (text[0] == '-' || text[0] == '+') ? 1 : 0;
+      const size_t digits_from = !text.empty() && text[0] == '-' ? 1 : 0;  // ParseInt64 takes no '+'
+
       if (text.size() > digits_from &&
           text.find_first_not_of("0123456789", digits_from) == std::string::npos) {
         // Digits past what 64 bits hold: out of range, not "not an integer".

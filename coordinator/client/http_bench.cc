@@ -202,7 +202,9 @@ class BenchRun {
       r.output_tokens += out.output_tokens;
       r.prompt_tokens += out.prompt_tokens;
       r.usage_reports += out.usage_reported ? 1 : 0;
-      r.short_outputs += out.output_tokens < plan_[i].output_len ? 1 : 0;
+      // Only by the server's usage: without it, output_tokens counts events, which may hold
+      // several tokens each.
+      r.short_outputs += out.usage_reported && out.output_tokens < plan_[i].output_len ? 1 : 0;
       e2e.push_back(out.e2e_s);
       itl.insert(itl.end(), out.itl_s.begin(), out.itl_s.end());
       if (out.ttft_s >= 0) ttft.push_back(out.ttft_s);

@@ -68,8 +68,9 @@ struct BenchHttpReport {
   int64_t output_tokens = 0;
   int64_t prompt_tokens = 0;         // as reported by the server's usage (0 when it reports none)
   int64_t usage_reports = 0;         // successful requests whose stream carried usage
-  // Successful requests that ended with fewer output tokens than asked for (a server that does
+  // Successful requests whose usage says fewer output tokens than asked for (a server that does
   // not honour ignore_eos stops at the end token): the token rates then compare unequal work.
+  // Not counted without usage (events are no token count).
   int64_t short_outputs = 0;
   tools::LatencySummary ttft_s;      // start → first content-bearing event
   tools::LatencySummary itl_s;       // gaps between content-bearing events

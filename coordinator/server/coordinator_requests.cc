@@ -233,6 +233,10 @@ void CoordinatorServer::Core::Dispatch(CoordRequest* r) {
   if (!replica->assigned) replica->first_assignment = a.assignment;
   replica->assigned = true;
   replica->last_assignment = a.assignment;
+  // The window of numbers sent there is compared modulo 2^32: kept well under 2^31 wide (the
+  // numbers before its new start all lie well behind any heartbeat's newest).
+  constexpr uint32_t kWindow = 1u << 30;
+  if (a.assignment - replica->first_assignment > kWindow) replica->first_assignment = a.assignment - kWindow;
   r->state = r->streamed_tokens.empty() ? RequestState::kDispatched : RequestState::kStreaming;
   r->replica_id = chosen.id;
   r->assignment = a.assignment;

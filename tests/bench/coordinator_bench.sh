@@ -139,7 +139,7 @@ bench() {
 }
 
 # j TAG FILTER: a number from the bench's JSON, formatted.
-j() { jq -r "($2) // 0" "$work/$1.json"; }
+j() { jq -r "($2)" "$work/$1.json"; }  # a latency with no samples is null: f1/f2 print n/a
 f1() { if [ "$1" = null ]; then printf 'n/a'; else printf '%.1f' "$1"; fi; }
 f2() { if [ "$1" = null ]; then printf 'n/a'; else printf '%.2f' "$1"; fi; }
 

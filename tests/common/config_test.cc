@@ -137,6 +137,10 @@ TEST(ConfigTest, AnIntegerPast64BitsIsOutOfRange) {
   ASSERT_EQ(load.errors.size(), 1u);
   EXPECT_NE(load.errors[0].message.find("must be between 0 and"), std::string::npos) << load.errors[0].message;
   EXPECT_NE(load.errors[0].message.find("got 99999999999999999999999"), std::string::npos);
+  // A '+' is no integer here, whatever its size: not called out of range.
+  ConfigLoad plus = LoadConfigText("coordinator:\n  http_port: +8000\n", "plus.yaml");
+  ASSERT_EQ(plus.errors.size(), 1u);
+  EXPECT_NE(plus.errors[0].message.find("expected an integer"), std::string::npos) << plus.errors[0].message;
 }
 
 TEST(ConfigTest, ASecondYamlDocumentIsAnErrorNotDropped) {

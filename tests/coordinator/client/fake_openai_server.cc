@@ -101,7 +101,8 @@ void FakeOpenAiServer::Handle(const httplib::Request& req, httplib::Response& re
           return true;
         }
         std::this_thread::sleep_for(40ms);
-        const int64_t events = model == "usage-more" || model == "stops-early" ? 2 : max_tokens;
+        const int64_t events =
+            model == "usage-more" || model == "stops-early" || model == "bunched" ? 2 : max_tokens;
         for (int64_t i = 0; i < events && !stopping_.load(); ++i) {
           if (i) std::this_thread::sleep_for(10ms);
           std::string text = "t";  // (not "t" + ...: g++ 12 warns falsely, -Wrestrict)
@@ -116,7 +117,7 @@ void FakeOpenAiServer::Handle(const httplib::Request& req, httplib::Response& re
         write(Event(FinishEvent(chat)));
         if (model == "usage-more") write(Event(UsageEvent(prompt, max_tokens + 5)));
         else if (model == "stops-early") write(Event(UsageEvent(prompt, 2)));
-        else if (model != "no-usage") write(Event(UsageEvent(prompt, max_tokens)));
+        else if (model != "no-usage" && model != "bunched") write(Event(UsageEvent(prompt, max_tokens)));
         write("data: [DONE]\n\n");
         sink.done();
         return true;

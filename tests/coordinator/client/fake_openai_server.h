@@ -6,6 +6,7 @@
 //   "usage-more"    two content events, but usage reports max_tokens + 5 tokens
 //   "stops-early"   two content events and usage of 2 tokens, whatever max_tokens (an end token
 //                   honoured in spite of ignore_eos)
+//   "bunched"       two content events and no usage (a server sending several tokens an event)
 //   "every-3rd-429" steady, but every third request of the run gets HTTP 429
 //   "malformed"     steady, but every fourth request's stream carries a broken event
 //   "truncated"     content events, then the stream ends with no finish and no [DONE]

@@ -131,6 +131,11 @@ TEST(HttpBenchTest, OutputsShorterThanAskedForAreCountedAndWarnedAbout) {
   const BenchHttpReport whole = RunOk(steady);
   EXPECT_EQ(whole.short_outputs, 0);
   EXPECT_EQ(whole.Text(steady).find("warning"), std::string::npos) << whole.Text(steady);
+  // Without usage, events are no token count: two events for five tokens are not flagged.
+  FakeOpenAiServer bare;
+  const BenchHttpReport bunched = RunOk(Closed(bare, "bunched", 2, 2));
+  EXPECT_EQ(bunched.output_tokens, 4) << "counted by events";
+  EXPECT_EQ(bunched.short_outputs, 0);
 }
 
 TEST(HttpBenchTest, HttpErrorsAreCountedWithTheirStatusAndMessage) {
