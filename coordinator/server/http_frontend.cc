@@ -35,6 +35,19 @@ constexpr auto kAcceptTimeout = 30s;
 constexpr auto kClientCheckInterval = 1s;
 constexpr int kListenBacklog = 4096;
 
+// Every id of `tokens` (the request's field `field`) is in the model's vocabulary.
+Status CheckInVocabulary(const std::vector<uint32_t>& tokens, const std::string& field,
+                         const tokenizer::Tokenizer& tok) {
+  const auto vocab = static_cast<uint32_t>(tok.vocab_size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] >= vocab) {
+      return InvalidArgument("'" + field + "[" + std::to_string(i) + "]' is " + std::to_string(tokens[i]) +
+                             ", outside the vocabulary (0.." + std::to_string(vocab - 1) + ")");
+    }
+  }
+  return Status::Ok();
+}
+
 void SendError(httplib::Response& res, const Status& s, uint32_t retry_after_ms = 0) {
   res.status = http::HttpStatusFor(s.code());
   if (retry_after_ms > 0) {
@@ -296,13 +309,9 @@ void HttpFrontend::HandleTokenize(const httplib::Request& req, httplib::Response
   }
   const std::vector<uint32_t>& tokens = prompts->front();  // one prompt (ParseTokenizeRequest)
   // Token ids given as the prompt are checked as /v1/completions and /detokenize check them.
-  const auto vocab = static_cast<uint32_t>(core_.tokenizer().vocab_size());
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    if (tokens[i] >= vocab) {
-      SendError(res, InvalidArgument("'prompt[" + std::to_string(i) + "]' is " + std::to_string(tokens[i]) +
-                                     ", outside the vocabulary (0.." + std::to_string(vocab - 1) + ")"));
-      return;
-    }
+  if (Status s = CheckInVocabulary(tokens, "prompt", core_.tokenizer()); !s.ok()) {
+    SendError(res, s);
+    return;
   }
   std::vector<std::string> pieces;
   if (parsed->return_token_strs) {
@@ -320,13 +329,9 @@ void HttpFrontend::HandleDetokenize(const httplib::Request& req, httplib::Respon
     return;
   }
   if (RefuseOtherModel(parsed->model, res)) return;
-  const auto vocab = static_cast<uint32_t>(core_.tokenizer().vocab_size());
-  for (size_t i = 0; i < parsed->tokens.size(); ++i) {
-    if (parsed->tokens[i] >= vocab) {
-      SendError(res, InvalidArgument("'tokens[" + std::to_string(i) + "]' is " + std::to_string(parsed->tokens[i]) +
-                                     ", outside the vocabulary (0.." + std::to_string(vocab - 1) + ")"));
-      return;
-    }
+  if (Status s = CheckInVocabulary(parsed->tokens, "tokens", core_.tokenizer()); !s.ok()) {
+    SendError(res, s);
+    return;
   }
   const std::vector<int32_t> ids(parsed->tokens.begin(), parsed->tokens.end());
   res.set_content(http::RenderDetokenize(core_.tokenizer().Decode(ids)), "application/json");

@@ -57,6 +57,21 @@ class HttpDoorTest : public ::testing::Test {
   static Json Body(int n) {
     return {{"prompt", "Once upon a time"}, {"max_tokens", 4}, {"n", n}, {"temperature", 0.7}};
   }
+  // A streamed completion of Body(1), whose bytes go to `streamed` as they come.
+  static httplib::Request StreamedCompletion(std::string& streamed) {
+    Json body = Body(1);
+    body["stream"] = true;
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.body = body.dump();
+    req.set_header("Content-Type", "application/json");
+    req.content_receiver = [&streamed](const char* data, size_t n, uint64_t, uint64_t) {
+      streamed.append(data, n);
+      return true;
+    };
+    return req;
+  }
 
   virtual void Configure(ServerConfig&) {}
 
@@ -155,18 +170,7 @@ TEST_F(HttpDoorStopTest, RequestsLeftAtTheDrainDeadlineAreAnsweredAndTheServerSt
   std::thread streaming([&] {
     httplib::Client client("127.0.0.1", server_->http_port());
     client.set_read_timeout(20, 0);
-    Json body = Body(1);
-    body["stream"] = true;
-    httplib::Request req;
-    req.method = "POST";
-    req.path = "/v1/completions";
-    req.body = body.dump();
-    req.set_header("Content-Type", "application/json");
-    req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-      streamed.append(data, n);
-      return true;
-    };
-    auto res = client.send(req);
+    auto res = client.send(StreamedCompletion(streamed));
     stream_status = res ? res->status : -1;
   });
   ASSERT_TRUE(testing::WaitFor([&] { return Metric("bmad_coordinator_requests_queued") == 2.0; }, 10s));
@@ -203,14 +207,8 @@ class HttpDoorKeepAliveTest : public HttpDoorTest {
 TEST_F(HttpDoorKeepAliveTest, AQueuedStreamSendsKeepAliveCommentsUntilItsClientGoes) {
   httplib::Client client("127.0.0.1", server_->http_port());
   client.set_read_timeout(10, 0);
-  Json body = Body(1);
-  body["stream"] = true;
-  httplib::Request req;
-  req.method = "POST";
-  req.path = "/v1/completions";
-  req.body = body.dump();
-  req.set_header("Content-Type", "application/json");
   std::string streamed;
+  httplib::Request req = StreamedCompletion(streamed);
   auto keepalives = [&] {
     size_t count = 0;
     for (size_t at = streamed.find(": keep-alive\n\n"); at != std::string::npos;

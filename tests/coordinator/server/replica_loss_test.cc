@@ -558,18 +558,30 @@ const proto::Assign* LastAssign(const FakeReplica& replica) {
 
 // A chat request without max_tokens (its output runs to the replica's context) streams 60
 // tokens on `large` (context 512), which then goes down while `small` (context 64) is live: its
-// prompt and tokens so far no longer fit in small. Answered in `status` and `body` once its
-// HTTP request ends; returns the thread that waits for it.
-std::thread ChatMigratedPastASmallReplica(int http_port, FakeReplica& large, FakeReplica& small, int& status,
-                                          std::string& body) {
-  std::thread chat([http_port, &status, &body] {
+// prompt and tokens so far no longer fit in small. `status` and `body` are its HTTP answer once
+// `chat` (the client's thread) has been joined.
+struct MigratedChat {
+  std::unique_ptr<FakeReplica> large, small;
+  int status = 0;
+  std::string body;
+  std::thread chat;
+};
+
+std::unique_ptr<MigratedChat> ChatMigratedPastASmallReplica(zmq::context_t& ctx, const std::string& workers,
+                                                            int http_port) {
+  auto m = std::make_unique<MigratedChat>();  // on the heap: the client's thread writes into it
+  m->large = std::make_unique<FakeReplica>(ctx, workers, "large");
+  m->small = std::make_unique<FakeReplica>(ctx, workers, "small");
+  EXPECT_TRUE(m->large->Register(/*context_length=*/512));
+  m->chat = std::thread([http_port, chat = m.get()] {
     httplib::Client http("127.0.0.1", http_port);
     http.set_read_timeout(20, 0);
     auto res = http.Post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Hi"}]})",
                          "application/json");
-    status = res ? res->status : -1;
-    body = res ? res->body : "";
+    chat->status = res ? res->status : -1;
+    chat->body = res ? res->body : "";
   });
+  FakeReplica& large = *m->large;
   EXPECT_TRUE(testing::WaitFor([&] {
     large.Receive(50ms);
     return !large.Assigned().empty();
@@ -577,7 +589,7 @@ std::thread ChatMigratedPastASmallReplica(int http_port, FakeReplica& large, Fak
   const proto::Assign* first = LastAssign(large);
   if (first == nullptr) {
     ADD_FAILURE() << "no Assign on the large replica";
-    return chat;
+    return m;
   }
   EXPECT_GT(first->prompt_tokens.size() + 61, 64u) << "the prompt is too short for the case";
   EXPECT_LT(first->prompt_tokens.size() + 1, 64u) << "the prompt is too long for the case";
@@ -587,21 +599,16 @@ std::thread ChatMigratedPastASmallReplica(int http_port, FakeReplica& large, Fak
   chunk.token_ids.assign(60, 5);
   chunk.text = std::string(60, 'x');
   large.Send(chunk);
-  EXPECT_TRUE(small.Register(/*context_length=*/64));
+  EXPECT_TRUE(m->small->Register(/*context_length=*/64));
   large.Send(proto::Shutdown{"replica large stopped"});
-  return chat;
+  return m;
 }
 
 TEST_F(ReplicaLossTest, AMigratedRequestGoesOnlyWhereItsTokensSoFarFit) {
   // It used to go to small (its prompt alone fits), which refused it, and the client got that.
-  auto large = Replica("large");
-  ASSERT_TRUE(large->Register(/*context_length=*/512));
-  auto small = Replica("small");
-  int status = 0;
-  std::string body;
-  std::thread chat = ChatMigratedPastASmallReplica(server_->http_port(), *large, *small, status, body);
-  small->Receive(500ms);
-  EXPECT_TRUE(small->Assigned().empty()) << "the migrated request went to the small replica";
+  auto m = ChatMigratedPastASmallReplica(ctx_, server_->worker_endpoint(), server_->http_port());
+  m->small->Receive(500ms);
+  EXPECT_TRUE(m->small->Assigned().empty()) << "the migrated request went to the small replica";
   auto again = Replica("large-2");
   ASSERT_TRUE(again->Register(/*context_length=*/512));
   ASSERT_TRUE(testing::WaitFor([&] {
@@ -617,24 +624,20 @@ TEST_F(ReplicaLossTest, AMigratedRequestGoesOnlyWhereItsTokensSoFarFit) {
   last.token_offset = 60;
   last.finish_reason = proto::FinishReason::kLength;
   again->Send(last);
-  chat.join();
-  EXPECT_EQ(status, 200) << body;
+  m->chat.join();
+  EXPECT_EQ(m->status, 200) << m->body;
 }
 
 TEST_F(ReplicaRefusalTest, AMigratedRequestNoLiveReplicaHoldsFailsNamingTheContext) {
-  auto large = Replica("large");
-  ASSERT_TRUE(large->Register(/*context_length=*/512));
-  auto small = Replica("small");
-  int status = 0;
-  std::string body;
-  std::thread chat = ChatMigratedPastASmallReplica(server_->http_port(), *large, *small, status, body);
-  chat.join();  // at its queue deadline, 1.5 s after it moved
-  EXPECT_EQ(status, 503) << body;
-  EXPECT_NE(body.find("no live replica's context holds the request's"), std::string::npos) << body;
-  EXPECT_NE(body.find("tokens (prompt, output so far and the least still to come) for 1500 ms"), std::string::npos)
-      << body;
-  small->Receive(100ms);
-  EXPECT_TRUE(small->Assigned().empty());
+  auto m = ChatMigratedPastASmallReplica(ctx_, server_->worker_endpoint(), server_->http_port());
+  m->chat.join();  // at its queue deadline, 1.5 s after it moved
+  EXPECT_EQ(m->status, 503) << m->body;
+  EXPECT_NE(m->body.find("no live replica's context holds the request's"), std::string::npos) << m->body;
+  EXPECT_NE(m->body.find("tokens (prompt, output so far and the least still to come) for 1500 ms"),
+            std::string::npos)
+      << m->body;
+  m->small->Receive(100ms);
+  EXPECT_TRUE(m->small->Assigned().empty());
 }
 
 }  // namespace
