@@ -137,6 +137,11 @@ void ExpectHttpProbe(const YAML::Node& probe, const std::string& path, const std
 }
 
 void ExpectGpus(const YAML::Node& container, int gpus, const std::string& what) {
+  if (gpus == 0) {  // CPU pods ask for no GPU at all (a request of 0 would still need the plugin)
+    EXPECT_FALSE(container["resources"]["limits"] && container["resources"]["limits"]["nvidia.com/gpu"]) << what;
+    EXPECT_FALSE(container["resources"]["requests"] && container["resources"]["requests"]["nvidia.com/gpu"]) << what;
+    return;
+  }
   ASSERT_TRUE(container["resources"]["limits"]["nvidia.com/gpu"]) << what;
   EXPECT_EQ(container["resources"]["limits"]["nvidia.com/gpu"].as<int>(), gpus) << what;
   ASSERT_TRUE(container["resources"]["requests"]["nvidia.com/gpu"]) << what;
@@ -164,8 +169,55 @@ int ScrapeAnnotated(const Rendered& r) {
   return count;
 }
 
+// The pod templates of the rendered objects: the coordinator's Deployment and each
+// LeaderWorkerSet's leader and worker templates.
+std::vector<YAML::Node> PodTemplates(const Rendered& r) {
+  std::vector<YAML::Node> pods;
+  for (const YAML::Node& d : r.Kind("Deployment")) pods.push_back(d["spec"]["template"]);
+  for (const YAML::Node& lws : r.Kind("LeaderWorkerSet")) {
+    for (const char* role : {"leaderTemplate", "workerTemplate"}) {
+      if (lws["spec"]["leaderWorkerTemplate"][role]) pods.push_back(lws["spec"]["leaderWorkerTemplate"][role]);
+    }
+  }
+  return pods;
+}
+
+bool Selects(const YAML::Node& selector, const YAML::Node& labels) {
+  for (const auto& kv : selector) {
+    const YAML::Node v = labels[kv.first.as<std::string>()];
+    if (!v || v.as<std::string>() != kv.second.as<std::string>()) return false;
+  }
+  return true;
+}
+
+// Every Service selects some pod, and each of its named target ports is a port of every pod it
+// selects: a misnamed port leaves the Service without endpoints, which nothing else would show.
+void ExpectServicesReachTheirPorts(const Rendered& r) {
+  const std::vector<YAML::Node> pods = PodTemplates(r);
+  for (const YAML::Node& svc : r.Kind("Service")) {
+    const std::string name = svc["metadata"]["name"].as<std::string>();
+    int selected = 0;
+    for (const YAML::Node& pod : pods) {
+      if (!Selects(svc["spec"]["selector"], pod["metadata"]["labels"])) continue;
+      ++selected;
+      for (const YAML::Node& port : svc["spec"]["ports"]) {
+        const std::string target = port["targetPort"].as<std::string>();
+        bool found = false;
+        for (const YAML::Node& c : pod["spec"]["containers"]) {
+          for (const YAML::Node& cp : c["ports"]) {
+            found = found || cp["name"].as<std::string>() == target || cp["containerPort"].as<std::string>() == target;
+          }
+        }
+        EXPECT_TRUE(found) << "Service " << name << " targets port " << target << ", which a pod it selects lacks";
+      }
+    }
+    EXPECT_GT(selected, 0) << "Service " << name << " selects no pod";
+  }
+}
+
 void CheckRendered(const Rendered& r, int tp, int pods_per_replica, int gpus_per_pod,
-                   std::map<std::string, int> pool_replicas) {
+                   std::map<std::string, int> pool_replicas, int ranks_per_pod = -1) {
+  if (ranks_per_pod < 0) ranks_per_pod = gpus_per_pod;  // one rank per GPU by default
   const YAML::Node cm = r.Get("ConfigMap", "bmad-config");
   ASSERT_TRUE(cm);
   const std::string config_text = cm["data"]["bmad.yaml"].as<std::string>();
@@ -222,7 +274,7 @@ void CheckRendered(const Rendered& r, int tp, int pods_per_replica, int gpus_per
     EXPECT_EQ(leader["command"][1].as<std::string>(), "/etc/bmad/launch-replica.sh") << name;
     EXPECT_EQ(worker["command"][1].as<std::string>(), "/etc/bmad/group-sshd.sh") << name;
     EXPECT_EQ(EnvValue(leader, "BMAD_RANKS"), std::to_string(tp)) << name;
-    EXPECT_EQ(EnvValue(leader, "BMAD_SLOTS_PER_POD"), std::to_string(gpus_per_pod)) << name;
+    EXPECT_EQ(EnvValue(leader, "BMAD_SLOTS_PER_POD"), std::to_string(ranks_per_pod)) << name;
     ExpectGpus(leader, gpus_per_pod, name + " leader");
     ExpectGpus(worker, gpus_per_pod, name + " worker");
     EXPECT_EQ(NamedPort(leader, "metrics"), config["metrics"]["worker_port"].as<int>()) << name;
@@ -240,8 +292,23 @@ void CheckRendered(const Rendered& r, int tp, int pods_per_replica, int gpus_per
     EXPECT_EQ(EnvValue(leader, "BMAD_POOL"), pool);
   }
 
-  // A PodDisruptionBudget per pool, the dashboards for Grafana's sidecar, byte for byte.
+  ExpectServicesReachTheirPorts(r);
+
+  // A PodDisruptionBudget per pool. One pod at a time: evicting a pod recreates its whole group
+  // (whose other pods then count as unavailable), so one replica at a time; with
+  // podsPerReplica it used to allow one pod from each of several groups, several replicas at
+  // once. Unready pods may always go: every leader is unready while the coordinator is down,
+  // which must not block draining a node.
   EXPECT_EQ(r.Kind("PodDisruptionBudget").size(), pool_replicas.size());
+  for (const YAML::Node& pdb : r.Kind("PodDisruptionBudget")) {
+    const std::string name = pdb["metadata"]["name"].as<std::string>();
+    EXPECT_EQ(pdb["spec"]["maxUnavailable"].as<std::string>(), "1") << name;
+    EXPECT_EQ(pdb["spec"]["unhealthyPodEvictionPolicy"].as<std::string>(), "AlwaysAllow") << name;
+    EXPECT_TRUE(Selects(pdb["spec"]["selector"]["matchLabels"],
+                        r.Get("LeaderWorkerSet", name)["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["metadata"]["labels"]))
+        << name;
+  }
+  // The dashboards for Grafana's sidecar, byte for byte.
   int dashboards = 0;
   for (const YAML::Node& c : r.Kind("ConfigMap")) {
     if (!c["metadata"]["labels"]["grafana_dashboard"]) continue;
@@ -291,7 +358,7 @@ TEST(HelmChartTest, MultiNodeExampleRendersTwoPodTensorParallelGroups) {
   EXPECT_EQ(ScrapeAnnotated(r), 0);
   EXPECT_EQ(kinds.at("HorizontalPodAutoscaler"), 1);
   EXPECT_EQ(kinds.at("Secret"), 1) << "multi-pod groups need the ssh key for mpirun";
-  CheckRendered(r, 2, 2, 1, {{"normal", 3}, {"long_tail", 1}});
+  CheckRendered(r, 2, 2, 1, {{"normal", 2}, {"long_tail", 1}});
 
   const YAML::Node hpa = r.Get("HorizontalPodAutoscaler", "bmad-normal");
   EXPECT_EQ(hpa["spec"]["scaleTargetRef"]["kind"].as<std::string>(), "LeaderWorkerSet");
@@ -318,20 +385,29 @@ TEST(HelmChartTest, MultiNodeExampleRendersTwoPodTensorParallelGroups) {
 
   // The leader's launch script, run as the LeaderWorkerSet runs it in group 1 of the normal
   // pool (dry run): mpirun -np 2 over the leader and its worker pod, one slot each.
+  // The environment is the rendered leader's, with what Kubernetes and LeaderWorkerSet add.
   const std::string dir = MakeTempDir("bmad-helm-launch-");
   const YAML::Node cm = r.Get("ConfigMap", "bmad-config");
   WriteTextFile(dir + "/launch-replica.sh", cm["data"]["launch-replica.sh"].as<std::string>());
-  CommandResult launch = RunCommand(
-      {"/bin/bash", dir + "/launch-replica.sh"}, 30s,
-      {{"BMAD_DRY_RUN", "1"}, {"BMAD_HOSTFILE", dir + "/hostfile"}, {"BMAD_POOL", "normal"},
-       {"BMAD_RANKS", "2"}, {"BMAD_SLOTS_PER_POD", "1"}, {"BMAD_REPLICA_ID", "bmad-normal-1"},
-       {"BMAD_FORWARD_ENV", "NCCL_DEBUG"}, {"LWS_GROUP_SIZE", "2"},
-       {"LWS_LEADER_ADDRESS", "bmad-normal-1.bmad-normal." + kNamespace}});
+  const YAML::Node rendered_leader = Container(
+      r.Get("LeaderWorkerSet", "bmad-normal")["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"], "leader");
+  std::vector<std::pair<std::string, std::string>> leader_env;
+  for (const YAML::Node& e : rendered_leader["env"]) {
+    if (e["value"]) leader_env.emplace_back(e["name"].as<std::string>(), e["value"].as<std::string>());
+  }
+  EXPECT_EQ(EnvValue(rendered_leader, "BMAD_FORWARD_ENV"), "NCCL_DEBUG NCCL_SOCKET_IFNAME");
+  std::vector<std::pair<std::string, std::string>> launch_env = leader_env;
+  launch_env.insert(launch_env.end(),
+                    {{"BMAD_DRY_RUN", "1"}, {"BMAD_HOSTFILE", dir + "/hostfile"},
+                     {"BMAD_REPLICA_ID", "bmad-normal-1"}, {"LWS_GROUP_SIZE", "2"},
+                     {"LWS_LEADER_ADDRESS", "bmad-normal-1.bmad-normal." + kNamespace}});
+  CommandResult launch = RunCommand({"/bin/bash", dir + "/launch-replica.sh"}, 30s, launch_env);
   EXPECT_EQ(launch.status, 0) << launch.err;
   EXPECT_NE(launch.out.find("bmad-normal-1 slots=1\nbmad-normal-1-1.bmad-normal." + kNamespace + " slots=1\n"),
             std::string::npos)
       << launch.out;
-  for (const char* part : {"mpirun -np 2 --hostfile", "-x NCCL_DEBUG",
+  for (const char* part : {"mpirun -np 2 --hostfile", "-x NCCL_DEBUG", "-x NCCL_SOCKET_IFNAME",
+                           "--mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0",
                            "bmad-worker --config /etc/bmad/bmad.yaml --set worker.replica_id=bmad-normal-1 "
                            "--set worker.pool=normal --replica-index 0"}) {
     EXPECT_NE(launch.out.find(part), std::string::npos) << part << "\n" << launch.out;
@@ -429,6 +505,69 @@ TEST(HelmChartTest, RefusesRanksThatDoNotMatchTheGpus) {
   CommandResult r = Template({"--set", "config.parallel.tp=3"});
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("tp x pp = 3 ranks"), std::string::npos) << r.err;
+}
+
+TEST(HelmChartTest, CpuPoolsAskForNoGpuAndRunTheirRanksPerPod) {
+  // values.yaml offers the cpu backend, but every pool used to request nvidia.com/gpu and the
+  // rank check counted GPUs, so no CPU deployment rendered.
+  REQUIRE_HELM();
+  const std::vector<std::string> cpu = {"--set", "config.worker.backend=cpu", "--set", "pools.normal.gpusPerPod=0",
+                                        "--set", "pools.longTail.gpusPerPod=0"};
+  const Rendered one = Render(cpu);
+  ASSERT_FALSE(one.objects.empty());
+  CheckRendered(one, 1, 1, 0, {{"normal", 1}, {"long_tail", 1}}, 1);
+  // Two ranks in each pod (MPI on the CPU), tensor-parallel across them.
+  std::vector<std::string> two = cpu;
+  two.insert(two.end(), {"--set", "pools.normal.ranksPerPod=2", "--set", "pools.longTail.ranksPerPod=2",
+                         "--set", "config.parallel.tp=2"});
+  const Rendered r = Render(two);
+  ASSERT_FALSE(r.objects.empty());
+  CheckRendered(r, 2, 1, 0, {{"normal", 1}, {"long_tail", 1}}, 2);
+
+  // The cuda backend without GPUs, or with more ranks than GPUs, is refused by name.
+  CommandResult no_gpu = Template({"--set", "pools.normal.gpusPerPod=0"});
+  EXPECT_NE(no_gpu.status, 0);
+  EXPECT_NE(no_gpu.err.find("pools.normal.gpusPerPod is 0 but config.worker.backend is cuda"), std::string::npos)
+      << no_gpu.err;
+  CommandResult more_ranks = Template({"--set", "pools.normal.ranksPerPod=2", "--set", "config.parallel.tp=2",
+                                       "--set", "pools.longTail.enabled=false"});
+  EXPECT_NE(more_ranks.status, 0);
+  EXPECT_NE(more_ranks.err.find("ranksPerPod (2) is more than gpusPerPod (1)"), std::string::npos) << more_ranks.err;
+}
+
+TEST(HelmChartTest, ADisruptionBudgetOfZeroBlocksEvictions) {
+  // 0 is a valid maxUnavailable (no voluntary eviction at all); the template's `default` used
+  // to read it as unset and render one replica's pods instead.
+  REQUIRE_HELM();
+  const Rendered r = Render({"--set", "pools.normal.podDisruptionBudget.maxUnavailable=0"});
+  EXPECT_EQ(r.Get("PodDisruptionBudget", "bmad-normal")["spec"]["maxUnavailable"].as<std::string>(), "0");
+  EXPECT_EQ(r.Get("PodDisruptionBudget", "bmad-long-tail")["spec"]["maxUnavailable"].as<std::string>(), "1");
+  CommandResult unset = Template({"--set", "pools.normal.podDisruptionBudget.maxUnavailable=null"});
+  EXPECT_NE(unset.status, 0);
+  EXPECT_NE(unset.err.find("pools.normal.podDisruptionBudget.maxUnavailable"), std::string::npos) << unset.err;
+}
+
+TEST(HelmChartTest, ALongReleaseNameStillGivesValidObjectNames) {
+  // Helm allows release names of 53 characters. The name prefix was cut to 63 before the
+  // chart's suffixes were added, so a 34-character release already made a Service name longer
+  // than Kubernetes accepts (63).
+  REQUIRE_HELM();
+  const std::string release(53, 'r');
+  CommandResult out = RunCommand({Helm(), "template", release, kChart, "--namespace", kNamespace}, 120s);
+  ASSERT_EQ(out.status, 0) << out.err;
+  int services = 0;
+  for (const YAML::Node& doc : YAML::LoadAll(out.out)) {
+    if (!doc.IsMap() || !doc["kind"]) continue;
+    const std::string kind = doc["kind"].as<std::string>(), name = doc["metadata"]["name"].as<std::string>();
+    // Services and LeaderWorkerSets (whose headless Service and pod host names carry their
+    // name) must be DNS labels; other objects may be longer.
+    if (kind == "Service" || kind == "LeaderWorkerSet" || kind == "PodDisruptionBudget") {
+      ++services;
+      EXPECT_LE(name.size(), 63u) << kind << " " << name;
+      EXPECT_TRUE(std::regex_match(name, std::regex("[a-z0-9]([-a-z0-9]*[a-z0-9])?"))) << kind << " " << name;
+    }
+  }
+  EXPECT_EQ(services, 7);
 }
 
 TEST(HelmChartTest, ConfigCheckCatchesABadConfigValue) {

@@ -4,15 +4,17 @@
 {{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{/* The prefix of every object name, cut to 43 characters: the longest name the chart makes
+     adds 20 ("-coordinator-workers"), and Service names must fit in 63. */}}
 {{- define "bmad.fullname" -}}
 {{- if .Values.fullnameOverride -}}
-{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- .Values.fullnameOverride | trunc 43 | trimSuffix "-" -}}
 {{- else -}}
 {{- $name := default .Chart.Name .Values.nameOverride -}}
 {{- if contains $name .Release.Name -}}
-{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- .Release.Name | trunc 43 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 43 | trimSuffix "-" -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
@@ -68,6 +70,17 @@ app.kubernetes.io/part-of: bmad
 {{- toJson $pools -}}
 {{- end -}}
 
+{{/* MPI ranks in each pod of a pool (given its values): ranksPerPod, else one per GPU, else 1. */}}
+{{- define "bmad.ranksPerPod" -}}
+{{- if not (kindIs "invalid" .ranksPerPod) | and (ne (toString .ranksPerPod) "") -}}
+{{- int .ranksPerPod -}}
+{{- else if gt (int .gpusPerPod) 0 -}}
+{{- int .gpusPerPod -}}
+{{- else -}}
+1
+{{- end -}}
+{{- end -}}
+
 {{- define "bmad.ranks" -}}
 {{- mul (int (default 1 .Values.config.parallel.tp)) (int (default 1 .Values.config.parallel.pp)) -}}
 {{- end -}}
@@ -83,12 +96,25 @@ app.kubernetes.io/part-of: bmad
 {{- range $pools -}}
 {{- $v := .values -}}
 {{- $replicas = add $replicas $v.replicas -}}
-{{- $slots := mul (int $v.podsPerReplica) (int $v.gpusPerPod) -}}
+{{- $perPod := int (include "bmad.ranksPerPod" $v) -}}
+{{- $slots := mul (int $v.podsPerReplica) $perPod -}}
 {{- if lt (int $v.podsPerReplica) 1 -}}
 {{- fail (printf "pools.%s.podsPerReplica must be at least 1" .key) -}}
 {{- end -}}
+{{- if lt (int $v.gpusPerPod) 0 -}}
+{{- fail (printf "pools.%s.gpusPerPod must be 0 or more" .key) -}}
+{{- end -}}
+{{- if lt $perPod 1 -}}
+{{- fail (printf "pools.%s.ranksPerPod must be at least 1" .key) -}}
+{{- end -}}
+{{- if and (eq (toString $.Values.config.worker.backend) "cuda") (eq (int $v.gpusPerPod) 0) -}}
+{{- fail (printf "pools.%s.gpusPerPod is 0 but config.worker.backend is cuda: give the pods GPUs, or set config.worker.backend to cpu" .key) -}}
+{{- end -}}
+{{- if and (eq (toString $.Values.config.worker.backend) "cuda") (gt $perPod (int $v.gpusPerPod)) -}}
+{{- fail (printf "pools.%s: ranksPerPod (%d) is more than gpusPerPod (%d): the cuda backend runs one rank per GPU" .key $perPod (int $v.gpusPerPod)) -}}
+{{- end -}}
 {{- if ne (int $slots) $ranks -}}
-{{- fail (printf "pools.%s: podsPerReplica (%d) x gpusPerPod (%d) = %d GPUs per replica, but config.parallel tp x pp = %d ranks; they must be equal (one rank per GPU)" .key (int $v.podsPerReplica) (int $v.gpusPerPod) (int $slots) $ranks) -}}
+{{- fail (printf "pools.%s: podsPerReplica (%d) x ranksPerPod (%d) = %d ranks per replica, but config.parallel tp x pp = %d ranks; they must be equal (by default one rank per GPU: ranksPerPod is gpusPerPod)" .key (int $v.podsPerReplica) $perPod (int $slots) $ranks) -}}
 {{- end -}}
 {{- end -}}
 {{- if lt (int $replicas) 1 -}}
@@ -123,7 +149,16 @@ app.kubernetes.io/part-of: bmad
     "long_tail_replicas" (int $longTail)
     "hostfile" "")
 -}}
-{{- $config := mustMergeOverwrite (deepCopy .Values.config) $owned -}}
+{{- /* Key by key, not mustMergeOverwrite: whether that lets an empty value (hostfile "")
+     overwrite differs between Helm releases (helm/helm#9591). */ -}}
+{{- $config := deepCopy .Values.config -}}
+{{- range $section, $keys := $owned -}}
+{{- $into := default (dict) (get $config $section) -}}
+{{- range $key, $value := $keys -}}
+{{- $_ := set $into $key $value -}}
+{{- end -}}
+{{- $_ := set $config $section $into -}}
+{{- end -}}
 # bmad config file rendered by the {{ .Chart.Name }} chart {{ .Chart.Version }} (release {{ .Release.Name }}).
 # Every key: docs/configuration.md. Replica leaders connect to coordinator.worker_endpoint; the
 # coordinator binds its endpoints on 0.0.0.0 (--set on its command line).

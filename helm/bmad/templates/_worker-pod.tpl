@@ -52,7 +52,7 @@ spec:
         - name: BMAD_RANKS
           value: {{ .ranks | quote }}
         - name: BMAD_SLOTS_PER_POD
-          value: {{ $v.gpusPerPod | quote }}
+          value: {{ include "bmad.ranksPerPod" $v | quote }}
         - name: BMAD_SSH_PORT
           value: {{ $root.Values.ports.ssh | quote }}
         - name: BMAD_SSH_KEY
@@ -120,10 +120,11 @@ spec:
         failureThreshold: {{ $root.Values.workers.probes.readiness.failureThreshold }}
       {{- end }}
       resources:
-        {{- $gpus := dict "nvidia.com/gpu" (int $v.gpusPerPod) }}
         {{- $res := deepCopy (default (dict) $v.resources) }}
-        {{- $_ := set $res "limits" (mustMergeOverwrite (default (dict) $res.limits) $gpus) }}
-        {{- $_ := set $res "requests" (mustMergeOverwrite (default (dict) $res.requests) $gpus) }}
+        {{- if gt (int $v.gpusPerPod) 0 }}
+        {{- $_ := set $res "limits" (set (default (dict) $res.limits) "nvidia.com/gpu" (int $v.gpusPerPod)) }}
+        {{- $_ := set $res "requests" (set (default (dict) $res.requests) "nvidia.com/gpu" (int $v.gpusPerPod)) }}
+        {{- end }}
         {{- toYaml $res | nindent 8 }}
       volumeMounts:
         - name: config
