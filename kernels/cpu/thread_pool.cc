@@ -21,6 +21,10 @@ constexpr auto kSpinTime = std::chrono::microseconds(2000);
 uint32_t Generation(uint64_t state) { return static_cast<uint32_t>(state >> 32); }
 uint32_t NextChunk(uint64_t state) { return static_cast<uint32_t>(state); }
 
+// The next-chunk index of a loop that is over: above every chunk count, so nothing can be
+// claimed from it.
+constexpr uint32_t kClosed = 0xffffffffu;
+
 }  // namespace
 
 int AvailableCores() {
@@ -58,8 +62,9 @@ void ThreadPool::RunChunks(uint32_t gen, int thread) {
   uint64_t s = state_.load(std::memory_order_acquire);
   while (Generation(s) == gen) {
     const uint32_t chunk = NextChunk(s);
-    // Read after observing `gen`: if a newer loop has started since, the claim below fails.
-    if (chunk >= n_chunks_.load(std::memory_order_relaxed)) return;
+    // Read after observing `gen`. A count written for a newer loop is read only after that
+    // loop's caller closed this one (acquire pairs with its release), so the claim below fails.
+    if (chunk >= n_chunks_.load(std::memory_order_acquire)) return;
     if (!state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel,
                                       std::memory_order_acquire)) {
       continue;
@@ -79,11 +84,15 @@ void ThreadPool::ParallelFor(int64_t n_tasks, int64_t grain, const RangeFn& fn) 
     fn(0, n_tasks, 0);
     return;
   }
+  // Chunk indices stay below kClosed (and a claim's increment inside the low word).
+  grain = std::max(grain, n_tasks / (int64_t{kClosed} - 1) + 1);
+  // The previous loop is closed (see the end of this function): a worker that still holds its
+  // generation cannot claim a chunk while the fields below change.
   fn_ = &fn;
   n_tasks_ = n_tasks;
   grain_ = grain;
   const auto n_chunks = static_cast<uint32_t>((n_tasks + grain - 1) / grain);
-  n_chunks_.store(n_chunks, std::memory_order_relaxed);
+  n_chunks_.store(n_chunks, std::memory_order_release);
   chunks_done_.store(0, std::memory_order_relaxed);
   const uint32_t gen = Generation(state_.load(std::memory_order_relaxed)) + 1;
   state_.store(uint64_t{gen} << 32, std::memory_order_release);
@@ -93,6 +102,12 @@ void ThreadPool::ParallelFor(int64_t n_tasks, int64_t grain, const RangeFn& fn) 
   }
   RunChunks(gen, 0);
   while (chunks_done_.load(std::memory_order_acquire) != n_chunks) BMAD_CPU_RELAX();
+  // Close this loop before the next one writes its fields. Every chunk is claimed, so the
+  // state is (gen, n_chunks); but a worker that read it could otherwise check that index
+  // against the next loop's larger count, claim "chunk n_chunks" of this loop, run it with the
+  // next loop's function before that loop began, and add its count to the next loop's: the
+  // caller then returned with a chunk still running, or waited for ever (seen on two cores).
+  state_.store((uint64_t{gen} << 32) | kClosed, std::memory_order_relaxed);
 }
 
 void ThreadPool::WorkerLoop(int thread) {

@@ -1,9 +1,10 @@
 // A fixed set of compute threads that run one parallel loop at a time. The calling thread takes
 // part, so a pool of N threads starts N-1 workers.
 //
-// Chunks are claimed from one atomic word holding (loop generation, next chunk), so a worker
-// that wakes late can never take a chunk of a loop that is over, and the caller never waits for
-// a worker that has nothing to do: it waits only for chunks already claimed. On a busy machine,
+// Chunks are claimed from one atomic word holding (loop generation, next chunk), and a loop
+// that is over is closed (its next chunk set past any count) before the next one is set up, so
+// a worker that wakes late can never take a chunk of a loop that is over. The caller never
+// waits for a worker that has nothing to do: it waits only for chunks already claimed. On a busy machine,
 // where a worker may not be scheduled for milliseconds, the caller simply does the work itself.
 // Workers spin briefly between loops (the ops of one engine step follow each other within
 // microseconds, and waking a sleeping thread costs far more), then sleep.

@@ -6,7 +6,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
 #include <functional>
 #include <system_error>
 #include <vector>
@@ -45,6 +50,51 @@ TEST(ThreadPoolTest, ManyShortLoopsInARow) {
     pool.ParallelFor(4, 1, [&](int64_t b, int64_t e, int) { total += e - b; });
   }
   EXPECT_EQ(total.load(), 80000);
+}
+
+// Back-to-back loops whose chunk counts alternate, few then many. A worker that saw the last
+// chunk of a loop claimed could read the next loop's larger chunk count before the caller had
+// published that loop, and claim a chunk of the finished one: it ran part of the next loop
+// early and its count spilled into the next loop's, so the caller either returned with a chunk
+// still running (wrong results) or waited for ever. Before the fix this hung within about
+// 300,000 loops on two cores; more threads than cores make workers lose the CPU at awkward
+// moments. A watchdog turns a hang into a failure.
+TEST(ThreadPoolTest, AFinishedLoopsChunksCannotBeClaimedOnceTheNextOneIsBeingSetUp) {
+  constexpr int kLoops = 1000000;
+  std::atomic<int> loops_done{0};
+  std::atomic<bool> finished{false};
+  std::thread watchdog([&] {
+    // Loops take microseconds: 20 s without one finishing is a hang, however slow the machine.
+    int last = -1, still = 0;
+    while (!finished.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      const int now = loops_done.load();
+      still = now == last ? still + 1 : 0;
+      last = now;
+      if (still >= 200) {
+        std::fprintf(stderr, "ThreadPool hung: loop %d never returned\n", now);
+        std::abort();
+      }
+    }
+  });
+  ThreadPool pool(4);
+  std::vector<std::atomic<int>> hits(16);
+  int64_t wrong = 0;
+  for (int loop = 0; loop < kLoops; ++loop) {
+    const int64_t n = loop % 2 == 0 ? 2 : 16;
+    for (int64_t i = 0; i < n; ++i) hits[static_cast<size_t>(i)].store(0, std::memory_order_relaxed);
+    pool.ParallelFor(n, 1, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < std::min(e, n); ++i) {
+        hits[static_cast<size_t>(i)].fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+    // Every task ran exactly once, and before ParallelFor returned.
+    for (int64_t i = 0; i < n; ++i) wrong += hits[static_cast<size_t>(i)].load() != 1;
+    loops_done.store(loop + 1);
+  }
+  finished.store(true);
+  watchdog.join();
+  EXPECT_EQ(wrong, 0);
 }
 
 TEST(ThreadPoolTest, AvailableCoresIsPositive) { EXPECT_GE(AvailableCores(), 1); }
