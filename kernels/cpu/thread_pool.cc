@@ -96,7 +96,12 @@ void ThreadPool::ParallelFor(int64_t n_tasks, int64_t grain, const RangeFn& fn) 
   chunks_done_.store(0, std::memory_order_relaxed);
   const uint32_t gen = Generation(state_.load(std::memory_order_relaxed)) + 1;
   state_.store(uint64_t{gen} << 32, std::memory_order_release);
-  if (sleepers_.load(std::memory_order_acquire) > 0) {
+  // A worker about to sleep counts itself, then checks the state; we store the state, then
+  // check the count. Without a full fence the store could still sit in this core's store buffer
+  // when the count is read: both would miss the other and the worker would sleep through this
+  // loop (slower, not wrong: the caller runs every chunk that nobody claims).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (sleepers_.load(std::memory_order_relaxed) > 0) {
     { std::lock_guard<std::mutex> lock(mutex_); }  // orders the store before sleepers re-check
     wake_.notify_all();
   }
@@ -122,9 +127,9 @@ void ThreadPool::WorkerLoop(int thread) {
     }
     if (gen == seen) {
       std::unique_lock<std::mutex> lock(mutex_);
-      sleepers_.fetch_add(1, std::memory_order_acq_rel);
+      sleepers_.fetch_add(1, std::memory_order_seq_cst);  // pairs with ParallelFor's fence
       wake_.wait(lock, [&] {
-        return stop_.load() || Generation(state_.load(std::memory_order_acquire)) != seen;
+        return stop_.load() || Generation(state_.load(std::memory_order_seq_cst)) != seen;
       });
       sleepers_.fetch_sub(1, std::memory_order_acq_rel);
       if (stop_.load()) return;
