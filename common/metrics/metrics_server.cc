@@ -2,14 +2,13 @@
 
 #include <httplib.h>
 
-#include <chrono>
-#include <thread>
+#include "common/http_listen_thread.h"
 
 namespace bmad::metrics {
 
 struct MetricsServer::Impl {
   httplib::Server server;
-  std::thread thread;
+  HttpListenThread listener;  // declared after the server: stopped before it is destroyed
 };
 
 MetricsServer::MetricsServer(const Registry& registry) : registry_(registry) {}
@@ -50,20 +49,14 @@ Status MetricsServer::Start(const std::string& host, int port) {
   }
   port_ = bound;
   host_ = host;
-  impl->thread = std::thread([server = &impl->server] { server->listen_after_bind(); });
-  // httplib's stop() does nothing before the listen loop has started, so a Stop() right after
-  // Start() would leave the loop running forever: wait until it runs (bounded).
-  for (int i = 0; i < 2000 && !impl->server.is_running(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  impl->listener.Start(impl->server);
   impl_ = std::move(impl);
   return Status::Ok();
 }
 
 void MetricsServer::Stop() {
   if (!impl_) return;
-  impl_->server.stop();
-  if (impl_->thread.joinable()) impl_->thread.join();
+  impl_->listener.Stop();
   impl_.reset();
 }
 

@@ -104,10 +104,7 @@ size_t CodePoints(std::string_view s) {
 
 HttpFrontend::HttpFrontend(CoordinatorServer::Core& core) : core_(core) {}
 
-HttpFrontend::~HttpFrontend() {
-  if (server_) server_->stop();
-  if (thread_.joinable()) thread_.join();
-}
+HttpFrontend::~HttpFrontend() { listener_.Stop(); }
 
 Status HttpFrontend::Start(const std::string& host, int port) {
   server_ = std::make_unique<httplib::Server>();
@@ -232,8 +229,7 @@ Status HttpFrontend::Start(const std::string& host, int port) {
   // Debian's compiled httplib listens with a backlog of 5, which drops connections when a few
   // hundred clients connect at once; listen() again raises it.
   if (*listen_fd >= 0) ::listen(*listen_fd, kListenBacklog);
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
-  for (int i = 0; i < 2000 && !server_->is_running(); ++i) std::this_thread::sleep_for(1ms);
+  listener_.Start(*server_);
   return Status::Ok();
 }
 

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/http_listen_thread.h"
 #include "common/status.h"
 #include "coordinator/http/openai_request.h"
 #include "coordinator/http/openai_response.h"
@@ -86,7 +87,7 @@ class HttpFrontend {
 
   CoordinatorServer::Core& core_;
   std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
+  HttpListenThread listener_;  // declared after the server: stopped before it is destroyed
   int port_ = 0;
   int64_t started_unix_s_ = 0;
 };

@@ -1,6 +1,10 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "common/metrics/metrics_server.h"
@@ -109,6 +113,37 @@ TEST(MetricsServerTest, ServesMetricsOnAPickedPort) {
   EXPECT_EQ(s.code(), StatusCode::kIoError);
   EXPECT_NE(s.message().find(std::to_string(server.port())), std::string::npos);
   server.Stop();
+}
+
+TEST(MetricsServerTest, StopsRightAfterStartAndWhenNeverAsked) {
+  // httplib's stop() is lost if it comes before the listen thread has run: Stop() used to rely
+  // on Start() having waited (at most 2 s) for that, and a later join could wait for ever. A
+  // watchdog turns a hang into a failure.
+  Registry r;
+  std::atomic<bool> finished{false};
+  std::thread watchdog([&] {
+    for (int i = 0; i < 600 && !finished.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (!finished.load()) {
+      std::fprintf(stderr, "MetricsServer::Stop hung\n");
+      std::abort();
+    }
+  });
+  for (int i = 0; i < 200; ++i) {
+    MetricsServer server(r);
+    ASSERT_TRUE(server.Start("127.0.0.1", 0).ok());
+    if (i % 2 == 0) server.Stop();  // else the destructor stops it
+  }
+  // A server is reachable as soon as Start returns (its socket listens; the loop may start later).
+  MetricsServer server(r);
+  ASSERT_TRUE(server.Start("127.0.0.1", 0).ok());
+  httplib::Client client("127.0.0.1", server.port());
+  auto res = client.Get("/health");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  server.Stop();
+  server.Stop();  // idempotent
+  finished.store(true);
+  watchdog.join();
 }
 
 }  // namespace
