@@ -1,5 +1,7 @@
 #include "coordinator/client/request_watchdog.h"
 
+#include <utility>
+
 namespace bmad::client {
 
 uint64_t RequestWatchdog::Watch(Clock::time_point deadline, std::function<void()> stop) {
@@ -10,23 +12,33 @@ uint64_t RequestWatchdog::Watch(Clock::time_point deadline, std::function<void()
 }
 
 void RequestWatchdog::Unwatch(uint64_t id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   watched_.erase(id);
+  // Its owner may destroy what `stop` uses once this returns.
+  stopped_.wait(lock, [&] { return !stopping_.contains(id); });
 }
 
 int RequestWatchdog::StopOverdue(Clock::time_point now) {
-  std::lock_guard<std::mutex> lock(mu_);
-  int stopped = 0;
-  for (auto it = watched_.begin(); it != watched_.end();) {
-    if (it->second.deadline > now) {
-      ++it;
-      continue;
+  std::vector<std::pair<uint64_t, std::function<void()>>> overdue;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = watched_.begin(); it != watched_.end();) {
+      if (it->second.deadline > now) {
+        ++it;
+        continue;
+      }
+      overdue.emplace_back(it->first, std::move(it->second.stop));
+      stopping_.insert(it->first);
+      it = watched_.erase(it);  // stopped once; its owner's Unwatch then waits for the stop
     }
-    it->second.stop();
-    it = watched_.erase(it);  // stopped once; its owner's Unwatch then finds nothing
-    ++stopped;
   }
-  return stopped;
+  for (auto& [id, stop] : overdue) {
+    stop();
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_.erase(id);
+    stopped_.notify_all();
+  }
+  return static_cast<int>(overdue.size());
 }
 
 }  // namespace bmad::client

@@ -5,10 +5,13 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
+#include <vector>
 
 namespace bmad::client {
 
@@ -28,8 +31,11 @@ class RequestWatchdog {
     Clock::time_point deadline;
     std::function<void()> stop;
   };
-  std::mutex mu_;  // held while calling `stop`, so Unwatch waits for a stop in progress
+  std::mutex mu_;  // not held while a `stop` runs: httplib's Client::stop() waits for a
+                   // connect in progress, which would hold up every other request's Watch
+  std::condition_variable stopped_;  // a `stop` call returned
   std::map<uint64_t, Entry> watched_;
+  std::set<uint64_t> stopping_;  // ids whose `stop` is running; Unwatch waits for them
   uint64_t next_id_ = 0;
 };
 
