@@ -1,4 +1,5 @@
 // bmad-coordinator (see coordinator_server.h).
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 
@@ -8,9 +9,10 @@
 #include "coordinator/server/coordinator_server.h"
 
 namespace {
-bmad::coord::CoordinatorServer* g_server = nullptr;
+// Atomic: the handler may run on any thread, while main sets and clears it.
+std::atomic<bmad::coord::CoordinatorServer*> g_server{nullptr};
 void OnSignal(int) {
-  if (g_server) g_server->RequestStop();
+  if (bmad::coord::CoordinatorServer* server = g_server.load()) server->RequestStop();
 }
 }  // namespace
 
@@ -46,11 +48,11 @@ int main(int argc, char** argv) {
     bmad::log::Error("coordinator", "cannot start", {{"error", server.status()}});
     return 1;
   }
-  g_server = server->get();
+  g_server.store(server->get());
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
   std::signal(SIGPIPE, SIG_IGN);
   bmad::Status run = (*server)->Run();
-  g_server = nullptr;
+  g_server.store(nullptr);
   return run.ok() ? 0 : 1;
 }
