@@ -13,8 +13,9 @@
 # returns once every replica is live (exit 0), or once a process has exited while starting (that
 # process named with the end of its log, everything stopped, exit 1); after --wait seconds
 # (default 300; 0: do not wait) it says how many are live and exits 3, leaving the rest starting
-# (with --foreground it goes on waiting for the coordinator instead). Ctrl-C or SIGTERM while it
-# starts, or to `start --foreground` later, stops everything cleanly.
+# (with --foreground it goes on waiting for the coordinator instead). Ctrl-C, SIGTERM or SIGHUP
+# while it starts, or to `start --foreground` later, stops everything cleanly. The pid files
+# hold each process's pid and start time: `stop` signals nothing else.
 set -euo pipefail
 
 cmd=${1:-}
@@ -27,28 +28,85 @@ wait_s=300
 sets=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --config) config=$2; shift 2 ;;
-    --set) sets+=(--set "$2"); shift 2 ;;
-    --state) state=$2; shift 2 ;;
-    --bin) bin=$2; shift 2 ;;
+    --config|--set|--state|--bin|--wait)
+      [ $# -ge 2 ] || { echo "cluster.sh: $1 needs a value" >&2; exit 2; }
+      case "$1" in
+        --config) config=$2 ;;
+        --set) sets+=(--set "$2") ;;
+        --state) state=$2 ;;
+        --bin) bin=$2 ;;
+        --wait) wait_s=$2 ;;
+      esac
+      shift 2 ;;
     --foreground) foreground=1; shift ;;
-    --wait) wait_s=$2; shift 2 ;;
     *) echo "cluster.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 
 get() { "$bin/bmad" config get "$1" "$config" "${sets[@]}"; }
 
-alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# The fields of /proc/$1/stat after the command name (which may hold spaces and parentheses),
+# into the array `stat_fields`: [0] state, [3] session, [19] start time.
+read_stat() {
+  local line
+  read -r line <"/proc/$1/stat" 2>/dev/null || return 1
+  read -ra stat_fields <<<"${line##*) }"
+}
 
 # running PID: the process exists and has not exited (a zombie whose parent has not reaped it
 # yet has).
 running() {
   kill -0 "$1" 2>/dev/null || return 1
-  local stat
-  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
-  stat=${stat##*) }
-  [ "${stat%% *}" != Z ]
+  read_stat "$1" || return 0
+  [ "${stat_fields[0]}" != Z ]
+}
+
+# The pid a pid file records, if that process is still the one `start` launched: the file
+# holds "PID STARTTIME", and a pid the system has since given to another process has another
+# start time. Nothing else is ever signalled (a stale file, or one someone else wrote).
+pid_of() {
+  local pid started
+  [ -f "$1" ] || return 1
+  read -r pid started <"$1" 2>/dev/null || return 1
+  [[ $pid =~ ^[0-9]+$ ]] && [ "$pid" -gt 1 ] && [ -n "${started:-}" ] || return 1
+  read_stat "$pid" || return 1
+  [ "${stat_fields[19]}" = "$started" ] || return 1
+  echo "$pid"
+}
+
+# Records the process $2 in the pid file $1 (one that already exited is recorded as gone:
+# wait_live names it with its log).
+record_pid() {
+  if read_stat "$2"; then echo "$2 ${stat_fields[19]}"; else echo "$2 gone"; fi >"$1"
+}
+
+alive() { local p; p=$(pid_of "$1") && running "$p"; }
+
+# The processes still running in session $1. Each process `start` launches leads a session of
+# its own (setsid), which holds everything it started: Open MPI puts each rank in a process
+# group of its own, so the group of mpirun alone would miss the ranks.
+session_members() {
+  local f p
+  for f in /proc/[0-9]*/stat; do
+    p=${f#/proc/}
+    p=${p%/stat}
+    read_stat "$p" || continue
+    [ "${stat_fields[3]}" = "$1" ] && [ "${stat_fields[0]}" != Z ] && echo "$p"
+  done
+  return 0
+}
+
+# The state directory holds the pid files that decide what `stop` signals: it must be this
+# user's, and not writable by anyone else.
+check_state_dir() {
+  if [ -L "$state" ] || { [ -e "$state" ] && ! [ -O "$state" ]; }; then
+    echo "cluster.sh: the state directory $state is a symbolic link or belongs to another user" >&2
+    exit 2
+  fi
+  if [ -d "$state" ] && [ -n "$(find "$state" -maxdepth 0 -perm /022)" ]; then
+    echo "cluster.sh: others can write to the state directory $state: chmod go-w it or pick another" >&2
+    exit 2
+  fi
 }
 
 # Waits until the coordinator counts $1 live replicas, for at most wait_s seconds. A process
@@ -64,7 +122,7 @@ wait_live() {
   while [ $SECONDS -lt $deadline ]; do
     for f in "$state"/*.pid; do
       [ -f "$f" ] || continue
-      running "$(cat "$f")" && continue
+      alive "$f" && continue
       name=$(basename "$f" .pid)
       echo "cluster.sh: $name exited while starting; the end of $state/$name.log:" >&2
       tail -n 30 "$state/$name.log" >&2
@@ -81,13 +139,13 @@ wait_live() {
   return 3
 }
 
-# Waits up to $1 tenths of a second for every pid file given after it to name a dead process.
+# Waits up to $1 tenths of a second for every session given after it to be empty.
 wait_gone() {
-  local tenths=$1 f any
+  local tenths=$1 sid any
   shift
   for _ in $(seq "$tenths"); do
     any=0
-    for f in "$@"; do alive "$f" && any=1; done
+    for sid in "$@"; do [ -n "$(session_members "$sid")" ] && any=1; done
     [ $any -eq 0 ] && return 0
     sleep 0.1
   done
@@ -101,19 +159,28 @@ wait_gone() {
 # SIGKILL two seconds later), then SIGKILL to whatever is left.
 stop_all() {
   [ -d "$state" ] || return 0
-  local pids=() f drain_ms=10000
-  for f in "$state"/*.pid; do [ -f "$f" ] && pids+=("$(cat "$f")"); done
-  [ ${#pids[@]} -eq 0 ] && return 0
-  [ -f "$state/drain_ms" ] && drain_ms=$(cat "$state/drain_ms")
-  if alive "$state/coordinator.pid"; then
-    kill -TERM "$(cat "$state/coordinator.pid")" 2>/dev/null || true
-    # Its drain, and 5 s to stop after it.
-    wait_gone $((drain_ms / 100 + 50)) "$state/coordinator.pid" ||
-      echo "cluster.sh: the coordinator did not stop in $((drain_ms / 1000 + 5)) s" >&2
+  local sessions=() replicas=() f p coordinator drain_ms=10000
+  for f in "$state"/replica-*.pid; do p=$(pid_of "$f") && replicas+=("$p"); done
+  coordinator=$(pid_of "$state/coordinator.pid") || coordinator=""
+  sessions=(${coordinator:+"$coordinator"} "${replicas[@]}")
+  if [ ${#sessions[@]} -gt 0 ]; then
+    [ -f "$state/drain_ms" ] && drain_ms=$(cat "$state/drain_ms")
+    if [ -n "$coordinator" ]; then
+      kill -TERM "$coordinator" 2>/dev/null || true
+      # Its drain, and 5 s to stop after it.
+      wait_gone $((drain_ms / 100 + 50)) "$coordinator" ||
+        echo "cluster.sh: the coordinator did not stop in $((drain_ms / 1000 + 5)) s" >&2
+    fi
+    for p in "${replicas[@]}"; do kill -USR1 "$p" 2>/dev/null || true; done
+    if [ ${#replicas[@]} -gt 0 ]; then
+      wait_gone 100 "${replicas[@]}" || echo "cluster.sh: replicas still running after 10 s: killing them" >&2
+    fi
+    # Whatever is left of each session, ranks included.
+    for p in "${sessions[@]}"; do
+      for f in $(session_members "$p"); do kill -KILL "$f" 2>/dev/null || true; done
+    done
+    wait_gone 50 "${sessions[@]}" || echo "cluster.sh: processes of sessions ${sessions[*]} survived SIGKILL" >&2
   fi
-  for f in "$state"/replica-*.pid; do [ -f "$f" ] && { kill -USR1 "$(cat "$f")" 2>/dev/null || true; }; done
-  wait_gone 100 "$state"/replica-*.pid || echo "cluster.sh: replicas still running after 10 s: killing them" >&2
-  for p in "${pids[@]}"; do kill -KILL -- "-$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null || true; done
   rm -f "$state"/*.pid
 }
 
@@ -210,7 +277,9 @@ replica_command() {
     # ("mkdir ... File exists", open-mpi/ompi#8510).
     mkdir -p "$state/ompi-${plan_ids[$k]}"
     replica_cmd+=(--mca orte_tmpdir_base "$state/ompi-${plan_ids[$k]}")
-    if [ "$ranks" -gt "$(nproc)" ]; then replica_cmd+=(--oversubscribe); fi
+    # Without a hostfile Open MPI gives this host one slot per physical core, not per hardware
+    # thread (a 4-vCPU VM of 2 SMT cores has 2): let the ranks share them.
+    replica_cmd+=(--oversubscribe)
   fi
   if [ -n "${plan_devices[$k]}" ]; then
     replica_cmd=(env "CUDA_VISIBLE_DEVICES=${plan_devices[$k]}" "${replica_cmd[@]}" -x CUDA_VISIBLE_DEVICES)
@@ -224,7 +293,8 @@ case "$cmd" in
     # What `start` would run, without running it.
     [ -n "$config" ] || { echo "cluster.sh plan: --config is required" >&2; exit 2; }
     "$bin/bmad" config check --quiet "$config" "${sets[@]}" >/dev/null || { "$bin/bmad" config check "$config" "${sets[@]}" >&2; exit 2; }
-    mkdir -p "$state"
+    check_state_dir
+    mkdir -p -m 700 "$state"
     plan
     printf 'coordinator:'; printf ' %q' "$bin/bmad-coordinator" --config "$config" "${sets[@]}"; echo
     for k in "${!plan_ids[@]}"; do
@@ -238,44 +308,52 @@ case "$cmd" in
     [ -n "$config" ] || { echo "cluster.sh start: --config is required" >&2; exit 2; }
     "$bin/bmad" config check --quiet "$config" "${sets[@]}" >/dev/null || { "$bin/bmad" config check "$config" "${sets[@]}" >&2; exit 2; }
     [[ $wait_s =~ ^[0-9]+$ ]] || { echo "cluster.sh start: --wait takes whole seconds, not '$wait_s'" >&2; exit 2; }
-    mkdir -p "$state"
+    check_state_dir
+    mkdir -p -m 700 "$state"
     stop_all
     plan
     get coordinator.drain_timeout_ms >"$state/drain_ms"
-    # From the first launch on, an interruption stops whatever was started: for --foreground that
-    # is the way to stop it (exit 0), at any time; otherwise the start was cut short (130).
+    # From the first launch on, an interruption (Ctrl-C, SIGTERM, the terminal going away) or a
+    # failure of this script stops whatever was started: for --foreground that is the way to
+    # stop it (exit 0), at any time; otherwise the start was cut short (130).
     stopped_code=130
     [ $foreground -eq 1 ] && stopped_code=0
-    trap 'trap "" INT TERM; stop_all; exit $stopped_code' INT TERM
+    trap 'trap "" INT TERM HUP; stop_all; exit $stopped_code' INT TERM HUP
+    trap 'stop_all' EXIT
     setsid "$bin/bmad-coordinator" --config "$config" "${sets[@]}" >"$state/coordinator.log" 2>&1 &
-    echo $! >"$state/coordinator.pid"
+    record_pid "$state/coordinator.pid" $!
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     for k in "${!plan_ids[@]}"; do
       replica_command "$k"
       setsid "${replica_cmd[@]}" >"$state/replica-${plan_ids[$k]}.log" 2>&1 &
-      echo $! >"$state/replica-${plan_ids[$k]}.pid"
+      record_pid "$state/replica-${plan_ids[$k]}.pid" $!
     done
     index=${#plan_ids[@]}
     echo "started coordinator and $index replicas; logs in $state"
     waited=0
     if [ "$wait_s" -gt 0 ]; then wait_live "$index" || waited=$?; fi
-    [ $foreground -eq 0 ] && trap - INT TERM
-    [ $foreground -eq 0 ] && [ $waited -ne 0 ] && exit $waited
-    if [ $foreground -eq 1 ]; then
-      # `wait` returns as soon as a signal arrives, so the trap runs at once.
-      while kill -0 "$(cat "$state/coordinator.pid")" 2>/dev/null; do sleep 1 & wait $! || true; done
-      stop_all
+    if [ $foreground -eq 0 ]; then
+      # Started (or still starting, exit 3): the cluster outlives this script.
+      trap - INT TERM HUP EXIT
+      [ $waited -ne 0 ] && exit $waited
+      exit 0
     fi
+    # `wait` returns as soon as a signal arrives, so the trap runs at once.
+    while alive "$state/coordinator.pid"; do sleep 1 & wait $! || true; done
+    trap - EXIT
+    stop_all
     ;;
   stop)
+    check_state_dir
     stop_all
     echo "stopped"
     ;;
   status)
+    check_state_dir
     for f in "$state"/*.pid; do
       [ -f "$f" ] || continue
       name=$(basename "$f" .pid)
-      if kill -0 "$(cat "$f")" 2>/dev/null; then echo "$name: running (pid $(cat "$f"))"; else echo "$name: stopped"; fi
+      if alive "$f"; then echo "$name: running (pid $(pid_of "$f"))"; else echo "$name: stopped"; fi
     done
     ;;
   *)

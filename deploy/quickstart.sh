@@ -14,6 +14,7 @@
 # no build); BMAD_QUICKSTART_STATE=DIR keeps logs and pid files there (default /tmp/bmad-quickstart).
 set -euo pipefail
 caller=$(pwd)  # a relative model path is relative to where the script was run from
+self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 cd "$(dirname "$0")/.."
 root=$(pwd)
 state=${BMAD_QUICKSTART_STATE:-/tmp/bmad-quickstart}
@@ -23,7 +24,7 @@ for arg in "$@"; do
   case "$arg" in
     --keep) keep=1 ;;
     --stop) exec ./deploy/cluster.sh stop --state "$state" ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,12p' "$self"; exit 0 ;;
     -*) echo "quickstart: unknown flag $arg" >&2; exit 2 ;;
     /*) model=$arg ;;
     *) model=$caller/$arg ;;
@@ -36,7 +37,7 @@ if [ -n "${BMAD_QUICKSTART_BIN:-}" ]; then
     [ -x "$bin/$b" ] || { echo "quickstart: BMAD_QUICKSTART_BIN=$bin has no executable $b" >&2; exit 2; }
   done
 else
-  ./deploy/install-deps.sh
+  ./deploy/install-deps.sh --build-only  # the build and mpirun; the tests' tools are not needed
   echo "== building (first run: a few minutes)"
   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
   cmake --build build -j"$(nproc)" --target bmad bmad-coordinator bmad-worker >/dev/null
@@ -88,9 +89,20 @@ sets=(--set "model.path=$model" --set "coordinator.http_port=$http_port"
       --set "metrics.coordinator_port=$coordinator_metrics_port" --set "metrics.worker_port=$worker_metrics_port")
 config=$root/deploy/config/local.yaml
 # Returns once both replicas are live; names a process that exits while starting, with its log.
+# It runs in the background so that a signal to this script reaches it: its own trap stops what
+# it launched. A `cluster.sh stop` from here while it still ran could come before its launches.
 trap '[ $keep -eq 1 ] || ./deploy/cluster.sh stop --state "$state" >/dev/null' EXIT
-./deploy/cluster.sh start --config "$config" "${sets[@]}" --state "$state" --bin "$bin" --wait 120 ||
-  { echo "quickstart: stopping (the reason is above; logs in $state)" >&2; keep=0; exit 1; }
+./deploy/cluster.sh start --config "$config" "${sets[@]}" --state "$state" --bin "$bin" --wait 120 &
+starting=$!
+interrupted=0
+trap 'interrupted=1; kill -TERM $starting 2>/dev/null || true' INT TERM HUP
+while :; do
+  wait "$starting" && started=0 || started=$?
+  kill -0 "$starting" 2>/dev/null || break  # else a signal cut the wait short
+done
+trap - INT TERM HUP
+[ $interrupted -eq 0 ] || { keep=0; exit 130; }
+[ "$started" -eq 0 ] || { echo "quickstart: stopping (the reason is above; logs in $state)" >&2; keep=0; exit 1; }
 
 client=$("$bin/bmad" config get coordinator.client_endpoint "$config" "${sets[@]}")
 echo
@@ -98,11 +110,11 @@ echo "== through the ZeroMQ socket: bmad generate --coordinator $client"
 "$bin/bmad" generate --coordinator "$client" --prompt "Once upon a time" --max-tokens 24 --temperature 0
 echo
 echo "== through HTTP: POST /v1/completions"
-curl -fsS "http://127.0.0.1:$http_port/v1/completions" -H 'Content-Type: application/json' \
+curl -fsS --max-time 60 "http://127.0.0.1:$http_port/v1/completions" -H 'Content-Type: application/json' \
   -d '{"prompt": "Once upon a time", "max_tokens": 24, "temperature": 0}'
 echo
 echo "== through HTTP: POST /v1/chat/completions (streaming)"
-curl -fsSN "http://127.0.0.1:$http_port/v1/chat/completions" -H 'Content-Type: application/json' \
+curl -fsSN --max-time 60 "http://127.0.0.1:$http_port/v1/chat/completions" -H 'Content-Type: application/json' \
   -d '{"messages": [{"role": "user", "content": "Tell me a story."}], "max_tokens": 4, "stream": true}'
 echo
 echo "== cluster status"

@@ -143,6 +143,103 @@ TEST(ClusterScriptTest, SigtermDrainsInFlightRequestsThenStopsEverything) {
   if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir);
 }
 
+// The pids listed, one per line, in a file (empty when it does not exist).
+std::vector<pid_t> PidsListedIn(const std::string& file) {
+  std::vector<pid_t> pids;
+  std::ifstream in(file);
+  for (pid_t pid; in >> pid;) pids.push_back(pid);
+  return pids;
+}
+
+bool Running(pid_t pid) {
+  if (kill(pid, 0) != 0) return false;
+  const std::string stat = ReadTextFile("/proc/" + std::to_string(pid) + "/stat");
+  const size_t close = stat.rfind(") ");
+  return close == std::string::npos || stat.compare(close + 2, 1, "Z") != 0;  // not a zombie
+}
+
+// Ranks that ignore the drain are killed at the end of a stop, ranks included: Open MPI puts
+// each rank in a process group of its own, so killing mpirun's group (as the script did) left
+// them running, with their ports and memory, while `stop` said "stopped". And `start
+// --foreground` stops everything when its terminal goes away (SIGHUP), not only on Ctrl-C or
+// SIGTERM: the launched processes are in sessions of their own and never see that signal.
+TEST(ClusterScriptTest, AHangupStopsEverythingAndRanksThatIgnoreTheDrainAreKilled) {
+  const std::string dir = MakeTempDir("bmad-cluster-kill-");
+  const std::string state = dir + "/state";
+  StopClusterOnExit guard{state};
+  // The real bmad and coordinator; each replica's rank a script that records its pid and
+  // ignores every signal but SIGKILL.
+  const std::string bin = dir + "/bin", real = std::string(BMAD_BINARY_DIR) + "/bin";
+  std::filesystem::create_directories(bin);
+  for (const char* name : {"bmad", "bmad-coordinator"}) std::filesystem::create_symlink(real + "/" + name, bin + "/" + name);
+  WriteTextFile(bin + "/bmad-worker", "#!/bin/bash\ntrap '' USR1 TERM HUP INT\necho $$ >>'" + dir +
+                                          "/rank-pids'\nwhile :; do sleep 1; done\n");
+  std::filesystem::permissions(bin + "/bmad-worker", std::filesystem::perms::owner_all);
+  std::vector<std::string> argv = {kSource + "/deploy/cluster.sh", "start", "--config",
+                                   kSource + "/deploy/config/local.yaml", "--state", state, "--bin", bin,
+                                   "--foreground", "--wait", "0",
+                                   "--set", "model.path=" + SharedModelsDir() + "/stories260K.gguf",
+                                   "--set", "coordinator.http_port=" + std::to_string(PickFreePort()),
+                                   "--set", "coordinator.client_endpoint=tcp://127.0.0.1:" + std::to_string(PickFreePort()),
+                                   "--set", "coordinator.worker_endpoint=tcp://127.0.0.1:" + std::to_string(PickFreePort()),
+                                   "--set", "metrics.coordinator_port=" + std::to_string(PickFreePort())};
+  ChildProcess script;
+  ASSERT_TRUE(script.Start(argv, dir + "/cluster.log")) << script.error();
+  ASSERT_TRUE(WaitFor([&] { return PidsListedIn(dir + "/rank-pids").size() == 2; }, 60s, 100ms))
+      << script.ReadLog() << RunCommand({"/bin/bash", "-c", "tail -n 20 " + state + "/*.log"}, 10s).out;
+  const std::vector<pid_t> ranks = PidsListedIn(dir + "/rank-pids");
+  const std::vector<pid_t> launched = Pids(state);
+  ASSERT_EQ(launched.size(), 3u) << "coordinator and two replicas";
+
+  script.Signal(SIGHUP);
+  auto status = script.Wait(60s);
+  ASSERT_TRUE(status.has_value()) << "cluster.sh did not exit on SIGHUP\n" << script.ReadLog();
+  EXPECT_EQ(*status, 0) << script.ReadLog();
+  EXPECT_NE(script.ReadLog().find("killing them"), std::string::npos) << script.ReadLog();
+  for (pid_t pid : ranks) {
+    EXPECT_TRUE(WaitFor([&] { return !Running(pid); }, 10s, 50ms)) << "rank " << pid << " outlived the stop";
+  }
+  for (pid_t pid : launched) EXPECT_FALSE(Running(pid)) << "pid " << pid << " outlived the stop";
+  EXPECT_TRUE(Pids(state).empty()) << "pid files left in " << state;
+  if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir);
+}
+
+// `stop` signals only processes `start` launched. A pid file is trusted only when it names the
+// process it recorded (pid and start time): a stale file whose pid now belongs to another
+// process, and a state directory others can write, are refused. (The script also refuses pids
+// 0 and 1; not tried here: the old script's `kill -KILL -- -1` from a pid file holding 1
+// killed every process of the user, the test runner included.)
+TEST(ClusterScriptTest, StopSignalsOnlyWhatStartLaunched) {
+  const std::string dir = MakeTempDir("bmad-cluster-stale-");
+  const std::string state = dir + "/state";
+  std::filesystem::create_directories(state);
+  std::filesystem::permissions(state, std::filesystem::perms::owner_all, std::filesystem::perm_options::replace);
+  ChildProcess bystander;
+  ASSERT_TRUE(bystander.Start({"/bin/sleep", "300"}, dir + "/sleep.log")) << bystander.error();
+  const std::string pid = std::to_string(bystander.pid());
+  WriteTextFile(state + "/coordinator.pid", pid + "\n");               // the old format: a bare pid
+  WriteTextFile(state + "/replica-normal-0.pid", pid + " gone\n");     // exited at once
+  WriteTextFile(state + "/replica-long_tail-0.pid", pid + " 12345\n"); // another start time
+  CommandResult stop = RunCommand({kSource + "/deploy/cluster.sh", "stop", "--state", state}, 60s);
+  EXPECT_EQ(stop.status, 0) << stop.err;
+  EXPECT_NE(stop.out.find("stopped"), std::string::npos) << stop.out;
+  EXPECT_TRUE(Pids(state).empty()) << "the stale pid files are cleared";
+  EXPECT_TRUE(Running(bystander.pid())) << "stop signalled a process it did not launch";
+
+  std::filesystem::permissions(state, std::filesystem::perms::all, std::filesystem::perm_options::replace);
+  CommandResult open = RunCommand({kSource + "/deploy/cluster.sh", "stop", "--state", state}, 60s);
+  EXPECT_EQ(open.status, 2) << open.out;
+  EXPECT_NE(open.err.find("others can write to the state directory"), std::string::npos) << open.err;
+
+  // A flag at the end without its value is a usage error that names it.
+  CommandResult flag = RunCommand({kSource + "/deploy/cluster.sh", "start", "--config"}, 60s);
+  EXPECT_EQ(flag.status, 2) << flag.out << flag.err;
+  EXPECT_NE(flag.err.find("--config needs a value"), std::string::npos) << flag.err;
+  bystander.Signal(SIGKILL);
+  bystander.Wait(10s);
+  std::filesystem::remove_all(dir);
+}
+
 // `plan` prints what `start` runs. Over a hostfile, replicas take consecutive slots without
 // sharing a GPU: a replica that fits one host stays on it (with the GPUs it owns there), and
 // the launcher refuses a hostfile that is too small.
