@@ -5,6 +5,7 @@
 #include <kj/exception.h>
 
 #include <cstring>
+#include <new>
 
 #include "bmad.capnp.h"
 
@@ -530,7 +531,11 @@ Result<Message> Decode(const void* data, size_t size, size_t max_bytes) {
   std::memcpy(words.begin(), data, size);
 
   capnp::ReaderOptions options;
-  options.traversalLimitInWords = max_bytes / sizeof(capnp::word) + 1024;
+  // Bounded by this message's own size, not the largest allowed: Cap'n Proto charges a list of
+  // zero-sized structs one word per element, so a 200-byte Submit whose logit_bias list claimed
+  // 8 million entries decoded them all (67 MB, 0.1 s of the event loop) under a limit sized for
+  // 64 MiB messages. Reading a well-formed message visits each word once; twice leaves room.
+  options.traversalLimitInWords = 2 * (size / sizeof(capnp::word)) + 64;
   options.nestingLimit = 16;
   try {
     capnp::FlatArrayMessageReader reader(words.asPtr(), options);
@@ -548,6 +553,8 @@ Result<Message> Decode(const void* data, size_t size, size_t max_bytes) {
     return InvalidArgument("invalid message: " + e.message);
   } catch (const kj::Exception& e) {
     return DataLoss("malformed message: " + std::string(e.getDescription().cStr()));
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted("message of " + std::to_string(size) + " bytes: out of memory decoding it");
   }
 }
 

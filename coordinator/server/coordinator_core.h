@@ -87,6 +87,8 @@ class CoordinatorServer::Core {
   // Answers every submit still being tokenized that way (stopping).
   void RefuseTokenizing();
   void DrainInbox();
+  // Reads and handles up to `limit` messages waiting on the worker socket, without waiting.
+  void ReadWorkerMessages(int limit, size_t max_bytes);
   void Tick();
   void SendToWorker(const std::string& replica_id, const proto::Message& message);
   proto::ClusterStatus BuildStatus() const;

@@ -18,6 +18,9 @@ namespace {
 
 constexpr const char* kLog = "coordinator";
 constexpr int64_t kTickNs = 20'000'000;  // liveness, queued dispatch, gauges
+// The longest a round spends on client messages (at most 256 of them): a burst of submits
+// that are slow to decode or check cannot hold up the workers' messages for long.
+constexpr int64_t kClientBatchNs = 50'000'000;
 
 std::unique_ptr<zmq::socket_t> BindRouter(zmq::context_t& context, const std::string& endpoint,
                                           size_t max_message_bytes, std::string* bound, Status* status) {
@@ -387,6 +390,18 @@ proto::ClusterStatus CoordinatorServer::Core::BuildStatus() const {
   return s;
 }
 
+void CoordinatorServer::Core::ReadWorkerMessages(int limit, size_t max_bytes) {
+  for (int i = 0; i < limit; ++i) {
+    auto in = proto::ReceiveMessage(*worker_socket_, true, max_bytes);
+    if (!in) return;
+    if (!in->message.ok()) {
+      log::Warn(kLog, "undecodable message from a worker", {{"error", in->message.status()}});
+      continue;
+    }
+    HandleWorkerMessage(in->routing_id, *in->message);
+  }
+}
+
 void CoordinatorServer::Core::Tick() {
   for (const std::string& dead : replicas_.ExpireDead()) {
     log::Warn(kLog, "replica dead: no heartbeat", {{"replica", dead},
@@ -438,16 +453,9 @@ Status CoordinatorServer::Core::Run() {
                                 {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
     proto::PollSockets(items, 3, std::chrono::milliseconds(10));
     // A bounded batch from each source per round keeps one busy source from starving the others.
-    for (int i = 0; i < 256 && (items[0].revents & ZMQ_POLLIN); ++i) {
-      auto in = proto::ReceiveMessage(*worker_socket_, true, max_bytes);
-      if (!in) break;
-      if (!in->message.ok()) {
-        log::Warn(kLog, "undecodable message from a worker", {{"error", in->message.status()}});
-        continue;
-      }
-      HandleWorkerMessage(in->routing_id, *in->message);
-    }
-    for (int i = 0; i < 256 && (items[1].revents & ZMQ_POLLIN); ++i) {
+    if (items[0].revents & ZMQ_POLLIN) ReadWorkerMessages(256, max_bytes);
+    const int64_t clients_until = clock_.NowNanos() + kClientBatchNs;
+    for (int i = 0; i < 256 && (items[1].revents & ZMQ_POLLIN) && clock_.NowNanos() < clients_until; ++i) {
       auto in = proto::ReceiveMessage(*client_socket_, true, max_bytes);
       if (!in) break;
       if (!in->message.ok()) {
@@ -464,6 +472,9 @@ Status CoordinatorServer::Core::Run() {
     }
     if (items[2].revents & ZMQ_POLLIN) DrainInbox();
     if (now - last_tick_ns_ >= kTickNs) {
+      // Liveness is judged on every heartbeat that has arrived: a round slowed down by its
+      // clients must not leave heartbeats unread and declare their replicas dead.
+      ReadWorkerMessages(4096, max_bytes);
       Tick();
       last_tick_ns_ = now;
     }

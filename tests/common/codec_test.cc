@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <vector>
 
 #include "bmad.capnp.h"
 
@@ -147,6 +148,67 @@ std::string EncodeRaw(capnp::MallocMessageBuilder& builder) {
   auto words = capnp::messageToFlatArray(builder);
   auto bytes = words.asBytes();
   return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+}
+
+// A Submit whose logit_bias list claims `count` elements of zero size each (a list tag saying
+// "count structs of 0 words"): a few hundred bytes on the wire.
+std::vector<capnp::word> SubmitClaimingEmptyLogitBiases(uint64_t count) {
+  capnp::MallocMessageBuilder builder;
+  auto envelope = builder.initRoot<wire::Envelope>();
+  envelope.setVersion(kProtocolVersion);
+  auto submit = envelope.getBody().initSubmit();
+  submit.getPrompt().initTokenIds(1).set(0, 1);
+  auto bias = submit.initSampling().initLogitBias(1);
+  bias[0].setTokenId(0x11223344);
+  bias[0].setBias(1.0f);
+  kj::Array<capnp::word> flat = capnp::messageToFlatArray(builder);
+  std::vector<capnp::word> words(flat.begin(), flat.end());
+  auto* w = reinterpret_cast<uint64_t*>(words.data());
+  // The list's tag word (1 element of 1 data word) is followed by the element's data.
+  const uint64_t tag = (uint64_t{1} << 2) | (uint64_t{1} << 32);
+  size_t tag_at = 0;
+  for (size_t i = 0; i + 1 < words.size(); ++i) {
+    if (w[i] == tag && (w[i + 1] & 0xffffffff) == 0x11223344) tag_at = i;
+  }
+  EXPECT_GT(tag_at, 0u) << "no logit_bias list tag";
+  // The list pointer to it: a list (type 1) of inline composites (element size 7).
+  for (size_t i = 0; i < tag_at; ++i) {
+    const uint64_t p = w[i];
+    const int32_t offset = static_cast<int32_t>(p & 0xffffffff) >> 2;
+    if ((p & 3) == 1 && ((p >> 32) & 7) == 7 && i + 1 + offset == tag_at) {
+      w[i] = p & 0x7ffffffffULL;  // 0 words of elements
+      w[tag_at] = count << 2;     // `count` elements of 0 data and 0 pointer words
+      return words;
+    }
+  }
+  ADD_FAILURE() << "no logit_bias list pointer";
+  return words;
+}
+
+TEST(CodecTest, ASmallMessageCannotDecodeIntoAHugeOne) {
+  // Cap'n Proto charges each zero-sized element one word against the traversal limit, which
+  // was sized for the largest message allowed (64 MiB): a 200-byte Submit decoded into 8
+  // million logit biases (67 MB, a tenth of a second of the coordinator's event loop each).
+  // The limit now follows the message's own size.
+  const std::vector<capnp::word> small = SubmitClaimingEmptyLogitBiases(1);
+  Result<Message> one = Decode(small.data(), small.size() * sizeof(capnp::word));
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_EQ(std::get<Submit>(*one).sampling.logit_bias.size(), 1u);
+  const std::vector<capnp::word> huge = SubmitClaimingEmptyLogitBiases(8'000'000);
+  ASSERT_LT(huge.size() * sizeof(capnp::word), 512u);
+  Result<Message> refused = Decode(huge.data(), huge.size() * sizeof(capnp::word));
+  ASSERT_FALSE(refused.ok()) << std::get<Submit>(*refused).sampling.logit_bias.size() << " logit biases";
+  EXPECT_EQ(refused.status().code(), StatusCode::kDataLoss) << refused.status().ToString();
+  // A large message of real content still decodes: its limit grows with it.
+  Submit big;
+  big.prompt_is_tokens = true;
+  big.prompt_tokens.assign(1 << 20, 7);
+  big.sampling.logit_bias.assign(4096, LogitBias{3, 1.0f});
+  const std::string wire = Encode(big);
+  Result<Message> back = Decode(wire.data(), wire.size());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(std::get<Submit>(*back).prompt_tokens.size(), size_t{1} << 20);
+  EXPECT_EQ(std::get<Submit>(*back).sampling.logit_bias.size(), 4096u);
 }
 
 TEST(CodecTest, RejectsOtherProtocolVersions) {
