@@ -25,6 +25,7 @@ template <>
 struct Limits<std::string> {
   bool non_empty = false;
   bool endpoint = false;  // must be a ZeroMQ tcp:// or ipc:// endpoint
+  size_t max_bytes = 0;   // 0: any length
 };
 template <>
 struct Limits<bool> {};
@@ -145,8 +146,10 @@ void VisitConfig(ServerConfig& c, Visitor& v) {
   });
 
   v.Section("worker", "Each worker replica.", [&] {
+    // At most 200 bytes: it goes into the worker's ZeroMQ routing id (255 bytes at most) with
+    // a 17-byte incarnation, and a multi-replica job appends "-<index>".
     v.Field("replica_id", c.worker.replica_id, "Replica name shown in status and metrics labels.",
-            S{true, false});
+            S{true, false, 200});
     v.Field("pool", c.worker.pool, "Pool this replica serves: normal or long_tail.",
             Limits<ReplicaPool>{});
     v.Field("backend", c.worker.backend, "Compute backend: cpu, or cuda (one GPU per rank, by local rank).", Limits<Backend>{});

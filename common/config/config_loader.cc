@@ -309,6 +309,11 @@ class LoadVisitor {
       Fail(path, n.Mark(), "must not be empty");
       return;
     }
+    if (limits.max_bytes > 0 && s.size() > limits.max_bytes) {
+      Fail(path, n.Mark(), "is " + std::to_string(s.size()) + " bytes long, at most " +
+                               std::to_string(limits.max_bytes) + " allowed");
+      return;
+    }
     if (limits.endpoint) {
       const std::string problem = EndpointProblem(s);
       if (!problem.empty()) {
@@ -635,7 +640,9 @@ class MarkdownVisitor {
   static std::string Allowed(bool, const Limits<bool>&) { return "`true`, `false`"; }
   static std::string Allowed(const std::string&, const Limits<std::string>& l) {
     if (l.endpoint) return "ZeroMQ endpoint (`tcp://`, `ipc://`)";
-    return l.non_empty ? "non-empty text" : "text";
+    std::string text = l.non_empty ? "non-empty text" : "text";
+    if (l.max_bytes > 0) text += ", at most " + std::to_string(l.max_bytes) + " bytes";
+    return text;
   }
   static std::string Allowed(const std::vector<int64_t>&, const Limits<std::vector<int64_t>>& l) {
     return "list of integers, each " + FormatNumber(l.min) + " to " + FormatNumber(l.max);

@@ -143,6 +143,19 @@ TEST(ConfigTest, AnIntegerPast64BitsIsOutOfRange) {
   EXPECT_NE(plus.errors[0].message.find("expected an integer"), std::string::npos) << plus.errors[0].message;
 }
 
+TEST(ConfigTest, AReplicaIdTooLongForTheWorkersRoutingIdIsRefused) {
+  // The worker's ZeroMQ routing id is the replica id and a 17-byte incarnation, and ZeroMQ
+  // takes at most 255 bytes: a 239-byte id made the socket option throw at start-up, an abort
+  // instead of a config error.
+  ConfigLoad ok = LoadConfigText("worker:\n  replica_id: " + std::string(200, 'r') + "\n", "ok.yaml");
+  EXPECT_TRUE(ok.errors.empty()) << ok.errors[0].message;
+  ConfigLoad load = LoadConfigText("worker:\n  replica_id: " + std::string(239, 'r') + "\n", "long.yaml");
+  ASSERT_EQ(load.errors.size(), 1u);
+  EXPECT_EQ(load.errors[0].key, "worker.replica_id");
+  EXPECT_NE(load.errors[0].message.find("is 239 bytes long, at most 200 allowed"), std::string::npos)
+      << load.errors[0].message;
+}
+
 TEST(ConfigTest, ASecondYamlDocumentIsAnErrorNotDropped) {
   // Only the first was read, silently: model.path came out "a".
   ConfigLoad load = LoadConfigText("model:\n  path: a\n---\nmodel:\n  path: b\n", "multi.yaml");
