@@ -342,8 +342,8 @@ bool CoordinatorServer::Core::Deliver(CoordRequest* r, proto::TokenChunk chunk) 
 }
 
 void CoordinatorServer::Core::OnChunk(const std::string& replica_id, proto::TokenChunk& chunk) {
-  // From a connection no replica is registered under (an old incarnation of one): never
-  // delivered, even to a queued request, whose replica id is empty too.
+  // Only from a registered replica (HandleWorkerMessage cancels the rest): never delivered to
+  // a queued request, whose replica id is empty.
   if (replica_id.empty()) return;
   CoordRequest* r = requests_.Find(chunk.request_id);
   if (!r || r->done()) {

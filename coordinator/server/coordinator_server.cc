@@ -255,7 +255,16 @@ void CoordinatorServer::Core::HandleWorkerMessage(const std::string& routing_id,
     }
   } else if (auto* chunk = std::get_if<proto::TokenChunk>(&m)) {
     const ReplicaState* replica = replicas_.FindByRoutingId(routing_id);
-    OnChunk(replica ? replica->info.replica_id : "", *chunk);
+    if (!replica) {
+      // A process no replica is registered under any more (another took its id while it was
+      // paused or cut off, or we restarted): what it computes reaches nobody, and it would go
+      // on to max_tokens holding KV memory. Stop it, on the connection it spoke from.
+      if (chunk->finish_reason == proto::FinishReason::kNone) {
+        (void)proto::SendMessage(*worker_socket_, proto::WorkerCancel{chunk->request_id}, routing_id);
+      }
+      return;
+    }
+    OnChunk(replica->info.replica_id, *chunk);
   } else if (auto* err = std::get_if<proto::ErrorMessage>(&m)) {
     const ReplicaState* replica = replicas_.FindByRoutingId(routing_id);
     OnWorkerError(replica ? replica->info.replica_id : "", *err);

@@ -257,6 +257,44 @@ TEST_F(ReplicaLossTest, ASecondProcessUnderALiveReplicasIdWaitsAndTakesNothing) 
   EXPECT_EQ(std::get<proto::TokenChunk>(*answer->message).text, "hi");
 }
 
+TEST_F(ReplicaLossTest, AProcessThatLostItsIdIsToldToStopWhatItStillComputes) {
+  // A process paused past the liveness timeout while another took its replica id comes back
+  // still computing the requests that were moved away from it. Its chunks were dropped without
+  // a word, so it went on to max_tokens, holding KV memory, while it waited to register.
+  auto a = Replica("a");
+  ASSERT_TRUE(a->Register());
+  const uint64_t id = Submit("x");
+  a->Receive(2s);
+  ASSERT_EQ(a->Assigned(), std::vector<uint64_t>{id});
+  // The old process, on a connection no replica is registered under.
+  auto old = std::make_unique<FakeReplica>(ctx_, server_->worker_endpoint(), "a", /*incarnation=*/7);
+  proto::TokenChunk chunk;
+  chunk.request_id = id;
+  chunk.token_ids = {7};
+  chunk.text = "stale";
+  old->Send(chunk);
+  ASSERT_TRUE(testing::WaitFor([&] {
+    old->Receive(50ms);
+    for (const proto::Message& m : old->received()) {
+      if (const auto* c = std::get_if<proto::WorkerCancel>(&m); c && c->request_id == id) return true;
+    }
+    return false;
+  }, 5s)) << "the orphan copy was never cancelled";
+  // Nothing of it reached the client, and the live replica's copy goes on.
+  client_.set(zmq::sockopt::rcvtimeo, 200);
+  EXPECT_FALSE(proto::ReceiveMessage(client_, false).has_value());
+  for (const proto::Message& m : a->received()) EXPECT_FALSE(std::holds_alternative<proto::WorkerCancel>(m));
+  chunk.assignment = std::get<proto::Assign>(a->received().back()).assignment;
+  chunk.text = "live";
+  chunk.finish_reason = proto::FinishReason::kLength;
+  a->Send(chunk);  // it ends (the coordinator's stop need not wait for it)
+  client_.set(zmq::sockopt::rcvtimeo, 5000);
+  auto answer = proto::ReceiveMessage(client_, false);
+  ASSERT_TRUE(answer && answer->message.ok());
+  ASSERT_TRUE(std::holds_alternative<proto::TokenChunk>(*answer->message)) << proto::MessageName(*answer->message);
+  EXPECT_EQ(std::get<proto::TokenChunk>(*answer->message).text, "live");
+}
+
 TEST_F(ReplicaLossTest, AReplicaReconnectingUnderItsRoutingIdIsHeardOnTheNewConnection) {
   // A partition: the old connection goes silent but stays open on the coordinator's side (its
   // FIN was lost), and the worker, whose ZeroMQ heartbeats timed out, connects again under the
