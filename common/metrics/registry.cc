@@ -100,6 +100,16 @@ Registry::Series& Registry::GetSeries(std::string_view name, std::string_view he
   return series;
 }
 
+size_t Registry::RemoveSeries(std::string_view name, const std::string& label, const std::string& value) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = families_.find(name);
+  if (it == families_.end()) return 0;
+  return std::erase_if(it->second.series, [&](const auto& entry) {
+    const auto found = entry.first.find(label);
+    return found != entry.first.end() && found->second == value;
+  });
+}
+
 Counter& Registry::GetCounter(std::string_view name, std::string_view help, const Labels& labels) {
   return *GetSeries(name, help, Kind::kCounter, nullptr, labels).counter;
 }

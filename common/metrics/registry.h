@@ -45,6 +45,10 @@ class Registry : public prometheus::Collectable {
   Gauge& GetCompatibilityGauge(std::string_view name, std::string_view help,
                                const Labels& labels = {});
 
+  // Drops every series of family `name` whose label `label` is `value` (a replica that is
+  // gone for good). References to them must not be used afterwards. Returns how many.
+  size_t RemoveSeries(std::string_view name, const std::string& label, const std::string& value);
+
   // prometheus::Collectable: a snapshot of every family, sorted by name.
   std::vector<prometheus::MetricFamily> Collect() const override;
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <utility>
 
 namespace bmad::coord {
@@ -53,7 +54,9 @@ ReplicaRegistry::ReplicaRegistry(const CoordinatorConfig& config, const Clock& c
       expected_model_(std::move(expected_model)) {}
 
 Result<const ReplicaState*> ReplicaRegistry::Register(const proto::Register& message,
-                                                      const std::string& routing_id) {
+                                                      const std::string& routing_id,
+                                                      std::string* evicted) {
+  if (evicted) evicted->clear();
   const proto::ReplicaInfo& info = message.info;
   BMAD_RETURN_IF_ERROR(ValidateRegistration(info, routing_id));
   if (!expected_model_.empty() && info.model_name != expected_model_) {
@@ -90,13 +93,31 @@ Result<const ReplicaState*> ReplicaRegistry::Register(const proto::Register& mes
                          "been silent for coordinator.liveness_timeout_ms (" +
                          std::to_string(liveness_timeout_ms_) + " ms)");
     }
-  } else {
-    if (replicas_.size() >= kMaxReplicas) {
-      return ResourceExhausted("replica '" + info.replica_id + "' cannot register: already " +
-                               std::to_string(kMaxReplicas) + " replicas");
-    }
+  } else if (replicas_.size() < kMaxReplicas) {
     index = replicas_.size();
     replicas_.push_back(std::make_unique<ReplicaState>());
+    by_id_.emplace(info.replica_id, index);
+  } else {
+    // Full: the slot of the replica dead the longest, if it has been gone long enough.
+    const int64_t retention_ms = std::max(kRetentionMs, 10 * liveness_timeout_ms_);
+    const int64_t now_ms = clock_.NowMillis();
+    std::optional<size_t> oldest;
+    for (size_t i = 0; i < replicas_.size(); ++i) {
+      const ReplicaState& r = *replicas_[i];
+      if (r.live || r.in_flight > 0 || now_ms - r.last_heartbeat_ms < retention_ms) continue;
+      if (!oldest || r.last_heartbeat_ms < replicas_[*oldest]->last_heartbeat_ms) oldest = i;
+    }
+    if (!oldest) {
+      return Unavailable("replica '" + info.replica_id + "' cannot register yet: " +
+                         std::to_string(kMaxReplicas) + " replicas are known and none has been gone for " +
+                         std::to_string(retention_ms / 1000) + " s");
+    }
+    index = *oldest;
+    ReplicaState& gone = *replicas_[index];
+    if (evicted) *evicted = gone.id();
+    by_id_.erase(gone.id());
+    if (!gone.routing_id.empty()) by_routing_id_.erase(gone.routing_id);
+    gone = ReplicaState{};
     by_id_.emplace(info.replica_id, index);
   }
   ReplicaState& state = *replicas_[index];

@@ -7,9 +7,11 @@
 // silent for `liveness_timeout_ms` is dead; ExpireDead, called from the event loop's timer,
 // finds those. A dead replica comes back live when it heartbeats or registers again.
 //
-// Replicas are never removed: a dead one stays visible (ClusterStatus, metrics) until it returns.
-// The number of distinct replica ids is bounded (kMaxReplicas) so that a misbehaving peer cannot
-// grow the coordinator without limit.
+// A dead replica stays visible (ClusterStatus, metrics) until it returns. The number of distinct
+// replica ids is bounded (kMaxReplicas) so that a misbehaving peer cannot grow the coordinator
+// without limit; when every slot is taken, a new id takes the slot of the replica dead the
+// longest, once that one has been silent for kRetentionMs (or 10 liveness timeouts, if longer)
+// and holds no request: the table stays open to new replicas after a burst of made-up ids.
 //
 // Load stats are stored sanitised: kv_usage and utilization clamped to [0, 1], a non-finite
 // value taken as 1 (a replica reporting garbage looks busy, never idle), so nothing downstream
@@ -63,8 +65,10 @@ struct ReplicaState {
 
 class ReplicaRegistry {
  public:
-  // Distinct replica ids the registry will hold; the next new one gets kResourceExhausted.
+  // Distinct replica ids the registry holds at once.
   static constexpr size_t kMaxReplicas = 1024;
+  // How long a dead replica keeps its slot, at least, when a new id needs one.
+  static constexpr int64_t kRetentionMs = 60'000;
   // Longest replica id accepted (ids go into logs, metrics labels and routing ids).
   static constexpr size_t kMaxReplicaIdBytes = 256;
 
@@ -87,12 +91,15 @@ class ReplicaRegistry {
   //     pp, kv_blocks, block_size or max_seqs;
   //   kFailedPrecondition: the model differs from `expected_model`, or `routing_id` belongs to
   //     another replica that is still live (a dead one loses it to the newcomer);
-  //   kResourceExhausted: a new id when kMaxReplicas ids are already known;
   //   kUnavailable: a new incarnation while the current one of this id is live and has been
-  //     heard from within the liveness timeout (a duplicate, or a restart not yet noticed):
-  //     the newcomer should ask again later.
+  //     heard from within the liveness timeout (a duplicate, or a restart not yet noticed), or
+  //     a new id while kMaxReplicas are known and none can give up its slot yet: the newcomer
+  //     should ask again later.
+  // A new id that took a dead replica's slot sets `*evicted` to that replica's id (empty
+  // otherwise): the caller forgets what it keeps under that id (metrics, router state).
   Result<const ReplicaState*> Register(const proto::Register& message,
-                                       const std::string& routing_id);
+                                       const std::string& routing_id,
+                                       std::string* evicted = nullptr);
 
   // Stores the load and active request ids, refreshes the liveness deadline and makes a dead
   // replica live again. (To know whether it was dead, read Find(id)->live first.)

@@ -187,6 +187,7 @@ class CoordinatorServer::Core {
     int64_t logged_ns = 0;
   };
   std::unordered_map<std::string, RegistrationRefusal> registration_refusals_;
+  int64_t table_full_logged_ns_ = 0;  // new ids refused while every replica slot is taken
   Router router_;
   RequestTable requests_;
   uint64_t requests_received_ = 0;

@@ -105,4 +105,16 @@ void CoordinatorMetrics::SetReplicaUp(const std::string& replica, const std::str
   it->second->Set(up ? 1 : 0);
 }
 
+void CoordinatorMetrics::ForgetReplica(const std::string& replica) {
+  std::erase_if(routed_, [&](const auto& entry) { return std::get<0>(entry.first) == replica; });
+  std::erase_if(up_, [&](const auto& entry) { return entry.first.first == replica; });
+  up_pool_.erase(replica);
+  load_.erase(replica);
+  weight_.erase(replica);
+  for (const char* family : {"bmad_coordinator_requests_routed_total", "bmad_coordinator_replica_up",
+                             "bmad_coordinator_replica_load_ratio", "bmad_coordinator_replica_weight_ratio"}) {
+    registry_.RemoveSeries(family, "replica", replica);
+  }
+}
+
 }  // namespace bmad::coord

@@ -25,6 +25,8 @@ class CoordinatorMetrics {
   // bmad_coordinator_replica_up{replica, pool}. A replica id that registers again in another
   // pool moves: its series under the old pool drops to 0.
   void SetReplicaUp(const std::string& replica, const std::string& pool, bool up);
+  // Drops every series of a replica that is gone for good (its registry slot went to another).
+  void ForgetReplica(const std::string& replica);
 
   metrics::Gauge& queue_depth;        // admitted, not finished
   metrics::Gauge& queued;             // waiting for a replica

@@ -204,17 +204,24 @@ void CoordinatorServer::Core::HandleWorkerMessage(const std::string& routing_id,
   if (auto* reg = std::get_if<proto::Register>(&m)) {
     const ReplicaState* before = replicas_.Find(reg->info.replica_id);
     const bool restarted = before && before->incarnation != reg->incarnation;
-    Result<const ReplicaState*> r = replicas_.Register(*reg, routing_id);
+    std::string evicted;
+    Result<const ReplicaState*> r = replicas_.Register(*reg, routing_id, &evicted);
     if (!r.ok()) {
       // A "not now" comes again each heartbeat interval until the id is free: logged when it
-      // changes. (Only a known id is answered so, which bounds the map.)
+      // changes, and again after a minute (the same words may come from another process by
+      // then). Kept per known id, which bounds the map; new ids refused while the table is
+      // full (they may be made up by the thousand) share one record.
       bool log_it = true;
       if (r.status().code() == StatusCode::kUnavailable) {
-        // Again after a minute: the same words may come from another process by then.
-        RegistrationRefusal& said = registration_refusals_[reg->info.replica_id];
         const int64_t now = clock_.NowNanos();
-        log_it = said.message != r.status().message() || now - said.logged_ns >= 60'000'000'000;
-        if (log_it) said = {r.status().message(), now};
+        if (before) {
+          RegistrationRefusal& said = registration_refusals_[reg->info.replica_id];
+          log_it = said.message != r.status().message() || now - said.logged_ns >= 60'000'000'000;
+          if (log_it) said = {r.status().message(), now};
+        } else {
+          log_it = now - table_full_logged_ns_ >= 60'000'000'000;
+          if (log_it) table_full_logged_ns_ = now;
+        }
       }
       if (log_it) log::Warn(kLog, "replica refused", {{"replica", reg->info.replica_id}, {"error", r.status()}});
       if (r.status().code() == StatusCode::kUnavailable) {
@@ -228,6 +235,13 @@ void CoordinatorServer::Core::HandleWorkerMessage(const std::string& routing_id,
       return;
     }
     registration_refusals_.erase(reg->info.replica_id);
+    if (!evicted.empty()) {
+      // Its slot went to this newcomer: the long-dead replica is forgotten.
+      log::Info(kLog, "forgot a long-dead replica to make room", {{"replica", evicted}, {"for", reg->info.replica_id}});
+      registration_refusals_.erase(evicted);
+      router_.Forget(evicted);
+      metrics_->ForgetReplica(evicted);
+    }
     if (restarted) {
       // A new process under the same name: what the old one was computing is gone.
       router_.Forget(reg->info.replica_id);

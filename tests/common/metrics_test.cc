@@ -92,6 +92,20 @@ TEST(MetricsTest, ConcurrentUpdatesAreNotLost) {
   EXPECT_EQ(h.Read().count, 200000u);
 }
 
+TEST(RegistryTest, RemovesTheSeriesOfAGoneLabelValue) {
+  Registry r;
+  r.GetGauge("bmad_replica_up_ratio", "u", {{"replica", "a"}, {"pool", "normal"}}).Set(1);
+  r.GetGauge("bmad_replica_up_ratio", "u", {{"replica", "a"}, {"pool", "long_tail"}}).Set(0);
+  r.GetGauge("bmad_replica_up_ratio", "u", {{"replica", "b"}, {"pool", "normal"}}).Set(1);
+  EXPECT_EQ(r.RemoveSeries("bmad_replica_up_ratio", "replica", "a"), 2u);
+  EXPECT_EQ(r.RemoveSeries("bmad_no_such_ratio", "replica", "a"), 0u);
+  const std::string text = r.RenderText();
+  EXPECT_EQ(text.find("replica=\"a\""), std::string::npos) << text;
+  EXPECT_NE(text.find("replica=\"b\""), std::string::npos) << text;
+  // Asked for again, it starts afresh.
+  EXPECT_EQ(r.GetGauge("bmad_replica_up_ratio", "u", {{"replica", "a"}, {"pool", "normal"}}).Value(), 0.0);
+}
+
 TEST(MetricsServerTest, ServesMetricsOnAPickedPort) {
   Registry r;
   r.GetCounter("bmad_hits_total", "h").Increment(3);

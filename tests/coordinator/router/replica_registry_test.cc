@@ -355,17 +355,42 @@ TEST_F(ReplicaRegistryTest, InFlightIsClampedAndCountsRoutedRequests) {
   EXPECT_EQ(registry_.Find("a")->in_flight, std::numeric_limits<uint32_t>::max());
 }
 
-TEST_F(ReplicaRegistryTest, HoldsABoundedNumberOfReplicas) {
+TEST_F(ReplicaRegistryTest, HoldsABoundedNumberOfReplicasAndGivesLongDeadOnesSlotsAway) {
   for (size_t i = 0; i < ReplicaRegistry::kMaxReplicas; ++i) {
     const std::string id = std::to_string(i) + "-replica";
     ASSERT_TRUE(registry_.Register(RegisterMessage(id), id + "/1").ok()) << i;
   }
-  EXPECT_EQ(registry_.Register(RegisterMessage("one-too-many"), "x/1").status().code(),
-            StatusCode::kResourceExhausted);
+  // Full, every replica live: a new id is told to come back (a refusal would stop its worker).
+  std::string evicted = "?";
+  Result<const ReplicaState*> full = registry_.Register(RegisterMessage("one-too-many"), "x/1", &evicted);
+  EXPECT_EQ(full.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(full.status().message().find("1024 replicas are known"), std::string::npos) << full.status().message();
+  EXPECT_EQ(evicted, "");
   // Known ids may still re-register (a restart, once the old process has gone quiet).
   clock_.AdvanceMillis(kTimeoutMs);
   EXPECT_TRUE(registry_.Register(RegisterMessage("0-replica", 2), "0-replica/2").ok());
   EXPECT_EQ(registry_.size(), ReplicaRegistry::kMaxReplicas);
+  // The others die; one of them still holds a request. Dead, but not for long enough yet.
+  registry_.ExpireDead();
+  ASSERT_TRUE(registry_.AddInFlight("1-replica", 1));
+  EXPECT_EQ(registry_.Register(RegisterMessage("one-too-many"), "x/1").status().code(), StatusCode::kUnavailable);
+  // Gone for the retention time: the new id takes the slot of the one dead the longest that
+  // holds nothing ("0-replica" registered again later; "1-replica" holds a request).
+  clock_.AdvanceMillis(ReplicaRegistry::kRetentionMs);
+  Result<const ReplicaState*> in = registry_.Register(RegisterMessage("one-too-many"), "x/1", &evicted);
+  ASSERT_TRUE(in.ok()) << in.status().ToString();
+  EXPECT_EQ(evicted, "2-replica");
+  EXPECT_EQ(registry_.size(), ReplicaRegistry::kMaxReplicas);
+  EXPECT_EQ(registry_.Find("2-replica"), nullptr);
+  EXPECT_EQ(registry_.FindByRoutingId("2-replica/1"), nullptr);
+  ASSERT_NE(registry_.Find("one-too-many"), nullptr);
+  EXPECT_TRUE(registry_.Find("one-too-many")->live);
+  EXPECT_EQ(registry_.Find("one-too-many")->routed_total, 0u);
+  EXPECT_EQ(registry_.FindByRoutingId("x/1"), registry_.Find("one-too-many"));
+  // The forgotten id is a new one if it comes back: it needs a slot like any other.
+  Result<const ReplicaState*> again = registry_.Register(RegisterMessage("2-replica", 2), "2-replica/2", &evicted);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(evicted, "3-replica");
 }
 
 TEST(ReplicaRegistryConfigTest, ANonPositiveTimeoutIsTakenAsOneMillisecond) {

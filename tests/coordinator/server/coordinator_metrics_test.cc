@@ -28,6 +28,28 @@ TEST(CoordinatorMetricsTest, AReplicaThatChangesPoolIsUpUnderTheNewPoolOnly) {
   EXPECT_NE(text.find("bmad_coordinator_replica_up{pool=\"normal\",replica=\"a\"} 1"), std::string::npos) << text;
 }
 
+TEST(CoordinatorMetricsTest, AForgottenReplicaLeavesNoSeriesAndCanComeBack) {
+  // A long-dead replica's registry slot goes to a new id: its series go too, or every made-up
+  // id a peer registers would stay exported for ever.
+  metrics::Registry registry;
+  CoordinatorMetrics m(registry);
+  m.SetReplicaUp("a", "normal", true);
+  m.Routed("a", "weighted", "normal").Increment();
+  m.ReplicaLoad("a").Set(0.5);
+  m.ReplicaWeight("a").Set(1);
+  m.SetReplicaUp("b", "normal", true);
+  m.ForgetReplica("a");
+  std::string text = registry.RenderText();
+  EXPECT_EQ(text.find("replica=\"a\""), std::string::npos) << text;
+  EXPECT_NE(text.find("bmad_coordinator_replica_up{pool=\"normal\",replica=\"b\"} 1"), std::string::npos) << text;
+  // Seen again (the id registers anew): fresh series, no stale cached reference.
+  m.SetReplicaUp("a", "long_tail", true);
+  m.Routed("a", "weighted", "long_tail").Increment();
+  text = registry.RenderText();
+  EXPECT_NE(text.find("bmad_coordinator_replica_up{pool=\"long_tail\",replica=\"a\"} 1"), std::string::npos) << text;
+  EXPECT_EQ(text.find("bmad_coordinator_replica_up{pool=\"normal\",replica=\"a\"}"), std::string::npos) << text;
+}
+
 TEST(CoordinatorMetricsTest, RoutingTimeBucketsResolveMicroseconds) {
   // A pick takes about 1.5 µs (docs/benchmarks.md). With buckets from 0.1 ms every pick fell in
   // the first one, and the dashboard's quantiles read 50 and 99 µs whatever the router did.
