@@ -22,8 +22,11 @@ constexpr int64_t kTickNs = 20'000'000;  // liveness, queued dispatch, gauges
 // that are slow to decode or check cannot hold up the workers' messages for long.
 constexpr int64_t kClientBatchNs = 50'000'000;
 
+// `queued_per_peer`: messages ZeroMQ holds from one connection before it stops reading it (the
+// peer then waits on TCP): what a peer can make us hold is about that times the message limit.
 std::unique_ptr<zmq::socket_t> BindRouter(zmq::context_t& context, const std::string& endpoint,
-                                          size_t max_message_bytes, std::string* bound, Status* status) {
+                                          size_t max_message_bytes, int queued_per_peer,
+                                          std::string* bound, Status* status) {
   auto socket = std::make_unique<zmq::socket_t>(context, zmq::socket_type::router);
   socket->set(zmq::sockopt::linger, 0);
   proto::LimitInboundMessageSize(*socket, max_message_bytes);
@@ -33,7 +36,7 @@ std::unique_ptr<zmq::socket_t> BindRouter(zmq::context_t& context, const std::st
   // new one: a worker that reconnected after its heartbeats timed out was never heard again.
   socket->set(zmq::sockopt::router_handover, 1);
   socket->set(zmq::sockopt::sndhwm, 100000);
-  socket->set(zmq::sockopt::rcvhwm, 100000);
+  socket->set(zmq::sockopt::rcvhwm, queued_per_peer);
   socket->set(zmq::sockopt::rcvtimeo, 0);
   try {
     socket->bind(endpoint);
@@ -99,9 +102,14 @@ Status CoordinatorServer::Core::Start() {
   metrics_ = std::make_unique<CoordinatorMetrics>(registry_);
   Status s;
   const auto max_message_bytes = static_cast<size_t>(c.coordinator.max_message_bytes);
-  worker_socket_ = BindRouter(context_, c.coordinator.worker_endpoint, max_message_bytes, &worker_endpoint_, &s);
+  // A replica streams a chunk per running request per step: many small messages. A client
+  // sends submits and cancels, each up to the message limit: 1,000 queued bounds one client
+  // connection's share of memory (it was 100,000 messages of up to 128 MB each).
+  worker_socket_ = BindRouter(context_, c.coordinator.worker_endpoint, max_message_bytes, 100000,
+                              &worker_endpoint_, &s);
   if (!worker_socket_) return s;
-  client_socket_ = BindRouter(context_, c.coordinator.client_endpoint, max_message_bytes, &client_endpoint_, &s);
+  client_socket_ = BindRouter(context_, c.coordinator.client_endpoint, max_message_bytes, 1000,
+                              &client_endpoint_, &s);
   if (!client_socket_) return s;
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) return IoError("eventfd failed");
