@@ -505,14 +505,31 @@ Message ReadBody(wire::Envelope::Body::Reader body) {
 static_assert(wire::PROTOCOL_VERSION == kProtocolVersion,
               "bmad.capnp's protocolVersion and proto::kProtocolVersion must agree");
 
-std::string Encode(const Message& message) {
+std::string Encode(const Message& message) { return EncodeStamped(message, kProtocolVersion); }
+
+std::string EncodeStamped(const Message& message, uint16_t version) {
   capnp::MallocMessageBuilder builder;
   auto envelope = builder.initRoot<wire::Envelope>();
-  envelope.setVersion(kProtocolVersion);
+  envelope.setVersion(version);
   std::visit(BodyFiller{envelope.getBody()}, message);
   kj::Array<capnp::word> words = capnp::messageToFlatArray(builder);
   kj::ArrayPtr<const kj::byte> bytes = words.asBytes();
   return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+}
+
+std::optional<uint16_t> EnvelopeVersion(const void* data, size_t size) {
+  if (size == 0 || size % sizeof(capnp::word) != 0 || size > kDefaultMaxMessageBytes) return std::nullopt;
+  kj::Array<capnp::word> words = kj::heapArray<capnp::word>(size / sizeof(capnp::word));
+  std::memcpy(words.begin(), data, size);
+  capnp::ReaderOptions options;
+  options.traversalLimitInWords = 2 * (size / sizeof(capnp::word)) + 64;
+  options.nestingLimit = 16;
+  try {
+    capnp::FlatArrayMessageReader reader(words.asPtr(), options);
+    return reader.getRoot<wire::Envelope>().getVersion();
+  } catch (const kj::Exception&) {
+    return std::nullopt;
+  }
 }
 
 Result<Message> Decode(const void* data, size_t size, size_t max_bytes) {

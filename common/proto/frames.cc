@@ -15,6 +15,10 @@ zmq::message_t EncodeFrame(const Message& message) {
 }
 
 Status SendMessage(zmq::socket_t& socket, const Message& message, std::string_view routing_id) {
+  return SendEncoded(socket, Encode(message), routing_id);
+}
+
+Status SendEncoded(zmq::socket_t& socket, const std::string& bytes, std::string_view routing_id) {
   try {
     if (!routing_id.empty()) {
       zmq::message_t id(routing_id.data(), routing_id.size());
@@ -22,7 +26,7 @@ Status SendMessage(zmq::socket_t& socket, const Message& message, std::string_vi
         return Unavailable("peer queue full");
       }
     }
-    zmq::message_t frame = EncodeFrame(message);
+    zmq::message_t frame(bytes.data(), bytes.size());
     if (!socket.send(frame, zmq::send_flags::dontwait)) return Unavailable("peer queue full");
   } catch (const zmq::error_t& e) {
     // EHOSTUNREACH with ZMQ_ROUTER_MANDATORY: the peer is gone.
@@ -74,6 +78,9 @@ std::optional<Incoming> ReceiveMessage(zmq::socket_t& socket, bool routed, size_
   }
   const zmq::message_t& frame = frames[first];
   in.message = Decode(frame.data(), frame.size(), max_bytes);
+  if (in.message.status().code() == StatusCode::kFailedPrecondition) {
+    in.other_version = EnvelopeVersion(frame.data(), frame.size()).value_or(0);
+  }
   return in;
 }
 

@@ -24,10 +24,15 @@ zmq::message_t EncodeFrame(const Message& message);
 // queue or an unknown routing id yields kUnavailable.
 Status SendMessage(zmq::socket_t& socket, const Message& message,
                    std::string_view routing_id = {});
+// The same with bytes already encoded (EncodeStamped).
+Status SendEncoded(zmq::socket_t& socket, const std::string& bytes, std::string_view routing_id = {});
 
 struct Incoming {
   std::string routing_id;               // empty on DEALER sockets
   Result<Message> message = Internal("nothing decoded");
+  // The version of a message refused as another protocol version's (0 otherwise): what to
+  // stamp an answer with (EncodeStamped) so that the peer can read it.
+  uint16_t other_version = 0;
 };
 
 // Receives one multipart message if one is ready within the socket's receive timeout

@@ -16,6 +16,7 @@
 #include "common/config/config.h"
 #include "common/metrics/metrics_server.h"
 #include "common/metrics/registry.h"
+#include "common/proto/frames.h"
 #include "common/proto/messages.h"
 #include "coordinator/http/chat_template.h"
 #include "coordinator/router/replica_registry.h"
@@ -89,6 +90,9 @@ class CoordinatorServer::Core {
   void DrainInbox();
   // Reads and handles up to `limit` messages waiting on the worker socket, without waiting.
   void ReadWorkerMessages(int limit, size_t max_bytes);
+  // Answers a message of another protocol version with `answer`, stamped with its version.
+  void RefuseOtherVersion(zmq::socket_t& socket, const proto::Incoming& in, const proto::Message& answer,
+                          const char* peer);
   void Tick();
   void SendToWorker(const std::string& replica_id, const proto::Message& message);
   proto::ClusterStatus BuildStatus() const;
@@ -188,6 +192,7 @@ class CoordinatorServer::Core {
   };
   std::unordered_map<std::string, RegistrationRefusal> registration_refusals_;
   int64_t table_full_logged_ns_ = 0;  // new ids refused while every replica slot is taken
+  std::unordered_map<std::string, int64_t> version_refusals_logged_;  // by connection
   Router router_;
   RequestTable requests_;
   uint64_t requests_received_ = 0;

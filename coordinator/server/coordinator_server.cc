@@ -3,6 +3,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <random>
 
 #include "common/log.h"
@@ -46,6 +47,15 @@ std::unique_ptr<zmq::socket_t> BindRouter(zmq::context_t& context, const std::st
   }
   *bound = socket->get(zmq::sockopt::last_endpoint);
   return socket;
+}
+
+// A routing id as a log can show it: a worker's is text, ZeroMQ's own are 5 binary bytes.
+std::string PrintableRoutingId(const std::string& id) {
+  if (std::all_of(id.begin(), id.end(), [](unsigned char c) { return c >= 0x20 && c < 0x7f; })) return id;
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string hex = "0x";
+  for (unsigned char c : id) hex.append({kDigits[c >> 4], kDigits[c & 15]});
+  return hex;
 }
 
 }  // namespace
@@ -421,10 +431,33 @@ proto::ClusterStatus CoordinatorServer::Core::BuildStatus() const {
   return s;
 }
 
+void CoordinatorServer::Core::RefuseOtherVersion(zmq::socket_t& socket, const proto::Incoming& in,
+                                                 const proto::Message& answer, const char* peer) {
+  // Answered in its own version, in a layout every version shares: it learns why, instead of
+  // waiting for an answer that never comes. Logged once a minute per connection.
+  (void)proto::SendEncoded(socket, proto::EncodeStamped(answer, in.other_version), in.routing_id);
+  const int64_t now = clock_.NowNanos();
+  if (version_refusals_logged_.size() > 1024) version_refusals_logged_.clear();
+  int64_t& logged = version_refusals_logged_[in.routing_id];
+  if (logged != 0 && now - logged < 60'000'000'000) return;
+  logged = now;
+  log::Warn(kLog, std::string("refused a ") + peer + " of another protocol version",
+            {{"connection", PrintableRoutingId(in.routing_id)}, {"error", in.message.status()}});
+}
+
 void CoordinatorServer::Core::ReadWorkerMessages(int limit, size_t max_bytes) {
   for (int i = 0; i < limit; ++i) {
     auto in = proto::ReceiveMessage(*worker_socket_, true, max_bytes);
     if (!in) return;
+    if (in->other_version != 0) {
+      RefuseOtherVersion(*worker_socket_, *in,
+                         proto::RegisterAck{false, "this coordinator speaks protocol version " +
+                                                       std::to_string(proto::kProtocolVersion) + ", the worker " +
+                                                       std::to_string(in->other_version) +
+                                                       ": run the same bmad release on both"},
+                         "worker");
+      continue;
+    }
     if (!in->message.ok()) {
       log::Warn(kLog, "undecodable message from a worker", {{"error", in->message.status()}});
       continue;
@@ -489,6 +522,14 @@ Status CoordinatorServer::Core::Run() {
     for (int i = 0; i < 256 && (items[1].revents & ZMQ_POLLIN) && clock_.NowNanos() < clients_until; ++i) {
       auto in = proto::ReceiveMessage(*client_socket_, true, max_bytes);
       if (!in) break;
+      if (in->other_version != 0) {
+        const Status refused = FailedPrecondition(
+            "this coordinator speaks protocol version " + std::to_string(proto::kProtocolVersion) +
+            ", the client " + std::to_string(in->other_version) + ": use a client of the same bmad release");
+        RefuseOtherVersion(*client_socket_, *in, proto::ErrorMessage{refused.code(), refused.message(), 0, "", 0},
+                           "client");
+        continue;
+      }
       if (!in->message.ok()) {
         SendClientError(in->routing_id, in->message.status().WithContext("bad message"), "", 0);
         continue;

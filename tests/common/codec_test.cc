@@ -4,6 +4,7 @@
 #include <capnp/serialize.h>
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -221,6 +222,21 @@ TEST(CodecTest, RejectsOtherProtocolVersions) {
   EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(r.status().message().find("protocol version " + std::to_string(kProtocolVersion + 1)),
             std::string::npos);
+}
+
+TEST(CodecTest, AnAnswerCanBeStampedWithThePeersVersion) {
+  // How the coordinator tells a peer of another protocol version why it is refused: in that
+  // peer's version, which only EnvelopeVersion reads here.
+  const Message ack = RegisterAck{false, "speak version 7"};
+  const std::string ours = Encode(ack);
+  EXPECT_EQ(EnvelopeVersion(ours.data(), ours.size()), std::optional<uint16_t>(kProtocolVersion));
+  const std::string theirs = EncodeStamped(ack, kProtocolVersion + 1);
+  EXPECT_EQ(EnvelopeVersion(theirs.data(), theirs.size()), std::optional<uint16_t>(kProtocolVersion + 1));
+  EXPECT_EQ(Decode(theirs.data(), theirs.size()).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(EncodeStamped(ack, kProtocolVersion), ours);
+  const std::string garbage(16, '\xff');
+  EXPECT_EQ(EnvelopeVersion(garbage.data(), garbage.size()), std::nullopt);
+  EXPECT_EQ(EnvelopeVersion(garbage.data(), 3), std::nullopt);
 }
 
 TEST(CodecTest, RejectsOutOfRangeEnumsAndCodes) {

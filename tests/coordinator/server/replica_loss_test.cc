@@ -295,6 +295,39 @@ TEST_F(ReplicaLossTest, AProcessThatLostItsIdIsToldToStopWhatItStillComputes) {
   EXPECT_EQ(std::get<proto::TokenChunk>(*answer->message).text, "live");
 }
 
+TEST_F(ReplicaLossTest, AWorkerOfAnotherProtocolVersionIsToldSoInItsOwnVersion) {
+  // It used to get no answer at all: it waited for ever, logging that the coordinator did not
+  // answer, while the coordinator logged every one of its messages as undecodable.
+  const uint16_t theirs = proto::kProtocolVersion + 1;
+  zmq::socket_t worker(ctx_, zmq::socket_type::dealer);
+  worker.set(zmq::sockopt::linger, 0);
+  worker.set(zmq::sockopt::rcvtimeo, 5000);
+  worker.connect(server_->worker_endpoint());
+  proto::Register reg;
+  reg.info.replica_id = "future";
+  reg.incarnation = 1;
+  ASSERT_TRUE(proto::SendEncoded(worker, proto::EncodeStamped(reg, theirs)).ok());
+  zmq::message_t frame;
+  ASSERT_TRUE(worker.recv(frame, zmq::recv_flags::none)) << "no answer";
+  EXPECT_EQ(proto::EnvelopeVersion(frame.data(), frame.size()), std::optional<uint16_t>(theirs));
+  const proto::Message want = proto::RegisterAck{
+      false, "this coordinator speaks protocol version " + std::to_string(proto::kProtocolVersion) +
+                 ", the worker " + std::to_string(theirs) + ": run the same bmad release on both"};
+  EXPECT_EQ(frame.to_string(), proto::EncodeStamped(want, theirs));
+  // The same from a client.
+  zmq::socket_t client(ctx_, zmq::socket_type::dealer);
+  client.set(zmq::sockopt::linger, 0);
+  client.set(zmq::sockopt::rcvtimeo, 5000);
+  client.connect(server_->client_endpoint());
+  proto::Submit submit;
+  submit.prompt_is_tokens = true;
+  submit.prompt_tokens = {1};
+  ASSERT_TRUE(proto::SendEncoded(client, proto::EncodeStamped(submit, theirs)).ok());
+  ASSERT_TRUE(client.recv(frame, zmq::recv_flags::none)) << "no answer";
+  EXPECT_EQ(proto::EnvelopeVersion(frame.data(), frame.size()), std::optional<uint16_t>(theirs));
+  EXPECT_NE(frame.to_string().find("use a client of the same bmad release"), std::string::npos);
+}
+
 TEST_F(ReplicaLossTest, AReplicaReconnectingUnderItsRoutingIdIsHeardOnTheNewConnection) {
   // A partition: the old connection goes silent but stays open on the coordinator's side (its
   // FIN was lost), and the worker, whose ZeroMQ heartbeats timed out, connects again under the
