@@ -20,7 +20,9 @@ void HttpListenThread::Start(httplib::Server& server) {
 void HttpListenThread::Stop() {
   if (!thread_.joinable()) return;
   // Wait for the loop to start (stop() is a no-op before) or to end by itself, then stop it
-  // once: a second stop() while the loop winds down would close the already closed socket.
+  // once: a second stop() while the loop winds down would close the closed socket again.
+  // (httplib itself can still do that in one case: after an accept error it closes the socket
+  // and drains its task queue with is_running() true, and a stop() then closes it again.)
   while (!done_.load()) {
     if (server_->is_running()) {
       server_->stop();

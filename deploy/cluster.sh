@@ -49,7 +49,9 @@ get() { "$bin/bmad" config get "$1" "$config" "${sets[@]}"; }
 # into the array `stat_fields`: [0] state, [3] session, [19] start time.
 read_stat() {
   local line
-  read -r line <"/proc/$1/stat" 2>/dev/null || return 1
+  # Braces: a redirection that fails (the process just exited) is reported before a
+  # 2>/dev/null on the same command takes effect.
+  { read -r line <"/proc/$1/stat"; } 2>/dev/null || return 1
   read -ra stat_fields <<<"${line##*) }"
 }
 
@@ -82,16 +84,35 @@ record_pid() {
 
 alive() { local p; p=$(pid_of "$1") && running "$p"; }
 
-# The processes still running in session $1. Each process `start` launches leads a session of
-# its own (setsid), which holds everything it started: Open MPI puts each rank in a process
-# group of its own, so the group of mpirun alone would miss the ranks.
+# The session a pid file's process led, to sweep at the end of a stop: its pid while it is the
+# recorded process, and also once it has exited (mpirun killed while a rank lives on: the kernel
+# gives no process a pid that is still some session's id, so nothing else can hold it); nothing
+# when that pid now belongs to another process.
+session_of() {
+  local pid started
+  [ -f "$1" ] || return 1
+  read -r pid started <"$1" 2>/dev/null || return 1
+  [[ $pid =~ ^[0-9]+$ ]] && [ "$pid" -gt 1 ] || return 1
+  if read_stat "$pid"; then
+    [ "${stat_fields[19]}" = "${started:-}" ] || return 1
+  fi
+  echo "$pid"
+}
+
+# The processes still running in any of the sessions given (each process `start` launches leads
+# a session of its own, setsid, which holds everything it started: Open MPI puts each rank in a
+# process group of its own, so the group of mpirun alone would miss the ranks). One pass over
+# /proc for them all.
 session_members() {
-  local f p
+  local f p sid
   for f in /proc/[0-9]*/stat; do
     p=${f#/proc/}
     p=${p%/stat}
     read_stat "$p" || continue
-    [ "${stat_fields[3]}" = "$1" ] && [ "${stat_fields[0]}" != Z ] && echo "$p"
+    [ "${stat_fields[0]}" != Z ] || continue
+    for sid in "$@"; do
+      [ "${stat_fields[3]}" = "$sid" ] && { echo "$p"; break; }
+    done
   done
   return 0
 }
@@ -139,17 +160,15 @@ wait_live() {
   return 3
 }
 
-# Waits up to $1 tenths of a second for every session given after it to be empty.
+# Waits up to $1 seconds for every session given after it to be empty.
 wait_gone() {
-  local tenths=$1 sid any
+  local deadline=$((SECONDS + $1))
   shift
-  for _ in $(seq "$tenths"); do
-    any=0
-    for sid in "$@"; do [ -n "$(session_members "$sid")" ] && any=1; done
-    [ $any -eq 0 ] && return 0
+  while [ -n "$(session_members "$@")" ]; do
+    [ $SECONDS -lt $deadline ] || return 1
     sleep 0.1
   done
-  return 1
+  return 0
 }
 
 # Drains, then stops: the coordinator first (it refuses new requests and waits, up to
@@ -162,24 +181,23 @@ stop_all() {
   local sessions=() replicas=() f p coordinator drain_ms=10000
   for f in "$state"/replica-*.pid; do p=$(pid_of "$f") && replicas+=("$p"); done
   coordinator=$(pid_of "$state/coordinator.pid") || coordinator=""
-  sessions=(${coordinator:+"$coordinator"} "${replicas[@]}")
+  for f in "$state"/*.pid; do p=$(session_of "$f") && sessions+=("$p"); done
   if [ ${#sessions[@]} -gt 0 ]; then
     [ -f "$state/drain_ms" ] && drain_ms=$(cat "$state/drain_ms")
     if [ -n "$coordinator" ]; then
       kill -TERM "$coordinator" 2>/dev/null || true
       # Its drain, and 5 s to stop after it.
-      wait_gone $((drain_ms / 100 + 50)) "$coordinator" ||
+      wait_gone $((drain_ms / 1000 + 5)) "$coordinator" ||
         echo "cluster.sh: the coordinator did not stop in $((drain_ms / 1000 + 5)) s" >&2
     fi
     for p in "${replicas[@]}"; do kill -USR1 "$p" 2>/dev/null || true; done
     if [ ${#replicas[@]} -gt 0 ]; then
-      wait_gone 100 "${replicas[@]}" || echo "cluster.sh: replicas still running after 10 s: killing them" >&2
+      wait_gone 10 "${replicas[@]}" || echo "cluster.sh: replicas still running after 10 s: killing them" >&2
     fi
-    # Whatever is left of each session, ranks included.
-    for p in "${sessions[@]}"; do
-      for f in $(session_members "$p"); do kill -KILL "$f" 2>/dev/null || true; done
-    done
-    wait_gone 50 "${sessions[@]}" || echo "cluster.sh: processes of sessions ${sessions[*]} survived SIGKILL" >&2
+    # Whatever is left of each session, ranks included (also of a session whose leader, mpirun,
+    # has already gone).
+    for f in $(session_members "${sessions[@]}"); do kill -KILL "$f" 2>/dev/null || true; done
+    wait_gone 5 "${sessions[@]}" || echo "cluster.sh: processes of sessions ${sessions[*]} survived SIGKILL" >&2
   fi
   rm -f "$state"/*.pid
 }
@@ -295,6 +313,7 @@ case "$cmd" in
     "$bin/bmad" config check --quiet "$config" "${sets[@]}" >/dev/null || { "$bin/bmad" config check "$config" "${sets[@]}" >&2; exit 2; }
     check_state_dir
     mkdir -p -m 700 "$state"
+    check_state_dir  # again: someone else could have made it between the check and mkdir
     plan
     printf 'coordinator:'; printf ' %q' "$bin/bmad-coordinator" --config "$config" "${sets[@]}"; echo
     for k in "${!plan_ids[@]}"; do
@@ -310,6 +329,7 @@ case "$cmd" in
     [[ $wait_s =~ ^[0-9]+$ ]] || { echo "cluster.sh start: --wait takes whole seconds, not '$wait_s'" >&2; exit 2; }
     check_state_dir
     mkdir -p -m 700 "$state"
+    check_state_dir  # again: someone else could have made it between the check and mkdir
     stop_all
     plan
     get coordinator.drain_timeout_ms >"$state/drain_ms"

@@ -92,10 +92,11 @@ config=$root/deploy/config/local.yaml
 # It runs in the background so that a signal to this script reaches it: its own trap stops what
 # it launched. A `cluster.sh stop` from here while it still ran could come before its launches.
 trap '[ $keep -eq 1 ] || ./deploy/cluster.sh stop --state "$state" >/dev/null' EXIT
+interrupted=0
+starting=""
+trap 'interrupted=1; [ -z "$starting" ] || kill -TERM "$starting" 2>/dev/null || true' INT TERM HUP
 ./deploy/cluster.sh start --config "$config" "${sets[@]}" --state "$state" --bin "$bin" --wait 120 &
 starting=$!
-interrupted=0
-trap 'interrupted=1; kill -TERM $starting 2>/dev/null || true' INT TERM HUP
 while :; do
   wait "$starting" && started=0 || started=$?
   kill -0 "$starting" 2>/dev/null || break  # else a signal cut the wait short

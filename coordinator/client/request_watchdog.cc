@@ -33,10 +33,17 @@ int RequestWatchdog::StopOverdue(Clock::time_point now) {
     }
   }
   for (auto& [id, stop] : overdue) {
+    // Done, even if `stop` throws: its owner's Unwatch waits for this.
+    struct Done {
+      RequestWatchdog& w;
+      uint64_t id;
+      ~Done() {
+        std::lock_guard<std::mutex> lock(w.mu_);
+        w.stopping_.erase(id);
+        w.stopped_.notify_all();
+      }
+    } done{*this, id};
     stop();
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_.erase(id);
-    stopped_.notify_all();
   }
   return static_cast<int>(overdue.size());
 }

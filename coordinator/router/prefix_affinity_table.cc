@@ -8,10 +8,21 @@ PrefixAffinityTable::PrefixAffinityTable(size_t capacity)
     : capacity_(std::clamp<size_t>(capacity, 1, size_t{1} << 31)) {}
 
 uint32_t PrefixAffinityTable::OwnerIndex(std::string_view replica_id) {
-  auto [it, inserted] =
-      owner_index_.try_emplace(std::string(replica_id), static_cast<uint32_t>(owners_.size()));
-  if (inserted) owners_.push_back(OwnerSlot{std::string(replica_id), 0});
-  return it->second;
+  const auto found = owner_index_.find(std::string(replica_id));
+  if (found != owner_index_.end()) return found->second;
+  uint32_t slot;
+  if (!free_owners_.empty()) {
+    // A retired id's slot: its generation was bumped when retired, so the entries it left
+    // stay stale under the new id.
+    slot = free_owners_.back();
+    free_owners_.pop_back();
+    owners_[slot].id = std::string(replica_id);
+  } else {
+    slot = static_cast<uint32_t>(owners_.size());
+    owners_.push_back(OwnerSlot{std::string(replica_id), 0});
+  }
+  owner_index_.emplace(std::string(replica_id), slot);
+  return slot;
 }
 
 void PrefixAffinityTable::Unlink(uint32_t e) {
@@ -78,6 +89,14 @@ std::optional<std::string_view> PrefixAffinityTable::Owner(BlockHash hash) const
 void PrefixAffinityTable::Forget(std::string_view replica_id) {
   const auto found = owner_index_.find(std::string(replica_id));
   if (found != owner_index_.end()) ++owners_[found->second].generation;
+}
+
+void PrefixAffinityTable::Retire(std::string_view replica_id) {
+  const auto found = owner_index_.find(std::string(replica_id));
+  if (found == owner_index_.end()) return;
+  ++owners_[found->second].generation;
+  free_owners_.push_back(found->second);
+  owner_index_.erase(found);
 }
 
 }  // namespace bmad::coord

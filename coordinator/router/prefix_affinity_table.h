@@ -52,10 +52,15 @@ class PrefixAffinityTable {
   // Drops every entry of `replica_id` (it died or restarted: its cache is gone). Unknown ids are
   // a no-op.
   void Forget(std::string_view replica_id);
+  // Forget, and the id itself: it is gone for good, and its owner slot goes to the next new id.
+  // (Without it, one slot per replica id ever recorded: unbounded once ids come and go.)
+  void Retire(std::string_view replica_id);
 
   // Entries held, stale ones included (what the bound applies to).
   size_t size() const { return index_.size(); }
   size_t capacity() const { return capacity_; }
+  // Replica ids the table has a slot for (retired ones' slots are reused).
+  size_t owner_slots() const { return owners_.size(); }
 
  private:
   static constexpr uint32_t kNil = UINT32_MAX;
@@ -81,8 +86,9 @@ class PrefixAffinityTable {
   std::unordered_map<BlockHash, uint32_t> index_; // hash -> entry
   uint32_t newest_ = kNil;
   uint32_t oldest_ = kNil;
-  std::vector<OwnerSlot> owners_;                 // one per replica id ever recorded
+  std::vector<OwnerSlot> owners_;                 // one per replica id recorded, not retired
   std::unordered_map<std::string, uint32_t> owner_index_;
+  std::vector<uint32_t> free_owners_;             // retired slots; their generation moved on
 };
 
 }  // namespace bmad::coord

@@ -229,4 +229,6 @@ void Router::Record(const RouteRequest& request, const ReplicaView& chosen, bool
 
 void Router::Forget(const std::string& replica_id) { affinity_.Forget(replica_id); }
 
+void Router::Retire(const std::string& replica_id) { affinity_.Retire(replica_id); }
+
 }  // namespace bmad::coord

@@ -101,6 +101,9 @@ class Router {
 
   // `replica_id` died or restarted: it no longer caches anything.
   void Forget(const std::string& replica_id);
+  // `replica_id` is gone for good (its registry slot went to another id): Forget, and drop what
+  // is kept under the id itself.
+  void Retire(const std::string& replica_id);
 
   // The replica's weighted load, >= 0 and finite (also exported as a metric):
   //   weight_queue * depth / max_seqs + weight_memory * kv_usage + weight_utilization * utilization

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -191,7 +192,8 @@ class CoordinatorServer::Core {
     int64_t logged_ns = 0;
   };
   std::unordered_map<std::string, RegistrationRefusal> registration_refusals_;
-  int64_t table_full_logged_ns_ = 0;  // new ids refused while every replica slot is taken
+  // New ids refused while every replica slot is taken: when last logged (none yet: the lowest).
+  int64_t table_full_logged_ns_ = std::numeric_limits<int64_t>::min() / 2;
   std::unordered_map<std::string, int64_t> version_refusals_logged_;  // by connection
   Router router_;
   RequestTable requests_;

@@ -113,8 +113,9 @@ Status CoordinatorServer::Core::Start() {
   Status s;
   const auto max_message_bytes = static_cast<size_t>(c.coordinator.max_message_bytes);
   // A replica streams a chunk per running request per step: many small messages. A client
-  // sends submits and cancels, each up to the message limit: 1,000 queued bounds one client
-  // connection's share of memory (it was 100,000 messages of up to 128 MB each).
+  // sends submits and cancels: 1,000 queued per connection (it was 100,000) cuts what one
+  // connection can make us hold a hundredfold, though with 64 MiB messages that is still
+  // large: the client socket belongs on a network of trusted clients.
   worker_socket_ = BindRouter(context_, c.coordinator.worker_endpoint, max_message_bytes, 100000,
                               &worker_endpoint_, &s);
   if (!worker_socket_) return s;
@@ -257,7 +258,7 @@ void CoordinatorServer::Core::HandleWorkerMessage(const std::string& routing_id,
       // Its slot went to this newcomer: the long-dead replica is forgotten.
       log::Info(kLog, "forgot a long-dead replica to make room", {{"replica", evicted}, {"for", reg->info.replica_id}});
       registration_refusals_.erase(evicted);
-      router_.Forget(evicted);
+      router_.Retire(evicted);
       metrics_->ForgetReplica(evicted);
     }
     if (restarted) {

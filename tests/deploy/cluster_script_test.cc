@@ -160,7 +160,8 @@ bool Running(pid_t pid) {
 
 // Ranks that ignore the drain are killed at the end of a stop, ranks included: Open MPI puts
 // each rank in a process group of its own, so killing mpirun's group (as the script did) left
-// them running, with their ports and memory, while `stop` said "stopped". And `start
+// them running, with their ports and memory, while `stop` said "stopped"; so did a rank whose
+// mpirun had died before the stop. And `start
 // --foreground` stops everything when its terminal goes away (SIGHUP), not only on Ctrl-C or
 // SIGTERM: the launched processes are in sessions of their own and never see that signal.
 TEST(ClusterScriptTest, AHangupStopsEverythingAndRanksThatIgnoreTheDrainAreKilled) {
@@ -190,6 +191,13 @@ TEST(ClusterScriptTest, AHangupStopsEverythingAndRanksThatIgnoreTheDrainAreKille
   const std::vector<pid_t> ranks = PidsListedIn(dir + "/rank-pids");
   const std::vector<pid_t> launched = Pids(state);
   ASSERT_EQ(launched.size(), 3u) << "coordinator and two replicas";
+  // One replica's mpirun dies first (OOM-killed, say): its rank lives on, and the stop must
+  // still find it through the session mpirun led.
+  const std::vector<pid_t> normal = PidsListedIn(state + "/replica-normal-0.pid");
+  ASSERT_FALSE(normal.empty());
+  ASSERT_EQ(kill(normal[0], SIGKILL), 0);
+  ASSERT_TRUE(WaitFor([&] { return !Running(normal[0]); }, 10s, 50ms));
+  for (pid_t pid : ranks) EXPECT_TRUE(Running(pid)) << "rank " << pid << " died with its mpirun: the test proves less";
 
   script.Signal(SIGHUP);
   auto status = script.Wait(60s);

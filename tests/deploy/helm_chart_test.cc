@@ -550,7 +550,10 @@ TEST(HelmChartTest, ADisruptionBudgetOfZeroBlocksEvictions) {
 TEST(HelmChartTest, ALongReleaseNameStillGivesValidObjectNames) {
   // Helm allows release names of 53 characters. The name prefix was cut to 63 before the
   // chart's suffixes were added, so a 34-character release already made a Service name longer
-  // than Kubernetes accepts (63).
+  // than Kubernetes accepts (63). And names Kubernetes derives must fit too: LeaderWorkerSet
+  // names a group's StatefulSet "<lws>-<group>", whose pods are labelled
+  // "<statefulset>-<10-character hash>" (at most 63), so a pool's name leaves room for groups
+  // up to 999.
   REQUIRE_HELM();
   const std::string release(53, 'r');
   CommandResult out = RunCommand({Helm(), "template", release, kChart, "--namespace", kNamespace}, 120s);
@@ -564,6 +567,9 @@ TEST(HelmChartTest, ALongReleaseNameStillGivesValidObjectNames) {
     if (kind == "Service" || kind == "LeaderWorkerSet" || kind == "PodDisruptionBudget") {
       ++services;
       EXPECT_LE(name.size(), 63u) << kind << " " << name;
+      if (kind == "LeaderWorkerSet") {
+        EXPECT_LE((name + "-999-0123456789").size(), 63u) << "a group's pods' revision label: " << name;
+      }
       EXPECT_TRUE(std::regex_match(name, std::regex("[a-z0-9]([-a-z0-9]*[a-z0-9])?"))) << kind << " " << name;
     }
   }

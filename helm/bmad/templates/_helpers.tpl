@@ -4,17 +4,20 @@
 {{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
-{{/* The prefix of every object name, cut to 43 characters: the longest name the chart makes
-     adds 20 ("-coordinator-workers"), and Service names must fit in 63. */}}
+{{/* The prefix of every object name, cut to 38 characters. The tightest name is a pool's:
+     LeaderWorkerSet names a group's StatefulSet "<fullname>-long-tail-<group>", and the
+     StatefulSet controller labels each pod "<that name>-<10-character hash>", which must fit
+     in 63: 38 + 10 + 4 (up to group 999) + 11 = 63. Service names ("-coordinator-workers",
+     20 more) then fit too. */}}
 {{- define "bmad.fullname" -}}
 {{- if .Values.fullnameOverride -}}
-{{- .Values.fullnameOverride | trunc 43 | trimSuffix "-" -}}
+{{- .Values.fullnameOverride | trunc 38 | trimSuffix "-" -}}
 {{- else -}}
 {{- $name := default .Chart.Name .Values.nameOverride -}}
 {{- if contains $name .Release.Name -}}
-{{- .Release.Name | trunc 43 | trimSuffix "-" -}}
+{{- .Release.Name | trunc 38 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name $name | trunc 43 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 38 | trimSuffix "-" -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}

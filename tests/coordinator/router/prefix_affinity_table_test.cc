@@ -56,6 +56,29 @@ TEST(PrefixAffinityTableTest, ForgetDropsOnlyThatReplicasEntries) {
   EXPECT_FALSE(table.Owner(1).has_value());
 }
 
+TEST(PrefixAffinityTableTest, ARetiredIdsSlotGoesToTheNextNewIdWithoutItsEntries) {
+  // The coordinator gives a long-dead replica's registry slot to a new id; the table kept one
+  // owner slot per id ever seen, so ids coming and going grew it without bound.
+  PrefixAffinityTable table(16);
+  table.Record(Hashes({1, 2}), "a");
+  table.Record(Hashes({3}), "b");
+  table.Retire("a");
+  table.Retire("never-seen");
+  EXPECT_FALSE(table.Owner(1).has_value());
+  EXPECT_EQ(table.Owner(3), "b");
+  table.Record(Hashes({4}), "c");  // takes a's slot
+  EXPECT_EQ(table.owner_slots(), 2u);
+  EXPECT_EQ(table.Owner(4), "c");
+  EXPECT_FALSE(table.Owner(1).has_value()) << "a's entries must not pass to c";
+  EXPECT_FALSE(table.Owner(2).has_value());
+  for (int i = 0; i < 10000; ++i) {
+    const std::string id = std::to_string(i) + "r";
+    table.Record(Hashes({static_cast<BlockHash>(100 + i)}), id);
+    table.Retire(id);
+  }
+  EXPECT_EQ(table.owner_slots(), 3u);  // a's (now c's), b's, and the one every r<i> took in turn
+}
+
 TEST(PrefixAffinityTableTest, StaysBoundedAndConsistentUnderChurn) {
   PrefixAffinityTable table(64);
   std::mt19937_64 rng(7);

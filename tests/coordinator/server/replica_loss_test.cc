@@ -283,6 +283,7 @@ TEST_F(ReplicaLossTest, AProcessThatLostItsIdIsToldToStopWhatItStillComputes) {
   // Nothing of it reached the client, and the live replica's copy goes on.
   client_.set(zmq::sockopt::rcvtimeo, 200);
   EXPECT_FALSE(proto::ReceiveMessage(client_, false).has_value());
+  a->Receive(200ms);
   for (const proto::Message& m : a->received()) EXPECT_FALSE(std::holds_alternative<proto::WorkerCancel>(m));
   chunk.assignment = std::get<proto::Assign>(a->received().back()).assignment;
   chunk.text = "live";
