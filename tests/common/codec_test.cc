@@ -4,6 +4,7 @@
 #include <capnp/serialize.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <optional>
 #include <random>
 #include <vector>
@@ -153,7 +154,7 @@ std::string EncodeRaw(capnp::MallocMessageBuilder& builder) {
 
 // A Submit whose logit_bias list claims `count` elements of zero size each (a list tag saying
 // "count structs of 0 words"): a few hundred bytes on the wire.
-std::vector<capnp::word> SubmitClaimingEmptyLogitBiases(uint64_t count) {
+std::vector<uint64_t> SubmitClaimingEmptyLogitBiases(uint64_t count) {
   capnp::MallocMessageBuilder builder;
   auto envelope = builder.initRoot<wire::Envelope>();
   envelope.setVersion(kProtocolVersion);
@@ -163,8 +164,9 @@ std::vector<capnp::word> SubmitClaimingEmptyLogitBiases(uint64_t count) {
   bias[0].setTokenId(0x11223344);
   bias[0].setBias(1.0f);
   kj::Array<capnp::word> flat = capnp::messageToFlatArray(builder);
-  std::vector<capnp::word> words(flat.begin(), flat.end());
-  auto* w = reinterpret_cast<uint64_t*>(words.data());
+  std::vector<uint64_t> words(flat.size());  // (capnp::word cannot be copied into a vector)
+  std::memcpy(words.data(), flat.begin(), flat.size() * sizeof(uint64_t));
+  uint64_t* w = words.data();
   // The list's tag word (1 element of 1 data word) is followed by the element's data.
   const uint64_t tag = (uint64_t{1} << 2) | (uint64_t{1} << 32);
   size_t tag_at = 0;
@@ -191,13 +193,13 @@ TEST(CodecTest, ASmallMessageCannotDecodeIntoAHugeOne) {
   // was sized for the largest message allowed (64 MiB): a 200-byte Submit decoded into 8
   // million logit biases (67 MB, a tenth of a second of the coordinator's event loop each).
   // The limit now follows the message's own size.
-  const std::vector<capnp::word> small = SubmitClaimingEmptyLogitBiases(1);
-  Result<Message> one = Decode(small.data(), small.size() * sizeof(capnp::word));
+  const std::vector<uint64_t> small = SubmitClaimingEmptyLogitBiases(1);
+  Result<Message> one = Decode(small.data(), small.size() * sizeof(uint64_t));
   ASSERT_TRUE(one.ok()) << one.status().ToString();
   EXPECT_EQ(std::get<Submit>(*one).sampling.logit_bias.size(), 1u);
-  const std::vector<capnp::word> huge = SubmitClaimingEmptyLogitBiases(8'000'000);
-  ASSERT_LT(huge.size() * sizeof(capnp::word), 512u);
-  Result<Message> refused = Decode(huge.data(), huge.size() * sizeof(capnp::word));
+  const std::vector<uint64_t> huge = SubmitClaimingEmptyLogitBiases(8'000'000);
+  ASSERT_LT(huge.size() * sizeof(uint64_t), 512u);
+  Result<Message> refused = Decode(huge.data(), huge.size() * sizeof(uint64_t));
   ASSERT_FALSE(refused.ok()) << std::get<Submit>(*refused).sampling.logit_bias.size() << " logit biases";
   EXPECT_EQ(refused.status().code(), StatusCode::kDataLoss) << refused.status().ToString();
   // A large message of real content still decodes: its limit grows with it.
