@@ -517,15 +517,35 @@ std::string EncodeStamped(const Message& message, uint16_t version) {
   return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
 }
 
-std::optional<uint16_t> EnvelopeVersion(const void* data, size_t size) {
-  if (size == 0 || size % sizeof(capnp::word) != 0 || size > kDefaultMaxMessageBytes) return std::nullopt;
+namespace {
+
+// `size` bytes (a whole number of words) copied to aligned words: Cap'n Proto reads words in
+// place and needs 8-byte alignment; ZeroMQ frames usually are, but copying keeps decoding safe
+// for any caller.
+kj::Array<capnp::word> AlignedWords(const void* data, size_t size) {
   kj::Array<capnp::word> words = kj::heapArray<capnp::word>(size / sizeof(capnp::word));
   std::memcpy(words.begin(), data, size);
+  return words;
+}
+
+// Bounded by the message's own size, not the largest allowed: Cap'n Proto charges a list of
+// zero-sized structs one word per element, so a 200-byte Submit whose logit_bias list claimed
+// 8 million entries decoded them all (67 MB, 0.1 s of the event loop) under a limit sized for
+// 64 MiB messages. Reading a well-formed message visits each word once; twice leaves room.
+capnp::ReaderOptions ReaderOptionsFor(size_t size) {
   capnp::ReaderOptions options;
   options.traversalLimitInWords = 2 * (size / sizeof(capnp::word)) + 64;
   options.nestingLimit = 16;
+  return options;
+}
+
+}  // namespace
+
+std::optional<uint16_t> EnvelopeVersion(const void* data, size_t size) {
+  if (size == 0 || size % sizeof(capnp::word) != 0 || size > kDefaultMaxMessageBytes) return std::nullopt;
+  kj::Array<capnp::word> words = AlignedWords(data, size);
   try {
-    capnp::FlatArrayMessageReader reader(words.asPtr(), options);
+    capnp::FlatArrayMessageReader reader(words.asPtr(), ReaderOptionsFor(size));
     return reader.getRoot<wire::Envelope>().getVersion();
   } catch (const kj::Exception&) {
     return std::nullopt;
@@ -542,20 +562,9 @@ Result<Message> Decode(const void* data, size_t size, size_t max_bytes) {
     return DataLoss("truncated message: " + std::to_string(size) +
                     " bytes is not a whole number of 8-byte words");
   }
-  // Cap'n Proto reads words in place and needs 8-byte alignment; ZeroMQ frames usually are,
-  // but copying keeps Decode safe for any caller.
-  kj::Array<capnp::word> words = kj::heapArray<capnp::word>(size / sizeof(capnp::word));
-  std::memcpy(words.begin(), data, size);
-
-  capnp::ReaderOptions options;
-  // Bounded by this message's own size, not the largest allowed: Cap'n Proto charges a list of
-  // zero-sized structs one word per element, so a 200-byte Submit whose logit_bias list claimed
-  // 8 million entries decoded them all (67 MB, 0.1 s of the event loop) under a limit sized for
-  // 64 MiB messages. Reading a well-formed message visits each word once; twice leaves room.
-  options.traversalLimitInWords = 2 * (size / sizeof(capnp::word)) + 64;
-  options.nestingLimit = 16;
+  kj::Array<capnp::word> words = AlignedWords(data, size);
   try {
-    capnp::FlatArrayMessageReader reader(words.asPtr(), options);
+    capnp::FlatArrayMessageReader reader(words.asPtr(), ReaderOptionsFor(size));
     if (reader.getEnd() != words.end()) {
       return DataLoss("trailing bytes after the message");
     }
