@@ -20,6 +20,7 @@ std::string_view StatusCodeName(StatusCode code) {
     case StatusCode::kUnimplemented: return "UNIMPLEMENTED";
     case StatusCode::kInternal: return "INTERNAL";
     case StatusCode::kIoError: return "IO_ERROR";
+    case StatusCode::kUnauthenticated: return "UNAUTHENTICATED";
   }
   return "UNKNOWN";
 }
@@ -61,6 +62,7 @@ Status DataLoss(std::string m) { return Status(StatusCode::kDataLoss, std::move(
 Status Unimplemented(std::string m) { return Status(StatusCode::kUnimplemented, std::move(m)); }
 Status Internal(std::string m) { return Status(StatusCode::kInternal, std::move(m)); }
 Status IoError(std::string m) { return Status(StatusCode::kIoError, std::move(m)); }
+Status Unauthenticated(std::string m) { return Status(StatusCode::kUnauthenticated, std::move(m)); }
 
 void AbortOnErrorResult(const Status& status) {
   std::fprintf(stderr, "bmad: value() of a failed Result: %s\n", status.ToString().c_str());

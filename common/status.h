@@ -28,6 +28,9 @@ enum class StatusCode : int {
   kUnimplemented = 10,     // valid but not supported (e.g. a tensor type we do not read)
   kInternal = 11,          // a bug or an unexpected failure of a dependency
   kIoError = 12,           // the operating system refused (open, mmap, bind)
+  kUnauthenticated = 13,   // the caller gave no valid credentials (an API key)
+  // The last code: the wire format refuses any above it (proto::CodeFromWire).
+  kLastCode = kUnauthenticated,
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -73,6 +76,7 @@ Status DataLoss(std::string message);
 Status Unimplemented(std::string message);
 Status Internal(std::string message);
 Status IoError(std::string message);
+Status Unauthenticated(std::string message);
 
 // Result<T> holds either a value or a non-OK Status.
 template <typename T>

@@ -9,7 +9,7 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("bmad::wire");
 
-const protocolVersion :UInt16 = 7;  # proto::kProtocolVersion (codec.cc checks they agree)
+const protocolVersion :UInt16 = 8;  # proto::kProtocolVersion (codec.cc checks they agree)
 
 enum FinishReason {
   none @0;        # more chunks follow
@@ -77,6 +77,7 @@ struct Submit {
   priority @5 :Int32 = -1;    # class, 0 the most urgent; -1: the coordinator's default class
   sloMs @6 :UInt32;           # deadline for the whole request; 0: the server's default
   stream @7 :Bool = true;
+  apiKey @8 :Text;            # one of coordinator.api_keys_file's keys, when it names a file
 }
 
 struct Cancel {

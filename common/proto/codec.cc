@@ -100,7 +100,7 @@ ReplicaPool FromWire(wire::Pool p) {
 }
 
 StatusCode CodeFromWire(uint16_t code) {
-  if (code > static_cast<uint16_t>(StatusCode::kIoError)) {
+  if (code > static_cast<uint16_t>(StatusCode::kLastCode)) {
     throw InvalidContents{"unknown error code " + std::to_string(code)};
   }
   return static_cast<StatusCode>(code);
@@ -190,6 +190,7 @@ struct BodyFiller {
     b.setPriority(m.priority);
     b.setSloMs(m.slo_ms);
     b.setStream(m.stream);
+    if (!m.api_key.empty()) b.setApiKey(Txt(m.api_key));
   }
   void operator()(const Cancel& m) {
     auto b = body.initCancel();
@@ -388,6 +389,7 @@ Message ReadBody(wire::Envelope::Body::Reader body) {
       m.priority = r.getPriority();
       m.slo_ms = r.getSloMs();
       m.stream = r.getStream();
+      m.api_key = GetText(r.getApiKey());
       return m;
     }
     case wire::Envelope::Body::CANCEL: {

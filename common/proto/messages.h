@@ -26,7 +26,8 @@ namespace bmad::proto {
 // the format as unknown).
 // 7: Submit.priority's default is -1, "the coordinator's default class" (it was 1). Cap'n Proto
 // stores a number XOR its default, so a version 6 peer would read every explicit class wrong.
-inline constexpr uint16_t kProtocolVersion = 7;
+// 8: Submit.api_key, and error code 13 (kUnauthenticated), which a version 7 peer cannot read.
+inline constexpr uint16_t kProtocolVersion = 8;
 
 enum class FinishReason : uint8_t { kNone = 0, kStop, kLength, kCancelled, kError };
 std::string_view FinishReasonName(FinishReason reason);  // "stop", "length", ... ("" for none)
@@ -97,6 +98,9 @@ struct Submit {
   int32_t priority = kDefaultPriority;  // or a class, 0 the most urgent
   uint32_t slo_ms = 0;
   bool stream = true;
+  // A key of coordinator.api_keys_file when the coordinator has one (the HTTP API's bearer
+  // token); never logged.
+  std::string api_key;
   friend bool operator==(const Submit&, const Submit&) = default;
 };
 

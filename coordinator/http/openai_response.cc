@@ -39,6 +39,7 @@ ErrorKind ErrorKindFor(StatusCode code) {
   switch (code) {
     case StatusCode::kOutOfRange: kind.code = "context_length_exceeded"; break;
     case StatusCode::kNotFound: kind.code = "model_not_found"; break;
+    case StatusCode::kUnauthenticated: kind.code = "invalid_api_key"; break;  // OpenAI's 401
     case StatusCode::kResourceExhausted:
       kind.type = "rate_limit_exceeded";
       kind.code = "rate_limit_exceeded";
@@ -190,6 +191,7 @@ int HttpStatusFor(StatusCode code) {
     case StatusCode::kOk: return 200;
     case StatusCode::kInvalidArgument:
     case StatusCode::kOutOfRange: return 400;
+    case StatusCode::kUnauthenticated: return 401;
     case StatusCode::kNotFound: return 404;
     case StatusCode::kResourceExhausted: return 429;
     case StatusCode::kCancelled: return 499;  // nginx's "client closed request"

@@ -36,7 +36,7 @@ std::vector<Message> SampleMessages() {
   sampling.json_schema = R"({"type":"object","properties":{"a":{"enum":["\u00e9"]}}})";
   sampling.logit_bias = {{13, -100.0f}, {261, 2.5f}};
 
-  Submit text_submit{"c-1", "stories", false, "Once upon a time", {}, sampling, 0, 1500, true};
+  Submit text_submit{"c-1", "stories", false, "Once upon a time", {}, sampling, 0, 1500, true, "sk-test-1"};
   SamplingParams json_object;
   json_object.response_format = ResponseFormat::kJsonObject;
   Submit token_submit{"c-2", "", true, "", {1, 403, 407}, json_object, 2, 0, false};
@@ -69,6 +69,7 @@ std::vector<Message> SampleMessages() {
           Accepted{"c-1", 42, 5},
           chunk,
           ErrorMessage{StatusCode::kResourceExhausted, "overloaded", 42, "c-1", 250, 3},
+          ErrorMessage{StatusCode::kUnauthenticated, "no API key", 0, "c-2", 0, 0},
           StatusQuery{},
           ClusterStatus{"stories", {info, info}, 3, 4, 1000},
           Register{info, 77},
@@ -101,7 +102,7 @@ TEST(CodecTest, AStopFinishKeepsItsCause) {
 
 TEST(CodecTest, EveryMessageRoundTrips) {
   std::vector<Message> messages = SampleMessages();
-  ASSERT_EQ(messages.size(), std::variant_size_v<Message> + 1);  // two submits
+  ASSERT_EQ(messages.size(), std::variant_size_v<Message> + 2);  // two submits, two errors
   for (const Message& m : messages) {
     const std::string bytes = Encode(m);
     EXPECT_EQ(bytes.size() % 8, 0u);

@@ -25,7 +25,7 @@ TEST(StatusTest, ErrorCarriesCodeAndMessage) {
 }
 
 TEST(StatusTest, EveryCodeHasAName) {
-  for (int c = 0; c <= static_cast<int>(StatusCode::kIoError); ++c) {
+  for (int c = 0; c <= static_cast<int>(StatusCode::kLastCode); ++c) {
     EXPECT_NE(StatusCodeName(static_cast<StatusCode>(c)), "UNKNOWN") << c;
   }
 }

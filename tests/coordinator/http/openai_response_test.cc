@@ -64,6 +64,7 @@ TEST(HttpStatusFor, MapsEveryCode) {
   EXPECT_EQ(HttpStatusFor(StatusCode::kInvalidArgument), 400);
   EXPECT_EQ(HttpStatusFor(StatusCode::kOutOfRange), 400);
   EXPECT_EQ(HttpStatusFor(StatusCode::kNotFound), 404);
+  EXPECT_EQ(HttpStatusFor(StatusCode::kUnauthenticated), 401);
   EXPECT_EQ(HttpStatusFor(StatusCode::kResourceExhausted), 429);
   EXPECT_EQ(HttpStatusFor(StatusCode::kCancelled), 499);
   EXPECT_EQ(HttpStatusFor(StatusCode::kUnavailable), 503);
@@ -114,6 +115,7 @@ TEST(ErrorJson, TypeCodeAndParamPerStatus) {
       {Unavailable("no replica is live"), "", "server_error", "unavailable", nullptr},
       {DeadlineExceeded("'slo_ms' passed"), "", "server_error", "deadline_exceeded", nullptr},
       {Internal("bug"), "", "server_error", "internal", nullptr},
+      {Unauthenticated("no API key given"), "", "invalid_request_error", "invalid_api_key", nullptr},
   };
   for (const Case& c : cases) {
     const Json error = Parse(ErrorJson(c.status, c.param))["error"];
