@@ -124,6 +124,7 @@ struct CoordinatorConfig {
   int64_t http_port = 8000;               // 0: pick a free port and log it
   int64_t http_max_connections = 4096;    // HTTP connections served at once (a thread each)
   std::string http_cors_origin;           // CORS: "" none, "*" any origin, or one origin
+  std::string api_keys_file;              // keys clients must present; "" lets every client in
   int64_t sse_keepalive_ms = 15000;       // a silent stream gets an SSE comment this often; 0: none
   int64_t liveness_timeout_ms = 2000;     // a replica silent this long is dead
   int64_t drain_timeout_ms = 10000;       // on SIGTERM: how long in-flight requests may finish

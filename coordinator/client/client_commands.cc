@@ -8,6 +8,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -60,6 +61,12 @@ std::string SummaryLine(const GenerateResult& r) {
   return buf;
 }
 
+// The default of --api-key: $BMAD_API_KEY, or none.
+std::string ApiKeyFromEnvironment() {
+  const char* key = std::getenv("BMAD_API_KEY");
+  return key ? std::string(key) : std::string();
+}
+
 }  // namespace
 
 bool WantsRemoteGenerate(const std::vector<std::string>& args) {
@@ -86,6 +93,10 @@ int RunRemoteGenerate(const std::vector<std::string>& args) {
   flags.AddInt("slo-ms", &slo_ms, "Deadline for the whole request (0: the server's default).");
   flags.AddInt("timeout-ms", &timeout_ms, "Give up after this long without news (default 30000).");
   flags.AddBool("quiet", &quiet, "No summary line on stderr.");
+  std::string api_key = ApiKeyFromEnvironment();
+  flags.AddString("api-key", &api_key,
+                  "Key for a coordinator with coordinator.api_keys_file (default: $BMAD_API_KEY, "
+                  "which keeps it out of the process list).");
   std::vector<std::string> positional;
   Status s = flags.Parse(args, &positional);
   if (flags.help_requested()) {
@@ -114,6 +125,7 @@ int RunRemoteGenerate(const std::vector<std::string>& args) {
   submit.priority = static_cast<int32_t>(priority);
   submit.slo_ms = static_cast<uint32_t>(slo_ms);
   submit.stream = true;
+  submit.api_key = api_key;
 
   Result<std::unique_ptr<Client>> client = Client::Connect(endpoint);
   if (!client.ok()) return UsageError(kCommand, client.status());
@@ -195,7 +207,10 @@ int RunBenchHttpCommand(const std::vector<std::string>& args) {
   flags.AddDouble("timeout-s", &o.timeout_s, "Per-request timeout in seconds (default 300).");
   flags.AddInt("seed", &seed, "Workload seed (default 1).");
   flags.AddInt("vocab-size", &o.vocab_size, "Draw prompt token ids below this (default: 100..19999).");
-  flags.AddString("api-key", &o.api_key, "Bearer token for servers that want one.");
+  o.api_key = ApiKeyFromEnvironment();
+  flags.AddString("api-key", &o.api_key,
+                  "Bearer token for servers that want one (default: $BMAD_API_KEY, which keeps it "
+                  "out of the process list).");
   flags.AddInt("report-split-at", &o.report_split_at,
                "Also report latencies for prompts below N tokens and for the rest (0: off).");
   std::vector<std::string> positional;

@@ -22,6 +22,7 @@
 #include "coordinator/http/chat_template.h"
 #include "coordinator/router/replica_registry.h"
 #include "coordinator/router/router.h"
+#include "coordinator/server/api_keys.h"
 #include "coordinator/server/coordinator_metrics.h"
 #include "coordinator/server/coordinator_server.h"
 #include "coordinator/server/http_stream.h"
@@ -64,6 +65,13 @@ class CoordinatorServer::Core {
   size_t live_replicas() const { return live_replicas_.load(); }
   metrics::Registry& registry() { return registry_; }
   const ServerConfig& config() const { return config_; }
+  // The keys clients must present; null when coordinator.api_keys_file is empty. Any thread.
+  ApiKeys* api_keys() const { return api_keys_.get(); }
+  // Counts an HTTP request refused for want of a valid key. Any thread.
+  void CountUnauthenticatedHttp() {
+    metrics_->requests_total.Increment();
+    metrics_->rejected_unauthenticated->Increment();
+  }
   // OK when a text prompt of this many bytes may fit the context; else the OutOfRange error its
   // client gets, without tokenizing it (4 MB took seconds). Any thread.
   Status CheckPromptTextMayFit(size_t bytes) const;
@@ -170,6 +178,7 @@ class CoordinatorServer::Core {
   SystemClock& clock_ = SystemClock::Instance();
   std::string model_name_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  std::unique_ptr<ApiKeys> api_keys_;
   int64_t context_length_ = 0;
   http::ChatFormat chat_format_;
   int64_t block_size_ = 16;  // of the replicas (prefix hashes must match theirs)

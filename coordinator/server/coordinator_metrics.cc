@@ -36,7 +36,8 @@ CoordinatorMetrics::CoordinatorMetrics(metrics::Registry& r)
   // Every outcome and refusal reason is exported from the start (at 0), so dashboards and alerts
   // see a series before the first request ends or is refused.
   for (const char* status : {"ok", "error", "cancelled"}) Finished(status);
-  for (const char* reason : {"overloaded", "unavailable", "invalid"}) Rejected(reason);
+  for (const char* reason : {"overloaded", "unavailable", "invalid", "unauthenticated"}) Rejected(reason);
+  rejected_unauthenticated = &Rejected("unauthenticated");
 }
 
 metrics::Counter& CoordinatorMetrics::Routed(const std::string& replica, const std::string& policy,

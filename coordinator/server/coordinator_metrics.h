@@ -19,7 +19,8 @@ class CoordinatorMetrics {
   metrics::Counter& Routed(const std::string& replica, const std::string& policy,
                            const std::string& pool);
   metrics::Counter& Finished(const std::string& status);  // ok, error, cancelled
-  metrics::Counter& Rejected(const std::string& reason);  // overloaded, invalid, unavailable
+  // overloaded, invalid, unavailable, unauthenticated. Event loop only: it may add a series.
+  metrics::Counter& Rejected(const std::string& reason);
   metrics::Gauge& ReplicaLoad(const std::string& replica);
   metrics::Gauge& ReplicaWeight(const std::string& replica);
   // bmad_coordinator_replica_up{replica, pool}. A replica id that registers again in another
@@ -41,6 +42,8 @@ class CoordinatorMetrics {
   metrics::Histogram& inter_token_latency;
   metrics::Histogram& e2e_latency;
   metrics::Histogram& routing_seconds;
+  // Rejected("unauthenticated"), which HTTP handler threads count too.
+  metrics::Counter* rejected_unauthenticated = nullptr;
 
  private:
   metrics::Registry& registry_;

@@ -602,6 +602,7 @@ void CoordinatorServer::Core::CountRefused(const Status& why, uint32_t requests)
     case StatusCode::kCancelled: metrics_->Finished("cancelled").Increment(requests); return;
     case StatusCode::kResourceExhausted: metrics_->Rejected("overloaded").Increment(requests); return;
     case StatusCode::kUnavailable: metrics_->Rejected("unavailable").Increment(requests); return;
+    case StatusCode::kUnauthenticated: metrics_->rejected_unauthenticated->Increment(requests); return;
     default: metrics_->Rejected("invalid").Increment(requests); return;
   }
 }

@@ -90,6 +90,11 @@ Status CoordinatorServer::Core::Start() {
                         ? std::min(c.model.context_length, model_config.n_ctx_train)
                         : model_config.n_ctx_train;
   block_size_ = c.cache.block_size;
+  if (!c.coordinator.api_keys_file.empty()) {
+    BMAD_ASSIGN_OR_RETURN(api_keys_, ApiKeys::Load(c.coordinator.api_keys_file, clock_));
+    log::Info(kLog, "clients must present an API key",
+              {{"api_keys_file", c.coordinator.api_keys_file}, {"keys", api_keys_->size()}});
+  }
   {
     auto jinja = file->GetString("tokenizer.chat_template");
     const std::string text = jinja.ok() ? std::string(*jinja) : std::string();
@@ -317,6 +322,14 @@ void CoordinatorServer::Core::HandleWorkerMessage(const std::string& routing_id,
 
 void CoordinatorServer::Core::HandleClientMessage(const std::string& routing_id, proto::Message& m) {
   if (auto* submit = std::get_if<proto::Submit>(&m)) {
+    if (api_keys_ && !api_keys_->Accepts(submit->api_key)) {
+      const Status refused = Unauthenticated(submit->api_key.empty()
+                                                 ? "this coordinator wants an API key (Submit.api_key; bmad --api-key)"
+                                                 : "the API key is not one this coordinator accepts");
+      CountRefused(refused);
+      SendClientError(routing_id, refused, submit->client_request_id, 0);
+      return;
+    }
     SubmitInput in;
     in.client_request_id = submit->client_request_id;
     in.model = submit->model;

@@ -17,6 +17,7 @@
 #include "coordinator/http/openai_response.h"
 #include "coordinator/http/response_choices.h"
 #include "coordinator/http/tokenize_api.h"
+#include "coordinator/server/api_keys.h"
 #include "coordinator/server/client_connection.h"
 #include "coordinator/server/coordinator_core.h"
 #include "coordinator/server/elastic_thread_pool.h"
@@ -121,6 +122,26 @@ Status HttpFrontend::Start(const std::string& host, int port) {
     *listen_fd = sock;
   });
   started_unix_s_ = UnixMillis() / 1000;
+  // API keys (coordinator.api_keys_file): checked before a route is matched or a body read, so
+  // a client without one costs its headers only. Probes and Prometheus need none (vLLM's
+  // --api-key guards /v1 only), nor does a CORS preflight, which browsers send without one.
+  if (core_.api_keys() != nullptr) {
+    server_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (req.method == "OPTIONS" || req.path == "/health" || req.path == "/ready" || req.path == "/metrics") {
+        return httplib::Server::HandlerResponse::Unhandled;
+      }
+      const std::string authorization = req.get_header_value("Authorization");
+      const std::string_view key = ApiKeys::BearerToken(authorization);
+      if (core_.api_keys()->Accepts(key)) return httplib::Server::HandlerResponse::Unhandled;
+      core_.CountUnauthenticatedHttp();
+      SendError(res, Unauthenticated(key.empty() ? "this server wants an API key: send 'Authorization: Bearer KEY'"
+                                                 : "the API key is not one this server accepts"));
+      res.set_header("WWW-Authenticate", "Bearer");  // RFC 6750
+      // The body, if any, is left unread: the connection cannot carry another request.
+      res.set_header("Connection", "close");
+      return httplib::Server::HandlerResponse::Handled;
+    });
+  }
   server_->Get("/health", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("{\"status\":\"ok\"}", "application/json");
   });

@@ -1,8 +1,9 @@
 // The official `openai` npm client (installed from the npm registry into the build tree on first
-// run) against a real cluster: models, completions, chat, streaming, errors.
+// run) against a real cluster that wants an API key: models, completions, chat, streaming, errors.
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "tests/support/local_cluster.h"
 #include "tests/support/paths.h"
@@ -41,17 +42,38 @@ TEST(OpenAiClientTest, OfficialClientWorksAgainstTheCluster) {
   std::string expected;
   ASSERT_TRUE(tools::LocalGenerate(local, [&](std::string_view t) { expected += t; }).ok());
 
-  LocalCluster cluster({SharedModelsDir() + "/stories260K.gguf", 1, 0});
+  const std::string keys = MakeTempDir("openai_client_keys") + "/keys";
+  std::ofstream(keys) << "# the client's key\nsk-bmad-openai-client-test\n";
+  LocalCluster cluster({SharedModelsDir() + "/stories260K.gguf", 1, 0, {"coordinator.api_keys_file=" + keys}});
   std::string error;
   ASSERT_TRUE(cluster.Start(&error)) << error;
   ChildProcess node;
   ASSERT_TRUE(node.Start({"node", dir + "/test.mjs"}, dir + "/node.log",
-                         {{"BMAD_BASE_URL", cluster.http_url()}, {"BMAD_EXPECTED_TEXT", expected}}))
+                         {{"BMAD_BASE_URL", cluster.http_url()},
+                          {"BMAD_EXPECTED_TEXT", expected},
+                          {"BMAD_API_KEY", "sk-bmad-openai-client-test"}}))
       << node.error();
   auto status = node.Wait(120s);
   ASSERT_TRUE(status.has_value()) << "the node client hung:\n" << node.ReadLog();
   EXPECT_EQ(*status, 0) << node.ReadLog();
   EXPECT_NE(node.ReadLog().find("openai client: OK"), std::string::npos) << node.ReadLog();
+
+  // The client socket asks for the same key: `bmad generate` takes it from $BMAD_API_KEY.
+  auto generate = [&](const std::map<std::string, std::string>& env, const std::string& log) {
+    ChildProcess bmad;
+    EXPECT_TRUE(bmad.Start({BinaryPath("bmad"), "generate", "--coordinator", cluster.client_endpoint(), "--prompt",
+                            "Once upon a time", "--max-tokens", "32", "--temperature", "0", "--quiet"},
+                           dir + "/" + log, env))
+        << bmad.error();
+    const std::optional<int> status = bmad.Wait(60s);
+    return std::make_pair(status.value_or(-1), bmad.ReadLog());
+  };
+  const auto [keyed_status, keyed_out] = generate({{"BMAD_API_KEY", "sk-bmad-openai-client-test"}}, "keyed.log");
+  EXPECT_EQ(keyed_status, 0) << keyed_out;
+  EXPECT_EQ(keyed_out, expected + "\n");
+  const auto [bare_status, bare_out] = generate({{"BMAD_API_KEY", ""}}, "bare.log");
+  EXPECT_EQ(bare_status, 1) << bare_out;
+  EXPECT_NE(bare_out.find("UNAUTHENTICATED: this coordinator wants an API key"), std::string::npos) << bare_out;
 }
 
 }  // namespace

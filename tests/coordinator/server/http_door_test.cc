@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -492,6 +494,104 @@ TEST_F(HttpDoorOneOriginTest, OnlyTheConfiguredOriginIsNamed) {
   // The browser compares: a page of another origin cannot read the answer.
   EXPECT_EQ(other->get_header_value("Access-Control-Allow-Origin"), "https://chat.example.com");
   EXPECT_EQ(other->get_header_value("Vary"), "Origin");
+}
+
+class HttpDoorApiKeyTest : public HttpDoorTest {
+ protected:
+  void Configure(ServerConfig& c) override {
+    keys_path_ = testing::MakeTempDir("http_api_keys") + "/keys";
+    WriteKeys("# rotated monthly\nsk-first\nsk-second\n");
+    c.coordinator.api_keys_file = keys_path_;
+    c.coordinator.http_cors_origin = "*";
+  }
+  void WriteKeys(const std::string& text) {
+    const std::string fresh = keys_path_ + ".tmp";
+    std::ofstream(fresh, std::ios::trunc) << text;
+    ASSERT_EQ(std::rename(fresh.c_str(), keys_path_.c_str()), 0);  // as a Secret update swaps it
+  }
+  static httplib::Headers Bearer(const std::string& key) { return {{"Authorization", "Bearer " + key}}; }
+  std::string keys_path_;
+};
+
+TEST_F(HttpDoorApiKeyTest, EveryApiCallWantsAKeyOfTheFile) {
+  httplib::Client client("127.0.0.1", server_->http_port());
+  const std::string tokenize = R"({"prompt": "Once upon a time"})";
+  // No key, a wrong one, another scheme: 401 with OpenAI's error object, before any body is read.
+  for (const httplib::Headers& headers :
+       {httplib::Headers{}, Bearer("sk-third"), Bearer("sk-firs"), httplib::Headers{{"Authorization", "Basic c2stZmlyc3Q6"}}}) {
+    for (const char* path : {"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"}) {
+      auto res = client.Post(path, headers, tokenize, "application/json");
+      ASSERT_TRUE(res) << path;
+      EXPECT_EQ(res->status, 401) << path << " " << res->body;
+      EXPECT_EQ(res->get_header_value("WWW-Authenticate"), "Bearer");
+      const Json error = Json::parse(res->body)["error"];
+      EXPECT_EQ(error["code"], "invalid_api_key") << res->body;
+      EXPECT_EQ(error["type"], "invalid_request_error");
+      const bool given = headers.count("Authorization") && headers.find("Authorization")->second.starts_with("Bearer");
+      EXPECT_NE(error["message"].get<std::string>().find(given ? "not one this server accepts" : "wants an API key"),
+                std::string::npos)
+          << res->body;
+    }
+    for (const char* path : {"/v1/models", "/v1/models/stories260K", "/v2/unknown"}) {
+      auto res = client.Get(path, headers);
+      ASSERT_TRUE(res) << path;
+      EXPECT_EQ(res->status, 401) << path;
+    }
+  }
+  EXPECT_EQ(Metric("bmad_coordinator_rejections_total{reason=\"unauthenticated\"}"), 28.0);
+  EXPECT_EQ(Metric("bmad_coordinator_requests_total"), 28.0);
+  // Either key of the file, in any case of the scheme; the connection serves on after a 401 whose
+  // body went unread.
+  auto tokenized = client.Post("/tokenize", Bearer("sk-first"), tokenize, "application/json");
+  ASSERT_TRUE(tokenized);
+  EXPECT_EQ(tokenized->status, 200) << tokenized->body;
+  auto models = client.Get("/v1/models", {{"Authorization", "bearer sk-second"}});
+  ASSERT_TRUE(models);
+  EXPECT_EQ(models->status, 200) << models->body;
+  httplib::Client keep_alive("127.0.0.1", server_->http_port());
+  keep_alive.set_keep_alive(true);
+  auto refused = keep_alive.Post("/tokenize", tokenize, "application/json");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 401);
+  auto after = keep_alive.Post("/tokenize", Bearer("sk-second"), tokenize, "application/json");
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->status, 200) << after->body;
+  // Probes, Prometheus and a browser's preflight need none.
+  auto health = client.Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  auto ready = client.Get("/ready");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 503);  // no replica yet: not 401
+  auto metrics = client.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->status, 200);
+  auto preflight = client.Options("/v1/completions", {{"Origin", "https://chat.example.com"},
+                                                      {"Access-Control-Request-Method", "POST"}});
+  ASSERT_TRUE(preflight);
+  EXPECT_EQ(preflight->status, 204);
+  // A 401 to a page still says which origin may read it (the page shows the error).
+  auto from_page = client.Get("/v1/models", {{"Origin", "https://chat.example.com"}});
+  ASSERT_TRUE(from_page);
+  EXPECT_EQ(from_page->status, 401);
+  EXPECT_EQ(from_page->get_header_value("Access-Control-Allow-Origin"), "*");
+}
+
+TEST_F(HttpDoorApiKeyTest, KeysRotateWhenTheFileChanges) {
+  httplib::Client client("127.0.0.1", server_->http_port());
+  auto status_with = [&](const std::string& key) {
+    auto res = client.Get("/v1/models", Bearer(key));
+    return res ? res->status : -1;
+  };
+  EXPECT_EQ(status_with("sk-first"), 200);
+  WriteKeys("sk-rotated\n");
+  // The file is looked at again at most once a second.
+  ASSERT_TRUE(testing::WaitFor([&] { return status_with("sk-rotated") == 200; }, 10s));
+  EXPECT_EQ(status_with("sk-first"), 401);
+  // A file emptied by mistake keeps the keys read before.
+  WriteKeys("");
+  std::this_thread::sleep_for(1500ms);
+  EXPECT_EQ(status_with("sk-rotated"), 200);
 }
 
 class HttpDoorOneClassTest : public HttpDoorTest {

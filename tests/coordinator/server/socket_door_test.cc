@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <fstream>
 #include <mutex>
 #include <thread>
 #include <zmq.hpp>
@@ -53,6 +54,7 @@ class SocketDoorTest : public ::testing::Test {
   void SetUp() override {
     ServerConfig c = LoopbackCoordinatorConfig(max_queued_);
     c.coordinator.drain_timeout_ms = drain_ms_;
+    c.coordinator.api_keys_file = api_keys_file_;
     CoordinatorRunOptions o;
     o.max_run_ms = 60000;
     o.tokenize_inline_max_bytes = inline_max_bytes_;
@@ -97,6 +99,7 @@ class SocketDoorTest : public ::testing::Test {
   }
 
   size_t inline_max_bytes_ = 0;  // every text prompt goes to the tokenizer thread
+  std::string api_keys_file_;
   int64_t drain_ms_ = 5000;
   int64_t max_queued_ = 1024;
   Gate gate_;
@@ -244,6 +247,42 @@ TEST_F(SocketDoorInlineTest, ShortPromptsStayOnTheLoop) {
   const proto::Message accepted = Receive();  // the gate is closed: only the loop can answer
   ASSERT_TRUE(std::holds_alternative<proto::Accepted>(accepted)) << proto::MessageName(accepted);
   CancelAndWait("e");
+}
+
+class SocketDoorApiKeyTest : public SocketDoorTest {
+ protected:
+  void SetUp() override {
+    inline_max_bytes_ = CoordinatorRunOptions{}.tokenize_inline_max_bytes;
+    api_keys_file_ = testing::MakeTempDir("socket_api_keys") + "/keys";
+    std::ofstream(api_keys_file_) << "sk-socket\n";
+    SocketDoorTest::SetUp();
+  }
+};
+
+TEST_F(SocketDoorApiKeyTest, ASubmitWithoutAKeyOfTheFileIsRefusedAndNothingIsAccepted) {
+  for (const char* key : {"", "sk-other"}) {
+    proto::Submit submit = TextSubmit(std::string("no-") + key, "Once upon a time");
+    submit.api_key = key;
+    Send(submit);
+    const proto::Message refused = Receive();
+    ASSERT_TRUE(std::holds_alternative<proto::ErrorMessage>(refused)) << proto::MessageName(refused);
+    const auto& error = std::get<proto::ErrorMessage>(refused);
+    EXPECT_EQ(error.code, StatusCode::kUnauthenticated) << error.message;
+    EXPECT_EQ(error.client_request_id, submit.client_request_id);
+    EXPECT_NE(error.message.find(*key ? "not one this coordinator accepts" : "wants an API key"), std::string::npos)
+        << error.message;
+  }
+  EXPECT_EQ(Metric("bmad_coordinator_rejections_total{reason=\"unauthenticated\"}"), 2.0);
+  EXPECT_EQ(Metric("bmad_coordinator_requests_queued"), 0.0);
+  // Status needs no key, as /metrics needs none.
+  Send(proto::StatusQuery{});
+  EXPECT_TRUE(std::holds_alternative<proto::ClusterStatus>(Receive()));
+  proto::Submit submit = TextSubmit("keyed", "Once upon a time");
+  submit.api_key = "sk-socket";
+  Send(submit);
+  const proto::Message accepted = Receive();
+  ASSERT_TRUE(std::holds_alternative<proto::Accepted>(accepted)) << proto::MessageName(accepted);
+  CancelAndWait("keyed");
 }
 
 }  // namespace

@@ -1,11 +1,13 @@
 // The official OpenAI client against a bmad coordinator: list models, complete, chat, stream
-// both, n choices, a batch of prompts, and a bad request that must come back as a 400 APIError. Exits non-zero on any mismatch.
+// both, n choices, a batch of prompts, a bad request that must come back as a 400 APIError, and
+// a wrong API key as an AuthenticationError (401). Exits non-zero on any mismatch.
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 
 const base = process.env.BMAD_BASE_URL;
 const expected = process.env.BMAD_EXPECTED_TEXT;
-const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'not-needed', maxRetries: 2, timeout: 60_000 });
+// The key of the coordinator's api_keys_file, sent as every OpenAI client sends its key.
+const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: process.env.BMAD_API_KEY, maxRetries: 2, timeout: 60_000 });
 
 const models = await client.models.list();
 assert.ok(models.data.length >= 1, 'no models listed');
@@ -79,5 +81,16 @@ try {
   assert.ok(e instanceof OpenAI.APIError, `not an APIError: ${e}`);
   assert.equal(e.status, 400);
   assert.match(e.message, /max_tokens/);
+}
+const stranger = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'sk-not-a-key-of-the-file', maxRetries: 0 });
+for (const call of [() => stranger.models.list(), () => stranger.completions.create({ model, prompt: 'hi', max_tokens: 4 })]) {
+  try {
+    await call();
+    assert.fail('a wrong API key was accepted');
+  } catch (e) {
+    assert.ok(e instanceof OpenAI.AuthenticationError, `not an AuthenticationError: ${e}`);
+    assert.equal(e.status, 401);
+    assert.equal(e.code, 'invalid_api_key');
+  }
 }
 console.log('openai client: OK');
