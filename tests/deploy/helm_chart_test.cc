@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <map>
 #include <regex>
+#include <set>
 
 #include "tests/deploy/deploy_test_util.h"
 #include "tests/support/paths.h"
@@ -215,6 +216,50 @@ void ExpectServicesReachTheirPorts(const Rendered& r) {
   }
 }
 
+// The NetworkPolicies: the coordinator's worker port admits exactly the release's worker pods
+// (every pool, leaders and the rest), its other ports everyone; worker pods admit each other on
+// every port and everyone on the metrics port only.
+void ExpectNetworkPolicies(const Rendered& r, int worker_port, int http_port, int client_port,
+                           int coordinator_metrics_port, int worker_metrics_port) {
+  const std::vector<YAML::Node> policies = r.Kind("NetworkPolicy");
+  ASSERT_EQ(policies.size(), 2u);
+  const YAML::Node coordinator_pod = r.Get("Deployment", "bmad-coordinator")["spec"]["template"];
+  std::vector<YAML::Node> worker_pods;
+  for (const YAML::Node& t : PodTemplates(r)) {
+    if (t["metadata"]["labels"]["app.kubernetes.io/component"].as<std::string>() == "worker") worker_pods.push_back(t);
+  }
+  ASSERT_FALSE(worker_pods.empty());
+  auto ports_of = [](const YAML::Node& rule) {
+    std::set<int> ports;
+    for (const YAML::Node& p : rule["ports"]) ports.insert(p["port"].as<int>());
+    return ports;
+  };
+  const YAML::Node to_coordinator = r.Get("NetworkPolicy", "bmad-coordinator")["spec"];
+  EXPECT_TRUE(Selects(to_coordinator["podSelector"]["matchLabels"], coordinator_pod["metadata"]["labels"]));
+  for (const YAML::Node& w : worker_pods) {
+    EXPECT_FALSE(Selects(to_coordinator["podSelector"]["matchLabels"], w["metadata"]["labels"]));
+  }
+  ASSERT_EQ(to_coordinator["ingress"].size(), 2u);
+  const YAML::Node from_workers = to_coordinator["ingress"][0];
+  EXPECT_EQ(ports_of(from_workers), std::set<int>{worker_port});
+  ASSERT_EQ(from_workers["from"].size(), 1u);
+  for (const YAML::Node& w : worker_pods) {
+    EXPECT_TRUE(Selects(from_workers["from"][0]["podSelector"]["matchLabels"], w["metadata"]["labels"]));
+  }
+  EXPECT_FALSE(Selects(from_workers["from"][0]["podSelector"]["matchLabels"], coordinator_pod["metadata"]["labels"]));
+  EXPECT_FALSE(to_coordinator["ingress"][1]["from"]) << "the API is for everyone";
+  EXPECT_EQ(ports_of(to_coordinator["ingress"][1]), (std::set<int>{http_port, client_port, coordinator_metrics_port}));
+
+  const YAML::Node to_workers = r.Get("NetworkPolicy", "bmad-workers")["spec"];
+  for (const YAML::Node& w : worker_pods) {
+    EXPECT_TRUE(Selects(to_workers["podSelector"]["matchLabels"], w["metadata"]["labels"]));
+    EXPECT_TRUE(Selects(to_workers["ingress"][0]["from"][0]["podSelector"]["matchLabels"], w["metadata"]["labels"]));
+  }
+  EXPECT_FALSE(to_workers["ingress"][0]["ports"]) << "Open MPI and NCCL pick their ports at run time";
+  EXPECT_FALSE(to_workers["ingress"][1]["from"]);
+  EXPECT_EQ(ports_of(to_workers["ingress"][1]), std::set<int>{worker_metrics_port});
+}
+
 void CheckRendered(const Rendered& r, int tp, int pods_per_replica, int gpus_per_pod,
                    std::map<std::string, int> pool_replicas, int ranks_per_pod = -1) {
   if (ranks_per_pod < 0) ranks_per_pod = gpus_per_pod;  // one rank per GPU by default
@@ -254,6 +299,9 @@ void CheckRendered(const Rendered& r, int tp, int pods_per_replica, int gpus_per
   EXPECT_EQ(NamedPort(coordinator, "worker"),
             std::stoi(std::regex_replace(config["coordinator"]["worker_endpoint"].as<std::string>(),
                                          std::regex(".*:"), "")));
+  ExpectNetworkPolicies(r, NamedPort(coordinator, "worker"), NamedPort(coordinator, "http"),
+                        NamedPort(coordinator, "client"), NamedPort(coordinator, "metrics"),
+                        config["metrics"]["worker_port"].as<int>());
   // Liveness off the API's port: a saturated API must not get the coordinator restarted.
   ExpectHttpProbe(coordinator["livenessProbe"], "/health", "metrics", "coordinator liveness");
   // Readiness too: at http_max_connections streams the API's /ready would wait for a thread.
@@ -336,8 +384,8 @@ TEST(HelmChartTest, DefaultValuesRenderOneSingleGpuReplicaPerPool) {
   REQUIRE_HELM();
   const Rendered r = Render({});
   ASSERT_FALSE(r.objects.empty());
-  const std::map<std::string, int> want = {{"ConfigMap", 4},  {"Deployment", 1}, {"LeaderWorkerSet", 2},
-                                           {"PodDisruptionBudget", 2}, {"Service", 3}};
+  const std::map<std::string, int> want = {{"ConfigMap", 4},           {"Deployment", 1}, {"LeaderWorkerSet", 2},
+                                           {"NetworkPolicy", 2},       {"PodDisruptionBudget", 2}, {"Service", 3}};
   EXPECT_EQ(KindCounts(r), want) << "no Secret (single-pod groups need no ssh), no HPA, and no "
                                     "ServiceMonitor without the Prometheus operator's CRDs";
   CheckRendered(r, 1, 1, 1, {{"normal", 1}, {"long_tail", 1}});
@@ -574,6 +622,53 @@ TEST(HelmChartTest, ALongReleaseNameStillGivesValidObjectNames) {
     }
   }
   EXPECT_EQ(services, 7);
+}
+
+TEST(HelmChartTest, ApiKeysComeFromASecretMountedSoThatItsUpdatesArrive) {
+  REQUIRE_HELM();
+  auto sets_of = [](const Rendered& r) {
+    return CoordinatorSets(Container(r.Get("Deployment", "bmad-coordinator")["spec"]["template"]["spec"], "coordinator"));
+  };
+  const std::vector<std::string> plain = sets_of(Render({}));
+  EXPECT_EQ(std::find(plain.begin(), plain.end(), "coordinator.api_keys_file=/etc/bmad-api-keys/api-keys"), plain.end())
+      << "no key is asked for unless a Secret is named";
+
+  const Rendered r = Render({"--set", "coordinator.apiKeys.secretName=team-keys", "--set",
+                             "coordinator.apiKeys.secretKey=keys.txt"});
+  const YAML::Node pod = r.Get("Deployment", "bmad-coordinator")["spec"]["template"]["spec"];
+  const YAML::Node coordinator = Container(pod, "coordinator");
+  const std::vector<std::string> sets = CoordinatorSets(coordinator);
+  EXPECT_NE(std::find(sets.begin(), sets.end(), "coordinator.api_keys_file=/etc/bmad-api-keys/api-keys"), sets.end());
+  const std::string config_text = r.Get("ConfigMap", "bmad-config")["data"]["bmad.yaml"].as<std::string>();
+  EXPECT_EQ(ConfigCheck(config_text, sets), "") << "as the coordinator runs it";
+  bool mounted = false;
+  for (const YAML::Node& m : coordinator["volumeMounts"]) {
+    if (m["name"].as<std::string>() != "api-keys") continue;
+    mounted = true;
+    EXPECT_EQ(m["mountPath"].as<std::string>(), "/etc/bmad-api-keys");
+    EXPECT_FALSE(m["subPath"]) << "a subPath mount never sees the Secret change";
+  }
+  EXPECT_TRUE(mounted);
+  bool found = false;
+  for (const YAML::Node& v : pod["volumes"]) {
+    if (v["name"].as<std::string>() != "api-keys") continue;
+    found = true;
+    EXPECT_EQ(v["secret"]["secretName"].as<std::string>(), "team-keys");
+    EXPECT_EQ(v["secret"]["items"][0]["key"].as<std::string>(), "keys.txt");
+    EXPECT_EQ(v["secret"]["items"][0]["path"].as<std::string>(), "api-keys");
+  }
+  EXPECT_TRUE(found);
+  // The workers never talk to the API: they get no key.
+  for (const YAML::Node& o : r.objects) {
+    if (o["kind"].as<std::string>() == "LeaderWorkerSet") {
+      EXPECT_EQ(YAML::Dump(o).find("api-keys"), std::string::npos) << o["metadata"]["name"];
+    }
+  }
+}
+
+TEST(HelmChartTest, NetworkPoliciesCanBeLeftOut) {
+  REQUIRE_HELM();
+  EXPECT_TRUE(Render({"--set", "networkPolicy.enabled=false"}).Kind("NetworkPolicy").empty());
 }
 
 TEST(HelmChartTest, ConfigCheckCatchesABadConfigValue) {
