@@ -249,8 +249,23 @@ int32_t Tokenizer::FindToken(std::string_view text) const {
   return it == id_by_text_.end() ? kNoToken : it->second;
 }
 
-std::vector<Tokenizer::Fragment> Tokenizer::SplitAtSpecialTokens(std::string_view text,
-                                                                 bool parse_special) const {
+namespace {
+
+// Whether [begin, begin + length) shares a byte with one of `spans` (non-empty, sorted by begin,
+// disjoint).
+bool OverlapsAny(std::span<const Tokenizer::TextSpan> spans, size_t begin, size_t length) {
+  // The last span starting before the end of the range is the only one that can reach into it.
+  const auto after = std::upper_bound(spans.begin(), spans.end(), begin + length,
+                                      [](size_t end, const Tokenizer::TextSpan& s) { return end <= s.begin; });
+  if (after == spans.begin()) return false;
+  const Tokenizer::TextSpan& s = *std::prev(after);
+  return s.begin + s.length > begin;
+}
+
+}  // namespace
+
+std::vector<Tokenizer::Fragment> Tokenizer::SplitAtSpecialTokens(std::string_view text, bool parse_special,
+                                                                 std::span<const TextSpan> literal) const {
   std::vector<Fragment> fragments;
   if (text.empty()) return fragments;
   fragments.push_back({kNoToken, 0, text.size()});
@@ -263,6 +278,8 @@ std::vector<Tokenizer::Fragment> Tokenizer::SplitAtSpecialTokens(std::string_vie
     // User-defined tokens are always cut out; control and unknown ones only when asked.
     if (!parse_special && (type == TokenType::kControl || type == TokenType::kUnknown)) continue;
     const std::string& needle = vocabulary_.texts[special];
+    // User-defined tokens are cut out of literal text too, as parse_special false cuts them.
+    const bool literal_applies = !literal.empty() && (type == TokenType::kControl || type == TokenType::kUnknown);
 
     next.clear();
     for (const Fragment& fragment : fragments) {
@@ -274,7 +291,10 @@ std::vector<Tokenizer::Fragment> Tokenizer::SplitAtSpecialTokens(std::string_vie
       const std::string_view searched = text.substr(0, end);
       size_t pos = fragment.begin;
       while (pos < end) {
-        const size_t match = searched.find(needle, pos);
+        size_t match = searched.find(needle, pos);
+        while (match != std::string_view::npos && literal_applies && OverlapsAny(literal, match, needle.size())) {
+          match = searched.find(needle, match + 1);
+        }
         if (match == std::string_view::npos) break;
         if (match > pos) next.push_back({kNoToken, pos, match - pos});
         next.push_back({special, match, needle.size()});
@@ -358,6 +378,16 @@ void Tokenizer::EncodeBytePairText(std::string_view text, std::vector<int32_t>& 
 
 std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_special,
                                        bool parse_special) const {
+  return EncodeFragments(text, add_special, SplitAtSpecialTokens(text, parse_special));
+}
+
+std::vector<int32_t> Tokenizer::EncodeWithLiteralSpans(std::string_view text, bool add_special,
+                                                       std::span<const TextSpan> literal) const {
+  return EncodeFragments(text, add_special, SplitAtSpecialTokens(text, /*parse_special=*/true, literal));
+}
+
+std::vector<int32_t> Tokenizer::EncodeFragments(std::string_view text, bool add_special,
+                                                const std::vector<Fragment>& fragments) const {
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 2);
   if (add_special && vocabulary_.add_bos) out.push_back(vocabulary_.bos_id);
@@ -366,7 +396,7 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_special,
   // SentencePiece sees each such text as the start of a sentence.
   bool after_special = true;
   std::string escaped;
-  for (const Fragment& fragment : SplitAtSpecialTokens(text, parse_special)) {
+  for (const Fragment& fragment : fragments) {
     if (fragment.token != kNoToken) {
       out.push_back(fragment.token);
       after_special = true;

@@ -55,6 +55,19 @@ class Tokenizer {
   std::vector<int32_t> Encode(std::string_view text, bool add_special = true,
                               bool parse_special = true) const;
 
+  // A run of `text` given as [begin, begin + length) byte offsets.
+  struct TextSpan {
+    size_t begin = 0;
+    size_t length = 0;
+  };
+  // Encode with parse_special, except that a control or unknown token text overlapping one of
+  // `literal` (non-empty spans, sorted by begin, not overlapping) is tokenized as text there, as parse_special
+  // false would: a chat prompt parses the special tokens its template writes but not those in
+  // a client's message, which could otherwise forge a turn of another role. Text without such a
+  // token gives exactly Encode's ids.
+  std::vector<int32_t> EncodeWithLiteralSpans(std::string_view text, bool add_special,
+                                              std::span<const TextSpan> literal) const;
+
   // What the token contributes to text: U+2581 becomes a space, a byte token its raw byte, a
   // BPE token the bytes its byte-level text spells (so a piece may be part of a UTF-8
   // character), user-defined tokens their text; control, unknown, unused and undefined
@@ -102,7 +115,11 @@ class Tokenizer {
   explicit Tokenizer(Vocabulary vocabulary);
 
   // Step 1 of Encode: splits `text` at the special tokens.
-  std::vector<Fragment> SplitAtSpecialTokens(std::string_view text, bool parse_special) const;
+  // A control or unknown token overlapping one of `literal` is not cut out there.
+  std::vector<Fragment> SplitAtSpecialTokens(std::string_view text, bool parse_special,
+                                             std::span<const TextSpan> literal = {}) const;
+  std::vector<int32_t> EncodeFragments(std::string_view text, bool add_special,
+                                       const std::vector<Fragment>& fragments) const;
   // SentencePiece steps 2-4 for one piece of text that already has its spaces escaped.
   void EncodeEscapedText(std::string_view text, std::vector<int32_t>& out) const;
   // BPE steps 2-4 for one piece of text.
