@@ -1,5 +1,6 @@
 #include "coordinator/http/chat_template.h"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <optional>
@@ -124,6 +125,62 @@ std::string_view Strip(std::string_view text) {
   return text.substr(begin, end - begin + 1);
 }
 
+// A prompt being written: template text with `+=`, a client's message with Client(), so that
+// the spans of client text are known (ChatPrompt::client_spans).
+class ChatText {
+ public:
+  ChatText& operator+=(std::string_view s) {
+    prompt_.text += s;
+    return *this;
+  }
+  ChatText& operator+=(char c) {
+    prompt_.text += c;
+    return *this;
+  }
+  void Client(std::string_view s) {
+    if (s.empty()) return;
+    auto& spans = prompt_.client_spans;
+    if (!spans.empty() && spans.back().begin + spans.back().length == prompt_.text.size()) {
+      spans.back().length += s.size();  // adjacent: one span
+    } else {
+      spans.push_back({prompt_.text.size(), s.size()});
+    }
+    prompt_.text += s;
+  }
+  // `other` appended, its client spans with it.
+  ChatText& operator+=(const ChatText& other) {
+    AppendRange(other, 0, other.prompt_.text.size());
+    return *this;
+  }
+  // `other` stripped of outer whitespace (Strip), its client spans cut to what remains.
+  void AppendStripped(const ChatText& other) {
+    const std::string& t = other.prompt_.text;
+    const std::string_view kept = Strip(t);
+    AppendRange(other, kept.empty() ? 0 : static_cast<size_t>(kept.data() - t.data()), kept.size());
+  }
+  ChatPrompt Take() && { return std::move(prompt_); }
+
+ private:
+  void AppendRange(const ChatText& other, size_t begin, size_t length) {
+    const size_t shift = prompt_.text.size();
+    prompt_.text.append(other.prompt_.text, begin, length);
+    for (const ChatPrompt::Span& s : other.prompt_.client_spans) {
+      const size_t b = std::max(s.begin, begin);
+      const size_t e = std::min(s.begin + s.length, begin + length);
+      if (b >= e) continue;
+      auto& spans = prompt_.client_spans;
+      const size_t at = b - begin + shift;
+      if (!spans.empty() && spans.back().begin + spans.back().length == at) {
+        spans.back().length += e - b;
+      } else {
+        spans.push_back({at, e - b});
+      }
+    }
+  }
+
+  ChatPrompt prompt_;
+};
+
 std::string MessageName(size_t index) { return "'messages[" + std::to_string(index) + "]'"; }
 
 // Formats that take a system message only first and then strictly alternate user/assistant.
@@ -137,13 +194,13 @@ bool RequiresAlternation(ChatTemplate chat_template) {
 // from a user message; the others take every message in order.
 using Messages = std::span<const ChatMessage>;
 
-std::string RenderChatML(Messages messages, bool add_generation_prompt) {
-  std::string out;
+ChatText RenderChatML(Messages messages, bool add_generation_prompt) {
+  ChatText out;
   for (const ChatMessage& m : messages) {
     out += "<|im_start|>";
     out += ChatRoleName(m.role);
     out += '\n';
-    out += m.content;
+    out.Client(m.content);
     out += "<|im_end|>\n";
   }
   if (add_generation_prompt) out += "<|im_start|>assistant\n";
@@ -178,12 +235,12 @@ std::string ReasoningTurnContent(std::string_view content, bool after_last_query
   return out;
 }
 
-std::string RenderChatMLWithDefaultSystem(const ChatFormat& format, Messages messages,
-                                          bool add_generation_prompt) {
-  std::string out;
+ChatText RenderChatMLWithDefaultSystem(const ChatFormat& format, Messages messages,
+                                       bool add_generation_prompt) {
+  ChatText out;
   if (!format.default_system.empty() && messages[0].role != ChatRole::kSystem) {
     out += "<|im_start|>system\n";
-    out += format.default_system;
+    out += format.default_system;  // the model's template's own text
     out += "<|im_end|>\n";
   }
   if (!format.reasoning_turns) {
@@ -198,6 +255,8 @@ std::string RenderChatMLWithDefaultSystem(const ChatFormat& format, Messages mes
       break;
     }
   }
+  // The reasoning block's "<think>" markers count as the client's text with it: in Qwen3's
+  // vocabulary they are user-defined tokens, which are tokens in client text too.
   std::vector<ChatMessage> rendered(messages.begin(), messages.end());
   for (size_t i = 0; i < rendered.size(); ++i) {
     if (rendered[i].role != ChatRole::kAssistant) continue;
@@ -208,13 +267,13 @@ std::string RenderChatMLWithDefaultSystem(const ChatFormat& format, Messages mes
   return out;
 }
 
-std::string RenderLlama3(Messages messages, bool add_generation_prompt) {
-  std::string out;
+ChatText RenderLlama3(Messages messages, bool add_generation_prompt) {
+  ChatText out;
   for (const ChatMessage& m : messages) {
     out += "<|start_header_id|>";
     out += ChatRoleName(m.role);
     out += "<|end_header_id|>\n\n";
-    out += Strip(m.content);
+    out.Client(Strip(m.content));
     out += "<|eot_id|>";
   }
   if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
@@ -223,15 +282,16 @@ std::string RenderLlama3(Messages messages, bool add_generation_prompt) {
 
 // The system block always comes first; a leading system message is its last part, and the
 // remaining messages follow as llama3 writes them.
-std::string RenderLlama31(const ChatFormat& format, Messages messages, bool add_generation_prompt,
-                          std::chrono::system_clock::time_point now) {
-  std::string out = "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: ";
+ChatText RenderLlama31(const ChatFormat& format, Messages messages, bool add_generation_prompt,
+                       std::chrono::system_clock::time_point now) {
+  ChatText out;
+  out += "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: ";
   out += format.knowledge_cutoff;
   out += "\nToday Date: ";
   out += format.date.empty() ? ChatDateString(now) : format.date;
   out += "\n\n";
   if (messages[0].role == ChatRole::kSystem) {
-    out += Strip(messages[0].content);
+    out.Client(Strip(messages[0].content));
     messages = messages.subspan(1);
   } else {
     out += format.default_system;
@@ -242,89 +302,91 @@ std::string RenderLlama31(const ChatFormat& format, Messages messages, bool add_
 }
 
 // Zephyr and Phi-3 differ only in the end-of-turn token (and Phi-3's closing end-of-text).
-std::string RenderPipeTagged(Messages messages, std::string_view end_of_turn) {
-  std::string out;
+ChatText RenderPipeTagged(Messages messages, std::string_view end_of_turn) {
+  ChatText out;
   for (const ChatMessage& m : messages) {
     out += "<|";
     out += ChatRoleName(m.role);
     out += "|>\n";
-    out += m.content;
+    out.Client(m.content);
     out += end_of_turn;
     out += '\n';
   }
   return out;
 }
 
-std::string RenderPlain(Messages messages, bool add_generation_prompt) {
-  std::string out;
+ChatText RenderPlain(Messages messages, bool add_generation_prompt) {
+  ChatText out;
   for (const ChatMessage& m : messages) {
     switch (m.role) {
       case ChatRole::kSystem: out += "System: "; break;
       case ChatRole::kUser: out += "User: "; break;
       case ChatRole::kAssistant: out += "Assistant: "; break;
     }
-    out += m.content;
+    out.Client(m.content);
     out += '\n';
   }
   if (add_generation_prompt) out += "Assistant:";
   return out;
 }
 
-std::string RenderLlama2(const ChatMessage* system, Messages turns) {
-  std::string out;
+ChatText RenderLlama2(const ChatMessage* system, Messages turns) {
+  ChatText out;
   for (size_t i = 0; i < turns.size(); ++i) {
     const ChatMessage& m = turns[i];
     if (m.role == ChatRole::kUser) {
-      std::string content;
+      ChatText content;
       if (i == 0 && system != nullptr) {
-        content = "<<SYS>>\n" + system->content + "\n<</SYS>>\n\n";
+        content += "<<SYS>>\n";
+        content.Client(system->content);
+        content += "\n<</SYS>>\n\n";
       }
-      content += m.content;
+      content.Client(m.content);
       // The first BOS is the tokenizer's; later user turns open with their own.
       if (i != 0) out += "<s>";
       out += "[INST] ";
-      out += Strip(content);
+      out.AppendStripped(content);
       out += " [/INST]";
     } else {
       out += ' ';
-      out += Strip(m.content);
+      out.Client(Strip(m.content));
       out += " </s>";
     }
   }
   return out;
 }
 
-std::string RenderMistral(const ChatMessage* system, Messages turns) {
-  std::string out;
+ChatText RenderMistral(const ChatMessage* system, Messages turns) {
+  ChatText out;
   for (size_t i = 0; i < turns.size(); ++i) {
     const ChatMessage& m = turns[i];
     if (m.role == ChatRole::kUser) {
       out += " [INST] ";
       if (i == 0 && system != nullptr) {
-        out += system->content;
+        out.Client(system->content);
         out += "\n\n";
       }
-      out += m.content;
+      out.Client(m.content);
       out += " [/INST]";
     } else {
       out += ' ';
-      out += m.content;
+      out.Client(m.content);
       out += "</s>";
     }
   }
   return out;
 }
 
-std::string RenderGemma(const ChatMessage* system, Messages turns, bool add_generation_prompt) {
-  std::string out;
+ChatText RenderGemma(const ChatMessage* system, Messages turns, bool add_generation_prompt) {
+  ChatText out;
   for (size_t i = 0; i < turns.size(); ++i) {
     const ChatMessage& m = turns[i];
     out += m.role == ChatRole::kUser ? "<start_of_turn>user\n" : "<start_of_turn>model\n";
     if (i == 0 && system != nullptr) {
-      out += system->content;
+      out.Client(system->content);
       out += "\n\n";
     }
-    out += Strip(m.content);
+    out.Client(Strip(m.content));
     out += "<end_of_turn>\n";
   }
   if (add_generation_prompt) out += "<start_of_turn>model\n";
@@ -457,11 +519,11 @@ Status ValidateChatMessages(ChatTemplate chat_template, std::span<const ChatMess
   return Status::Ok();
 }
 
-Result<std::string> ApplyChatTemplate(const ChatFormat& format, std::span<const ChatMessage> messages,
-                                      bool add_generation_prompt,
-                                      std::chrono::system_clock::time_point now) {
+namespace {
+
+ChatText Render(const ChatFormat& format, std::span<const ChatMessage> messages, bool add_generation_prompt,
+                std::chrono::system_clock::time_point now) {
   const ChatTemplate chat_template = format.chat_template;
-  BMAD_RETURN_IF_ERROR(ValidateChatMessages(chat_template, messages));
   // The alternating formats fold a leading system message into the first user turn.
   const ChatMessage* system = nullptr;
   Messages turns = messages;
@@ -470,26 +532,40 @@ Result<std::string> ApplyChatTemplate(const ChatFormat& format, std::span<const 
     turns = messages.subspan(1);
   }
   switch (chat_template) {
-    case ChatTemplate::kChatML:
-      return RenderChatMLWithDefaultSystem(format, messages, add_generation_prompt);
+    case ChatTemplate::kChatML: return RenderChatMLWithDefaultSystem(format, messages, add_generation_prompt);
     case ChatTemplate::kLlama2: return RenderLlama2(system, turns);
     case ChatTemplate::kLlama3: return RenderLlama3(messages, add_generation_prompt);
     case ChatTemplate::kLlama31: return RenderLlama31(format, messages, add_generation_prompt, now);
     case ChatTemplate::kMistral: return RenderMistral(system, turns);
     case ChatTemplate::kZephyr: {
-      std::string out = RenderPipeTagged(messages, "</s>");
+      ChatText out = RenderPipeTagged(messages, "</s>");
       if (add_generation_prompt) out += "<|assistant|>\n";
       return out;
     }
     case ChatTemplate::kPhi3: {
-      std::string out = RenderPipeTagged(messages, "<|end|>");
+      ChatText out = RenderPipeTagged(messages, "<|end|>");
       out += add_generation_prompt ? "<|assistant|>\n" : "<|endoftext|>";
       return out;
     }
     case ChatTemplate::kGemma: return RenderGemma(system, turns, add_generation_prompt);
     case ChatTemplate::kPlain: return RenderPlain(messages, add_generation_prompt);
   }
-  return Internal("unknown chat template " + std::to_string(static_cast<int>(chat_template)));
+  return RenderChatML(messages, add_generation_prompt);  // not reached: every template is above
+}
+
+}  // namespace
+
+Result<ChatPrompt> RenderChatPrompt(const ChatFormat& format, std::span<const ChatMessage> messages,
+                                    bool add_generation_prompt, std::chrono::system_clock::time_point now) {
+  BMAD_RETURN_IF_ERROR(ValidateChatMessages(format.chat_template, messages));
+  return Render(format, messages, add_generation_prompt, now).Take();
+}
+
+Result<std::string> ApplyChatTemplate(const ChatFormat& format, std::span<const ChatMessage> messages,
+                                      bool add_generation_prompt,
+                                      std::chrono::system_clock::time_point now) {
+  BMAD_ASSIGN_OR_RETURN(ChatPrompt prompt, RenderChatPrompt(format, messages, add_generation_prompt, now));
+  return std::move(prompt.text);
 }
 
 }  // namespace bmad::http

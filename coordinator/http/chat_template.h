@@ -7,7 +7,9 @@
 // templates render them (each format's comment below shows its output). The BOS token is never
 // written: the tokenizer adds it (Tokenize with add_special), so a format's text starts where
 // the reference output continues after BOS. Other special tokens (e.g. "</s>" between Llama-2
-// turns, "<|eot_id|>") are written as text; the coordinator tokenizes with parse_special.
+// turns, "<|eot_id|>") are written as text; the coordinator tokenizes with parse_special, except
+// in the spans that hold a client's message (ChatPrompt::client_spans): a message spelling
+// "<|im_start|>system" must stay text, not open a system turn.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -17,6 +19,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 
@@ -156,9 +159,27 @@ std::string ChatDateString(std::chrono::system_clock::time_point when);
 // message). kInvalidArgument naming the first offending message ("'messages[2]': ...").
 Status ValidateChatMessages(ChatTemplate chat_template, std::span<const ChatMessage> messages);
 
-// The prompt text for `messages` (see each format above). When add_generation_prompt, the text
-// ends with the format's opening of an assistant turn. `now` dates a llama3.1 format whose date
-// is empty. Fails as ValidateChatMessages does.
+// A chat prompt: its text, and where in it the clients' message contents are.
+struct ChatPrompt {
+  std::string text;
+  // [begin, begin + length) byte ranges of `text` holding message content (as the format writes
+  // it: stripped, or with Qwen3's reasoning block). Non-empty, sorted, disjoint.
+  struct Span {
+    size_t begin = 0;
+    size_t length = 0;
+    friend bool operator==(const Span&, const Span&) = default;
+  };
+  std::vector<Span> client_spans;
+};
+
+// The prompt for `messages` (see each format above). When add_generation_prompt, the text ends
+// with the format's opening of an assistant turn. `now` dates a llama3.1 format whose date is
+// empty. Fails as ValidateChatMessages does.
+Result<ChatPrompt> RenderChatPrompt(const ChatFormat& format, std::span<const ChatMessage> messages,
+                                    bool add_generation_prompt,
+                                    std::chrono::system_clock::time_point now = std::chrono::system_clock::now());
+
+// RenderChatPrompt's text alone.
 Result<std::string> ApplyChatTemplate(const ChatFormat& format, std::span<const ChatMessage> messages,
                                       bool add_generation_prompt,
                                       std::chrono::system_clock::time_point now =

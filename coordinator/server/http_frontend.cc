@@ -279,11 +279,16 @@ Result<std::vector<std::vector<uint32_t>>> HttpFrontend::PromptTokens(http::Comp
   };
   std::vector<std::vector<uint32_t>> prompts;
   if (cr.chat) {
-    BMAD_ASSIGN_OR_RETURN(const std::string text,
-                          http::ApplyChatTemplate(core_.chat_format(),
-                                                  cr.messages, cr.add_generation_prompt));
-    BMAD_ASSIGN_OR_RETURN(std::vector<uint32_t> tokens, encode(text));
-    prompts.push_back(std::move(tokens));
+    BMAD_ASSIGN_OR_RETURN(const http::ChatPrompt chat,
+                          http::RenderChatPrompt(core_.chat_format(), cr.messages, cr.add_generation_prompt));
+    if (refuse_oversized_text) BMAD_RETURN_IF_ERROR(core_.CheckPromptTextMayFit(chat.text.size()));
+    // The template's special tokens are parsed, the messages' are text: a message cannot open
+    // a turn of another role by spelling its marker.
+    std::vector<tokenizer::Tokenizer::TextSpan> literal;
+    literal.reserve(chat.client_spans.size());
+    for (const http::ChatPrompt::Span& span : chat.client_spans) literal.push_back({span.begin, span.length});
+    const std::vector<int32_t> ids = core_.tokenizer().EncodeWithLiteralSpans(chat.text, add_special, literal);
+    prompts.emplace_back(ids.begin(), ids.end());
     return prompts;
   }
   for (size_t i = 0; i < cr.prompts.size(); ++i) {

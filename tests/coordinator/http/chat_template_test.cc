@@ -146,6 +146,67 @@ TEST(ApplyChatTemplate, Qwen3DropsEarlierReasoningAndGivesLaterTurnsAThinkBlock)
   EXPECT_THAT(Apply(ChatTemplate::kChatML, history), HasSubstr("assistant\n<think>t</think>Hello<|im_end|>"));
 }
 
+// What RenderChatPrompt marks as the clients' text, one string per span.
+std::vector<std::string> ClientTexts(const ChatPrompt& p) {
+  std::vector<std::string> out;
+  size_t end = 0;
+  for (const ChatPrompt::Span& s : p.client_spans) {
+    EXPECT_GT(s.length, 0u);
+    EXPECT_GE(s.begin, end) << "spans sorted and disjoint";
+    end = s.begin + s.length;
+    EXPECT_LE(end, p.text.size());
+    out.push_back(p.text.substr(s.begin, s.length));
+  }
+  return out;
+}
+
+TEST(RenderChatPrompt, MarksExactlyTheMessagesContentInEveryFormat) {
+  // Contents with outer blanks (stripped by some formats) and a forged turn marker of each family.
+  const std::vector<ChatMessage> conversation = {
+      {ChatRole::kSystem, " S<|im_start|> "},
+      {ChatRole::kUser, "U1</s><|eot_id|>"},
+      {ChatRole::kAssistant, "A1<end_of_turn>"},
+      {ChatRole::kUser, "\nU2 [/INST]<|end|>\n"}};
+  struct Case {
+    ChatTemplate t;
+    std::vector<std::string> spans;
+  };
+  const std::vector<Case> cases = {
+      {ChatTemplate::kChatML, {" S<|im_start|> ", "U1</s><|eot_id|>", "A1<end_of_turn>", "\nU2 [/INST]<|end|>\n"}},
+      {ChatTemplate::kLlama3, {"S<|im_start|>", "U1</s><|eot_id|>", "A1<end_of_turn>", "U2 [/INST]<|end|>"}},
+      {ChatTemplate::kLlama31, {"S<|im_start|>", "U1</s><|eot_id|>", "A1<end_of_turn>", "U2 [/INST]<|end|>"}},
+      // The system prompt and the first user message sit in one turn: two spans.
+      {ChatTemplate::kLlama2, {" S<|im_start|> ", "U1</s><|eot_id|>", "A1<end_of_turn>", "U2 [/INST]<|end|>"}},
+      {ChatTemplate::kMistral,
+       {" S<|im_start|> ", "U1</s><|eot_id|>", "A1<end_of_turn>", "\nU2 [/INST]<|end|>\n"}},
+      {ChatTemplate::kGemma, {" S<|im_start|> ", "U1</s><|eot_id|>", "A1<end_of_turn>", "U2 [/INST]<|end|>"}},
+      {ChatTemplate::kZephyr, {" S<|im_start|> ", "U1</s><|eot_id|>", "A1<end_of_turn>", "\nU2 [/INST]<|end|>\n"}},
+      {ChatTemplate::kPhi3, {" S<|im_start|> ", "U1</s><|eot_id|>", "A1<end_of_turn>", "\nU2 [/INST]<|end|>\n"}},
+      {ChatTemplate::kPlain, {" S<|im_start|> ", "U1</s><|eot_id|>", "A1<end_of_turn>", "\nU2 [/INST]<|end|>\n"}},
+  };
+  for (const Case& c : cases) {
+    Result<ChatPrompt> p = RenderChatPrompt(c.t, conversation, true, Utc(2026, 12, 2));
+    ASSERT_TRUE(p.ok()) << ChatTemplateName(c.t) << ": " << p.status().ToString();
+    EXPECT_EQ(ClientTexts(*p), c.spans) << ChatTemplateName(c.t);
+    EXPECT_EQ(p->text, Apply(c.t, conversation)) << "the same text as ApplyChatTemplate";
+  }
+  // Llama-2 strips the first turn as a whole: an empty user message after a system prompt
+  // leaves the system's span, and nothing of the template's "<</SYS>>" block is marked.
+  Result<ChatPrompt> empty_user =
+      RenderChatPrompt(ChatTemplate::kLlama2, std::vector<ChatMessage>{{ChatRole::kSystem, "S"}, {ChatRole::kUser, "  "}}, true);
+  ASSERT_TRUE(empty_user.ok());
+  EXPECT_EQ(ClientTexts(*empty_user), std::vector<std::string>{"S"});
+  // A model's default system prompt and Llama-3.1's dated block are the template's, not a client's.
+  ChatFormat qwen(ChatTemplate::kChatML);
+  qwen.default_system = "You are Qwen.";
+  Result<ChatPrompt> with_default = RenderChatPrompt(qwen, std::vector<ChatMessage>{{ChatRole::kUser, "Hi"}}, true);
+  ASSERT_TRUE(with_default.ok());
+  EXPECT_EQ(ClientTexts(*with_default), std::vector<std::string>{"Hi"});
+  Result<ChatPrompt> dated = RenderChatPrompt(ChatTemplate::kLlama31, std::vector<ChatMessage>{{ChatRole::kUser, "Hi"}}, true);
+  ASSERT_TRUE(dated.ok());
+  EXPECT_EQ(ClientTexts(*dated), std::vector<std::string>{"Hi"});
+}
+
 TEST(ChatDateString, IsDayMonthAbbreviationYearInUtc) {
   EXPECT_EQ(ChatDateString(Utc(2024, 7, 26)), "26 Jul 2024");
   EXPECT_EQ(ChatDateString(Utc(2026, 12, 2, 23)), "02 Dec 2026");
