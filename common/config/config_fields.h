@@ -79,11 +79,13 @@ void VisitConfig(ServerConfig& c, Visitor& v) {
             "\"*\" for any origin (vLLM's default), or one origin such as https://chat.example.com.",
             S{});
     v.Field("api_keys_file", c.coordinator.api_keys_file,
-            "File of API keys, one per line ('#' starts a comment line): every request must then "
-            "present one, as 'Authorization: Bearer KEY' on the HTTP API (/health, /ready and "
-            "/metrics excepted) and as Submit.api_key on the client socket (bmad --api-key), or "
-            "get 401 / UNAUTHENTICATED. Read again within a second of a change, so keys rotate "
-            "without a restart. Empty: no key is asked for (vLLM's default).",
+            "File of API keys, one per line ('#' starts a comment line): requests must then "
+            "present one, as 'Authorization: Bearer KEY' on the HTTP API's /v1 routes, /tokenize "
+            "and /detokenize, and as Submit.api_key on the client socket (bmad generate "
+            "--api-key), or get 401 / UNAUTHENTICATED; /health, /ready, /metrics, CORS preflights "
+            "and the socket's status queries and cancels need none. Read again within a second of "
+            "a change, so keys rotate without a restart (replace the file by a rename). Empty: no "
+            "key is asked for (vLLM's default).",
             S{});
     v.Field("http_max_connections", c.coordinator.http_max_connections,
             "HTTP connections served at once, each on a thread of its own (a streaming request "

@@ -207,10 +207,8 @@ int RunBenchHttpCommand(const std::vector<std::string>& args) {
   flags.AddDouble("timeout-s", &o.timeout_s, "Per-request timeout in seconds (default 300).");
   flags.AddInt("seed", &seed, "Workload seed (default 1).");
   flags.AddInt("vocab-size", &o.vocab_size, "Draw prompt token ids below this (default: 100..19999).");
-  o.api_key = ApiKeyFromEnvironment();
-  flags.AddString("api-key", &o.api_key,
-                  "Bearer token for servers that want one (default: $BMAD_API_KEY, which keeps it "
-                  "out of the process list).");
+  // Not $BMAD_API_KEY by default: this benchmarks other servers too, which must not get our key.
+  flags.AddString("api-key", &o.api_key, "Bearer token for servers that want one.");
   flags.AddInt("report-split-at", &o.report_split_at,
                "Also report latencies for prompts below N tokens and for the rest (0: off).");
   std::vector<std::string> positional;

@@ -21,11 +21,11 @@ std::string_view Trim(std::string_view s) {
 }
 
 // Equal or not, in time that depends on the lengths only: every byte of `guess` is looked at,
-// whatever the first difference.
+// whatever the first difference (`guess` is at most kMaxKeyBytes long).
 bool SameBytes(std::string_view guess, std::string_view key) {
   unsigned diff = guess.size() == key.size() ? 0u : 1u;
   for (size_t i = 0; i < guess.size(); ++i) {
-    const unsigned char k = key.empty() ? 0 : static_cast<unsigned char>(key[i % key.size()]);
+    const unsigned char k = i < key.size() ? static_cast<unsigned char>(key[i]) : 0;
     diff |= static_cast<unsigned char>(guess[i]) ^ k;
   }
   return diff == 0;
@@ -94,11 +94,13 @@ void ApiKeys::RereadIfChanged() {
   if (now < next_check_ns_) return;
   next_check_ns_ = now + recheck_interval_ns_;
   Result<FileIdentity> identity = Identify(path_);
-  if (identity.ok() && (*identity == identity_ || (refused_ && *identity == *refused_))) return;
+  if (identity.ok() && *identity == identity_) return;
+  // Read again at each check while it differs from the file the keys came from: a read that
+  // failed for a passing reason (out of file descriptors) must not hold a rotation back.
   Result<Parsed> parsed = Read(path_);
   if (!parsed.ok()) {
     // Kept as they were: a file caught half-written, or removed by mistake, must not lock every
-    // client out (nor let every client in).
+    // client out (nor let every client in). Said once per changed file.
     const FileIdentity seen = identity.ok() ? *identity : FileIdentity{};
     if (!refused_ || !(seen == *refused_)) {
       refused_ = seen;
@@ -116,7 +118,8 @@ void ApiKeys::RereadIfChanged() {
 bool ApiKeys::Accepts(std::string_view key) {
   std::lock_guard<std::mutex> lock(mutex_);
   RereadIfChanged();
-  if (key.empty()) return false;
+  // No key is longer: a 64 MiB guess would hold the event loop for the time it takes to compare.
+  if (key.empty() || key.size() > kMaxKeyBytes) return false;
   bool found = false;
   for (const std::string& k : keys_) found |= SameBytes(key, k);  // no early exit
   return found;

@@ -37,7 +37,8 @@ class ApiKeys {
   // Whether `key` is one of the keys. Compares against every key in time that depends on the
   // keys' lengths only, not on where a guess first differs. When the file has changed since it
   // was last read it is read again first; a changed file that cannot be read or holds no valid
-  // key leaves the keys as they were (and says so in the log, once per change).
+  // key leaves the keys as they were (and says so in the log, once per change), and is tried
+  // again at the next check. A key over kMaxKeyBytes is refused without a comparison.
   bool Accepts(std::string_view key);
 
   // KEY of an Authorization header "Bearer KEY" (the scheme in any case); empty otherwise.
@@ -71,7 +72,7 @@ class ApiKeys {
   std::mutex mutex_;
   std::vector<std::string> keys_;
   FileIdentity identity_;       // of the file the keys came from
-  std::optional<FileIdentity> refused_;  // of a changed file that was refused (logged once)
+  std::optional<FileIdentity> refused_;  // of the last changed file refused (logged once)
   int64_t next_check_ns_ = 0;
 };
 

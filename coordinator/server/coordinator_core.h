@@ -69,6 +69,7 @@ class CoordinatorServer::Core {
   ApiKeys* api_keys() const { return api_keys_.get(); }
   // Counts an HTTP request refused for want of a valid key. Any thread.
   void CountUnauthenticatedHttp() {
+    ++requests_received_;
     metrics_->requests_total.Increment();
     metrics_->rejected_unauthenticated->Increment();
   }
@@ -206,7 +207,7 @@ class CoordinatorServer::Core {
   std::unordered_map<std::string, int64_t> version_refusals_logged_;  // by connection
   Router router_;
   RequestTable requests_;
-  uint64_t requests_received_ = 0;
+  std::atomic<uint64_t> requests_received_{0};  // HTTP threads count the 401s they answer
   // The number of the last Assign sent (to any replica); the next one is one more. The start is
   // drawn at random for each coordinator process: request ids restart from 1 with the process,
   // and a replica may still run a copy of a request the last coordinator gave it under an id

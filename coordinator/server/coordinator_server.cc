@@ -438,7 +438,7 @@ proto::ClusterStatus CoordinatorServer::Core::BuildStatus() const {
     s.replicas.push_back(std::move(info));
   }
   s.in_flight = static_cast<uint32_t>(requests_.size());
-  s.requests_total = requests_received_;
+  s.requests_total = requests_received_.load();
   for (const CoordRequest* r : const_cast<RequestTable&>(requests_).All()) {
     if (r->state == RequestState::kQueued) ++s.queued;
   }
@@ -582,7 +582,7 @@ Status CoordinatorServer::Core::Run() {
   client_socket_->set(zmq::sockopt::linger, 1000);
   worker_socket_->set(zmq::sockopt::linger, 1000);
   loop_done_.store(true);
-  log::Info(kLog, "coordinator stopped", {{"requests", requests_received_}});
+  log::Info(kLog, "coordinator stopped", {{"requests", requests_received_.load()}});
   return Status::Ok();
 }
 

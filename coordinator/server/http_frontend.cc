@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <random>
 
 #include "common/clock.h"
@@ -122,26 +123,15 @@ Status HttpFrontend::Start(const std::string& host, int port) {
     *listen_fd = sock;
   });
   started_unix_s_ = UnixMillis() / 1000;
-  // API keys (coordinator.api_keys_file): checked before a route is matched or a body read, so
-  // a client without one costs its headers only. Probes and Prometheus need none (vLLM's
-  // --api-key guards /v1 only), nor does a CORS preflight, which browsers send without one.
-  if (core_.api_keys() != nullptr) {
-    server_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (req.method == "OPTIONS" || req.path == "/health" || req.path == "/ready" || req.path == "/metrics") {
-        return httplib::Server::HandlerResponse::Unhandled;
-      }
-      const std::string authorization = req.get_header_value("Authorization");
-      const std::string_view key = ApiKeys::BearerToken(authorization);
-      if (core_.api_keys()->Accepts(key)) return httplib::Server::HandlerResponse::Unhandled;
-      core_.CountUnauthenticatedHttp();
-      SendError(res, Unauthenticated(key.empty() ? "this server wants an API key: send 'Authorization: Bearer KEY'"
-                                                 : "the API key is not one this server accepts"));
-      res.set_header("WWW-Authenticate", "Bearer");  // RFC 6750
-      // The body, if any, is left unread: the connection cannot carry another request.
-      res.set_header("Connection", "close");
-      return httplib::Server::HandlerResponse::Handled;
-    });
-  }
+  // API keys (coordinator.api_keys_file): every API route checks one first, once httplib has read
+  // the body (up to the body limit). Not before: a 401 with the body left unread would leave it
+  // on the kept-alive connection, to be parsed as the next request. Probes, /metrics, CORS
+  // preflights and the 404/405 answers need none (vLLM's --api-key guards /v1 only).
+  auto guarded = [this](std::function<void(const httplib::Request&, httplib::Response&)> handler) {
+    return [this, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
+      if (Authorized(req, res)) handler(req, res);
+    };
+  };
   server_->Get("/health", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("{\"status\":\"ok\"}", "application/json");
   });
@@ -161,20 +151,22 @@ Status HttpFrontend::Start(const std::string& host, int port) {
   server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(core_.registry().RenderText(), metrics::kTextContentType);
   });
-  server_->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) { HandleModels(res); });
-  server_->Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
-    HandleModel(req.matches[1], res);
-  });
-  server_->Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) { HandleTokenize(req, res); });
-  server_->Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
-    HandleDetokenize(req, res);
-  });
-  server_->Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    HandleCompletion(req, res, /*chat=*/false);
-  });
-  server_->Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    HandleCompletion(req, res, /*chat=*/true);
-  });
+  server_->Get("/v1/models", guarded([this](const httplib::Request&, httplib::Response& res) { HandleModels(res); }));
+  server_->Get(R"(/v1/models/(.+))", guarded([this](const httplib::Request& req, httplib::Response& res) {
+                 HandleModel(req.matches[1], res);
+               }));
+  server_->Post("/tokenize", guarded([this](const httplib::Request& req, httplib::Response& res) {
+                  HandleTokenize(req, res);
+                }));
+  server_->Post("/detokenize", guarded([this](const httplib::Request& req, httplib::Response& res) {
+                  HandleDetokenize(req, res);
+                }));
+  server_->Post("/v1/completions", guarded([this](const httplib::Request& req, httplib::Response& res) {
+                  HandleCompletion(req, res, /*chat=*/false);
+                }));
+  server_->Post("/v1/chat/completions", guarded([this](const httplib::Request& req, httplib::Response& res) {
+                  HandleCompletion(req, res, /*chat=*/true);
+                }));
   // The right path with the wrong method: 405 naming the ones it takes (HEAD comes with GET).
   // OPTIONS too, unless CORS answers it below for every path.
   const bool cors = !core_.config().coordinator.http_cors_origin.empty();
@@ -307,6 +299,19 @@ Result<std::vector<std::vector<uint32_t>>> HttpFrontend::PromptTokens(http::Comp
     prompts.push_back(std::move(tokens));
   }
   return prompts;
+}
+
+bool HttpFrontend::Authorized(const httplib::Request& req, httplib::Response& res) {
+  ApiKeys* keys = core_.api_keys();
+  if (keys == nullptr) return true;
+  const std::string authorization = req.get_header_value("Authorization");
+  const std::string_view key = ApiKeys::BearerToken(authorization);
+  if (keys->Accepts(key)) return true;
+  core_.CountUnauthenticatedHttp();
+  SendError(res, Unauthenticated(key.empty() ? "this server wants an API key: send 'Authorization: Bearer KEY'"
+                                             : "the API key is not one this server accepts"));
+  res.set_header("WWW-Authenticate", "Bearer");  // RFC 6750
+  return false;
 }
 
 bool HttpFrontend::RefuseOtherModel(const std::string& model, httplib::Response& res) const {

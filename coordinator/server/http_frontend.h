@@ -84,6 +84,9 @@ class HttpFrontend {
                                                           bool refuse_oversized_text) const;
   // Answers 404 model_not_found and returns true when `model` names another model than ours.
   bool RefuseOtherModel(const std::string& model, httplib::Response& res) const;
+  // True when no key is asked for (coordinator.api_keys_file empty) or the request's bearer
+  // token is one; otherwise answers 401 and returns false.
+  bool Authorized(const httplib::Request& req, httplib::Response& res);
 
   CoordinatorServer::Core& core_;
   std::unique_ptr<httplib::Server> server_;

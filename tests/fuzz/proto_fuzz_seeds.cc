@@ -14,7 +14,7 @@ int main(int argc, char** argv) {
   sampling.stop_strings = {"\n"};
   sampling.stop_token_ids = {2};
   const Message seeds[] = {
-      Submit{"c", "m", false, "hello", {}, sampling, 1, 100, true},
+      Submit{"c", "m", false, "hello", {}, sampling, 1, 100, true, "sk-key"},
       Submit{"c", "m", true, "", {1, 2, 3}, sampling, 0, 0, false},
       Cancel{"c", 1},
       Accepted{"c", 1, 3},

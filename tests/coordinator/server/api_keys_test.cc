@@ -39,6 +39,8 @@ TEST_F(ApiKeysTest, TakesOneKeyPerLineSkippingBlankAndCommentLines) {
   ASSERT_TRUE(keys.ok()) << keys.status().ToString();
   EXPECT_EQ((*keys)->size(), 3u);
   for (const char* good : {"sk-alpha", "sk-beta", "sk-gamma"}) EXPECT_TRUE((*keys)->Accepts(good)) << good;
+  // Longer than any key may be: refused without comparing its bytes.
+  EXPECT_FALSE((*keys)->Accepts("sk-alpha" + std::string(ApiKeys::kMaxKeyBytes, 'x')));
   for (const char* bad : {"", "sk-alph", "sk-alphaa", "SK-ALPHA", "#sk-commented", "sk-commented", " sk-beta",
                           "team A"}) {
     EXPECT_FALSE((*keys)->Accepts(bad)) << bad;

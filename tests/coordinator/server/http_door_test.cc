@@ -517,7 +517,7 @@ class HttpDoorApiKeyTest : public HttpDoorTest {
 TEST_F(HttpDoorApiKeyTest, EveryApiCallWantsAKeyOfTheFile) {
   httplib::Client client("127.0.0.1", server_->http_port());
   const std::string tokenize = R"({"prompt": "Once upon a time"})";
-  // No key, a wrong one, another scheme: 401 with OpenAI's error object, before any body is read.
+  // No key, a wrong one, another scheme: 401 with OpenAI's error object.
   for (const httplib::Headers& headers :
        {httplib::Headers{}, Bearer("sk-third"), Bearer("sk-firs"), httplib::Headers{{"Authorization", "Basic c2stZmlyc3Q6"}}}) {
     for (const char* path : {"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"}) {
@@ -533,30 +533,50 @@ TEST_F(HttpDoorApiKeyTest, EveryApiCallWantsAKeyOfTheFile) {
                 std::string::npos)
           << res->body;
     }
-    for (const char* path : {"/v1/models", "/v1/models/stories260K", "/v2/unknown"}) {
+    for (const char* path : {"/v1/models", "/v1/models/stories260K"}) {
       auto res = client.Get(path, headers);
       ASSERT_TRUE(res) << path;
       EXPECT_EQ(res->status, 401) << path;
     }
   }
-  EXPECT_EQ(Metric("bmad_coordinator_rejections_total{reason=\"unauthenticated\"}"), 28.0);
-  EXPECT_EQ(Metric("bmad_coordinator_requests_total"), 28.0);
-  // Either key of the file, in any case of the scheme; the connection serves on after a 401 whose
-  // body went unread.
+  EXPECT_EQ(Metric("bmad_coordinator_rejections_total{reason=\"unauthenticated\"}"), 24.0);
+  EXPECT_EQ(Metric("bmad_coordinator_requests_total"), 24.0);
+  // Either key of the file, in any case of the scheme.
   auto tokenized = client.Post("/tokenize", Bearer("sk-first"), tokenize, "application/json");
   ASSERT_TRUE(tokenized);
   EXPECT_EQ(tokenized->status, 200) << tokenized->body;
   auto models = client.Get("/v1/models", {{"Authorization", "bearer sk-second"}});
   ASSERT_TRUE(models);
   EXPECT_EQ(models->status, 200) << models->body;
-  httplib::Client keep_alive("127.0.0.1", server_->http_port());
-  keep_alive.set_keep_alive(true);
-  auto refused = keep_alive.Post("/tokenize", tokenize, "application/json");
-  ASSERT_TRUE(refused);
-  EXPECT_EQ(refused->status, 401);
-  auto after = keep_alive.Post("/tokenize", Bearer("sk-second"), tokenize, "application/json");
-  ASSERT_TRUE(after);
-  EXPECT_EQ(after->status, 200) << after->body;
+  // Two requests on one connection, the first refused: its body is consumed, so the second is
+  // read as the request it is (not the first one's body taken for a request line).
+  auto request = [&](const std::string& authorization) {
+    return "POST /tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" + authorization +
+           "Content-Length: " + std::to_string(tokenize.size()) + "\r\n\r\n" + tokenize;
+  };
+  const int fd = SendRaw(server_->http_port(), request(""));
+  ASSERT_GE(fd, 0);
+  // One response: its head, then Content-Length bytes of body.
+  auto read_response = [fd] {
+    std::string got;
+    char c;
+    while (got.find("\r\n\r\n") == std::string::npos && read(fd, &c, 1) == 1) got += c;
+    const size_t at = got.find("Content-Length: ");
+    size_t length = at == std::string::npos ? 0 : std::stoul(got.substr(at + 16));
+    while (length > 0 && read(fd, &c, 1) == 1) {
+      got += c;
+      --length;
+    }
+    return got;
+  };
+  const std::string refused = read_response();
+  EXPECT_EQ(refused.rfind("HTTP/1.1 401", 0), 0u) << refused;
+  const std::string again = request("Authorization: Bearer sk-second\r\n");
+  ASSERT_EQ(write(fd, again.data(), again.size()), static_cast<ssize_t>(again.size()));
+  const std::string served = read_response();
+  close(fd);
+  EXPECT_EQ(served.rfind("HTTP/1.1 200", 0), 0u) << served;
+  EXPECT_NE(served.find("\"tokens\""), std::string::npos) << served;
   // Probes, Prometheus and a browser's preflight need none.
   auto health = client.Get("/health");
   ASSERT_TRUE(health);
