@@ -215,8 +215,9 @@ std::string_view StripNewlines(std::string_view text, bool front, bool back) {
 
 // An assistant turn's content under Qwen3's reasoning rule (ChatFormat::reasoning_turns), as its
 // template splits it: the reasoning is what precedes the first "</think>", after its last
-// "<think>"; the answer is what follows the last "</think>".
-std::string ReasoningTurnContent(std::string_view content, bool after_last_query, bool last) {
+// "<think>"; the answer is what follows the last "</think>". The block's markers are the
+// template's text, the reasoning and the answer the client's.
+void AppendReasoningTurn(ChatText& out, std::string_view content, bool after_last_query, bool last) {
   std::string_view reasoning;
   const size_t first_close = content.find("</think>");
   if (first_close != std::string_view::npos) {
@@ -227,12 +228,14 @@ std::string ReasoningTurnContent(std::string_view content, bool after_last_query
     reasoning = StripNewlines(reasoning, true, false);
     content = StripNewlines(content.substr(content.rfind("</think>") + 8), true, false);
   }
-  if (!after_last_query || (!last && reasoning.empty())) return std::string(content);
-  std::string out = "<think>\n";
-  out += StripNewlines(reasoning, true, true);
+  if (!after_last_query || (!last && reasoning.empty())) {
+    out.Client(content);
+    return;
+  }
+  out += "<think>\n";
+  out.Client(StripNewlines(reasoning, true, true));
   out += "\n</think>\n\n";
-  out += StripNewlines(content, true, false);
-  return out;
+  out.Client(StripNewlines(content, true, false));
 }
 
 ChatText RenderChatMLWithDefaultSystem(const ChatFormat& format, Messages messages,
@@ -255,15 +258,19 @@ ChatText RenderChatMLWithDefaultSystem(const ChatFormat& format, Messages messag
       break;
     }
   }
-  // The reasoning block's "<think>" markers count as the client's text with it: in Qwen3's
-  // vocabulary they are user-defined tokens, which are tokens in client text too.
-  std::vector<ChatMessage> rendered(messages.begin(), messages.end());
-  for (size_t i = 0; i < rendered.size(); ++i) {
-    if (rendered[i].role != ChatRole::kAssistant) continue;
-    rendered[i].content = ReasoningTurnContent(messages[i].content, i > last_query,
-                                               i + 1 == messages.size());
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    out += "<|im_start|>";
+    out += ChatRoleName(m.role);
+    out += '\n';
+    if (m.role == ChatRole::kAssistant) {
+      AppendReasoningTurn(out, m.content, i > last_query, i + 1 == messages.size());
+    } else {
+      out.Client(m.content);
+    }
+    out += "<|im_end|>\n";
   }
-  out += RenderChatML(rendered, add_generation_prompt);
+  if (add_generation_prompt) out += "<|im_start|>assistant\n";
   return out;
 }
 
@@ -521,8 +528,8 @@ Status ValidateChatMessages(ChatTemplate chat_template, std::span<const ChatMess
 
 namespace {
 
-ChatText Render(const ChatFormat& format, std::span<const ChatMessage> messages, bool add_generation_prompt,
-                std::chrono::system_clock::time_point now) {
+Result<ChatText> Render(const ChatFormat& format, std::span<const ChatMessage> messages, bool add_generation_prompt,
+                        std::chrono::system_clock::time_point now) {
   const ChatTemplate chat_template = format.chat_template;
   // The alternating formats fold a leading system message into the first user turn.
   const ChatMessage* system = nullptr;
@@ -550,7 +557,7 @@ ChatText Render(const ChatFormat& format, std::span<const ChatMessage> messages,
     case ChatTemplate::kGemma: return RenderGemma(system, turns, add_generation_prompt);
     case ChatTemplate::kPlain: return RenderPlain(messages, add_generation_prompt);
   }
-  return RenderChatML(messages, add_generation_prompt);  // not reached: every template is above
+  return Internal("unknown chat template " + std::to_string(static_cast<int>(chat_template)));
 }
 
 }  // namespace
@@ -558,7 +565,8 @@ ChatText Render(const ChatFormat& format, std::span<const ChatMessage> messages,
 Result<ChatPrompt> RenderChatPrompt(const ChatFormat& format, std::span<const ChatMessage> messages,
                                     bool add_generation_prompt, std::chrono::system_clock::time_point now) {
   BMAD_RETURN_IF_ERROR(ValidateChatMessages(format.chat_template, messages));
-  return Render(format, messages, add_generation_prompt, now).Take();
+  BMAD_ASSIGN_OR_RETURN(ChatText text, Render(format, messages, add_generation_prompt, now));
+  return std::move(text).Take();
 }
 
 Result<std::string> ApplyChatTemplate(const ChatFormat& format, std::span<const ChatMessage> messages,

@@ -9,7 +9,8 @@
 // the reference output continues after BOS. Other special tokens (e.g. "</s>" between Llama-2
 // turns, "<|eot_id|>") are written as text; the coordinator tokenizes with parse_special, except
 // in the spans that hold a client's message (ChatPrompt::client_spans): a message spelling
-// "<|im_start|>system" must stay text, not open a system turn.
+// "<|im_start|>system" must stay text, not open a system turn. (Markers that are plain text,
+// as Llama-2's "[INST]", or user-defined tokens, stay what the tokenizer makes of them.)
 //
 // Thread-safety: pure functions.
 #pragma once
