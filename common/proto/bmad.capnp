@@ -182,6 +182,11 @@ struct Heartbeat {
   # The assignment each of activeRequestIds is served under, in the same order: an older copy
   # under the same id is not the request the coordinator assigned since.
   activeAssignments @5 :List(UInt32);
+  # The newest number a HeartbeatAck carried since the replica last registered (hasSeenAssignment
+  # false until one did): every Assign up to it was sent before that ack on the same connection,
+  # so it has arrived unless it was lost, and an idle replica's lost Assign is found at once.
+  seenAssignment @6 :UInt32;
+  hasSeenAssignment @7 :Bool;
 }
 
 struct Assign {
@@ -207,6 +212,10 @@ struct Drain {
 # nothing for the liveness timeout reports itself not ready.
 struct HeartbeatAck {
   unused @0 :Bool;
+  # The newest Assign number sent to this replica before this ack (hasLastAssignment false when
+  # none since it registered); the replica echoes it as Heartbeat.seenAssignment.
+  lastAssignment @1 :UInt32;
+  hasLastAssignment @2 :Bool;
 }
 
 struct Shutdown {

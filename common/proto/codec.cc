@@ -259,6 +259,8 @@ struct BodyFiller {
     b.setHasLastAssignment(m.has_last_assignment);
     SetList(b.initActiveAssignments(static_cast<unsigned>(m.active_assignments.size())),
             m.active_assignments);
+    b.setSeenAssignment(m.seen_assignment);
+    b.setHasSeenAssignment(m.has_seen_assignment);
   }
   void operator()(const Assign& m) {
     auto b = body.initAssign();
@@ -274,7 +276,11 @@ struct BodyFiller {
   }
   void operator()(const WorkerCancel& m) { body.initWorkerCancel().setRequestId(m.request_id); }
   void operator()(const Drain&) { body.initDrain(); }
-  void operator()(const HeartbeatAck&) { body.initHeartbeatAck(); }
+  void operator()(const HeartbeatAck& m) {
+    auto b = body.initHeartbeatAck();
+    b.setLastAssignment(m.last_assignment);
+    b.setHasLastAssignment(m.has_last_assignment);
+  }
   void operator()(const Shutdown& m) { body.initShutdown().setReason(Txt(m.reason)); }
   void operator()(const StepPlan& m) {
     auto b = body.initStepPlan();
@@ -452,9 +458,14 @@ Message ReadBody(wire::Envelope::Body::Reader body) {
     }
     case wire::Envelope::Body::HEARTBEAT: {
       auto r = body.getHeartbeat();
-      return Heartbeat{GetText(r.getReplicaId()), Read(r.getLoad()),
-                       GetList<uint64_t>(r.getActiveRequestIds()), r.getLastAssignment(),
-                       r.getHasLastAssignment(), GetList<uint32_t>(r.getActiveAssignments())};
+      return Heartbeat{GetText(r.getReplicaId()),
+                       Read(r.getLoad()),
+                       GetList<uint64_t>(r.getActiveRequestIds()),
+                       r.getLastAssignment(),
+                       r.getHasLastAssignment(),
+                       GetList<uint32_t>(r.getActiveAssignments()),
+                       r.getSeenAssignment(),
+                       r.getHasSeenAssignment()};
     }
     case wire::Envelope::Body::ASSIGN: {
       auto r = body.getAssign();
@@ -473,8 +484,10 @@ Message ReadBody(wire::Envelope::Body::Reader body) {
       return WorkerCancel{body.getWorkerCancel().getRequestId()};
     case wire::Envelope::Body::DRAIN:
       return Drain{};
-    case wire::Envelope::Body::HEARTBEAT_ACK:
-      return HeartbeatAck{};
+    case wire::Envelope::Body::HEARTBEAT_ACK: {
+      auto r = body.getHeartbeatAck();
+      return HeartbeatAck{r.getLastAssignment(), r.getHasLastAssignment()};
+    }
     case wire::Envelope::Body::SHUTDOWN:
       return Shutdown{GetText(body.getShutdown().getReason())};
     case wire::Envelope::Body::STEP_PLAN: {

@@ -220,6 +220,11 @@ struct Heartbeat {
   // (empty from a replica that does not say): an older copy under the same id is not the one
   // the coordinator assigned since.
   std::vector<uint32_t> active_assignments;
+  // The newest HeartbeatAck::last_assignment heard since the replica last registered: every
+  // Assign up to it was sent before that ack on the same connection, so it has arrived unless it
+  // was lost (found at once on an idle replica, where no later Assign would tell).
+  uint32_t seen_assignment = 0;
+  bool has_seen_assignment = false;
   friend bool operator==(const Heartbeat&, const Heartbeat&) = default;
 };
 
@@ -249,6 +254,10 @@ struct Drain {
 
 // The coordinator's answer to a heartbeat from a replica it knows.
 struct HeartbeatAck {
+  // The newest Assign number sent to the replica before this ack (none since it registered:
+  // has_last_assignment false).
+  uint32_t last_assignment = 0;
+  bool has_last_assignment = false;
   friend bool operator==(const HeartbeatAck&, const HeartbeatAck&) = default;
 };
 

@@ -472,15 +472,20 @@ void CoordinatorServer::Core::ReassignLost(const std::string& replica_id, const 
     held[heartbeat.active_request_ids[i]] =
         numbered ? std::optional<uint32_t>(heartbeat.active_assignments[i]) : std::nullopt;
   }
-  // Only a number sent to this replica since it registered says what it has taken.
-  const uint32_t taken = heartbeat.last_assignment;
-  const bool taken_known = heartbeat.has_last_assignment && replica->assigned &&
-                           NoLaterThan(replica->first_assignment, taken) &&
-                           NoLaterThan(taken, replica->last_assignment);
-  // A replica reads every message that came between two steps, and stops heartbeating when one
-  // step runs past parallel.step_timeout_ms: an Assign it has not taken by twice that (or twice
-  // the liveness timeout) after it was sent never reached it, and no later one may come to
-  // tell (a lost Assign to an otherwise idle replica).
+  // Every Assign up to the newest number the replica took, or heard in a HeartbeatAck sent after
+  // it (one connection keeps the order), has been read unless lost. Only numbers sent to it since
+  // it registered count.
+  auto ours = [&](uint32_t n) {
+    return replica->assigned && NoLaterThan(replica->first_assignment, n) && NoLaterThan(n, replica->last_assignment);
+  };
+  const bool taken_known = heartbeat.has_last_assignment && ours(heartbeat.last_assignment);
+  const bool seen_known = heartbeat.has_seen_assignment && ours(heartbeat.seen_assignment);
+  uint32_t taken = taken_known ? heartbeat.last_assignment : heartbeat.seen_assignment;
+  if (taken_known && seen_known && NoLaterThan(taken, heartbeat.seen_assignment)) taken = heartbeat.seen_assignment;
+  // The fallback when neither number tells (the acks lost too): a replica reads every message
+  // that came between two steps, and stops heartbeating when one step runs past
+  // parallel.step_timeout_ms, so an Assign it has not taken by twice that (or twice the liveness
+  // timeout) after it was sent never reached it.
   const int64_t overdue_ns =
       2 * std::max(config_.parallel.step_timeout_ms, config_.coordinator.liveness_timeout_ms) * 1'000'000;
   const int64_t now = clock_.NowNanos();
@@ -489,8 +494,9 @@ void CoordinatorServer::Core::ReassignLost(const std::string& replica_id, const 
   for (const CoordRequest* r : requests_.OnReplica(replica_id)) {
     const auto it = held.find(r->id);
     if (it != held.end() && (!it->second || *it->second == r->assignment)) continue;
-    if (taken_known && NoLaterThan(r->assignment, taken)) {
-      lost.emplace_back(r->id, "not held there, though assigned no later than the last Assign the replica took");
+    if ((taken_known || seen_known) && NoLaterThan(r->assignment, taken)) {
+      lost.emplace_back(r->id, "not held there, though assigned no later than the last Assign the replica took "
+                               "or heard of");
     } else if (now - r->assigned_ns > overdue_ns) {
       lost.emplace_back(r->id, "its Assign never reached the replica");
     }

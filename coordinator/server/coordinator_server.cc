@@ -287,7 +287,15 @@ void CoordinatorServer::Core::HandleWorkerMessage(const std::string& routing_id,
                                routing_id);
     } else if (s.ok()) {
       // The replica's proof that we are alive: its /ready fails when these stop coming.
-      (void)proto::SendMessage(*worker_socket_, proto::HeartbeatAck{}, routing_id);
+      // With the newest Assign number sent there: its echo in a later heartbeat says every
+      // Assign up to it has been read, or lost (ReassignLost).
+      const ReplicaState* replica = replicas_.Find(hb->replica_id);
+      proto::HeartbeatAck ack;
+      if (replica != nullptr && replica->assigned) {
+        ack.last_assignment = replica->last_assignment;
+        ack.has_last_assignment = true;
+      }
+      (void)proto::SendMessage(*worker_socket_, ack, routing_id);
       CancelOrphans(hb->replica_id, hb->active_request_ids);
       ReassignLost(hb->replica_id, *hb);
     }

@@ -74,13 +74,13 @@ std::vector<Message> SampleMessages() {
           ClusterStatus{"stories", {info, info}, 3, 4, 1000},
           Register{info, 77},
           RegisterAck{true, "welcome"},
-          Heartbeat{"r0", info.load, {42, 43}, 0xfffffff0u, true, {0xfffffff0u, 7}},
+          Heartbeat{"r0", info.load, {42, 43}, 0xfffffff0u, true, {0xfffffff0u, 7}, 0xfffffff3u, true},
           Assign{42, {1, 2, 3}, {4, 5}, sampling, 1, 2000, 1700000000000, 4},
           WorkerCancel{42},
           Drain{},
           Shutdown{"bye"},
           plan,
-          HeartbeatAck{}};
+          HeartbeatAck{0xfffffff3u, true}};
 }
 
 TEST(CodecTest, AStopFinishKeepsItsCause) {

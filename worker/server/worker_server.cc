@@ -70,6 +70,8 @@ struct WorkerServer::Impl {
   // The newest Assign taken since the last registration, for the heartbeat: the coordinator
   // reassigns a request assigned no later that this replica does not hold.
   std::optional<uint32_t> last_assignment;
+  // The newest HeartbeatAck::last_assignment heard since registering (Heartbeat::seen_assignment).
+  std::optional<uint32_t> seen_assignment;
   Status refused;  // the coordinator refused to register this replica
   // The coordinator's latest "not now" to a registration (another live process holds the id):
   // repeated each heartbeat interval, logged when it first comes or changes.
@@ -176,7 +178,9 @@ void WorkerServer::Impl::Send(const proto::Message& m) {
 }
 
 void WorkerServer::Impl::SendRegister() {
-  last_assignment.reset();  // numbers from a coordinator before this registration mean nothing to the next
+  // Numbers from a coordinator before this registration mean nothing to the next.
+  last_assignment.reset();
+  seen_assignment.reset();
   if (asking_since_ns == 0) asking_since_ns = clock.NowNanos();
   Send(proto::Register{Info(), incarnation});
   last_register_ns = clock.NowNanos();
@@ -193,8 +197,10 @@ proto::Heartbeat WorkerServer::Impl::HeartbeatMessage() const {
     const auto it = served.find(id);
     numbers.push_back(it != served.end() ? it->second.assignment : 0);
   }
-  return proto::Heartbeat{config.worker.replica_id, engine->Load(), std::move(held),
-                          last_assignment.value_or(0), last_assignment.has_value(), std::move(numbers)};
+  return proto::Heartbeat{config.worker.replica_id,  engine->Load(),
+                          std::move(held),            last_assignment.value_or(0),
+                          last_assignment.has_value(), std::move(numbers),
+                          seen_assignment.value_or(0), seen_assignment.has_value()};
 }
 
 void WorkerServer::Impl::SendHeartbeat() {
@@ -347,8 +353,11 @@ bool WorkerServer::Impl::Handle(proto::Message& m) {
     asking_since_ns = unanswered_said_ns = 0;
     unavailable_said.clear();
     UpdateReady();
-  } else if (std::holds_alternative<proto::HeartbeatAck>(m)) {
-    // Heard: nothing else to do.
+  } else if (auto* hb_ack = std::get_if<proto::HeartbeatAck>(&m)) {
+    // Heard. Every Assign sent before this ack has been read by now, if it came at all (one
+    // connection keeps the order): the next heartbeat says so, and what it does not hold of
+    // them was lost on the way.
+    if (hb_ack->has_last_assignment) seen_assignment = hb_ack->last_assignment;
   } else if (auto* err = std::get_if<proto::ErrorMessage>(&m)) {
     if (err->code == StatusCode::kNotFound) {
       // The coordinator restarted and does not know us: register again.

@@ -368,8 +368,9 @@ bool WaitForAssigns(FakeReplica& replica, uint64_t id, size_t count) {
 }
 
 proto::Heartbeat Beat(const std::string& replica, std::vector<uint64_t> held, std::optional<uint32_t> taken,
-                      std::vector<uint32_t> numbers = {}) {
-  return proto::Heartbeat{replica, {}, std::move(held), taken.value_or(0), taken.has_value(), std::move(numbers)};
+                      std::vector<uint32_t> numbers = {}, std::optional<uint32_t> seen = std::nullopt) {
+  return proto::Heartbeat{replica,           {}, std::move(held), taken.value_or(0), taken.has_value(), std::move(numbers),
+                          seen.value_or(0), seen.has_value()};
 }
 
 TEST_F(ReplicaLossTest, ARequestItsReplicaTookButNoLongerHoldsIsAssignedAgain) {
@@ -498,7 +499,7 @@ TEST_F(ReplicaLossTest, ARequestLostAgainAndAgainFailsNamingWhy) {
   ASSERT_TRUE(error);
   EXPECT_EQ(error->code, StatusCode::kInternal);
   EXPECT_NE(error->message.find("request lost by its replicas 4 times (the last: replica 'a': not held there, "
-                                "though assigned no later than the last Assign the replica took)"),
+                                "though assigned no later than the last Assign the replica took or heard of)"),
             std::string::npos)
       << error->message;
   a->Receive(300ms);
@@ -535,6 +536,40 @@ TEST_F(LostAssignTest, AnAssignThatNeverArrivesIsSentAgainOnceOverdue) {
     EXPECT_GE(std::chrono::steady_clock::now() - sent, 2s) << "taken back before it was overdue";
   }
   EXPECT_TRUE(again) << "the lost Assign was never sent again";
+}
+
+TEST_F(LostAssignTest, AnIdleReplicasLostAssignIsFoundFromTheNumberItsAcksCarried) {
+  // As above, but the replica echoes what the coordinator's HeartbeatAcks told it: the newest
+  // Assign sent before them. One connection keeps the order, so that Assign has been read unless
+  // lost: taken back at once, not after the 2 s it would take to be overdue.
+  auto a = Replica("a");
+  ASSERT_TRUE(a->Register());
+  const auto sent = std::chrono::steady_clock::now();
+  const uint64_t x = Submit("x");
+  ASSERT_TRUE(WaitForAssigns(*a, x, 1));
+  const uint32_t number = AssignsOf(*a, x)[0].assignment;
+  std::optional<uint32_t> seen;
+  bool again = false;
+  while (!again && std::chrono::steady_clock::now() - sent < 10s) {
+    a->Send(Beat("a", {}, std::nullopt, {}, seen));
+    a->Receive(100ms);
+    for (const proto::Message& m : a->received()) {
+      const auto* ack = std::get_if<proto::HeartbeatAck>(&m);
+      if (ack != nullptr && ack->has_last_assignment) seen = ack->last_assignment;
+    }
+    again = AssignsOf(*a, x).size() >= 2;
+  }
+  ASSERT_TRUE(again) << "the lost Assign was never sent again";
+  EXPECT_LT(std::chrono::steady_clock::now() - sent, 2s) << "found only once overdue, not from the ack's number";
+  ASSERT_TRUE(seen.has_value());
+  EXPECT_EQ(*seen, number) << "the acks carry the newest Assign sent";
+  // While it holds the request, the same echo changes nothing.
+  const proto::Assign again_sent = AssignsOf(*a, x)[1];
+  for (int i = 0; i < 5; ++i) {
+    a->Send(Beat("a", {x}, again_sent.assignment, {again_sent.assignment}, again_sent.assignment));
+    a->Receive(100ms);
+  }
+  EXPECT_EQ(AssignsOf(*a, x).size(), 2u);
 }
 
 class ReplicaRefusalTest : public ReplicaLossTest {
