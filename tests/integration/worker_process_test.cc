@@ -627,13 +627,16 @@ TEST(WorkerProcessTest, ReadyOnlyWhileTheCoordinatorAnswers) {
   ASSERT_TRUE(WaitFor([&] { return ready() == 200; }, 10s)) << worker.ReadLog();
   const auto answer_until = std::chrono::steady_clock::now() + 1500ms;
   int answered = 0;
+  bool echoed = false;  // the acks' newest Assign number comes back in later heartbeats
   while (std::chrono::steady_clock::now() < answer_until) {
-    if (coord.Expect<proto::Heartbeat>(200ms)) {
-      coord.Send(proto::HeartbeatAck{});
+    if (auto hb = coord.Expect<proto::Heartbeat>(200ms)) {
+      echoed = echoed || (hb->has_seen_assignment && hb->seen_assignment == 0xfeedu);
+      coord.Send(proto::HeartbeatAck{0xfeedu, true});
       ++answered;
     }
   }
   EXPECT_GE(answered, 10);
+  EXPECT_TRUE(echoed) << "the heartbeats never echoed the number the acks carried";
   EXPECT_EQ(ready(), 200) << worker.ReadLog();
   // Silence: not ready within the timeout (generously bounded here), and the log says why.
   const auto silent_since = std::chrono::steady_clock::now();
