@@ -97,7 +97,10 @@ void VisitConfig(ServerConfig& c, Visitor& v) {
             "While a streamed response has nothing to send (its request queued, or a long prompt "
             "in prefill), an SSE comment line (': keep-alive') is written this often, so that a "
             "proxy or load balancer with an idle timeout keeps the connection, and a client that "
-            "has gone is noticed by the failed write; 0 sends none.",
+            "has gone is noticed by the failed write; 0 sends none. A stream's headers wait for "
+            "its first event up to this long, so that a request failing before then (a queue "
+            "timeout, a replica's refusal) gets that failure's HTTP status, not an error event "
+            "in a 200 stream.",
             I{0, 3'600'000});
     v.Field("liveness_timeout_ms", c.coordinator.liveness_timeout_ms,
             "A replica with no heartbeat for this long is declared dead and its requests move; a "

@@ -499,6 +499,28 @@ void HttpFrontend::AnswerStreaming(AcceptedCompletion accepted, const http::Resp
   // SSE events as chunks come (each choice's role chunk first, for chat), then the usage chunk
   // (if asked) and [DONE] once every choice has finished. httplib calls the provider again and
   // again from this handler's thread until it says done or fails: the state lives outside it.
+  // A request that fails before anything is sent gets its own HTTP status (503 for a queue
+  // timeout, 400 for what a replica refuses, ...), as one refused at the door does: clients and
+  // SDKs act on the status (retry on 429 and 503), which an error event inside a 200 stream
+  // hides. So the headers wait for the first event, but no longer than the first keep-alive is
+  // due: a request queued longer then streams comments, and a failure after that is an event.
+  const auto accepted_at = std::chrono::steady_clock::now();
+  std::optional<StreamEvent> first;
+  while (!first) {
+    std::chrono::milliseconds wait = kClientCheckInterval;
+    if (keepalive.count() > 0) {
+      const auto due = accepted_at + keepalive - std::chrono::steady_clock::now();
+      if (due <= std::chrono::steady_clock::duration::zero()) break;
+      wait = std::min(wait, std::chrono::ceil<std::chrono::milliseconds>(due));
+    }
+    first = accepted.stream->Pop(wait);
+    if (first && first->kind == StreamEvent::Kind::kError) {
+      accepted.abandon();  // the other choices, if any
+      SendError(res, first->status, first->retry_after_ms);
+      return;
+    }
+    if (!first && client->Gone()) return accepted.abandon();
+  }
   res.set_header("Cache-Control", "no-cache");
   struct StreamState {
     StreamState(std::vector<uint64_t> ids, uint32_t n) : choices(std::move(ids), n), token_chars(choices.size(), 0) {}
@@ -508,9 +530,12 @@ void HttpFrontend::AnswerStreaming(AcceptedCompletion accepted, const http::Resp
     // hold text back for a while, or cut it, without moving the tokens' offsets).
     std::vector<size_t> token_chars;
     bool roles_sent = false;
-    std::chrono::steady_clock::time_point last_write = std::chrono::steady_clock::now();
+    std::chrono::steady_clock::time_point last_write;
+    std::optional<StreamEvent> pending;  // read before the headers went out
   };
   auto state = std::make_shared<StreamState>(std::move(accepted.request_ids), accepted.choices_per_prompt);
+  state->pending = std::move(first);
+  state->last_write = accepted_at;  // nothing yet: a keep-alive is due once the wait above ran out
   res.set_chunked_content_provider(
       "text/event-stream",
       [stream = accepted.stream, abandon = accepted.abandon, client, ctx, chat, state, keepalive, &tok](
@@ -537,8 +562,9 @@ void HttpFrontend::AnswerStreaming(AcceptedCompletion accepted, const http::Resp
           return std::clamp<std::chrono::milliseconds>(std::chrono::ceil<std::chrono::milliseconds>(due), 1ms,
                                                        kClientCheckInterval);
         };
-        std::optional<StreamEvent> e;
-        while (!(e = stream->Pop(wait()))) {
+        std::optional<StreamEvent> e = std::move(state->pending);
+        state->pending.reset();
+        while (!e && !(e = stream->Pop(wait()))) {
           if (client->Gone()) return give_up();
           if (keepalive.count() > 0 && std::chrono::steady_clock::now() - state->last_write >= keepalive &&
               !write(http::SseKeepAlive())) {

@@ -184,9 +184,10 @@ TEST_F(HttpDoorStopTest, RequestsLeftAtTheDrainDeadlineAreAnsweredAndTheServerSt
   EXPECT_EQ(whole_status, 503) << whole_body;
   EXPECT_NE(whole_body.find("the coordinator stopped before the request finished"), std::string::npos)
       << whole_body;
-  EXPECT_EQ(stream_status, 200);
+  // Nothing had been sent on the stream: its failure is its status, as for the whole answer.
+  EXPECT_EQ(stream_status, 503) << streamed;
   EXPECT_NE(streamed.find("the coordinator stopped before the request finished"), std::string::npos) << streamed;
-  EXPECT_NE(streamed.find("data: [DONE]"), std::string::npos) << streamed;
+  EXPECT_EQ(streamed.find("data: "), std::string::npos) << streamed;
   EXPECT_LT(std::chrono::steady_clock::now() - stop_at, 10s);
   run_.join();
   EXPECT_TRUE(run_status_.ok()) << run_status_.ToString();
@@ -652,6 +653,53 @@ TEST_F(HttpDoorLlama2ChatTest, AMessageCannotForgeTurnsWithSpecialTokenText) {
   EXPECT_EQ(std::count(two_tokens.begin(), two_tokens.end(), 1), 2);
 }
 
+// A streamed request that fails before anything was sent (here: no replica takes it within the
+// queue timeout) gets the failure's HTTP status, as a non-streamed one does; one that fails after
+// its stream began (a keep-alive went out first) gets an error event in it.
+class HttpDoorEarlyFailureTest : public HttpDoorTest {
+ protected:
+  void Configure(ServerConfig& c) override {
+    c.coordinator.queue_timeout_ms = 300;
+    c.coordinator.sse_keepalive_ms = keepalive_ms_;
+  }
+  int64_t keepalive_ms_ = 15000;
+};
+
+TEST_F(HttpDoorEarlyFailureTest, AStreamThatFailsBeforeItsFirstByteGetsTheFailuresStatus) {
+  httplib::Client client("127.0.0.1", server_->http_port());
+  client.set_read_timeout(10, 0);
+  std::string streamed;
+  httplib::Request req = StreamedCompletion(streamed);
+  auto res = client.send(req);
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 503) << streamed;
+  EXPECT_EQ(res->get_header_value("Content-Type"), "application/json");
+  const Json error = Json::parse(streamed)["error"];
+  EXPECT_EQ(error["code"], "unavailable") << streamed;
+  EXPECT_EQ(Metric("bmad_coordinator_requests_queued"), 0.0);
+}
+
+class HttpDoorLateFailureTest : public HttpDoorEarlyFailureTest {
+ protected:
+  void Configure(ServerConfig& c) override {
+    keepalive_ms_ = 100;
+    HttpDoorEarlyFailureTest::Configure(c);
+  }
+};
+
+TEST_F(HttpDoorLateFailureTest, AStreamThatFailsAfterItBeganGetsAnErrorEvent) {
+  httplib::Client client("127.0.0.1", server_->http_port());
+  client.set_read_timeout(10, 0);
+  std::string streamed;
+  httplib::Request req = StreamedCompletion(streamed);
+  auto res = client.send(req);
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(streamed.rfind(": keep-alive\n\n", 0), 0u) << streamed;
+  EXPECT_NE(streamed.find("data: {\"error\":"), std::string::npos) << streamed;
+  EXPECT_NE(streamed.find("data: [DONE]"), std::string::npos) << streamed;
+}
+
 class HttpDoorOneClassTest : public HttpDoorTest {
  protected:
   void Configure(ServerConfig& c) override { c.coordinator.priority_classes = 1; }
@@ -673,7 +721,11 @@ TEST_F(HttpDoorOneClassTest, ARequestWithoutAPriorityGetsTheOnlyClass) {
 // (queued, since no replica takes them), and /health and /metrics still answer beside them.
 class HttpDoorManyConnectionsTest : public HttpDoorTest {
  protected:
-  void Configure(ServerConfig& c) override { c.coordinator.max_queued_per_priority = kConnections; }
+  void Configure(ServerConfig& c) override {
+    c.coordinator.max_queued_per_priority = kConnections;
+    // A stream's headers wait for its first event up to the first keep-alive: soon, here.
+    c.coordinator.sse_keepalive_ms = 100;
+  }
   static constexpr int kConnections = 300;
 };
 
@@ -694,8 +746,8 @@ TEST_F(HttpDoorManyConnectionsTest, EveryConnectionIsServedAtOnce) {
   auto health = client.Get("/health");
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 200);
-  // The clients read the response's head (a stream's headers come at once), then go: each
-  // handler sees its connection close and cancels its request.
+  // The clients read the response's head (a queued stream's headers come with its first
+  // keep-alive), then go: each handler sees its connection close and cancels its request.
   for (int fd : fds) {
     std::string head;
     char c;
