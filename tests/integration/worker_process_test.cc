@@ -652,6 +652,32 @@ TEST(WorkerProcessTest, ReadyOnlyWhileTheCoordinatorAnswers) {
   EXPECT_EQ(worker.Stop(), 0) << worker.ReadLog();
 }
 
+TEST(WorkerProcessTest, ABurstOfNotFoundAnswersGetsOneRegistrationAHeartbeatInterval) {
+  // After an outage the heartbeats queued meanwhile reach a restarted coordinator at once, and
+  // each is answered "unknown replica; register": one Register per answer registered the replica
+  // over and over.
+  FakeCoordinator coord;
+  ChildProcess worker;
+  auto reg = StartWorker(worker, coord, SharedModelsDir() + "/stories260K.gguf", {"worker.heartbeat_ms=200"});
+  ASSERT_TRUE(reg.has_value());
+  coord.Send(proto::RegisterAck{true, "welcome"});
+  ASSERT_TRUE(coord.Expect<proto::Heartbeat>(5s).has_value());
+  // A heartbeat interval after the registration, so the first answer may register at once.
+  std::this_thread::sleep_for(250ms);
+  for (int i = 0; i < 20; ++i) {
+    coord.Send(proto::ErrorMessage{StatusCode::kNotFound, "unknown replica; register", 0, "", 0});
+  }
+  int registers = 0;
+  const auto until = std::chrono::steady_clock::now() + 300ms;
+  while (std::chrono::steady_clock::now() < until) {
+    auto m = coord.Next(50ms);
+    if (m && std::holds_alternative<proto::Register>(*m)) ++registers;
+  }
+  EXPECT_GE(registers, 1) << worker.ReadLog();
+  EXPECT_LE(registers, 3) << "a Register per answer";
+  EXPECT_EQ(worker.Stop(), 0) << worker.ReadLog();
+}
+
 TEST(WorkerProcessTest, BadStartupIsOneClearError) {
   const std::string dir = MakeTempDir("bmad-worker-");
   {

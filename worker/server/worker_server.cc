@@ -360,10 +360,13 @@ bool WorkerServer::Impl::Handle(proto::Message& m) {
     if (hb_ack->has_last_assignment) seen_assignment = hb_ack->last_assignment;
   } else if (auto* err = std::get_if<proto::ErrorMessage>(&m)) {
     if (err->code == StatusCode::kNotFound) {
-      // The coordinator restarted and does not know us: register again.
+      // The coordinator restarted and does not know us: register again. At most once a
+      // heartbeat interval (the loop asks again after that while unregistered): after an
+      // outage, the heartbeats queued meanwhile arrive at once, each answered "not found", and a
+      // Register for each would make the coordinator register this replica over and over.
       registered = false;
       UpdateReady();
-      SendRegister();
+      if (clock.NowNanos() - last_register_ns > config.worker.heartbeat_ms * 1'000'000) SendRegister();
     } else if (err->code == StatusCode::kUnavailable && !registered) {
       // Not registered yet, and asked to wait: the registration is sent again each interval.
       if (err->message != unavailable_said) {
