@@ -512,13 +512,30 @@ Status RejectUnsupported(const JsonFields& body, bool chat) {
                              "never appear in the output text");
     }
   }
-  for (const std::string_view key : {"guided_regex", "guided_choice",
-                                     "guided_grammar", "structured_outputs", "chat_template",
+  // Empty values ({}, [], "") ask for nothing, as null does: clients that always send the
+  // field pass.
+  auto neutral = [](const Json& v) {
+    return v.is_null() || ((v.is_object() || v.is_array() || v.is_string()) && v.empty()) ||
+           (v.is_string() && v.get_ref<const std::string&>().empty());
+  };
+  for (const std::string_view key : {"guided_regex", "guided_choice", "guided_grammar",
+                                     "guided_whitespace_pattern", "structured_outputs", "chat_template",
                                      "chat_template_kwargs", "prompt_logprobs", "truncate_prompt_tokens",
                                      "logits_processors", "prompt_embeds", "documents"}) {
-    if (const Json* value = body.Find(key); value != nullptr && !value->is_null()) {
+    if (const Json* value = body.Find(key); value != nullptr && !neutral(*value)) {
       return InvalidArgument(Quoted(key) + " is not supported");
     }
+  }
+  // OpenAI's parameters for outputs this server cannot give: audio, web search, a reasoning
+  // budget, predicted outputs. Text is the only modality.
+  for (const std::string_view key : {"audio", "web_search_options", "reasoning_effort", "prediction"}) {
+    if (const Json* value = body.Find(key); value != nullptr && !neutral(*value)) {
+      return InvalidArgument(Quoted(key) + " is not supported");
+    }
+  }
+  if (const Json* modalities = body.Find("modalities"); modalities != nullptr && !neutral(*modalities) &&
+                                                        *modalities != Json::array({"text"})) {
+    return InvalidArgument("'modalities' must be [\"text\"]: this server generates text only");
   }
   for (const std::string_view key : {"allowed_token_ids", "bad_words"}) {
     if (const Json* list = body.Find(key); list != nullptr && !list->is_null() && (!list->is_array() || !list->empty())) {

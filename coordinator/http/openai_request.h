@@ -60,8 +60,10 @@
 // use_beam_search, continue_final_message, return_tokens_as_token_ids and chat's echo (true),
 // skip_special_tokens and spaces_between_special_tokens (false), allowed_token_ids and
 // bad_words (non-empty), stream_options.continuous_usage_stats (true), guided_regex/choice/
-// grammar, structured_outputs, chat_template, chat_template_kwargs, prompt_logprobs,
-// truncate_prompt_tokens, logits_processors, prompt_embeds and documents (non-null).
+// grammar/whitespace_pattern, structured_outputs, chat_template, chat_template_kwargs,
+// prompt_logprobs, truncate_prompt_tokens, logits_processors, prompt_embeds and documents, and
+// OpenAI's audio, web_search_options, reasoning_effort and prediction (anything but null or
+// empty), and modalities other than ["text"].
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -129,8 +131,8 @@ struct CompletionRequest {
   // coordinator that forgets to fill in the room left fails loudly instead of generating 16.
   proto::SamplingParams sampling;
   std::optional<uint32_t> max_tokens;
-  // Alternatives per token the client asked for (completions' logprobs, chat's top_logprobs);
-  // only the chosen tokens' logprobs are produced, so responses carry empty top lists.
+  // Alternatives per token the client asked for (completions' logprobs, chat's top_logprobs),
+  // also in sampling.top_logprobs: the replicas return them with each token.
   uint32_t top_logprobs = 0;
 
   uint32_t n = 1;  // choices to generate

@@ -328,8 +328,11 @@ void HttpFrontend::HandleTokenize(const httplib::Request& req, httplib::Response
     return;
   }
   if (RefuseOtherModel(parsed->prompt.model, res)) return;
-  Result<std::vector<std::vector<uint32_t>>> prompts = PromptTokens(parsed->prompt, parsed->add_special_tokens,
-                                                                    /*refuse_oversized_text=*/false);
+  // A chat prompt always starts with the BOS, as the chat endpoint bills it (its templates do
+  // not write one): add_special_tokens counts for completions bodies only, as there.
+  Result<std::vector<std::vector<uint32_t>>> prompts =
+      PromptTokens(parsed->prompt, parsed->prompt.chat || parsed->add_special_tokens,
+                   /*refuse_oversized_text=*/false);
   if (!prompts.ok()) {
     SendError(res, prompts.status());
     return;

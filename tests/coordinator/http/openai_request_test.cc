@@ -153,6 +153,21 @@ TEST(ParseCompletionRequest, ChatMaxTokensLogprobsAndExtensions) {
   // chat takes too (the reply starts with the last message) and which is refused.
   EXPECT_TRUE(Chat("{" + messages + R"(, "echo": false, "best_of": 3, "suffix": "x"})").ok());
   EXPECT_FALSE(Chat("{" + messages + R"(, "echo": true})").ok());
+  // Refused extensions pass when empty, as when null: clients that always send them.
+  EXPECT_TRUE(Chat("{" + messages +
+                   R"(, "chat_template_kwargs": {}, "logits_processors": [], "guided_choice": [], "chat_template": "",
+                        "modalities": ["text"], "audio": null, "reasoning_effort": null})")
+                  .ok());
+  // What would change the output is refused, naming the field.
+  for (const char* field : {R"("chat_template_kwargs": {"enable_thinking": false})", R"("audio": {"voice": "alloy"})",
+                            R"("modalities": ["text", "audio"])", R"("reasoning_effort": "low")",
+                            R"("web_search_options": {"search_context_size": "low"})",
+                            R"("guided_whitespace_pattern": " ")", R"("prediction": {"type": "content"})"}) {
+    Result<CompletionRequest> r = Chat("{" + messages + ", " + field + "}");
+    ASSERT_FALSE(r.ok()) << field;
+    const std::string name = std::string(field).substr(1, std::string(field).find('"', 1) - 1);
+    EXPECT_NE(r.status().message().find("'" + name + "'"), std::string::npos) << r.status().message();
+  }
 }
 
 TEST(ParseCompletionRequest, PromptForms) {

@@ -267,7 +267,15 @@ TEST_F(HttpDoorTest, TokenizeCountsThePromptAsTheCompletionsEndpointsDo) {
   res = Post({{"messages", {{{"role", "user"}, {"content", "Hi"}}}}}, 10, "/tokenize");
   ASSERT_TRUE(res);
   ASSERT_EQ(res->status, 200) << res->body;
-  EXPECT_GT(Json::parse(res->body)["count"].get<int>(), 3);
+  const std::vector<int> chat_tokens = Json::parse(res->body)["tokens"].get<std::vector<int>>();
+  EXPECT_GT(chat_tokens.size(), 3u);
+  EXPECT_EQ(chat_tokens.front(), tok->bos());
+  // The chat endpoint always writes the BOS: add_special_tokens false (vLLM's default for chat,
+  // where the template writes it) counts the same.
+  res = Post({{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"add_special_tokens", false}}, 10, "/tokenize");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(Json::parse(res->body)["tokens"].get<std::vector<int>>(), chat_tokens);
 
   // And back.
   res = Post({{"tokens", plain}}, 10, "/detokenize");
@@ -662,15 +670,18 @@ class HttpDoorEarlyFailureTest : public HttpDoorTest {
     c.coordinator.queue_timeout_ms = 300;
     c.coordinator.sse_keepalive_ms = keepalive_ms_;
   }
+  // A streamed completion to its end; its bytes in `streamed`.
+  httplib::Result SendStreamed(std::string& streamed) {
+    httplib::Client client("127.0.0.1", server_->http_port());
+    client.set_read_timeout(10, 0);
+    return client.send(StreamedCompletion(streamed));
+  }
   int64_t keepalive_ms_ = 15000;
 };
 
 TEST_F(HttpDoorEarlyFailureTest, AStreamThatFailsBeforeItsFirstByteGetsTheFailuresStatus) {
-  httplib::Client client("127.0.0.1", server_->http_port());
-  client.set_read_timeout(10, 0);
   std::string streamed;
-  httplib::Request req = StreamedCompletion(streamed);
-  auto res = client.send(req);
+  auto res = SendStreamed(streamed);
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 503) << streamed;
   EXPECT_EQ(res->get_header_value("Content-Type"), "application/json");
@@ -688,11 +699,8 @@ class HttpDoorLateFailureTest : public HttpDoorEarlyFailureTest {
 };
 
 TEST_F(HttpDoorLateFailureTest, AStreamThatFailsAfterItBeganGetsAnErrorEvent) {
-  httplib::Client client("127.0.0.1", server_->http_port());
-  client.set_read_timeout(10, 0);
   std::string streamed;
-  httplib::Request req = StreamedCompletion(streamed);
-  auto res = client.send(req);
+  auto res = SendStreamed(streamed);
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200);
   EXPECT_EQ(streamed.rfind(": keep-alive\n\n", 0), 0u) << streamed;
