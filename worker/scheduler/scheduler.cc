@@ -39,10 +39,9 @@ bool Scheduler::Starving(const Sequence& seq, int64_t now_ms) const {
 }
 
 double Scheduler::EffectivePriority(const Sequence& seq, int64_t now_ms) const {
-  // Class first (one class is worth one second of aging at priority_decay 1), then waiting
-  // time, then how close the deadline is (0 while the whole SLO is left, 1 at the deadline,
-  // more when it has passed). Time spent running is not waiting: counted, a low-class request
-  // running for a few seconds would outrank every new urgent one and never be the victim.
+  // Ranks the waiting (PickVictim ranks the running by what does not drift). Class first (one
+  // class is worth one second of aging at priority_decay 1), then waiting time, then how close
+  // the deadline is (0 while the whole SLO is left, 1 at the deadline, more when it has passed).
   int64_t waited_ms = seq.waited_before_ms;
   if (seq.state == SequenceState::kWaiting) waited_ms += now_ms - seq.waiting_since_ms;
   const double waited_s = static_cast<double>(waited_ms) / 1000.0;
@@ -69,7 +68,7 @@ void Scheduler::SortWaiting(int64_t now_ms) {
   });
 }
 
-Sequence* Scheduler::PickVictim(std::span<Sequence* const> candidates, int64_t now_ms) const {
+Sequence* Scheduler::PickVictim(std::span<Sequence* const> candidates) const {
   Sequence* victim = nullptr;
   for (Sequence* s : candidates) {
     if (!victim) {
@@ -81,9 +80,16 @@ Sequence* Scheduler::PickVictim(std::span<Sequence* const> candidates, int64_t n
         if (victim->admitted_starving) victim = s;  // the guard's admissions go last
         continue;
       }
-      const double ps = EffectivePriority(*s, now_ms), pv = EffectivePriority(*victim, now_ms);
-      if (ps != pv) {
-        if (ps < pv) victim = s;
+      // By what does not drift while a sequence runs: its class, then its deadline (the most
+      // slack goes first). Aging and deadline pressure rank the waiting; here they would grow
+      // with running time and make a low class that has run for seconds outrank a new urgent
+      // request, which would then be preempted again and again.
+      if (s->priority != victim->priority) {
+        if (s->priority > victim->priority) victim = s;
+        continue;
+      }
+      if (s->deadline_ms != victim->deadline_ms) {
+        if (s->deadline_ms > victim->deadline_ms) victim = s;
         continue;
       }
     }
@@ -137,7 +143,7 @@ void Scheduler::ScheduleRunning(SchedulerOutput* out, int64_t* budget, int64_t* 
       for (Sequence* s : order) {
         if (s->state == SequenceState::kRunning) candidates.push_back(s);
       }
-      Sequence* victim = PickVictim(candidates, now_ms);
+      Sequence* victim = PickVictim(candidates);
       Unplan(victim->id, out, budget, slots);
       Preempt(victim, out, now_ms);
       if (victim == seq) break;

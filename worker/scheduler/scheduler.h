@@ -119,7 +119,9 @@ class Scheduler {
  private:
   bool Starving(const Sequence& seq, int64_t now_ms) const;
   void SortWaiting(int64_t now_ms);
-  Sequence* PickVictim(std::span<Sequence* const> candidates, int64_t now_ms) const;
+  // The sequence to preempt: a guard-admitted one last, then the lowest class, the latest
+  // deadline, the most recently admitted.
+  Sequence* PickVictim(std::span<Sequence* const> candidates) const;
   void Preempt(Sequence* seq, SchedulerOutput* out, int64_t now_ms);
   // Takes back the chunk `id` was given in the step being planned, if any.
   void Unplan(uint64_t id, SchedulerOutput* out, int64_t* budget, int64_t* slots);

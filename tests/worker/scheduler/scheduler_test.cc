@@ -91,7 +91,8 @@ class SchedulerTest : public ::testing::Test {
   // Request 1 (class 2) decodes for long; after it has run `low_runs_ms` more, request 2
   // (class 0, urgent) arrives and runs out of blocks beside it. Request 1 must be the victim
   // every time. 10 usable blocks of 4 tokens, a budget of 8.
-  void RunUrgentPrefillBesideALowDecode(double priority_decay, int64_t low_runs_ms);
+  // `low_waited_ms`: how long request 1 waited before its admission.
+  void RunUrgentPrefillBesideALowDecode(double priority_decay, int64_t low_runs_ms, int64_t low_waited_ms = 0);
 
   ManualClock clock_{1'000'000'000};
   std::unique_ptr<kv::KvBlockManager> kv_;
@@ -301,12 +302,25 @@ TEST_F(SchedulerTest, TimeSpentRunningIsNotAgingSoALongRunningLowRequestStaysThe
   RunUrgentPrefillBesideALowDecode(/*priority_decay=*/1.0, /*low_runs_ms=*/3000);
 }
 
-void SchedulerTest::RunUrgentPrefillBesideALowDecode(double priority_decay, int64_t low_runs_ms) {
+TEST_F(SchedulerTest, ALowRequestPastItsDeadlineIsStillTheVictimOfAnUrgentOne) {
+  // Deadline pressure grows with the clock, also while a sequence runs: 20 s into a 10 s SLO it
+  // was worth three classes, and the urgent request became the victim, again and again.
+  RunUrgentPrefillBesideALowDecode(/*priority_decay=*/1.0, /*low_runs_ms=*/20000);
+}
+
+TEST_F(SchedulerTest, ALowRequestThatWaitedLongBeforeItsAdmissionIsStillTheVictim) {
+  // Its aging before admission stayed in its rank for its whole run.
+  RunUrgentPrefillBesideALowDecode(/*priority_decay=*/1.0, /*low_runs_ms=*/0, /*low_waited_ms=*/3000);
+}
+
+void SchedulerTest::RunUrgentPrefillBesideALowDecode(double priority_decay, int64_t low_runs_ms,
+                                                     int64_t low_waited_ms) {
   SchedulerConfig config = Config(8, 8);
   config.priority_decay = priority_decay;
   config.max_wait_ms = 1'000'000;
   Make(config, 11, 4, /*prefix_caching=*/false);
   Add(Request(1, 4, 2, clock_.NowMillis(), 0), 1000);  // low class, decodes for long
+  clock_.AdvanceMillis(low_waited_ms);
   for (int i = 0; i < 12; ++i) {
     exec_.Step(*sched_);
     clock_.AdvanceMillis(10);
