@@ -178,6 +178,7 @@ Status CoordinatorServer::Core::AcceptChoices(std::vector<SubmitInput> inputs,
       auto choice = i + 1 < n ? std::make_unique<CoordRequest>(*prompt) : std::move(prompt);
       // Distinct choices that the same seed reproduces (vLLM numbers its choices' seeds so too).
       if (choice->sampling.has_seed) choice->sampling.seed += i;
+      choice->shares_prompt_length = i > 0;
       Result<CoordRequest*> r = Admit(std::move(choice), "", http);
       if (!r.ok()) {
         // Only a full queue can refuse here (the room was checked for more than one): the rest
@@ -245,7 +246,7 @@ void CoordinatorServer::Core::Dispatch(CoordRequest* r) {
   // A request offered again (refused, or migrated) counts once among recent prompt lengths, and
   // once among long-tail requests; every offer is a routing decision.
   const bool first_offer = !r->length_recorded;
-  router_.Record(route, chosen, /*count_length=*/first_offer);
+  router_.Record(route, chosen, /*count_length=*/first_offer && !r->shares_prompt_length);
   r->length_recorded = true;
   metrics_->Routed(chosen.id, d->policy, std::string(EnumName(d->pool))).Increment();
   if (first_offer) {

@@ -54,7 +54,11 @@ struct CoordRequest {
   uint32_t refusals = 0;         // replicas that refused it as full or draining
   uint32_t losses = 0;           // times a replica lost it (TakeBackLost) since its last token
   int64_t assigned_ns = 0;       // when its latest Assign was sent
-  bool length_recorded = false;  // its prompt length is in the router's long-tail window
+  bool length_recorded = false;  // offered once: its prompt length is in the router's long-tail window
+  // A choice after the first of its prompt (n > 1): the prompt's length is counted once, by the
+  // first, so that n copies neither fill the window nor move the quantile between the choices
+  // (which then went to different pools).
+  bool shares_prompt_length = false;
   int64_t retry_not_before_ns = 0;  // after a refusal: not offered again before this
   int64_t arrival_ns = 0;
   int64_t queued_since_ns = 0;

@@ -655,6 +655,29 @@ TEST_F(ReplicaRefusalTest, ALongTailRequestOfferedManyTimesCountsOnce) {
             5.0 + refused.offers);
 }
 
+TEST_F(ReplicaRefusalTest, TheChoicesOfOneLongPromptAreAllLongTailAndCountItsLengthOnce) {
+  // n copies of a prompt each added its length to the window: the quantile rose between the
+  // choices, so the later ones of one request went to the normal pool, and a few such requests
+  // filled the window.
+  auto a = Replica("a");
+  ASSERT_TRUE(a->Register());
+  for (int i = 0; i < 5; ++i) Submit("short" + std::to_string(i));  // the window: five of 3 tokens
+  std::thread waiting([&] {
+    httplib::Client http("127.0.0.1", server_->http_port());
+    http.set_read_timeout(2, 0);  // no token ever comes: the client gives up
+    (void)http.Post("/v1/completions", R"({"prompt": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], "n": 8, "max_tokens": 4})",
+                    "application/json");
+  });
+  EXPECT_TRUE(testing::WaitFor([&] { return Metric("bmad_coordinator_requests_dispatched_total") == 13.0; }, 10s));
+  EXPECT_EQ(Metric("bmad_coordinator_long_tail_requests_total"), 8.0) << "the choices were classified apart";
+  waiting.join();
+  // The window holds the prompt once: a prompt of 9 tokens is still long (above the 80th
+  // percentile of five 3s and one 10, which is 3), as it would not be after eight 10s.
+  Submit("nine", /*prompt_tokens=*/9);
+  EXPECT_TRUE(testing::WaitFor([&] { return Metric("bmad_coordinator_requests_dispatched_total") == 14.0; }, 10s));
+  EXPECT_EQ(Metric("bmad_coordinator_long_tail_requests_total"), 9.0);
+}
+
 const proto::Assign* LastAssign(const FakeReplica& replica) {
   const proto::Assign* last = nullptr;
   for (const proto::Message& m : replica.received()) {
