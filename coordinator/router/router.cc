@@ -125,13 +125,18 @@ Router::CandidateSet Router::SelectCandidates(bool long_tail,
 std::optional<size_t> Router::AffinityCandidate(std::span<const BlockHash> hashes,
                                                 std::span<const ReplicaView> replicas) const {
   // Deepest first: the first owner that is a candidate holds the longest usable prefix. Owners
-  // that are not candidates (dead, or in the other pool) are skipped for shallower prefixes.
+  // that are not candidates (dead, draining, or in the other pool) are skipped for shallower
+  // prefixes, each looked for among the candidates once: a long prompt's thousands of blocks
+  // are mostly owned by one replica, and a scan per block cost milliseconds when that replica
+  // was no candidate (it had just refused the request).
+  std::vector<std::string_view> not_candidates;
   for (auto it = hashes.rbegin(); it != hashes.rend(); ++it) {
     const std::optional<std::string_view> owner = affinity_.Owner(*it);
-    if (!owner) continue;
+    if (!owner || std::find(not_candidates.begin(), not_candidates.end(), *owner) != not_candidates.end()) continue;
     for (size_t pos = 0; pos < candidates_.size(); ++pos) {
       if (replicas[candidates_[pos]].id == *owner) return pos;
     }
+    not_candidates.push_back(*owner);
   }
   return std::nullopt;
 }
