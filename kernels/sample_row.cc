@@ -23,7 +23,7 @@ int32_t SampleRow(std::span<const float> row, const RowSampling& params,
     const float sa = row[static_cast<size_t>(a)], sb = row[static_cast<size_t>(b)];
     return sa > sb || (sa == sb && a < b);
   };
-  if (!(params.temperature > 0.0f) || params.temperature == kInf) {  // as the host sampler
+  if (!(params.temperature >= kGreedyBelowTemperature) || params.temperature == kInf) {  // as the host sampler
     return *std::min_element(order.begin(), order.end(), more_likely);
   }
   std::stable_sort(order.begin(), order.end(), more_likely);

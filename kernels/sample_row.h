@@ -3,7 +3,7 @@
 //
 // The definition is sampling::Sampler's (worker/sampling/sampler.h, step 4), so a request drawn
 // where its logits are gets the tokens the host sampler would draw from the same uniform:
-//   - temperature 0 (or not finite): the argmax, the lowest id on ties;
+//   - temperature below kGreedyBelowTemperature (or not finite): the argmax, the lowest id on ties;
 //   - otherwise, in the "more likely" order (higher score first, equal scores to the lower id):
 //     top-k (0 < k < the row's length) keeps the first k finite tokens;
 //     each kept token weighs p = exp((score - max score) / temperature), in float;
@@ -27,8 +27,12 @@
 
 namespace bmad::kernels {
 
+// Temperatures below this are greedy (vLLM's threshold, _SAMPLING_EPS): dividing by them would
+// only make rounding pick among near-ties, and clients send 1e-6 to mean "greedy".
+inline constexpr float kGreedyBelowTemperature = 1e-5f;
+
 struct RowSampling {
-  float temperature = 0.0f;  // <= 0, NaN or +inf: greedy
+  float temperature = 0.0f;  // < kGreedyBelowTemperature, NaN or +inf: greedy
   int32_t top_k = 0;         // <= 0: off
   float top_p = 1.0f;        // >= 1: off
   float min_p = 0.0f;        // <= 0: off

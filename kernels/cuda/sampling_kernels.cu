@@ -205,7 +205,8 @@ __global__ void __launch_bounds__(kThreads)
     if (threadIdx.x == 0) out[blockIdx.x] = -1;
     return;
   }
-  if (!(p.temperature > 0.0f) || p.temperature == INFINITY) {  // greedy, as the host sampler
+  // Greedy below kGreedyBelowTemperature (kernels/sample_row.h), as the host sampler.
+  if (!(p.temperature >= 1e-5f) || p.temperature == INFINITY) {
     if (threadIdx.x == 0) out[blockIdx.x] = static_cast<int32_t>(idx);
     return;
   }

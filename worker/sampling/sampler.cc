@@ -1,6 +1,7 @@
 #include "worker/sampling/sampler.h"
 
 #include "worker/sampling/sampling_params_validation.h"
+#include "kernels/sample_row.h"
 
 #include <algorithm>
 #include <cmath>
@@ -27,7 +28,7 @@ Status NoFiniteLogit() { return Internal("every logit is -inf: no token can be c
 
 Sampler::Sampler(const proto::SamplingParams& params, uint64_t default_seed,
                  std::vector<int32_t> end_tokens, std::optional<JsonConstraint> constraint)
-    : temperature_(std::isfinite(params.temperature) && params.temperature > 0.0f
+    : temperature_(std::isfinite(params.temperature) && params.temperature >= kernels::kGreedyBelowTemperature
                        ? params.temperature
                        : 0.0f),
       top_k_(std::max(params.top_k, 0)),

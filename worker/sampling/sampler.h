@@ -1,6 +1,7 @@
 // The per-request sampler: turns one step's logits into the next token.
 //
-// Pipeline, in this order (the order of vLLM and Hugging Face):
+// Pipeline, in this order (Hugging Face's, vLLM V0's and llama.cpp's for the filters; vLLM V1
+// applies min-p before top-k and top-p):
 //   0. logit_bias: each entry's bias is added to its token's logit; and while the output holds
 //      fewer than min_tokens tokens, the tokens that would end it (`end_tokens`: the model's
 //      end-of-generation tokens unless ignore_eos, and the stop token ids) get -inf (vLLM's
@@ -9,7 +10,8 @@
 //      output, a positive logit is divided by `repetition_penalty`, a negative one multiplied;
 //   2. presence and frequency penalties (OpenAI), over the output only:
 //      logit -= presence_penalty * [count > 0] + frequency_penalty * count (see penalties.h);
-//   3. temperature == 0: greedy, the argmax (ties go to the lowest id). Nothing below applies;
+//   3. temperature below 1e-5 (vLLM's threshold; kernels::kGreedyBelowTemperature): greedy, the
+//      argmax (ties go to the lowest id). Nothing below applies;
 //   4. otherwise: top-k (the k highest logits, ties to lower ids), softmax of logit / temperature,
 //      top-p (the smallest set of most likely tokens whose probability reaches top_p; at least one
 //      token), min-p (drop tokens with p < min_p * p_max), renormalise, draw.

@@ -1,4 +1,6 @@
 #include "worker/sampling/sampler.h"
+
+#include "kernels/sample_row.h"
 #include "tests/worker/sampling/sampling_test_values.h"
 
 #include <algorithm>
@@ -109,6 +111,19 @@ TEST(Sampler, GreedyIsTheArgmaxWithTiesToTheLowestId) {
   }
   EXPECT_EQ(Next(sampler, {1.0f, 5.0f, 5.0f, 5.0f}), 1);
   EXPECT_EQ(Next(sampler, {-kInf, -2.0f, -kInf}), 1);
+}
+
+TEST(Sampler, ATemperatureBelowOneHundredThousandthIsGreedy) {
+  // vLLM's threshold: clients send 1e-6 to mean "greedy"; divided by, it made near-ties a draw.
+  std::vector<int32_t> order;
+  const std::vector<float> near_ties = {1.0f, 1.0f, 0.9999995f};
+  for (const float t : {1e-6f, 9.9e-6f}) {
+    Sampler sampler(Params(t, 7), 0);
+    EXPECT_TRUE(sampler.greedy()) << t;
+    for (int i = 0; i < 50; ++i) ASSERT_EQ(Next(sampler, near_ties), 0) << t;
+    EXPECT_EQ(kernels::SampleRow(near_ties, kernels::RowSampling{t, 0, 1.0f, 0.0f, 0.9}, order), 0) << t;
+  }
+  EXPECT_FALSE(Sampler(Params(1e-5f, 7), 0).greedy());
 }
 
 TEST(Sampler, GreedyDoesNotDependOnTheSeed) {
