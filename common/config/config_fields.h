@@ -98,9 +98,9 @@ void VisitConfig(ServerConfig& c, Visitor& v) {
             "in prefill), an SSE comment line (': keep-alive') is written this often, so that a "
             "proxy or load balancer with an idle timeout keeps the connection, and a client that "
             "has gone is noticed by the failed write; 0 sends none. A stream's headers wait for "
-            "its first event up to this long, so that a request failing before then (a queue "
-            "timeout, a replica's refusal) gets that failure's HTTP status, not an error event "
-            "in a 200 stream.",
+            "its first event up to this long (not at all at 0), so that a request failing before "
+            "then (the coordinator stopping, a replica's refusal, a queue_timeout_ms shorter than "
+            "this) gets that failure's HTTP status, not an error event in a 200 stream.",
             I{0, 3'600'000});
     v.Field("liveness_timeout_ms", c.coordinator.liveness_timeout_ms,
             "A replica with no heartbeat for this long is declared dead and its requests move; a "

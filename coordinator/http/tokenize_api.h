@@ -4,8 +4,8 @@
 // /tokenize takes a completions body ({"prompt": ...}) or, when "messages" is present, a chat
 // body ({"messages": [...], "add_generation_prompt"}), read by ParseCompletionRequest: every rule
 // of those endpoints applies to them. Its own fields: add_special_tokens (boolean, default true:
-// BOS as the completions endpoints add it) and return_token_strs (boolean, default false: also
-// list each token's text). Answer: {"count", "max_model_len", "tokens", "token_strs"}.
+// BOS as the completions endpoint adds it; a chat body always gets the BOS, as the chat endpoint
+// writes it) and return_token_strs (boolean, default false: also list each token's text). Answer: {"count", "max_model_len", "tokens", "token_strs"}.
 //
 // /detokenize takes {"tokens": [ids]} (and an optional "model") and answers {"prompt": text}.
 //

@@ -144,7 +144,9 @@ std::optional<size_t> Router::AffinityCandidate(std::span<const BlockHash> hashe
 Result<RouteDecision> Router::Pick(const RouteRequest& request,
                                    std::span<const ReplicaView> replicas) {
   RouteDecision decision;
-  if (long_tail_) {
+  if (long_tail_ && request.long_tail) {
+    decision.long_tail = *request.long_tail;
+  } else if (long_tail_) {
     const std::optional<int64_t> threshold = LongTailThreshold();
     decision.long_tail = threshold && std::max<int64_t>(request.prompt_tokens, 0) > *threshold;
   }

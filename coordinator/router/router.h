@@ -54,6 +54,9 @@ namespace bmad::coord {
 struct RouteRequest {
   int64_t prompt_tokens = 0;               // negative counts as 0
   std::span<const BlockHash> block_hashes; // chained hashes of the prompt's full blocks
+  // Long-tail or not, when already decided (another choice of the same prompt was routed):
+  // kept, so that one request's choices all go to one pool.
+  std::optional<bool> long_tail;
 };
 
 // Policy labels (RouteDecision::policy holds one of these).

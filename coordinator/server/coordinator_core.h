@@ -67,12 +67,14 @@ class CoordinatorServer::Core {
   const ServerConfig& config() const { return config_; }
   // The keys clients must present; null when coordinator.api_keys_file is empty. Any thread.
   ApiKeys* api_keys() const { return api_keys_.get(); }
-  // Counts an HTTP request refused for want of a valid key. Any thread.
+  // Counts a completion request refused for want of a valid key. Any thread.
   void CountUnauthenticatedHttp() {
     ++requests_received_;
     metrics_->requests_total.Increment();
     metrics_->rejected_unauthenticated->Increment();
   }
+  // Another API call (models, tokenize) refused so: a rejection, not a request to the cluster.
+  void CountUnauthenticatedOther() { metrics_->rejected_unauthenticated->Increment(); }
   // OK when a text prompt of this many bytes may fit the context; else the OutOfRange error its
   // client gets, without tokenizing it (4 MB took seconds). Any thread.
   Status CheckPromptTextMayFit(size_t bytes) const;

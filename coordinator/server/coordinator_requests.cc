@@ -174,11 +174,11 @@ Status CoordinatorServer::Core::AcceptChoices(std::vector<SubmitInput> inputs,
   std::vector<uint64_t> accepted;
   for (std::unique_ptr<CoordRequest>& prompt : prepared) {
     const uint32_t n = prompt->choices;
+    if (n > 1) prompt->prompt_long_tail = std::make_shared<std::optional<bool>>();
     for (uint32_t i = 0; i < n; ++i) {
       auto choice = i + 1 < n ? std::make_unique<CoordRequest>(*prompt) : std::move(prompt);
       // Distinct choices that the same seed reproduces (vLLM numbers its choices' seeds so too).
       if (choice->sampling.has_seed) choice->sampling.seed += i;
-      choice->shares_prompt_length = i > 0;
       Result<CoordRequest*> r = Admit(std::move(choice), "", http);
       if (!r.ok()) {
         // Only a full queue can refuse here (the room was checked for more than one): the rest
@@ -207,7 +207,8 @@ void CoordinatorServer::Core::Dispatch(CoordRequest* r) {
     if (context != 0 && context < needed) views[i].accepting = false;
   }
   const int64_t start = clock_.NowNanos();
-  RouteRequest route{static_cast<int64_t>(r->prompt.size()), r->block_hashes};
+  RouteRequest route{static_cast<int64_t>(r->prompt.size()), r->block_hashes,
+                     r->prompt_long_tail ? *r->prompt_long_tail : std::nullopt};
   Result<RouteDecision> d = router_.Pick(route, views);
   if (!d.ok()) return;  // stays queued until a replica is live
   // Only picks that found a replica: a queue waiting for one retries every turn, and those
@@ -246,7 +247,10 @@ void CoordinatorServer::Core::Dispatch(CoordRequest* r) {
   // A request offered again (refused, or migrated) counts once among recent prompt lengths, and
   // once among long-tail requests; every offer is a routing decision.
   const bool first_offer = !r->length_recorded;
-  router_.Record(route, chosen, /*count_length=*/first_offer && !r->shares_prompt_length);
+  // A choice of a prompt whose long-tail decision another choice made counts no length.
+  const bool decides_prompt = !r->prompt_long_tail || !r->prompt_long_tail->has_value();
+  if (r->prompt_long_tail && !r->prompt_long_tail->has_value()) *r->prompt_long_tail = d->long_tail;
+  router_.Record(route, chosen, /*count_length=*/first_offer && decides_prompt);
   r->length_recorded = true;
   metrics_->Routed(chosen.id, d->policy, std::string(EnumName(d->pool))).Increment();
   if (first_offer) {

@@ -307,7 +307,13 @@ bool HttpFrontend::Authorized(const httplib::Request& req, httplib::Response& re
   const std::string authorization = req.get_header_value("Authorization");
   const std::string_view key = ApiKeys::BearerToken(authorization);
   if (keys->Accepts(key)) return true;
-  core_.CountUnauthenticatedHttp();
+  // Counted among the cluster's requests only where a request to the cluster was asked for, as
+  // the same call with a key would be counted.
+  if (req.path == "/v1/completions" || req.path == "/v1/chat/completions") {
+    core_.CountUnauthenticatedHttp();
+  } else {
+    core_.CountUnauthenticatedOther();
+  }
   SendError(res, Unauthenticated(key.empty() ? "this server wants an API key: send 'Authorization: Bearer KEY'"
                                              : "the API key is not one this server accepts"));
   res.set_header("WWW-Authenticate", "Bearer");  // RFC 6750
@@ -502,20 +508,20 @@ void HttpFrontend::AnswerStreaming(AcceptedCompletion accepted, const http::Resp
   // SSE events as chunks come (each choice's role chunk first, for chat), then the usage chunk
   // (if asked) and [DONE] once every choice has finished. httplib calls the provider again and
   // again from this handler's thread until it says done or fails: the state lives outside it.
-  // A request that fails before anything is sent gets its own HTTP status (503 for a queue
-  // timeout, 400 for what a replica refuses, ...), as one refused at the door does: clients and
-  // SDKs act on the status (retry on 429 and 503), which an error event inside a 200 stream
-  // hides. So the headers wait for the first event, but no longer than the first keep-alive is
-  // due: a request queued longer then streams comments, and a failure after that is an event.
+  // A request that fails before anything is sent gets its own HTTP status (503 when the
+  // coordinator stops, what a replica's refusal says, a queue timeout shorter than the
+  // keep-alive interval), as one refused at the door does: clients and SDKs act on the status
+  // (retry on 429 and 503), which an error event inside a 200 stream hides. So the headers wait
+  // for the first event, but no longer than the first keep-alive is due (and not at all without
+  // keep-alives): a request queued longer then streams comments, and a failure after that is an
+  // event.
   const auto accepted_at = std::chrono::steady_clock::now();
   std::optional<StreamEvent> first;
-  while (!first) {
-    std::chrono::milliseconds wait = kClientCheckInterval;
-    if (keepalive.count() > 0) {
-      const auto due = accepted_at + keepalive - std::chrono::steady_clock::now();
-      if (due <= std::chrono::steady_clock::duration::zero()) break;
-      wait = std::min(wait, std::chrono::ceil<std::chrono::milliseconds>(due));
-    }
+  while (!first && keepalive.count() > 0) {
+    const auto due = accepted_at + keepalive - std::chrono::steady_clock::now();
+    if (due <= std::chrono::steady_clock::duration::zero()) break;
+    const std::chrono::milliseconds wait =
+        std::min<std::chrono::milliseconds>(kClientCheckInterval, std::chrono::ceil<std::chrono::milliseconds>(due));
     first = accepted.stream->Pop(wait);
     if (first && first->kind == StreamEvent::Kind::kError) {
       accepted.abandon();  // the other choices, if any

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -55,10 +56,11 @@ struct CoordRequest {
   uint32_t losses = 0;           // times a replica lost it (TakeBackLost) since its last token
   int64_t assigned_ns = 0;       // when its latest Assign was sent
   bool length_recorded = false;  // offered once: its prompt length is in the router's long-tail window
-  // A choice after the first of its prompt (n > 1): the prompt's length is counted once, by the
-  // first, so that n copies neither fill the window nor move the quantile between the choices
-  // (which then went to different pools).
-  bool shares_prompt_length = false;
+  // The choices of one prompt (n > 1) share this: the long-tail decision of the first of them
+  // routed, which the others keep, and only that first one counts the prompt's length in the
+  // window (n copies filled it, and moved the quantile between the choices, which then went to
+  // different pools). Null for a request of one choice.
+  std::shared_ptr<std::optional<bool>> prompt_long_tail;
   int64_t retry_not_before_ns = 0;  // after a refusal: not offered again before this
   int64_t arrival_ns = 0;
   int64_t queued_since_ns = 0;

@@ -242,6 +242,7 @@ class FakeWorker {
 
   void SendRegister() {
     last_assignment_.reset();
+    seen_assignment_.reset();
     Send(proto::Register{Info(), incarnation_});
     last_register_ns_ = clock_.NowNanos();
   }
@@ -252,8 +253,10 @@ class FakeWorker {
     std::sort(ids.begin(), ids.end());
     std::vector<uint32_t> numbers;
     for (uint64_t id : ids) numbers.push_back(sequences_.at(id)->assignment);
-    Send(proto::Heartbeat{o_.replica_id, Load(), std::move(ids), last_assignment_.value_or(0),
-                          last_assignment_.has_value(), std::move(numbers)});
+    Send(proto::Heartbeat{o_.replica_id,          Load(),
+                          std::move(ids),          last_assignment_.value_or(0),
+                          last_assignment_.has_value(), std::move(numbers),
+                          seen_assignment_.value_or(0), seen_assignment_.has_value()});
     last_heartbeat_ns_ = clock_.NowNanos();
   }
 
@@ -268,8 +271,10 @@ class FakeWorker {
       Assign(*a);
     } else if (auto* c = std::get_if<proto::WorkerCancel>(&m)) {
       Cancel(c->request_id);
-    } else if (std::holds_alternative<proto::HeartbeatAck>(m)) {
-      // The coordinator is alive; this fake has no readiness to report.
+    } else if (auto* hb_ack = std::get_if<proto::HeartbeatAck>(&m)) {
+      // The coordinator is alive (this fake has no readiness to report); echo the newest Assign
+      // number it had sent, as bmad-worker does, so that a lost Assign is found at once.
+      if (hb_ack->has_last_assignment) seen_assignment_ = hb_ack->last_assignment;
     } else if (std::holds_alternative<proto::Drain>(m)) {
       log::Info(kLog, "draining: finishing running requests, accepting none");
       draining_ = true;
@@ -287,7 +292,9 @@ class FakeWorker {
     } else if (auto* err = std::get_if<proto::ErrorMessage>(&m)) {
       if (err->code == StatusCode::kNotFound) {
         registered_ = false;  // the coordinator restarted or declared us dead
-        SendRegister();
+        // At most once a heartbeat interval, as bmad-worker: a burst of answers to queued
+        // heartbeats must not become a burst of registrations.
+        if (clock_.NowNanos() - last_register_ns_ > o_.heartbeat_ms * 1'000'000) SendRegister();
       } else {
         log::Warn(kLog, "error from the coordinator", {{"message", err->message}});
       }
@@ -490,6 +497,7 @@ class FakeWorker {
   uint64_t incarnation_ = 0;
   bool registered_ = false;
   std::optional<uint32_t> last_assignment_;  // the newest Assign taken since registering
+  std::optional<uint32_t> seen_assignment_;  // the newest number a HeartbeatAck carried since
   bool refused_ = false;
   bool draining_ = false;
   int64_t last_register_ns_ = 0;

@@ -658,17 +658,19 @@ TEST(WorkerProcessTest, ABurstOfNotFoundAnswersGetsOneRegistrationAHeartbeatInte
   // over and over.
   FakeCoordinator coord;
   ChildProcess worker;
-  auto reg = StartWorker(worker, coord, SharedModelsDir() + "/stories260K.gguf", {"worker.heartbeat_ms=200"});
+  auto reg = StartWorker(worker, coord, SharedModelsDir() + "/stories260K.gguf",
+                         {"worker.heartbeat_ms=1000", "coordinator.liveness_timeout_ms=5000"});
   ASSERT_TRUE(reg.has_value());
   coord.Send(proto::RegisterAck{true, "welcome"});
   ASSERT_TRUE(coord.Expect<proto::Heartbeat>(5s).has_value());
   // A heartbeat interval after the registration, so the first answer may register at once.
-  std::this_thread::sleep_for(250ms);
+  std::this_thread::sleep_for(1100ms);
   for (int i = 0; i < 20; ++i) {
     coord.Send(proto::ErrorMessage{StatusCode::kNotFound, "unknown replica; register", 0, "", 0});
   }
+  // 1.5 s: the answer's Register, and one more a heartbeat interval later (still unregistered).
   int registers = 0;
-  const auto until = std::chrono::steady_clock::now() + 300ms;
+  const auto until = std::chrono::steady_clock::now() + 1500ms;
   while (std::chrono::steady_clock::now() < until) {
     auto m = coord.Next(50ms);
     if (m && std::holds_alternative<proto::Register>(*m)) ++registers;

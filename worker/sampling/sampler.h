@@ -86,8 +86,8 @@ struct DeviceDraw {
 class Sampler {
  public:
   // `params` should have passed ValidateSamplingParams. Values that did not are not rejected
-  // here but replaced by the nearest sane ones (never undefined behaviour): a non-finite or
-  // negative temperature means greedy, top_p outside (0, 1] or NaN is clamped (NaN: off), min_p
+  // here but replaced by the nearest sane ones (never undefined behaviour): a non-finite
+  // temperature, or one below 1e-5, means greedy, top_p outside (0, 1] or NaN is clamped (NaN: off), min_p
   // is clamped to [0, 1] (NaN: off), top_k < 0 is off, a non-positive or non-finite
   // repetition_penalty and non-finite presence/frequency penalties are off.
   // `default_seed` seeds the generator when `params.has_seed` is false (the engine should pass a

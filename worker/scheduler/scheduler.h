@@ -13,8 +13,9 @@
 // whole batch has finished: the FCFS static-batching baseline, whose batch is not capped by one
 // step's token budget.
 //
-// Out of KV blocks: the lowest-priority, most recently admitted running sequence is preempted
-// (even one already planned into this step, which then loses its chunk): its blocks are freed
+// Out of KV blocks: a running sequence is preempted, the lowest class, then the latest deadline,
+// then the most recently admitted (by what does not drift while it runs; even one already
+// planned into this step, which then loses its chunk): its blocks are freed
 // and it waits again, to be recomputed from its tokens later (its prefix may still be cached).
 // A sequence the max-wait guard admitted is the victim only when every candidate was so
 // admitted: otherwise a low-priority request would be let in by the guard and thrown out by the
