@@ -138,13 +138,7 @@ class ChatText {
     return *this;
   }
   void Client(std::string_view s) {
-    if (s.empty()) return;
-    auto& spans = prompt_.client_spans;
-    if (!spans.empty() && spans.back().begin + spans.back().length == prompt_.text.size()) {
-      spans.back().length += s.size();  // adjacent: one span
-    } else {
-      spans.push_back({prompt_.text.size(), s.size()});
-    }
+    AddSpan(prompt_.text.size(), s.size());
     prompt_.text += s;
   }
   // `other` appended, its client spans with it.
@@ -167,14 +161,17 @@ class ChatText {
     for (const ChatPrompt::Span& s : other.prompt_.client_spans) {
       const size_t b = std::max(s.begin, begin);
       const size_t e = std::min(s.begin + s.length, begin + length);
-      if (b >= e) continue;
-      auto& spans = prompt_.client_spans;
-      const size_t at = b - begin + shift;
-      if (!spans.empty() && spans.back().begin + spans.back().length == at) {
-        spans.back().length += e - b;
-      } else {
-        spans.push_back({at, e - b});
-      }
+      if (b < e) AddSpan(b - begin + shift, e - b);
+    }
+  }
+  // A client span at `at`, merged with the last one when adjacent; empty ones are none.
+  void AddSpan(size_t at, size_t length) {
+    if (length == 0) return;
+    auto& spans = prompt_.client_spans;
+    if (!spans.empty() && spans.back().begin + spans.back().length == at) {
+      spans.back().length += length;
+    } else {
+      spans.push_back({at, length});
     }
   }
 

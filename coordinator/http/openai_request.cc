@@ -515,7 +515,7 @@ Status RejectUnsupported(const JsonFields& body, bool chat) {
   // Empty values ({}, [], "") ask for nothing, as null does: clients that always send the
   // field pass.
   auto neutral = [](const Json& v) {
-    return v.is_null() || ((v.is_object() || v.is_array() || v.is_string()) && v.empty()) ||
+    return v.is_null() || ((v.is_object() || v.is_array()) && v.empty()) ||
            (v.is_string() && v.get_ref<const std::string&>().empty());
   };
   for (const std::string_view key : {"guided_regex", "guided_choice", "guided_grammar",
