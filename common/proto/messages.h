@@ -67,8 +67,8 @@ struct SamplingParams {
   // before it has this many tokens.
   uint32_t min_tokens = 0;
   std::vector<LogitBias> logit_bias;  // distinct token ids
-  // vLLM's include_stop_str_in_output: the stop string that ends the output is sent as its end
-  // (OpenAI leaves it out).
+  // vLLM's include_stop_str_in_output: the stop string that ends the output is sent as its end,
+  // and so is the text of a stop token or end-of-generation token (OpenAI leaves them out).
   bool include_stop_str_in_output = false;
   ResponseFormat response_format = ResponseFormat::kText;
   // With kJsonSchema: the JSON Schema the output is held to, as JSON text (sampling::JsonSchema

@@ -59,6 +59,20 @@ TEST(OpenAiFeaturesTest, LogitBiasAndMinTokensReachTheSampler) {
   r = Post(cluster.http_port(), "/v1/completions", by_token.dump());
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(json::parse(r.body)["choices"][0]["stop_reason"], 261) << r.body;
+  EXPECT_EQ(json::parse(r.body)["choices"][0]["text"], "") << r.body;
+  // Asked for in the output, the stop token's text ends it (as vLLM): the text the same token
+  // gives when the length limit ends the output there.
+  by_token["include_stop_str_in_output"] = true;
+  r = Post(cluster.http_port(), "/v1/completions", by_token.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  json one_token = Completion("Once upon a time", 1, false);
+  one_token["logit_bias"] = {{"261", 100}};
+  const HttpResult alone = Post(cluster.http_port(), "/v1/completions", one_token.dump());
+  ASSERT_EQ(alone.status, 200) << alone.body;
+  const std::string token_text = json::parse(alone.body)["choices"][0]["text"];
+  EXPECT_FALSE(token_text.empty()) << alone.body;
+  EXPECT_EQ(json::parse(r.body)["choices"][0]["text"], token_text) << r.body;
+  EXPECT_EQ(json::parse(r.body)["choices"][0]["stop_reason"], 261) << r.body;
   // A bias for a token the model does not have is the client's error, named.
   json outside = Completion("Once", 4, false);
   outside["logit_bias"] = {{"600", 1}};

@@ -37,6 +37,7 @@ OutputProcessor::OutputProcessor(const tokenizer::Tokenizer& tokenizer,
       stop_strings_(params.stop_strings, params.include_stop_str_in_output),
       stop_token_ids_(params.stop_token_ids),
       ignore_eos_(params.ignore_eos),
+      include_stop_text_(params.include_stop_str_in_output),
       min_tokens_(params.min_tokens),
       max_new_tokens_(max_new_tokens) {
   // Tokens streamed before a migration were already detokenized for the client; run them
@@ -88,8 +89,17 @@ TokenOutcome OutputProcessor::OnToken(int32_t token) {
   // draw, a test) is an ordinary token.
   const bool may_end = static_cast<int64_t>(generated_.size()) > min_tokens_;
   if (may_end && (stop_token || (!ignore_eos_ && tokenizer_.IsEndOfGeneration(token)))) {
-    TokenOutcome outcome = Complete("", proto::FinishReason::kStop);  // the stop token adds no text
-    if (stop_token) outcome.stop_token_id = token;
+    // The ending token adds no text, unless the client asked for the stop in the output (then
+    // it goes through the stop-string matcher like any text: a stop string it completes ends
+    // the output there and names itself).
+    sampling::StopFeedResult fed;
+    if (include_stop_text_) fed = FeedText(token);
+    TokenOutcome outcome = Complete(std::move(fed.text), proto::FinishReason::kStop);
+    if (fed.stopped) {
+      outcome.stop_string = stop_strings_.stop_string(fed.stop_index);
+    } else if (stop_token) {
+      outcome.stop_token_id = token;
+    }
     return outcome;
   }
   sampling::StopFeedResult fed = FeedText(token);

@@ -79,6 +79,9 @@ class OutputProcessor {
   sampling::StopStringMatcher stop_strings_;
   std::vector<uint32_t> stop_token_ids_;
   bool ignore_eos_;
+  // vLLM's include_stop_str_in_output covers the text of an ending token as well (an end of
+  // generation token's is mostly empty: control tokens have none).
+  bool include_stop_text_;
   int64_t min_tokens_;
   int64_t max_new_tokens_;
   std::vector<int32_t> generated_;

@@ -105,6 +105,52 @@ TEST(OutputProcessorTest, AStopTokenAddsNoTextButReleasesHeldText) {
   EXPECT_TRUE(processor.finished());
 }
 
+// vLLM keeps an ending token's text when the client asks for the stop in the output: after the
+// text the stop-string matcher held back, in order.
+TEST(OutputProcessorTest, AStopTokensTextIsSentWhenTheStopIsAskedForInTheOutput) {
+  proto::SamplingParams params;
+  params.stop_strings = {"zebra"};
+  params.include_stop_str_in_output = true;
+  const int32_t stop_token = Ids("cat").back();
+  params.stop_token_ids = {static_cast<uint32_t>(stop_token)};
+  std::vector<int32_t> tokens = Ids("The z");
+  tokens.push_back(stop_token);
+  OutputProcessor processor(Llama2(), params, kPrompt, 100);
+  const Driven d = Drive(processor, tokens);
+  EXPECT_EQ(d.tokens_fed, tokens.size());
+  EXPECT_EQ(d.last.reason, proto::FinishReason::kStop);
+  EXPECT_EQ(d.last.stop_token_id, stop_token);
+  EXPECT_TRUE(d.last.stop_string.empty());
+  EXPECT_EQ(d.text, " The z" + Llama2().TokenPiece(stop_token));
+}
+
+// A control token has no text: the end of generation adds nothing even when asked for.
+TEST(OutputProcessorTest, TheEndOfGenerationAddsNoTextWhenTheStopIsAskedForInTheOutput) {
+  proto::SamplingParams params;
+  params.include_stop_str_in_output = true;
+  std::vector<int32_t> tokens = Ids("The cat");
+  tokens.push_back(Llama2().EndOfGenerationIds().at(0));
+  OutputProcessor processor(Llama2(), params, kPrompt, 100);
+  const Driven d = Drive(processor, tokens);
+  EXPECT_EQ(d.last.reason, proto::FinishReason::kStop);
+  EXPECT_EQ(d.text, " The cat");
+}
+
+// The stop token's text completes a stop string: that string ends the output and names itself.
+TEST(OutputProcessorTest, AStopTokensTextThatCompletesAStopStringStopsThere) {
+  proto::SamplingParams params;
+  params.include_stop_str_in_output = true;
+  const std::vector<int32_t> cat = Ids("The cat");
+  params.stop_strings = {"The c"};
+  params.stop_token_ids = {static_cast<uint32_t>(cat.back())};
+  OutputProcessor processor(Llama2(), params, kPrompt, 100);
+  const Driven d = Drive(processor, cat);
+  EXPECT_EQ(d.last.reason, proto::FinishReason::kStop);
+  EXPECT_EQ(d.last.stop_string, "The c");
+  EXPECT_EQ(d.last.stop_token_id, -1);
+  EXPECT_EQ(d.text, " The c");
+}
+
 TEST(OutputProcessorTest, AStopStringCutsTheOutputAndNamesItself) {
   proto::SamplingParams params;
   params.stop_strings = {"zebra", " girl"};
