@@ -129,7 +129,9 @@ class CoordinatorServer::Core {
   // is checked first, and a bad one refuses them all (the error names the prompt when there are
   // several).
   Status AcceptChoices(std::vector<SubmitInput> inputs, const std::shared_ptr<HttpStream>& http);
-  void Dispatch(CoordRequest* r);
+  // Offers `r` to the replica the router picks; false when no replica could take it (none live,
+  // accepting and with the context it needs): it stays queued.
+  bool Dispatch(CoordRequest* r);
   // The context a replica needs to serve `r` from where it stands (ContextNeeded), and whether a
   // live replica registered one at least that long.
   static int64_t ContextNeeded(const CoordRequest& r);

@@ -1,6 +1,7 @@
 // The life of a request in the coordinator: accept (validate, tokenize, admit), dispatch (route to
 // a live replica), stream (forward chunks, dropping any the client already has), and end
 // (finish, fail, cancel), or migrate when the replica dies.
+#include <algorithm>
 #include <optional>
 #include <unordered_map>
 
@@ -195,7 +196,7 @@ Status CoordinatorServer::Core::AcceptChoices(std::vector<SubmitInput> inputs,
   return Status::Ok();
 }
 
-void CoordinatorServer::Core::Dispatch(CoordRequest* r) {
+bool CoordinatorServer::Core::Dispatch(CoordRequest* r) {
   std::vector<ReplicaView> views = Views();
   // A replica whose context cannot hold the whole request (its KV cache is smaller: another
   // pool's size) is no candidate for it: it would refuse it, or cut it short. Prepare checked
@@ -210,7 +211,7 @@ void CoordinatorServer::Core::Dispatch(CoordRequest* r) {
   RouteRequest route{static_cast<int64_t>(r->prompt.size()), r->block_hashes,
                      r->prompt_long_tail ? *r->prompt_long_tail : std::nullopt};
   Result<RouteDecision> d = router_.Pick(route, views);
-  if (!d.ok()) return;  // stays queued until a replica is live
+  if (!d.ok()) return false;  // stays queued until a replica is live
   // Only picks that found a replica: a queue waiting for one retries every turn, and those
   // instant failures would bury the time real decisions take.
   metrics_->routing_seconds.Observe(double(clock_.NowNanos() - start) * 1e-9);
@@ -225,12 +226,12 @@ void CoordinatorServer::Core::Dispatch(CoordRequest* r) {
   a.arrival_unix_ms = static_cast<uint64_t>(UnixMillis());
   a.assignment = ++last_assignment_;
   ReplicaState* replica = replicas_.Find(chosen.id);
-  if (!replica) return;
+  if (!replica) return true;
   if (!proto::SendMessage(*worker_socket_, a, replica->routing_id).ok()) {
     log::Warn(kLog, "replica unreachable while dispatching", {{"replica", chosen.id}});
     replicas_.MarkDead(chosen.id);
     Migrate(chosen.id);
-    return;
+    return true;
   }
   if (!replica->assigned) replica->first_assignment = a.assignment;
   replica->assigned = true;
@@ -257,6 +258,7 @@ void CoordinatorServer::Core::Dispatch(CoordRequest* r) {
     metrics_->requests_dispatched.Increment();
     if (d->long_tail) metrics_->long_tail_requests.Increment();
   }
+  return true;
 }
 
 int64_t CoordinatorServer::Core::ContextNeeded(const CoordRequest& r) {
@@ -284,6 +286,11 @@ void CoordinatorServer::Core::DispatchQueued() {
   // requests listed here.
   std::vector<uint64_t> queued;
   for (const CoordRequest* r : requests_.Queued()) queued.push_back(r->id);
+  // A request no replica can take (none live, accepting and with the context it needs) tells
+  // the same of every later one that needs as much context: those wait for the next pass
+  // without a pick each. A deep queue while every replica drains (a rolling update) cost a
+  // registry copy and a pick per request per tick, and held the event loop.
+  std::optional<int64_t> unplaceable_from;
   for (uint64_t id : queued) {
     CoordRequest* r = requests_.Find(id);
     if (r == nullptr || r->state != RequestState::kQueued) continue;
@@ -302,7 +309,9 @@ void CoordinatorServer::Core::DispatchQueued() {
     }
     if (now < r->retry_not_before_ns) continue;
     if (replicas_.LiveCount() == 0) return;
-    Dispatch(r);
+    const int64_t needed = ContextNeeded(*r);
+    if (unplaceable_from && needed >= *unplaceable_from) continue;
+    if (!Dispatch(r)) unplaceable_from = std::min(needed, unplaceable_from.value_or(needed));
   }
 }
 

@@ -772,5 +772,38 @@ TEST_F(ReplicaRefusalTest, AMigratedRequestNoLiveReplicaHoldsFailsNamingTheConte
   EXPECT_TRUE(m->small->Assigned().empty());
 }
 
+// The migrated chat waits queued (for up to the 60 s queue timeout) for a replica whose context
+// holds it. A short request the small replica refused once waits behind it, and is offered again
+// while the chat still waits: a dispatch pass skips only the requests that need at least the
+// context no replica holds, not every request behind one.
+TEST_F(ReplicaLossTest, ARequestThatFitsIsOfferedAgainPastOneNoLiveReplicaHolds) {
+  auto m = ChatMigratedPastASmallReplica(ctx_, server_->worker_endpoint(), server_->http_port());
+  const uint64_t x = Submit("x");
+  ASSERT_TRUE(WaitForAssigns(*m->small, x, 1));
+  proto::ErrorMessage full;
+  full.code = StatusCode::kResourceExhausted;
+  full.message = "replica queue is full (4096 requests waiting)";
+  full.request_id = x;
+  full.assignment = AssignsOf(*m->small, x)[0].assignment;
+  m->small->Send(full);
+  EXPECT_TRUE(WaitForAssigns(*m->small, x, 2)) << "the refused request was not offered again";
+  for (uint64_t id : m->small->Assigned()) EXPECT_EQ(id, x) << "the migrated chat went to small";
+  // A replica that holds the chat ends its wait.
+  auto large = Replica("large-2");
+  ASSERT_TRUE(large->Register(/*context_length=*/512));
+  ASSERT_TRUE(testing::WaitFor([&] {
+    large->Receive(50ms);
+    return LastAssign(*large) != nullptr;
+  }, 5s));
+  proto::TokenChunk last;
+  last.request_id = LastAssign(*large)->request_id;
+  last.assignment = LastAssign(*large)->assignment;
+  last.token_offset = 60;
+  last.finish_reason = proto::FinishReason::kLength;
+  large->Send(last);
+  m->chat.join();
+  EXPECT_EQ(m->status, 200) << m->body;
+}
+
 }  // namespace
 }  // namespace bmad::coord
