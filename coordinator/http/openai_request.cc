@@ -385,13 +385,14 @@ Status ReadStreaming(const JsonFields& body, CompletionRequest& request) {
 }
 
 // n choices (each generated as its own request); best_of may only repeat n, since ranking
-// candidates by likelihood is not done; echo asks for the prompt, which the response lacks.
+// candidates by likelihood is not done; echo (completions) asks for the prompt, which the
+// response lacks.
 Status ReadChoiceShape(const JsonFields& body, bool chat, CompletionRequest& request) {
   BMAD_ASSIGN_OR_RETURN(const std::optional<int64_t> n,
                         body.Integer("n", 1, kMaxChoices,
                                      "an integer in [1, " + std::to_string(kMaxChoices) + "]"));
   request.n = static_cast<uint32_t>(n.value_or(1));
-  if (chat) return Status::Ok();
+  // vLLM takes best_of on chat requests too (an extension there).
   BMAD_ASSIGN_OR_RETURN(const std::optional<int64_t> best_of,
                         body.Integer("best_of", 1, kMaxChoices,
                                      "an integer in [1, " + std::to_string(kMaxChoices) + "]"));
@@ -400,6 +401,7 @@ Status ReadChoiceShape(const JsonFields& body, bool chat, CompletionRequest& req
                            std::to_string(*best_of) +
                            ": every generated choice is returned; none are ranked and dropped");
   }
+  if (chat) return Status::Ok();
   BMAD_ASSIGN_OR_RETURN(const std::optional<bool> echo, body.Bool("echo"));
   if (echo.value_or(false)) {
     return InvalidArgument("'echo' is not supported: the response holds the completion only");

@@ -43,8 +43,8 @@
 //   ignore_eos         boolean
 //   stream             boolean, default false; stream_options {include_usage: boolean} is
 //                      allowed only when stream is true (as OpenAI and vLLM both insist)
-//   n                  integer in [1, 128], choices per prompt; best_of (completions) must equal
-//                      n; echo (completions) must be false; user is ignored
+//   n                  integer in [1, 128], choices per prompt; best_of (completions, and chat
+//                      as vLLM) must equal n; echo must be false; user is ignored
 //   response_format    {"type": "text"}, {"type": "json_object"} (the output is one JSON
 //                      object) or {"type": "json_schema", "json_schema": {"schema": {...}}}
 //                      (one JSON value the schema allows; name, description and strict are

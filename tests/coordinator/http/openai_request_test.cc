@@ -150,9 +150,13 @@ TEST(ParseCompletionRequest, ChatMaxTokensLogprobsAndExtensions) {
   EXPECT_EQ(Ok(Chat("{" + messages + R"(, "n": 128})")).n, 128u);
   EXPECT_EQ(Ok(Completion(R"({"prompt": "x", "n": 3, "best_of": 3})")).n, 3u);
   // Completion-only fields mean nothing to chat and are ignored there; not echo, which vLLM's
-  // chat takes too (the reply starts with the last message) and which is refused.
-  EXPECT_TRUE(Chat("{" + messages + R"(, "echo": false, "best_of": 3, "suffix": "x"})").ok());
+  // chat takes too (the reply starts with the last message) and which is refused, nor best_of,
+  // which vLLM's chat takes too (choices ranked and dropped), held to n as for completions.
+  EXPECT_TRUE(Chat("{" + messages + R"(, "echo": false, "suffix": "x"})").ok());
   EXPECT_FALSE(Chat("{" + messages + R"(, "echo": true})").ok());
+  EXPECT_EQ(Ok(Chat("{" + messages + R"(, "n": 3, "best_of": 3})")).n, 3u);
+  const Status best_of = Chat("{" + messages + R"(, "best_of": 3})").status();
+  EXPECT_NE(best_of.message().find("'best_of' must equal 'n' (1), got 3"), std::string::npos) << best_of.message();
   // Refused extensions pass when empty, as when null: clients that always send them.
   EXPECT_TRUE(Chat("{" + messages +
                    R"(, "chat_template_kwargs": {}, "logits_processors": [], "guided_choice": [], "chat_template": "",
