@@ -48,8 +48,18 @@ std::string EnumChoices() {
   return out;
 }
 
+// YAML 1.2's core schema allows a '+' before a number (from_chars takes none): one, before a
+// digit or a point, is dropped.
+std::string_view WithoutPlusSign(std::string_view text) {
+  if (text.size() >= 2 && text[0] == '+' && (std::isdigit(static_cast<unsigned char>(text[1])) || text[1] == '.')) {
+    text.remove_prefix(1);
+  }
+  return text;
+}
+
 // Strict integer parsing; keys ending in _bytes also take KiB/MiB/GiB/TiB (and K/M/G/T) suffixes.
 bool ParseInt64(std::string_view text, bool allow_size_suffix, int64_t* out) {
+  text = WithoutPlusSign(text);
   int64_t scale = 1;
   if (allow_size_suffix) {
     static const std::pair<std::string_view, int64_t> kSuffixes[] = {
@@ -75,6 +85,7 @@ bool ParseInt64(std::string_view text, bool allow_size_suffix, int64_t* out) {
 }
 
 bool ParseDouble(std::string_view text, double* out) {
+  text = WithoutPlusSign(text);
   double value = 0;
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || ptr != text.data() + text.size() || text.empty()) return false;
@@ -248,7 +259,7 @@ class LoadVisitor {
     const bool bytes = path.ends_with("_bytes");
     if (!ParseInt64(n.Scalar(), bytes, &v)) {
       const std::string& text = n.Scalar();
-      const size_t digits_from = !text.empty() && text[0] == '-' ? 1 : 0;  // ParseInt64 takes no '+'
+      const size_t digits_from = !text.empty() && (text[0] == '-' || text[0] == '+') ? 1 : 0;
 
       if (text.size() > digits_from &&
           text.find_first_not_of("0123456789", digits_from) == std::string::npos) {

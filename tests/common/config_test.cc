@@ -137,10 +137,29 @@ TEST(ConfigTest, AnIntegerPast64BitsIsOutOfRange) {
   ASSERT_EQ(load.errors.size(), 1u);
   EXPECT_NE(load.errors[0].message.find("must be between 0 and"), std::string::npos) << load.errors[0].message;
   EXPECT_NE(load.errors[0].message.find("got 99999999999999999999999"), std::string::npos);
-  // A '+' is no integer here, whatever its size: not called out of range.
-  ConfigLoad plus = LoadConfigText("coordinator:\n  http_port: +8000\n", "plus.yaml");
+  // With a '+' too.
+  ConfigLoad plus = LoadConfigText("worker:\n  threads: +99999999999999999999999\n", "plus.yaml");
   ASSERT_EQ(plus.errors.size(), 1u);
-  EXPECT_NE(plus.errors[0].message.find("expected an integer"), std::string::npos) << plus.errors[0].message;
+  EXPECT_NE(plus.errors[0].message.find("must be between 0 and"), std::string::npos) << plus.errors[0].message;
+}
+
+TEST(ConfigTest, APlusSignedNumberIsTheNumberAsInYaml) {
+  // YAML 1.2's core schema reads +8000 as 8000; it used to be "expected an integer".
+  ConfigLoad load = LoadConfigText("coordinator:\n  http_port: +8000\n  queue_timeout_ms: +1500\n"
+                                   "router:\n  weight_queue: +.5\n"
+                                   "cache:\n  kv_bytes: +64MiB\n",
+                                   "plus.yaml");
+  ASSERT_TRUE(load.errors.empty()) << load.errors[0].message;
+  EXPECT_EQ(load.config.coordinator.http_port, 8000);
+  EXPECT_EQ(load.config.coordinator.queue_timeout_ms, 1500);
+  EXPECT_DOUBLE_EQ(load.config.router.weight_queue, 0.5);
+  EXPECT_EQ(load.config.cache.kv_bytes, 64ll << 20);
+  // One sign, before the digits.
+  for (const char* bad : {"++8000", "+-8000", "+", "8+000"}) {
+    ConfigLoad refused = LoadConfigText(std::string("coordinator:\n  http_port: ") + bad + "\n", "bad.yaml");
+    ASSERT_EQ(refused.errors.size(), 1u) << bad;
+    EXPECT_NE(refused.errors[0].message.find("expected an integer"), std::string::npos) << refused.errors[0].message;
+  }
 }
 
 TEST(ConfigTest, AReplicaIdTooLongForTheWorkersRoutingIdIsRefused) {
