@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/version.h"
+
 namespace bmad::cli {
 namespace {
 
@@ -21,7 +23,7 @@ bool IsHelp(const std::string& arg) { return arg == "-h" || arg == "--help" || a
 // Commands under `group` (every command when it is empty).
 void PrintHelp(const std::vector<Command>& commands, FILE* to, const std::string& group = "") {
   const std::string usage = group.empty() ? "bmad COMMAND" : "bmad " + group + " COMMAND";
-  std::fprintf(to, "usage: %s [args]   (bmad COMMAND --help for its flags)\n\ncommands:\n",
+  std::fprintf(to, "usage: %s [args]   (bmad COMMAND --help for its flags; bmad --version)\n\ncommands:\n",
                usage.c_str());
   for (const Command& c : commands) {
     if (!group.empty() && c.path[0] != group) continue;
@@ -35,6 +37,10 @@ void PrintHelp(const std::vector<Command>& commands, FILE* to, const std::string
 
 int Dispatch(const std::vector<Command>& commands, int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
+  if (!args.empty() && args[0] == "--version") {
+    std::printf("bmad %.*s\n", static_cast<int>(Version().size()), Version().data());
+    return 0;
+  }
   if (args.empty() || IsHelp(args[0])) {
     PrintHelp(commands, args.empty() ? stderr : stdout);
     return args.empty() ? 2 : 0;

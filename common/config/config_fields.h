@@ -82,7 +82,7 @@ void VisitConfig(ServerConfig& c, Visitor& v) {
             "File of API keys, one per line ('#' starts a comment line): requests must then "
             "present one, as 'Authorization: Bearer KEY' on the HTTP API's /v1 routes, /tokenize "
             "and /detokenize, and as Submit.api_key on the client socket (bmad generate "
-            "--api-key), or get 401 / UNAUTHENTICATED; /health, /ready, /metrics, CORS preflights "
+            "--api-key), or get 401 / UNAUTHENTICATED; /health, /ready, /metrics, /version, /ping, CORS preflights "
             "and the socket's status queries and cancels need none. Read again within a second of "
             "a change, so keys rotate without a restart (replace the file by a rename). Empty: no "
             "key is asked for (vLLM's default).",

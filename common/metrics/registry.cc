@@ -4,6 +4,8 @@
 
 #include <stdexcept>
 
+#include "common/version.h"
+
 namespace bmad::metrics {
 namespace {
 
@@ -169,6 +171,11 @@ std::vector<prometheus::MetricFamily> Registry::Collect() const {
 std::string Registry::RenderText() const {
   prometheus::TextSerializer serializer;
   return serializer.Serialize(Collect());
+}
+
+void ExportBuildInfo(Registry& registry, Labels labels) {
+  labels["version"] = std::string(Version());
+  registry.GetGauge("bmad_build_info", "The bmad version this process runs (always 1).", labels).Set(1);
 }
 
 }  // namespace bmad::metrics

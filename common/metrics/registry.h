@@ -82,4 +82,8 @@ class Registry : public prometheus::Collectable {
 // The content type of RenderText's output.
 inline constexpr const char* kTextContentType = "text/plain; version=0.0.4; charset=utf-8";
 
+// Sets bmad_build_info{version, labels...} to 1: which build a process runs (Prometheus's
+// *_build_info convention; joined onto other series by the process's own labels).
+void ExportBuildInfo(Registry& registry, Labels labels = {});
+
 }  // namespace bmad::metrics

@@ -35,6 +35,7 @@ CoordinatorMetrics::CoordinatorMetrics(metrics::Registry& r)
       registry_(r) {
   // Every outcome and refusal reason is exported from the start (at 0), so dashboards and alerts
   // see a series before the first request ends or is refused.
+  metrics::ExportBuildInfo(r);
   for (const char* status : {"ok", "error", "cancelled"}) Finished(status);
   for (const char* reason : {"overloaded", "unavailable", "invalid", "unauthenticated"}) Rejected(reason);
   rejected_unauthenticated = &Rejected("unauthenticated");

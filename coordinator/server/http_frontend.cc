@@ -13,6 +13,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/metrics/registry.h"
+#include "common/version.h"
 #include "coordinator/http/chat_template.h"
 #include "coordinator/http/openai_request.h"
 #include "coordinator/http/openai_response.h"
@@ -135,6 +136,17 @@ Status HttpFrontend::Start(const std::string& host, int port) {
   server_->Get("/health", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("{\"status\":\"ok\"}", "application/json");
   });
+  // vLLM's /ping (SageMaker's health check, GET or POST): the process answers, as /health.
+  const auto ping = [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("{\"status\":\"ok\"}", "application/json");
+  };
+  server_->Get("/ping", ping);
+  server_->Post("/ping", ping);
+  // vLLM's /version: the build that serves (no key needed, as /health). CMake's project version
+  // is digits and dots: nothing to escape.
+  server_->Get("/version", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("{\"version\":\"" + std::string(Version()) + "\"}", "application/json");
+  });
   server_->Get("/ready", [this](const httplib::Request&, httplib::Response& res) {
     const size_t live = core_.live_replicas();
     if (core_.stopping()) {
@@ -177,6 +189,8 @@ Status HttpFrontend::Start(const std::string& host, int port) {
                                       {"/v1/models", "GET, HEAD"},
                                       {R"(/v1/models/(.+))", "GET, HEAD"},
                                       {"/health", "GET, HEAD"},
+                                      {"/version", "GET, HEAD"},
+                                      {"/ping", "GET, POST, HEAD"},
                                       {"/ready", "GET, HEAD"},
                                       {"/metrics", "GET, HEAD"}}) {
     const std::string allow = allowed;  // a copy: clang before 16 cannot capture a structured binding
@@ -185,11 +199,8 @@ Status HttpFrontend::Start(const std::string& host, int port) {
       res.set_header("Allow", allow);
       res.set_content(http::RouteErrorJson(req.method, req.path), "application/json");
     };
-    if (std::string_view(allowed) == "POST") {
-      server_->Get(path, not_allowed);
-    } else {
-      server_->Post(path, not_allowed);
-    }
+    if (std::string_view(allowed).find("GET") == std::string_view::npos) server_->Get(path, not_allowed);
+    if (std::string_view(allowed).find("POST") == std::string_view::npos) server_->Post(path, not_allowed);
     server_->Put(path, not_allowed);
     server_->Patch(path, not_allowed);
     server_->Delete(path, not_allowed);

@@ -98,6 +98,28 @@ TEST(CliConfigCheck, UsageErrors) {
   std::filesystem::remove_all(dir);
 }
 
+// Every program says which version it is: CMake's project version, read here from the source.
+TEST(CliVersion, EveryProgramPrintsTheProjectsVersion) {
+  std::ifstream cmake(std::string(BMAD_SOURCE_DIR) + "/CMakeLists.txt");
+  const std::string text((std::istreambuf_iterator<char>(cmake)), std::istreambuf_iterator<char>());
+  const std::string marker = "project(bmad VERSION ";
+  const size_t at = text.find(marker);
+  ASSERT_NE(at, std::string::npos);
+  const std::string version = text.substr(at + marker.size(), text.find(' ', at + marker.size()) - at - marker.size());
+  ASSERT_FALSE(version.empty());
+  const std::string dir = MakeTempDir("bmad-cli-");
+  const CliRun bmad = RunBmad({"--version"}, dir);
+  EXPECT_EQ(bmad.status, 0) << bmad.output;
+  EXPECT_EQ(bmad.output, "bmad " + version + "\n");
+  for (const std::string program : {"bmad-coordinator", "bmad-worker"}) {
+    ChildProcess p;
+    ASSERT_TRUE(p.Start({BinaryPath(program), "--version"}, dir + "/" + program + ".log")) << p.error();
+    EXPECT_EQ(p.Wait(30s).value_or(-1), 0) << p.ReadLog();
+    EXPECT_EQ(p.ReadLog(), program + " " + version + "\n");
+  }
+  std::filesystem::remove_all(dir);
+}
+
 // A sampling value out of range is bad usage like any other flag: exit 2, nothing on stdout.
 TEST(CliGenerate, SamplingRangesAreUsageErrors) {
   const std::string dir = MakeTempDir("bmad-cli-");

@@ -12,6 +12,7 @@
 #include "common/clock.h"
 #include "common/config/server_startup.h"
 #include "common/log.h"
+#include "common/version.h"
 #if defined(BMAD_HAVE_CUDA)
 #include "kernels/cuda/cuda_backend.h"
 #include "worker/parallel/nccl_communicator.h"
@@ -127,10 +128,16 @@ int main(int argc, char** argv) {
   flags.AddString("log-level", &log_level, "debug, info, warn or error (default: log.level).");
   flags.AddInt("max-run-ms", &max_run_ms, "Stop after this many milliseconds (tests; 0: never).", 0,
                INT64_MAX);
+  bool version = false;
+  flags.AddBool("version", &version, "Print the version and exit.");
   std::vector<std::string> positional;
   bmad::Status s = flags.Parse(std::vector<std::string>(argv + 1, argv + argc), &positional);
   if (flags.help_requested()) {
     std::printf("%s", flags.Help().c_str());
+    return 0;
+  }
+  if (s.ok() && version) {
+    std::printf("bmad-worker %.*s\n", static_cast<int>(bmad::Version().size()), bmad::Version().data());
     return 0;
   }
   if (s.ok() && config_path.empty()) s = bmad::InvalidArgument("--config is required");

@@ -98,6 +98,7 @@ struct WorkerServer::Impl {
 Status WorkerServer::Impl::Load() {
   const ServerConfig& c = config;
   metrics_server = std::make_unique<metrics::MetricsServer>(registry);
+  metrics::ExportBuildInfo(registry, {{"replica", c.worker.replica_id}});
   const int64_t wanted_port = c.metrics.worker_port == 0 ? 0 : c.metrics.worker_port + options.replica_index;
   if (wanted_port > 65535) {
     return InvalidArgument("metrics.worker_port " + std::to_string(c.metrics.worker_port) + " + replica index " +

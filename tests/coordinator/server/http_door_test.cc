@@ -1,6 +1,6 @@
 // The HTTP door's n choices and batches: all accepted or none, and all cancelled together when
 // the client goes; a stop answers every request left; the endpoints that need no replica:
-// /tokenize, /detokenize, /v1/models/{id}. An
+// /tokenize, /detokenize, /v1/models/{id}, /version, /ping. An
 // in-process coordinator on 127.0.0.1 (ephemeral ports) with no replica: accepted requests
 // queue, so what is counted is exactly what the door admitted.
 #include <arpa/inet.h>
@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "common/version.h"
 #include "coordinator/server/coordinator_server.h"
 #include "tests/coordinator/server/in_process_coordinator.h"
 #include "worker/model/gguf/gguf_file.h"
@@ -312,6 +313,8 @@ TEST_F(HttpDoorTest, TokenizeCountsThePromptAsTheCompletionsEndpointsDo) {
   for (const auto& [path, allow] : {std::pair<std::string, std::string>{"/v1/completions", "POST"},
                                     {"/v1/models/stories260K", "GET, HEAD"},
                                     {"/health", "GET, HEAD"},
+                                    {"/version", "GET, HEAD"},
+                                    {"/ping", "GET, POST, HEAD"},
                                     {"/metrics", "GET, HEAD"}}) {
     for (const std::string method : {"PUT", "PATCH", "DELETE", "OPTIONS"}) {
       httplib::Request wrong;
@@ -341,6 +344,23 @@ TEST_F(HttpDoorTest, ReadyIsTheSameOnTheApiAndTheMetricsPort) {
     ASSERT_TRUE(res) << port;
     EXPECT_EQ(res->status, 200) << port;
   }
+}
+
+// vLLM's /version and /ping (SageMaker's health check), and the build in the metrics.
+TEST_F(HttpDoorTest, VersionAndPingAnswerAsVllmsDo) {
+  httplib::Client client("127.0.0.1", server_->http_port());
+  auto res = client.Get("/version");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(Json::parse(res->body)["version"], std::string(Version())) << res->body;
+  EXPECT_FALSE(Version().empty());
+  res = client.Get("/ping");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << res->body;
+  res = client.Post("/ping", "", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(Metric("bmad_build_info{version=\"" + std::string(Version()) + "\"}"), 1.0);
 }
 
 TEST_F(HttpDoorTest, OneModelCanBeRetrievedByItsId) {
