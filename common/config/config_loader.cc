@@ -48,8 +48,8 @@ std::string EnumChoices() {
   return out;
 }
 
-// YAML 1.2's core schema allows a '+' before a number (from_chars takes none): one, before a
-// digit or a point, is dropped.
+// YAML 1.2's core schema allows a '+' before a number's digits (from_chars takes none): one,
+// before a digit or a point, is dropped.
 std::string_view WithoutPlusSign(std::string_view text) {
   if (text.size() >= 2 && text[0] == '+' && (std::isdigit(static_cast<unsigned char>(text[1])) || text[1] == '.')) {
     text.remove_prefix(1);

@@ -68,7 +68,8 @@ struct SamplingParams {
   uint32_t min_tokens = 0;
   std::vector<LogitBias> logit_bias;  // distinct token ids
   // vLLM's include_stop_str_in_output: the stop string that ends the output is sent as its end,
-  // and so is the text of a stop token or end-of-generation token (OpenAI leaves them out).
+  // and so is the text of a stop token of stop_token_ids (OpenAI leaves them out); not under a
+  // JSON response format, whose value a stop token's text would break.
   bool include_stop_str_in_output = false;
   ResponseFormat response_format = ResponseFormat::kText;
   // With kJsonSchema: the JSON Schema the output is held to, as JSON text (sampling::JsonSchema

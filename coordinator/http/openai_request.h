@@ -32,7 +32,8 @@
 //                      max_tokens stays unset: the coordinator fills in the room left.
 //   stop               a string or an array of strings, each non-empty, within the limits
 //   include_stop_str_in_output  vLLM's extension, boolean, default false: the stop string that
-//                      ends the output is sent as its end (so is the text of a stop token)
+//                      ends the output is sent as its end (so is the text of a stop token,
+//                      except under a JSON response_format)
 //   stop_token_ids     array of token ids (vLLM's extension), at most 64
 //   logit_bias         object from token ids (decimal strings) to numbers in [-100, 100], at
 //                      most 4096 entries; null values are skipped

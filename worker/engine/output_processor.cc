@@ -37,7 +37,8 @@ OutputProcessor::OutputProcessor(const tokenizer::Tokenizer& tokenizer,
       stop_strings_(params.stop_strings, params.include_stop_str_in_output),
       stop_token_ids_(params.stop_token_ids),
       ignore_eos_(params.ignore_eos),
-      include_stop_text_(params.include_stop_str_in_output),
+      include_stop_text_(params.include_stop_str_in_output &&
+                         params.response_format == proto::ResponseFormat::kText),
       min_tokens_(params.min_tokens),
       max_new_tokens_(max_new_tokens) {
   // Tokens streamed before a migration were already detokenized for the client; run them
@@ -89,11 +90,13 @@ TokenOutcome OutputProcessor::OnToken(int32_t token) {
   // draw, a test) is an ordinary token.
   const bool may_end = static_cast<int64_t>(generated_.size()) > min_tokens_;
   if (may_end && (stop_token || (!ignore_eos_ && tokenizer_.IsEndOfGeneration(token)))) {
-    // The ending token adds no text, unless the client asked for the stop in the output (then
-    // it goes through the stop-string matcher like any text: a stop string it completes ends
-    // the output there and names itself).
+    // The ending token adds no text, unless it is a stop token and the client asked for the
+    // stop in the output (then it goes through the stop-string matcher like any text: a stop
+    // string it completes ends the output there and names itself). An end-of-generation token's
+    // text never shows, as vLLM skips special tokens' (most have none; a vocabulary may give
+    // one a user-defined text such as "<|endoftext|>").
     sampling::StopFeedResult fed;
-    if (include_stop_text_) fed = FeedText(token);
+    if (include_stop_text_ && stop_token && !tokenizer_.IsEndOfGeneration(token)) fed = FeedText(token);
     TokenOutcome outcome = Complete(std::move(fed.text), proto::FinishReason::kStop);
     if (fed.stopped) {
       outcome.stop_string = stop_strings_.stop_string(fed.stop_index);

@@ -79,8 +79,9 @@ class OutputProcessor {
   sampling::StopStringMatcher stop_strings_;
   std::vector<uint32_t> stop_token_ids_;
   bool ignore_eos_;
-  // vLLM's include_stop_str_in_output covers the text of an ending token as well (an end of
-  // generation token's is mostly empty: control tokens have none).
+  // vLLM's include_stop_str_in_output keeps the text of a stop token (stop_token_ids) as well;
+  // not under a JSON response format, whose constraint lets a stop token end a complete value
+  // whatever its text (the text would follow the value and break it).
   bool include_stop_text_;
   int64_t min_tokens_;
   int64_t max_new_tokens_;

@@ -136,6 +136,23 @@ TEST(OutputProcessorTest, TheEndOfGenerationAddsNoTextWhenTheStopIsAskedForInThe
   EXPECT_EQ(d.text, " The cat");
 }
 
+// Under a JSON response format the constraint lets a stop token end a complete value whatever its
+// text: that text would follow the value, so it is left out even when asked for.
+TEST(OutputProcessorTest, AStopTokensTextIsLeftOutUnderAJsonResponseFormat) {
+  proto::SamplingParams params;
+  params.include_stop_str_in_output = true;
+  params.response_format = proto::ResponseFormat::kJsonObject;
+  const int32_t stop_token = Ids("cat").back();
+  params.stop_token_ids = {static_cast<uint32_t>(stop_token)};
+  std::vector<int32_t> tokens = Ids("true");
+  tokens.push_back(stop_token);
+  OutputProcessor processor(Llama2(), params, kPrompt, 100);
+  const Driven d = Drive(processor, tokens);
+  EXPECT_EQ(d.last.reason, proto::FinishReason::kStop);
+  EXPECT_EQ(d.last.stop_token_id, stop_token);
+  EXPECT_EQ(d.text, " true");
+}
+
 // The stop token's text completes a stop string: that string ends the output and names itself.
 TEST(OutputProcessorTest, AStopTokensTextThatCompletesAStopStringStopsThere) {
   proto::SamplingParams params;
