@@ -180,8 +180,11 @@ TEST_F(ReplicaLossTest, PromptsAreHeldToTheContextTheLiveReplicasRegistered) {
                            "application/json"));
   });
   chat.join();
-  small->Receive(2s);
   std::vector<uint32_t> lengths;  // prompt plus max_tokens of each assignment
+  EXPECT_TRUE(testing::WaitFor([&] {
+    small->Receive(50ms);
+    return small->Assigned().size() >= 2;
+  }, 5s));
   for (const proto::Message& m : small->received()) {
     if (const auto* a = std::get_if<proto::Assign>(&m)) {
       lengths.push_back(static_cast<uint32_t>(a->prompt_tokens.size()) + a->sampling.max_tokens);
@@ -202,8 +205,12 @@ TEST_F(ReplicaLossTest, ARequestGoesOnlyToReplicasWhoseContextHoldsIt) {
     long_ids.push_back(Submit("long" + std::to_string(i), /*prompt_tokens=*/100));
     short_ids.push_back(Submit("short" + std::to_string(i)));
   }
-  small->Receive(1s);
-  large->Receive(1s);
+  // The Assigns travel on other connections than the Accepted answers: wait for all of them.
+  EXPECT_TRUE(testing::WaitFor([&] {
+    small->Receive(50ms);
+    large->Receive(50ms);
+    return small->Assigned().size() + large->Assigned().size() >= 12;
+  }, 5s));
   for (uint64_t id : small->Assigned()) {
     EXPECT_EQ(std::find(long_ids.begin(), long_ids.end(), id), long_ids.end()) << "request " << id << " went to small";
   }
@@ -676,6 +683,8 @@ TEST_F(ReplicaRefusalTest, TheChoicesOfOneLongPromptAllGoToTheLongTail) {
                     "application/json");
   });
   EXPECT_TRUE(testing::WaitFor([&] { return Metric("bmad_coordinator_requests_dispatched_total") == 13.0; }, 10s));
+  // Counted right after the dispatch (a scrape may fall between the two).
+  EXPECT_TRUE(testing::WaitFor([&] { return Metric("bmad_coordinator_long_tail_requests_total") >= 9.0; }, 5s));
   EXPECT_EQ(Metric("bmad_coordinator_long_tail_requests_total"), 9.0) << "the choices were classified apart";
   waiting.join();
 }

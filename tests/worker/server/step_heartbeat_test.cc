@@ -80,18 +80,19 @@ TEST_F(StepHeartbeatTest, AShortStepSendsNothingAndKeepsTheLastTime) {
 }
 
 TEST_F(StepHeartbeatTest, AStepPastItsLimitGoesSilent) {
-  StepHeartbeat heartbeat(worker_, 20, /*limit_ms=*/100);
+  // Beats every 100 ms up to a 500 ms limit: room for a loaded machine to send at least one.
+  StepHeartbeat heartbeat(worker_, 100, /*limit_ms=*/500);
   heartbeat.Begin(Beat(), SystemClock::Instance().NowNanos());
-  std::this_thread::sleep_for(150ms);
+  std::this_thread::sleep_for(700ms);
   const int before_limit = Received();
   EXPECT_GE(before_limit, 1);
-  EXPECT_LE(before_limit, 100 / 20);  // none after the limit, however late this looks
-  std::this_thread::sleep_for(200ms);  // still in the step, past the limit
+  EXPECT_LE(before_limit, 500 / 100);  // none after the limit, however late this looks
+  std::this_thread::sleep_for(300ms);  // still in the step, past the limit
   EXPECT_EQ(Received(), 0);
   heartbeat.End();
   // The next step starts a new allowance.
   heartbeat.Begin(Beat(), 0);
-  std::this_thread::sleep_for(60ms);
+  std::this_thread::sleep_for(300ms);
   heartbeat.End();
   EXPECT_GE(Received(), 1);
 }
