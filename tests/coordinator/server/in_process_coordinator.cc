@@ -1,6 +1,8 @@
 #include "tests/coordinator/server/in_process_coordinator.h"
 
+#include <fstream>
 #include <sstream>
+#include <thread>
 
 #include <httplib.h>
 
@@ -41,6 +43,45 @@ double CoordinatorMetricSum(int http_port, const std::string& name) {
     sum += std::stod(line.substr(line.rfind(' ') + 1));
   }
   return sum;
+}
+
+namespace {
+
+struct AcceptedConnections {
+  size_t established = 0;
+  size_t close_wait = 0;
+};
+
+// /proc/net/tcp lines: "sl local_address rem_address st ...", addresses as HEXIP:HEXPORT, the
+// state in hex (01 established, 08 close wait).
+AcceptedConnections CountAccepted(int port) {
+  AcceptedConnections count;
+  std::ifstream table("/proc/net/tcp");
+  std::string line;
+  std::getline(table, line);  // the header
+  while (std::getline(table, line)) {
+    std::istringstream fields(line);
+    std::string slot, local, remote, state;
+    fields >> slot >> local >> remote >> state;
+    const size_t colon = local.find(':');
+    if (colon == std::string::npos || std::stoi(local.substr(colon + 1), nullptr, 16) != port) continue;
+    if (state == "01") ++count.established;
+    if (state == "08") ++count.close_wait;
+  }
+  return count;
+}
+
+}  // namespace
+
+bool WaitForAcceptedConnections(const std::string& endpoint, size_t open, std::chrono::milliseconds timeout) {
+  const int port = std::stoi(endpoint.substr(endpoint.rfind(':') + 1));
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    const AcceptedConnections count = CountAccepted(port);
+    if (count.established == open && count.close_wait == 0) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 }  // namespace bmad::coord

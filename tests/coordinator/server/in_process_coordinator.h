@@ -1,7 +1,9 @@
 // What the in-process coordinator tests share: a config that binds every door to 127.0.0.1 on
-// ports the system picks, and reading one series of the coordinator's /metrics over HTTP.
+// ports the system picks, reading one series of the coordinator's /metrics over HTTP, and
+// waiting for the coordinator to close the connections of peers that went.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -20,5 +22,11 @@ double CoordinatorMetric(int http_port, const std::string& series);
 // The sum over every series of the family `name` (whatever their labels); -1 when /metrics
 // cannot be read.
 double CoordinatorMetricSum(int http_port, const std::string& name);
+
+// Waits up to `timeout` until the TCP connections accepted on `endpoint`'s port
+// ("tcp://127.0.0.1:PORT") are exactly `open` established ones, with none the peer closed and
+// this process has yet to (CLOSE_WAIT): the coordinator's ZeroMQ I/O thread has then seen a
+// vanished peer go, and the next send to it fails. Reads /proc/net/tcp; false on timeout.
+bool WaitForAcceptedConnections(const std::string& endpoint, size_t open, std::chrono::milliseconds timeout);
 
 }  // namespace bmad::coord

@@ -87,7 +87,10 @@ TEST_F(ReplicaLossTest, ACancelThatFindsItsReplicaGoneSendsTheRequestNowhere) {
   auto b = Replica("b");
   ASSERT_TRUE(b->Register());
   a->Vanish();
-  std::this_thread::sleep_for(300ms);  // the coordinator's socket sees the connection close
+  // The coordinator's socket sees the connection close (b's stays open). The sleep covers a
+  // reset, which leaves no half-closed connection to wait for.
+  std::this_thread::sleep_for(300ms);
+  ASSERT_TRUE(WaitForAcceptedConnections(server_->worker_endpoint(), 1, 10s));
 
   // The cancel's message to "a" fails: "a" is dead and what it ran moves, but not this request.
   proto::Cancel cancel;
@@ -227,9 +230,11 @@ TEST_F(ReplicaLossTest, TheMetricsPortIsReadyWhileAReplicaIsLive) {
   auto a = Replica("a");
   ASSERT_TRUE(a->Register());
   EXPECT_TRUE(testing::WaitFor([&] { return ready() == 200; }, 5s));
-  // The replica goes: a send to it fails when a request is dispatched there.
+  // The replica goes: a send to it fails when a request is dispatched there, once the
+  // coordinator's socket has seen the connection close.
   a->Vanish();
   std::this_thread::sleep_for(300ms);
+  ASSERT_TRUE(WaitForAcceptedConnections(server_->worker_endpoint(), 0, 10s));
   Submit("x");
   EXPECT_TRUE(testing::WaitFor([&] { return ready() == 503; }, 5s));
 }
