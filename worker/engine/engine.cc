@@ -125,7 +125,7 @@ Engine::~Engine() {
 
 Status Engine::Add(EngineRequest r) {
   const std::string which = "request " + std::to_string(r.id);
-  if (draining_) return FailedPrecondition("replica is draining; not accepting " + which);
+  if (draining_ && !r.replaces_copy) return FailedPrecondition("replica is draining; not accepting " + which);
   if (requests_.count(r.id)) return InvalidArgument(which + " is already running here");
   if (r.prompt.empty()) return InvalidArgument(which + ": the prompt is empty");
   const int32_t vocab = tokenizer_.vocab_size();
@@ -164,8 +164,8 @@ Status Engine::Add(EngineRequest r) {
   auto state = std::make_unique<RequestState>(r.id, r.prompt, r.sampling, seed, tokenizer_,
                                               max_new, r.generated, std::move(constraint));
   state->arrival_ns = clock_.NowNanos();
-  sched::SequenceRequest seq{r.id, std::move(r.prompt), std::move(r.generated), r.priority,
-                             r.slo_ms, clock_.NowMillis()};
+  sched::SequenceRequest seq{r.id,     std::move(r.prompt), std::move(r.generated), r.priority,
+                             r.slo_ms, clock_.NowMillis(), r.replaces_copy};
   BMAD_RETURN_IF_ERROR(scheduler_.Add(std::move(seq)));
   requests_.emplace(state->id, std::move(state));
   UpdateGauges();

@@ -56,6 +56,10 @@ struct EngineRequest {
   proto::SamplingParams sampling;
   int32_t priority = 1;
   int64_t slo_ms = 0;
+  // Takes the place of a copy of itself the engine ran until just now (the coordinator took the
+  // replica for dead and gave the request back): admitted while draining and past
+  // scheduler.max_waiting, as that copy was, instead of losing the copy's work to a refusal.
+  bool replaces_copy = false;
 };
 
 // One request's new output since the last step (becomes a proto::TokenChunk).

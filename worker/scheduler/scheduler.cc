@@ -12,7 +12,7 @@ Status Scheduler::Add(SequenceRequest r) {
   if (sequences_.count(r.id)) {
     return InvalidArgument("request " + std::to_string(r.id) + " is already scheduled");
   }
-  if (static_cast<int64_t>(waiting_.size()) >= config_.max_waiting) {
+  if (!r.replaces_copy && static_cast<int64_t>(waiting_.size()) >= config_.max_waiting) {
     return ResourceExhausted("replica queue is full (" + std::to_string(waiting_.size()) +
                              " requests waiting)");
   }

@@ -14,6 +14,9 @@ struct SequenceRequest {
   int32_t priority = 1;            // class; 0 is the most urgent
   int64_t slo_ms = 0;              // deadline after arrival; 0: the scheduler's default
   int64_t arrival_ms = 0;          // on the scheduler's clock
+  // Takes the place of a copy of itself that was just removed (the coordinator gave the request
+  // back): admitted past max_waiting, as that copy was.
+  bool replaces_copy = false;
 };
 
 enum class SequenceState { kWaiting, kRunning };

@@ -301,6 +301,7 @@ bool WorkerServer::Impl::Handle(proto::Message& m) {
     auto queued = FindReplacement(r.id);
     if (queued != replacements.end()) {
       // Given back twice within one step: the latest assignment wins.
+      r.replaces_copy = true;
       *queued = std::move(r);
       served[queued->id] = Served{a->assignment, 0};
       return true;
@@ -313,7 +314,10 @@ bool WorkerServer::Impl::Handle(proto::Message& m) {
       // assignment is what counts: the old copy goes, silently (the coordinator has finished
       // with it). The new one is added after the next step, when no step in flight can still
       // hold the old copy's tokens under the same id.
+      // It takes the copy's place: a draining or full replica does not refuse it (the copy's
+      // work would be lost for nothing).
       log::Info(kLog, "assignment replaces the running copy of the request", {{"request", r.id}});
+      r.replaces_copy = true;
       served[r.id] = Served{a->assignment, 0};
       replacements.push_back(std::move(r));
       return true;

@@ -170,6 +170,12 @@ TEST(EngineTest, BadRequestsAreRefusedWithAReason) {
   EXPECT_EQ(f.engine->Add(Greedy(5, {1, 2}, 4)).code(), StatusCode::kInvalidArgument);
   f.engine->StartDraining();
   EXPECT_EQ(f.engine->Add(Greedy(6, {1, 2}, 4)).code(), StatusCode::kFailedPrecondition);
+  // The coordinator gives back a request the draining replica runs: the new copy takes the old
+  // one's place instead of being refused (and the old one's work lost).
+  ASSERT_TRUE(f.engine->Cancel(5, nullptr));
+  EngineRequest back = Greedy(5, {1, 2}, 4);
+  back.replaces_copy = true;
+  EXPECT_TRUE(f.engine->Add(back).ok());
 }
 
 // One request through the engine and through `bmad generate`'s loop, with the same sampling.

@@ -634,6 +634,10 @@ TEST_F(SchedulerTest, BadRequestsAndFullQueue) {
   ASSERT_TRUE(sched_->Add(Request(2, 3, 1, 0)).ok());
   Status full = sched_->Add(Request(3, 3, 1, 0));
   EXPECT_EQ(full.code(), StatusCode::kResourceExhausted);
+  // A request taking the place of its own copy (just removed) is admitted past the bound.
+  SequenceRequest copy = Request(3, 3, 1, 0);
+  copy.replaces_copy = true;
+  EXPECT_TRUE(sched_->Add(copy).ok());
 }
 
 // Overlapped steps (the engine plans step n+1 while step n runs): OnStepLaunched, then the next
