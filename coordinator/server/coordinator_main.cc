@@ -25,8 +25,9 @@ int main(int argc, char** argv) {
   flags.AddString("config", &config_path, "The cluster's YAML config file.");
   flags.AddList("set", &overrides, "Override one config key (e.g. coordinator.http_port=0).");
   flags.AddString("log-level", &log_level, "debug, info, warn or error (default: log.level).");
+  // Bounded so that the deadline in nanoseconds cannot overflow (about 292 years).
   flags.AddInt("max-run-ms", &max_run_ms, "Stop after this many milliseconds (tests; 0: never).", 0,
-               INT64_MAX);
+               INT64_MAX / 1'000'000);
   bool version = false;
   flags.AddBool("version", &version, "Print the version and exit.");
   std::vector<std::string> positional;

@@ -1,6 +1,7 @@
 #include "worker/server/replica.h"
 
 #include <algorithm>
+#include <new>
 #include <string>
 
 #include "common/log.h"
@@ -189,8 +190,17 @@ Result<std::unique_ptr<Replica>> Replica::Create(const ServerConfig& c, metrics:
   eo.context_length = c.model.context_length;
   eo.workspace = &r->memory_->workspace();
   eo.executor = r->leader_executor_.get();
-  r->engine_ = std::make_unique<engine::Engine>(eo, *r->model_, *r->cache_, *r->tokenizer_,
-                                                *r->backend_, clock, r->metrics_.get());
+  try {
+    r->engine_ = std::make_unique<engine::Engine>(eo, *r->model_, *r->cache_, *r->tokenizer_,
+                                                  *r->backend_, clock, r->metrics_.get());
+  } catch (const std::bad_alloc&) {
+    // The engine sizes its step buffers up front; the largest, the logits of every sequence of
+    // a step, grows with max_seqs times the vocabulary.
+    return ResourceExhausted("cannot allocate the engine's step buffers for scheduler.max_seqs " +
+                             std::to_string(c.scheduler.max_seqs) + " (logits of " +
+                             std::to_string(r->model_->config().n_vocab) +
+                             " floats per sequence); lower scheduler.max_seqs");
+  }
   return r;
 }
 

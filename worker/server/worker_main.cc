@@ -126,8 +126,9 @@ int main(int argc, char** argv) {
                "replica adds k).",
                0, 65535);
   flags.AddString("log-level", &log_level, "debug, info, warn or error (default: log.level).");
+  // Bounded so that the deadline in nanoseconds cannot overflow (about 292 years).
   flags.AddInt("max-run-ms", &max_run_ms, "Stop after this many milliseconds (tests; 0: never).", 0,
-               INT64_MAX);
+               INT64_MAX / 1'000'000);
   bool version = false;
   flags.AddBool("version", &version, "Print the version and exit.");
   std::vector<std::string> positional;
