@@ -174,7 +174,9 @@ void ExpectOneCancelledAndFreed(LocalCluster& cluster, std::string& metrics,
 }
 
 TEST(ClusterTest, DisconnectMidStreamCancelsAndFreesBlocks) {
-  LocalCluster cluster({StoriesModelPath(), 1, 0});
+  // On the slow model: stories260K writes 400 tokens in milliseconds, and on a loaded machine
+  // the request could end before the coordinator saw the client go.
+  LocalCluster cluster({SlowModel(), 1, 0, {"worker.threads=1"}});
   std::string error;
   ASSERT_TRUE(cluster.Start(&error)) << error;
   StreamResult s = Stream(cluster.http_port(), Completion("Once", 400, true, true), nullptr,
@@ -204,16 +206,17 @@ TEST(ClusterTest, ClosingANonStreamingRequestCancelsIt) {
 }
 
 TEST(ClusterTest, KillNineOfAReplicaLosesNothing) {
-  LocalCluster cluster({StoriesModelPath(), 2, 0});
+  // On the slow model (about ten milliseconds a token), so that the kill lands mid-stream:
+  // stories260K makes 240 tokens in milliseconds, and on a loaded machine every request could
+  // finish before the kill.
+  LocalCluster cluster({SlowModel(), 2, 0, {"worker.threads=1"}});
   std::string error;
   ASSERT_TRUE(cluster.Start(&error)) << error;
   const std::vector<std::string> prompts = {"Once upon a time", "The little dog", "Lily had a toy",
                                             "One day the sun", "Tom and Sue", "A big red ball"};
-  // Long enough that the kill lands mid-stream: stories260K makes 60 tokens in a few ms, and
-  // with faster kernels every request could finish before the kill.
-  const int kTokens = 240;
+  const int kTokens = 80;
   std::vector<std::string> want;
-  for (const auto& p : prompts) want.push_back(LocalText(StoriesModelPath(), p, kTokens, true));
+  for (const auto& p : prompts) want.push_back(LocalText(SlowModel(), p, kTokens, true));
   std::vector<StreamResult> got(prompts.size());
   std::atomic<int> events{0};
   std::vector<std::thread> clients;

@@ -147,6 +147,12 @@ std::optional<proto::Register> StartWorker(ChildProcess& worker, FakeCoordinator
   return reg;
 }
 
+// A model slow enough to take seconds over 1900 prompt tokens, and about ten milliseconds a token.
+std::string SlowModel() {
+  return SynthModel("slow.gguf", {"--layers", "8", "--dim", "512", "--heads", "8", "--ffn", "1536",
+                                  "--vocab", "512", "--ctx", "2048", "--dtype", "f32"});
+}
+
 TEST(WorkerProcessTest, ServesAFakeCoordinator) {
   FakeCoordinator coord;
   ChildProcess worker;
@@ -214,6 +220,23 @@ TEST(WorkerProcessTest, ServesAFakeCoordinator) {
   coord.Send(Greedy(12, kPrompt, 3));
   EXPECT_EQ(Ids(coord.Collect(12)), std::vector<uint32_t>(kGreedy32.begin(), kGreedy32.begin() + 3));
 
+  // Drain: running requests finish, then the process exits cleanly.
+  coord.Send(Greedy(14, kPrompt, 8));
+  coord.Send(proto::Drain{});
+  EXPECT_EQ(coord.Collect(14).back().finish_reason, proto::FinishReason::kLength);
+  auto status = worker.Wait(20s);
+  ASSERT_TRUE(status.has_value()) << worker.ReadLog();
+  EXPECT_EQ(*status, 0) << worker.ReadLog();
+}
+
+TEST(WorkerProcessTest, CancellingMidStreamFreesTheRequestsBlocks) {
+  // On the slow model: stories260K writes 400 tokens in milliseconds, and on a loaded machine
+  // the request could end before the cancel reached it.
+  FakeCoordinator coord;
+  ChildProcess worker;
+  auto reg = StartWorker(worker, coord, SlowModel());
+  ASSERT_TRUE(reg.has_value());
+  coord.Send(proto::RegisterAck{true, "welcome"});
   // Cancelling mid-stream frees the request's blocks (visible in the worker's metrics).
   proto::Assign long_request = Greedy(13, {1}, 400);
   long_request.sampling.ignore_eos = true;
@@ -252,30 +275,30 @@ TEST(WorkerProcessTest, ServesAFakeCoordinator) {
     return coord.last_heartbeat_.active_request_ids.empty();
   }, 10s));
 
-  // Drain: running requests finish, then the process exits cleanly.
-  coord.Send(Greedy(14, kPrompt, 8));
-  coord.Send(proto::Drain{});
-  EXPECT_EQ(coord.Collect(14).back().finish_reason, proto::FinishReason::kLength);
-  auto status = worker.Wait(20s);
-  ASSERT_TRUE(status.has_value()) << worker.ReadLog();
-  EXPECT_EQ(*status, 0) << worker.ReadLog();
+  worker.Stop();
 }
 
 TEST(WorkerProcessTest, AnAssignmentOfARunningIdReplacesItsCopy) {
   // The coordinator took the replica for dead (a stall past its liveness timeout), moved the
   // request, and gives it back with the tokens the client has: the worker used to refuse the
   // id as "already running here", and the client got that error.
+  // On the slow model, so that each copy is still running when the next Assign or the cancel
+  // lands (stories260K writes 500 tokens in milliseconds).
   FakeCoordinator coord;
   ChildProcess worker;
-  ASSERT_TRUE(StartWorker(worker, coord).has_value());
+  ASSERT_TRUE(StartWorker(worker, coord, SlowModel()).has_value());
   coord.Send(proto::RegisterAck{true, "welcome"});
+  // The undisturbed answer, which a replacement given its first 10 tokens continues.
+  coord.Send(Greedy(19, kPrompt, 32));
+  const std::vector<uint32_t> greedy32 = Ids(coord.Collect(19));
+  ASSERT_EQ(greedy32.size(), 32u) << worker.ReadLog();
   proto::Assign first = Greedy(20, kPrompt, 500);
   first.sampling.ignore_eos = true;
   first.assignment = 1;
   coord.Send(first);
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(coord.Expect<proto::TokenChunk>().has_value()) << worker.ReadLog();
   proto::Assign again = Greedy(20, kPrompt, 32);
-  again.generated_tokens.assign(kGreedy32.begin(), kGreedy32.begin() + 10);
+  again.generated_tokens.assign(greedy32.begin(), greedy32.begin() + 10);
   again.assignment = 2;
   coord.Send(again);
   // Given back twice in a row (both usually reach the worker within one step): the last wins.
@@ -305,7 +328,7 @@ TEST(WorkerProcessTest, AnAssignmentOfARunningIdReplacesItsCopy) {
   }
   ASSERT_FALSE(replaced.empty()) << worker.ReadLog();
   EXPECT_EQ(replaced.front().token_offset, 10u);
-  EXPECT_EQ(Ids(replaced), std::vector<uint32_t>(kGreedy32.begin() + 10, kGreedy32.end()));
+  EXPECT_EQ(Ids(replaced), std::vector<uint32_t>(greedy32.begin() + 10, greedy32.end()));
   EXPECT_EQ(replaced.back().finish_reason, proto::FinishReason::kLength);
   EXPECT_LT(old_chunks, 400) << "the old copy ran on";
   EXPECT_NE(worker.ReadLog().find("replaces the running copy"), std::string::npos) << worker.ReadLog();
@@ -349,12 +372,6 @@ struct StepGaps {
   bool unhealthy_during_step = false;  // /health answered 503 at some point of the step
   int health_after_step = 0;           // /health's status once the step had ended
 };
-
-// A model slow enough to take seconds over 1900 prompt tokens, and about ten milliseconds a token.
-std::string SlowModel() {
-  return SynthModel("slow.gguf", {"--layers", "8", "--dim", "512", "--heads", "8", "--ffn", "1536",
-                                  "--vocab", "512", "--ctx", "2048", "--dtype", "f32"});
-}
 
 StepGaps HeartbeatsDuringALongStep(const std::vector<std::string>& sets) {
   // 1900 prompt tokens in one step of a model slow enough to take seconds over them.
