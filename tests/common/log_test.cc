@@ -1,4 +1,5 @@
 #include "common/log.h"
+#include "common/log_throttle.h"
 
 #include <gtest/gtest.h>
 
@@ -67,6 +68,30 @@ TEST(LogLevelTest, Parse) {
   Result<Level> bad = ParseLevel("loud");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("loud"), std::string::npos);
+}
+
+TEST(LogThrottleTest, SaysTheFirstThenOncePerIntervalWithTheCountLeftUnsaid) {
+  Throttle throttle(10);
+  uint64_t unsaid = 99;
+  EXPECT_TRUE(throttle.Allow(1000, &unsaid));  // the first is always said, whatever the clock
+  EXPECT_EQ(unsaid, 0u);
+  EXPECT_FALSE(throttle.Allow(1000, &unsaid));
+  EXPECT_FALSE(throttle.Allow(1005, &unsaid));
+  EXPECT_FALSE(throttle.Allow(1009, &unsaid));
+  EXPECT_TRUE(throttle.Allow(1010, &unsaid));  // a whole interval after the last said
+  EXPECT_EQ(unsaid, 3u);
+  EXPECT_TRUE(throttle.Allow(1100, &unsaid));  // a lone one after quiet is said at once
+  EXPECT_EQ(unsaid, 0u);
+  EXPECT_FALSE(throttle.Allow(1101, &unsaid));
+  EXPECT_TRUE(throttle.Allow(1111, &unsaid));
+  EXPECT_EQ(unsaid, 1u);
+}
+
+TEST(LogThrottleTest, AClockAtZeroStillSaysTheFirst) {
+  Throttle throttle(1'000'000'000);
+  uint64_t unsaid = 0;
+  EXPECT_TRUE(throttle.Allow(0, &unsaid));
+  EXPECT_FALSE(throttle.Allow(0, &unsaid));
 }
 
 }  // namespace

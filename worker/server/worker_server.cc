@@ -10,6 +10,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/log_throttle.h"
 #include "common/metrics/metrics_server.h"
 #include "common/metrics/registry.h"
 #include "common/proto/frames.h"
@@ -56,6 +57,9 @@ struct WorkerServer::Impl {
   int64_t asking_since_ns = 0;
   int64_t unanswered_said_ns = 0;
   int64_t last_register_ns = 0;
+  // Failed sends (a coordinator unreachable past the send queue's limit fails one per chunk):
+  // one line per 10 seconds, with the count left unsaid.
+  log::Throttle send_failure_log{10'000'000'000};
   int64_t last_heartbeat_ns = 0;
   int64_t last_plan_ns = 0;  // the last step or keepalive sent to the other ranks
   // Per request: the number of the assignment being served (echoed on its chunks and errors, so
@@ -175,7 +179,10 @@ proto::ReplicaInfo WorkerServer::Impl::Info() const {
 
 void WorkerServer::Impl::Send(const proto::Message& m) {
   Status s = proto::SendMessage(*socket, m);
-  if (!s.ok()) log::Warn(kLog, "cannot send to the coordinator", {{"message", proto::MessageName(m)}, {"error", s}});
+  uint64_t unsaid = 0;
+  if (s.ok() || !send_failure_log.Allow(clock.NowNanos(), &unsaid)) return;
+  log::Warn(kLog, "cannot send to the coordinator",
+            {{"message", proto::MessageName(m)}, {"error", s}, {"more_failed_unsaid", unsaid}});
 }
 
 void WorkerServer::Impl::SendRegister() {
