@@ -53,6 +53,12 @@ ReplicaRegistry::ReplicaRegistry(const CoordinatorConfig& config, const Clock& c
       clock_(clock),
       expected_model_(std::move(expected_model)) {}
 
+bool ReplicaRegistry::IsRepeatRegistration(const proto::Register& message, const std::string& routing_id) const {
+  const ReplicaState* current = Find(message.info.replica_id);
+  return current != nullptr && current->live && current->incarnation == message.incarnation &&
+         current->routing_id == routing_id;
+}
+
 Result<const ReplicaState*> ReplicaRegistry::Register(const proto::Register& message,
                                                       const std::string& routing_id,
                                                       std::string* evicted) {

@@ -97,6 +97,13 @@ class ReplicaRegistry {
   //     should ask again later.
   // A new id that took a dead replica's slot sets `*evicted` to that replica's id (empty
   // otherwise): the caller forgets what it keeps under that id (metrics, router state).
+  // True when `message` is a Register of the live registration it would renew: the same
+  // process (incarnation) on the same connection. Those are stale copies: a worker cut off from
+  // the coordinator asks every heartbeat interval, the copies queue on its socket and arrive
+  // together once the coordinator is up, and the first registered it. Register would reset the
+  // Assign numbers of a registration already in use; the caller answers without calling it.
+  bool IsRepeatRegistration(const proto::Register& message, const std::string& routing_id) const;
+
   Result<const ReplicaState*> Register(const proto::Register& message,
                                        const std::string& routing_id,
                                        std::string* evicted = nullptr);

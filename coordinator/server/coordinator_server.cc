@@ -226,6 +226,11 @@ void CoordinatorServer::Core::SendToWorker(const std::string& replica_id, const 
 
 void CoordinatorServer::Core::HandleWorkerMessage(const std::string& routing_id, proto::Message& m) {
   if (auto* reg = std::get_if<proto::Register>(&m)) {
+    if (replicas_.IsRepeatRegistration(*reg, routing_id)) {
+      // A stale copy (queued while the worker was cut off): welcomed again, nothing reset.
+      (void)proto::SendMessage(*worker_socket_, proto::RegisterAck{true, "welcome"}, routing_id);
+      return;
+    }
     const ReplicaState* before = replicas_.Find(reg->info.replica_id);
     const bool restarted = before && before->incarnation != reg->incarnation;
     std::string evicted;

@@ -286,6 +286,19 @@ TEST_F(ReplicaRegistryTest, SameIncarnationKeepsInFlightAndActiveIds) {
   EXPECT_EQ(again->active_request_ids, (std::vector<uint64_t>{7, 9}));
 }
 
+TEST_F(ReplicaRegistryTest, ARepeatRegistrationIsTheLiveProcessOnTheSameConnection) {
+  EXPECT_FALSE(registry_.IsRepeatRegistration(RegisterMessage("a", 5), "a/1"));  // unknown
+  MustRegister("a", "a/1", 5);
+  EXPECT_TRUE(registry_.IsRepeatRegistration(RegisterMessage("a", 5), "a/1"));
+  EXPECT_FALSE(registry_.IsRepeatRegistration(RegisterMessage("a", 5), "a/2"));  // reconnected
+  EXPECT_FALSE(registry_.IsRepeatRegistration(RegisterMessage("a", 6), "a/1"));  // restarted
+  EXPECT_FALSE(registry_.IsRepeatRegistration(RegisterMessage("b", 5), "a/1"));
+  clock_.AdvanceMillis(kTimeoutMs);
+  ASSERT_EQ(registry_.ExpireDead().size(), 1u);
+  // Taken for dead: its Register is a registration again (its requests were moved).
+  EXPECT_FALSE(registry_.IsRepeatRegistration(RegisterMessage("a", 5), "a/1"));
+}
+
 TEST_F(ReplicaRegistryTest, ALiveReplicasRoutingIdCannotBeTakenADeadOnesCan) {
   MustRegister("a", "shared");
   EXPECT_EQ(registry_.Register(RegisterMessage("b"), "shared").status().code(),

@@ -274,6 +274,22 @@ TEST_F(ReplicaLossTest, ARequestItsReplicaTookButNoLongerHoldsIsAssignedAgain) {
   EXPECT_EQ(Metric("bmad_coordinator_migrations_total"), 1.0);
 }
 
+TEST_F(ReplicaLossTest, AStaleRegisterFromTheRegisteredProcessResetsNothing) {
+  // A worker cut off from the coordinator asks to register every heartbeat interval; the copies
+  // queue on its socket and arrive together once the coordinator is up. Each used to register
+  // the replica afresh, forgetting the numbers of the Assigns already sent there: a lost one was
+  // then found only once overdue (here two minutes), not from the next heartbeat.
+  auto a = Replica("a");
+  ASSERT_TRUE(a->Register());
+  const uint64_t x = Submit("x");
+  ASSERT_TRUE(WaitForAssigns(*a, x, 1));
+  const uint32_t ax = AssignsOf(*a, x)[0].assignment;
+  ASSERT_TRUE(a->Register()) << "a stale copy is welcomed again";
+  a->Send(Beat("a", {}, ax));  // took x's Assign and holds nothing: x is lost
+  ASSERT_TRUE(WaitForAssigns(*a, x, 2)) << "the lost request was not found from the heartbeat";
+  EXPECT_EQ(AssignsOf(*a, x)[1].assignment, ax + 1);
+}
+
 TEST_F(ReplicaLossTest, AnOlderCopyUnderTheSameIdDoesNotHideALostAssign) {
   // The replica still runs the request's first copy (it was taken for dead and given the request
   // back), but the new Assign was lost: the id alone looked held, and the old copy ran on with
