@@ -286,7 +286,8 @@ TEST(WorkerProcessTest, AnAssignmentOfARunningIdReplacesItsCopy) {
   // lands (stories260K writes 500 tokens in milliseconds).
   FakeCoordinator coord;
   ChildProcess worker;
-  ASSERT_TRUE(StartWorker(worker, coord, SlowModel()).has_value());
+  auto reg = StartWorker(worker, coord, SlowModel());
+  ASSERT_TRUE(reg.has_value());
   coord.Send(proto::RegisterAck{true, "welcome"});
   // The undisturbed answer, which a replacement given its first 10 tokens continues.
   coord.Send(Greedy(19, kPrompt, 32));
@@ -360,6 +361,17 @@ TEST(WorkerProcessTest, AnAssignmentOfARunningIdReplacesItsCopy) {
   // lost from one still on its way.
   EXPECT_TRUE(coord.last_heartbeat_.has_last_assignment);
   EXPECT_EQ(coord.last_heartbeat_.last_assignment, 3u);
+  // Each request finished once, as its last copy ended: the replaced copies count as nothing.
+  const std::string& address = reg->info.metrics_address;
+  httplib::Client http("127.0.0.1", std::stoi(address.substr(address.find(':') + 1)));
+  auto res = http.Get("/metrics");
+  ASSERT_TRUE(res);
+  EXPECT_NE(res->body.find("bmad_worker_requests_finished_total{reason=\"cancelled\",replica=\"test-replica\"} 1\n"),
+            std::string::npos)
+      << res->body;
+  EXPECT_NE(res->body.find("bmad_worker_requests_finished_total{reason=\"length\",replica=\"test-replica\"} 2\n"),
+            std::string::npos)
+      << res->body;
   worker.Stop();
 }
 

@@ -193,6 +193,25 @@ bool Engine::Cancel(uint64_t id, RequestOutput* final_output) {
   return true;
 }
 
+RequestOutput Engine::CancelUnadded(const EngineRequest& request) {
+  RequestOutput out;
+  out.id = request.id;
+  out.finished = true;
+  out.reason = proto::FinishReason::kCancelled;
+  out.token_offset = static_cast<int64_t>(request.generated.size());
+  out.usage = proto::Usage{static_cast<uint32_t>(request.prompt.size()),
+                           static_cast<uint32_t>(request.generated.size()), 0};
+  FinishMetrics(proto::FinishReason::kCancelled, clock_.NowNanos(), request.prompt.size(), request.generated.size());
+  return out;
+}
+
+bool Engine::DropReplaced(uint64_t id) {
+  if (!requests_.contains(id)) return false;
+  scheduler_.Remove(id);
+  Forget(id);
+  UpdateGauges();
+  return true;
+}
 
 bool Engine::Plan(StepBatch& batch) {
   const int64_t start = clock_.NowNanos();
@@ -410,11 +429,16 @@ void Engine::Forget(uint64_t id) {
 }
 
 void Engine::FinishMetrics(const RequestState& r, proto::FinishReason reason) {
+  FinishMetrics(reason, r.arrival_ns, r.prompt.size(), r.output.generated().size());
+}
+
+void Engine::FinishMetrics(proto::FinishReason reason, int64_t arrival_ns, size_t prompt_tokens,
+                           size_t generated_tokens) {
   if (!metrics_) return;
   metrics_->Finished(reason).Increment();
-  metrics_->e2e_latency.Observe(double(clock_.NowNanos() - r.arrival_ns) * 1e-9);
-  metrics_->prompt_tokens_per_request.Observe(double(r.prompt.size()));
-  metrics_->generation_tokens_per_request.Observe(double(r.output.generated().size()));
+  metrics_->e2e_latency.Observe(double(clock_.NowNanos() - arrival_ns) * 1e-9);
+  metrics_->prompt_tokens_per_request.Observe(double(prompt_tokens));
+  metrics_->generation_tokens_per_request.Observe(double(generated_tokens));
 }
 
 Status Engine::Step(std::vector<RequestOutput>* outputs) {

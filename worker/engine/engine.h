@@ -124,6 +124,13 @@ class Engine {
   // Drops a request at once (its KV blocks are freed); returns its final output, or false when
   // the request is unknown.
   bool Cancel(uint64_t id, RequestOutput* final_output);
+  // Drops a request that a newer assignment of the same id replaces (its blocks are freed):
+  // not a finish, so no output and nothing counted as finished; the replacement, when it ends,
+  // is the request's one finish. False when the request is unknown.
+  bool DropReplaced(uint64_t id);
+  // Ends a request that was never added (a replacement waiting for the step in flight to end):
+  // its final output, counted as a cancelled finish as Cancel counts one.
+  RequestOutput CancelUnadded(const EngineRequest& request);
   // Runs one step; appends new outputs (empty when there was nothing to do). An error means the
   // replica cannot compute any more (its executor failed); a malformed step only fails its
   // requests.
@@ -169,6 +176,7 @@ class Engine {
   void UpdateGauges();
   float Utilization(int64_t now) const;
   void FinishMetrics(const RequestState& r, proto::FinishReason reason);
+  void FinishMetrics(proto::FinishReason reason, int64_t arrival_ns, size_t prompt_tokens, size_t generated_tokens);
 
   EngineOptions options_;
   model::LlamaModel& model_;

@@ -313,8 +313,7 @@ bool WorkerServer::Impl::Handle(proto::Message& m) {
       served[queued->id] = Served{a->assignment, 0};
       return true;
     }
-    engine::RequestOutput replaced;
-    if (engine->Cancel(r.id, &replaced)) {
+    if (engine->DropReplaced(r.id)) {
       // We already run this id. The coordinator took us for dead (a stall longer than its
       // liveness timeout), moved the request and has now given it back, from the tokens the
       // client has; or it restarted and reuses the id for a new request. Either way its
@@ -336,12 +335,7 @@ bool WorkerServer::Impl::Handle(proto::Message& m) {
     auto queued = FindReplacement(c->request_id);
     if (queued != replacements.end()) {
       // A replacement not added yet: it ends here, as a running request would.
-      final_output.id = queued->id;
-      final_output.finished = true;
-      final_output.reason = proto::FinishReason::kCancelled;
-      final_output.token_offset = static_cast<int64_t>(queued->generated.size());
-      final_output.usage = proto::Usage{static_cast<uint32_t>(queued->prompt.size()),
-                                        static_cast<uint32_t>(queued->generated.size()), 0};
+      final_output = engine->CancelUnadded(*queued);
       replacements.erase(queued);
       SendOutput(final_output);
     } else if (engine->Cancel(c->request_id, &final_output)) {

@@ -499,6 +499,54 @@ TEST(EngineTest, CancelFreesBlocksAndEndsTheStream) {
   EXPECT_FALSE(f.engine->Cancel(1, &last));
 }
 
+TEST(EngineTest, AReplacedCopyIsDroppedWithoutCountingAFinish) {
+  // The coordinator gave the request back (it took this replica for dead): the copy running here
+  // goes, and the replacement's end is the request's one finish. The copy used to count as a
+  // cancelled request besides.
+  metrics::Registry registry;
+  EngineMetrics metrics(registry, "r0", 16, 64);
+  Fixture f(64, 64, StepOverlap::kAuto, SystemClock::Instance(), &metrics);
+  EngineRequest r = Greedy(1, {1}, 300);
+  r.sampling.ignore_eos = true;
+  ASSERT_TRUE(f.engine->Add(std::move(r)).ok());
+  std::vector<RequestOutput> outputs;
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(f.engine->Step(&outputs).ok());
+  ASSERT_GT(f.engine->kv().GetStats().used_blocks, 0);
+  outputs.clear();
+  ASSERT_TRUE(f.engine->DropReplaced(1));
+  EXPECT_EQ(f.engine->kv().GetStats().used_blocks, 0);
+  EXPECT_FALSE(f.engine->HasWork());
+  EXPECT_FALSE(f.engine->DropReplaced(1));
+  EngineRequest back = Greedy(1, {1}, 4);
+  back.replaces_copy = true;
+  ASSERT_TRUE(f.engine->Add(std::move(back)).ok());
+  for (int i = 0; i < 20 && f.engine->HasWork(); ++i) ASSERT_TRUE(f.engine->Step(&outputs).ok());
+  ASSERT_FALSE(outputs.empty());
+  EXPECT_EQ(outputs.back().reason, proto::FinishReason::kLength);
+  for (const RequestOutput& o : outputs) EXPECT_NE(o.reason, proto::FinishReason::kCancelled);
+  std::string text = registry.RenderText();
+  EXPECT_NE(text.find("bmad_worker_requests_finished_total{reason=\"cancelled\",replica=\"r0\"} 0\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("bmad_worker_requests_finished_total{reason=\"length\",replica=\"r0\"} 1\n"),
+            std::string::npos)
+      << text;
+  // A replacement cancelled before it was added ends as a cancelled request, counted once.
+  EngineRequest unadded = Greedy(2, {1, 2, 3}, 8);
+  unadded.generated = {4, 5};
+  const RequestOutput last = f.engine->CancelUnadded(unadded);
+  EXPECT_EQ(last.id, 2u);
+  EXPECT_TRUE(last.finished);
+  EXPECT_EQ(last.reason, proto::FinishReason::kCancelled);
+  EXPECT_EQ(last.token_offset, 2);
+  EXPECT_EQ(last.usage.prompt_tokens, 3u);
+  EXPECT_EQ(last.usage.completion_tokens, 2u);
+  text = registry.RenderText();
+  EXPECT_NE(text.find("bmad_worker_requests_finished_total{reason=\"cancelled\",replica=\"r0\"} 1\n"),
+            std::string::npos)
+      << text;
+}
+
 // A clock that moves on by `tick` at every reading: steps take time without a real model
 // being slow, and idle time is added by hand.
 class TickingClock final : public Clock {
