@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "tests/deploy/deploy_test_util.h"
+#include "tests/support/paths.h"
 
 namespace bmad::testing {
 namespace {
@@ -219,6 +220,22 @@ TEST(DeployFilesTest, ChartCommandsAndPortsMatchTheImage) {
     const std::string p = values["ports"][port].as<std::string>();
     EXPECT_TRUE(std::regex_search(dockerfile, std::regex("EXPOSE .*\\b" + p + "\\b"))) << port << " " << p;
   }
+}
+
+TEST(DeployFilesTest, TheImagesDefaultCommandSucceeds) {
+  // `docker run IMAGE` with no command used to run a bare `bmad`, which prints its usage and
+  // exits 2: the container looked failed. Its CMD runs here, on the programs the image installs.
+  const std::string dockerfile = ReadTextFile(kSource + "/deploy/Dockerfile");
+  std::smatch cmd;
+  ASSERT_TRUE(std::regex_search(dockerfile, cmd, std::regex("\nCMD \\[(.*)\\]\\s*$")));
+  const json words = json::parse("[" + cmd[1].str() + "]", nullptr, false);
+  ASSERT_TRUE(words.is_array() && !words.empty()) << cmd[1];
+  std::vector<std::string> argv;
+  for (const json& w : words) argv.push_back(w.get<std::string>());
+  argv[0] = BinaryPath(argv[0]);
+  CommandResult run = RunCommand(argv, 30s);
+  EXPECT_EQ(run.status, 0) << cmd[1] << "\n" << run.out << run.err;
+  EXPECT_NE(run.out.find("usage: bmad"), std::string::npos) << run.out;
 }
 
 }  // namespace
