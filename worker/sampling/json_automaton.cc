@@ -1,5 +1,8 @@
 #include "worker/sampling/json_automaton.h"
 
+#include <algorithm>
+#include <climits>
+
 #include "common/utf8_lead.h"
 
 namespace bmad::sampling {
@@ -52,6 +55,42 @@ bool JsonAutomaton::Push(bool object) {
   return true;
 }
 
+void JsonAutomaton::StartNumber(uint8_t first_digit) {
+  number_nonzero_ = first_digit != '0';
+  number_magnitude_ = number_nonzero_ ? 1 : 0;
+  zeros_after_point_ = 0;
+  exponent_ = 0;
+  exponent_negative_ = false;
+}
+
+bool JsonAutomaton::IntegerDigit() {
+  // Only after a nonzero first digit (a leading zero takes no more).
+  if (number_magnitude_ >= kMaxDecimalMagnitude) return false;
+  ++number_magnitude_;
+  return true;
+}
+
+void JsonAutomaton::FractionDigit(uint8_t byte) {
+  if (number_nonzero_) return;  // the value's magnitude is set by its first nonzero digit
+  if (byte == '0') {
+    zeros_after_point_ = std::min(zeros_after_point_ + 1, INT32_MAX / 4);
+    return;
+  }
+  number_nonzero_ = true;
+  number_magnitude_ = -zeros_after_point_;  // 0.00d...: below 10^-2
+}
+
+bool JsonAutomaton::ExponentDigit(uint8_t byte) {
+  // Zero times anything, and a negative exponent, cannot overflow. Otherwise the digit '0' is
+  // always taken at the exponent's start (the value itself is below the bound), so a number
+  // refused a digit can still end.
+  if (!number_nonzero_ || exponent_negative_) return true;
+  const int64_t exponent = int64_t{exponent_} * 10 + (byte - '0');
+  if (number_magnitude_ + exponent > kMaxDecimalMagnitude) return false;
+  exponent_ = static_cast<int32_t>(exponent);
+  return true;
+}
+
 void JsonAutomaton::EndValue() { mode_ = depth_ == 0 ? Mode::kDone : Mode::kAfterValue; }
 
 bool JsonAutomaton::EndNumber(uint8_t byte) {
@@ -75,12 +114,14 @@ bool JsonAutomaton::StartValue(uint8_t byte) {
       return true;
     case '0':
       mode_ = Mode::kZero;
+      StartNumber(byte);
       return true;
     default:
       break;
   }
   if (IsDigit(byte)) {
     mode_ = Mode::kInteger;
+    StartNumber(byte);
     return true;
   }
   for (uint8_t i = 0; i < 3; ++i) {
@@ -225,11 +266,16 @@ bool JsonAutomaton::Feed(uint8_t byte) {
     case Mode::kMinus:
       if (!IsDigit(byte)) return false;
       mode_ = byte == '0' ? Mode::kZero : Mode::kInteger;
+      StartNumber(byte);
       return true;
     case Mode::kZero:
     case Mode::kInteger:
     case Mode::kFraction:
-      if (IsDigit(byte) && mode_ != Mode::kZero) return true;
+      if (IsDigit(byte) && mode_ == Mode::kInteger) return IntegerDigit();
+      if (IsDigit(byte) && mode_ == Mode::kFraction) {
+        FractionDigit(byte);
+        return true;
+      }
       if (byte == '.' && mode_ != Mode::kFraction) {
         mode_ = Mode::kDot;
         return true;
@@ -243,19 +289,21 @@ bool JsonAutomaton::Feed(uint8_t byte) {
     case Mode::kDot:
       if (!IsDigit(byte)) return false;
       mode_ = Mode::kFraction;
+      FractionDigit(byte);
       return true;
     case Mode::kExponentMark:
       if (byte == '+' || byte == '-') {
         mode_ = Mode::kExponentSign;
+        exponent_negative_ = byte == '-';
         return true;
       }
       [[fallthrough]];
     case Mode::kExponentSign:
-      if (!IsDigit(byte)) return false;
+      if (!IsDigit(byte) || !ExponentDigit(byte)) return false;
       mode_ = Mode::kExponent;
       return true;
     case Mode::kExponent:
-      if (IsDigit(byte)) return true;
+      if (IsDigit(byte)) return ExponentDigit(byte);
       return EndNumber(byte);
   }
   return false;

@@ -15,6 +15,11 @@
 // inside of strings is not limited); containers nest at most kMaxDepth deep. Nothing is
 // accepted after the top-level value, not even whitespace: the end of the output comes next.
 //
+// Numbers stay finite doubles: a digit that would take a number's value to 10^308 or beyond
+// (a long integer part, or a large exponent) is refused. JSON's grammar allows any number, but
+// parsers map them to doubles: Go's and nlohmann's refuse a number past the largest, Python's
+// and JavaScript's read infinity. Tiny values are left alone (they read as 0 or a denormal).
+//
 // The state is a few bytes: copying the automaton is how a caller probes a continuation.
 #pragma once
 
@@ -29,6 +34,8 @@ class JsonAutomaton {
   enum class TopLevel : uint8_t { kAnyValue, kObject };
   static constexpr int kMaxDepth = 64;
   static constexpr int kMaxWhitespaceRun = 32;
+  // A number's value stays below 10^kMaxDecimalMagnitude (DBL_MAX is about 1.8 x 10^308).
+  static constexpr int32_t kMaxDecimalMagnitude = 308;
 
   explicit JsonAutomaton(TopLevel top = TopLevel::kObject) : object_only_(top == TopLevel::kObject) {}
 
@@ -82,9 +89,22 @@ class JsonAutomaton {
   // in what follows it.
   bool EndNumber(uint8_t byte);
   bool Whitespace();
+  // A number starts with `first_digit`; a digit of its integer part, its fraction, its exponent.
+  void StartNumber(uint8_t first_digit);
+  bool IntegerDigit();
+  void FractionDigit(uint8_t byte);
+  bool ExponentDigit(uint8_t byte);
   bool in_object() const { return depth_ > 0 && ((object_bits_ >> (depth_ - 1)) & 1) != 0; }
 
   uint64_t object_bits_ = 0;  // bit d: the container at depth d + 1 is an object
+  // The number being read: nonzero once a nonzero digit came before the exponent; then its value
+  // (before the exponent) is below 10^number_magnitude_. zeros_after_point_: the fraction's
+  // leading zeros while the number is zero. exponent_: a positive exponent's value so far.
+  int32_t number_magnitude_ = 0;
+  int32_t zeros_after_point_ = 0;
+  int32_t exponent_ = 0;
+  bool number_nonzero_ = false;
+  bool exponent_negative_ = false;
   uint16_t unit_ = 0;         // \u escape: the code unit read so far
   uint8_t depth_ = 0;
   Mode mode_ = Mode::kValue;

@@ -5,6 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 
@@ -212,9 +216,19 @@ class RandomJson {
   std::mt19937_64 rng_;
 };
 
+// The byte at `at` is a digit of a number that, with it, is 10^308 or more: the automaton's own
+// bound (JSON's grammar, and the tamed exponents nlohmann judges here, allow it).
+bool DigitTakesANumberPastTheBound(const std::string& text, size_t at) {
+  if (!std::isdigit(static_cast<unsigned char>(text[at]))) return false;
+  size_t start = at;
+  while (start > 0 && std::string_view("0123456789.eE+-").find(text[start - 1]) != std::string_view::npos) --start;
+  const std::string number = text.substr(start, at + 1 - start);
+  return std::fabs(std::strtod(number.c_str(), nullptr)) >= 1e308;
+}
+
 TEST(JsonAutomaton, AgreesWithNlohmannOnRandomTexts) {
   RandomJson random(20261201);
-  int whole = 0, prefix = 0, invalid = 0;
+  int whole = 0, prefix = 0, invalid = 0, beyond_bound = 0;
   for (int i = 0; i < 100000; ++i) {
     const std::string text = random.Mutate(random.Text());
     size_t nlohmann_failed_at = 0;
@@ -224,6 +238,9 @@ TEST(JsonAutomaton, AgreesWithNlohmannOnRandomTexts) {
     if (refused == text.size()) {
       // Everything accepted: a whole value exactly when nlohmann says so, otherwise a prefix.
       ASSERT_EQ(verdict, a.complete() ? JsonVerdict::kWhole : JsonVerdict::kPrefix) << text;
+    } else if (DigitTakesANumberPastTheBound(text, refused)) {
+      ++beyond_bound;
+      ASSERT_NE(testing::JudgeJson(text.substr(0, refused)), JsonVerdict::kInvalid) << text;
     } else {
       // A byte refused: the text is not JSON (whitespace before or after the value is, to
       // nlohmann, but not here), and nlohmann gives up no earlier. It may not
@@ -254,6 +271,49 @@ TEST(JsonAutomaton, AgreesWithNlohmannOnRandomTexts) {
   EXPECT_GT(whole, 10000);
   EXPECT_GT(prefix, 1000);
   EXPECT_GT(invalid, 10000);
+  EXPECT_GT(beyond_bound, 0) << "no random number reached the bound: that case went untested";
+}
+
+// The position of the first byte refused in `text` (its size when all are taken).
+size_t RefusedAt(std::string_view text) {
+  JsonAutomaton a(TopLevel::kAnyValue);
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (!a.Feed(static_cast<uint8_t>(text[i]))) return i;
+  }
+  return text.size();
+}
+
+TEST(JsonAutomaton, NumbersStayFiniteDoubles) {
+  // Go's and nlohmann's parsers refuse a number past the largest double; Python's and
+  // JavaScript's read infinity. A digit that takes the value to 10^308 is refused.
+  for (const char* finite : {"9e307", "-9.99e307", "99e306", "1.7e+307", "0.05e309", "0.000001e313", "0e99999",
+                             "0.000e99999", "-0e400", "1e-99999", "123.456e-400", "1e0000000307"}) {
+    EXPECT_EQ(RefusedAt(finite), std::strlen(finite)) << finite;
+    EXPECT_TRUE(std::isfinite(std::strtod(finite, nullptr))) << finite;
+  }
+  EXPECT_EQ(RefusedAt("1e308"), 4u);
+  EXPECT_EQ(RefusedAt("10e307"), 5u);
+  EXPECT_EQ(RefusedAt("0.5e309"), 6u);
+  EXPECT_EQ(RefusedAt("[2884.7E+753]"), 11u);  // 2884.7e+75 is fine; the 3 takes it past
+  // An integer part of 308 digits is the longest.
+  const std::string digits(308, '9');
+  EXPECT_EQ(RefusedAt(digits), digits.size());
+  EXPECT_EQ(RefusedAt(digits + "9"), digits.size());
+  EXPECT_EQ(RefusedAt(digits + ".5"), digits.size() + 2);
+  // Refused a digit, the number can still end: '0' continues any exponent's start, and the
+  // number read so far is whole.
+  JsonAutomaton a(TopLevel::kAnyValue);
+  ASSERT_TRUE(a.Feed(digits + "e"));
+  JsonAutomaton one = a;
+  EXPECT_FALSE(one.Feed('1'));
+  ASSERT_TRUE(a.Feed('0'));
+  EXPECT_TRUE(a.complete());
+  JsonAutomaton in_array(TopLevel::kAnyValue);
+  ASSERT_TRUE(in_array.Feed("[1e30"));
+  JsonAutomaton eight = in_array;
+  EXPECT_FALSE(eight.Feed('8'));
+  ASSERT_TRUE(in_array.Feed("7]"));
+  EXPECT_TRUE(in_array.complete());
 }
 
 }  // namespace
