@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "worker/model/tokenizer/utf8.h"
+
 namespace bmad::http {
 namespace {
 
@@ -106,17 +108,22 @@ Json CompletionLogprobsJson(const ChoiceOutput& output) {
   Json text_offset = Json::array();
   size_t offset = output.text_offset;
   for (const TokenLogprob& t : output.logprobs) {
-    tokens.push_back(t.token);
+    // A token's piece may be part of a character (a byte-fallback token): shown with U+FFFD for
+    // what is not whole, here rather than when the JSON is written, so that pieces that differ
+    // only in such bytes are one key below, not keys that JSON would write twice.
+    const std::string token = tokenizer::ToValidUtf8(t.token);
+    tokens.push_back(token);
     token_logprobs.push_back(LogprobValue(t.logprob));
     // The chosen token and its alternatives; OpenAI: "up to logprobs+1 elements". A piece
     // that two ids share is listed once, with the higher log-probability (the first seen).
-    Json top = Json{{t.token, LogprobValue(t.logprob)}};
+    Json top = Json{{token, LogprobValue(t.logprob)}};
     for (const TokenLogprob& a : t.top) {
-      if (!top.contains(a.token)) top[a.token] = LogprobValue(a.logprob);
+      const std::string alternative = tokenizer::ToValidUtf8(a.token);
+      if (!top.contains(alternative)) top[alternative] = LogprobValue(a.logprob);
     }
     top_logprobs.push_back(std::move(top));
     text_offset.push_back(offset);
-    offset += CodePoints(t.token);
+    offset += CodePoints(t.token);  // the raw piece: its partial characters join the next's in the text
   }
   return Json{{"tokens", std::move(tokens)},
               {"token_logprobs", std::move(token_logprobs)},

@@ -191,6 +191,30 @@ TEST(RenderCompletion, TopLogprobsListTheChosenTokenAndItsAlternatives) {
             Json({Json{{"a", -0.5}, {"b", -1.0}}, Json{{"b", -3.0}, {"c", -0.25}}}));
 }
 
+TEST(RenderCompletion, PartialCharacterPiecesAreOneKeyNotDuplicateKeys) {
+  // Byte-fallback tokens (a lone 0xE2, 0xC3, ...) all show as U+FFFD: written as they were, each
+  // became "\uFFFD" only when the JSON was written, and the object held that key twice.
+  ResponseContext context = Context();
+  context.logprobs = true;
+  ChoiceOutput output;
+  output.text = "\xC3\xA9";
+  output.logprobs = {{"\xC3", -0.5f, {{"\xE2", -1.0f, {}}, {"\xC3", -0.5f, {}}, {"x", -3.0f, {}}}},
+                     {"\xA9", -0.25f, {}}};
+  const std::string body = RenderCompletion(context, output, SomeUsage());
+  const std::string replacement = "\"\xEF\xBF\xBD\"";
+  size_t keys = 0;
+  for (size_t at = body.find(replacement + ":"); at != std::string::npos; at = body.find(replacement + ":", at + 1)) {
+    ++keys;
+  }
+  EXPECT_EQ(keys, 2u) << body;  // once in each position's object
+  const Json logprobs = Parse(body)["choices"][0]["logprobs"];
+  EXPECT_EQ(logprobs["tokens"], Json({"\xEF\xBF\xBD", "\xEF\xBF\xBD"}));
+  // The chosen piece's entry is its own log-probability, found under the token as listed.
+  EXPECT_EQ(logprobs["top_logprobs"][0], Json({{"\xEF\xBF\xBD", -0.5}, {"x", -3.0}}));
+  // Offsets count the text's characters: the two pieces make one.
+  EXPECT_EQ(logprobs["text_offset"], Json({0, 1}));
+}
+
 TEST(RenderChatCompletion, TopLogprobsAreEntriesWithBytes) {
   ResponseContext context = Context();
   context.logprobs = true;
