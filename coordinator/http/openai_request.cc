@@ -370,7 +370,9 @@ Status ReadStreaming(const JsonFields& body, CompletionRequest& request) {
   const Json* options = body.Find("stream_options");
   if (options == nullptr) return Status::Ok();
   if (!options->is_object()) return MustBe("stream_options", "an object", *options);
-  if (!request.stream) {
+  // An empty object asks for nothing (vLLM too refuses only a non-empty one): clients that
+  // always send one are served.
+  if (!request.stream && !options->empty()) {
     return InvalidArgument("'stream_options' is only allowed when 'stream' is true");
   }
   const JsonFields fields(*options, "stream_options.");

@@ -229,6 +229,11 @@ TEST(ParseCompletionRequest, NullMeansNotSetAndUnknownFieldsAreIgnored) {
   EXPECT_TRUE(Completion(R"({"prompt": "x", "logit_bias": {}, "suffix": "", "tools": [],
                               "response_format": {"type": "text"}})")
                   .ok());
+  // An empty stream_options asks for nothing: clients that always send one are served unstreamed
+  // too (vLLM refuses only a non-empty one there).
+  const CompletionRequest unstreamed = Ok(Completion(R"({"prompt": "x", "stream_options": {}})"));
+  EXPECT_FALSE(unstreamed.stream);
+  EXPECT_FALSE(unstreamed.include_usage);
 }
 
 TEST(ParseCompletionRequest, ResponseFormat) {
