@@ -63,6 +63,9 @@ class CoordinatorServer::Core {
   const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
   const http::ChatFormat& chat_format() const { return chat_format_; }
   size_t live_replicas() const { return live_replicas_.load(); }
+  // The context the live replicas serve (vLLM's max_model_len): the model's, or less where every
+  // replica's KV cache holds less. Any thread; as of the event loop's last tick.
+  int64_t served_context_length() const { return served_context_length_.load(); }
   metrics::Registry& registry() { return registry_; }
   const ServerConfig& config() const { return config_; }
   // The keys clients must present; null when coordinator.api_keys_file is empty. Any thread.
@@ -237,6 +240,7 @@ class CoordinatorServer::Core {
   std::atomic<bool> stop_requested_{false};
   std::atomic<bool> loop_done_{false};
   std::atomic<size_t> live_replicas_{0};
+  std::atomic<int64_t> served_context_length_{0};
   int64_t last_tick_ns_ = 0;
 };
 

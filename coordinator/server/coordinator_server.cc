@@ -89,6 +89,7 @@ Status CoordinatorServer::Core::Start() {
   context_length_ = c.model.context_length > 0
                         ? std::min(c.model.context_length, model_config.n_ctx_train)
                         : model_config.n_ctx_train;
+  served_context_length_.store(context_length_);  // until replicas say less
   block_size_ = c.cache.block_size;
   if (!c.coordinator.api_keys_file.empty()) {
     BMAD_ASSIGN_OR_RETURN(api_keys_, ApiKeys::Load(c.coordinator.api_keys_file, clock_));
@@ -502,6 +503,7 @@ void CoordinatorServer::Core::Tick() {
   }
   DispatchQueued();
   live_replicas_.store(replicas_.LiveCount());
+  served_context_length_.store(ServedContextLength());
   metrics_server_->SetReady(replicas_.LiveCount() > 0 && !stopping());
   metrics_->live_replicas.Set(double(replicas_.LiveCount()));
   metrics_->queue_depth.Set(double(requests_.size()));

@@ -259,14 +259,14 @@ Status HttpFrontend::Start(const std::string& host, int port) {
 
 void HttpFrontend::HandleModels(httplib::Response& res) {
   const http::ModelCard card{core_.model_name(), started_unix_s_,
-                             static_cast<uint32_t>(core_.context_length())};
+                             static_cast<uint32_t>(core_.served_context_length())};
   res.set_content(http::RenderModels(std::span(&card, 1)), "application/json");
 }
 
 void HttpFrontend::HandleModel(const std::string& id, httplib::Response& res) {
   if (RefuseOtherModel(id, res)) return;
   const http::ModelCard card{core_.model_name(), started_unix_s_,
-                             static_cast<uint32_t>(core_.context_length())};
+                             static_cast<uint32_t>(core_.served_context_length())};
   res.set_content(http::RenderModel(card), "application/json");
 }
 
@@ -364,7 +364,7 @@ void HttpFrontend::HandleTokenize(const httplib::Request& req, httplib::Response
   if (parsed->return_token_strs) {
     for (uint32_t t : tokens) pieces.push_back(core_.tokenizer().TokenPiece(static_cast<int32_t>(t)));
   }
-  res.set_content(http::RenderTokenize(tokens, static_cast<uint32_t>(core_.context_length()),
+  res.set_content(http::RenderTokenize(tokens, static_cast<uint32_t>(core_.served_context_length()),
                                        parsed->return_token_strs ? &pieces : nullptr),
                   "application/json");
 }
@@ -386,7 +386,7 @@ void HttpFrontend::HandleDetokenize(const httplib::Request& req, httplib::Respon
 
 http::RequestLimits HttpFrontend::Limits() const {
   http::RequestLimits limits;
-  limits.max_model_len = static_cast<uint32_t>(core_.context_length());
+  limits.max_model_len = static_cast<uint32_t>(core_.served_context_length());
   limits.priority_classes = static_cast<int32_t>(core_.config().coordinator.priority_classes);
   return limits;
 }

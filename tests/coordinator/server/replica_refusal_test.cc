@@ -19,6 +19,30 @@ namespace {
 
 using namespace std::chrono_literals;
 
+TEST_F(ReplicaLossTest, MaxModelLenIsTheContextTheLiveReplicasServe) {
+  // vLLM's max_model_len is the limit it enforces, and clients size requests from it: /v1/models
+  // and /tokenize said the model's 512 while prompts were held to the replicas' 64.
+  httplib::Client http("127.0.0.1", server_->http_port());
+  auto max_model_len = [&](const std::string& path) -> int64_t {
+    auto res = path == "/tokenize" ? http.Post(path, R"({"prompt": "Once"})", "application/json") : http.Get(path);
+    if (!res || res->status != 200) return -1;
+    const std::string key = "\"max_model_len\":";
+    const size_t at = res->body.find(key);
+    return at == std::string::npos ? -1 : std::stoll(res->body.substr(at + key.size()));
+  };
+  EXPECT_EQ(max_model_len("/v1/models"), 512) << "no replica yet: the model's context";
+  auto small = Replica("small");
+  ASSERT_TRUE(small->Register(/*context_length=*/64));
+  EXPECT_TRUE(testing::WaitFor([&] { return max_model_len("/v1/models") == 64; }, 5s));
+  EXPECT_EQ(max_model_len("/v1/models/stories260K"), 64);
+  EXPECT_EQ(max_model_len("/tokenize"), 64);
+  // max_tokens past it is refused as it is parsed.
+  auto res = http.Post("/v1/completions", R"({"prompt": "Once", "max_tokens": 100})", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400) << res->body;
+  EXPECT_NE(res->body.find("max_tokens"), std::string::npos) << res->body;
+}
+
 TEST_F(ReplicaLossTest, PromptsAreHeldToTheContextTheLiveReplicasRegistered) {
   // A worker whose KV cache holds fewer tokens than the model's context registers that shorter
   // context; the coordinator used to check only the model's (512), accept a longer prompt, and
