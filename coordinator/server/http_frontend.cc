@@ -59,8 +59,15 @@ void SendError(httplib::Response& res, const Status& s, uint32_t retry_after_ms 
   res.set_content(http::ErrorJson(s), "application/json");
 }
 
+// Choice `choice` (prompt by prompt, `per_prompt` each) begins its text with its first token.
+bool StartsText(const std::vector<bool>& starts_text, uint32_t per_prompt, uint32_t choice) {
+  const uint32_t prompt = choice / std::max<uint32_t>(per_prompt, 1);
+  return prompt < starts_text.size() && starts_text[prompt];
+}
+
+// `starts_text`: the request's first generated token begins the text (AcceptedCompletion).
 http::ChoiceOutput Choice(const proto::TokenChunk& chunk, const tokenizer::Tokenizer& tok,
-                          bool logprobs, size_t text_offset) {
+                          bool logprobs, size_t text_offset, bool starts_text) {
   http::ChoiceOutput out;
   out.text = chunk.text;
   out.finish_reason = chunk.finish_reason;
@@ -71,9 +78,16 @@ http::ChoiceOutput Choice(const proto::TokenChunk& chunk, const tokenizer::Token
     // Each token's alternatives (top_logprobs), the same count for every token of the chunk.
     const size_t per_token = chunk.token_ids.empty() ? 0 : chunk.top_token_ids.size() / chunk.token_ids.size();
     for (size_t i = 0; i < chunk.token_ids.size() && i < chunk.logprobs.size(); ++i) {
-      http::TokenLogprob t{tok.TokenPiece(static_cast<int32_t>(chunk.token_ids[i])), chunk.logprobs[i], {}};
+      // The text's first token (and each alternative to it) as the text has it.
+      const bool first = starts_text && chunk.token_offset == 0 && i == 0 && tok.vocabulary().add_space_prefix;
+      const auto piece = [&](uint32_t id) {
+        std::string p = tok.TokenPiece(static_cast<int32_t>(id));
+        if (first && !p.empty() && p.front() == ' ') p.erase(0, 1);
+        return p;
+      };
+      http::TokenLogprob t{piece(chunk.token_ids[i]), chunk.logprobs[i], {}};
       for (size_t j = i * per_token; j < (i + 1) * per_token && j < chunk.top_logprobs.size(); ++j) {
-        t.top.push_back({tok.TokenPiece(static_cast<int32_t>(chunk.top_token_ids[j])), chunk.top_logprobs[j], {}});
+        t.top.push_back({piece(chunk.top_token_ids[j]), chunk.top_logprobs[j], {}});
       }
       out.logprobs.push_back(std::move(t));
     }
@@ -404,6 +418,13 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
     SendError(res, prompts.status());
     return;
   }
+  std::vector<bool> starts_text;
+  if (cr.sampling.logprobs) {
+    for (const std::vector<uint32_t>& prompt : *prompts) {
+      const std::vector<int32_t> ids(prompt.begin(), prompt.end());
+      starts_text.push_back(core_.tokenizer().Decode(ids).empty());
+    }
+  }
   std::vector<SubmitInput> inputs;
   for (std::vector<uint32_t>& prompt : *prompts) {
     SubmitInput& in = inputs.emplace_back();
@@ -419,6 +440,7 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
   }
   std::optional<AcceptedCompletion> accepted = Submit(std::move(inputs), cr.n, res);
   if (!accepted) return;
+  accepted->starts_text = std::move(starts_text);
   http::ResponseContext ctx;
   ctx.request_id = ResponseId(accepted->request_ids.front());
   ctx.created_unix_s = UnixMillis() / 1000;
@@ -497,7 +519,8 @@ void HttpFrontend::AnswerWhole(AcceptedCompletion accepted, const http::Response
     }
     const std::optional<uint32_t> index = choices.IndexOf(e->chunk.request_id);
     if (e->kind != StreamEvent::Kind::kChunk || !index) continue;
-    http::ChoiceOutput part = Choice(e->chunk, tok, ctx.logprobs, 0);
+    http::ChoiceOutput part = Choice(e->chunk, tok, ctx.logprobs, 0,
+                                     StartsText(accepted.starts_text, accepted.choices_per_prompt, *index));
     http::ChoiceOutput& all = outputs[*index];
     all.text += part.text;
     all.logprobs.insert(all.logprobs.end(), part.logprobs.begin(), part.logprobs.end());
@@ -543,17 +566,21 @@ void HttpFrontend::AnswerStreaming(AcceptedCompletion accepted, const http::Resp
   }
   res.set_header("Cache-Control", "no-cache");
   struct StreamState {
-    StreamState(std::vector<uint64_t> ids, uint32_t n) : choices(std::move(ids), n), token_chars(choices.size(), 0) {}
+    StreamState(std::vector<uint64_t> ids, uint32_t n, std::vector<bool> starts)
+        : choices(std::move(ids), n), token_chars(choices.size(), 0), starts_text(std::move(starts)), per_prompt(n) {}
     http::ResponseChoices choices;
     // Per choice, where the next token's logprobs.text_offset starts: the characters of the
     // tokens already reported, counted as the whole response counts them (a stop string may
     // hold text back for a while, or cut it, without moving the tokens' offsets).
     std::vector<size_t> token_chars;
+    std::vector<bool> starts_text;  // AcceptedCompletion's
+    uint32_t per_prompt;
     bool roles_sent = false;
     std::chrono::steady_clock::time_point last_write;
     std::optional<StreamEvent> pending;  // read before the headers went out
   };
-  auto state = std::make_shared<StreamState>(std::move(accepted.request_ids), accepted.choices_per_prompt);
+  auto state = std::make_shared<StreamState>(std::move(accepted.request_ids), accepted.choices_per_prompt,
+                                             std::move(accepted.starts_text));
   state->pending = std::move(first);
   state->last_write = accepted_at;  // nothing yet: a keep-alive is due once the wait above ran out
   res.set_chunked_content_provider(
@@ -600,7 +627,9 @@ void HttpFrontend::AnswerStreaming(AcceptedCompletion accepted, const http::Resp
         }
         const std::optional<uint32_t> index = state->choices.IndexOf(e->chunk.request_id);
         if (e->kind != StreamEvent::Kind::kChunk || !index) return true;
-        http::ChoiceOutput out = Choice(e->chunk, tok, ctx.logprobs, state->token_chars[*index]);
+        http::ChoiceOutput out =
+            Choice(e->chunk, tok, ctx.logprobs, state->token_chars[*index],
+                   StartsText(state->starts_text, state->per_prompt, *index));
         out.index = *index;
         for (const http::TokenLogprob& t : out.logprobs) state->token_chars[*index] += CodePoints(t.token);
         if (!out.text.empty() || out.finish_reason != proto::FinishReason::kNone || !out.logprobs.empty()) {

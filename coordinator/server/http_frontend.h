@@ -54,6 +54,10 @@ class HttpFrontend {
     std::vector<uint64_t> request_ids;
     uint32_t choices_per_prompt = 1;
     std::function<void()> abandon;
+    // Per prompt, with logprobs asked for: the prompt decodes to no text, so the first token
+    // generated begins the text and loses its leading space there (Tokenizer::Decode's rule,
+    // which the worker's detokenizer follows): its logprob entry is written the same way.
+    std::vector<bool> starts_text;
   };
   // Hands the prompts (each with `choices_per_prompt` choices) to the event loop and waits until
   // it accepts them all; when it refuses them or does not answer, answers `res` with the error

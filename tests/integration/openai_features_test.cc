@@ -119,6 +119,30 @@ TEST(OpenAiFeaturesTest, TopLogprobsComeWithEveryToken) {
     ASSERT_TRUE(streamed.done);
     EXPECT_EQ(streamed.text_offsets, want) << stop;
   }
+  // An empty prompt: the first token begins the text and loses its leading space there
+  // ("Once", not " Once"); its logprob entry is written the same way, so the tokens make the
+  // text and the offsets index it, whole or streamed.
+  json empty = Completion("", 3, false);
+  empty["logprobs"] = 2;
+  HttpResult e = Post(cluster.http_port(), "/v1/completions", empty.dump());
+  ASSERT_EQ(e.status, 200) << e.body;
+  const json choice = json::parse(e.body)["choices"][0];
+  std::string joined;
+  std::vector<int64_t> offsets;
+  for (const json& t : choice["logprobs"]["tokens"]) {
+    offsets.push_back(static_cast<int64_t>(joined.size()));  // ASCII here: bytes are characters
+    joined += t.get<std::string>();
+  }
+  EXPECT_EQ(joined, choice["text"]) << e.body;
+  EXPECT_NE(joined.front(), ' ') << e.body;
+  EXPECT_EQ(choice["logprobs"]["text_offset"].get<std::vector<int64_t>>(), offsets) << e.body;
+  EXPECT_TRUE(choice["logprobs"]["top_logprobs"][0].contains(choice["logprobs"]["tokens"][0].get<std::string>()))
+      << e.body;
+  empty["stream"] = true;
+  StreamResult streamed_empty = Stream(cluster.http_port(), empty);
+  ASSERT_TRUE(streamed_empty.done);
+  EXPECT_EQ(streamed_empty.text, choice["text"]);
+  EXPECT_EQ(streamed_empty.text_offsets, offsets);
   // Chat: top_logprobs 2 gives two entries per token, the greedy token first.
   json chat = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 6},
                {"temperature", 0}, {"logprobs", true}, {"top_logprobs", 2}};
