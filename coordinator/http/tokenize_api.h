@@ -5,7 +5,7 @@
 // body ({"messages": [...], "add_generation_prompt"}), read by ParseCompletionRequest: every rule
 // of those endpoints applies to them. Its own fields: add_special_tokens (boolean, default true:
 // BOS as the completions endpoint adds it; a chat body always gets the BOS, as the chat endpoint
-// writes it) and return_token_strs (boolean, default false: also list each token's text). Answer: {"count", "max_model_len", "tokens", "token_strs"}.
+// writes it) and return_token_strs (boolean, default false: also list each token's vocabulary string). Answer: {"count", "max_model_len", "tokens", "token_strs"}.
 //
 // /detokenize takes {"tokens": [ids]} (and an optional "model") and answers {"prompt": text}.
 //
@@ -43,7 +43,7 @@ struct DetokenizeRequest {
 Result<DetokenizeRequest> ParseDetokenizeRequest(std::string_view body, const RequestLimits& limits);
 
 // {"count": n, "max_model_len", "tokens": [...], "token_strs": [...] or null}. `token_strs`, when
-// given, holds one text per token (invalid UTF-8 becomes U+FFFD).
+// given, holds one string per token: the vocabulary's (invalid UTF-8 becomes U+FFFD).
 std::string RenderTokenize(std::span<const uint32_t> tokens, uint32_t max_model_len,
                            const std::vector<std::string>* token_strs);
 // {"prompt": text}; invalid UTF-8 becomes U+FFFD.

@@ -376,7 +376,10 @@ void HttpFrontend::HandleTokenize(const httplib::Request& req, httplib::Response
   }
   std::vector<std::string> pieces;
   if (parsed->return_token_strs) {
-    for (uint32_t t : tokens) pieces.push_back(core_.tokenizer().TokenPiece(static_cast<int32_t>(t)));
+    // The vocabulary's own strings, as vLLM's (Hugging Face's convert_ids_to_tokens): "▁Once",
+    // "<0xF0>", which map back to ids; decoded text would show a character's bytes as U+FFFD.
+    const std::vector<std::string>& texts = core_.tokenizer().vocabulary().texts;
+    for (uint32_t t : tokens) pieces.push_back(texts[t]);
   }
   res.set_content(http::RenderTokenize(tokens, static_cast<uint32_t>(core_.served_context_length()),
                                        parsed->return_token_strs ? &pieces : nullptr),

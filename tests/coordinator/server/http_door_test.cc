@@ -261,9 +261,20 @@ TEST_F(HttpDoorTest, TokenizeCountsThePromptAsTheCompletionsEndpointsDo) {
   const std::vector<int32_t> plain = tok->Encode("Once upon a time", /*add_special=*/false);
   EXPECT_EQ(j["tokens"].get<std::vector<int32_t>>(), plain);
   ASSERT_EQ(j["token_strs"].size(), plain.size());
+  // The vocabulary's strings (vLLM's convert_ids_to_tokens), each naming its id.
   std::string joined;
-  for (const Json& piece : j["token_strs"]) joined += piece.get<std::string>();
-  EXPECT_EQ(joined, " Once upon a time");
+  for (size_t i = 0; i < plain.size(); ++i) {
+    const std::string piece = j["token_strs"][i].get<std::string>();
+    EXPECT_EQ(piece, tok->vocabulary().texts[static_cast<size_t>(plain[i])]);
+    joined += piece;
+  }
+  EXPECT_EQ(joined, "\xE2\x96\x81Once\xE2\x96\x81upon\xE2\x96\x81" "a\xE2\x96\x81time");  // U+2581 spaces
+  // A character the vocabulary spells in bytes is its byte tokens, "<0xHH>", not U+FFFD each.
+  res = Post({{"prompt", "\xF0\x9F\x98\x80"}, {"add_special_tokens", false}, {"return_token_strs", true}}, 10,
+             "/tokenize");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_NE(res->body.find("<0xF0>"), std::string::npos) << res->body;
 
   // Chat: the template applied, as /v1/chat/completions applies it.
   res = Post({{"messages", {{{"role", "user"}, {"content", "Hi"}}}}}, 10, "/tokenize");
