@@ -83,8 +83,8 @@ void VisitConfig(ServerConfig& c, Visitor& v) {
             "present one, as 'Authorization: Bearer KEY' on the HTTP API's /v1 routes, /tokenize "
             "and /detokenize, and as Submit.api_key on the client socket (bmad generate "
             "--api-key), or get 401 / UNAUTHENTICATED; /health, /ready, /metrics, /version, /ping, CORS preflights "
-            "and the socket's status queries and cancels need none. Read again within a second of "
-            "a change, so keys rotate without a restart (replace the file by a rename). Empty: no "
+            "and the socket's status queries and cancels need none. Read again within two seconds "
+            "of a change, so keys rotate without a restart (replace the file by a rename). Empty: no "
             "key is asked for (vLLM's default).",
             S{});
     v.Field("http_max_connections", c.coordinator.http_max_connections,

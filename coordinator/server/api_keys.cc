@@ -94,10 +94,24 @@ void ApiKeys::RereadIfChanged() {
   if (now < next_check_ns_) return;
   next_check_ns_ = now + recheck_interval_ns_;
   Result<FileIdentity> identity = Identify(path_);
-  if (identity.ok() && *identity == identity_) return;
+  if (identity.ok() && *identity == identity_) {
+    settling_.reset();
+    return;
+  }
+  // A file rewritten in place (an editor, `echo >`) may be caught half-written, and a line cut
+  // short is a prefix of a real key, which must never let a client in. So a changed file is
+  // read only once it has looked the same at two checks in a row.
+  if (identity.ok() && !(settling_ && *settling_ == *identity)) {
+    settling_ = *identity;
+    return;
+  }
   // Read again at each check while it differs from the file the keys came from: a read that
   // failed for a passing reason (out of file descriptors) must not hold a rotation back.
   Result<Parsed> parsed = Read(path_);
+  if (parsed.ok() && identity.ok() && !(parsed->identity == *identity)) {
+    settling_ = parsed->identity;  // it changed again while being read: not settled
+    return;
+  }
   if (!parsed.ok()) {
     // Kept as they were: a file caught half-written, or removed by mistake, must not lock every
     // client out (nor let every client in). Said once per changed file.
@@ -113,6 +127,7 @@ void ApiKeys::RereadIfChanged() {
   keys_ = std::move(parsed->keys);
   identity_ = parsed->identity;
   refused_.reset();
+  settling_.reset();
 }
 
 bool ApiKeys::Accepts(std::string_view key) {

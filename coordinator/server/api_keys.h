@@ -36,7 +36,8 @@ class ApiKeys {
 
   // Whether `key` is one of the keys. Compares against every key in time that depends on the
   // keys' lengths only, not on where a guess first differs. When the file has changed since it
-  // was last read it is read again first; a changed file that cannot be read or holds no valid
+  // was last read, and looked the same at the check before (it is not being written: a line cut
+  // short would be a prefix of a key), it is read again first; a changed file that cannot be read or holds no valid
   // key leaves the keys as they were (and says so in the log, once per change), and is tried
   // again at the next check. A key over kMaxKeyBytes is refused without a comparison.
   bool Accepts(std::string_view key);
@@ -73,6 +74,7 @@ class ApiKeys {
   std::vector<std::string> keys_;
   FileIdentity identity_;       // of the file the keys came from
   std::optional<FileIdentity> refused_;  // of the last changed file refused (logged once)
+  std::optional<FileIdentity> settling_;  // a changed file seen at the last check, not read yet
   int64_t next_check_ns_ = 0;
 };
 

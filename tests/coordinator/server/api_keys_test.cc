@@ -102,6 +102,9 @@ TEST_F(ApiKeysTest, ARewrittenFileRotatesTheKeysOnceTheRecheckIntervalHasPassed)
   EXPECT_TRUE(keys.Accepts("sk-old"));  // not looked at again yet
   EXPECT_FALSE(keys.Accepts("sk-new"));
   clock_.AdvanceMillis(1000);
+  EXPECT_TRUE(keys.Accepts("sk-old"));  // changed: read once it looks the same a check later
+  EXPECT_FALSE(keys.Accepts("sk-new"));
+  clock_.AdvanceMillis(1000);
   EXPECT_TRUE(keys.Accepts("sk-new"));
   EXPECT_TRUE(keys.Accepts("sk-newer"));
   EXPECT_FALSE(keys.Accepts("sk-old"));
@@ -117,7 +120,9 @@ TEST_F(ApiKeysTest, AChangedFileThatCannotServeLeavesTheKeysAsTheyWere) {
   log::SetSink([&](std::string_view line) { logged.emplace_back(line); });
   // Emptied (caught half-written), then removed: neither locks clients out nor lets all in.
   Replace(path, "");
-  clock_.AdvanceMillis(1000);
+  clock_.AdvanceMillis(1000);  // changed, settling
+  EXPECT_TRUE(keys.Accepts("sk-kept"));
+  clock_.AdvanceMillis(1000);  // settled: read, and refused
   EXPECT_TRUE(keys.Accepts("sk-kept"));
   EXPECT_FALSE(keys.Accepts(""));
   clock_.AdvanceMillis(1000);
@@ -134,8 +139,31 @@ TEST_F(ApiKeysTest, AChangedFileThatCannotServeLeavesTheKeysAsTheyWere) {
   // Fixed: the new keys are taken.
   Replace(path, "sk-fixed\n");
   clock_.AdvanceMillis(1000);
+  EXPECT_FALSE(keys.Accepts("sk-fixed"));  // settling
+  clock_.AdvanceMillis(1000);
   EXPECT_TRUE(keys.Accepts("sk-fixed"));
   EXPECT_FALSE(keys.Accepts("sk-kept"));
+}
+
+TEST_F(ApiKeysTest, AFileCaughtWhileBeingWrittenInPlaceIsNotTaken) {
+  // Rewritten in place, the file can be read with its last line cut short: "sk-abc" of
+  // "sk-abcdef", a key nobody was given, would have let a guesser in.
+  const std::string path = Write("keys", "sk-old\n");
+  Result<std::unique_ptr<ApiKeys>> loaded = ApiKeys::Load(path, clock_, 1000);
+  ASSERT_TRUE(loaded.ok());
+  ApiKeys& keys = **loaded;
+  Write("keys", "sk-old\nsk-abc");  // the writer is part way through
+  clock_.AdvanceMillis(1000);
+  EXPECT_FALSE(keys.Accepts("sk-abc"));
+  Write("keys", "sk-old\nsk-abcdef\n");  // ...and done before the next check
+  clock_.AdvanceMillis(1000);
+  EXPECT_FALSE(keys.Accepts("sk-abc"));
+  EXPECT_FALSE(keys.Accepts("sk-abcdef"));  // changed since the last check: not settled yet
+  EXPECT_TRUE(keys.Accepts("sk-old"));
+  clock_.AdvanceMillis(1000);
+  EXPECT_TRUE(keys.Accepts("sk-abcdef"));
+  EXPECT_FALSE(keys.Accepts("sk-abc"));
+  EXPECT_TRUE(keys.Accepts("sk-old"));
 }
 
 }  // namespace
