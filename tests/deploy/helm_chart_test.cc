@@ -396,7 +396,10 @@ TEST(HelmChartTest, DefaultValuesRenderOneSingleGpuReplicaPerPool) {
 
 TEST(HelmChartTest, MultiNodeExampleRendersTwoPodTensorParallelGroups) {
   REQUIRE_HELM();
-  const Rendered r = Render({"-f", kChart + "/examples/multi-node.yaml", "--api-versions", "monitoring.coreos.com/v1"});
+  // With a worker argument holding a space and a glob character: passed whole, as
+  // coordinator.extraArgs's are (it was split into words, and globbed).
+  const Rendered r = Render({"-f", kChart + "/examples/multi-node.yaml", "--api-versions", "monitoring.coreos.com/v1",
+                             "--set-json", R"(workers.extraArgs=["--set", "model.chat_template=a b*"])"});
   ASSERT_FALSE(r.objects.empty());
   const std::map<std::string, int> kinds = KindCounts(r);
   EXPECT_EQ(kinds.at("LeaderWorkerSet"), 2);
@@ -457,7 +460,7 @@ TEST(HelmChartTest, MultiNodeExampleRendersTwoPodTensorParallelGroups) {
   for (const char* part : {"mpirun -np 2 --hostfile", "-x NCCL_DEBUG", "-x NCCL_SOCKET_IFNAME",
                            "--mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0",
                            "bmad-worker --config /etc/bmad/bmad.yaml --set worker.replica_id=bmad-normal-1 "
-                           "--set worker.pool=normal --replica-index 0"}) {
+                           "--set worker.pool=normal --replica-index 0 --set model.chat_template=a\\ b\\*\n"}) {
     EXPECT_NE(launch.out.find(part), std::string::npos) << part << "\n" << launch.out;
   }
   // A group whose size does not match the ranks is refused before mpirun.
@@ -546,6 +549,25 @@ TEST(HelmChartTest, ScalingAPoolRestartsNothing) {
   EXPECT_EQ(Render({"--set", "pools.normal.replicas=3"}).Get("LeaderWorkerSet", "bmad-normal")["spec"]["replicas"].as<int>(), 3);
   // A real config change still rolls them.
   EXPECT_NE(checksums(Render({"--set", "config.scheduler.max_seqs=32"})), one);
+}
+
+TEST(HelmChartTest, AnAutoscaledPoolsCountIsTheAutoscalers) {
+  // values.yaml says replicas is ignored while autoscaling is on; the check of "no replicas"
+  // counted it anyway, and refused a pool autoscaled from one with replicas 0.
+  REQUIRE_HELM();
+  const std::vector<std::string> autoscaled = {"--set", "pools.longTail.enabled=false",
+                                               "--set", "pools.normal.autoscaling.enabled=true",
+                                               "--set", "pools.normal.replicas=0"};
+  CommandResult ok = Template(autoscaled);
+  EXPECT_EQ(ok.status, 0) << ok.err;
+  std::vector<std::string> none = autoscaled;
+  none.insert(none.end(), {"--set", "pools.normal.autoscaling.minReplicas=0"});
+  CommandResult zero = Template(none);
+  EXPECT_NE(zero.status, 0);
+  EXPECT_NE(zero.err.find("pools.normal.autoscaling.minReplicas must be at least 1"), std::string::npos) << zero.err;
+  CommandResult unscaled = Template({"--set", "pools.longTail.enabled=false", "--set", "pools.normal.replicas=0"});
+  EXPECT_NE(unscaled.status, 0);
+  EXPECT_NE(unscaled.err.find("the enabled pools have no replicas"), std::string::npos) << unscaled.err;
 }
 
 TEST(HelmChartTest, RefusesRanksThatDoNotMatchTheGpus) {

@@ -8,7 +8,8 @@
 #
 # Environment: BMAD_POOL, BMAD_RANKS, BMAD_SLOTS_PER_POD, BMAD_SSH_PORT, BMAD_SSH_KEY,
 # BMAD_GROUP_START_TIMEOUT_S, BMAD_FORWARD_ENV (names passed to every rank), BMAD_REPLICA_ID
-# (default: this pod's name), BMAD_MPIRUN_ARGS, BMAD_WORKER_ARGS; from the LeaderWorkerSet
+# (default: this pod's name), BMAD_MPIRUN_ARGS, BMAD_WORKER_ARGS (one argument a line, each
+# passed whole: spaces and glob characters included); from the LeaderWorkerSet
 # controller: LWS_GROUP_SIZE, LWS_LEADER_ADDRESS (<leader>.<service>.<namespace>).
 # BMAD_DRY_RUN=1 prints the hostfile and the mpirun command instead of running them (tests).
 set -euo pipefail
@@ -48,12 +49,16 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 cmd=(mpirun -np "$ranks" --hostfile "$hostfile" --bind-to none --mca orte_keep_fqdn_hostnames 1
      --mca plm_rsh_agent ssh --mca plm_rsh_args "$ssh_opts")
 for name in PATH LD_LIBRARY_PATH ${BMAD_FORWARD_ENV:-}; do cmd+=(-x "$name"); done
-# shellcheck disable=SC2206  # word splitting of the extra arguments is intended
-cmd+=(${BMAD_MPIRUN_ARGS:-})
+# Appends the lines of $1 to `cmd`, one argument each (none for an empty value).
+add_lines() {
+  local lines=()
+  [[ -n $1 ]] && mapfile -t lines <<<"$1"
+  cmd+=("${lines[@]}")
+}
+add_lines "${BMAD_MPIRUN_ARGS:-}"
 cmd+=(bmad-worker --config "$config" --set "worker.replica_id=$replica_id" --set "worker.pool=$pool"
       --replica-index 0)
-# shellcheck disable=SC2206
-cmd+=(${BMAD_WORKER_ARGS:-})
+add_lines "${BMAD_WORKER_ARGS:-}"
 
 if [[ ${BMAD_DRY_RUN:-0} == 1 ]]; then
   echo "hostfile:"

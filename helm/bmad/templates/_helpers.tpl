@@ -98,7 +98,18 @@ app.kubernetes.io/part-of: bmad
 {{- $replicas := 0 -}}
 {{- range $pools -}}
 {{- $v := .values -}}
+{{- /* An autoscaled pool's count is the HorizontalPodAutoscaler's: from minReplicas up. */ -}}
+{{- if and $v.autoscaling $v.autoscaling.enabled -}}
+{{- if lt (int $v.autoscaling.minReplicas) 1 -}}
+{{- fail (printf "pools.%s.autoscaling.minReplicas must be at least 1" .key) -}}
+{{- end -}}
+{{- if lt (int $v.autoscaling.maxReplicas) (int $v.autoscaling.minReplicas) -}}
+{{- fail (printf "pools.%s.autoscaling.maxReplicas (%d) is below minReplicas (%d)" .key (int $v.autoscaling.maxReplicas) (int $v.autoscaling.minReplicas)) -}}
+{{- end -}}
+{{- $replicas = add $replicas $v.autoscaling.minReplicas -}}
+{{- else -}}
 {{- $replicas = add $replicas $v.replicas -}}
+{{- end -}}
 {{- $perPod := int (include "bmad.ranksPerPod" $v) -}}
 {{- $slots := mul (int $v.podsPerReplica) $perPod -}}
 {{- if lt (int $v.podsPerReplica) 1 -}}

@@ -68,10 +68,11 @@ spec:
         {{- range $root.Values.workers.extraEnv }}{{ $forward = append $forward .name }}{{ end }}
         - name: BMAD_FORWARD_ENV
           value: {{ join " " $forward | quote }}
+        # One argument a line: an argument may hold spaces (as coordinator.extraArgs's may).
         - name: BMAD_MPIRUN_ARGS
-          value: {{ join " " $root.Values.workers.mpirunExtraArgs | quote }}
+          value: {{ join "\n" $root.Values.workers.mpirunExtraArgs | quote }}
         - name: BMAD_WORKER_ARGS
-          value: {{ join " " $root.Values.workers.extraArgs | quote }}
+          value: {{ join "\n" $root.Values.workers.extraArgs | quote }}
         {{- with $root.Values.workers.extraEnv }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
