@@ -14,8 +14,11 @@
 # process named with the end of its log, everything stopped, exit 1); after --wait seconds
 # (default 300; 0: do not wait) it says how many are live and exits 3, leaving the rest starting
 # (with --foreground it goes on waiting for the coordinator instead). Ctrl-C, SIGTERM or SIGHUP
-# while it starts, or to `start --foreground` later, stops everything cleanly. The pid files
-# hold each process's pid and start time: `stop` signals nothing else.
+# while it starts, or to `start --foreground` later, stops everything cleanly; a coordinator
+# that exits on its own under --foreground stops the replicas, and the script exits with its
+# status. `start` checks everything before it stops a cluster already running. The pid files
+# hold each process's pid and start time, and every process started carries a random token in
+# its environment: `stop` signals nothing else.
 set -euo pipefail
 
 cmd=${1:-}
@@ -99,19 +102,29 @@ session_of() {
   echo "$pid"
 }
 
-# The processes still running in any of the sessions given (each process `start` launches leads
-# a session of its own, setsid, which holds everything it started: Open MPI puts each rank in a
-# process group of its own, so the group of mpirun alone would miss the ranks). One pass over
-# /proc for them all.
+# The token `start` puts in the environment of everything it launches (kept in the state
+# directory; empty for a state directory of an older cluster.sh). A pid file's session can
+# outlive its processes: after a crash, the pid may go to another program that leads a session
+# of its own, and its processes would be swept with ours. Only processes carrying the token are.
+cluster_token() { cat "$state/token" 2>/dev/null || true; }
+
+# The processes still running in any of the sessions given after the token $1 (each process
+# `start` launches leads a session of its own, setsid, which holds everything it started: Open
+# MPI puts each rank in a process group of its own, so the group of mpirun alone would miss the
+# ranks), and carrying the token when there is one. One pass over /proc for them all.
 session_members() {
-  local f p sid
+  local f p sid token=$1
+  shift
   for f in /proc/[0-9]*/stat; do
     p=${f#/proc/}
     p=${p%/stat}
     read_stat "$p" || continue
     [ "${stat_fields[0]}" != Z ] || continue
     for sid in "$@"; do
-      [ "${stat_fields[3]}" = "$sid" ] && { echo "$p"; break; }
+      if [ "${stat_fields[3]}" = "$sid" ]; then
+        if [ -z "$token" ] || grep -qzx "BMAD_CLUSTER_TOKEN=$token" "/proc/$p/environ" 2>/dev/null; then echo "$p"; fi
+        break
+      fi
     done
   done
   return 0
@@ -160,11 +173,12 @@ wait_live() {
   return 3
 }
 
-# Waits up to $1 seconds for every session given after it to be empty.
+# Waits up to $1 seconds for every session given after it to hold none of the token $2's
+# processes.
 wait_gone() {
-  local deadline=$((SECONDS + $1))
-  shift
-  while [ -n "$(session_members "$@")" ]; do
+  local deadline=$((SECONDS + $1)) token=$2
+  shift 2
+  while [ -n "$(session_members "$token" "$@")" ]; do
     [ $SECONDS -lt $deadline ] || return 1
     sleep 0.1
   done
@@ -178,28 +192,33 @@ wait_gone() {
 # SIGKILL two seconds later), then SIGKILL to whatever is left.
 stop_all() {
   [ -d "$state" ] || return 0
-  local sessions=() replicas=() f p coordinator drain_ms=10000
+  local sessions=() replicas=() f p coordinator drain_ms=10000 token
+  token=$(cluster_token)
   for f in "$state"/replica-*.pid; do p=$(pid_of "$f") && replicas+=("$p"); done
   coordinator=$(pid_of "$state/coordinator.pid") || coordinator=""
-  for f in "$state"/*.pid; do p=$(session_of "$f") && sessions+=("$p"); done
+  # Without a token (an older cluster.sh started it), only the sessions of processes still
+  # verified as launched.
+  for f in "$state"/*.pid; do
+    if [ -n "$token" ]; then p=$(session_of "$f"); else p=$(pid_of "$f"); fi && sessions+=("$p")
+  done
   if [ ${#sessions[@]} -gt 0 ]; then
     [ -f "$state/drain_ms" ] && drain_ms=$(cat "$state/drain_ms")
     if [ -n "$coordinator" ]; then
       kill -TERM "$coordinator" 2>/dev/null || true
       # Its drain, and 5 s to stop after it.
-      wait_gone $((drain_ms / 1000 + 5)) "$coordinator" ||
+      wait_gone $((drain_ms / 1000 + 5)) "$token" "$coordinator" ||
         echo "cluster.sh: the coordinator did not stop in $((drain_ms / 1000 + 5)) s" >&2
     fi
     for p in "${replicas[@]}"; do kill -USR1 "$p" 2>/dev/null || true; done
     if [ ${#replicas[@]} -gt 0 ]; then
-      wait_gone 10 "${replicas[@]}" || echo "cluster.sh: replicas still running after 10 s: killing them" >&2
+      wait_gone 10 "$token" "${replicas[@]}" || echo "cluster.sh: replicas still running after 10 s: killing them" >&2
     fi
     # Whatever is left of each session, ranks included (also of a session whose leader, mpirun,
     # has already gone).
-    for f in $(session_members "${sessions[@]}"); do kill -KILL "$f" 2>/dev/null || true; done
-    wait_gone 5 "${sessions[@]}" || echo "cluster.sh: processes of sessions ${sessions[*]} survived SIGKILL" >&2
+    for f in $(session_members "$token" "${sessions[@]}"); do kill -KILL "$f" 2>/dev/null || true; done
+    wait_gone 5 "$token" "${sessions[@]}" || echo "cluster.sh: processes of sessions ${sessions[*]} survived SIGKILL" >&2
   fi
-  rm -f "$state"/*.pid
+  rm -f "$state"/*.pid "$state/token"
 }
 
 # Where each replica's ranks run. Sets `plan_ids`, `plan_pools`, `plan_hosts` (one
@@ -330,9 +349,15 @@ case "$cmd" in
     check_state_dir
     mkdir -p -m 700 "$state"
     check_state_dir  # again: someone else could have made it between the check and mkdir
-    stop_all
+    # Everything checked before a cluster already running is stopped: a bad hostfile must not
+    # take it down and start nothing.
     plan
-    get coordinator.drain_timeout_ms >"$state/drain_ms"
+    drain_ms=$(get coordinator.drain_timeout_ms)
+    stop_all  # (with the drain it was started with)
+    echo "$drain_ms" >"$state/drain_ms"
+    token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+    (umask 077 && echo "$token" >"$state/token")
+    export BMAD_CLUSTER_TOKEN=$token
     # From the first launch on, an interruption (Ctrl-C, SIGTERM, the terminal going away) or a
     # failure of this script stops whatever was started: for --foreground that is the way to
     # stop it (exit 0), at any time; otherwise the start was cut short (130).
@@ -341,7 +366,8 @@ case "$cmd" in
     trap 'trap "" INT TERM HUP; stop_all; exit $stopped_code' INT TERM HUP
     trap 'stop_all' EXIT
     setsid "$bin/bmad-coordinator" --config "$config" "${sets[@]}" >"$state/coordinator.log" 2>&1 &
-    record_pid "$state/coordinator.pid" $!
+    coordinator_pid=$!
+    record_pid "$state/coordinator.pid" $coordinator_pid
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     for k in "${!plan_ids[@]}"; do
       replica_command "$k"
@@ -360,8 +386,17 @@ case "$cmd" in
     fi
     # `wait` returns as soon as a signal arrives, so the trap runs at once.
     while alive "$state/coordinator.pid"; do sleep 1 & wait $! || true; done
+    # The coordinator ended without this script being asked to stop: its exit status is the
+    # script's, so that a supervisor (systemd's Restart=on-failure) sees a crash as one.
+    coordinator_status=0
+    wait "$coordinator_pid" || coordinator_status=$?
     trap - EXIT
     stop_all
+    if [ $coordinator_status -ne 0 ]; then
+      echo "cluster.sh: the coordinator exited with status $coordinator_status; the end of $state/coordinator.log:" >&2
+      tail -n 30 "$state/coordinator.log" >&2 || true
+      exit $coordinator_status
+    fi
     ;;
   stop)
     check_state_dir

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <sstream>
 #include <thread>
 
 #include "coordinator/client/client.h"
@@ -239,6 +240,31 @@ TEST(ClusterScriptTest, StopSignalsOnlyWhatStartLaunched) {
   EXPECT_EQ(open.status, 2) << open.out;
   EXPECT_NE(open.err.find("others can write to the state directory"), std::string::npos) << open.err;
 
+  // A pid file whose process is gone while its pid leads another program's session (the pid
+  // reused after a crash, by a program that made a session and left a child in it): that
+  // session's processes are not swept, whether the state directory has a token (they lack it)
+  // or not (an older cluster.sh's: only sessions of processes verified as launched are swept).
+  std::filesystem::permissions(state, std::filesystem::perms::owner_all, std::filesystem::perm_options::replace);
+  for (const bool with_token : {false, true}) {
+    // The leader is reaped by the shell that waits for it (a zombie would keep its pid taken).
+    CommandResult spawn = RunCommand(
+        {"/bin/bash", "-c", "setsid /bin/bash -c \"sleep 300 >/dev/null 2>&1 & echo \\$! >'" + dir +
+                                "/child'; echo \\$\\$ >'" + dir + "/leader'\" & wait"},
+        30s);
+    ASSERT_EQ(spawn.status, 0) << spawn.err;
+    const std::vector<pid_t> child = PidsListedIn(dir + "/child");
+    const std::vector<pid_t> leader = PidsListedIn(dir + "/leader");
+    ASSERT_EQ(child.size(), 1u);
+    ASSERT_EQ(leader.size(), 1u);
+    ASSERT_TRUE(WaitFor([&] { return !Running(leader[0]); }, 10s, 50ms));
+    WriteTextFile(state + "/replica-normal-0.pid", std::to_string(leader[0]) + " 99999\n");
+    if (with_token) WriteTextFile(state + "/token", "0123456789abcdef\n");
+    CommandResult swept = RunCommand({kSource + "/deploy/cluster.sh", "stop", "--state", state}, 60s);
+    EXPECT_EQ(swept.status, 0) << swept.err;
+    EXPECT_TRUE(Running(child[0])) << "stop killed a process of a session it did not launch (token: " << with_token << ")";
+    kill(child[0], SIGKILL);
+  }
+
   // A flag at the end without its value is a usage error that names it.
   CommandResult flag = RunCommand({kSource + "/deploy/cluster.sh", "start", "--config"}, 60s);
   EXPECT_EQ(flag.status, 2) << flag.out << flag.err;
@@ -246,6 +272,73 @@ TEST(ClusterScriptTest, StopSignalsOnlyWhatStartLaunched) {
   bystander.Signal(SIGKILL);
   bystander.Wait(10s);
   std::filesystem::remove_all(dir);
+}
+
+// The start time /proc gives process `pid` (field 22 of its stat line), as cluster.sh records it.
+std::string StartTime(pid_t pid) {
+  const std::string stat = ReadTextFile("/proc/" + std::to_string(pid) + "/stat");
+  std::istringstream fields(stat.substr(stat.rfind(") ") + 2));
+  std::string field;
+  for (int i = 0; i < 20; ++i) fields >> field;
+  return field;
+}
+
+// `start` checks everything before it stops a cluster already running: a hostfile with too few
+// slots used to take the running cluster down and then start nothing.
+TEST(ClusterScriptTest, AStartThatCannotRunLeavesTheRunningClusterAlone) {
+  const std::string dir = MakeTempDir("bmad-cluster-keep-");
+  const std::string state = dir + "/state";
+  std::filesystem::create_directories(state);
+  std::filesystem::permissions(state, std::filesystem::perms::owner_all, std::filesystem::perm_options::replace);
+  ChildProcess running;  // the running cluster's coordinator, as start recorded it
+  ASSERT_TRUE(running.Start({"/bin/sleep", "300"}, dir + "/sleep.log")) << running.error();
+  WriteTextFile(state + "/coordinator.pid", std::to_string(running.pid()) + " " + StartTime(running.pid()) + "\n");
+  WriteTextFile(dir + "/hosts", "gpu-a slots=1\n");
+  CommandResult start = RunCommand({kSource + "/deploy/cluster.sh", "start", "--config",
+                                    kSource + "/deploy/config/local.yaml", "--state", state,
+                                    "--bin", std::string(BMAD_BINARY_DIR) + "/bin",
+                                    "--set", "cluster.hostfile=" + dir + "/hosts"},
+                                   60s);
+  EXPECT_EQ(start.status, 2) << start.out << start.err;
+  EXPECT_NE(start.err.find("too few slots"), std::string::npos) << start.err;
+  EXPECT_TRUE(Running(running.pid())) << "the running cluster was stopped for a start that could not run";
+  EXPECT_FALSE(Pids(state).empty());
+  running.Signal(SIGKILL);
+  running.Wait(10s);
+  std::filesystem::remove_all(dir);
+}
+
+// `start --foreground` exits with the coordinator's status when the coordinator ends on its own
+// (it exited 0, and a supervisor restarting on failure saw a clean stop), after stopping the
+// replicas.
+TEST(ClusterScriptTest, AForegroundStartExitsWithTheStatusOfACoordinatorThatCrashed) {
+  const std::string dir = MakeTempDir("bmad-cluster-crash-");
+  const std::string state = dir + "/state";
+  StopClusterOnExit guard{state};
+  const std::string bin = dir + "/bin";
+  std::filesystem::create_directories(bin);
+  std::filesystem::create_symlink(std::string(BMAD_BINARY_DIR) + "/bin/bmad", bin + "/bmad");
+  WriteTextFile(bin + "/bmad-coordinator", "#!/bin/bash\necho 'out of luck' >&2\nsleep 2\nexit 3\n");
+  WriteTextFile(bin + "/bmad-worker", "#!/bin/bash\necho $$ >>'" + dir + "/rank-pids'\nexec sleep 300\n");
+  for (const char* name : {"bmad-coordinator", "bmad-worker"}) {
+    std::filesystem::permissions(bin + "/" + name, std::filesystem::perms::owner_all);
+  }
+  ChildProcess script;
+  ASSERT_TRUE(script.Start({kSource + "/deploy/cluster.sh", "start", "--config", kSource + "/deploy/config/local.yaml",
+                            "--state", state, "--bin", bin, "--foreground", "--wait", "0",
+                            "--set", "cluster.long_tail_replicas=0"},
+                           dir + "/cluster.log"))
+      << script.error();
+  auto status = script.Wait(60s);
+  ASSERT_TRUE(status.has_value()) << script.ReadLog();
+  EXPECT_EQ(*status, 3) << script.ReadLog();
+  EXPECT_NE(script.ReadLog().find("the coordinator exited with status 3"), std::string::npos) << script.ReadLog();
+  EXPECT_NE(script.ReadLog().find("out of luck"), std::string::npos) << script.ReadLog();
+  for (pid_t pid : PidsListedIn(dir + "/rank-pids")) {
+    EXPECT_TRUE(WaitFor([&] { return !Running(pid); }, 10s, 50ms)) << "rank " << pid << " outlived the stop";
+  }
+  EXPECT_TRUE(Pids(state).empty());
+  if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir);
 }
 
 // `plan` prints what `start` runs. Over a hostfile, replicas take consecutive slots without
