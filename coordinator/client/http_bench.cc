@@ -91,6 +91,10 @@ std::vector<PlannedRequest> PlanWorkload(const BenchHttpOptions& o,
     p.prompt_len = prompt_len.Sample(rng);
     p.output_len = output_len.Sample(rng);
   }
+  // The first request goes at once, as vLLM's benchmark sends it: the Poisson process's first
+  // gap would be idle time counted in the duration, not the server's.
+  const double first = plan.empty() ? 0 : plan.front().arrival_s;
+  for (PlannedRequest& p : plan) p.arrival_s -= first;
   return plan;
 }
 
@@ -359,7 +363,9 @@ std::string BenchHttpReport::Text(const BenchHttpOptions& o) const {
       static_cast<long long>(failed), duration_s);
   add("throughput: %.2f req/s, %.1f output tok/s (%lld output tokens%s)\n", requests_per_s,
       output_tokens_per_s, static_cast<long long>(output_tokens),
-      usage_reports == succeeded ? ", by the server's usage" : ", counted partly by events");
+      succeeded == 0                ? ""
+      : usage_reports == succeeded ? ", by the server's usage"
+                                   : ", counted partly by events");
   if (short_outputs > 0) {
     add("warning: %lld requests ended short of their max_tokens (does the server honour ignore_eos?)\n",
         static_cast<long long>(short_outputs));

@@ -6,7 +6,8 @@
 // their distributions and, for the completions API, a prompt of random token ids (so every
 // server sees the same number of prompt tokens whatever its tokenizer); the chat API gets a text
 // of about that many words. Every request asks for exactly its output length (ignore_eos,
-// greedy). Open loop: requests start at Poisson arrival times whatever the server is doing.
+// greedy). Open loop: requests start at Poisson arrival times whatever the server is doing
+// (the first at once, as vLLM's benchmark_serving sends it).
 // Closed loop: `concurrency` requests are always in flight. Latencies count from the moment a
 // request is sent (in the open loop that is its arrival time unless more than 4096 requests are
 // already in flight). Every request has a timeout, so the run ends when every request has ended

@@ -109,11 +109,27 @@ Result<HttpTarget> HttpTarget::Parse(const std::string& url) {
     return InvalidArgument("--url must start with http:// or https://, got '" + url + "'");
   }
   const size_t host_start = scheme_end + 3;
-  const size_t path_start = std::min(url.find('/', host_start), url.size());
+  const size_t path_start = std::min(url.find_first_of("/?#", host_start), url.size());
   HttpTarget t;
   t.scheme_host_port = url.substr(0, path_start);
   if (path_start == host_start || url[host_start] == ':') {
     return InvalidArgument("--url has no host: '" + url + "'");
+  }
+  // host, [v6 host] or either with :port (digits, 1 to 65535).
+  const std::string authority = url.substr(host_start, path_start - host_start);
+  const size_t v6_end = authority.starts_with('[') ? authority.find(']') : 0;
+  if (v6_end == std::string::npos || authority.find_first_of(" \t@") != std::string::npos) {
+    return InvalidArgument("--url has a malformed host: '" + url + "'");
+  }
+  if (const size_t colon = authority.find(':', v6_end); colon != std::string::npos) {
+    const std::string port = authority.substr(colon + 1);
+    const bool digits = !port.empty() && port.size() <= 5 &&
+                        port.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || std::stoi(port) < 1 || std::stoi(port) > 65535) {
+      return InvalidArgument("--url has a bad port '" + port + "' (1 to 65535): '" + url + "'");
+    }
+  } else if (v6_end != 0 && v6_end + 1 != authority.size()) {
+    return InvalidArgument("--url has a malformed host: '" + url + "'");
   }
   t.base_path = url.substr(path_start);
   while (!t.base_path.empty() && t.base_path.back() == '/') t.base_path.pop_back();

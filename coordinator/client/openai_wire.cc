@@ -46,7 +46,8 @@ int64_t CountMember(const json& object, const char* key) {
 // The message of an error object in any of the shapes servers use: {"error": {"message"}},
 // {"error": "text"}, vLLM's {"object": "error", "message"}, FastAPI's {"detail"}.
 std::string ErrorMessageOf(const json& j) {
-  if (const json* e = Member(j, "error")) {
+  // "error": null (or false, "", {}) says there is none, as the OpenAI SDK reads it.
+  if (const json* e = Member(j, "error"); e && !e->is_null() && *e != false && *e != "" && *e != json::object()) {
     if (e->is_string()) return e->get<std::string>();
     std::string m = StringMember(*e, "message");
     return m.empty() ? Dump(*e) : m;

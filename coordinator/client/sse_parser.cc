@@ -8,8 +8,19 @@ SseParser::SseParser(EventCallback on_event, size_t max_event_bytes)
 Status SseParser::Feed(std::string_view bytes) {
   if (!error_.ok()) return error_;
   size_t i = 0;
-  if (skip_lf_ && !bytes.empty()) {
-    if (bytes[0] == '\n') i = 1;
+  // One byte order mark at the very start is dropped (WHATWG); it may come split over chunks.
+  constexpr std::string_view kBom = "\xEF\xBB\xBF";
+  while (bom_read_ < kBom.size() && i < bytes.size()) {
+    if (bytes[i] != kBom[bom_read_]) {
+      line_.append(kBom.substr(0, bom_read_));  // not a mark after all: those bytes are text
+      bom_read_ = kBom.size();
+      break;
+    }
+    ++bom_read_;
+    ++i;
+  }
+  if (skip_lf_ && i < bytes.size()) {
+    if (bytes[i] == '\n') ++i;
     skip_lf_ = false;
   }
   while (i < bytes.size()) {

@@ -48,6 +48,7 @@ class SseParser {
   size_t max_event_bytes_;
   std::string line_;       // the current, unterminated line
   bool skip_lf_ = false;   // the last chunk ended in "\r": a leading "\n" belongs to it
+  size_t bom_read_ = 0;    // bytes of a leading byte order mark read (3: past the start)
   SseEvent pending_;
   bool has_data_ = false;
   size_t events_ = 0;

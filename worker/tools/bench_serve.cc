@@ -119,6 +119,10 @@ Result<BenchServeResult> RunBenchServe(const BenchServeOptions& o) {
     for (int64_t i = 0; i < n; ++i) p.prompt.push_back(static_cast<int32_t>(3 + rng() % (vocab - 3)));
     p.output_len = output_len.Sample(rng);
   }
+  // The first request comes at once: the Poisson process's first gap would be idle time
+  // counted in the duration (vLLM's benchmark sends its first request at once too).
+  const double first = plan.empty() ? 0 : plan.front().arrival_s;
+  for (Planned& p : plan) p.arrival_s -= first;
 
   std::vector<double> itl;
   double waste_sum = 0, waste_max = 0;

@@ -1,5 +1,5 @@
 // `bmad bench serve`: the serving engine in this process under an open-loop Poisson load, as a
-// replica would see it: requests arrive at their scheduled times whatever the engine is doing,
+// replica would see it: requests arrive at their scheduled times (the first at once) whatever the engine is doing,
 // and latency counts from the scheduled arrival. Prints throughput, time to first token,
 // inter-token latency, end-to-end latency, KV waste and prefix-cache hits; the last line is one
 // JSON object.

@@ -198,6 +198,21 @@ TEST(HttpBenchTest, OpenLoopFinishesEveryRequest) {
   EXPECT_NE(r.Json(o).find("\"mode\":\"open\""), std::string::npos);
 }
 
+TEST(HttpBenchTest, OpenLoopSendsTheFirstRequestAtOnce) {
+  // The plan's first arrival came one Poisson gap after the start (at 0.05 req/s, 20 s on
+  // average), idle time counted in the duration: one 0.1 s request reported 0.085 req/s.
+  FakeOpenAiServer server;
+  BenchHttpOptions o = Closed(server, "steady", 1, 0);
+  o.rate = 0.05;
+  for (uint64_t seed : {1, 2, 3}) {
+    o.seed = seed;
+    const BenchHttpReport r = RunOk(o);
+    EXPECT_EQ(r.succeeded, 1);
+    EXPECT_LT(r.duration_s, 5.0) << "seed " << seed;
+    EXPECT_GT(r.requests_per_s, 0.2) << "seed " << seed;
+  }
+}
+
 TEST(HttpBenchTest, ChatApiAndTheDefaultModel) {
   FakeOpenAiServer server;
   BenchHttpOptions o = Closed(server, "", 2, 1);
@@ -348,6 +363,17 @@ TEST(HttpTargetTest, ParsesBaseUrls) {
   EXPECT_FALSE(HttpTarget::Parse("127.0.0.1:8000").ok());
   EXPECT_FALSE(HttpTarget::Parse("http://:80").ok());
   EXPECT_FALSE(HttpTarget::Parse("http://h/x?y=1").ok());
+  // The host and port too: each of these used to pass, and every request then failed to connect.
+  for (const char* bad : {"http://127.0.0.1:8000?x=1", "http://127.0.0.1:99999", "http://127.0.0.1:8000x",
+                          "http://127.0.0.1:", "http://127.0.0.1:0", "http://h#frag", "http://user@h:80",
+                          "http://[::1", "http://[::1]x"}) {
+    auto r = HttpTarget::Parse(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+  for (const char* good : {"http://[::1]:8000/v1", "http://[::1]", "http://localhost", "https://h:65535"}) {
+    EXPECT_TRUE(HttpTarget::Parse(good).ok()) << good;
+  }
 }
 
 }  // namespace

@@ -70,6 +70,13 @@ TEST(OpenAiWireTest, MalformedPayloadsAndErrorEvents) {
   EXPECT_EQ(error.status().code(), StatusCode::kInternal);
   EXPECT_EQ(error.status().message(), "out of memory");
   EXPECT_EQ(ParseStreamData(R"({"object":"error","message":"bad"})").status().message(), "bad");
+  // An "error" member that says there is none, as the OpenAI SDK reads it.
+  for (const char* none : {R"({"choices":[{"text":"a"}],"error":null})", R"({"choices":[{"text":"a"}],"error":false})",
+                           R"({"choices":[{"text":"a"}],"error":""})", R"({"choices":[{"text":"a"}],"error":{}})"}) {
+    auto fine = ParseStreamData(none);
+    ASSERT_TRUE(fine.ok()) << none << ": " << fine.status().ToString();
+    EXPECT_EQ(fine->content, "a") << none;
+  }
   // Wrong types are ignored, not trusted.
   auto odd = ParseStreamData(R"({"choices":[{"text":5,"delta":"x"}],"usage":"many"})");
   ASSERT_TRUE(odd.ok());

@@ -62,6 +62,29 @@ TEST(SseParserTest, EveryLineEndingAndEverySplitGiveTheSameEvents) {
   EXPECT_EQ(Data(c.events), expected);
 }
 
+TEST(SseParserTest, ALeadingByteOrderMarkIsDroppedWhereverTheChunksSplitIt) {
+  // WHATWG: one BOM at the stream's start is not part of the first line (the first event was
+  // lost: its field read "\xEF\xBB\xBFdata").
+  const std::string stream = "\xEF\xBB\xBF" "data: one\n\ndata: two\n\n";
+  for (size_t split = 0; split <= stream.size(); ++split) {
+    Collected c;
+    ASSERT_TRUE(c.parser.Feed(stream.substr(0, split)).ok());
+    ASSERT_TRUE(c.parser.Feed(stream.substr(split)).ok());
+    EXPECT_EQ(Data(c.events), (std::vector<std::string>{"one", "two"})) << "split at " << split;
+  }
+  // Only at the start, and only a whole one: bytes that begin like one are text.
+  Collected later;
+  ASSERT_TRUE(later.parser.Feed("data: one\n\n\xEF\xBB\xBF" "data: two\n\n").ok());
+  EXPECT_EQ(Data(later.events), (std::vector<std::string>{"one"}));
+  Collected partial;
+  ASSERT_TRUE(partial.parser.Feed("\xEF\xBB").ok());
+  ASSERT_TRUE(partial.parser.Feed(": comment\ndata: x\n\n").ok());
+  EXPECT_EQ(Data(partial.events), (std::vector<std::string>{"x"}));
+  Collected text;  // "\xEF\xBB" then not the mark's last byte: the line keeps them
+  ASSERT_TRUE(text.parser.Feed("\xEF\xBB" "data: y\n\ndata: z\n\n").ok());
+  EXPECT_EQ(Data(text.events), (std::vector<std::string>{"z"}));
+}
+
 TEST(SseParserTest, FinishDispatchesCompleteLinesButDropsAPartialOne) {
   Collected complete;
   ASSERT_TRUE(complete.parser.Feed("data: [DONE]\n").ok());
