@@ -572,7 +572,7 @@ TEST(WorkerProcessTest, ASigtermToTheChartsLaunchScriptDrainsTheReplica) {
       {"/bin/bash", std::string(BMAD_SOURCE_DIR) + "/helm/bmad/files/launch-replica.sh"}, dir + "/launch.log",
       {{"BMAD_POOL", "normal"}, {"BMAD_RANKS", "1"}, {"BMAD_SLOTS_PER_POD", "1"},
        {"BMAD_CONFIG", WriteConfig(dir, coord.endpoint(), SlowModel())}, {"BMAD_HOSTFILE", dir + "/hostfile"},
-       {"BMAD_REPLICA_ID", "test-replica"}, {"BMAD_WORKER_ARGS", "--set cache.num_blocks=256 --max-run-ms 120000"},
+       {"BMAD_REPLICA_ID", "test-replica"}, {"BMAD_WORKER_ARGS", "--set\ncache.num_blocks=256\n--max-run-ms\n120000"},  // one a line, as the chart writes them
        {"PATH", worker_bin.substr(0, worker_bin.rfind('/')) + ":" + (path ? path : "/usr/bin:/bin")}}))
       << launcher.error();
   ASSERT_TRUE(coord.Expect<proto::Register>(60s).has_value()) << launcher.ReadLog();
