@@ -70,6 +70,10 @@ class CoordinatorServer::Core {
   const ServerConfig& config() const { return config_; }
   // The keys clients must present; null when coordinator.api_keys_file is empty. Any thread.
   ApiKeys* api_keys() const { return api_keys_.get(); }
+  // Counts requests an HTTP handler refused itself (a body that does not parse, prompts that
+  // cannot be read, the event loop gone) as CountRefused counts those the loop refuses, so that
+  // the metrics do not depend on the door. Any thread: the series it touches exist from the start.
+  void CountRefusedHttp(const Status& why, uint32_t requests = 1) { CountRefused(why, requests); }
   // Counts a completion request refused for want of a valid key. Any thread.
   void CountUnauthenticatedHttp() {
     ++requests_received_;
@@ -105,6 +109,9 @@ class CoordinatorServer::Core {
   void DrainInbox();
   // Reads and handles up to `limit` messages waiting on the worker socket, without waiting.
   void ReadWorkerMessages(int limit, size_t max_bytes);
+  // Reads up to `limit` messages from the client socket, until `until_ns`; with `refuse_submits`
+  // (stopping) a Submit is answered "shutting down" instead of accepted.
+  void ReadClientMessages(int limit, size_t max_bytes, int64_t until_ns, bool refuse_submits);
   // Answers a message of another protocol version with `answer`, stamped with its version.
   void RefuseOtherVersion(zmq::socket_t& socket, const proto::Incoming& in, const proto::Message& answer,
                           const char* peer);

@@ -459,6 +459,33 @@ proto::ClusterStatus CoordinatorServer::Core::BuildStatus() const {
   return s;
 }
 
+void CoordinatorServer::Core::ReadClientMessages(int limit, size_t max_bytes, int64_t until_ns,
+                                                 bool refuse_submits) {
+  for (int i = 0; i < limit && clock_.NowNanos() < until_ns; ++i) {
+    auto in = proto::ReceiveMessage(*client_socket_, true, max_bytes);
+    if (!in) break;
+    if (in->other_version != 0) {
+      const Status refused = FailedPrecondition(
+          "this coordinator speaks protocol version " + std::to_string(proto::kProtocolVersion) +
+          ", the client " + std::to_string(in->other_version) + ": use a client of the same bmad release");
+      RefuseOtherVersion(*client_socket_, *in, proto::ErrorMessage{refused.code(), refused.message(), 0, "", 0},
+                         "client");
+      continue;
+    }
+    if (!in->message.ok()) {
+      SendClientError(in->routing_id, in->message.status().WithContext("bad message"), "", 0);
+      continue;
+    }
+    if (refuse_submits && std::holds_alternative<proto::Submit>(*in->message)) {
+      const Status refused = Unavailable("the coordinator is shutting down");
+      CountRefused(refused);
+      SendClientError(in->routing_id, refused, std::get<proto::Submit>(*in->message).client_request_id, 0);
+      continue;
+    }
+    HandleClientMessage(in->routing_id, *in->message);
+  }
+}
+
 void CoordinatorServer::Core::RefuseOtherVersion(zmq::socket_t& socket, const proto::Incoming& in,
                                                  const proto::Message& answer, const char* peer) {
   // Answered in its own version, in a layout every version shares: it learns why, instead of
@@ -547,29 +574,8 @@ Status CoordinatorServer::Core::Run() {
     proto::PollSockets(items, 3, std::chrono::milliseconds(10));
     // A bounded batch from each source per round keeps one busy source from starving the others.
     if (items[0].revents & ZMQ_POLLIN) ReadWorkerMessages(256, max_bytes);
-    const int64_t clients_until = clock_.NowNanos() + kClientBatchNs;
-    for (int i = 0; i < 256 && (items[1].revents & ZMQ_POLLIN) && clock_.NowNanos() < clients_until; ++i) {
-      auto in = proto::ReceiveMessage(*client_socket_, true, max_bytes);
-      if (!in) break;
-      if (in->other_version != 0) {
-        const Status refused = FailedPrecondition(
-            "this coordinator speaks protocol version " + std::to_string(proto::kProtocolVersion) +
-            ", the client " + std::to_string(in->other_version) + ": use a client of the same bmad release");
-        RefuseOtherVersion(*client_socket_, *in, proto::ErrorMessage{refused.code(), refused.message(), 0, "", 0},
-                           "client");
-        continue;
-      }
-      if (!in->message.ok()) {
-        SendClientError(in->routing_id, in->message.status().WithContext("bad message"), "", 0);
-        continue;
-      }
-      if (stop_deadline != 0 && std::holds_alternative<proto::Submit>(*in->message)) {
-        const Status refused = Unavailable("the coordinator is shutting down");
-        CountRefused(refused);
-        SendClientError(in->routing_id, refused, std::get<proto::Submit>(*in->message).client_request_id, 0);
-        continue;
-      }
-      HandleClientMessage(in->routing_id, *in->message);
+    if (items[1].revents & ZMQ_POLLIN) {
+      ReadClientMessages(256, max_bytes, clock_.NowNanos() + kClientBatchNs, /*refuse_submits=*/stop_deadline != 0);
     }
     if (items[2].revents & ZMQ_POLLIN) DrainInbox();
     if (now - last_tick_ns_ >= kTickNs) {
@@ -585,6 +591,16 @@ Status CoordinatorServer::Core::Run() {
   // submits posted meanwhile, are refused. HTTP handlers wait on these answers, and the server
   // joins its handlers when it stops.
   stop_requested_.store(true);
+  // Submits already on their way to the client socket (come during the last round, or past a
+  // round's batch) are answered too: refused, counted. Read until none has come for 50 ms (at
+  // most half a second): the socket closes after this, and whatever is left is lost unanswered.
+  const int64_t last_reads_until = clock_.NowNanos() + 500'000'000;
+  while (clock_.NowNanos() < last_reads_until) {
+    zmq::pollitem_t client_item{static_cast<void*>(*client_socket_), 0, ZMQ_POLLIN, 0};
+    proto::PollSockets(&client_item, 1, std::chrono::milliseconds(50));
+    if (!(client_item.revents & ZMQ_POLLIN)) break;
+    ReadClientMessages(1 << 16, max_bytes, last_reads_until, /*refuse_submits=*/true);
+  }
   if (requests_.size() > 0) {
     log::Warn(kLog, "stopping with requests unfinished: failing them", {{"requests", requests_.size()}});
   }

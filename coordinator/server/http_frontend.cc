@@ -411,6 +411,7 @@ http::RequestLimits HttpFrontend::Limits() const {
 void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Response& res, bool chat) {
   Result<http::CompletionRequest> parsed = http::ParseCompletionRequest(req.body, chat, Limits());
   if (!parsed.ok()) {
+    core_.CountRefusedHttp(parsed.status());
     SendError(res, parsed.status());
     return;
   }
@@ -418,6 +419,9 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
   Result<std::vector<std::vector<uint32_t>>> prompts =
       PromptTokens(cr, /*add_special=*/cr.chat || cr.add_special_tokens, /*refuse_oversized_text=*/true);
   if (!prompts.ok()) {
+    // Each choice of each prompt is a request in the metrics, as the loop counts a batch.
+    core_.CountRefusedHttp(prompts.status(),
+                           cr.n * static_cast<uint32_t>(std::max<size_t>(1, cr.prompts.size())));
     SendError(res, prompts.status());
     return;
   }
@@ -480,6 +484,7 @@ std::optional<HttpFrontend::AcceptedCompletion> HttpFrontend::Submit(std::vector
     std::optional<StreamEvent> e = accepted.stream->Pop(kClientCheckInterval);
     if (!e && core_.loop_done()) {
       // Posted after the event loop's last look at its inbox: nobody will answer.
+      core_.CountRefusedHttp(Unavailable("shutting down"), static_cast<uint32_t>(num_requests));
       SendError(res, Unavailable("the coordinator is shutting down"));
       return std::nullopt;
     }

@@ -4,6 +4,8 @@
 // coordinator on 127.0.0.1 (ephemeral ports), no replica: requests are accepted and queue.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include <chrono>
 #include <condition_variable>
 #include <fstream>
@@ -199,6 +201,47 @@ TEST_F(SocketDoorStopTest, AStopAnswersTheRequestLeftAndCountsTheSubmitsItRefuse
   EXPECT_EQ(Metric("bmad_coordinator_requests_total"), 2.0);
   EXPECT_EQ(Metric("bmad_coordinator_rejections_total{reason=\"unavailable\"}"), 1.0);
   EXPECT_EQ(Metric("bmad_coordinator_requests_finished_total{status=\"error\"}"), 1.0);
+}
+
+// A stop with no drain time: the loop ends at once, with most of a burst of submits still
+// unread on the socket. Each used to get no answer at all; now every one is answered (accepted
+// ones fail as the stop fails them, unread ones are refused), and counted.
+class SocketDoorQuickStopTest : public SocketDoorTest {
+ protected:
+  void SetUp() override {
+    drain_ms_ = 0;
+    max_queued_ = 4096;
+    SocketDoorTest::SetUp();
+  }
+};
+
+TEST_F(SocketDoorQuickStopTest, SubmitsLeftOnTheSocketAtTheStopAreAnsweredAndCounted) {
+  constexpr int kSubmits = 900;  // under the client socket's send limit (1000)
+  Send(proto::StatusQuery{});  // the connection is up: the burst goes straight through
+  ASSERT_TRUE(std::holds_alternative<proto::ClusterStatus>(Receive()));
+  for (int i = 0; i < kSubmits; ++i) {
+    proto::Submit s;
+    s.client_request_id = "burst-" + std::to_string(i);
+    s.prompt_is_tokens = true;
+    s.prompt_tokens = {1, 2, 3};
+    s.sampling.max_tokens = 4;
+    Send(s);
+  }
+  server_->RequestStop();
+  run_.join();
+  client_.set(zmq::sockopt::rcvtimeo, 2000);
+  std::set<std::string> ended;
+  for (int i = 0; i < 2 * kSubmits; ++i) {
+    auto in = proto::ReceiveMessage(client_, false);
+    if (!in) break;
+    ASSERT_TRUE(in->message.ok());
+    if (const auto* e = std::get_if<proto::ErrorMessage>(&*in->message)) {
+      EXPECT_EQ(e->code, StatusCode::kUnavailable) << e->message;
+      EXPECT_TRUE(ended.insert(e->client_request_id).second) << "answered twice: " << e->client_request_id;
+    }
+  }
+  EXPECT_EQ(ended.size(), static_cast<size_t>(kSubmits)) << "submits left without an answer";
+  EXPECT_EQ(Metric("bmad_coordinator_requests_total"), double(kSubmits));
 }
 
 // At most max_queued_per_priority prompts are being tokenized; one more is told to retry later.
