@@ -108,9 +108,15 @@ void ApiKeys::RereadIfChanged() {
   // Read again at each check while it differs from the file the keys came from: a read that
   // failed for a passing reason (out of file descriptors) must not hold a rotation back.
   Result<Parsed> parsed = Read(path_);
-  if (parsed.ok() && identity.ok() && !(parsed->identity == *identity)) {
-    settling_ = parsed->identity;  // it changed again while being read: not settled
-    return;
+  if (parsed.ok()) {
+    // What was read must be the settled file, the same after the read as before it: a writer
+    // that began meanwhile, or a file that reappeared since the look found none, settles anew.
+    Result<FileIdentity> after = Identify(path_);
+    if (!identity.ok() || !after.ok() || !(parsed->identity == *identity) || !(*after == *identity)) {
+      settling_.reset();
+      if (after.ok()) settling_ = *after;
+      return;
+    }
   }
   if (!parsed.ok()) {
     // Kept as they were: a file caught half-written, or removed by mistake, must not lock every
@@ -128,6 +134,11 @@ void ApiKeys::RereadIfChanged() {
   identity_ = parsed->identity;
   refused_.reset();
   settling_.reset();
+}
+
+void ApiKeys::Recheck() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  RereadIfChanged();
 }
 
 bool ApiKeys::Accepts(std::string_view key) {

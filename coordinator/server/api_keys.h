@@ -42,6 +42,11 @@ class ApiKeys {
   // again at the next check. A key over kMaxKeyBytes is refused without a comparison.
   bool Accepts(std::string_view key);
 
+  // Looks at the file as Accepts does, without a key: the event loop calls it every tick, so
+  // that a change is taken (and a removed key stops working) on time however rarely requests
+  // come (the two looks a change needs are made by requests otherwise).
+  void Recheck();
+
   // KEY of an Authorization header "Bearer KEY" (the scheme in any case); empty otherwise.
   static std::string_view BearerToken(std::string_view authorization);
 

@@ -529,6 +529,7 @@ void CoordinatorServer::Core::Tick() {
     Migrate(dead);
   }
   DispatchQueued();
+  if (api_keys_) api_keys_->Recheck();
   live_replicas_.store(replicas_.LiveCount());
   served_context_length_.store(ServedContextLength());
   metrics_server_->SetReady(replicas_.LiveCount() > 0 && !stopping());

@@ -201,7 +201,8 @@ RequestOutput Engine::CancelUnadded(const EngineRequest& request) {
   out.token_offset = static_cast<int64_t>(request.generated.size());
   out.usage = proto::Usage{static_cast<uint32_t>(request.prompt.size()),
                            static_cast<uint32_t>(request.generated.size()), 0};
-  FinishMetrics(proto::FinishReason::kCancelled, clock_.NowNanos(), request.prompt.size(), request.generated.size());
+  FinishMetrics(proto::FinishReason::kCancelled, request.received_ns != 0 ? request.received_ns : clock_.NowNanos(),
+                request.prompt.size(), request.generated.size());
   return out;
 }
 

@@ -60,6 +60,9 @@ struct EngineRequest {
   // replica for dead and gave the request back): admitted while draining and past
   // scheduler.max_waiting, as that copy was, instead of losing the copy's work to a refusal.
   bool replaces_copy = false;
+  // When the worker took the request (the engine's clock), for a request it ends before adding
+  // it (CancelUnadded); 0: now.
+  int64_t received_ns = 0;
 };
 
 // One request's new output since the last step (becomes a proto::TokenChunk).
@@ -129,7 +132,8 @@ class Engine {
   // is the request's one finish. False when the request is unknown.
   bool DropReplaced(uint64_t id);
   // Ends a request that was never added (a replacement waiting for the step in flight to end):
-  // its final output, counted as a cancelled finish as Cancel counts one.
+  // its final output, counted as a cancelled finish as Cancel counts one (its end-to-end latency
+  // from request.received_ns).
   RequestOutput CancelUnadded(const EngineRequest& request);
   // Runs one step; appends new outputs (empty when there was nothing to do). An error means the
   // replica cannot compute any more (its executor failed); a malformed step only fails its

@@ -309,6 +309,7 @@ bool WorkerServer::Impl::Handle(proto::Message& m) {
     if (queued != replacements.end()) {
       // Given back twice within one step: the latest assignment wins.
       r.replaces_copy = true;
+      r.received_ns = clock.NowNanos();
       *queued = std::move(r);
       served[queued->id] = Served{a->assignment, 0};
       return true;
@@ -324,6 +325,7 @@ bool WorkerServer::Impl::Handle(proto::Message& m) {
       // work would be lost for nothing).
       log::Info(kLog, "assignment replaces the running copy of the request", {{"request", r.id}});
       r.replaces_copy = true;
+      r.received_ns = clock.NowNanos();
       served[r.id] = Served{a->assignment, 0};
       replacements.push_back(std::move(r));
       return true;

@@ -145,6 +145,22 @@ TEST_F(ApiKeysTest, AChangedFileThatCannotServeLeavesTheKeysAsTheyWere) {
   EXPECT_FALSE(keys.Accepts("sk-kept"));
 }
 
+TEST_F(ApiKeysTest, ARecheckWithoutRequestsTakesAChangeOnTime) {
+  // The file was looked at only when a request came: on an idle server the first request after
+  // a key's removal made the first look, and was let in with the removed key.
+  const std::string path = Write("keys", "sk-removed\nsk-kept\n");
+  Result<std::unique_ptr<ApiKeys>> loaded = ApiKeys::Load(path, clock_, 1000);
+  ASSERT_TRUE(loaded.ok());
+  ApiKeys& keys = **loaded;
+  Replace(path, "sk-kept\n");
+  clock_.AdvanceMillis(1000);
+  keys.Recheck();  // the event loop's ticks, no request
+  clock_.AdvanceMillis(1000);
+  keys.Recheck();
+  EXPECT_FALSE(keys.Accepts("sk-removed"));
+  EXPECT_TRUE(keys.Accepts("sk-kept"));
+}
+
 TEST_F(ApiKeysTest, AFileCaughtWhileBeingWrittenInPlaceIsNotTaken) {
   // Rewritten in place, the file can be read with its last line cut short: "sk-abc" of
   // "sk-abcdef", a key nobody was given, would have let a guesser in.

@@ -534,6 +534,7 @@ TEST(EngineTest, AReplacedCopyIsDroppedWithoutCountingAFinish) {
   // A replacement cancelled before it was added ends as a cancelled request, counted once.
   EngineRequest unadded = Greedy(2, {1, 2, 3}, 8);
   unadded.generated = {4, 5};
+  unadded.received_ns = SystemClock::Instance().NowNanos() - 2'000'000'000;  // taken 2 s ago
   const RequestOutput last = f.engine->CancelUnadded(unadded);
   EXPECT_EQ(last.id, 2u);
   EXPECT_TRUE(last.finished);
@@ -545,6 +546,11 @@ TEST(EngineTest, AReplacedCopyIsDroppedWithoutCountingAFinish) {
   EXPECT_NE(text.find("bmad_worker_requests_finished_total{reason=\"cancelled\",replica=\"r0\"} 1\n"),
             std::string::npos)
       << text;
+  // Its end-to-end latency counts from when it was taken (2 s ago), not from its end (0 s).
+  EXPECT_NE(text.find("bmad_worker_e2e_request_latency_seconds_count{replica=\"r0\"} 2\n"), std::string::npos) << text;
+  const std::string sum_key = "bmad_worker_e2e_request_latency_seconds_sum{replica=\"r0\"} ";
+  ASSERT_NE(text.find(sum_key), std::string::npos) << text;
+  EXPECT_GE(std::stod(text.substr(text.find(sum_key) + sum_key.size())), 2.0) << text;
 }
 
 // A clock that moves on by `tick` at every reading: steps take time without a real model
