@@ -280,6 +280,23 @@ TEST(GgufFileTest, RejectsTensorDataPastTheEnd) {
   EXPECT_EQ(Parse(far.str()).code(), StatusCode::kDataLoss);
 }
 
+TEST(GgufFileTest, RejectsTensorsThatShareData) {
+  // A small file of tensors all pointing at one block would have the loader prepare each as
+  // its own (a 6 MB file took 2 GB).
+  RawGguf shared;
+  shared.Header(3, 2, 0).Tensor("a", {16}, kF32, 0).Tensor("b", {8}, kF32, 32).PadTo(32).Zeros(64);
+  Status s = Parse(shared.str());
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(), HasSubstr("the data of tensor 'b' (at 32) overlaps that of tensor 'a' (64 bytes at 0)"));
+  RawGguf same;
+  same.Header(3, 2, 0).Tensor("a", {8}, kF32, 0).Tensor("b", {8}, kF32, 0).PadTo(32).Zeros(64);
+  EXPECT_EQ(Parse(same.str()).code(), StatusCode::kDataLoss);
+  // Next to each other, in either order of the list, is fine.
+  RawGguf apart;
+  apart.Header(3, 2, 0).Tensor("b", {8}, kF32, 32).Tensor("a", {8}, kF32, 0).PadTo(32).Zeros(64);
+  EXPECT_TRUE(Parse(apart.str()).ok()) << Parse(apart.str()).ToString();
+}
+
 TEST(GgufFileTest, RejectsTensorWhoseByteSizeOverflows) {
   // 2^31 x 2^31 f32 elements need 2^64 bytes: the size must not wrap to 0 and "fit".
   RawGguf raw;

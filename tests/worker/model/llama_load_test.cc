@@ -141,6 +141,40 @@ TEST(LlamaLoadTest, MissingTensor) {
       << s.message();
 }
 
+TEST(LlamaLoadTest, TensorsTheModelDoesNotUseAreRefusedByName) {
+  // A block_count under the file's layers ran fewer layers; a bias (which llama.cpp's llama
+  // graph applies) was ignored: a different model, silently.
+  const std::string fewer = WriteVariant("fewer", [](gguf::GgufWriter& w, const gguf::TensorInfo* t) {
+    if (t) CopyTensor(w, *t); else w.SetUint32("llama.block_count", 3);
+  });
+  Status s = LoadError(fewer);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("18 tensor(s) the model does not use: 'blk.3."), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("block_count is 3"), std::string::npos) << s.message();
+  const std::string bias = WriteVariant("bias", [](gguf::GgufWriter& w, const gguf::TensorInfo* t) {
+    if (t) {
+      CopyTensor(w, *t);
+      return;
+    }
+    EXPECT_TRUE(w.AddTensor("blk.0.attn_q.bias", {64}, TensorType::kF32, std::vector<uint8_t>(64 * 4, 0)).ok());
+  });
+  s = LoadError(bias);
+  EXPECT_NE(s.message().find("1 tensor(s) the model does not use: 'blk.0.attn_q.bias'"), std::string::npos)
+      << s.message();
+  // Names that only look like a layer's are not taken for one.
+  for (const char* odd : {"blk.00.attn_q.weight", "blk.x.attn_q.weight", "blk..attn_q.weight", "blk.0"}) {
+    const std::string path = WriteVariant("odd", [&](gguf::GgufWriter& w, const gguf::TensorInfo* t) {
+      if (t) {
+        CopyTensor(w, *t);
+        return;
+      }
+      EXPECT_TRUE(w.AddTensor(odd, {4}, TensorType::kF32, std::vector<uint8_t>(16, 0)).ok());
+    });
+    s = LoadError(path);
+    EXPECT_NE(s.message().find(std::string("'") + odd + "'"), std::string::npos) << odd << ": " << s.message();
+  }
+}
+
 TEST(LlamaLoadTest, UnsupportedTensorType) {
   const std::string path = WriteVariant("q4k", [](gguf::GgufWriter& w, const gguf::TensorInfo* t) {
     if (!t) return;
@@ -264,11 +298,10 @@ TEST(LlamaLoadTest, OptionalKeysOfTheWrongTypeOrNotFiniteAreRefused) {
          EXPECT_TRUE(w.SetValue("llama.attention.layer_norm_rms_epsilon", v).ok());
        },
        "layer_norm_rms_epsilon must be a finite positive number, got 1e+300"},
-      {[](auto& w) {
-         w.SetString("llama.rope.scaling.type", "linear");
-         w.SetFloat32("llama.rope.scaling.factor", 0.0f);
-       },
-       "rope.scaling.factor must be a finite positive number with a finite inverse, got 0"},
+      {[](auto& w) { w.SetFloat32("llama.rope.scaling.factor", -1.0f); },
+       "rope.scaling.factor must be a finite positive number with a finite inverse, got -1"},
+      {[](auto& w) { w.SetUint64("llama.context_length", uint64_t{1} << 40); },
+       "context_length 1099511627776 is more than 2147483647 tokens"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const std::string path = WriteVariant("key" + std::to_string(i), [&](gguf::GgufWriter& w, const gguf::TensorInfo* t) {
@@ -278,7 +311,7 @@ TEST(LlamaLoadTest, OptionalKeysOfTheWrongTypeOrNotFiniteAreRefused) {
     EXPECT_FALSE(s.ok()) << "case " << i;
     EXPECT_NE(s.message().find(cases[i].second), std::string::npos) << "case " << i << ": " << s.message();
   }
-  // The neutral values still load: scale_linear 0 (none) and a linear factor of 1.
+  // The neutral values still load: scale_linear 0 (none; llama.cpp reads a factor of 0 so).
   const std::string fine = WriteVariant("neutral", [](gguf::GgufWriter& w, const gguf::TensorInfo* t) {
     if (t) {
       CopyTensor(w, *t);
@@ -287,6 +320,42 @@ TEST(LlamaLoadTest, OptionalKeysOfTheWrongTypeOrNotFiniteAreRefused) {
     }
   });
   EXPECT_TRUE(LoadError(fine).ok()) << LoadError(fine).ToString();
+}
+
+TEST(LlamaLoadTest, RopeScalingKeysAreReadAsLlamaCppReadsThem) {
+  // The factor counts whatever key holds it, with the type linear when the file names none; a
+  // factor alone, or the old key under an explicit linear type, was dropped (unscaled output).
+  kernels::CpuBackend backend;
+  auto variant = [&](const std::string& name, const std::function<void(gguf::GgufWriter&)>& keys) {
+    return LastLogits(WriteVariant(name, [&](gguf::GgufWriter& w, const gguf::TensorInfo* t) {
+      if (t) CopyTensor(w, *t); else keys(w);
+    }), backend);
+  };
+  const std::vector<float> plain = variant("plain", [](gguf::GgufWriter&) {});
+  const std::vector<float> scaled = variant("scaled", [](gguf::GgufWriter& w) {
+    w.SetString("llama.rope.scaling.type", "linear");
+    w.SetFloat32("llama.rope.scaling.factor", 4.0f);
+  });
+  ASSERT_GT(MaxAbsDiff(plain, scaled), 1e-3) << "a factor of 4 over 40 positions must change the logits";
+  EXPECT_EQ(MaxAbsDiff(scaled, variant("factor-only", [](gguf::GgufWriter& w) {
+              w.SetFloat32("llama.rope.scaling.factor", 4.0f);
+            })), 0.0);
+  EXPECT_EQ(MaxAbsDiff(scaled, variant("old-key-linear", [](gguf::GgufWriter& w) {
+              w.SetString("llama.rope.scaling.type", "linear");
+              w.SetFloat32("llama.rope.scale_linear", 4.0f);
+            })), 0.0);
+  EXPECT_EQ(MaxAbsDiff(scaled, variant("old-key", [](gguf::GgufWriter& w) {
+              w.SetFloat32("llama.rope.scale_linear", 4.0f);
+            })), 0.0);
+  // The type none scales nothing, whatever the factor; a factor of 0 is none.
+  EXPECT_EQ(MaxAbsDiff(plain, variant("none", [](gguf::GgufWriter& w) {
+              w.SetString("llama.rope.scaling.type", "none");
+              w.SetFloat32("llama.rope.scaling.factor", 4.0f);
+            })), 0.0);
+  EXPECT_EQ(MaxAbsDiff(plain, variant("zero", [](gguf::GgufWriter& w) {
+              w.SetString("llama.rope.scaling.type", "linear");
+              w.SetFloat32("llama.rope.scaling.factor", 0.0f);
+            })), 0.0);
 }
 
 TEST(LlamaLoadTest, LegacyAndMissingFiles) {

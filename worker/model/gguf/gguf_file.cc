@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -354,6 +355,24 @@ Status GgufFile::Parse() {
                       std::to_string(size_) + " bytes)");
     }
     t.data = base_ + data_start + t.offset;
+  }
+  // No two tensors share bytes (llama.cpp wants each at the padded end of the one before): a
+  // small file of tensors all pointing at one block of data would have the loader prepare (and
+  // allocate) each as a tensor of its own.
+  std::vector<const TensorInfo*> by_offset;
+  by_offset.reserve(tensors_.size());
+  for (const TensorInfo& t : tensors_) {
+    if (t.nbytes > 0) by_offset.push_back(&t);
+  }
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const TensorInfo* a, const TensorInfo* b) { return a->offset < b->offset; });
+  for (size_t i = 1; i < by_offset.size(); ++i) {
+    const TensorInfo& before = *by_offset[i - 1];
+    if (by_offset[i]->offset < before.offset + before.nbytes) {
+      return DataLoss(path_ + ": the data of tensor '" + by_offset[i]->name + "' (at " +
+                      std::to_string(by_offset[i]->offset) + ") overlaps that of tensor '" + before.name +
+                      "' (" + std::to_string(before.nbytes) + " bytes at " + std::to_string(before.offset) + ")");
+    }
   }
   return Status::Ok();
 }

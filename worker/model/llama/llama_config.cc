@@ -1,6 +1,7 @@
 #include "worker/model/llama/llama_config.h"
 
 #include <cfloat>
+#include <cstdint>
 #include <cmath>
 #include <cstdio>
 
@@ -90,6 +91,12 @@ Result<LlamaConfig> ReadLlamaConfig(const gguf::GgufFile& file) {
                                    {"context_length", c.n_ctx_train}}) {
     if (value <= 0) return bad(p + key + " is " + std::to_string(value) + "; model sizes must be positive");
   }
+  // Positions are 32-bit (llama.cpp keeps the context length in 32 bits too); a larger value
+  // would overflow the sizes derived from it.
+  if (c.n_ctx_train > INT32_MAX) {
+    return bad(p + "context_length " + std::to_string(c.n_ctx_train) + " is more than " +
+               std::to_string(INT32_MAX) + " tokens");
+  }
   if (c.n_embd % c.n_head != 0) {
     return bad(p + "embedding_length " + std::to_string(c.n_embd) +
                " is not a multiple of the head count " + std::to_string(c.n_head));
@@ -123,21 +130,21 @@ Result<LlamaConfig> ReadLlamaConfig(const gguf::GgufFile& file) {
     return bad(p + "rope.dimension_count " + std::to_string(c.rope_dim) +
                " must be even and at most the head size " + std::to_string(c.head_dim));
   }
+  // As llama.cpp reads them: the type is linear unless the file says otherwise; the factor is
+  // rope.scaling.factor, or the older rope.scale_linear (from before rope.scaling.*), whatever
+  // the type; a factor of 0 (as some converters write) or none means no scaling, and so does the
+  // type none, whatever the factor.
   BMAD_ASSIGN_OR_RETURN(const std::string_view scaling,
-                        Optional(file.GetString(p + "rope.scaling.type"), std::string_view("none")));
-  if (scaling != "none") {
-    if (scaling != "linear") {
-      return Unimplemented(file.path() + ": RoPE scaling '" + std::string(scaling) +
-                           "' is not supported (none and linear are)");
-    }
+                        Optional(file.GetString(p + "rope.scaling.type"), std::string_view("linear")));
+  if (scaling != "none" && scaling != "linear") {
+    return Unimplemented(file.path() + ": RoPE scaling '" + std::string(scaling) +
+                         "' is not supported (none and linear are)");
   }
-  // The linear factor divides positions: the kernels take its inverse. The older key
-  // (rope.scale_linear, from before rope.scaling.*) is read when the type is none; 0 there (as
-  // some converters write) means none too.
-  const std::string factor_key = p + (scaling == "none" ? "rope.scale_linear" : "rope.scaling.factor");
-  BMAD_ASSIGN_OR_RETURN(const double factor,
-                        Optional(file.GetFloat(factor_key), scaling == "none" ? 0.0 : 1.0));
-  if (factor != 0 || scaling != "none") {
+  const std::string factor_key =
+      p + (file.Has(p + "rope.scaling.factor") ? "rope.scaling.factor" : "rope.scale_linear");
+  BMAD_ASSIGN_OR_RETURN(const double factor, Optional(file.GetFloat(factor_key), 0.0));
+  // The linear factor divides positions: the kernels take its inverse.
+  if (factor != 0 && scaling == "linear") {
     const double inverse = factor > 0 ? 1.0 / factor : 0.0;  // 0: fails the check below
     if (!IsPositiveFloat(inverse)) {
       return bad(factor_key + " must be a finite positive number with a finite inverse, got " +

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "common/half.h"
 #include "kernels/q8_0.h"
@@ -85,10 +87,47 @@ Result<kernels::WeightMatrix> CopyColumns(const kernels::WeightMatrix& m, int64_
   return out;
 }
 
+// Every tensor of the file is one the model uses (llama.cpp's loader refuses "wrong number of
+// tensors" too): a block_count smaller than the file's layers, or tensors of another
+// architecture (biases the llama graph here does not apply), would otherwise run a different
+// model silently.
+Status CheckEveryTensorIsUsed(const gguf::GgufFile& file, const LlamaConfig& c) {
+  static const char* const kLayerTensors[] = {"attn_norm", "attn_q",   "attn_k",  "attn_v",   "attn_output",
+                                              "ffn_norm",  "ffn_gate", "ffn_up",  "ffn_down"};
+  std::vector<std::string> unused;
+  size_t count = 0;
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    const std::string& n = t.name;
+    bool used = n == "token_embd.weight" || n == "output_norm.weight" || n == "output.weight" ||
+                n == "rope_freqs.weight";
+    if (!used && n.starts_with("blk.")) {
+      const size_t dot = n.find('.', 4);
+      const std::string index = n.substr(4, dot == std::string::npos ? 0 : dot - 4);
+      const bool number = !index.empty() && index.size() <= 9 &&
+                          index.find_first_not_of("0123456789") == std::string::npos &&
+                          (index.size() == 1 || index[0] != '0');
+      if (number && std::stoll(index) < c.n_layer) {
+        for (const char* name : kLayerTensors) used = used || n.substr(dot + 1) == std::string(name) + ".weight";
+      }
+    }
+    if (used) continue;
+    ++count;
+    if (unused.size() < 5) unused.push_back("'" + n + "'");
+  }
+  if (count == 0) return Status::Ok();
+  std::string names;
+  for (const std::string& u : unused) names += (names.empty() ? "" : ", ") + u;
+  return InvalidArgument(file.path() + ": " + std::to_string(count) + " tensor(s) the model does not use: " +
+                         names + (count > unused.size() ? ", ..." : "") + " (the file's block_count is " +
+                         std::to_string(c.n_layer) + "; bias tensors and other architectures' tensors "
+                         "are not applied by bmad's llama model)");
+}
+
 }  // namespace
 
 Result<LlamaWeights> MapLlamaWeights(const gguf::GgufFile& file, const LlamaConfig& c,
                                      const LlamaShard& shard) {
+  BMAD_RETURN_IF_ERROR(CheckEveryTensorIsUsed(file, c));
   LlamaWeights w;
   Mapper m(file, &w);
   const int64_t hd = c.head_dim;
