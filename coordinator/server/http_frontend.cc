@@ -79,11 +79,10 @@ http::ChoiceOutput Choice(const proto::TokenChunk& chunk, const tokenizer::Token
     const size_t per_token = chunk.token_ids.empty() ? 0 : chunk.top_token_ids.size() / chunk.token_ids.size();
     for (size_t i = 0; i < chunk.token_ids.size() && i < chunk.logprobs.size(); ++i) {
       // The text's first token (and each alternative to it) as the text has it.
-      const bool first = starts_text && chunk.token_offset == 0 && i == 0 && tok.vocabulary().add_space_prefix;
+      const bool first = starts_text && chunk.token_offset == 0 && i == 0;
       const auto piece = [&](uint32_t id) {
-        std::string p = tok.TokenPiece(static_cast<int32_t>(id));
-        if (first && !p.empty() && p.front() == ' ') p.erase(0, 1);
-        return p;
+        return first ? std::string(tok.SequenceStartPiece(static_cast<int32_t>(id)))
+                     : tok.TokenPiece(static_cast<int32_t>(id));
       };
       http::TokenLogprob t{piece(chunk.token_ids[i]), chunk.logprobs[i], {}};
       for (size_t j = i * per_token; j < (i + 1) * per_token && j < chunk.top_logprobs.size(); ++j) {

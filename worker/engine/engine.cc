@@ -31,6 +31,19 @@ bool Malformed(const Status& s) {
   return s.code() == StatusCode::kInvalidArgument || s.code() == StatusCode::kOutOfRange;
 }
 
+// The last output of a cancelled request: after the `generated` tokens it has, nothing more.
+RequestOutput CancelledOutput(uint64_t id, size_t prompt, size_t generated, size_t cached, std::string text) {
+  RequestOutput out;
+  out.id = id;
+  out.text = std::move(text);
+  out.finished = true;
+  out.reason = proto::FinishReason::kCancelled;
+  out.token_offset = static_cast<int64_t>(generated);
+  out.usage = proto::Usage{static_cast<uint32_t>(prompt), static_cast<uint32_t>(generated),
+                           static_cast<uint32_t>(cached)};
+  return out;
+}
+
 }  // namespace
 
 struct Engine::RequestState {
@@ -177,15 +190,8 @@ bool Engine::Cancel(uint64_t id, RequestOutput* final_output) {
   if (it == requests_.end()) return false;
   scheduler_.Remove(id);
   RequestState& r = *it->second;
-  RequestOutput out;
-  out.id = id;
-  out.text = r.output.Finish();
-  out.finished = true;
-  out.reason = proto::FinishReason::kCancelled;
-  out.token_offset = static_cast<int64_t>(r.output.generated().size());
-  out.usage = proto::Usage{static_cast<uint32_t>(r.prompt.size()),
-                           static_cast<uint32_t>(r.output.generated().size()),
-                           static_cast<uint32_t>(r.cached_prompt_tokens)};
+  RequestOutput out = CancelledOutput(id, r.prompt.size(), r.output.generated().size(), r.cached_prompt_tokens,
+                                      r.output.Finish());
   FinishMetrics(r, proto::FinishReason::kCancelled);
   Forget(id);
   if (final_output) *final_output = std::move(out);
@@ -194,13 +200,7 @@ bool Engine::Cancel(uint64_t id, RequestOutput* final_output) {
 }
 
 RequestOutput Engine::CancelUnadded(const EngineRequest& request) {
-  RequestOutput out;
-  out.id = request.id;
-  out.finished = true;
-  out.reason = proto::FinishReason::kCancelled;
-  out.token_offset = static_cast<int64_t>(request.generated.size());
-  out.usage = proto::Usage{static_cast<uint32_t>(request.prompt.size()),
-                           static_cast<uint32_t>(request.generated.size()), 0};
+  RequestOutput out = CancelledOutput(request.id, request.prompt.size(), request.generated.size(), 0, "");
   FinishMetrics(proto::FinishReason::kCancelled, request.received_ns != 0 ? request.received_ns : clock_.NowNanos(),
                 request.prompt.size(), request.generated.size());
   return out;

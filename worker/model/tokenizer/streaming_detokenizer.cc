@@ -12,12 +12,8 @@ StreamingDetokenizer::StreamingDetokenizer(const Tokenizer& tokenizer, bool deco
       at_start_(decodes_sequence_start) {}
 
 std::string StreamingDetokenizer::Feed(int32_t id) {
-  std::string piece = tokenizer_->TokenPiece(id);
   // Same rule as Tokenizer::Decode: only the sequence's first token, even an empty one.
-  if (at_start_ && tokenizer_->vocabulary().add_space_prefix && !piece.empty() &&
-      piece.front() == ' ') {
-    piece.erase(0, 1);
-  }
+  const std::string piece = at_start_ ? std::string(tokenizer_->SequenceStartPiece(id)) : tokenizer_->TokenPiece(id);
   at_start_ = false;
   pending_.append(piece);
 

@@ -422,19 +422,23 @@ std::string Tokenizer::TokenPiece(int32_t id) const {
   return pieces_[id];
 }
 
+std::string_view Tokenizer::SequenceStartPiece(int32_t id) const {
+  if (id < 0 || id >= vocab_size()) return {};
+  std::string_view piece = pieces_[id];
+  if (vocabulary_.add_space_prefix && !piece.empty() && piece.front() == ' ') piece.remove_prefix(1);
+  return piece;
+}
+
 std::string Tokenizer::Decode(std::span<const int32_t> ids) const {
   std::string out;
-  bool strip_space = vocabulary_.add_space_prefix;
-  for (int32_t id : ids) {
-    const std::string_view piece =
-        id >= 0 && id < vocab_size() ? std::string_view(pieces_[id]) : std::string_view();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const int32_t id = ids[i];
     // Only the very first token loses a space, even when its piece is empty (a BOS).
-    if (strip_space && !piece.empty() && piece.front() == ' ') {
-      out.append(piece.substr(1));
-    } else {
-      out.append(piece);
+    if (i == 0) {
+      out.append(SequenceStartPiece(id));
+    } else if (id >= 0 && id < vocab_size()) {
+      out.append(pieces_[id]);
     }
-    strip_space = false;
   }
   return out;
 }

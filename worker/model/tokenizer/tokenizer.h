@@ -73,6 +73,10 @@ class Tokenizer {
   // character), user-defined tokens their text; control, unknown, unused and undefined
   // tokens, and ids outside the vocabulary, give "".
   std::string TokenPiece(int32_t id) const;
+  // TokenPiece of a sequence's first token as the text shows it: without its leading space
+  // when the vocabulary adds one before a text (llama.cpp's rule, which Decode and the
+  // streaming detokenizer follow). A view into the tokenizer; "" for an unknown id.
+  std::string_view SequenceStartPiece(int32_t id) const;
 
   // The pieces concatenated, minus one leading space of the first token's piece when the
   // vocabulary adds a space prefix (llama_detokenize with remove_special = unparse_special =
