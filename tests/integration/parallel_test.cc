@@ -147,6 +147,43 @@ TEST(ParallelTest, UnsplittableModelIsRefusedAtStartUp) {
   EXPECT_NE(q.ReadLog().find("multiple"), std::string::npos) << q.ReadLog();
 }
 
+// One mpirun job of two tp=2 replicas, the first told to stop (--max-run-ms) long before the
+// second: the second serves on to its own end and the job ends cleanly. (Open MPI ends a whole
+// job when one rank exits without MPI_Finalize, and the first replica's ranks used to give up
+// waiting in it after step_timeout_ms, taking the other replica down with them.)
+TEST(ParallelTest, AReplicaThatStopsLeavesTheJobsOtherReplicasRunning) {
+  const std::string dir = MakeTempDir("bmad-parallel-");
+  const std::string config = dir + "/worker.yaml";
+  // No coordinator listens there: each replica asks to register until its time is up.
+  std::ofstream(config) << "model:\n  path: " << StoriesModelPath() << "\nparallel:\n  tp: 2\n"
+                        << "  step_timeout_ms: 2000\n"
+                        << "coordinator:\n  worker_endpoint: tcp://127.0.0.1:1\n"
+                        << "worker:\n  threads: 1\ncache:\n  num_blocks: 64\n"
+                        << "metrics:\n  worker_port: 0\n";
+  const std::vector<std::string> worker = {BinaryPath("bmad-worker"), "--config", config};
+  std::vector<std::string> argv = {"mpirun", "--bind-to", "none", "-np", "2"};
+  argv.insert(argv.end(), worker.begin(), worker.end());
+  argv.insert(argv.end(), {"--max-run-ms", "1000", ":", "-np", "2"});
+  argv.insert(argv.end(), worker.begin(), worker.end());
+  argv.insert(argv.end(), {"--max-run-ms", "9000"});
+  ChildProcess job;
+  const auto started = std::chrono::steady_clock::now();
+  ASSERT_TRUE(job.Start(argv, dir + "/job.log",
+                        {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"},
+                         {"OMPI_MCA_rmaps_base_oversubscribe", "1"}}));
+  const std::optional<int> status = job.Wait(90s);
+  ASSERT_TRUE(status.has_value()) << job.ReadLog();
+  const auto ran = std::chrono::steady_clock::now() - started;
+  const std::string log = job.ReadLog();
+  EXPECT_EQ(*status, 0) << log;
+  // The second replica ran its 9 s (the first stopped after 1 s plus its start-up).
+  EXPECT_GE(ran, 9s) << log;
+  EXPECT_NE(log.find("replica stopped replica=replica-0-0"), std::string::npos) << log;
+  EXPECT_NE(log.find("replica stopped replica=replica-0-1"), std::string::npos) << log;
+  EXPECT_NE(log.find("its ranks wait for the job's other replicas to stop"), std::string::npos) << log;
+  EXPECT_EQ(log.find("without calling \"finalize\""), std::string::npos) << log;
+}
+
 // Running, as opposed to exited: a rank that has exited stays a zombie until mpirun reaps it,
 // which Open MPI does only after its own SIGTERM-to-SIGKILL wait (odls_base_sigkill_timeout, 1 s);
 // what we bound is the rank's exit, so a zombie counts as gone.

@@ -7,7 +7,12 @@ namespace bmad::parallel {
 
 Deadline Deadline::After(std::chrono::milliseconds timeout) {
   timeout = std::max(timeout, std::chrono::milliseconds(0));
-  return Deadline{SteadyClock::now() + timeout, timeout};
+  const SteadyClock::time_point now = SteadyClock::now();
+  // A timeout past the clock's range (milliseconds::max(): no deadline) saturates.
+  if (timeout >= std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::time_point::max() - now)) {
+    return Deadline{SteadyClock::time_point::max(), timeout};
+  }
+  return Deadline{now + timeout, timeout};
 }
 
 void PollBackoff::Pause() {

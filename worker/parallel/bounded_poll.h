@@ -23,7 +23,8 @@ struct Deadline {
   SteadyClock::time_point at;
   std::chrono::milliseconds timeout{0};
 
-  // Now plus `timeout` (a negative timeout counts as zero).
+  // Now plus `timeout` (a negative timeout counts as zero; one beyond the clock's range, such as
+  // milliseconds::max(), never passes).
   static Deadline After(std::chrono::milliseconds timeout);
   bool Passed() const { return SteadyClock::now() >= at; }
 };

@@ -41,6 +41,8 @@ class MpiSession {
   MpiSession& operator=(const MpiSession&) = delete;
 
   static constexpr std::chrono::milliseconds kFinalizeTimeout{30'000};
+  // For Finalize: wait for every rank however long they take (only the abort flag ends it).
+  static constexpr std::chrono::milliseconds kNoTimeout = std::chrono::milliseconds::max();
 
   // Ends MPI, when this session initialised it; a second call does nothing. MPI_Finalize waits
   // for every rank, so a hung peer would hang it: first a barrier over the world, bounded by

@@ -112,6 +112,32 @@ int RunFollowerRank(const bmad::ServerConfig& config, const bmad::parallel::Repl
   return 0;
 }
 
+// Ends MPI on a rank whose replica stopped cleanly. The replica's ranks meet first, within the
+// step timeout: one of them hung or dead must not hang the rest. MPI_Finalize then waits for
+// every rank of the job, and the job's other replicas (a world of several) serve on until they
+// are told to stop, so that wait has no deadline: a rank that left without MPI_Finalize would
+// make mpirun end the whole job, the other replicas with it (Open MPI does). Only a signal's
+// abort ends the wait early. Communicators go before MPI_Finalize.
+void FinishMpi(bmad::parallel::MpiSession& session, const bmad::parallel::ReplicaTopology& topo,
+               bmad::parallel::ReplicaCommunicators& comms, std::unique_ptr<bmad::parallel::MpiCommunicator>& world,
+               std::chrono::milliseconds timeout) {
+  const bmad::Status met = comms.replica ? comms.replica->Barrier() : bmad::Status::Ok();
+  comms = {};
+  world.reset();
+  if (!met.ok()) {
+    bmad::log::Warn(kLog, "the replica's ranks did not stop together; leaving without MPI_Finalize",
+                    {{"rank", topo.ToString()}, {"error", met}});
+    return;
+  }
+  const bool others = topo.num_replicas() > 1;
+  if (others && topo.is_leader()) {
+    bmad::log::Info(kLog, "replica stopped; its ranks wait for the job's other replicas to stop",
+                    {{"rank", topo.ToString()}, {"replicas", topo.num_replicas()}});
+  }
+  const bmad::Status done = session.Finalize(others ? bmad::parallel::MpiSession::kNoTimeout : timeout);
+  if (!done.ok()) bmad::log::Warn(kLog, "MPI not finalised", {{"rank", topo.ToString()}, {"error", done}});
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -156,10 +182,20 @@ int main(int argc, char** argv) {
   std::signal(SIGINT, OnSignal);
   std::signal(SIGUSR1, OnDrainSignal);
 
-  // Where this process stands: the launcher's rank and size, before MPI is up.
-  const bmad::parallel::LaunchInfo launch = bmad::parallel::ReadLaunchInfo();
   const int tp = static_cast<int>(config->parallel.tp), pp = static_cast<int>(config->parallel.pp);
-  auto topology = bmad::parallel::ReplicaTopology::Create(launch.world_rank, launch.world_size, tp, pp);
+  std::unique_ptr<bmad::parallel::MpiSession> session;
+  if (tp * pp > 1) {
+    auto started = bmad::parallel::MpiSession::Start(&argc, &argv);
+    if (!started.ok()) return Fail("cannot start MPI", started.status());
+    session = std::move(*started);
+  }
+  // Where this process stands. With MPI up, MPI says (every rank then sees the same size: a
+  // launcher may export the rank alone, PMIx's PMIX_RANK); a replica of one rank starts no MPI
+  // and takes the launcher's word.
+  const bmad::parallel::LaunchInfo launch = bmad::parallel::ReadLaunchInfo();
+  auto topology = bmad::parallel::ReplicaTopology::Create(session ? session->world_rank() : launch.world_rank,
+                                                          session ? session->world_size() : launch.world_size,
+                                                          tp, pp);
   if (!topology.ok()) return Fail("cannot start", topology.status());
   bmad::ServerConfig& c = *config;
   if (topology->num_replicas() > 1) {
@@ -168,14 +204,10 @@ int main(int argc, char** argv) {
   bmad::worker::WorkerRunOptions options{static_cast<int>(replica_index) + topology->replica(),
                                          max_run_ms, {}};
 
-  std::unique_ptr<bmad::parallel::MpiSession> session;
   std::unique_ptr<bmad::parallel::MpiCommunicator> world;
   bmad::parallel::ReplicaCommunicators comms;
   std::unique_ptr<bmad::parallel::Watchdog> watchdog;
-  if (topology->ranks_per_replica() > 1) {
-    auto started = bmad::parallel::MpiSession::Start(&argc, &argv);
-    if (!started.ok()) return Fail("cannot start MPI", started.status());
-    session = std::move(*started);
+  if (session) {
     const std::chrono::milliseconds timeout(c.parallel.step_timeout_ms);
     auto w = bmad::parallel::MpiCommunicator::World(timeout);
     if (!w.ok()) return Fail("cannot start MPI", w.status());
@@ -196,9 +228,8 @@ int main(int argc, char** argv) {
     if (!topology->is_leader()) {
       const int code = RunFollowerRank(c, *topology, comms, *watchdog);
       if (code != 0) ExitNow(code);
-      comms = {};
-      world.reset();
-      (void)session->Finalize(timeout);
+      watchdog.reset();
+      FinishMpi(*session, *topology, comms, world, timeout);
       return 0;
     }
     options.rank = {&*topology, &comms, watchdog.get(), DeviceTp};
@@ -222,8 +253,9 @@ int main(int argc, char** argv) {
     return code;
   }
   server->reset();
-  comms = {};
-  world.reset();
-  if (session) (void)session->Finalize(std::chrono::milliseconds(c.parallel.step_timeout_ms));
+  if (session) {
+    watchdog.reset();
+    FinishMpi(*session, *topology, comms, world, std::chrono::milliseconds(c.parallel.step_timeout_ms));
+  }
   return 0;
 }

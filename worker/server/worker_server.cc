@@ -81,6 +81,20 @@ struct WorkerServer::Impl {
   // repeated each heartbeat interval, logged when it first comes or changes.
   std::string unavailable_said;
 
+  // The replica's communicators outlive this (the ranks meet once more before MPI ends): they
+  // must not observe into `registry` after it is gone.
+  ~Impl() { ForEachCommunicator([](parallel::Communicator& comm) { comm.set_metrics(nullptr); }); }
+  template <typename F>
+  void ForEachCommunicator(F&& f) {
+    if (!options.rank.comms) return;
+    for (parallel::Communicator* comm :
+         {static_cast<parallel::Communicator*>(options.rank.comms->replica.get()),
+          static_cast<parallel::Communicator*>(options.rank.comms->tp.get()),
+          static_cast<parallel::Communicator*>(options.rank.comms->pp.get())}) {
+      if (comm) f(*comm);
+    }
+  }
+
   Status Load();
   proto::ReplicaInfo Info() const;
   void Send(const proto::Message& m);
@@ -114,12 +128,7 @@ Status WorkerServer::Impl::Load() {
   BMAD_RETURN_IF_ERROR(metrics_server->Start(c.metrics.host, port));
   if (options.rank.comms) {
     // The replica's communication time: bmad_comm_seconds{op} on this leader's /metrics.
-    for (parallel::Communicator* comm :
-         {static_cast<parallel::Communicator*>(options.rank.comms->replica.get()),
-          static_cast<parallel::Communicator*>(options.rank.comms->tp.get()),
-          static_cast<parallel::Communicator*>(options.rank.comms->pp.get())}) {
-      if (comm) comm->set_metrics(&registry, c.worker.replica_id);
-    }
+    ForEachCommunicator([&](parallel::Communicator& comm) { comm.set_metrics(&registry, c.worker.replica_id); });
   } else {
     for (int op = 0; op < parallel::kNumCommOps; ++op) {
       parallel::CommSeconds(registry, static_cast<parallel::CommOp>(op), c.worker.replica_id);

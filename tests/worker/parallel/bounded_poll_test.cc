@@ -52,6 +52,15 @@ TEST_F(BoundedPollTest, NegativeTimeoutsCountAsZero) {
   EXPECT_TRUE(deadline.Passed());
 }
 
+TEST_F(BoundedPollTest, ATimeoutBeyondTheClocksRangeNeverPasses) {
+  // now + milliseconds::max() overflows the clock: it must saturate, not wrap into the past.
+  for (const milliseconds huge : {milliseconds::max(), milliseconds::max() / 2}) {
+    const Deadline deadline = Deadline::After(huge);
+    EXPECT_FALSE(deadline.Passed());
+    EXPECT_GT(deadline.at, SteadyClock::now() + std::chrono::hours(24 * 365));
+  }
+}
+
 TEST_F(BoundedPollTest, APollErrorIsReturned) {
   auto outcome = PollUntil([]() -> Result<bool> { return Unavailable("peer gone"); },
                            Deadline::After(milliseconds(5000)));
