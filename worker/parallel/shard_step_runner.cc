@@ -1,6 +1,8 @@
 #include "worker/parallel/shard_step_runner.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <string>
 
 #include "worker/parallel/step_plan.h"
 
@@ -21,6 +23,32 @@ int64_t CountLogits(std::span<const model::SequenceStep> steps) {
 }
 
 }  // namespace
+
+Status ShardStepRunner::CheckMessageSizes(const ShardStepContext& context) {
+  const model::LlamaConfig& mc = context.model->config();
+  const model::LlamaShard& shard = context.model->shard();
+  constexpr int64_t kMaxBytes = INT32_MAX;
+  constexpr int64_t kFloat = sizeof(float);
+  // rows × floats per row × 4 bytes against the limit; `what` is one such message.
+  const auto check = [&](int64_t rows, int64_t width, const char* setting, const std::string& what) -> Status {
+    if (rows <= kMaxBytes / kFloat / width) return Status::Ok();
+    return InvalidArgument(std::string(setting) + " " + std::to_string(rows) + " makes " + what + " of up to " +
+                           std::to_string(rows) + " x " + std::to_string(width) + " floats, above MPI's " +
+                           "2147483647-byte message limit: lower " + setting + " to at most " +
+                           std::to_string(kMaxBytes / kFloat / width));
+  };
+  if (shard.pp > 1) {
+    BMAD_RETURN_IF_ERROR(check(context.max_tokens, mc.n_embd, "scheduler.max_batch_tokens",
+                               "a pipeline stage's hand-off"));
+    BMAD_RETURN_IF_ERROR(check(context.max_seqs, mc.n_vocab, "scheduler.max_seqs",
+                               "the last stage's logits"));
+  }
+  if (shard.tp > 1) {
+    BMAD_RETURN_IF_ERROR(check(context.max_seqs, shard.vocab_stride, "scheduler.max_seqs",
+                               "a tp rank's slice of the logits"));
+  }
+  return Status::Ok();
+}
 
 ShardStepRunner::ShardStepRunner(const ShardStepContext& context)
     : c_(context), shard_(context.model->shard()), tp_group_(context.tp_device ? context.tp_device : context.tp, context.tp_device != nullptr) {

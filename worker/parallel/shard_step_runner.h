@@ -40,6 +40,12 @@ class ShardStepRunner {
  public:
   explicit ShardStepRunner(const ShardStepContext& context);
 
+  // Whether the largest messages a step can need (a pipeline hand-off of max_tokens hidden
+  // states, the logits of max_seqs sequences, a tp rank's vocabulary slice of them) fit one MPI
+  // message (MPI counts in int: at most 2^31 - 1 bytes). kInvalidArgument naming the setting to
+  // lower otherwise: checked at start-up, so that no step fails for its size later.
+  static Status CheckMessageSizes(const ShardStepContext& context);
+
   // Runs this rank's part of the step. On the leader `logits` receives [sampling sequences,
   // n_vocab]; the other ranks pass nullptr. Communicator failures come back as they are
   // (kDeadlineExceeded, kUnavailable, ...); a malformed step as the model's kInvalidArgument.

@@ -171,6 +171,7 @@ Result<std::unique_ptr<Replica>> Replica::Create(const ServerConfig& c, metrics:
     sc.micro_batches = c.parallel.micro_batches;
     sc.max_tokens = c.scheduler.max_batch_tokens;
     sc.max_seqs = c.scheduler.max_seqs;
+    BMAD_RETURN_IF_ERROR(parallel::ShardStepRunner::CheckMessageSizes(sc));
     r->runner_ = std::make_unique<parallel::ShardStepRunner>(sc);
     if (leader) {
       r->leader_executor_ = std::make_unique<parallel::LeaderExecutor>(*rank.comms->replica,
