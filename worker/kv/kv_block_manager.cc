@@ -39,7 +39,7 @@ KvBlockManager::KvBlockManager(const KvBlockManagerOptions& options)
   for (BlockId block = 1; block < num_blocks_; ++block) uncached_free_.PushBack(block);
 }
 
-Result<int64_t> KvBlockManager::StartSequence(SeqId seq, std::span<const int32_t> tokens) {
+Result<int64_t> KvBlockManager::StartSequence(SeqId seq, std::span<const int32_t> tokens, PrefixQuery query) {
   auto [it, inserted] = sequences_.try_emplace(seq);
   if (!inserted) {
     return FailedPrecondition("KV block manager: sequence " + std::to_string(seq) +
@@ -68,7 +68,7 @@ Result<int64_t> KvBlockManager::StartSequence(SeqId seq, std::span<const int32_t
     for (BlockId block : sequence.table) AddReference(block);
   }
   const int64_t reused_tokens = static_cast<int64_t>(sequence.table.size()) * block_size_;
-  if (prefix_caching_) {
+  if (prefix_caching_ && query == PrefixQuery::kCount) {
     sequence.queried_tokens = tokens.size();
     sequence.hit_tokens = static_cast<uint64_t>(reused_tokens);
     prefix_query_tokens_ += sequence.queried_tokens;
@@ -132,10 +132,10 @@ void KvBlockManager::MarkComputed(SeqId seq, std::span<const int32_t> tokens,
       // Should that one be evicted while we run, our later blocks chain onto a dead prefix id
       // and are never hit: a lost reuse, never a wrong one.
       prefix_id = blocks_[existing->second].prefix_id;
-    } else if (IsOrphan(existing->second, block_tokens)) {
-      // The same tokens, registered under a parent no chain reaches any more (evicted, or an
-      // identity of a duplicate's own), and free: nothing can hit it. Ours takes its place, or
-      // the orphan would keep this prefix from being cached until memory pressure evicted it.
+    } else if (IsOrphan(existing->second, parent_hash, block_tokens)) {
+      // The same tokens, registered under a parent no chain reaches any more (evicted), and
+      // free: nothing can hit it. Ours takes its place, or the orphan would keep this prefix
+      // from being cached until memory pressure evicted it.
       const BlockId orphan = existing->second;
       cached_free_.Remove(orphan);
       Evict(orphan);
@@ -256,13 +256,20 @@ std::optional<BlockId> KvBlockManager::FindCached(BlockHash hash, uint64_t paren
   return block;
 }
 
-bool KvBlockManager::IsOrphan(BlockId registered, std::span<const int32_t> tokens) const {
+bool KvBlockManager::IsOrphan(BlockId registered, BlockHash parent_hash, std::span<const int32_t> tokens) const {
   // Called for a hash whose registered block has another parent than the caller's. With the
-  // same tokens as well, the two parents' chains hash alike, so they hold the same tokens; the
-  // caller's parent is the one registered for that chain, hence the other is reachable no more.
-  // (A collision of the chained 64-bit hash would make this a swap of which chain is cached:
-  // still never a wrong reuse, since hits check the parent.)
-  if (blocks_[registered].ref_count != 0) return false;  // a running sequence holds it
+  // same tokens as well, the two parents' chains hash alike, so they hold the same tokens. The
+  // registered block is reachable while its parent is the block registered for that chain; the
+  // caller's parent need not be (a private copy chained to a registered twin that was evicted
+  // since), so that is what decides. (A collision of the chained 64-bit hash would make this a
+  // swap of which chain is cached: still never a wrong reuse, since hits check the parent.)
+  const BlockState& state = blocks_[registered];
+  if (state.ref_count != 0) return false;  // a running sequence holds it
+  if (state.parent_prefix_id == 0) return false;  // a first block: the root never goes
+  if (auto parent = cache_.find(parent_hash);
+      parent != cache_.end() && blocks_[parent->second].prefix_id == state.parent_prefix_id) {
+    return false;
+  }
   const std::span<const int32_t> held = RegisteredTokens(registered);
   return std::equal(held.begin(), held.end(), tokens.begin(), tokens.end());
 }

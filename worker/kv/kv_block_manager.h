@@ -75,10 +75,14 @@ class KvBlockManager {
   // starts the block table with them. Returns the number of tokens whose KV is reused, a
   // multiple of block_size, always < tokens.size() (the model must compute at least the last
   // token to get its logits), 0 for empty tokens.
-  // With prefix caching on, records a prefix query of tokens.size() tokens and a hit of the
-  // reused ones (with it off, records nothing: there is no cache to hit).
+  // With prefix caching on and `query` kCount, records a prefix query of tokens.size() tokens
+  // and a hit of the reused ones (with it off, records nothing: there is no cache to hit). A
+  // preempted sequence starting again passes kRecompute: its prompt was counted once already,
+  // and its generated tokens are no prompt (vLLM counts recomputes apart too).
   // Errors: kFailedPrecondition when `seq` is already started (nothing changes).
-  Result<int64_t> StartSequence(SeqId seq, std::span<const int32_t> tokens);
+  enum class PrefixQuery { kCount, kRecompute };
+  Result<int64_t> StartSequence(SeqId seq, std::span<const int32_t> tokens,
+                                PrefixQuery query = PrefixQuery::kCount);
 
   // Grows the table of `seq` so it covers `num_tokens` token slots (a table never shrinks),
   // taking uncached free blocks first, then evicting cached free blocks in LRU order. Returns
@@ -181,8 +185,9 @@ class KvBlockManager {
   std::optional<BlockId> FindCached(BlockHash hash, uint64_t parent_prefix_id,
                                     std::span<const int32_t> tokens) const;
   // Whether `registered` (cached under the caller's hash, with another parent than the
-  // caller's) holds `tokens` and is free: a block no chain can reach, which gives way.
-  bool IsOrphan(BlockId registered, std::span<const int32_t> tokens) const;
+  // caller's; the two parents' hash is `parent_hash`) holds `tokens`, is free, and its parent is
+  // registered no more: a block no chain can reach, which gives way.
+  bool IsOrphan(BlockId registered, BlockHash parent_hash, std::span<const int32_t> tokens) const;
   void Register(BlockId block, BlockHash hash, uint64_t parent_prefix_id,
                 std::span<const int32_t> tokens);
   void Evict(BlockId block);

@@ -187,7 +187,9 @@ void Scheduler::AdmitWaiting(SchedulerOutput* out, int64_t* budget, int64_t* slo
       ++shared_prefix_waits_total_;
       continue;
     }
-    Result<int64_t> reused = kv_.StartSequence(seq->id, seq->tokens);
+    Result<int64_t> reused = kv_.StartSequence(
+        seq->id, seq->tokens,
+        seq->preemptions > 0 ? kv::KvBlockManager::PrefixQuery::kRecompute : kv::KvBlockManager::PrefixQuery::kCount);
     if (!reused.ok()) break;  // cannot happen for a waiting sequence; stop admitting to be safe
     seq->num_computed = *reused;
     const int64_t n = std::min(seq->remaining(), *budget);

@@ -317,6 +317,24 @@ TEST(KvBlockManagerTest, CancelStartTakesBackThePrefixQuery) {
   EXPECT_INVARIANTS(manager);
 }
 
+// A preempted sequence starting again reuses its cached prefix without counting a query: its
+// prompt was counted at its first start, and its generated tokens are no prompt.
+TEST(KvBlockManagerTest, ARecomputeReusesThePrefixWithoutCountingAQuery) {
+  KvBlockManager manager(Options(8, 4));
+  const Tokens a = Iota(0, 10);
+  StartAndCompute(manager, 1, a);
+  manager.Free(1);
+  const KvBlockManager::Stats before = manager.GetStats();
+  ASSERT_EQ(manager.StartSequence(1, a, KvBlockManager::PrefixQuery::kRecompute).value(), 8);
+  const KvBlockManager::Stats after = manager.GetStats();
+  EXPECT_EQ(after.prefix_query_tokens, before.prefix_query_tokens);
+  EXPECT_EQ(after.prefix_hit_tokens, before.prefix_hit_tokens);
+  // Taken back as nothing, too.
+  EXPECT_TRUE(manager.CancelStart(1));
+  EXPECT_EQ(manager.GetStats().prefix_query_tokens, before.prefix_query_tokens);
+  EXPECT_INVARIANTS(manager);
+}
+
 // Every block collides with every other: only the token comparison tells them apart.
 BlockHash ConstantHash(BlockHash, std::span<const int32_t>) { return 42; }
 
@@ -462,6 +480,35 @@ TEST(KvBlockManagerTest, ABlockOrphanedByItsParentsEvictionGivesWayToARecomputed
   EXPECT_INVARIANTS(manager);
   manager.Free(5);
   EXPECT_EQ(manager.GetStats().used_blocks, 0);
+  EXPECT_INVARIANTS(manager);
+}
+
+// The other way round: the running sequence's own parent is the dead one (a private copy
+// chained to a registered twin that was evicted since), and the registered block it meets is
+// reachable. That block stays; ours chains on privately.
+TEST(KvBlockManagerTest, AReachableBlockDoesNotGiveWayToOneUnderAnEvictedParent) {
+  KvBlockManager manager(Options(7, 2));
+  const Tokens a = {1, 2, 9};
+  EXPECT_EQ(StartAndCompute(manager, 1, a), 0);  // registers [1 2]
+  Tokens b = {1, 2};
+  ASSERT_EQ(manager.StartSequence(2, b).value(), 0);  // all of a 2-token prompt: [1 2] recomputed
+  ASSERT_TRUE(manager.Reserve(2, 3));
+  manager.MarkComputed(2, b, 2);  // private, chained to A's [1 2]
+  manager.Free(1);
+  // A filler takes every free block: A's [1 2] is evicted.
+  ASSERT_TRUE(manager.StartSequence(3, Iota(50, 8)).ok());
+  ASSERT_TRUE(manager.Reserve(3, 8));
+  manager.Free(3);
+  // D registers [1 2] and [5 6] under it, and ends.
+  const Tokens d = {1, 2, 5, 6, 7};
+  EXPECT_EQ(StartAndCompute(manager, 4, d), 0);
+  manager.Free(4);
+  // B computes its own [5 6] under the evicted parent: D's stays cached.
+  b.insert(b.end(), {5, 6});
+  ASSERT_TRUE(manager.Reserve(2, 4));
+  manager.MarkComputed(2, b, 4);
+  EXPECT_INVARIANTS(manager);
+  EXPECT_EQ(manager.StartSequence(5, d).value(), 4);
   EXPECT_INVARIANTS(manager);
 }
 

@@ -241,6 +241,17 @@ TEST_F(SchedulerTest, PreemptionFreesBlocksAndRecomputes) {
   EXPECT_EQ(kv_->GetStats().used_blocks, 0);
 }
 
+// The prefix cache's query counter holds prompt tokens, each prompt once: a preempted sequence
+// started again (prompt and generated tokens) is a recompute, not a new query.
+TEST_F(SchedulerTest, ARecomputeIsNotCountedAsAPrefixQuery) {
+  Make(Config(64, 8), 10, 4, /*prefix_caching=*/true);
+  Add(Request(1, 8, 1, clock_.NowMillis(), 0), 12);
+  Add(Request(2, 8, 1, clock_.NowMillis(), 100), 12);
+  RunToCompletion();
+  EXPECT_GE(sched_->stats().preemptions_total, 1u);
+  EXPECT_EQ(kv_->GetStats().prefix_query_tokens, 16u);
+}
+
 TEST_F(SchedulerTest, LowerPriorityIsPreemptedFirst) {
   Make(Config(64, 8), 10, 4, false);
   Add(Request(1, 8, 2, clock_.NowMillis(), 0), 12);    // admitted first, low class
