@@ -169,6 +169,24 @@ TEST(BpeTokenizerTest, PiecesAndDecodeGiveTheBytesBack) {
   EXPECT_EQ(t.Decode(t.Encode("a\xFF", false)), "a\xEF\xBF\xBD");
 }
 
+// llama_detokenize's clean_spaces (Hugging Face's clean_up_tokenization_spaces): on for the
+// Llama-3 family, off for Qwen2.
+TEST(BpeTokenizerTest, Llama3DecodeCleansUpSpacesBeforePunctuationAndContractions) {
+  const Tokenizer llama3 = Llama3();
+  const auto decoded = [&](std::string_view text) { return llama3.Decode(llama3.Encode(text, false)); };
+  EXPECT_EQ(decoded("hello , world 's"), "hello, world's");
+  EXPECT_EQ(decoded("a ? b ! c . d ,"), "a? b! c. d,");
+  EXPECT_EQ(decoded("x  ."), "x .");                // only the space right before
+  EXPECT_EQ(decoded("rock ' n roll"), "rock'n roll");  // a lone apostrophe loses both spaces
+  EXPECT_EQ(decoded("I 'm we 're you 've"), "I'm we're you've");
+  EXPECT_EQ(decoded("don 't I 'd we 'll"), "don 't I 'd we 'll");  // these keep it, as in llama.cpp
+  EXPECT_EQ(decoded(" ' ' "), "'' ");
+  EXPECT_EQ(decoded(" 's"), "'s");
+  EXPECT_EQ(decoded("it 's."), "it's.");
+  EXPECT_FALSE(Qwen2().vocabulary().clean_spaces);
+  EXPECT_EQ(Qwen2().Decode(Qwen2().Encode("hello , world 's", false)), "hello , world 's");
+}
+
 TEST(BpeTokenizerTest, MaxBytesPerTokenBoundsTheTokenCount) {
   const Tokenizer t = Llama3();
   ASSERT_GT(t.max_bytes_per_token(), 0u);

@@ -429,6 +429,44 @@ std::string_view Tokenizer::SequenceStartPiece(int32_t id) const {
   return piece;
 }
 
+namespace {
+
+// Hugging Face's clean_up_tokenization as llama_detokenize applies it, in three passes: a space
+// goes before "?", "!", "." and ","; a lone apostrophe between spaces loses both; and a space
+// goes before "'s", "'m", "'re" and "'ve" (not before "'t", "'d" or "'ll").
+std::string CleanUpSpaces(std::string_view text) {
+  const auto is_any = [](char c, std::string_view set) { return set.find(c) != std::string_view::npos; };
+  std::string punctuated;
+  punctuated.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == ' ' && i + 1 < text.size() && is_any(text[i + 1], "?!.,")) continue;
+    punctuated += text[i];
+  }
+  std::string quoted;
+  quoted.reserve(punctuated.size());
+  for (size_t i = 0; i < punctuated.size(); ++i) {
+    if (punctuated.compare(i, 3, " ' ") == 0) {
+      quoted += '\'';
+      i += 2;
+      continue;
+    }
+    quoted += punctuated[i];
+  }
+  std::string out;
+  out.reserve(quoted.size());
+  for (size_t i = 0; i < quoted.size(); ++i) {
+    const std::string_view rest = std::string_view(quoted).substr(i);
+    if (rest.size() >= 3 && rest.starts_with(" '") &&
+        (is_any(rest[2], "sm") || rest.substr(2).starts_with("re") || rest.substr(2).starts_with("ve"))) {
+      continue;
+    }
+    out += quoted[i];
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string Tokenizer::Decode(std::span<const int32_t> ids) const {
   std::string out;
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -440,7 +478,7 @@ std::string Tokenizer::Decode(std::span<const int32_t> ids) const {
       out.append(pieces_[id]);
     }
   }
-  return out;
+  return vocabulary_.clean_spaces ? CleanUpSpaces(out) : out;
 }
 
 bool Tokenizer::IsEndOfGeneration(int32_t id) const {

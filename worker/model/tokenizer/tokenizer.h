@@ -80,9 +80,12 @@ class Tokenizer {
 
   // The pieces concatenated, minus one leading space of the first token's piece when the
   // vocabulary adds a space prefix (llama_detokenize with remove_special = unparse_special =
-  // false). So Decode(Encode(x, false)) == x; with a BOS first, its empty piece is the first
+  // false). So Decode(Encode(x, false)) == x (but see clean_spaces below); with a BOS first, its empty piece is the first
   // and the text keeps the space: Decode(Encode(x)) == " " + x, as in llama.cpp. Bytes are
   // returned as the tokens give them, which may be invalid UTF-8 (see StreamingDetokenizer).
+  // With the vocabulary's clean_spaces (the Llama-3 family), spaces before punctuation and
+  // contractions are then removed, as llama_detokenize and Hugging Face's decode do ("a , b 's"
+  // becomes "a, b's"); the streaming detokenizer does not (nor do llama.cpp's pieces).
   std::string Decode(std::span<const int32_t> ids) const;
 
   // eos and the vocabulary's other end-of-generation tokens; false outside the vocabulary.

@@ -177,6 +177,7 @@ Status ReadBytePairEncoding(const gguf::GgufFile& file, Vocabulary& v) {
   if (IsOneOf(pre, kLlama3PreNames)) {
     v.pre_tokenizer = PreTokenizer::kLlama3;
     v.add_bos = true;
+    v.clean_spaces = true;
   } else if (IsOneOf(pre, kQwen2PreNames)) {
     v.pre_tokenizer = PreTokenizer::kQwen2;
   } else {

@@ -66,6 +66,10 @@ struct Vocabulary {
   bool add_bos = true;
   bool add_eos = false;
   bool add_space_prefix = true;
+  // Whether decoding cleans up spaces before punctuation and English contractions (Hugging
+  // Face's clean_up_tokenization_spaces; llama.cpp's clean_spaces): on for the Llama-3 BPE
+  // family, off for Qwen2 and for SentencePiece vocabularies.
+  bool clean_spaces = false;
 
   int32_t size() const { return static_cast<int32_t>(texts.size()); }
 };
