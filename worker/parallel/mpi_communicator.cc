@@ -116,7 +116,7 @@ Result<std::unique_ptr<MpiCommunicator>> MpiCommunicator::Split(int color, int k
 }
 
 Status MpiCommunicator::Failed(const Call& call, int error_code, const char* mpi_call) const {
-  return MpiError(error_code, mpi_call, Describe(call));
+  return MpiRuntimeError(error_code, mpi_call, Describe(call));
 }
 
 Status MpiCommunicator::CheckCount(const Call& call, size_t count) const {
@@ -137,11 +137,9 @@ Status MpiCommunicator::Wait(MPI_Request* request, const Call& call, MPI_Status*
       },
       call.deadline);
   if (!outcome.ok()) {
-    // MPI reported the failure; whether the request is still alive is undefined, so it is
-    // neither tested nor freed again.
-    Status failure = outcome.status();
-    return failure.code() == StatusCode::kInvalidArgument ? Unavailable(failure.message())
-                                                          : failure;
+    // MPI reported the failure (Failed: never kInvalidArgument); whether the request is still
+    // alive is undefined, so it is neither tested nor freed again.
+    return outcome.status();
   }
   if (*outcome == PollOutcome::kDone) return Status::Ok();
   Abandon(*request, call);

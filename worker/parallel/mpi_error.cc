@@ -44,4 +44,9 @@ Status MpiError(int error_code, std::string_view call, std::string_view context)
   return Status(MpiErrorCode(error_code), std::move(message));
 }
 
+Status MpiRuntimeError(int error_code, std::string_view call, std::string_view context) {
+  Status s = MpiError(error_code, call, context);
+  return s.code() == StatusCode::kInvalidArgument ? Unavailable(s.message()) : s;
+}
+
 }  // namespace bmad::parallel

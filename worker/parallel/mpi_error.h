@@ -19,4 +19,10 @@ StatusCode MpiErrorCode(int error_code);
 // Status(MpiErrorCode(error_code), "<context>: <call> failed: <MPI's text>").
 Status MpiError(int error_code, std::string_view call, std::string_view context);
 
+// MpiError for a call whose arguments were checked before MPI saw them (the communicators'):
+// an argument error then means the runtime went wrong on this rank alone, while its peers may
+// have posted the same operation and wait for it, so it is kUnavailable, never the
+// kInvalidArgument of a refusal every rank made alike (which callers go on after).
+Status MpiRuntimeError(int error_code, std::string_view call, std::string_view context);
+
 }  // namespace bmad::parallel

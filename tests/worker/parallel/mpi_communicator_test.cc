@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "worker/parallel/abort_flag.h"
+#include "worker/parallel/mpi_error.h"
 #include "worker/parallel/mpi_session.h"
 #include "worker/parallel/replica_communicators.h"
 #include "worker/parallel/topology.h"
@@ -268,6 +269,18 @@ TEST_F(MpiCommTest, SplitWithANegativeColourFailsOnEveryRank) {
   EXPECT_EQ(child.status().code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(child.status().message(), HasSubstr("rank " + std::to_string(size_ - 1)));
   EXPECT_TRUE(world_->Barrier().ok()) << "the parent stays usable";
+}
+
+// Our own checks refuse bad arguments (kInvalidArgument: every rank refuses alike and goes on);
+// an argument error MPI reports after them is a runtime gone wrong on one rank: kUnavailable,
+// which breaks the communicator and ends a follower rank instead of letting it skip the step.
+TEST(MpiErrorTest, AnArgumentErrorFromMpiAfterOurChecksIsUnavailable) {
+  EXPECT_EQ(MpiError(MPI_ERR_ARG, "MPI_Isend", "send").code(), StatusCode::kInvalidArgument);
+  const Status runtime = MpiRuntimeError(MPI_ERR_ARG, "MPI_Isend", "send");
+  EXPECT_EQ(runtime.code(), StatusCode::kUnavailable);
+  EXPECT_THAT(runtime.message(), HasSubstr("MPI_Isend failed"));
+  EXPECT_EQ(MpiRuntimeError(MPI_ERR_COMM, "MPI_Ibcast", "").code(), StatusCode::kUnavailable);
+  EXPECT_EQ(MpiRuntimeError(MPI_ERR_TRUNCATE, "MPI_Irecv", "").code(), StatusCode::kDataLoss);
 }
 
 TEST_F(MpiCommTest, BadArgumentsLeaveTheCommunicatorUsable) {
