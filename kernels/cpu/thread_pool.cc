@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -71,7 +72,15 @@ void ThreadPool::RunChunks(uint32_t gen, int thread) {
     }
     // The chunk is ours; the caller waits for it, so the loop's fields stay valid.
     const int64_t begin = int64_t{chunk} * grain_;
-    (*fn_)(begin, std::min(n_tasks_, begin + grain_), thread);
+    try {
+      (*fn_)(begin, std::min(n_tasks_, begin + grain_), thread);
+    } catch (...) {
+      // Counted done all the same: the caller must not wait for it, nor return while other
+      // chunks run (an escaped exception left the loop open and its count short). Kept for the
+      // caller to rethrow; on a worker it would end the process.
+      std::lock_guard<std::mutex> lock(error_mutex_);
+      if (!error_) error_ = std::current_exception();
+    }
     chunks_done_.fetch_add(1, std::memory_order_acq_rel);
     s = state_.load(std::memory_order_acquire);
   }
@@ -113,6 +122,12 @@ void ThreadPool::ParallelFor(int64_t n_tasks, int64_t grain, const RangeFn& fn) 
   // next loop's function before that loop began, and add its count to the next loop's: the
   // caller then returned with a chunk still running, or waited for ever (seen on two cores).
   state_.store((uint64_t{gen} << 32) | kClosed, std::memory_order_relaxed);
+  std::exception_ptr error;
+  {
+    std::lock_guard<std::mutex> lock(error_mutex_);
+    error = std::exchange(error_, nullptr);
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 void ThreadPool::WorkerLoop(int thread) {

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -35,6 +36,8 @@ class ThreadPool {
   // Runs fn over [0, n_tasks) in chunks of `grain` tasks, handed out dynamically; returns when
   // every task is done. A one-thread pool, or a loop of at most one grain, runs as a single
   // call on the caller's thread. Not reentrant: one loop at a time, from one caller thread.
+  // An exception from fn, on any thread, is rethrown here once every other chunk has run (the
+  // loop is closed first, so the pool stays usable).
   void ParallelFor(int64_t n_tasks, int64_t grain, const RangeFn& fn);
 
  private:
@@ -56,6 +59,9 @@ class ThreadPool {
   // (generation << 32) | next chunk index.
   std::atomic<uint64_t> state_{0};
   std::atomic<uint32_t> chunks_done_{0};
+  // The loop's first exception (set before its chunk counts as done).
+  std::mutex error_mutex_;
+  std::exception_ptr error_;
 
   std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};

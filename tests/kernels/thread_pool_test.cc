@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <thread>
 #include <functional>
+#include <stdexcept>
+#include <string>
 #include <system_error>
 #include <vector>
 
@@ -39,6 +41,36 @@ TEST(ThreadPoolTest, EveryTaskRunsExactlyOnce) {
         for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1);
         EXPECT_LT(max_thread.load(), threads);
       }
+    }
+  }
+}
+
+// A chunk that throws (std::bad_alloc in a host-side loop): every other chunk still runs once,
+// the caller gets the exception after them, and the next loops run whole. (The exception used
+// to leave the loop open: chunks were dropped, and their counts landed on the next loop's.)
+TEST(ThreadPoolTest, AnExceptionFromAChunkReachesTheCallerAndThePoolGoesOn) {
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    for (int round = 0; round < 200; ++round) {
+      const int64_t thrower = round % 64;
+      std::vector<std::atomic<int>> hits(64);
+      bool caught = false;
+      try {
+        pool.ParallelFor(64, 1, [&](int64_t b, int64_t e, int) {
+          for (int64_t i = b; i < e; ++i) {
+            hits[static_cast<size_t>(i)]++;
+            if (i == thrower) throw std::runtime_error("chunk " + std::to_string(i));
+          }
+        });
+      } catch (const std::runtime_error& e) {
+        caught = true;
+        EXPECT_EQ(std::string(e.what()), "chunk " + std::to_string(thrower));
+      }
+      ASSERT_TRUE(caught);
+      for (const auto& h : hits) ASSERT_EQ(h.load(), 1);
+      std::atomic<int64_t> total{0};
+      pool.ParallelFor(1000, 7, [&](int64_t b, int64_t e, int) { total += e - b; });
+      ASSERT_EQ(total.load(), 1000);
     }
   }
 }
