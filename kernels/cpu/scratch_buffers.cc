@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <new>
 
 namespace bmad::kernels::cpu {
 
@@ -39,9 +40,12 @@ void ScratchBuffers::Grow(Slot& slot, size_t floats) {
   const size_t capacity = std::max<size_t>(1024, floats + floats / 2);
   const size_t bytes = (capacity * sizeof(float) + 63) / 64 * 64;
   void* p = hooks_.allocate_scratch ? hooks_.allocate_scratch(bytes) : std::aligned_alloc(64, bytes);
-  slot.data = static_cast<float*>(p);
-  slot.capacity = p ? capacity : 0;
   growths_.fetch_add(1, std::memory_order_relaxed);
+  // Every kernel writes through what Get returns: out of memory is std::bad_alloc (as a vector's
+  // growth would be), not a null pointer to crash on.
+  if (p == nullptr) throw std::bad_alloc();
+  slot.data = static_cast<float*>(p);
+  slot.capacity = capacity;
 }
 
 }  // namespace bmad::kernels::cpu

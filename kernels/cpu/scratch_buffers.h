@@ -22,7 +22,7 @@ class ScratchBuffers {
 
   void SetHooks(const MemoryHooks& hooks) { hooks_ = hooks; }
   // At least `floats` floats for `thread`'s exclusive use (64-byte aligned). Contents are not
-  // kept across growth.
+  // kept across growth. Throws std::bad_alloc when no memory is left (never returns null).
   float* Get(int thread, size_t floats);
   // Grows the buffers of threads [0, threads) to at least `floats`. Called by the dispatching
   // thread before a parallel loop, so that which pool thread happens to pick up the largest

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <new>
 
 namespace bmad::kernels::cpu {
 namespace {
@@ -61,6 +62,21 @@ TEST(ScratchBuffersTest, UsesTheHooksWhenSet) {
     EXPECT_EQ(freed, 1);
   }
   EXPECT_EQ(freed, 3);
+}
+
+// Out of memory is std::bad_alloc, never a null buffer every kernel would write through; the
+// slot stays empty and a later request tries again.
+TEST(ScratchBuffersTest, AnAllocationThatFailsThrowsBadAlloc) {
+  ScratchBuffers scratch(1);
+  bool refuse = true;
+  MemoryHooks hooks;
+  hooks.allocate_scratch = [&](size_t bytes) { return refuse ? nullptr : std::aligned_alloc(64, bytes); };
+  hooks.free_scratch = [](void* p) { std::free(p); };
+  scratch.SetHooks(hooks);
+  EXPECT_THROW(scratch.Get(0, 100), std::bad_alloc);
+  EXPECT_THROW(scratch.Reserve(1, 100), std::bad_alloc);
+  refuse = false;
+  EXPECT_NE(scratch.Get(0, 100), nullptr);
 }
 
 }  // namespace
