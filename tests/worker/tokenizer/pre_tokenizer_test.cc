@@ -125,6 +125,17 @@ TEST(UnicodeClassesTest, Categories) {
   EXPECT_FALSE(IsUnicodeWhitespace(0x200B));  // zero width space is not White_Space
 }
 
+// The tables are Unicode 15.1's, as llama.cpp's (b9586): characters added in 16.0 and 17.0 are
+// no letters or numbers yet, so words split where llama.cpp splits them.
+TEST(UnicodeClassesTest, TheTablesAreUnicode15Point1AsLlamaCpps) {
+  EXPECT_TRUE(IsUnicodeLetter(0x1C88));    // Cyrillic small letter unblended uk (9.0)
+  EXPECT_FALSE(IsUnicodeLetter(0x1C89));   // Cyrillic capital letter tje (16.0)
+  EXPECT_TRUE(IsUnicodeLetter(0x2EBF0));   // CJK extension I (15.1)
+  EXPECT_FALSE(IsUnicodeLetter(0x323B0));  // CJK extension J (17.0)
+  EXPECT_FALSE(IsUnicodeNumber(0x16D70));  // Kirat Rai digit zero (16.0)
+  EXPECT_EQ(SplitWords("x\xE1\xB2\x89y", PreTokenizer::kLlama3), (Words{"x", "\xE1\xB2\x89y"}));
+}
+
 TEST(ByteLevelTest, AlphabetRoundTripsEveryByte) {
   std::string all;
   for (int b = 0; b < 256; ++b) all.push_back(static_cast<char>(b));
