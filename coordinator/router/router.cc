@@ -43,7 +43,14 @@ Router::Router(const RouterConfig& config, uint64_t seed, size_t affinity_capaci
       affinity_(affinity_capacity),
       rng_(seed) {
   if (weight_queue_ + weight_memory_ + weight_utilization_ <= 0.0) weight_queue_ = 1.0;
-  epsilon_ = kLoadEpsilonFraction * (weight_queue_ + weight_memory_ + weight_utilization_);
+  // Only the ratios matter (every use of Load is relative): scaled to sum to 1, so that weights
+  // as small as the config allows (5e-324) cannot underflow eps to 0 and make an idle cluster's
+  // weights 0 / 0.
+  const double sum = weight_queue_ + weight_memory_ + weight_utilization_;
+  weight_queue_ /= sum;
+  weight_memory_ /= sum;
+  weight_utilization_ /= sum;
+  epsilon_ = kLoadEpsilonFraction;
 }
 
 // The weighted policy, mended.
@@ -227,6 +234,27 @@ size_t Router::PickLeastLoaded(CandidateSet set) {
 
 size_t Router::PickRoundRobin(CandidateSet set) {
   return static_cast<size_t>(round_robin_[set]++ % candidates_.size());
+}
+
+std::vector<double> Router::Weights(std::span<const ReplicaView> replicas) const {
+  const auto takes_requests = [](const ReplicaView& v) { return v.live && v.accepting; };
+  const auto pool_index = [](ReplicaPool pool) { return pool == ReplicaPool::kLongTail ? 1 : 0; };
+  std::optional<double> min_load, min_in_pool[2];
+  for (const ReplicaView& v : replicas) {
+    if (!takes_requests(v)) continue;
+    const double load = Load(v);
+    min_load = std::min(min_load.value_or(load), load);
+    std::optional<double>& pool_min = min_in_pool[pool_index(v.pool)];
+    pool_min = std::min(pool_min.value_or(load), load);
+  }
+  std::vector<double> weights;
+  weights.reserve(replicas.size());
+  for (const ReplicaView& v : replicas) {
+    const std::optional<double>& pool_min = min_in_pool[pool_index(v.pool)];
+    const std::optional<double>& peers_min = long_tail_ && pool_min ? pool_min : min_load;
+    weights.push_back(takes_requests(v) ? Weight(v, peers_min.value_or(0.0)) : 0.0);
+  }
+  return weights;
 }
 
 void Router::Record(const RouteRequest& request, const ReplicaView& chosen, bool count_length) {

@@ -110,10 +110,11 @@ class Router {
 
   // The replica's weighted load, >= 0 and finite (also exported as a metric):
   //   weight_queue * depth / max_seqs + weight_memory * kv_usage + weight_utilization * utilization
-  // with depth = max(in_flight, running + waiting). See router.cc for why.
+  // with depth = max(in_flight, running + waiting), the three weights scaled to sum to 1. See
+  // router.cc for why.
   double Load(const ReplicaView& replica) const;
   // ((min_load + eps) / (Load(replica) + eps))^kWeightSharpness, in (0, 1] when
-  // min_load <= Load(replica); eps = kLoadEpsilonFraction * (sum of the three load weights).
+  // min_load <= Load(replica); eps = kLoadEpsilonFraction (the three load weights sum to 1).
   double Weight(const ReplicaView& replica, double min_load) const;
 
   // The prompt length above which a prompt is long-tail; nullopt until long_tail_min_samples
@@ -122,6 +123,10 @@ class Router {
 
   // Hash entries in the affinity table (stale ones included), for metrics.
   size_t affinity_entries() const { return affinity_.size(); }
+  // Each replica's Weight as a weighted pick would draw it (for metrics): against the least
+  // load among the replicas taking requests (live, accepting), of its own pool when long-tail
+  // routing keeps pools apart and that pool has any; 0 for a replica taking none.
+  std::vector<double> Weights(std::span<const ReplicaView> replicas) const;
 
  private:
   // Round-robin positions, one per kind of candidate set: a shared counter would let requests

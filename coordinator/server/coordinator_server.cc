@@ -539,16 +539,12 @@ void CoordinatorServer::Core::Tick() {
   for (const CoordRequest* r : requests_.All()) queued += r->state == RequestState::kQueued;
   metrics_->queued.Set(double(queued));
   const std::vector<ReplicaView> views = Views();
-  double min_load = -1;
-  for (const ReplicaView& v : views) {
-    if (!v.live) continue;
-    const double load = router_.Load(v);
-    if (min_load < 0 || load < min_load) min_load = load;
-  }
-  for (const ReplicaView& v : views) {
+  const std::vector<double> weights = router_.Weights(views);
+  for (size_t i = 0; i < views.size(); ++i) {
+    const ReplicaView& v = views[i];
     metrics_->SetReplicaUp(v.id, std::string(EnumName(v.pool)), v.live);
     metrics_->ReplicaLoad(v.id).Set(router_.Load(v));
-    metrics_->ReplicaWeight(v.id).Set(v.live ? router_.Weight(v, std::max(0.0, min_load)) : 0);
+    metrics_->ReplicaWeight(v.id).Set(weights[i]);
   }
 }
 

@@ -133,7 +133,24 @@ TEST(RouterLoadTest, ScalingAllCoefficientsChangesNoWeight) {
   r.in_flight = 2;
   r.load.kv_usage = 0.4f;
   r.load.utilization = 0.7f;
-  EXPECT_NEAR(times_ten.Weight(r, 0.05), base.Weight(r, 0.005), 1e-12);
+  // Only the ratios count: the coefficients are scaled to sum to 1.
+  EXPECT_NEAR(times_ten.Load(r), base.Load(r), 1e-12);
+  EXPECT_NEAR(times_ten.Weight(r, 0.005), base.Weight(r, 0.005), 1e-12);
+}
+
+// The smallest coefficients the config takes (5e-324 is a valid double in [0, 1000]) once made
+// the smoothing term underflow to 0: an idle cluster's weights were 0 / 0 and every pick went to
+// the last replica.
+TEST(RouterLoadTest, TinyCoefficientsKeepTheWeightsFinite) {
+  RouterConfig c = Plain(RouterPolicy::kWeighted);
+  c.weight_queue = 5e-324;
+  c.weight_memory = 0.0;
+  c.weight_utilization = 0.0;
+  Router router(c, /*seed=*/3);
+  const std::vector<ReplicaView> views = {Replica("a"), Replica("b"), Replica("c")};
+  EXPECT_DOUBLE_EQ(router.Weight(views[0], 0.0), 1.0);
+  const std::vector<int> counts = Histogram(router, views, 3000);
+  for (int n : counts) EXPECT_GT(n, 800);
 }
 
 TEST(RouterLoadTest, AllZeroCoefficientsFallBackToQueueDepth) {
@@ -192,6 +209,34 @@ TEST(RouterWeightedTest, ANearlyEmptyCacheGetsMoreThanAFullOne) {
   const std::vector<int> counts = Histogram(router, views, 20000);
   EXPECT_GT(counts[0], 1.4 * counts[1]);
   EXPECT_GT(counts[1], 0);  // less, not nothing: it is not overloaded, just full of cache
+}
+
+// The exported weights are those a pick draws: against the least load among the replicas that
+// take requests, within the pool when pools are kept apart; a draining or dead replica weighs 0.
+TEST(RouterWeightedTest, WeightsForMetricsAreThoseAPickDraws) {
+  std::vector<ReplicaView> views = {Replica("idle-long", kLongTail), Replica("n1"), Replica("n2"),
+                                    Replica("draining"), Replica("dead")};
+  views[1].in_flight = 1;
+  views[2].in_flight = 2;
+  views[3].accepting = false;  // idle, but takes nothing
+  views[4].live = false;
+  RouterConfig pools = Plain(RouterPolicy::kWeighted);
+  pools.long_tail = true;
+  Router router(pools);
+  const std::vector<double> w = router.Weights(views);
+  ASSERT_EQ(w.size(), views.size());
+  EXPECT_DOUBLE_EQ(w[0], 1.0);  // alone in its pool
+  EXPECT_DOUBLE_EQ(w[1], 1.0);  // the least loaded normal replica, though idle-long is idler
+  EXPECT_DOUBLE_EQ(w[2], router.Weight(views[2], router.Load(views[1])));
+  EXPECT_LT(w[2], 1.0);
+  EXPECT_EQ(w[3], 0.0);
+  EXPECT_EQ(w[4], 0.0);
+  // Without pools, every replica taking requests competes: the idle one sets the minimum.
+  Router flat(Plain(RouterPolicy::kWeighted));
+  const std::vector<double> f = flat.Weights(views);
+  EXPECT_DOUBLE_EQ(f[0], 1.0);
+  EXPECT_LT(f[1], 1.0);
+  EXPECT_EQ(f[3], 0.0);
 }
 
 TEST(RouterWeightedTest, SameSeedSamePicks) {
