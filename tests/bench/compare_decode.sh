@@ -33,12 +33,14 @@ done
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 IFS=, read -ra batch_list <<<"$BATCHES"
+max_batch=0  # llama-batched-bench's context must hold the largest batch, wherever it is listed
+for b in "${batch_list[@]}"; do (( b > max_batch )) && max_batch=$b; done
 for dtype in f16 q8_0; do
   model="$MODELS/synth-134m-$dtype.gguf"
   for round in $(seq "$ROUNDS"); do
     "$BIN/bmad" bench decode --model "$model" --batch "$BATCHES" --prompt-len "$PP" \
       --gen-len "$TG" --threads "$THREADS" 2>/dev/null | tail -n 1 >"$work/bmad-$dtype-$round.json"
-    "$LLAMA/llama-batched-bench" -m "$model" -c $(( (PP + TG) * ${batch_list[-1]} + 64 )) \
+    "$LLAMA/llama-batched-bench" -m "$model" -c $(( (PP + TG) * max_batch + 64 )) \
       -b 2048 -ub 512 -npp "$PP" -ntg "$TG" -npl "$BATCHES" -t "$THREADS" ${LLAMA_ARGS:-} 2>/dev/null \
       | grep -E '^\|\s+[0-9]' >"$work/llama-$dtype-$round.txt"
   done
