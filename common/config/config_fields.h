@@ -126,7 +126,10 @@ void VisitConfig(ServerConfig& c, Visitor& v) {
             I{1, 16});
     v.Field("max_message_bytes", c.coordinator.max_message_bytes,
             "Largest protocol message accepted on any socket; one up to twice this is refused "
-            "with an error naming the limit, a larger one is dropped unread with its connection.",
+            "with an error naming the limit, a larger one is dropped unread with its connection. "
+            "Must hold a replica's heartbeat (12 bytes per request it may hold, "
+            "scheduler.max_seqs + scheduler.max_waiting, and 4096 more); a request whose message "
+            "to its replica could exceed it is refused (HTTP 400).",
             I{1024, 1ll << 31});
   });
 

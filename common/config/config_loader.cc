@@ -427,6 +427,9 @@ std::string ConfigError::ToString() const {
   return out;
 }
 
+// A heartbeat's size besides its request lists: the replica id and load figures.
+constexpr int64_t kHeartbeatOverheadBytes = 4096;
+
 std::vector<ConfigError> ValidateConfig(const ServerConfig& c) {
   std::vector<ConfigError> errors;
   auto fail = [&](std::string key, std::string message) {
@@ -460,6 +463,18 @@ std::vector<ConfigError> ValidateConfig(const ServerConfig& c) {
     fail("coordinator.http_cors_origin",
          "must be empty (no CORS), \"*\" (any origin) or one origin such as "
          "https://chat.example.com (scheme and host, no path), got " + Quote(origin));
+  }
+  // A replica's heartbeat lists every request it holds (8 bytes of id, 4 of assignment each):
+  // up to max_seqs running and max_waiting waiting. One larger than the limit would be refused
+  // and the replica taken for dead under load.
+  const int64_t heartbeat_bytes = 12 * (c.scheduler.max_seqs + c.scheduler.max_waiting) + kHeartbeatOverheadBytes;
+  if (c.coordinator.max_message_bytes < heartbeat_bytes) {
+    fail("coordinator.max_message_bytes",
+         "is " + std::to_string(c.coordinator.max_message_bytes) + ", less than a replica's heartbeat may need (" +
+             std::to_string(heartbeat_bytes) + " bytes: 12 per request held, up to scheduler.max_seqs " +
+             std::to_string(c.scheduler.max_seqs) + " + scheduler.max_waiting " +
+             std::to_string(c.scheduler.max_waiting) + ", and " + std::to_string(kHeartbeatOverheadBytes) +
+             " more)");
   }
   if (c.coordinator.client_endpoint == c.coordinator.worker_endpoint) {
     fail("coordinator.worker_endpoint", "must differ from coordinator.client_endpoint");

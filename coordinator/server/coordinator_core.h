@@ -123,6 +123,9 @@ class CoordinatorServer::Core {
   // Checks a submit and builds its request, not admitted (no id, nothing counted). Errors are
   // the client's answer.
   Result<std::unique_ptr<CoordRequest>> Prepare(SubmitInput input) const;
+  // kInvalidArgument when the request's Assign, with as many generated tokens as it may carry
+  // when migrated, could exceed coordinator.max_message_bytes.
+  Status CheckAssignFits(int64_t prompt_tokens, const proto::SamplingParams& sampling) const;
   // The longest sequence a request can be served with now: the model's context length, cut to
   // the largest context a live, accepting replica registered (a worker's is cut to what its KV
   // cache holds); the model's alone while no replica is live (the request queues).

@@ -7,6 +7,7 @@
 
 #include "common/block_hash.h"
 #include "common/log.h"
+#include "common/proto/codec.h"
 #include "common/proto/frames.h"
 #include "coordinator/server/coordinator_core.h"
 #include "worker/sampling/sampling_params_validation.h"
@@ -45,6 +46,24 @@ int64_t CoordinatorServer::Core::ServedContextLength() const {
     if (replica->live && !replica->draining) largest = std::max<int64_t>(largest, replica->info.context_length);
   }
   return largest > 0 ? std::min(largest, context_length_) : context_length_;
+}
+
+Status CoordinatorServer::Core::CheckAssignFits(int64_t prompt_tokens, const proto::SamplingParams& sampling) const {
+  // Each offer to a replica is one Assign; a migrated request's carries the tokens generated so
+  // far too (up to max_tokens). One larger than the replica's socket takes would be refused there
+  // as undecodable (lost, then offered again and again) or, past twice the limit, cut the
+  // replica's connection: refused here instead. Token lists take 4 bytes a token.
+  proto::Assign shape;
+  shape.sampling = sampling;
+  const uint64_t bytes = proto::Encode(shape).size() +
+                         4 * (static_cast<uint64_t>(prompt_tokens) + sampling.max_tokens) + 16;
+  const auto limit = static_cast<uint64_t>(config_.coordinator.max_message_bytes);
+  if (bytes <= limit) return Status::Ok();
+  return InvalidArgument("the request would be a message of up to " + std::to_string(bytes) +
+                         " bytes to its replica (a prompt of " + std::to_string(prompt_tokens) +
+                         " tokens, up to " + std::to_string(sampling.max_tokens) +
+                         " generated, and its sampling parameters), above coordinator.max_message_bytes (" +
+                         std::to_string(limit) + ")");
 }
 
 Result<std::unique_ptr<CoordRequest>> CoordinatorServer::Core::Prepare(SubmitInput in) const {
@@ -87,6 +106,7 @@ Result<std::unique_ptr<CoordRequest>> CoordinatorServer::Core::Prepare(SubmitInp
                       std::to_string(in.sampling.max_tokens) + ") exceed the context: " + context_is);
   }
   BMAD_RETURN_IF_ERROR(sampling::ValidateSamplingParams(in.sampling, tokenizer_->vocab_size()));
+  BMAD_RETURN_IF_ERROR(CheckAssignFits(prompt_len, in.sampling));
   r->client_request_id = std::move(in.client_request_id);
   r->stream = in.stream;
   r->max_tokens_given = in.max_tokens_given;

@@ -396,5 +396,21 @@ TEST(ConfigTest, TheLivenessTimeoutCoversTwoHeartbeats) {
   EXPECT_TRUE(LoadConfigText("worker:\n  heartbeat_ms: 1000\n", "ok.yaml").ok());  // exactly twice
 }
 
+// A replica's heartbeat lists every request it holds: the message limit must take the largest
+// (12 bytes a request, up to max_seqs + max_waiting, and 4096 more), or a busy replica's
+// heartbeats are refused and it is taken for dead.
+TEST(ConfigTest, TheMessageLimitHoldsAFullReplicasHeartbeat) {
+  ConfigLoad small = LoadConfigText("coordinator:\n  max_message_bytes: 4096\n", "m.yaml");
+  ASSERT_EQ(small.errors.size(), 1u);
+  EXPECT_EQ(small.errors[0].key, "coordinator.max_message_bytes");
+  EXPECT_NE(small.errors[0].message.find("less than a replica's heartbeat may need (54016 bytes"), std::string::npos)
+      << small.errors[0].message;  // 12 x (64 + 4096) + 4096
+  EXPECT_TRUE(LoadConfigText("coordinator:\n  max_message_bytes: 54016\n", "ok.yaml").ok());
+  // A long waiting queue needs more than the default 64 MiB.
+  ConfigLoad queue = LoadConfigText("scheduler:\n  max_waiting: 16000000\n", "q.yaml");
+  ASSERT_EQ(queue.errors.size(), 1u);
+  EXPECT_EQ(queue.errors[0].key, "coordinator.max_message_bytes");
+}
+
 }  // namespace
 }  // namespace bmad

@@ -102,6 +102,36 @@ TEST_F(HttpDoorTest, ABatchWithABadPromptAdmitsNone) {
   EXPECT_EQ(Metric("bmad_coordinator_rejections_total{reason=\"invalid\"}"), 7.0);
 }
 
+// A small coordinator.max_message_bytes (the heartbeat of a replica holding at most 2 requests
+// needs 4120): a request whose Assign, with the tokens a migrated copy carries, could exceed it
+// is refused with 400 naming the limit. It used to be sent, refused by the replica's socket as
+// undecodable, and offered again until it failed as lost (or, past twice the limit, it cut the
+// replica's connection and the replica was taken for dead).
+class HttpDoorSmallMessagesTest : public HttpDoorTest {
+ protected:
+  void Configure(ServerConfig& c) override {
+    c.coordinator.max_message_bytes = 4200;
+    c.scheduler.max_seqs = 1;
+    c.scheduler.max_waiting = 1;
+  }
+};
+
+TEST_F(HttpDoorSmallMessagesTest, ARequestTooLargeForOneMessageToItsReplicaIsRefused) {
+  Json big = Body(1);
+  Json bias = Json::object();
+  for (int token = 10; token < 510; ++token) bias[std::to_string(token)] = 1;
+  big["logit_bias"] = bias;
+  auto refused = Post(big);
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 400) << refused->body;
+  EXPECT_NE(refused->body.find("coordinator.max_message_bytes (4200)"), std::string::npos) << refused->body;
+  EXPECT_EQ(Metric("bmad_coordinator_rejections_total{reason=\"invalid\"}"), 1.0);
+  // A request that fits is admitted (and waits for a replica: none here, so the client gives up).
+  EXPECT_EQ(Post(Body(1), 1).error(), httplib::Error::Read);
+  EXPECT_EQ(Metric("bmad_coordinator_requests_total"), 2.0);
+  EXPECT_EQ(Metric("bmad_coordinator_rejections_total{reason=\"invalid\"}"), 1.0);
+}
+
 // A stop whose drain ends with requests still queued (no replica ever takes them).
 class HttpDoorStopTest : public HttpDoorTest {
  protected:
