@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 
+#include "common/utf8.h"
 #include "common/version.h"
 
 namespace bmad::metrics {
@@ -50,6 +51,15 @@ std::vector<std::string> LabelNames(const Labels& labels) {
   return names;
 }
 
+// Label values as they are exported: UTF-8, which Prometheus requires (one invalid value makes
+// it drop the whole scrape). Values from outside (a replica's id, a model's name) may not be;
+// what is not becomes U+FFFD.
+Labels ValidUtf8Labels(const Labels& labels) {
+  Labels out;
+  for (const auto& [k, v] : labels) out.emplace(k, ToValidUtf8(v));
+  return out;
+}
+
 std::vector<prometheus::ClientMetric::Label> ToPrometheus(const Labels& labels) {
   std::vector<prometheus::ClientMetric::Label> out;
   for (const auto& [k, v] : labels) out.push_back({k, v});
@@ -89,10 +99,11 @@ Registry::Series& Registry::GetSeries(std::string_view name, std::string_view he
   if (buckets && family.buckets != *buckets) {
     throw std::invalid_argument("metric '" + std::string(name) + "' exists with other buckets");
   }
-  auto [sit, inserted] = family.series.try_emplace(labels);
+  const Labels valid = ValidUtf8Labels(labels);
+  auto [sit, inserted] = family.series.try_emplace(valid);
   Series& series = sit->second;
   if (inserted) {
-    series.labels = labels;
+    series.labels = valid;
     switch (kind) {
       case Kind::kCounter: series.counter = std::make_unique<Counter>(); break;
       case Kind::kGauge: series.gauge = std::make_unique<Gauge>(); break;
@@ -106,9 +117,10 @@ size_t Registry::RemoveSeries(std::string_view name, const std::string& label, c
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = families_.find(name);
   if (it == families_.end()) return 0;
+  const std::string exported = ToValidUtf8(value);
   return std::erase_if(it->second.series, [&](const auto& entry) {
     const auto found = entry.first.find(label);
-    return found != entry.first.end() && found->second == value;
+    return found != entry.first.end() && found->second == exported;
   });
 }
 

@@ -106,6 +106,20 @@ TEST(RegistryTest, RemovesTheSeriesOfAGoneLabelValue) {
   EXPECT_EQ(r.GetGauge("bmad_replica_up_ratio", "u", {{"replica", "a"}, {"pool", "normal"}}).Value(), 0.0);
 }
 
+// Prometheus drops a whole scrape over one label value that is not UTF-8 (a replica id sent
+// by a worker, a model's name from its file): such values are exported with U+FFFD, and the
+// series is found and removed by the value it was made with.
+TEST(RegistryTest, LabelValuesAreExportedAsValidUtf8) {
+  Registry registry;
+  registry.GetGauge("bmad_test_up_ratio", "Up.", {{"replica", "rep\xff"}}).Set(1);
+  const std::string text = registry.RenderText();
+  EXPECT_NE(text.find("bmad_test_up_ratio{replica=\"rep\xEF\xBF\xBD\"} 1"), std::string::npos) << text;
+  EXPECT_EQ(text.find("\xff"), std::string::npos);
+  EXPECT_EQ(&registry.GetGauge("bmad_test_up_ratio", "Up.", {{"replica", "rep\xff"}}),
+            &registry.GetGauge("bmad_test_up_ratio", "Up.", {{"replica", "rep\xEF\xBF\xBD"}}));
+  EXPECT_EQ(registry.RemoveSeries("bmad_test_up_ratio", "replica", "rep\xff"), 1u);
+}
+
 TEST(MetricsServerTest, ServesMetricsOnAPickedPort) {
   Registry r;
   r.GetCounter("bmad_hits_total", "h").Increment(3);

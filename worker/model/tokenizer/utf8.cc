@@ -1,7 +1,6 @@
-#include <cstdio>
 #include "worker/model/tokenizer/utf8.h"
 
-#include "common/utf8_lead.h"
+#include <cstdio>
 
 namespace bmad::tokenizer {
 
@@ -9,43 +8,6 @@ size_t SentencePieceCharLength(unsigned char lead) {
   static constexpr size_t kLengthByHighNibble[16] = {1, 1, 1, 1, 1, 1, 1, 1,
                                                      1, 1, 1, 1, 2, 2, 3, 4};
   return kLengthByHighNibble[lead >> 4];
-}
-
-Utf8Scan ScanUtf8(std::string_view bytes) {
-  const auto byte = [&](size_t i) { return static_cast<unsigned char>(bytes[i]); };
-  const unsigned char lead = byte(0);
-  if (lead < 0x80) return {Utf8Status::kComplete, 1};
-
-  // The allowed range of the second byte depends on the lead (Unicode Table 3-7); this is what
-  // excludes overlong forms, surrogates and code points above U+10FFFF.
-  const std::optional<Utf8Lead> read = ReadUtf8Lead(lead);
-  if (!read) return {Utf8Status::kInvalid, 1};  // a continuation byte, C0, C1 or F5..FF
-  const auto length = static_cast<size_t>(read->length);
-  const unsigned char second_min = read->second_min, second_max = read->second_max;
-
-  for (size_t i = 1; i < length; ++i) {
-    if (i >= bytes.size()) return {Utf8Status::kIncomplete, bytes.size()};
-    const unsigned char min = i == 1 ? second_min : 0x80;
-    const unsigned char max = i == 1 ? second_max : 0xBF;
-    if (byte(i) < min || byte(i) > max) return {Utf8Status::kInvalid, i};
-  }
-  return {Utf8Status::kComplete, length};
-}
-
-std::string ToValidUtf8(std::string_view bytes) {
-  std::string out;
-  out.reserve(bytes.size());
-  size_t pos = 0;
-  while (pos < bytes.size()) {
-    const Utf8Scan scan = ScanUtf8(bytes.substr(pos));
-    if (scan.status == Utf8Status::kComplete) {
-      out.append(bytes.substr(pos, scan.length));
-    } else {
-      out.append(kReplacementCharacter);
-    }
-    pos += scan.length;
-  }
-  return out;
 }
 
 std::string JsonString(std::string_view bytes) {
