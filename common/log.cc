@@ -13,10 +13,14 @@ std::atomic<int> g_level{static_cast<int>(Level::kInfo)};
 std::mutex g_sink_mutex;
 Sink g_sink;  // guarded by g_sink_mutex
 
+// Control bytes (C0 and DEL): a value from a peer (a replica id, an error message) holding a
+// carriage return or a terminal escape could otherwise forge or hide a line.
+bool IsControl(char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7F; }
+
 bool NeedsQuotes(std::string_view v) {
   if (v.empty()) return true;
   for (char c : v) {
-    if (c == ' ' || c == '"' || c == '=' || c == '\n' || c == '\t') return true;
+    if (c == ' ' || c == '"' || c == '=' || IsControl(c)) return true;
   }
   return false;
 }
@@ -35,6 +39,12 @@ void AppendValue(std::string& out, std::string_view v) {
       out += "\\n";
     } else if (c == '\t') {
       out += "\\t";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (IsControl(c)) {
+      char escaped[5];
+      std::snprintf(escaped, sizeof escaped, "\\x%02X", static_cast<unsigned>(static_cast<unsigned char>(c)));
+      out += escaped;
     } else {
       out += c;
     }

@@ -429,6 +429,8 @@ Message ReadBody(wire::Envelope::Body::Reader body) {
       auto r = body.getError();
       ErrorMessage m;
       m.code = CodeFromWire(r.getCode());
+      // An error that says "OK" would fail a request with a status that is not a failure.
+      if (m.code == StatusCode::kOk) throw InvalidContents{"an error message with code 0 (OK)"};
       m.message = GetText(r.getMessage());
       m.request_id = r.getRequestId();
       m.client_request_id = GetText(r.getClientRequestId());

@@ -254,6 +254,17 @@ TEST(CodecTest, RejectsOutOfRangeEnumsAndCodes) {
     EXPECT_NE(r.status().message().find("error code 999"), std::string::npos);
   }
   {
+    // An error with code 0 (OK) fails nothing: refused rather than failing a request as "OK".
+    capnp::MallocMessageBuilder builder;
+    auto env = builder.initRoot<wire::Envelope>();
+    env.setVersion(kProtocolVersion);
+    env.getBody().initError().setCode(0);
+    const std::string bytes = EncodeRaw(builder);
+    Result<Message> r = Decode(bytes.data(), bytes.size());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("code 0 (OK)"), std::string::npos) << r.status().ToString();
+  }
+  {
     capnp::MallocMessageBuilder builder;
     auto env = builder.initRoot<wire::Envelope>();
     env.setVersion(kProtocolVersion);

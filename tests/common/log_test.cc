@@ -55,6 +55,15 @@ TEST_F(LogTest, QuotesAndEscapesValues) {
       << lines_[0];
 }
 
+// A carriage return or a terminal escape in a value from a peer cannot start or hide a line.
+TEST_F(LogTest, ControlBytesInValuesAreEscaped) {
+  Info("c", "m", {{"id", "r1\rERROR forged"}, {"esc", "a\x1b[2Kb"}, {"del", "x\x7F"}});
+  ASSERT_EQ(lines_.size(), 1u);
+  EXPECT_NE(lines_[0].find("id=\"r1\\rERROR forged\" esc=\"a\\x1B[2Kb\" del=\"x\\x7F\""), std::string::npos)
+      << lines_[0];
+  for (char c : lines_[0]) EXPECT_FALSE(static_cast<unsigned char>(c) < 0x20 && c != '\n') << int(c);
+}
+
 TEST_F(LogTest, FieldTypes) {
   Info("c", "m", {{"b", true}, {"d", 0.25}, {"s", InvalidArgument("bad")}});
   EXPECT_NE(lines_[0].find("b=true d=0.25 s=\"INVALID_ARGUMENT: bad\""), std::string::npos)
