@@ -64,6 +64,10 @@ struct Engine::RequestState {
   sampling::Sampler sampler;
   OutputProcessor output;
   bool want_logprobs;
+  // Continues an output begun before: a replacement of a copy run here, or a request migrated
+  // with tokens streamed elsewhere. Its admission and first token were counted then, so they are
+  // not counted again (the request would show twice in queue wait, prompt tokens and TTFT).
+  bool continues = false;
   int64_t arrival_ns = 0;
   int64_t admitted_ns = 0;
   int64_t first_token_ns = 0;
@@ -176,7 +180,9 @@ Status Engine::Add(EngineRequest r) {
   const uint64_t seed = default_seed_ ^ (r.id * 0x9e3779b97f4a7c15ull);
   auto state = std::make_unique<RequestState>(r.id, r.prompt, r.sampling, seed, tokenizer_,
                                               max_new, r.generated, std::move(constraint));
-  state->arrival_ns = clock_.NowNanos();
+  state->continues = r.replaces_copy || !r.generated.empty();
+  // A replacement waited for the step in flight: its latency counts from when it was taken.
+  state->arrival_ns = r.received_ns != 0 ? r.received_ns : clock_.NowNanos();
   sched::SequenceRequest seq{r.id,     std::move(r.prompt), std::move(r.generated), r.priority,
                              r.slo_ms, clock_.NowMillis(), r.replaces_copy};
   BMAD_RETURN_IF_ERROR(scheduler_.Add(std::move(seq)));
@@ -240,7 +246,7 @@ bool Engine::Plan(StepBatch& batch) {
       // A migrated request's reused blocks may hold tokens it generated before: only the prompt's
       // count as cached prompt tokens.
       r.cached_prompt_tokens = std::min<int64_t>(c.start, static_cast<int64_t>(r.prompt.size()));
-      if (metrics_) {
+      if (metrics_ && !r.continues) {
         metrics_->queue_wait.Observe(double(start - r.arrival_ns) * 1e-9);
         metrics_->prompt_tokens.Increment(double(r.prompt.size()));
       }
@@ -406,7 +412,9 @@ void Engine::Sample(const StepBatch& batch, std::vector<RequestOutput>* outputs)
       if (metrics_) {
         metrics_->generation_tokens.Increment();
         if (r.first_token_ns == 0) {
-          metrics_->time_to_first_token.Observe(double(now - r.arrival_ns) * 1e-9);
+          // A continued output's first token here is not its first (nor is the gap before it
+          // one between two tokens of one replica).
+          if (!r.continues) metrics_->time_to_first_token.Observe(double(now - r.arrival_ns) * 1e-9);
         } else {
           metrics_->inter_token_latency.Observe(double(now - r.last_token_ns) * 1e-9);
         }

@@ -148,6 +148,10 @@ TEST(EngineTest, AReplacedCopyIsDroppedWithoutCountingAFinish) {
   EXPECT_NE(text.find("bmad_worker_requests_finished_total{reason=\"length\",replica=\"r0\"} 1\n"),
             std::string::npos)
       << text;
+  // One request: admitted, queued and given its first token once (the replacement continued it).
+  EXPECT_NE(text.find("bmad_worker_time_to_first_token_seconds_count{replica=\"r0\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("bmad_worker_queue_wait_seconds_count{replica=\"r0\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("bmad_worker_prompt_tokens_total{replica=\"r0\"} 1\n"), std::string::npos) << text;
   // A replacement cancelled before it was added ends as a cancelled request, counted once.
   EngineRequest unadded = Greedy(2, {1, 2, 3}, 8);
   unadded.generated = {4, 5};
@@ -168,6 +172,25 @@ TEST(EngineTest, AReplacedCopyIsDroppedWithoutCountingAFinish) {
   const std::string sum_key = "bmad_worker_e2e_request_latency_seconds_sum{replica=\"r0\"} ";
   ASSERT_NE(text.find(sum_key), std::string::npos) << text;
   EXPECT_GE(std::stod(text.substr(text.find(sum_key) + sum_key.size())), 2.0) << text;
+}
+
+// A request migrated here with tokens streamed elsewhere: its first token here is not its first
+// token, and its prompt was counted where it was admitted first.
+TEST(EngineTest, AMigratedRequestCountsNoSecondFirstTokenNorPrompt) {
+  metrics::Registry registry;
+  EngineMetrics metrics(registry, "r0", 16, 64);
+  Fixture f(64, 64, StepOverlap::kAuto, SystemClock::Instance(), &metrics);
+  EngineRequest r = Greedy(7, {1, 2, 3}, 6);
+  r.generated = {4, 5};
+  ASSERT_TRUE(f.engine->Add(std::move(r)).ok());
+  std::vector<RequestOutput> outputs;
+  for (int i = 0; i < 20 && f.engine->HasWork(); ++i) ASSERT_TRUE(f.engine->Step(&outputs).ok());
+  ASSERT_FALSE(outputs.empty());
+  EXPECT_TRUE(outputs.back().finished);
+  const std::string text = registry.RenderText();
+  EXPECT_NE(text.find("bmad_worker_time_to_first_token_seconds_count{replica=\"r0\"} 0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("bmad_worker_prompt_tokens_total{replica=\"r0\"} 0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("bmad_worker_generation_tokens_total{replica=\"r0\"} 4\n"), std::string::npos) << text;
 }
 
 // A clock that moves on by `tick` at every reading: steps take time without a real model
