@@ -3,6 +3,7 @@
 #include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <filesystem>
@@ -214,7 +215,17 @@ class LoadVisitor {
     }
     const YAML::Node& section = node_;
     const YAML::Node n = section[std::string(key)];
-    if (n) Convert(path, n, value, limits);
+    if (!n) return;
+    // yaml-cpp marks an empty value where the next token starts (the next key's line): the key's
+    // own mark says where the value is missing.
+    key_mark_ = YAML::Mark::null_mark();
+    if (n.IsNull() && section.IsMap()) {
+      for (auto it = section.begin(); it != section.end(); ++it) {
+        if (it->first.IsScalar() && it->first.Scalar() == key) key_mark_ = it->first.Mark();
+      }
+    }
+    Convert(path, n, value, limits);
+    key_mark_ = YAML::Mark::null_mark();
   }
 
  private:
@@ -247,7 +258,7 @@ class LoadVisitor {
 
   bool RequireScalar(const std::string& path, const YAML::Node& n, const char* what) {
     if (n.IsScalar()) return true;
-    Fail(path, n.Mark(), std::string("expected ") + what + ", got a " +
+    Fail(path, n.IsNull() && key_mark_.line >= 0 ? key_mark_ : n.Mark(), std::string("expected ") + what + ", got a " +
                              (n.IsMap() ? "mapping" : n.IsSequence() ? "list" : "null value"));
     return false;
   }
@@ -382,6 +393,8 @@ class LoadVisitor {
   YAML::Node root_;
   YAML::Node node_;
   std::string section_;
+  // Where the key of the value being converted sits, for an empty value (null: none known).
+  YAML::Mark key_mark_ = YAML::Mark::null_mark();
   std::set<std::string> known_sections_;
   std::set<std::string> known_keys_;
   std::vector<std::string> known_keys_order_;
@@ -533,6 +546,15 @@ ConfigLoad LoadConfigText(std::string_view yaml, std::string_view source_name,
   ApplyOverrides(overrides, load.config, &load.errors);
   if (load.errors.empty()) {
     for (ConfigError& e : ValidateConfig(load.config)) {
+      // A value an override set is not where the file has that key (if it has it at all).
+      const bool overridden = std::any_of(overrides.begin(), overrides.end(), [&](const std::string& o) {
+        return o.substr(0, o.find('=')) == e.key;
+      });
+      if (overridden) {
+        e.source = "<override>";
+        load.errors.push_back(std::move(e));
+        continue;
+      }
       e.source = source;
       const YAML::Mark mark = FindMark(root, e.key);
       if (mark.line >= 0) {

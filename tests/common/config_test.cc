@@ -117,6 +117,16 @@ TEST(ConfigTest, UnknownSectionAndStructuralErrors) {
   EXPECT_EQ(list.errors[1].key, "parallel.stage_layers[1]");
 }
 
+// An empty value is reported on its key's line (yaml-cpp marks it where the next key starts).
+TEST(ConfigTest, AnEmptyValueIsReportedOnItsKeysLine) {
+  ConfigLoad load = LoadConfigText("scheduler:\n  max_seqs:\n  max_wait_ms: 5\n", "e.yaml");
+  ASSERT_EQ(load.errors.size(), 1u);
+  EXPECT_EQ(load.errors[0].key, "scheduler.max_seqs");
+  EXPECT_EQ(load.errors[0].line, 2);
+  EXPECT_EQ(load.errors[0].column, 3);
+  EXPECT_NE(load.errors[0].message.find("null value"), std::string::npos);
+}
+
 TEST(ConfigTest, SyntaxErrorHasPosition) {
   ConfigLoad load = LoadConfigText("scheduler:\n  max_seqs: [1, 2\n", "syntax.yaml");
   ASSERT_EQ(load.errors.size(), 1u);
@@ -197,6 +207,15 @@ TEST(ConfigTest, CrossKeyRulesPointAtTheKey) {
       LoadConfigText("scheduler:\n  max_seqs: 100\n  max_batch_tokens: 10\n", "y.yaml");
   ASSERT_EQ(seqs.errors.size(), 1u);
   EXPECT_EQ(seqs.errors[0].key, "scheduler.max_seqs");
+
+  // A value an override set is blamed on the override, not on the file's line for that key
+  // (which holds another value).
+  ConfigLoad overridden = LoadConfigText("scheduler:\n  max_seqs: 64\n", "z.yaml", {"scheduler.max_seqs=1000"});
+  ASSERT_EQ(overridden.errors.size(), 1u);
+  EXPECT_EQ(overridden.errors[0].key, "scheduler.max_seqs");
+  EXPECT_EQ(overridden.errors[0].source, "<override>");
+  EXPECT_EQ(overridden.errors[0].line, 0);
+  EXPECT_NE(overridden.errors[0].message.find("is 1000"), std::string::npos);
 }
 
 TEST(ConfigTest, OverridesApplyAfterTheFile) {
