@@ -52,11 +52,12 @@ Status CoordinatorServer::Core::CheckAssignFits(int64_t prompt_tokens, const pro
   // Each offer to a replica is one Assign; a migrated request's carries the tokens generated so
   // far too (up to max_tokens). One larger than the replica's socket takes would be refused there
   // as undecodable (lost, then offered again and again) or, past twice the limit, cut the
-  // replica's connection: refused here instead. Token lists take 4 bytes a token.
+  // replica's connection: refused here instead. Token lists take 4 bytes a token; the slack
+  // covers their padding to whole words and the segment table of a message in several segments.
   proto::Assign shape;
   shape.sampling = sampling;
   const uint64_t bytes = proto::Encode(shape).size() +
-                         4 * (static_cast<uint64_t>(prompt_tokens) + sampling.max_tokens) + 16;
+                         4 * (static_cast<uint64_t>(prompt_tokens) + sampling.max_tokens) + 64;
   const auto limit = static_cast<uint64_t>(config_.coordinator.max_message_bytes);
   if (bytes <= limit) return Status::Ok();
   return InvalidArgument("the request would be a message of up to " + std::to_string(bytes) +
