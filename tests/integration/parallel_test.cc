@@ -184,6 +184,48 @@ TEST(ParallelTest, AReplicaThatStopsLeavesTheJobsOtherReplicasRunning) {
   EXPECT_EQ(log.find("without calling \"finalize\""), std::string::npos) << log;
 }
 
+// The same with a coordinator that refuses the job's first replica (it serves another model):
+// the refused replica's ranks stop as after a drain and wait in MPI_Finalize while the second
+// replica registers and serves to its own end; only then does the job end (non-zero: a replica
+// was refused). A refused leader used to exit unfinalised at once, and mpirun ended the job.
+TEST(ParallelTest, AReplicaTheCoordinatorRefusesLeavesTheJobsOtherReplicasServing) {
+  LocalClusterOptions o{StoriesModelPath(), 1, 0};
+  o.liveness_timeout_ms = 2000;
+  LocalCluster cluster(o);
+  std::string error;
+  ASSERT_TRUE(cluster.Start(&error)) << error;
+  const std::string dir = MakeTempDir("bmad-parallel-");
+  const std::string config = dir + "/worker.yaml";
+  std::ofstream(config) << "model:\n  path: " << StoriesModelPath() << "\nparallel:\n  tp: 2\n"
+                        << "  step_timeout_ms: 2000\n"
+                        << "coordinator:\n  worker_endpoint: " << cluster.worker_endpoint()
+                        << "\n  liveness_timeout_ms: 2000\n"
+                        << "worker:\n  threads: 1\n  replica_id: job\n  heartbeat_ms: 100\n"
+                        << "cache:\n  num_blocks: 64\nmetrics:\n  worker_port: 0\n";
+  const std::vector<std::string> worker = {BinaryPath("bmad-worker"), "--config", config};
+  std::vector<std::string> argv = {"mpirun", "--bind-to", "none", "-np", "2"};
+  argv.insert(argv.end(), worker.begin(), worker.end());
+  argv.insert(argv.end(), {"--set", "model.path=" + TinyRandomModelPath(), "--max-run-ms", "60000", ":", "-np", "2"});
+  argv.insert(argv.end(), worker.begin(), worker.end());
+  argv.insert(argv.end(), {"--max-run-ms", "9000"});
+  ChildProcess job;
+  const auto started = std::chrono::steady_clock::now();
+  ASSERT_TRUE(job.Start(argv, dir + "/job.log",
+                        {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"},
+                         {"OMPI_MCA_rmaps_base_oversubscribe", "1"}}));
+  // The second replica joins the cluster's own: two live.
+  EXPECT_TRUE(WaitFor([&] { return cluster.LiveReplicas() == 2; }, 30s, 50ms)) << job.ReadLog();
+  const std::optional<int> status = job.Wait(90s);
+  ASSERT_TRUE(status.has_value()) << job.ReadLog();
+  const auto ran = std::chrono::steady_clock::now() - started;
+  const std::string log = job.ReadLog();
+  EXPECT_NE(*status, 0) << log;  // the refused replica's exit status
+  EXPECT_GE(ran, 9s) << log;
+  EXPECT_NE(log.find("the coordinator refused this replica"), std::string::npos) << log;
+  EXPECT_NE(log.find("replica stopped replica=job-1"), std::string::npos) << log;
+  EXPECT_EQ(log.find("without calling \"finalize\""), std::string::npos) << log;
+}
+
 // Running, as opposed to exited: a rank that has exited stays a zombie until mpirun reaps it,
 // which Open MPI does only after its own SIGTERM-to-SIGKILL wait (odls_base_sigkill_timeout, 1 s);
 // what we bound is the rank's exit, so a zombie counts as gone.

@@ -36,6 +36,7 @@ class LocalCluster {
   int http_port() const { return http_port_; }
   std::string http_url() const { return "http://127.0.0.1:" + std::to_string(http_port_); }
   const std::string& client_endpoint() const { return client_endpoint_; }
+  const std::string& worker_endpoint() const { return worker_endpoint_; }
   int coordinator_metrics_port() const { return metrics_port_; }
   int worker_metrics_port(int replica_index) const { return worker_metrics_base_ + replica_index; }
   const std::string& dir() const { return dir_; }

@@ -32,6 +32,10 @@ namespace {
 constexpr const char* kLog = "worker";
 std::atomic<bmad::worker::WorkerServer*> g_server{nullptr};
 std::atomic<int> g_signals{0};
+// Set once this rank's replica has stopped and it waits in MPI_Finalize for the job's other
+// replicas: then a SIGTERM/SIGINT ends the wait (not SIGUSR1: mpirun sends a drain to every
+// rank, and the replicas still draining must not be ended by one that already stopped).
+std::atomic<bool> g_finishing{false};
 
 // A signal to stop: the first drains the leader, a second stops it without waiting for its
 // requests (the coordinator moves them). One before the server exists (while the model loads)
@@ -53,7 +57,7 @@ bool ApplyStopSignal() {
 // at once, because mpirun signals a job's survivors when one of its ranks died.
 void OnSignal(int) {
   const bool first = ApplyStopSignal();
-  if (!first || bmad::parallel::StepInFlight().load()) bmad::parallel::RequestAbort();
+  if (!first || bmad::parallel::StepInFlight().load() || g_finishing.load()) bmad::parallel::RequestAbort();
 }
 
 // SIGUSR1: a drain asked for through mpirun. Open MPI's mpirun turns a SIGTERM into SIGTERM to
@@ -116,26 +120,32 @@ int RunFollowerRank(const bmad::ServerConfig& config, const bmad::parallel::Repl
 // step timeout: one of them hung or dead must not hang the rest. MPI_Finalize then waits for
 // every rank of the job, and the job's other replicas (a world of several) serve on until they
 // are told to stop, so that wait has no deadline: a rank that left without MPI_Finalize would
-// make mpirun end the whole job, the other replicas with it (Open MPI does). Only a signal's
-// abort ends the wait early. Communicators go before MPI_Finalize.
+// make mpirun end the whole job, the other replicas with it (Open MPI does). A SIGTERM/SIGINT
+// ends the wait early (g_finishing). Communicators go before MPI_Finalize; a failure on the
+// way leaves at once (ExitNow), since destructors would try MPI_Finalize once more.
 void FinishMpi(bmad::parallel::MpiSession& session, const bmad::parallel::ReplicaTopology& topo,
                bmad::parallel::ReplicaCommunicators& comms, std::unique_ptr<bmad::parallel::MpiCommunicator>& world,
                std::chrono::milliseconds timeout) {
   const bmad::Status met = comms.replica ? comms.replica->Barrier() : bmad::Status::Ok();
+  if (!met.ok()) {
+    // A peer is hung or gone: no MPI_Finalize (it would wait for it), no destructors.
+    bmad::log::Error(kLog, "the replica's ranks did not stop together; leaving without MPI_Finalize",
+                     {{"rank", topo.ToString()}, {"error", met}});
+    ExitNow(1);
+  }
   comms = {};
   world.reset();
-  if (!met.ok()) {
-    bmad::log::Warn(kLog, "the replica's ranks did not stop together; leaving without MPI_Finalize",
-                    {{"rank", topo.ToString()}, {"error", met}});
-    return;
-  }
   const bool others = topo.num_replicas() > 1;
+  g_finishing.store(true);
   if (others && topo.is_leader()) {
     bmad::log::Info(kLog, "replica stopped; its ranks wait for the job's other replicas to stop",
                     {{"rank", topo.ToString()}, {"replicas", topo.num_replicas()}});
   }
   const bmad::Status done = session.Finalize(others ? bmad::parallel::MpiSession::kNoTimeout : timeout);
-  if (!done.ok()) bmad::log::Warn(kLog, "MPI not finalised", {{"rank", topo.ToString()}, {"error", done}});
+  if (!done.ok()) {
+    bmad::log::Error(kLog, "MPI not finalised", {{"rank", topo.ToString()}, {"error", done}});
+    ExitNow(1);
+  }
 }
 
 }  // namespace
@@ -247,15 +257,20 @@ int main(int argc, char** argv) {
   if (g_signals.load() > 1) (*server)->RequestStopNow();
   bmad::Status run = (*server)->Run();
   g_server.store(nullptr);
+  // Refused by the coordinator, the replica's ranks were told to stop as after a drain: they end
+  // MPI as then (the job's other replicas serve on), and the process exits non-zero.
+  const bool refused = !run.ok() && (*server)->refused();
   if (!run.ok()) {
     const int code = Fail("stopped with an error", run);
-    if (session) ExitNow(code);
-    return code;
+    if (!refused) {
+      if (session) ExitNow(code);
+      return code;
+    }
   }
   server->reset();
   if (session) {
     watchdog.reset();
     FinishMpi(*session, *topology, comms, world, std::chrono::milliseconds(c.parallel.step_timeout_ms));
   }
-  return 0;
+  return refused ? 1 : 0;
 }

@@ -404,6 +404,8 @@ bool WorkerServer::Impl::Handle(proto::Message& m) {
 WorkerServer::WorkerServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 WorkerServer::~WorkerServer() = default;
 
+bool WorkerServer::refused() const { return !impl_->refused.ok(); }
+
 Result<std::unique_ptr<WorkerServer>> WorkerServer::Create(const ServerConfig& config,
                                                            const WorkerRunOptions& options) {
   auto impl = std::make_unique<Impl>();

@@ -49,6 +49,9 @@ class WorkerServer {
   void RequestStopNow();
 
   int metrics_port() const;
+  // Whether Run's error was the coordinator's refusal of this replica: a clean stop of its
+  // ranks (they were told to stop), not a failure.
+  bool refused() const;
 
  private:
   struct Impl;
