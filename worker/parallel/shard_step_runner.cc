@@ -27,25 +27,34 @@ int64_t CountLogits(std::span<const model::SequenceStep> steps) {
 Status ShardStepRunner::CheckMessageSizes(const ShardStepContext& context) {
   const model::LlamaConfig& mc = context.model->config();
   const model::LlamaShard& shard = context.model->shard();
-  constexpr int64_t kMaxBytes = INT32_MAX;
-  constexpr int64_t kFloat = sizeof(float);
-  // rows × floats per row × 4 bytes against the limit; `what` is one such message.
-  const auto check = [&](int64_t rows, int64_t width, const char* setting, const std::string& what) -> Status {
-    if (rows <= kMaxBytes / kFloat / width) return Status::Ok();
+  // MPI counts in int: at most 2^31 - 1 units a message, bytes for the raw transfers (MPI_BYTE)
+  // and floats for the all-reduces (MPI_FLOAT).
+  constexpr int64_t kMaxCount = INT32_MAX;
+  enum Unit : int64_t { kFloats = 1, kBytes = sizeof(float) };
+  // rows x `width` floats in one message; `what` is that message.
+  const auto check = [&](int64_t rows, int64_t width, Unit unit, const char* setting, const std::string& what) -> Status {
+    const int64_t most = kMaxCount / unit / width;
+    if (rows <= most) return Status::Ok();
     return InvalidArgument(std::string(setting) + " " + std::to_string(rows) + " makes " + what + " of up to " +
                            std::to_string(rows) + " x " + std::to_string(width) + " floats, above MPI's " +
-                           "2147483647-byte message limit: lower " + setting + " to at most " +
-                           std::to_string(kMaxBytes / kFloat / width));
+                           "limit of 2147483647 " + (unit == kBytes ? "bytes" : "elements") +
+                           " a message: lower " + setting + " to at most " + std::to_string(most));
   };
   if (shard.pp > 1) {
-    BMAD_RETURN_IF_ERROR(check(context.max_tokens, mc.n_embd, "scheduler.max_batch_tokens",
+    BMAD_RETURN_IF_ERROR(check(context.max_tokens, mc.n_embd, kBytes, "scheduler.max_batch_tokens",
                                "a pipeline stage's hand-off"));
-    BMAD_RETURN_IF_ERROR(check(context.max_seqs, mc.n_vocab, "scheduler.max_seqs",
+    BMAD_RETURN_IF_ERROR(check(context.max_seqs, mc.n_vocab, kBytes, "scheduler.max_seqs",
                                "the last stage's logits"));
   }
   if (shard.tp > 1) {
-    BMAD_RETURN_IF_ERROR(check(context.max_seqs, shard.vocab_stride, "scheduler.max_seqs",
+    BMAD_RETURN_IF_ERROR(check(context.max_seqs, shard.vocab_stride, kBytes, "scheduler.max_seqs",
                                "a tp rank's slice of the logits"));
+    // The model's all-reduces of a step's hidden states go over MPI unless over the device's
+    // communicator (NCCL counts in size_t).
+    if (context.tp_device == nullptr) {
+      BMAD_RETURN_IF_ERROR(check(context.max_tokens, mc.n_embd, kFloats, "scheduler.max_batch_tokens",
+                                 "a tensor-parallel all-reduce"));
+    }
   }
   return Status::Ok();
 }

@@ -41,9 +41,10 @@ class ShardStepRunner {
   explicit ShardStepRunner(const ShardStepContext& context);
 
   // Whether the largest messages a step can need (a pipeline hand-off of max_tokens hidden
-  // states, the logits of max_seqs sequences, a tp rank's vocabulary slice of them) fit one MPI
-  // message (MPI counts in int: at most 2^31 - 1 bytes). kInvalidArgument naming the setting to
-  // lower otherwise: checked at start-up, so that no step fails for its size later.
+  // states, the logits of max_seqs sequences, a tp rank's vocabulary slice of them, a host
+  // all-reduce of max_tokens hidden states) fit one MPI message (MPI counts in int: at most
+  // 2^31 - 1 bytes, or floats for an all-reduce). kInvalidArgument naming the setting to lower
+  // otherwise: checked at start-up, so that no step fails for its size later.
   static Status CheckMessageSizes(const ShardStepContext& context);
 
   // Runs this rank's part of the step. On the leader `logits` receives [sampling sequences,

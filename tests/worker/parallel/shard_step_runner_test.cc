@@ -66,7 +66,7 @@ TEST_F(ShardStepRunnerTest, TensorParallelLogitSlicesAboveMpisLimitAreRefused) {
   ASSERT_NE(model, nullptr);
   ShardStepContext c;
   c.model = model.get();
-  c.max_tokens = 1 << 30;  // no pipeline: hidden states never leave the rank
+  c.max_tokens = 1024;
   c.max_seqs = 2'097'151;
   EXPECT_TRUE(ShardStepRunner::CheckMessageSizes(c).ok());
   c.max_seqs = 2'097'152;
@@ -74,6 +74,23 @@ TEST_F(ShardStepRunnerTest, TensorParallelLogitSlicesAboveMpisLimitAreRefused) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("a tp rank's slice of the logits"));
   EXPECT_THAT(s.message(), HasSubstr("at most 2097151"));
+}
+
+// A host all-reduce of a step's hidden states counts floats: (2^31 - 1) / 64 = 33,554,431 tokens.
+// Over a device communicator (NCCL) there is no such limit.
+TEST_F(ShardStepRunnerTest, TensorParallelAllReducesAboveMpisLimitAreRefused) {
+  auto model = Shard(*backend_, 2, 1);
+  ASSERT_NE(model, nullptr);
+  ShardStepContext c;
+  c.model = model.get();
+  c.max_seqs = 1;
+  c.max_tokens = 33'554'431;
+  EXPECT_TRUE(ShardStepRunner::CheckMessageSizes(c).ok());
+  c.max_tokens = 33'554'432;
+  const Status s = ShardStepRunner::CheckMessageSizes(c);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("a tensor-parallel all-reduce"));
+  EXPECT_THAT(s.message(), HasSubstr("2147483647 elements"));
 }
 
 }  // namespace
