@@ -64,10 +64,11 @@ struct Engine::RequestState {
   sampling::Sampler sampler;
   OutputProcessor output;
   bool want_logprobs;
-  // Continues an output begun before: a replacement of a copy run here, or a request migrated
-  // with tokens streamed elsewhere. Its admission and first token were counted then, so they are
-  // not counted again (the request would show twice in queue wait, prompt tokens and TTFT).
-  bool continues = false;
+  // Whether this request's admission (queue wait, prompt tokens) and first token were counted
+  // already: by the copy a replacement takes the place of, or, for a request migrated with
+  // tokens streamed elsewhere, by the replica it came from. Not counted twice.
+  bool admission_counted = false;
+  bool first_token_counted = false;
   int64_t arrival_ns = 0;
   int64_t admitted_ns = 0;
   int64_t first_token_ns = 0;
@@ -180,7 +181,14 @@ Status Engine::Add(EngineRequest r) {
   const uint64_t seed = default_seed_ ^ (r.id * 0x9e3779b97f4a7c15ull);
   auto state = std::make_unique<RequestState>(r.id, r.prompt, r.sampling, seed, tokenizer_,
                                               max_new, r.generated, std::move(constraint));
-  state->continues = r.replaces_copy || !r.generated.empty();
+  if (!r.generated.empty()) state->admission_counted = state->first_token_counted = true;
+  if (auto replaced = replaced_counts_.find(r.id); replaced != replaced_counts_.end()) {
+    if (r.replaces_copy) {
+      state->admission_counted |= replaced->second.admission;
+      state->first_token_counted |= replaced->second.first_token;
+    }
+    replaced_counts_.erase(replaced);
+  }
   // A replacement waited for the step in flight: its latency counts from when it was taken.
   state->arrival_ns = r.received_ns != 0 ? r.received_ns : clock_.NowNanos();
   sched::SequenceRequest seq{r.id,     std::move(r.prompt), std::move(r.generated), r.priority,
@@ -206,6 +214,7 @@ bool Engine::Cancel(uint64_t id, RequestOutput* final_output) {
 }
 
 RequestOutput Engine::CancelUnadded(const EngineRequest& request) {
+  replaced_counts_.erase(request.id);
   RequestOutput out = CancelledOutput(request.id, request.prompt.size(), request.generated.size(), 0, "");
   FinishMetrics(proto::FinishReason::kCancelled, request.received_ns != 0 ? request.received_ns : clock_.NowNanos(),
                 request.prompt.size(), request.generated.size());
@@ -213,7 +222,10 @@ RequestOutput Engine::CancelUnadded(const EngineRequest& request) {
 }
 
 bool Engine::DropReplaced(uint64_t id) {
-  if (!requests_.contains(id)) return false;
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return false;
+  const RequestState& r = *it->second;
+  replaced_counts_[id] = {r.admission_counted || r.admitted_ns != 0, r.first_token_counted || r.first_token_ns != 0};
   scheduler_.Remove(id);
   Forget(id);
   UpdateGauges();
@@ -246,7 +258,7 @@ bool Engine::Plan(StepBatch& batch) {
       // A migrated request's reused blocks may hold tokens it generated before: only the prompt's
       // count as cached prompt tokens.
       r.cached_prompt_tokens = std::min<int64_t>(c.start, static_cast<int64_t>(r.prompt.size()));
-      if (metrics_ && !r.continues) {
+      if (metrics_ && !r.admission_counted) {
         metrics_->queue_wait.Observe(double(start - r.arrival_ns) * 1e-9);
         metrics_->prompt_tokens.Increment(double(r.prompt.size()));
       }
@@ -414,7 +426,7 @@ void Engine::Sample(const StepBatch& batch, std::vector<RequestOutput>* outputs)
         if (r.first_token_ns == 0) {
           // A continued output's first token here is not its first (nor is the gap before it
           // one between two tokens of one replica).
-          if (!r.continues) metrics_->time_to_first_token.Observe(double(now - r.arrival_ns) * 1e-9);
+          if (!r.first_token_counted) metrics_->time_to_first_token.Observe(double(now - r.arrival_ns) * 1e-9);
         } else {
           metrics_->inter_token_latency.Observe(double(now - r.last_token_ns) * 1e-9);
         }

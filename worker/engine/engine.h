@@ -195,6 +195,13 @@ class Engine {
   kv::KvBlockManager kv_;
   sched::Scheduler scheduler_;
   std::unordered_map<uint64_t, std::unique_ptr<RequestState>> requests_;
+  // What a copy dropped for a replacement had counted (until its replacement is added or
+  // cancelled): the replacement does not count it again.
+  struct CountedMetrics {
+    bool admission = false;
+    bool first_token = false;
+  };
+  std::unordered_map<uint64_t, CountedMetrics> replaced_counts_;
   bool draining_ = false;
   uint64_t default_seed_;
 

@@ -174,6 +174,24 @@ TEST(EngineTest, AReplacedCopyIsDroppedWithoutCountingAFinish) {
   EXPECT_GE(std::stod(text.substr(text.find(sum_key) + sum_key.size())), 2.0) << text;
 }
 
+// A copy replaced before it was ever admitted counted nothing: its replacement is counted once.
+TEST(EngineTest, AReplacementOfACopyNeverAdmittedIsCountedOnce) {
+  metrics::Registry registry;
+  EngineMetrics metrics(registry, "r0", 16, 64);
+  Fixture f(64, 64, StepOverlap::kAuto, SystemClock::Instance(), &metrics);
+  ASSERT_TRUE(f.engine->Add(Greedy(3, {1, 2}, 3)).ok());
+  ASSERT_TRUE(f.engine->DropReplaced(3));  // before any step
+  EngineRequest back = Greedy(3, {1, 2}, 3);
+  back.replaces_copy = true;
+  ASSERT_TRUE(f.engine->Add(std::move(back)).ok());
+  std::vector<RequestOutput> outputs;
+  for (int i = 0; i < 20 && f.engine->HasWork(); ++i) ASSERT_TRUE(f.engine->Step(&outputs).ok());
+  const std::string text = registry.RenderText();
+  EXPECT_NE(text.find("bmad_worker_time_to_first_token_seconds_count{replica=\"r0\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("bmad_worker_queue_wait_seconds_count{replica=\"r0\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("bmad_worker_prompt_tokens_total{replica=\"r0\"} 2\n"), std::string::npos) << text;
+}
+
 // A request migrated here with tokens streamed elsewhere: its first token here is not its first
 // token, and its prompt was counted where it was admitted first.
 TEST(EngineTest, AMigratedRequestCountsNoSecondFirstTokenNorPrompt) {
