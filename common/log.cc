@@ -6,6 +6,8 @@
 #include <ctime>
 #include <mutex>
 
+#include "common/utf8.h"
+
 namespace bmad::log {
 namespace {
 
@@ -13,14 +15,32 @@ std::atomic<int> g_level{static_cast<int>(Level::kInfo)};
 std::mutex g_sink_mutex;
 Sink g_sink;  // guarded by g_sink_mutex
 
-// Control bytes (C0 and DEL): a value from a peer (a replica id, an error message) holding a
-// carriage return or a terminal escape could otherwise forge or hide a line.
+// What a value from a peer (a replica id, an error message) must not bring into a log line as
+// it is: control bytes (C0, DEL), C1 controls (U+0080..U+009F: U+009B starts a terminal
+// escape), line and paragraph separators and bidirectional overrides (U+2028..U+202E,
+// U+2066..U+2069, which reorder what a terminal shows), and bytes that are not UTF-8. Each of
+// these is written escaped, byte by byte.
 bool IsControl(char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7F; }
+
+// The length of what must be escaped at the start of `v` (not empty), or 0 to copy its first
+// character as it is; sets `*length` to that character's length.
+size_t EscapedLength(std::string_view v, size_t* length) {
+  const Utf8Scan scan = ScanUtf8(v);
+  *length = scan.length;
+  if (scan.status != Utf8Status::kComplete) return scan.length;  // not UTF-8
+  if (scan.length == 1) return IsControl(v[0]) ? 1 : 0;
+  const auto b = [&](size_t i) { return static_cast<unsigned char>(v[i]); };
+  if (scan.length == 2 && b(0) == 0xC2 && b(1) <= 0x9F) return 2;  // C1
+  if (scan.length == 3 && b(0) == 0xE2 && b(1) == 0x80 && b(2) >= 0xA8 && b(2) <= 0xAE) return 3;
+  if (scan.length == 3 && b(0) == 0xE2 && b(1) == 0x81 && b(2) >= 0xA6 && b(2) <= 0xA9) return 3;
+  return 0;
+}
 
 bool NeedsQuotes(std::string_view v) {
   if (v.empty()) return true;
-  for (char c : v) {
-    if (c == ' ' || c == '"' || c == '=' || IsControl(c)) return true;
+  for (size_t i = 0, length = 0; i < v.size(); i += length) {
+    const char c = v[i];
+    if (c == ' ' || c == '"' || c == '=' || EscapedLength(v.substr(i), &length) > 0) return true;
   }
   return false;
 }
@@ -31,7 +51,9 @@ void AppendValue(std::string& out, std::string_view v) {
     return;
   }
   out += '"';
-  for (char c : v) {
+  for (size_t i = 0, length = 0; i < v.size(); i += length) {
+    const char c = v[i];
+    const size_t escaped_bytes = EscapedLength(v.substr(i), &length);
     if (c == '"' || c == '\\') {
       out += '\\';
       out += c;
@@ -41,12 +63,14 @@ void AppendValue(std::string& out, std::string_view v) {
       out += "\\t";
     } else if (c == '\r') {
       out += "\\r";
-    } else if (IsControl(c)) {
-      char escaped[5];
-      std::snprintf(escaped, sizeof escaped, "\\x%02X", static_cast<unsigned>(static_cast<unsigned char>(c)));
-      out += escaped;
+    } else if (escaped_bytes > 0) {
+      for (size_t k = 0; k < escaped_bytes; ++k) {
+        char escaped[5];
+        std::snprintf(escaped, sizeof escaped, "\\x%02X", static_cast<unsigned>(static_cast<unsigned char>(v[i + k])));
+        out += escaped;
+      }
     } else {
-      out += c;
+      out.append(v.substr(i, length));
     }
   }
   out += '"';

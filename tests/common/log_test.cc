@@ -62,6 +62,12 @@ TEST_F(LogTest, ControlBytesInValuesAreEscaped) {
   EXPECT_NE(lines_[0].find("id=\"r1\\rERROR forged\" esc=\"a\\x1B[2Kb\" del=\"x\\x7F\""), std::string::npos)
       << lines_[0];
   for (char c : lines_[0]) EXPECT_FALSE(static_cast<unsigned char>(c) < 0x20 && c != '\n') << int(c);
+  // C1 controls (U+009B is a CSI), bidirectional overrides, and bytes that are not UTF-8 too;
+  // other characters stay as they are.
+  lines_.clear();
+  Info("c", "m", {{"v", "a\xC2\x9B" "2K\xE2\x80\xAE" "b\xFF\xC3\xA9"}});
+  ASSERT_EQ(lines_.size(), 1u);
+  EXPECT_NE(lines_[0].find("v=\"a\\xC2\\x9B2K\\xE2\\x80\\xAEb\\xFF\xC3\xA9\""), std::string::npos) << lines_[0];
 }
 
 TEST_F(LogTest, FieldTypes) {
