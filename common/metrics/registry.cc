@@ -2,6 +2,7 @@
 
 #include <prometheus/text_serializer.h>
 
+#include <cstdio>
 #include <stdexcept>
 
 #include "common/utf8.h"
@@ -51,12 +52,32 @@ std::vector<std::string> LabelNames(const Labels& labels) {
   return names;
 }
 
-// Label values as they are exported: UTF-8, which Prometheus requires (one invalid value makes
+// A label value as it is exported: UTF-8, which Prometheus requires (one invalid value makes
 // it drop the whole scrape). Values from outside (a replica's id, a model's name) may not be;
-// what is not becomes U+FFFD.
+// each byte that is not UTF-8 is written as the text \xNN, so that two values differing there
+// stay two series.
+std::string ValidUtf8Value(std::string_view v) {
+  std::string out;
+  out.reserve(v.size());
+  for (size_t i = 0; i < v.size();) {
+    const Utf8Scan scan = ScanUtf8(v.substr(i));
+    if (scan.status == Utf8Status::kComplete) {
+      out.append(v.substr(i, scan.length));
+    } else {
+      for (size_t k = 0; k < scan.length; ++k) {
+        char escaped[5];
+        std::snprintf(escaped, sizeof escaped, "\\x%02X", static_cast<unsigned>(static_cast<unsigned char>(v[i + k])));
+        out += escaped;
+      }
+    }
+    i += scan.length;
+  }
+  return out;
+}
+
 Labels ValidUtf8Labels(const Labels& labels) {
   Labels out;
-  for (const auto& [k, v] : labels) out.emplace(k, ToValidUtf8(v));
+  for (const auto& [k, v] : labels) out.emplace(k, ValidUtf8Value(v));
   return out;
 }
 
@@ -117,7 +138,7 @@ size_t Registry::RemoveSeries(std::string_view name, const std::string& label, c
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = families_.find(name);
   if (it == families_.end()) return 0;
-  const std::string exported = ToValidUtf8(value);
+  const std::string exported = ValidUtf8Value(value);
   return std::erase_if(it->second.series, [&](const auto& entry) {
     const auto found = entry.first.find(label);
     return found != entry.first.end() && found->second == exported;
