@@ -8,7 +8,8 @@
 //     become U+FFFD, one per maximal invalid subsequence, as soon as they are known invalid;
 //   - Flush() turns a character still incomplete at the end into one U+FFFD.
 // For token sequences whose bytes are valid UTF-8, the concatenated output equals
-// Tokenizer::Decode of the same ids (with decodes_sequence_start) or the concatenated pieces.
+// Tokenizer::Decode of the same ids (with decodes_sequence_start) or the concatenated pieces;
+// Decode alone then cleans up spaces for a vocabulary with clean_spaces (the Llama-3 family).
 //
 // Thread-safety: one object per stream; the Tokenizer must outlive it.
 #pragma once
