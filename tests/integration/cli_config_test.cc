@@ -171,6 +171,29 @@ TEST(CliBenchServe, ASlowRateAndANegativeSeedAreUsageErrors) {
   std::filesystem::remove_all(dir);
 }
 
+// bench serve's summary carries when the last request arrived, from which serve_sweep.sh takes
+// the arrival rate a run actually offered; with every request at once, 0.
+TEST(CliBenchServe, TheSummarySaysWhenTheLastRequestArrived) {
+  const std::string dir = MakeTempDir("bmad-cli-");
+  const std::string model = SharedModelsDir() + "/stories260K.gguf";
+  for (const std::string rate : {"40", "0"}) {
+    CliRun run = RunBmad({"bench", "serve", "--model", model, "--rate", rate, "--requests", "6",
+                          "--prompt-len", "8", "--output-len", "2"}, dir);
+    ASSERT_EQ(run.status, 0) << run.output;
+    const std::string out = run.output.substr(0, run.output.find_last_not_of('\n') + 1);
+    const nlohmann::json summary = nlohmann::json::parse(out.substr(out.rfind('\n') + 1), nullptr, false);
+    ASSERT_TRUE(summary.is_object()) << run.output;
+    const double span = summary.value("arrival_span_s", -1.0);
+    if (rate == "0") {
+      EXPECT_EQ(span, 0.0) << run.output;
+    } else {
+      EXPECT_GT(span, 0.0) << run.output;
+      EXPECT_LE(span, summary.value("duration_s", 0.0)) << run.output;
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
 // The in-process tools take --backend; a name that is not a backend is refused as bad usage, and
 // cuda without a usable GPU (CI) or without CUDA in the build says so instead of running.
 TEST(CliBackendFlag, UnknownBackendsAreRefusedAndCudaWithoutAGpuSaysWhy) {

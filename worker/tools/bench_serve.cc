@@ -38,13 +38,13 @@ std::string BenchServeResult::Json(const BenchServeOptions& o) const {
                 "{\"bench\":\"serve\",\"backend\":\"%s\",\"scheduler\":\"%s\",\"rate\":%.3f,\"requests\":%lld,"
                 "\"prompt_len\":\"%s\",\"output_len\":\"%s\",\"shared_prefix\":%lld,"
                 "\"sampling\":{\"temperature\":%g,\"top_k\":%d,\"top_p\":%g,\"min_p\":%g},"
-                "\"duration_s\":%.3f,\"requests_per_s\":%.3f,\"output_tokens_per_s\":%.2f,"
+                "\"duration_s\":%.3f,\"arrival_span_s\":%.3f,\"requests_per_s\":%.3f,\"output_tokens_per_s\":%.2f,"
                 "\"total_tokens_per_s\":%.2f,",
                 std::string(EnumName(o.backend)).c_str(), std::string(EnumName(o.policy)).c_str(),
                 o.rate, static_cast<long long>(requests),
                 o.prompt_len.c_str(), o.output_len.c_str(), static_cast<long long>(o.shared_prefix),
                 static_cast<double>(o.temperature), o.top_k, static_cast<double>(o.top_p),
-                static_cast<double>(o.min_p), duration_s, requests_per_s, output_tokens_per_s,
+                static_cast<double>(o.min_p), duration_s, arrival_span_s, requests_per_s, output_tokens_per_s,
                 total_tokens_per_s);
   head.resize(static_cast<size_t>(std::max(head_len, 0)));
   char tail[512];
@@ -200,6 +200,7 @@ Result<BenchServeResult> RunBenchServe(const BenchServeOptions& o) {
   int64_t out_tokens = 0, in_tokens = 0;
   std::vector<double> ttft, e2e;
   for (const Planned& p : plan) {
+    r.arrival_span_s = std::max(r.arrival_span_s, p.arrival_s);
     out_tokens += p.tokens;
     in_tokens += static_cast<int64_t>(p.prompt.size());
     ttft.push_back(p.first_token_s - p.arrival_s);

@@ -43,6 +43,9 @@ struct BenchServeOptions {
 struct BenchServeResult {
   int64_t requests = 0;
   double duration_s = 0;
+  // When the last request arrived (0 with every request at once): (requests - 1) / this is the
+  // arrival rate the run actually offered, which a finite Poisson draw puts off the nominal one.
+  double arrival_span_s = 0;
   double requests_per_s = 0;
   double output_tokens_per_s = 0;
   double total_tokens_per_s = 0;
