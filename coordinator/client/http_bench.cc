@@ -21,7 +21,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int64_t kMaxRequests = 1000000;
 constexpr int64_t kMaxConcurrency = 4096;      // one thread per request in flight
-constexpr size_t kMaxOpenLoopInFlight = 4096;  // beyond this, arrivals wait for a thread
 constexpr int64_t kMaxPromptTokens = 1 << 22;
 constexpr int64_t kMaxOutputTokens = 1 << 24;
 constexpr double kMaxTimeoutS = 86400;
@@ -149,7 +148,7 @@ class BenchRun {
            std::vector<PlannedRequest> plan)
       : o_(o), target_(target), model_(model), plan_(std::move(plan)),
         outcomes_(plan_.size()), start_offsets_s_(plan_.size()), done_(plan_.size()),
-        threads_(plan_.size()) {}
+        threads_(plan_.size()), held_back_(plan_.size(), false) {}
 
   void Run(const ProgressCallback& on_progress, double progress_interval_s) {
     start_ = Clock::now();
@@ -159,9 +158,12 @@ class BenchRun {
     while (finished_.load() < static_cast<int64_t>(plan_.size())) {
       if (o_.rate > 0) {
         while (next_arrival < plan_.size() && plan_[next_arrival].arrival_s <= Elapsed() &&
-               running_.size() < kMaxOpenLoopInFlight) {
+               running_.size() < MaxInFlight()) {
+          held_back_[next_arrival] = cap_hit_s_ >= plan_[next_arrival].arrival_s;
           StartOne(next_arrival++);
         }
+        // Due but no room: every arrival due by now starts late.
+        if (next_arrival < plan_.size() && plan_[next_arrival].arrival_s <= Elapsed()) cap_hit_s_ = Elapsed();
         Reap();
       }
       watchdog_.StopOverdue();
@@ -173,7 +175,7 @@ class BenchRun {
       // Until the next arrival; a full tick while the in-flight cap holds it back, since only a
       // request finishing can free a place (waiting 0 there spun a core the servers measured
       // against need).
-      if (o_.rate > 0 && next_arrival < plan_.size() && running_.size() < kMaxOpenLoopInFlight) {
+      if (o_.rate > 0 && next_arrival < plan_.size() && running_.size() < MaxInFlight()) {
         wait_s = std::clamp(plan_[next_arrival].arrival_s - Elapsed(), 0.0, kTickS);
       }
       std::this_thread::sleep_for(std::chrono::duration<double>(wait_s));
@@ -196,6 +198,7 @@ class BenchRun {
     std::map<std::string, int64_t> errors;
     for (size_t i = 0; i < plan_.size(); ++i) {
       const StreamOutcome& out = outcomes_[i];
+      r.held_back += held_back_[i] ? 1 : 0;
       r.duration_s = std::max(r.duration_s, start_offsets_s_[i] + out.e2e_s);
       if (!out.ok) {
         ++r.failed;
@@ -318,6 +321,9 @@ class BenchRun {
   // Slot i is written only by the thread running request i, and read after it is joined.
   std::vector<StreamOutcome> outcomes_;
   std::vector<double> start_offsets_s_;
+  std::vector<bool> held_back_;  // open loop: sent late for want of room in flight
+  double cap_hit_s_ = -1;        // when a due arrival last found open_loop_max_in_flight in flight
+  size_t MaxInFlight() const { return static_cast<size_t>(std::max<int64_t>(1, o_.open_loop_max_in_flight)); }
   std::vector<std::atomic<bool>> done_;
   std::atomic<int64_t> finished_{0}, failed_{0};
   std::atomic<size_t> next_{0};                      // closed loop: the next request to send
@@ -370,6 +376,11 @@ std::string BenchHttpReport::Text(const BenchHttpOptions& o) const {
     add("warning: %lld requests ended short of their max_tokens (does the server honour ignore_eos?)\n",
         static_cast<long long>(short_outputs));
   }
+  if (held_back > 0) {
+    add("warning: %lld requests were sent late, %lld already in flight (their latencies count from "
+        "when they were sent, and understate the server's under this load)\n",
+        static_cast<long long>(held_back), static_cast<long long>(o.open_loop_max_in_flight));
+  }
   auto row = [&](const char* name, const tools::LatencySummary& s) {
     if (s.count == 0) return add("%-24s no samples\n", name);
     add("%-24s mean %8.1f  p50 %8.1f  p90 %8.1f  p99 %8.1f\n", name, Ms(s.mean), Ms(s.p50),
@@ -420,6 +431,7 @@ std::string BenchHttpReport::Json(const BenchHttpOptions& o) const {
   j["output_tokens"] = output_tokens;
   j["prompt_tokens"] = prompt_tokens;
   j["short_outputs"] = short_outputs;
+  if (o.rate > 0) j["held_back"] = held_back;
   j["ttft_ms"] = ordered_json::parse(ttft_s.Json(1000));
   j["itl_ms"] = ordered_json::parse(itl_s.Json(1000));
   j["tpot_ms"] = ordered_json::parse(tpot_s.Json(1000));

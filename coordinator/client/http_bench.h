@@ -43,6 +43,9 @@ struct BenchHttpOptions {
   int64_t report_split_at = 0;              // > 0: also report latencies separately for
                                             // prompts shorter than this many tokens and for
                                             // the rest (as planned: the tokens sent)
+  // Open loop: requests in flight at most (a thread each); an arrival beyond it waits for one to
+  // end, and is reported as held back (its latencies count from when it was sent).
+  int64_t open_loop_max_in_flight = 4096;
 };
 
 // kInvalidArgument naming the flag for options that cannot run (exactly one of rate and
@@ -73,6 +76,10 @@ struct BenchHttpReport {
   // not honour ignore_eos stops at the end token): the token rates then compare unequal work.
   // Not counted without usage (events are no token count).
   int64_t short_outputs = 0;
+  // Open loop: requests sent later than planned because open_loop_max_in_flight requests were
+  // in flight (the client, not the server, was then the bottleneck: their latencies understate
+  // what a request arriving then would have seen).
+  int64_t held_back = 0;
   tools::LatencySummary ttft_s;      // start → first content-bearing event
   tools::LatencySummary itl_s;       // gaps between content-bearing events
   tools::LatencySummary tpot_s;      // per request: (e2e − ttft) / (tokens − 1)

@@ -198,6 +198,25 @@ TEST(HttpBenchTest, OpenLoopFinishesEveryRequest) {
   EXPECT_NE(r.Json(o).find("\"mode\":\"open\""), std::string::npos);
 }
 
+// Open loop past the in-flight cap: arrivals wait for room and are reported as sent late (their
+// latencies count from the send: coordinated omission, said rather than hidden).
+TEST(HttpBenchTest, OpenLoopArrivalsHeldBackByTheInFlightCapAreReported) {
+  FakeOpenAiServer server;
+  BenchHttpOptions o = Closed(server, "steady", 12, 0);
+  o.rate = 1000;  // 12 requests of ~90 ms each within ~12 ms
+  o.open_loop_max_in_flight = 2;
+  BenchHttpReport r = RunOk(o);
+  EXPECT_EQ(r.succeeded, 12);
+  EXPECT_GE(r.held_back, 8);
+  EXPECT_NE(r.Text(o).find("requests were sent late, 2 already in flight"), std::string::npos) << r.Text(o);
+  EXPECT_NE(r.Json(o).find("\"held_back\":" + std::to_string(r.held_back)), std::string::npos);
+  // Room for all: none held back.
+  o.open_loop_max_in_flight = 4096;
+  r = RunOk(o);
+  EXPECT_EQ(r.held_back, 0);
+  EXPECT_EQ(r.Text(o).find("sent late"), std::string::npos);
+}
+
 TEST(HttpBenchTest, OpenLoopSendsTheFirstRequestAtOnce) {
   // The plan's first arrival came one Poisson gap after the start (at 0.05 req/s, 20 s on
   // average), idle time counted in the duration: one 0.1 s request reported 0.085 req/s.
