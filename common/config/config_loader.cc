@@ -725,7 +725,13 @@ class GetVisitor {
 
  private:
   static std::string Text(int64_t v) { return std::to_string(v); }
-  static std::string Text(double v) { return FormatNumber(v); }
+  // The shortest text that reads back as the same double (a script reading a value back must
+  // get the value, not six digits of it).
+  static std::string Text(double v) {
+    char text[32];
+    const auto [end, error] = std::to_chars(text, text + sizeof text, v);
+    return error == std::errc() ? std::string(text, end) : FormatNumber(v);
+  }
   static std::string Text(bool v) { return v ? "true" : "false"; }
   static std::string Text(const std::string& v) { return v; }
   static std::string Text(const std::vector<int64_t>& v) {

@@ -282,6 +282,11 @@ TEST(ConfigTest, GetOneValue) {
   EXPECT_EQ(*GetConfigValue(load.config, "worker.pool"), "normal");
   EXPECT_EQ(*GetConfigValue(load.config, "coordinator.http_host"), "127.0.0.1");
   EXPECT_EQ(GetConfigValue(load.config, "nope.key").status().code(), StatusCode::kNotFound);
+  // A number comes back whole (it was 6 significant digits: 0.123457).
+  ConfigLoad precise = LoadConfigText("router:\n  weight_queue: 0.1234567891\n", "p.yaml");
+  ASSERT_TRUE(precise.ok());
+  EXPECT_EQ(*GetConfigValue(precise.config, "router.weight_queue"), "0.1234567891");
+  EXPECT_EQ(*GetConfigValue(precise.config, "router.weight_memory"), "0.1");
 }
 
 TEST(ConfigTest, MissingFileIsAnError) {
