@@ -27,7 +27,21 @@ std::vector<T> GetList(Reader reader) {
   return out;
 }
 
-std::vector<std::string> GetTextList(capnp::List<capnp::Text>::Reader reader) {
+// Thrown inside the decode try-block for semantic errors; turned into kInvalidArgument.
+struct InvalidContents {
+  std::string message;
+};
+
+// A decoded text takes a std::string (32 bytes and more) for each 8-byte wire pointer: a message
+// within the size limit holding millions of empty texts would decode into several times its
+// size. Lists of texts are bounded well above any legitimate use (sampling allows 8 stop strings).
+constexpr size_t kMaxTextListItems = 1024;
+
+std::vector<std::string> GetTextList(capnp::List<capnp::Text>::Reader reader, const char* field) {
+  if (reader.size() > kMaxTextListItems) {
+    throw InvalidContents{std::string(field) + " holds " + std::to_string(reader.size()) +
+                               " texts, more than the protocol takes (" + std::to_string(kMaxTextListItems) + ")"};
+  }
   std::vector<std::string> out;
   out.reserve(reader.size());
   for (auto v : reader) out.emplace_back(v.cStr(), v.size());
@@ -39,11 +53,6 @@ std::vector<std::string> GetTextList(capnp::List<capnp::Text>::Reader reader) {
 capnp::Text::Reader Txt(const std::string& s) { return capnp::Text::Reader(s.data(), s.size()); }
 
 std::string GetText(capnp::Text::Reader text) { return std::string(text.cStr(), text.size()); }
-
-// Thrown inside the decode try-block for semantic errors; turned into kInvalidArgument.
-struct InvalidContents {
-  std::string message;
-};
 
 // ---------- enums ----------
 
@@ -323,7 +332,7 @@ SamplingParams Read(wire::SamplingParams::Reader r) {
   s.has_seed = r.getHasSeed();
   s.max_tokens = r.getMaxTokens();
   s.stop_token_ids = GetList<uint32_t>(r.getStopTokenIds());
-  s.stop_strings = GetTextList(r.getStopStrings());
+  s.stop_strings = GetTextList(r.getStopStrings(), "stopStrings");
   s.logprobs = r.getLogprobs();
   s.ignore_eos = r.getIgnoreEos();
   s.top_logprobs = r.getTopLogprobs();

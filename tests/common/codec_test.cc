@@ -274,6 +274,25 @@ TEST(CodecTest, RejectsOutOfRangeEnumsAndCodes) {
   }
 }
 
+// Millions of empty texts fit a message but decode into several times its size: a list of
+// texts is refused past 1024 (sampling itself allows 8 stop strings).
+TEST(CodecTest, AListOfTextsIsBounded) {
+  for (const unsigned n : {1024u, 1025u}) {
+    capnp::MallocMessageBuilder builder;
+    auto env = builder.initRoot<wire::Envelope>();
+    env.setVersion(kProtocolVersion);
+    env.getBody().initSubmit().initSampling().initStopStrings(n);
+    const std::string bytes = EncodeRaw(builder);
+    Result<Message> r = Decode(bytes.data(), bytes.size());
+    if (n == 1024) {
+      EXPECT_TRUE(r.ok()) << r.status().ToString();
+    } else {
+      EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+      EXPECT_NE(r.status().message().find("stopStrings holds 1025 texts"), std::string::npos) << r.status().ToString();
+    }
+  }
+}
+
 TEST(CodecTest, RandomGarbageNeverCrashes) {
   std::mt19937_64 rng(7);
   int decoded = 0;
