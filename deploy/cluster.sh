@@ -412,7 +412,7 @@ case "$cmd" in
     done
     ;;
   *)
-    echo "usage: deploy/cluster.sh start|stop|status|plan [--config FILE] [--set k=v]... [--state DIR]" >&2
+    echo "usage: deploy/cluster.sh start|stop|status|plan [--config FILE] [--set k=v]... [--state DIR] [--wait S] [--foreground] [--bin DIR]" >&2
     exit 2
     ;;
 esac

@@ -101,6 +101,14 @@ std::string FormatNumber(T v) {
   return os.str();
 }
 
+// The shortest text that reads back as the same double (0.6, not 0.59999999999999998 nor 0.6's
+// six digits of 0.1234567891): what `config get` prints and `config check` dumps.
+std::string ExactNumberText(double v) {
+  char text[32];
+  const auto [end, error] = std::to_chars(text, text + sizeof text, v);
+  return error == std::errc() ? std::string(text, end) : FormatNumber(v);
+}
+
 // Applies YAML nodes onto a ServerConfig, collecting every error with its position.
 class LoadVisitor {
  public:
@@ -609,7 +617,7 @@ class DumpVisitor {
 
  private:
   void Emit(int64_t v) { out_ << v; }
-  void Emit(double v) { out_ << v; }
+  void Emit(double v) { out_ << ExactNumberText(v); }
   void Emit(bool v) { out_ << (v ? "true" : "false"); }
   void Emit(const std::string& v) { out_ << YAML::DoubleQuoted << v; }
   void Emit(const std::vector<int64_t>& v) {
@@ -725,13 +733,7 @@ class GetVisitor {
 
  private:
   static std::string Text(int64_t v) { return std::to_string(v); }
-  // The shortest text that reads back as the same double (a script reading a value back must
-  // get the value, not six digits of it).
-  static std::string Text(double v) {
-    char text[32];
-    const auto [end, error] = std::to_chars(text, text + sizeof text, v);
-    return error == std::errc() ? std::string(text, end) : FormatNumber(v);
-  }
+  static std::string Text(double v) { return ExactNumberText(v); }
   static std::string Text(bool v) { return v ? "true" : "false"; }
   static std::string Text(const std::string& v) { return v; }
   static std::string Text(const std::vector<int64_t>& v) {

@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   bmad::cli::Flags flags("bmad-coordinator --config FILE [--set section.key=value]...");
   flags.AddString("config", &config_path, "The cluster's YAML config file.");
   flags.AddList("set", &overrides, "Override one config key (e.g. coordinator.http_port=0).");
-  flags.AddString("log-level", &log_level, "debug, info, warn or error (default: log.level).");
+  flags.AddString("log-level", &log_level, "debug, info, warn, error or off (default: log.level).");
   // Bounded so that the deadline in nanoseconds cannot overflow (about 292 years).
   flags.AddInt("max-run-ms", &max_run_ms, "Stop after this many milliseconds (tests; 0: never).", 0,
                INT64_MAX / 1'000'000);

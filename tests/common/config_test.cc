@@ -272,6 +272,10 @@ TEST(ConfigTest, DumpLoadsBackToTheSameConfig) {
   EXPECT_EQ(DumpConfigYaml(load.config), yaml);
   EXPECT_EQ(load.config.model.path, "/m with space.gguf");
   EXPECT_EQ(load.config.parallel.stage_layers, (std::vector<int64_t>{4, 8}));
+  // Numbers as written, exactly (0.6 was dumped as 0.59999999999999998).
+  EXPECT_NE(yaml.find("weight_queue: 0.6\n"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("weight_memory: 0.25\n"), std::string::npos) << yaml;
+  EXPECT_EQ(load.config.router.weight_queue, config.router.weight_queue);
 }
 
 TEST(ConfigTest, GetOneValue) {

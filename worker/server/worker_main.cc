@@ -161,7 +161,7 @@ int main(int argc, char** argv) {
                "This job's first replica's index (offsets the metrics port; the job's k-th "
                "replica adds k).",
                0, 65535);
-  flags.AddString("log-level", &log_level, "debug, info, warn or error (default: log.level).");
+  flags.AddString("log-level", &log_level, "debug, info, warn, error or off (default: log.level).");
   // Bounded so that the deadline in nanoseconds cannot overflow (about 292 years).
   flags.AddInt("max-run-ms", &max_run_ms, "Stop after this many milliseconds (tests; 0: never).", 0,
                INT64_MAX / 1'000'000);
