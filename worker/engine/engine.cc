@@ -1,6 +1,7 @@
 #include "worker/engine/engine.h"
 
 #include <algorithm>
+#include <optional>
 #include <cstdlib>
 #include <new>
 #include <random>
@@ -142,6 +143,10 @@ Engine::~Engine() {
 }
 
 Status Engine::Add(EngineRequest r) {
+  // What a copy this one replaces had counted: taken out whatever becomes of this Add (one that
+  // fails leaves no entry behind).
+  std::optional<CountedMetrics> replaced;
+  if (auto node = replaced_counts_.extract(r.id)) replaced = node.mapped();
   const std::string which = "request " + std::to_string(r.id);
   if (draining_ && !r.replaces_copy) return FailedPrecondition("replica is draining; not accepting " + which);
   if (requests_.count(r.id)) return InvalidArgument(which + " is already running here");
@@ -182,12 +187,9 @@ Status Engine::Add(EngineRequest r) {
   auto state = std::make_unique<RequestState>(r.id, r.prompt, r.sampling, seed, tokenizer_,
                                               max_new, r.generated, std::move(constraint));
   if (!r.generated.empty()) state->admission_counted = state->first_token_counted = true;
-  if (auto replaced = replaced_counts_.find(r.id); replaced != replaced_counts_.end()) {
-    if (r.replaces_copy) {
-      state->admission_counted |= replaced->second.admission;
-      state->first_token_counted |= replaced->second.first_token;
-    }
-    replaced_counts_.erase(replaced);
+  if (replaced && r.replaces_copy) {
+    state->admission_counted |= replaced->admission;
+    state->first_token_counted |= replaced->first_token;
   }
   // A replacement waited for the step in flight: its latency counts from when it was taken.
   state->arrival_ns = r.received_ns != 0 ? r.received_ns : clock_.NowNanos();
