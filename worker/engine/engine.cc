@@ -1,9 +1,9 @@
 #include "worker/engine/engine.h"
 
 #include <algorithm>
-#include <optional>
 #include <cstdlib>
 #include <new>
+#include <optional>
 #include <random>
 
 #include "worker/memory/system_allocations.h"
