@@ -107,7 +107,7 @@ TEST(ClusterScriptTest, SigtermDrainsInFlightRequestsThenStopsEverything) {
   constexpr int kTokens = 600;
   std::atomic<int> events{0};
   SseCompletion result;
-  std::thread client([&] { result = Stream(http_port, kTokens, &events); });
+  std::jthread client([&] { result = Stream(http_port, kTokens, &events); });
   ASSERT_TRUE(WaitFor([&] { return events.load() >= 10; }, 30s, 5ms)) << "the stream never started";
   const auto signalled = std::chrono::steady_clock::now();
   script.Signal(SIGTERM);

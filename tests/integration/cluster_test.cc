@@ -132,7 +132,7 @@ TEST(ClusterTest, TwoHundredConcurrentRequestsAllComplete) {
   std::string error;
   ASSERT_TRUE(cluster.Start(&error)) << error;
   std::atomic<int> ok{0};
-  std::vector<std::thread> clients;
+  std::vector<std::jthread> clients;
   for (int i = 0; i < 200; ++i) {
     clients.emplace_back([&, i] {
       StreamResult s = Stream(cluster.http_port(),
@@ -219,7 +219,7 @@ TEST(ClusterTest, KillNineOfAReplicaLosesNothing) {
   for (const auto& p : prompts) want.push_back(LocalText(SlowModel(), p, kTokens, true));
   std::vector<StreamResult> got(prompts.size());
   std::atomic<int> events{0};
-  std::vector<std::thread> clients;
+  std::vector<std::jthread> clients;  // joined however the test ends (an ASSERT returns early)
   for (size_t i = 0; i < prompts.size(); ++i) {
     clients.emplace_back([&, i] { got[i] = Stream(cluster.http_port(), Completion(prompts[i], kTokens, true, true), &events); });
   }
@@ -256,7 +256,7 @@ int StallTheServingReplicaMidStream(LocalCluster& cluster, int replicas, int tok
   const std::string want = LocalText(SlowModel(), "Once", tokens, true);
   std::atomic<int> events{0};
   StreamResult got;
-  std::thread client([&] { got = Stream(cluster.http_port(), Completion("Once", tokens, true, true), &events); });
+  std::jthread client([&] { got = Stream(cluster.http_port(), Completion("Once", tokens, true, true), &events); });
   int serving = -1;
   EXPECT_TRUE(WaitFor([&] { return events.load() >= 10; }, 30s, 1ms));
   for (int i = 0; i < replicas; ++i) {
@@ -327,7 +327,7 @@ TEST(ClusterTest, ADrainingReplicaIsOfferedNothingAfterItsFirstRefusal) {
   ASSERT_TRUE(cluster.Start(&error)) << error;
   std::atomic<int> events{0};
   StreamResult long_one;
-  std::thread client([&] { long_one = Stream(cluster.http_port(), Completion("Once", 300, true, true), &events); });
+  std::jthread client([&] { long_one = Stream(cluster.http_port(), Completion("Once", 300, true, true), &events); });
   ASSERT_TRUE(WaitFor([&] { return events.load() >= 3; }, 30s, 1ms));
   int serving = -1;
   for (int i = 0; i < 2; ++i) {

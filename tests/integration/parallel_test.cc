@@ -264,7 +264,7 @@ int64_t FailOneRankMidStream(int signal) {
   constexpr int kTokens = 480;
   const std::string want = LocalText(StoriesModelPath(), prompt, kTokens);
   std::vector<json> results(6);
-  std::vector<std::thread> clients;
+  std::vector<std::jthread> clients;  // joined however the test ends (an ASSERT returns early)
   for (size_t i = 0; i < results.size(); ++i) {
     clients.emplace_back([&, i] { results[i] = Complete(cluster.http_port(), prompt, kTokens); });
   }
@@ -296,7 +296,7 @@ int64_t FailOneRankMidStream(int signal) {
   EXPECT_TRUE(WaitFor([&] { return !Alive(leader); }, std::chrono::milliseconds(kStepTimeoutMs + 5000), 20ms));
   const auto leader_gone_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                   std::chrono::steady_clock::now() - killed_at).count();
-  for (std::thread& t : clients) t.join();
+  for (std::jthread& t : clients) t.join();
   for (const json& r : results) {
     EXPECT_TRUE(r.contains("choices")) << cluster.Logs();
     if (r.contains("choices")) {

@@ -28,7 +28,7 @@ using namespace std::chrono_literals;
 TEST_F(HttpDoorTest, ChoicesAreAdmittedAllOrNoneAndCancelledTogether) {
   // Three choices queue (no replica takes them); their client gives up after 8 s (the checks
   // below must be done by then, on a loaded machine too).
-  std::thread waiting([&] { EXPECT_FALSE(Post(Body(3), /*read_timeout_s=*/8)); });
+  std::jthread waiting([&] { EXPECT_FALSE(Post(Body(3), /*read_timeout_s=*/8)); });
   ASSERT_TRUE(testing::WaitFor([&] { return Metric("bmad_coordinator_requests_queued") == 3.0; }, 10s));
   EXPECT_EQ(Metric("bmad_coordinator_requests_total"), 3.0);
 
@@ -70,7 +70,7 @@ TEST_F(HttpDoorTest, ChoicesAreAdmittedAllOrNoneAndCancelledTogether) {
   EXPECT_TRUE(testing::WaitFor([&] { return Metric("bmad_coordinator_requests_queued") == 0.0; }, 10s));
 
   // With the room back, all four fit.
-  std::thread four([&] { EXPECT_FALSE(Post(Body(4), /*read_timeout_s=*/4)); });
+  std::jthread four([&] { EXPECT_FALSE(Post(Body(4), /*read_timeout_s=*/4)); });
   EXPECT_TRUE(testing::WaitFor([&] { return Metric("bmad_coordinator_requests_queued") == 4.0; }, 10s));
   four.join();
   EXPECT_TRUE(testing::WaitFor([&] { return Metric("bmad_coordinator_requests_queued") == 0.0; }, 10s));
@@ -145,14 +145,14 @@ TEST_F(HttpDoorStopTest, RequestsLeftAtTheDrainDeadlineAreAnsweredAndTheServerSt
   // One waits for a whole answer, one streams; neither will ever get a token.
   int whole_status = 0;
   std::string whole_body;
-  std::thread waiting([&] {
+  std::jthread waiting([&] {
     auto res = Post(Body(1), /*read_timeout_s=*/20);
     whole_status = res ? res->status : -1;
     if (res) whole_body = res->body;
   });
   std::string streamed;
   int stream_status = 0;
-  std::thread streaming([&] {
+  std::jthread streaming([&] {
     httplib::Client client("127.0.0.1", server_->http_port());
     client.set_read_timeout(20, 0);
     auto res = client.send(StreamedCompletion(streamed));
@@ -514,7 +514,7 @@ class HttpDoorOneClassTest : public HttpDoorTest {
 };
 
 TEST_F(HttpDoorOneClassTest, ARequestWithoutAPriorityGetsTheOnlyClass) {
-  std::thread waiting([&] { EXPECT_FALSE(Post(Body(1), /*read_timeout_s=*/2)); });
+  std::jthread waiting([&] { EXPECT_FALSE(Post(Body(1), /*read_timeout_s=*/2)); });
   EXPECT_TRUE(testing::WaitFor([&] { return Metric("bmad_coordinator_requests_queued") == 1.0; }, 10s));
   waiting.join();
   Json named = Body(1);

@@ -73,7 +73,7 @@ TEST_F(ReplicaLossTest, PromptsAreHeldToTheContextTheLiveReplicasRegistered) {
   // What fits is served; a chat request without max_tokens gets the room left in the replicas'
   // context (its answer never comes: the fake replica does not generate).
   EXPECT_TRUE(std::holds_alternative<proto::Accepted>(submit(40, 24)));
-  std::thread chat([&] {
+  std::jthread chat([&] {
     httplib::Client http("127.0.0.1", server_->http_port());
     http.set_read_timeout(1, 0);
     EXPECT_FALSE(http.Post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Hi"}]})",
@@ -209,7 +209,7 @@ TEST_F(ReplicaRefusalTest, TheChoicesOfOneLongPromptAllGoToTheLongTail) {
   for (int i = 0; i < 4; ++i) Submit("short" + std::to_string(i));  // the window: four of 3 tokens
   Submit("long", /*prompt_tokens=*/10);                               // and one of 10: p80 is 3
   EXPECT_TRUE(testing::WaitFor([&] { return Metric("bmad_coordinator_long_tail_requests_total") == 1.0; }, 10s));
-  std::thread waiting([&] {
+  std::jthread waiting([&] {
     httplib::Client http("127.0.0.1", server_->http_port());
     http.set_read_timeout(2, 0);  // no token ever comes: the client gives up
     (void)http.Post("/v1/completions", R"({"prompt": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], "n": 8, "max_tokens": 4})",
