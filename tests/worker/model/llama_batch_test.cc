@@ -236,6 +236,43 @@ TEST(LlamaBatchTest, MalformedStepsAreErrors) {
   EXPECT_EQ(forward({1, 2}, 511, std::vector<int32_t>(40, 1)).code(), StatusCode::kOutOfRange);
   EXPECT_NE(forward({1}, 0, {9}).message().find("block 9"), std::string::npos);
   EXPECT_NE(forward({}, 0, table).message().find("no tokens"), std::string::npos);
+  // The reserved null block, and a block written twice by one table ({1, 1}: positions 16..19
+  // would overwrite 0..3 while attention reads them).
+  EXPECT_NE(forward({1}, 0, {0}).message().find("block 0, the reserved null block"), std::string::npos);
+  const std::vector<int32_t> twenty(20, 5);
+  EXPECT_NE(forward(twenty, 0, {1, 1}).message().find("names block 1, which step sequence 0 writes"),
+            std::string::npos);
+  // A prefix block the sequence only reads may not be one it writes either.
+  EXPECT_EQ(forward({5}, 20, {2, 2}).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(forward({5}, 20, {2, 3}).ok());
+}
+
+// Across the sequences of one step: a block one writes cannot be in another's table; a full
+// prefix block both only read (prefix reuse) can.
+TEST(LlamaBatchTest, ABlockWrittenInAStepBelongsToOneSequence) {
+  kernels::CpuBackend backend;
+  auto loaded = LlamaModel::Load(testing::StoriesModelPath(), backend);
+  ASSERT_TRUE(loaded.ok());
+  LlamaModel& m = **loaded;
+  KvCache cache(m.CacheShape(8, kBlockSize));
+  std::vector<float> logits(2 * 512);
+  const std::vector<int32_t> prefix(kBlockSize, 7), one = {9};
+  // Block 1 computed once (the shared prefix).
+  const std::vector<int32_t> t_fill = {1}, t_other = {3};
+  const SequenceStep fill{prefix, 0, t_fill, true};
+  ASSERT_TRUE(m.Forward(std::span(&fill, 1), cache, logits.data()).ok());
+  const std::vector<int32_t> t_a = {1, 2}, t_b = {1, 3}, t_clash = {1, 2};
+  const SequenceStep sharing[] = {{one, kBlockSize, t_a, true}, {one, kBlockSize, t_b, true}};
+  EXPECT_TRUE(m.Forward(sharing, cache, logits.data()).ok());
+  const SequenceStep clashing[] = {{one, kBlockSize, t_a, true}, {one, kBlockSize, t_clash, true}};
+  const Status s = m.Forward(clashing, cache, logits.data());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("step sequence 1 names block 2, which step sequence 0 writes"), std::string::npos)
+      << s.ToString();
+  const SequenceStep reading_a_written_block[] = {{prefix, 0, t_other, true}, {one, kBlockSize, t_b, true}};
+  EXPECT_EQ(m.Forward(reading_a_written_block, cache, logits.data()).code(), StatusCode::kInvalidArgument);
+  // The marks are cleared after a refusal: the sharing step passes again.
+  EXPECT_TRUE(m.Forward(sharing, cache, logits.data()).ok());
 }
 
 }  // namespace

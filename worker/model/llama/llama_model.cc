@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "worker/kv/kv_types.h"
+
 namespace bmad::model {
 
 Result<std::unique_ptr<LlamaModel>> LlamaModel::Open(const std::string& path,
@@ -256,13 +258,53 @@ Status LlamaModel::Validate(std::span<const SequenceStep> steps, const KvCache& 
     }
     for (int64_t b = 0; b < blocks_needed; ++b) {
       const int32_t id = st.block_table[static_cast<size_t>(b)];
-      if (id < 0 || id >= shape.num_blocks) {
+      if (id <= kv::kNullBlockId || id >= shape.num_blocks) {
         return InvalidArgument(which + " names block " + std::to_string(id) +
-                               " outside the cache (" + std::to_string(shape.num_blocks) +
-                               " blocks)");
+                               (id == kv::kNullBlockId ? ", the reserved null block"
+                                                       : " outside the cache (" + std::to_string(shape.num_blocks) +
+                                                             " blocks)"));
       }
     }
   }
+  return CheckBlocksWrittenOnce(steps, shape.block_size, shape.num_blocks);
+}
+
+Status LlamaModel::CheckBlocksWrittenOnce(std::span<const SequenceStep> steps, int64_t block_size,
+                                         int64_t num_blocks) const {
+  // Each sequence writes the blocks covering [start_pos, end): marked with its index. A block
+  // marked twice, or found among the blocks another sequence (or the same one) only reads, is
+  // named twice. Full prefix blocks shared by several sequences are only read: allowed.
+  if (static_cast<int64_t>(block_writer_.size()) < num_blocks) block_writer_.assign(static_cast<size_t>(num_blocks), -1);
+  written_blocks_.clear();
+  const auto unmark = [&] {
+    for (int32_t id : written_blocks_) block_writer_[static_cast<size_t>(id)] = -1;
+    written_blocks_.clear();
+  };
+  const auto first_written = [&](const SequenceStep& st) { return st.start_pos / block_size; };
+  const auto end_block = [&](const SequenceStep& st) {
+    return (int64_t{st.start_pos} + static_cast<int64_t>(st.tokens.size()) + block_size - 1) / block_size;
+  };
+  const auto twice = [&](size_t s, int32_t id, int32_t writer) {
+    unmark();
+    return InvalidArgument("step sequence " + std::to_string(s) + " names block " + std::to_string(id) +
+                           ", which step sequence " + std::to_string(writer) + " writes in the same step");
+  };
+  for (size_t s = 0; s < steps.size(); ++s) {
+    for (int64_t b = first_written(steps[s]); b < end_block(steps[s]); ++b) {
+      const int32_t id = steps[s].block_table[static_cast<size_t>(b)];
+      int32_t& writer = block_writer_[static_cast<size_t>(id)];
+      if (writer != -1) return twice(s, id, writer);
+      writer = static_cast<int32_t>(s);
+      written_blocks_.push_back(id);
+    }
+  }
+  for (size_t s = 0; s < steps.size(); ++s) {
+    for (int64_t b = 0; b < first_written(steps[s]); ++b) {
+      const int32_t id = steps[s].block_table[static_cast<size_t>(b)];
+      if (const int32_t writer = block_writer_[static_cast<size_t>(id)]; writer != -1) return twice(s, id, writer);
+    }
+  }
+  unmark();
   return Status::Ok();
 }
 

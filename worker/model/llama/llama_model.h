@@ -135,8 +135,10 @@ class LlamaModel {
                       TensorParallelGroup* group, memory::BumpAllocator* workspace = nullptr);
 
   // The checks every forward call makes before computing anything: token ids in the
-  // vocabulary, positions within the context, block tables covering them inside `cache`, and
-  // the cache's shape this shard's. kInvalidArgument / kOutOfRange naming the sequence. The
+  // vocabulary, positions within the context, block tables covering them inside `cache` (never
+  // the reserved block 0), no block written by the step named twice (by its own table or by
+  // another sequence's: its KV would be overwritten while read), and the cache's shape this
+  // shard's. kInvalidArgument / kOutOfRange naming the sequence. The
   // answer is the same on every rank of a replica given the same steps, so ranks can refuse a
   // step together before any of them waits on another (ShardStepRunner).
   Status Validate(std::span<const SequenceStep> steps, const KvCache& cache) const;
@@ -158,6 +160,8 @@ class LlamaModel {
   Status AllReduce(TensorParallelGroup* group, float* data, int64_t count);
   // The embedding table as a device backend holds it: a vocabulary slice gains a zero row.
   kernels::WeightMatrix EmbeddingUpload() const;
+  // Validate's last check: no block the step writes is named twice (see Validate).
+  Status CheckBlocksWrittenOnce(std::span<const SequenceStep> steps, int64_t block_size, int64_t num_blocks) const;
   Status RunLayer(int64_t layer, int64_t n_tokens, const KvCache& cache, TensorParallelGroup* group);
 
   std::unique_ptr<gguf::GgufFile> file_;
@@ -181,6 +185,10 @@ class LlamaModel {
   std::vector<float> staging_;      // device backends: all-reduces over a host-memory group
   std::vector<kernels::AttentionSequence> prefill_seqs_, decode_seqs_;
   uint64_t workspace_allocations_ = 0;
+  // Validate's scratch: which sequence of the step writes each block (-1: none), and the blocks
+  // marked (reset before it returns). Kept across steps so that checking allocates nothing.
+  mutable std::vector<int32_t> block_writer_;
+  mutable std::vector<int32_t> written_blocks_;
 };
 
 }  // namespace bmad::model
