@@ -380,6 +380,9 @@ TEST(LlamaShardTest, UnsplittableShapesAreRefusedWithTheReason) {
   EXPECT_NE(message(1, 2, {2, 3}).find("sums to 5"), std::string::npos);
   EXPECT_NE(message(1, 2, {6}).find("1 entries for 2 stages"), std::string::npos);
   EXPECT_NE(message(1, 2, {6, 0}).find("no layer"), std::string::npos);
+  // Entries that wrap the sum around to the layer count (INT64_MAX x 2 + 8 = 6 in 64 bits).
+  EXPECT_NE(message(1, 3, {INT64_MAX, INT64_MAX, 8}).find("gives a stage 9223372036854775807 layers"),
+            std::string::npos);
 
   // The one-layer tiny model cannot have two stages; the error names the file.
   kernels::CpuBackend backend;

@@ -59,6 +59,11 @@ Result<LlamaShard> MakeLlamaShard(const LlamaConfig& c, int64_t tp, int64_t tp_r
     int64_t total = 0;
     for (int64_t n : stage_layers) {
       if (n < 1) return bad("parallel.stage_layers gives a stage no layer");
+      // Checked before summing: entries near INT64_MAX wrapped around to a right-looking total.
+      if (n > c.n_layer) {
+        return bad("parallel.stage_layers gives a stage " + std::to_string(n) + " layers; the model has " +
+                   std::to_string(c.n_layer));
+      }
       total += n;
     }
     if (total != c.n_layer) {
