@@ -12,6 +12,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -147,41 +148,67 @@ TEST(ParallelTest, UnsplittableModelIsRefusedAtStartUp) {
   EXPECT_NE(q.ReadLog().find("multiple"), std::string::npos) << q.ReadLog();
 }
 
+// One mpirun job of two tp=2 replicas of `config` (MPMD), each with its own extra arguments;
+// `while_running` is called once the job started. Its exit status, how long it ran, its log.
+struct TwoReplicaJob {
+  std::optional<int> status;
+  std::chrono::steady_clock::duration ran{};
+  std::string log;
+};
+TwoReplicaJob RunTwoReplicaJob(const std::string& dir, const std::string& config, const std::vector<std::string>& first,
+                               const std::vector<std::string>& second,
+                               const std::function<void(ChildProcess&)>& while_running = {}) {
+  const std::vector<std::string> worker = {BinaryPath("bmad-worker"), "--config", config};
+  std::vector<std::string> argv = {"mpirun", "--bind-to", "none", "-np", "2"};
+  for (const auto* extra : {&first, &second}) {
+    if (extra == &second) argv.insert(argv.end(), {":", "-np", "2"});
+    argv.insert(argv.end(), worker.begin(), worker.end());
+    argv.insert(argv.end(), extra->begin(), extra->end());
+  }
+  TwoReplicaJob result;
+  ChildProcess job;
+  const auto started = std::chrono::steady_clock::now();
+  if (!job.Start(argv, dir + "/job.log",
+                 {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"},
+                  {"OMPI_MCA_rmaps_base_oversubscribe", "1"}})) {
+    ADD_FAILURE() << "cannot start mpirun: " << job.error();
+    return result;
+  }
+  if (while_running) while_running(job);
+  result.status = job.Wait(90s);
+  result.ran = std::chrono::steady_clock::now() - started;
+  result.log = job.ReadLog();
+  return result;
+}
+
+// A worker config for those jobs: tp=2, stories260K, one thread a rank, `more` YAML appended.
+std::string TwoReplicaConfig(const std::string& dir, const std::string& endpoint, const std::string& more = "") {
+  const std::string config = dir + "/worker.yaml";
+  std::ofstream(config) << "model:\n  path: " << StoriesModelPath() << "\nparallel:\n  tp: 2\n"
+                        << "  step_timeout_ms: 2000\n"
+                        << "coordinator:\n  worker_endpoint: " << endpoint << "\n"
+                        << "worker:\n  threads: 1\n" << more << "cache:\n  num_blocks: 64\n"
+                        << "metrics:\n  worker_port: 0\n";
+  return config;
+}
+
 // One mpirun job of two tp=2 replicas, the first told to stop (--max-run-ms) long before the
 // second: the second serves on to its own end and the job ends cleanly. (Open MPI ends a whole
 // job when one rank exits without MPI_Finalize, and the first replica's ranks used to give up
 // waiting in it after step_timeout_ms, taking the other replica down with them.)
 TEST(ParallelTest, AReplicaThatStopsLeavesTheJobsOtherReplicasRunning) {
   const std::string dir = MakeTempDir("bmad-parallel-");
-  const std::string config = dir + "/worker.yaml";
   // No coordinator listens there: each replica asks to register until its time is up.
-  std::ofstream(config) << "model:\n  path: " << StoriesModelPath() << "\nparallel:\n  tp: 2\n"
-                        << "  step_timeout_ms: 2000\n"
-                        << "coordinator:\n  worker_endpoint: tcp://127.0.0.1:1\n"
-                        << "worker:\n  threads: 1\ncache:\n  num_blocks: 64\n"
-                        << "metrics:\n  worker_port: 0\n";
-  const std::vector<std::string> worker = {BinaryPath("bmad-worker"), "--config", config};
-  std::vector<std::string> argv = {"mpirun", "--bind-to", "none", "-np", "2"};
-  argv.insert(argv.end(), worker.begin(), worker.end());
-  argv.insert(argv.end(), {"--max-run-ms", "1000", ":", "-np", "2"});
-  argv.insert(argv.end(), worker.begin(), worker.end());
-  argv.insert(argv.end(), {"--max-run-ms", "9000"});
-  ChildProcess job;
-  const auto started = std::chrono::steady_clock::now();
-  ASSERT_TRUE(job.Start(argv, dir + "/job.log",
-                        {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"},
-                         {"OMPI_MCA_rmaps_base_oversubscribe", "1"}}));
-  const std::optional<int> status = job.Wait(90s);
-  ASSERT_TRUE(status.has_value()) << job.ReadLog();
-  const auto ran = std::chrono::steady_clock::now() - started;
-  const std::string log = job.ReadLog();
-  EXPECT_EQ(*status, 0) << log;
+  const std::string config = TwoReplicaConfig(dir, "tcp://127.0.0.1:1");
+  const TwoReplicaJob job = RunTwoReplicaJob(dir, config, {"--max-run-ms", "1000"}, {"--max-run-ms", "9000"});
+  ASSERT_TRUE(job.status.has_value()) << job.log;
+  EXPECT_EQ(*job.status, 0) << job.log;
   // The second replica ran its 9 s (the first stopped after 1 s plus its start-up).
-  EXPECT_GE(ran, 9s) << log;
-  EXPECT_NE(log.find("replica stopped replica=replica-0-0"), std::string::npos) << log;
-  EXPECT_NE(log.find("replica stopped replica=replica-0-1"), std::string::npos) << log;
-  EXPECT_NE(log.find("its ranks wait for the job's other replicas to stop"), std::string::npos) << log;
-  EXPECT_EQ(log.find("without calling \"finalize\""), std::string::npos) << log;
+  EXPECT_GE(job.ran, 9s) << job.log;
+  EXPECT_NE(job.log.find("replica stopped replica=replica-0-0"), std::string::npos) << job.log;
+  EXPECT_NE(job.log.find("replica stopped replica=replica-0-1"), std::string::npos) << job.log;
+  EXPECT_NE(job.log.find("its ranks wait for the job's other replicas to stop"), std::string::npos) << job.log;
+  EXPECT_EQ(job.log.find("without calling \"finalize\""), std::string::npos) << job.log;
 }
 
 // The same with a coordinator that refuses the job's first replica (it serves another model):
@@ -195,35 +222,20 @@ TEST(ParallelTest, AReplicaTheCoordinatorRefusesLeavesTheJobsOtherReplicasServin
   std::string error;
   ASSERT_TRUE(cluster.Start(&error)) << error;
   const std::string dir = MakeTempDir("bmad-parallel-");
-  const std::string config = dir + "/worker.yaml";
-  std::ofstream(config) << "model:\n  path: " << StoriesModelPath() << "\nparallel:\n  tp: 2\n"
-                        << "  step_timeout_ms: 2000\n"
-                        << "coordinator:\n  worker_endpoint: " << cluster.worker_endpoint()
-                        << "\n  liveness_timeout_ms: 2000\n"
-                        << "worker:\n  threads: 1\n  replica_id: job\n  heartbeat_ms: 100\n"
-                        << "cache:\n  num_blocks: 64\nmetrics:\n  worker_port: 0\n";
-  const std::vector<std::string> worker = {BinaryPath("bmad-worker"), "--config", config};
-  std::vector<std::string> argv = {"mpirun", "--bind-to", "none", "-np", "2"};
-  argv.insert(argv.end(), worker.begin(), worker.end());
-  argv.insert(argv.end(), {"--set", "model.path=" + TinyRandomModelPath(), "--max-run-ms", "60000", ":", "-np", "2"});
-  argv.insert(argv.end(), worker.begin(), worker.end());
-  argv.insert(argv.end(), {"--max-run-ms", "9000"});
-  ChildProcess job;
-  const auto started = std::chrono::steady_clock::now();
-  ASSERT_TRUE(job.Start(argv, dir + "/job.log",
-                        {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"},
-                         {"OMPI_MCA_rmaps_base_oversubscribe", "1"}}));
-  // The second replica joins the cluster's own: two live.
-  EXPECT_TRUE(WaitFor([&] { return cluster.LiveReplicas() == 2; }, 30s, 50ms)) << job.ReadLog();
-  const std::optional<int> status = job.Wait(90s);
-  ASSERT_TRUE(status.has_value()) << job.ReadLog();
-  const auto ran = std::chrono::steady_clock::now() - started;
-  const std::string log = job.ReadLog();
-  EXPECT_NE(*status, 0) << log;  // the refused replica's exit status
-  EXPECT_GE(ran, 9s) << log;
-  EXPECT_NE(log.find("the coordinator refused this replica"), std::string::npos) << log;
-  EXPECT_NE(log.find("replica stopped replica=job-1"), std::string::npos) << log;
-  EXPECT_EQ(log.find("without calling \"finalize\""), std::string::npos) << log;
+  const std::string config = TwoReplicaConfig(dir, cluster.worker_endpoint() + "\n  liveness_timeout_ms: 2000",
+                                              "  replica_id: job\n  heartbeat_ms: 100\n");
+  const TwoReplicaJob job = RunTwoReplicaJob(
+      dir, config, {"--set", "model.path=" + TinyRandomModelPath(), "--max-run-ms", "60000"}, {"--max-run-ms", "9000"},
+      [&](ChildProcess& running) {
+        // The second replica joins the cluster's own: two live.
+        EXPECT_TRUE(WaitFor([&] { return cluster.LiveReplicas() == 2; }, 30s, 50ms)) << running.ReadLog();
+      });
+  ASSERT_TRUE(job.status.has_value()) << job.log;
+  EXPECT_NE(*job.status, 0) << job.log;  // the refused replica's exit status
+  EXPECT_GE(job.ran, 9s) << job.log;
+  EXPECT_NE(job.log.find("the coordinator refused this replica"), std::string::npos) << job.log;
+  EXPECT_NE(job.log.find("replica stopped replica=job-1"), std::string::npos) << job.log;
+  EXPECT_EQ(job.log.find("without calling \"finalize\""), std::string::npos) << job.log;
 }
 
 // Running, as opposed to exited: a rank that has exited stays a zombie until mpirun reaps it,
