@@ -147,8 +147,8 @@ class BenchRun {
   BenchRun(const BenchHttpOptions& o, const HttpTarget& target, const std::string& model,
            std::vector<PlannedRequest> plan)
       : o_(o), target_(target), model_(model), plan_(std::move(plan)),
-        outcomes_(plan_.size()), start_offsets_s_(plan_.size()), done_(plan_.size()),
-        threads_(plan_.size()), held_back_(plan_.size(), false) {}
+        outcomes_(plan_.size()), start_offsets_s_(plan_.size()), held_back_(plan_.size(), false),
+        done_(plan_.size()), threads_(plan_.size()) {}
 
   void Run(const ProgressCallback& on_progress, double progress_interval_s) {
     start_ = Clock::now();
