@@ -64,11 +64,7 @@ void AppendValue(std::string& out, std::string_view v) {
     } else if (c == '\r') {
       out += "\\r";
     } else if (escaped_bytes > 0) {
-      for (size_t k = 0; k < escaped_bytes; ++k) {
-        char escaped[5];
-        std::snprintf(escaped, sizeof escaped, "\\x%02X", static_cast<unsigned>(static_cast<unsigned char>(v[i + k])));
-        out += escaped;
-      }
+      AppendHexEscaped(out, v.substr(i, escaped_bytes));
     } else {
       out.append(v.substr(i, length));
     }

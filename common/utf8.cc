@@ -27,6 +27,16 @@ Utf8Scan ScanUtf8(std::string_view bytes) {
   return {Utf8Status::kComplete, length};
 }
 
+void AppendHexEscaped(std::string& out, std::string_view bytes) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  for (char c : bytes) {
+    const auto b = static_cast<unsigned char>(c);
+    out += "\\x";
+    out += kHex[b >> 4];
+    out += kHex[b & 0xF];
+  }
+}
+
 std::string ToValidUtf8(std::string_view bytes) {
   std::string out;
   out.reserve(bytes.size());

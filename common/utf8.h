@@ -30,4 +30,8 @@ Utf8Scan ScanUtf8(std::string_view bytes);
 // `bytes` with every invalid or truncated sequence replaced by U+FFFD.
 std::string ToValidUtf8(std::string_view bytes);
 
+// Appends each of `bytes` as the text \xNN (upper-case hex): for bytes a text must not carry as
+// they are but a reader should still see.
+void AppendHexEscaped(std::string& out, std::string_view bytes);
+
 }  // namespace bmad

@@ -2,7 +2,7 @@
 
 #include <prometheus/text_serializer.h>
 
-#include <cstdio>
+#include <algorithm>
 #include <stdexcept>
 
 #include "common/utf8.h"
@@ -64,21 +64,29 @@ std::string ValidUtf8Value(std::string_view v) {
     if (scan.status == Utf8Status::kComplete) {
       out.append(v.substr(i, scan.length));
     } else {
-      for (size_t k = 0; k < scan.length; ++k) {
-        char escaped[5];
-        std::snprintf(escaped, sizeof escaped, "\\x%02X", static_cast<unsigned>(static_cast<unsigned char>(v[i + k])));
-        out += escaped;
-      }
+      AppendHexEscaped(out, v.substr(i, scan.length));
     }
     i += scan.length;
   }
   return out;
 }
 
-Labels ValidUtf8Labels(const Labels& labels) {
-  Labels out;
-  for (const auto& [k, v] : labels) out.emplace(k, ValidUtf8Value(v));
-  return out;
+bool IsValidUtf8(std::string_view v) {
+  for (size_t i = 0; i < v.size();) {
+    const Utf8Scan scan = ScanUtf8(v.substr(i));
+    if (scan.status != Utf8Status::kComplete) return false;
+    i += scan.length;
+  }
+  return true;
+}
+
+// `labels` as exported; copied only when a value must change (a lookup per request, such as the
+// coordinator's routed-requests counter, then allocates nothing).
+const Labels& ValidUtf8Labels(const Labels& labels, Labels& storage) {
+  if (std::all_of(labels.begin(), labels.end(), [](const auto& kv) { return IsValidUtf8(kv.second); })) return labels;
+  storage.clear();
+  for (const auto& [k, v] : labels) storage.emplace(k, ValidUtf8Value(v));
+  return storage;
 }
 
 std::vector<prometheus::ClientMetric::Label> ToPrometheus(const Labels& labels) {
@@ -120,7 +128,8 @@ Registry::Series& Registry::GetSeries(std::string_view name, std::string_view he
   if (buckets && family.buckets != *buckets) {
     throw std::invalid_argument("metric '" + std::string(name) + "' exists with other buckets");
   }
-  const Labels valid = ValidUtf8Labels(labels);
+  Labels storage;
+  const Labels& valid = ValidUtf8Labels(labels, storage);
   auto [sit, inserted] = family.series.try_emplace(valid);
   Series& series = sit->second;
   if (inserted) {
