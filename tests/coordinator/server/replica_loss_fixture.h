@@ -28,6 +28,9 @@ class ReplicaLossTest : public ::testing::Test {
     c.parallel.step_timeout_ms = step_timeout_ms_;
     c.coordinator.queue_timeout_ms = queue_timeout_ms_;
     if (long_tail_min_samples_ > 0) c.router.long_tail_min_samples = long_tail_min_samples_;
+    // No test here is about the drain: requests its fake replicas left unfinished would hold the
+    // teardown for the whole default.
+    c.coordinator.drain_timeout_ms = 200;
     CoordinatorRunOptions o;
     o.max_run_ms = 60000;
     auto server = CoordinatorServer::Create(c, o);
