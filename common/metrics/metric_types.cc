@@ -1,10 +1,18 @@
 #include "common/metrics/metric_types.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
 
 namespace bmad::metrics {
 
 Histogram::Histogram(std::vector<double> upper_bounds) : bounds_(std::move(upper_bounds)) {
+  if (std::any_of(bounds_.begin(), bounds_.end(), [](double b) { return std::isnan(b); })) {
+    throw std::invalid_argument("a histogram bucket bound is NaN");
+  }
+  // Every histogram has the +Inf bucket: a listed one would be rendered twice.
+  std::erase(bounds_, std::numeric_limits<double>::infinity());
   std::sort(bounds_.begin(), bounds_.end());
   bounds_.erase(std::unique(bounds_.begin(), bounds_.end()), bounds_.end());
   counts_ = std::make_unique<std::atomic<uint64_t>[]>(bounds_.size() + 1);
@@ -12,6 +20,8 @@ Histogram::Histogram(std::vector<double> upper_bounds) : bounds_(std::move(upper
 }
 
 void Histogram::Observe(double value) {
+  // NaN belongs to no bucket, and would turn the sum into NaN for the process's lifetime.
+  if (std::isnan(value)) return;
   // Prometheus buckets are "less than or equal": the first bound >= value.
   const size_t bucket = static_cast<size_t>(
       std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin());

@@ -32,11 +32,13 @@ class Gauge {
   std::atomic<double> value_{0.0};
 };
 
-// Cumulative-bucket histogram with fixed upper bounds (+Inf implied).
+// Cumulative-bucket histogram with fixed upper bounds (+Inf implied; a listed +Inf is dropped,
+// a NaN bound throws std::invalid_argument).
 class Histogram {
  public:
   explicit Histogram(std::vector<double> upper_bounds);
 
+  // A NaN value is ignored.
   void Observe(double value);
 
   struct Snapshot {

@@ -41,11 +41,14 @@ void CheckName(std::string_view name, std::string_view kind_suffix_rule, bool is
   }
 }
 
-std::vector<std::string> LabelNames(const Labels& labels) {
+std::vector<std::string> LabelNames(const Labels& labels, bool is_histogram) {
   std::vector<std::string> names;
   for (const auto& [k, v] : labels) {
     if (!ValidName(k, false) || k.starts_with("__")) {
       throw std::invalid_argument("invalid label name '" + k + "'");
+    }
+    if (is_histogram && k == "le") {
+      throw std::invalid_argument("label name 'le' is a histogram's bucket label");
     }
     names.push_back(k);
   }
@@ -89,6 +92,23 @@ const Labels& ValidUtf8Labels(const Labels& labels, Labels& storage) {
   return storage;
 }
 
+// HELP text as the exposition format wants it (the serializer writes it as it is): a backslash
+// and a line feed escaped, or the rest of the line would be a line Prometheus cannot parse.
+std::string EscapedHelp(std::string_view help) {
+  std::string out;
+  out.reserve(help.size());
+  for (const char c : help) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 std::vector<prometheus::ClientMetric::Label> ToPrometheus(const Labels& labels) {
   std::vector<prometheus::ClientMetric::Label> out;
   for (const auto& [k, v] : labels) out.push_back({k, v});
@@ -109,11 +129,11 @@ Registry::Series& Registry::GetSeries(std::string_view name, std::string_view he
     CheckName(name, "(_seconds, _tokens, _bytes, _sequences, _blocks, _ratio)",
               kind == Kind::kCounter, kind == Kind::kHistogram);
   }
-  std::vector<std::string> label_names = LabelNames(labels);
+  std::vector<std::string> label_names = LabelNames(labels, kind == Kind::kHistogram);
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = families_.find(name);
   if (it == families_.end()) {
-    Family family{kind, std::string(help), buckets ? *buckets : std::vector<double>{},
+    Family family{kind, EscapedHelp(help), buckets ? *buckets : std::vector<double>{},
                   label_names, {}};
     it = families_.emplace(std::string(name), std::move(family)).first;
   }

@@ -7,8 +7,8 @@
 //   - names start with "bmad_" and use [a-zA-Z0-9_:];
 //   - counters end in "_total"; histograms end in a unit: _seconds, _tokens, _bytes,
 //     _sequences, _blocks or _ratio;
-//   - every series of a family has the same label names, and a family keeps its type, help
-//     and buckets.
+//   - every series of a family has the same label names (a histogram's cannot include `le`, its
+//     buckets' label), and a family keeps its type, help and buckets.
 // Get* returns the same object for the same name and labels, so callers look a metric up once
 // and keep the reference; updating it is then one atomic operation.
 #pragma once

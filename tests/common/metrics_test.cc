@@ -3,6 +3,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
@@ -55,6 +57,43 @@ TEST(MetricsTest, HistogramBucketsAreCumulativeAndLessOrEqual) {
   EXPECT_EQ(s.cumulative_counts, (std::vector<uint64_t>{2, 4, 5, 6}));
   EXPECT_EQ(s.count, 6u);
   EXPECT_DOUBLE_EQ(s.sum, 56.65);
+}
+
+TEST(MetricsTest, AHistogramIgnoresNaNAndImpliesInfinity) {
+  // +Inf among the bounds is the bucket every histogram has: listed once, not twice.
+  Histogram h({1.0, std::numeric_limits<double>::infinity()});
+  h.Observe(0.5);
+  h.Observe(std::numeric_limits<double>::quiet_NaN());  // no bucket holds it; the sum stays a number
+  h.Observe(std::numeric_limits<double>::infinity());
+  Histogram::Snapshot s = h.Read();
+  EXPECT_EQ(s.upper_bounds, (std::vector<double>{1.0}));
+  EXPECT_EQ(s.cumulative_counts, (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(s.count, 2u);
+  EXPECT_FALSE(std::isnan(s.sum));
+  EXPECT_THROW(Histogram({1.0, std::numeric_limits<double>::quiet_NaN()}), std::invalid_argument);
+
+  Registry r;
+  r.GetHistogram("bmad_x_seconds", "h", {0.5, std::numeric_limits<double>::infinity()}).Observe(0.2);
+  const std::string text = r.RenderText();
+  size_t infinities = 0;
+  for (size_t at = text.find("le=\"+Inf\""); at != std::string::npos; at = text.find("le=\"+Inf\"", at + 1)) {
+    ++infinities;
+  }
+  EXPECT_EQ(infinities, 1u) << text;
+}
+
+TEST(MetricsTest, AHistogramCannotTakeTheLabelItsBucketsUse) {
+  Registry r;
+  EXPECT_THROW(r.GetHistogram("bmad_x_seconds", "h", {1.0}, {{"le", "1"}}), std::invalid_argument);
+  EXPECT_NO_THROW(r.GetGauge("bmad_le_ratio", "h", {{"le", "1"}}));  // only a histogram's own
+}
+
+TEST(MetricsTest, HelpTextIsEscaped) {
+  // A newline in a HELP line would end it; the rest would be a line Prometheus cannot parse.
+  Registry r;
+  r.GetGauge("bmad_x_ratio", "first line\nsecond \\ end").Set(1);
+  const std::string text = r.RenderText();
+  EXPECT_NE(text.find("# HELP bmad_x_ratio first line\\nsecond \\\\ end\n"), std::string::npos) << text;
 }
 
 TEST(MetricsTest, RendersPrometheusText) {
