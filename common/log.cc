@@ -18,7 +18,8 @@ Sink g_sink;  // guarded by g_sink_mutex
 // What a value from a peer (a replica id, an error message) must not bring into a log line as
 // it is: control bytes (C0, DEL), C1 controls (U+0080..U+009F: U+009B starts a terminal
 // escape), line and paragraph separators and bidirectional overrides (U+2028..U+202E,
-// U+2066..U+2069, which reorder what a terminal shows), and bytes that are not UTF-8. Each of
+// U+2066..U+2069, which reorder what a terminal shows) and marks (U+200E, U+200F, U+061C, which
+// move neutral characters such as digits around them), and bytes that are not UTF-8. Each of
 // these is written escaped, byte by byte.
 bool IsControl(char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7F; }
 
@@ -31,6 +32,8 @@ size_t EscapedLength(std::string_view v, size_t* length) {
   if (scan.length == 1) return IsControl(v[0]) ? 1 : 0;
   const auto b = [&](size_t i) { return static_cast<unsigned char>(v[i]); };
   if (scan.length == 2 && b(0) == 0xC2 && b(1) <= 0x9F) return 2;  // C1
+  if (scan.length == 2 && b(0) == 0xD8 && b(1) == 0x9C) return 2;  // ALM
+  if (scan.length == 3 && b(0) == 0xE2 && b(1) == 0x80 && (b(2) == 0x8E || b(2) == 0x8F)) return 3;  // LRM, RLM
   if (scan.length == 3 && b(0) == 0xE2 && b(1) == 0x80 && b(2) >= 0xA8 && b(2) <= 0xAE) return 3;
   if (scan.length == 3 && b(0) == 0xE2 && b(1) == 0x81 && b(2) >= 0xA6 && b(2) <= 0xA9) return 3;
   return 0;

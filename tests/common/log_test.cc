@@ -68,6 +68,12 @@ TEST_F(LogTest, ControlBytesInValuesAreEscaped) {
   Info("c", "m", {{"v", "a\xC2\x9B" "2K\xE2\x80\xAE" "b\xFF\xC3\xA9"}});
   ASSERT_EQ(lines_.size(), 1u);
   EXPECT_NE(lines_[0].find("v=\"a\\xC2\\x9B2K\\xE2\\x80\\xAEb\\xFF\xC3\xA9\""), std::string::npos) << lines_[0];
+  // The bidirectional marks (LRM, RLM, ALM) reorder neutral text around them as well.
+  lines_.clear();
+  Info("c", "m", {{"v", "1\xE2\x80\x8E" "2\xE2\x80\x8F" "3\xD8\x9C" "4\xE2\x80\x8D"}});
+  ASSERT_EQ(lines_.size(), 1u);
+  EXPECT_NE(lines_[0].find("v=\"1\\xE2\\x80\\x8E2\\xE2\\x80\\x8F3\\xD8\\x9C4\xE2\x80\x8D\""), std::string::npos)
+      << lines_[0];
 }
 
 TEST_F(LogTest, FieldTypes) {
