@@ -9,13 +9,15 @@
 
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <string_view>
 
 #include "common/config/config.h"
 
 namespace bmad {
 
-// Inclusive numeric bounds; for strings `non_empty` and an optional required prefix list.
+// Inclusive numeric bounds; for strings `non_empty`, an endpoint's form, a length, or a list of
+// the values allowed besides the empty one.
 template <typename T>
 struct Limits {
   T min = std::numeric_limits<T>::lowest();
@@ -26,6 +28,7 @@ struct Limits<std::string> {
   bool non_empty = false;
   bool endpoint = false;  // must be a ZeroMQ tcp:// or ipc:// endpoint
   size_t max_bytes = 0;   // 0: any length
+  std::span<const std::string_view> one_of = {};  // empty: any text
 };
 template <>
 struct Limits<bool> {};
@@ -59,10 +62,10 @@ void VisitConfig(ServerConfig& c, Visitor& v) {
             "than the replica's KV cache holds.",
             I{0, 1 << 24});
     v.Field("chat_template", c.model.chat_template,
-            "Chat template name (chatml, llama2, llama3, llama3.1, mistral, zephyr, phi3, gemma, "
-            "plain), with that format's reference text (llama3.1: dated 26 Jul 2024); empty means "
-            "the model's own when recognised, its date and default system prompt included, else chatml.",
-            S{});
+            "Chat template name, with that format's reference text (llama3.1: dated 26 Jul 2024); "
+            "empty means the model's own when recognised, its date and default system prompt "
+            "included, else chatml.",
+            S{.one_of = kChatTemplateNames});
   });
 
   v.Section("coordinator", "The coordinator process: front doors and replica registry.", [&] {

@@ -331,6 +331,13 @@ class LoadVisitor {
                                std::to_string(limits.max_bytes) + " allowed");
       return;
     }
+    if (!limits.one_of.empty() && !s.empty() &&
+        std::find(limits.one_of.begin(), limits.one_of.end(), s) == limits.one_of.end()) {
+      std::string known;
+      for (std::string_view name : limits.one_of) known += (known.empty() ? "" : ", ") + std::string(name);
+      Fail(path, n.Mark(), "is " + Quote(s) + ", not one of " + known);
+      return;
+    }
     if (limits.endpoint) {
       const std::string problem = EndpointProblem(s);
       if (!problem.empty()) {

@@ -123,6 +123,13 @@ class MarkdownVisitor {
   static std::string Allowed(bool, const Limits<bool>&) { return "`true`, `false`"; }
   static std::string Allowed(const std::string&, const Limits<std::string>& l) {
     if (l.endpoint) return "ZeroMQ endpoint (`tcp://`, `ipc://`)";
+    if (!l.one_of.empty()) {
+      std::string text = l.non_empty ? "" : "empty, ";
+      for (size_t i = 0; i < l.one_of.size(); ++i) {
+        text += (i == 0 ? "" : i + 1 == l.one_of.size() ? " or " : ", ") + Code(std::string(l.one_of[i]));
+      }
+      return text;
+    }
     std::string text = l.non_empty ? "non-empty text" : "text";
     if (l.max_bytes > 0) text += ", at most " + std::to_string(l.max_bytes) + " bytes";
     return text;

@@ -185,6 +185,17 @@ TEST(ConfigTest, AReplicaIdTooLongForTheWorkersRoutingIdIsRefused) {
       << load.errors[0].message;
 }
 
+TEST(ConfigTest, AnUnknownChatTemplateIsRefusedByTheCheckToo) {
+  // Only the coordinator refused it, at start: `bmad config check` passed the file.
+  EXPECT_TRUE(LoadConfigText("model:\n  chat_template: llama3.1\n", "ok.yaml").errors.empty());
+  EXPECT_TRUE(LoadConfigText("model:\n  chat_template: \"\"\n", "auto.yaml").errors.empty());
+  ConfigLoad load = LoadConfigText("model:\n  chat_template: llama-3\n", "bad.yaml");
+  ASSERT_EQ(load.errors.size(), 1u);
+  EXPECT_EQ(load.errors[0].key, "model.chat_template");
+  EXPECT_NE(load.errors[0].message.find("'llama-3', not one of chatml, llama2, llama3, llama3.1"), std::string::npos)
+      << load.errors[0].message;
+}
+
 TEST(ConfigTest, ASecondYamlDocumentIsAnErrorNotDropped) {
   // Only the first was read, silently: model.path came out "a".
   ConfigLoad load = LoadConfigText("model:\n  path: a\n---\nmodel:\n  path: b\n", "multi.yaml");

@@ -7,6 +7,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "common/config/config.h"
+
 namespace bmad::http {
 namespace {
 
@@ -417,6 +419,14 @@ TEST(DetectChatTemplate, RecognisesRealTemplates) {
   EXPECT_EQ(kDefaultChatTemplate, ChatTemplate::kChatML);
   EXPECT_EQ(KnownChatTemplateNames(),
             "chatml, llama2, llama3, llama3.1, mistral, zephyr, phi3, gemma, plain");
+  // The config refuses a name by its own list (bmad config check has no coordinator code): the
+  // same names, so that what it passes the coordinator takes.
+  std::string config_names;
+  for (std::string_view name : kChatTemplateNames) {
+    ASSERT_TRUE(ChatTemplateByName(name).ok()) << name;
+    config_names += (config_names.empty() ? "" : ", ") + std::string(name);
+  }
+  EXPECT_EQ(config_names, KnownChatTemplateNames());
 }
 
 // The opening of Llama-3.1's template up to its system block; `date_logic` is where 3.1 and
