@@ -1,5 +1,5 @@
 // The official `openai` npm client (installed from the npm registry into the build tree on first
-// run) against a real cluster that wants an API key: models, completions, chat, streaming, errors.
+// run, at the versions of package-lock.json) against a real cluster that wants an API key: models, completions, chat, streaming, errors.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -21,11 +21,15 @@ TEST(OpenAiClientTest, OfficialClientWorksAgainstTheCluster) {
   std::filesystem::create_directories(dir);
   std::filesystem::copy_file(source + "/package.json", dir + "/package.json",
                              std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(source + "/package-lock.json", dir + "/package-lock.json",
+                             std::filesystem::copy_options::overwrite_existing);
   std::filesystem::copy_file(source + "/test.mjs", dir + "/test.mjs",
                              std::filesystem::copy_options::overwrite_existing);
   if (!std::filesystem::exists(dir + "/node_modules/openai/package.json")) {
+    // `npm ci`: exactly the versions of the lockfile, so that a new release of the client or of
+    // one of its dependencies cannot change what this test runs.
     ChildProcess npm;
-    ASSERT_TRUE(npm.Start({"npm", "install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix", dir},
+    ASSERT_TRUE(npm.Start({"npm", "ci", "--no-audit", "--no-fund", "--loglevel=error", "--prefix", dir},
                           dir + "/npm.log"))
         << npm.error() << " (is npm installed?)";
     auto status = npm.Wait(240s);
