@@ -572,7 +572,10 @@ Status CoordinatorServer::Core::Run() {
     // A bounded batch from each source per round keeps one busy source from starving the others.
     if (items[0].revents & ZMQ_POLLIN) ReadWorkerMessages(256, max_bytes);
     if (items[1].revents & ZMQ_POLLIN) {
-      ReadClientMessages(256, max_bytes, clock_.NowNanos() + kClientBatchNs, /*refuse_submits=*/stop_deadline != 0);
+      // Refused from the moment a stop is asked, not from the next round: a Submit sent after
+      // RequestStop() returned is never accepted.
+      ReadClientMessages(256, max_bytes, clock_.NowNanos() + kClientBatchNs,
+                         /*refuse_submits=*/stop_deadline != 0 || stop_requested_.load());
     }
     if (items[2].revents & ZMQ_POLLIN) DrainInbox();
     if (now - last_tick_ns_ >= kTickNs) {
