@@ -345,6 +345,12 @@ Result<std::vector<proto::LogitBias>> ReadLogitBias(const JsonFields& body) {
 Status ReadLogprobs(const JsonFields& body, bool chat, CompletionRequest& request) {
   const std::string range = "an integer in [0, " + std::to_string(kMaxLogprobs) + "]";
   if (!chat) {
+    // Chat's parameter, which OpenAI refuses here: ignored, a client would get no logprobs
+    // without learning why. 0 asks for nothing and passes.
+    if (const Json* top = body.Find("top_logprobs"); top != nullptr && !top->is_null() && *top != 0) {
+      return InvalidArgument("'top_logprobs' is a chat completions parameter; /v1/completions takes "
+                             "'logprobs', the number of alternatives");
+    }
     BMAD_ASSIGN_OR_RETURN(const std::optional<int64_t> n,
                           body.Integer("logprobs", 0, kMaxLogprobs, range));
     request.sampling.logprobs = n.has_value();
@@ -580,8 +586,13 @@ Result<CompletionRequest> ReadRequest(const Json& json, bool chat, const Request
     BMAD_ASSIGN_OR_RETURN(const std::optional<uint32_t> max_completion_tokens,
                           ReadMaxTokens(body, "max_completion_tokens", limits));
     if (max_completion_tokens) request.max_tokens = max_completion_tokens;
-  } else if (!request.max_tokens) {
-    request.max_tokens = kDefaultCompletionMaxTokens;
+  } else {
+    // Chat's newer name, which OpenAI refuses here: ignored, the default length would come out.
+    if (const Json* max = body.Find("max_completion_tokens"); max != nullptr && !max->is_null()) {
+      return InvalidArgument("'max_completion_tokens' is a chat completions parameter; "
+                             "/v1/completions takes 'max_tokens'");
+    }
+    if (!request.max_tokens) request.max_tokens = kDefaultCompletionMaxTokens;
   }
   request.sampling.max_tokens = request.max_tokens.value_or(0);
 

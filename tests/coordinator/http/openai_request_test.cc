@@ -446,7 +446,14 @@ TEST(ParseCompletionRequest, RejectsWrongTypesAndRangesNamingTheParameter) {
        {"'ignore_eos' cannot be used with response_format \"json_object\""}},
       {"{" + p + R"("response_format": "json"})", false, {"'response_format' must be an object"}},
       {"{" + p + R"("tools": [{"type": "function"}]})", false, {"'tools' is not supported"}},
+      // Chat's parameters are not taken here (they were ignored: 16 tokens, no logprobs).
+      {"{" + p + R"("max_completion_tokens": 3})", false,
+       {"'max_completion_tokens' is a chat completions parameter; /v1/completions takes 'max_tokens'"}},
+      {"{" + p + R"("logprobs": 1, "top_logprobs": 2})", false,
+       {"'top_logprobs' is a chat completions parameter; /v1/completions takes 'logprobs'"}},
   });
+  // Their values that ask for nothing pass.
+  EXPECT_TRUE(Completion(R"({"prompt": "x", "max_completion_tokens": null, "top_logprobs": 0})").ok());
 }
 
 TEST(ParseCompletionRequest, RejectsBadPrompts) {
