@@ -28,6 +28,18 @@ constexpr uint32_t kMaxLosses = 3;
 // at once are never 2^31 apart.
 bool NoLaterThan(uint32_t a, uint32_t b) { return static_cast<int32_t>(b - a) >= 0; }
 
+// `why` (about one prompt of a batch) as about prompt `p`: a message naming 'prompt' names
+// 'prompt[p]' instead, any other gets it as context. OpenAI's error `param` is the name a
+// message starts with.
+Status AboutBatchPrompt(const Status& why, size_t p) {
+  const std::string name = "'prompt[" + std::to_string(p) + "]'";
+  constexpr std::string_view kPrompt = "'prompt' ";
+  if (why.message().starts_with(kPrompt)) {
+    return Status(why.code(), name + why.message().substr(kPrompt.size() - 1));
+  }
+  return why.WithContext(name);
+}
+
 }  // namespace
 
 std::vector<ReplicaView> CoordinatorServer::Core::Views() const { return replicas_.Views(); }
@@ -85,7 +97,7 @@ Result<std::unique_ptr<CoordRequest>> CoordinatorServer::Core::Prepare(SubmitInp
   const auto vocab = static_cast<uint32_t>(tokenizer_->vocab_size());
   for (uint32_t t : r->prompt) {
     if (t >= vocab) {
-      return InvalidArgument("prompt token id " + std::to_string(t) + " is outside the vocabulary (0.." +
+      return InvalidArgument("'prompt' holds token id " + std::to_string(t) + ", outside the vocabulary (0.." +
                              std::to_string(vocab - 1) + ")");
     }
   }
@@ -188,7 +200,7 @@ Status CoordinatorServer::Core::AcceptChoices(std::vector<SubmitInput> inputs,
       CountRefused(r.status(), total);
       // A wrong model is the whole request's fault (OpenAI's param "model"), not one prompt's.
       const bool about_one_prompt = inputs.size() > 1 && r.status().code() != StatusCode::kNotFound;
-      return about_one_prompt ? r.status().WithContext("'prompt[" + std::to_string(p) + "]'") : r.status();
+      return about_one_prompt ? AboutBatchPrompt(r.status(), p) : r.status();
     }
     (*r)->choices = std::max<uint32_t>(choices, 1);
     prepared.push_back(std::move(*r));

@@ -84,12 +84,18 @@ TEST_F(HttpDoorTest, ABatchWithABadPromptAdmitsNone) {
   auto refused = Post(batch);
   ASSERT_TRUE(refused);
   EXPECT_EQ(refused->status, 400) << refused->body;
-  EXPECT_NE(refused->body.find("'prompt[1]'"), std::string::npos) << refused->body;
-  EXPECT_NE(refused->body.find("600"), std::string::npos) << refused->body;
+  Json error = Json::parse(refused->body)["error"];
+  EXPECT_EQ(error["message"], "'prompt[1]' holds token id 600, outside the vocabulary (0..511)") << refused->body;
+  EXPECT_EQ(error["param"], "prompt[1]") << refused->body;
   EXPECT_EQ(Metric("bmad_coordinator_requests_total"), 4.0);
   EXPECT_EQ(Metric("bmad_coordinator_rejections_total{reason=\"invalid\"}"), 4.0);
   EXPECT_EQ(Metric("bmad_coordinator_requests_finished_total{status=\"cancelled\"}"), 0.0);
   EXPECT_EQ(Metric("bmad_coordinator_requests_queued"), 0.0);
+  // One prompt alone is named too (OpenAI's param was null).
+  auto alone = Post({{"prompt", {1, 600}}, {"max_tokens", 1}});
+  ASSERT_TRUE(alone);
+  EXPECT_EQ(alone->status, 400) << alone->body;
+  EXPECT_EQ(Json::parse(alone->body)["error"]["param"], "prompt") << alone->body;
   // Refused by the handler before the loop sees them (a bad parameter; an empty text prompt,
   // its 2 choices): counted the same, as the socket door counts them. They used to go uncounted.
   auto bad = Post({{"prompt", "x"}, {"temperature", -1}});
@@ -98,8 +104,8 @@ TEST_F(HttpDoorTest, ABatchWithABadPromptAdmitsNone) {
   auto empty = Post({{"prompt", ""}, {"n", 2}, {"add_special_tokens", false}});
   ASSERT_TRUE(empty);
   EXPECT_EQ(empty->status, 400) << empty->body;
-  EXPECT_EQ(Metric("bmad_coordinator_requests_total"), 7.0);
-  EXPECT_EQ(Metric("bmad_coordinator_rejections_total{reason=\"invalid\"}"), 7.0);
+  EXPECT_EQ(Metric("bmad_coordinator_requests_total"), 8.0);
+  EXPECT_EQ(Metric("bmad_coordinator_rejections_total{reason=\"invalid\"}"), 8.0);
 }
 
 // A small coordinator.max_message_bytes (the heartbeat of a replica holding at most 2 requests
