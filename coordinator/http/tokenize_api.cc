@@ -20,7 +20,12 @@ Result<TokenizeRequest> ParseTokenizeRequest(std::string_view body, const Reques
   BMAD_ASSIGN_OR_RETURN(const Json json, internal::ParseJsonObject(body, limits.max_body_bytes));
   const JsonFields fields(json, "");
   TokenizeRequest request;
-  const bool chat = fields.Find("messages") != nullptr;
+  const Json* messages = fields.Find("messages");
+  const Json* prompt = fields.Find("prompt");
+  const bool chat = messages != nullptr && !messages->is_null();  // null: not given
+  if (chat && prompt != nullptr && !prompt->is_null()) {
+    return InvalidArgument("'prompt' and 'messages' cannot both be given: /tokenize counts one prompt");
+  }
   // Counting tokens is what a client does to learn whether a prompt fits: one longer than the
   // context is counted (as a text one always was), not refused.
   RequestLimits counting = limits;

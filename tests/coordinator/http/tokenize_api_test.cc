@@ -40,6 +40,11 @@ TEST(ParseTokenizeRequest, ErrorsNameTheField) {
   EXPECT_NE(message("[1]").find("object"), std::string::npos) << message("[1]");
   EXPECT_NE(message(R"({"prompt": ["a", "b"]})").find("'prompt' must be one prompt"), std::string::npos)
       << message(R"({"prompt": ["a", "b"]})");
+  // Both: which one was counted is not for the server to guess (the messages were, silently).
+  const std::string both = R"({"prompt": "a", "messages": [{"role": "user", "content": "Hi"}]})";
+  EXPECT_EQ(message(both), "'prompt' and 'messages' cannot both be given: /tokenize counts one prompt");
+  EXPECT_TRUE(ParseTokenizeRequest(R"({"prompt": null, "messages": [{"role": "user", "content": "Hi"}]})", {}).ok());
+  EXPECT_TRUE(ParseTokenizeRequest(R"({"prompt": "a", "messages": null})", {}).ok());
 }
 
 TEST(ParseDetokenizeRequest, TokenIdsOnly) {
