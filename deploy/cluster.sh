@@ -6,8 +6,9 @@
 #   deploy/cluster.sh start --config FILE [--set section.key=value]... [--state DIR] [--bin DIR]
 #                           [--wait SECONDS] [--foreground]
 #   deploy/cluster.sh stop  [--state DIR]        # drains: coordinator, then replicas; SIGKILL last
-#   deploy/cluster.sh status [--state DIR]
-#   deploy/cluster.sh plan  --config FILE [--set ...]   # print what `start` would run
+#   deploy/cluster.sh status [--state DIR]        # exit 3 when no cluster used DIR
+#   deploy/cluster.sh plan  --config FILE [--set ...]   # print what `start` would run (starts
+#                                                       # nothing; writes the replicas' hostfiles)
 #
 # The state directory (default /tmp/bmad-cluster) holds the processes' logs and pids. `start`
 # returns once every replica is live (exit 0), or once a process has exited while starting (that
@@ -16,7 +17,8 @@
 # (with --foreground it goes on waiting for the coordinator instead). Ctrl-C, SIGTERM or SIGHUP
 # while it starts, or to `start --foreground` later, stops everything cleanly; a coordinator
 # that exits on its own under --foreground stops the replicas, and the script exits with its
-# status. `start` checks everything before it stops a cluster already running. The pid files
+# status. `start` checks everything (the config, the hostfile, that the model opens) before it
+# stops a cluster already running, and keeps that cluster's logs as *.log.1. The pid files
 # hold each process's pid and start time, and every process started carries a random token in
 # its environment: `stop` signals nothing else.
 set -euo pipefail
@@ -132,6 +134,26 @@ session_members() {
 
 # The state directory holds the pid files that decide what `stop` signals: it must be this
 # user's, and not writable by anyone else.
+# The config as `config check` sees it; its errors (once) and exit 2 when it is not valid.
+check_config() {
+  local errors
+  if ! errors=$("$bin/bmad" config check --quiet "$config" "${sets[@]}" 2>&1 >/dev/null); then
+    printf '%s\n' "$errors" >&2
+    exit 2
+  fi
+}
+
+# The model opens as one (the coordinator reads it here; a missing or broken file would stop
+# the coordinator only after the running cluster was stopped).
+check_model() {
+  local model errors
+  model=$(get model.path)
+  if ! errors=$("$bin/bmad" tokenize --model "$model" --text "" 2>&1 >/dev/null); then
+    echo "cluster.sh start: model.path: ${errors#bmad tokenize: }" >&2
+    exit 2
+  fi
+}
+
 check_state_dir() {
   if [ -L "$state" ] || { [ -e "$state" ] && ! [ -O "$state" ]; }; then
     echo "cluster.sh: the state directory $state is a symbolic link or belongs to another user" >&2
@@ -329,7 +351,7 @@ case "$cmd" in
   plan)
     # What `start` would run, without running it.
     [ -n "$config" ] || { echo "cluster.sh plan: --config is required" >&2; exit 2; }
-    "$bin/bmad" config check --quiet "$config" "${sets[@]}" >/dev/null || { "$bin/bmad" config check "$config" "${sets[@]}" >&2; exit 2; }
+    check_config
     check_state_dir
     mkdir -p -m 700 "$state"
     check_state_dir  # again: someone else could have made it between the check and mkdir
@@ -344,16 +366,21 @@ case "$cmd" in
     ;;
   start)
     [ -n "$config" ] || { echo "cluster.sh start: --config is required" >&2; exit 2; }
-    "$bin/bmad" config check --quiet "$config" "${sets[@]}" >/dev/null || { "$bin/bmad" config check "$config" "${sets[@]}" >&2; exit 2; }
+    check_config
     [[ $wait_s =~ ^[0-9]+$ ]] || { echo "cluster.sh start: --wait takes whole seconds, not '$wait_s'" >&2; exit 2; }
     check_state_dir
     mkdir -p -m 700 "$state"
     check_state_dir  # again: someone else could have made it between the check and mkdir
-    # Everything checked before a cluster already running is stopped: a bad hostfile must not
-    # take it down and start nothing.
+    # Everything checked before a cluster already running is stopped: a bad hostfile or model
+    # must not take it down and start nothing.
     plan
+    check_model
     drain_ms=$(get coordinator.drain_timeout_ms)
     stop_all  # (with the drain it was started with)
+    # The stopped cluster's logs are kept, one generation back.
+    for f in "$state"/*.log; do
+      if [ -f "$f" ]; then mv -f "$f" "$f.1"; fi
+    done
     echo "$drain_ms" >"$state/drain_ms"
     token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
     (umask 077 && echo "$token" >"$state/token")
@@ -405,6 +432,8 @@ case "$cmd" in
     ;;
   status)
     check_state_dir
+    # (3, as an init script's status says "not running")
+    [ -d "$state" ] || { echo "no cluster started with the state directory $state"; exit 3; }
     for f in "$state"/*.pid; do
       [ -f "$f" ] || continue
       name=$(basename "$f" .pid)

@@ -78,6 +78,10 @@ TEST(ClusterScriptTest, SigtermDrainsInFlightRequestsThenStopsEverything) {
       "--set", "coordinator.worker_endpoint=tcp://127.0.0.1:" + std::to_string(PickFreePort()),
       "--set", "metrics.coordinator_port=" + std::to_string(PickFreePort()),
       "--set", "metrics.worker_port=" + std::to_string(PickFreePorts(2))};  // two replicas
+  // A cluster ran here before: its log is kept, one generation back.
+  std::filesystem::create_directories(state);
+  std::filesystem::permissions(state, std::filesystem::perms::owner_all, std::filesystem::perm_options::replace);
+  WriteTextFile(state + "/coordinator.log", "the previous cluster's log\n");
   std::vector<std::string> argv = {kSource + "/deploy/cluster.sh", "start", "--config",
                                    kSource + "/deploy/config/local.yaml", "--state", state,
                                    "--bin", std::string(BMAD_BINARY_DIR) + "/bin", "--foreground"};
@@ -95,6 +99,7 @@ TEST(ClusterScriptTest, SigtermDrainsInFlightRequestsThenStopsEverything) {
       << script.ReadLog() << RunCommand({"/bin/bash", "-c", "tail -n 20 " + state + "/*.log"}, 10s).out;
   const std::vector<pid_t> pids = Pids(state);
   ASSERT_EQ(pids.size(), 3u) << "coordinator and two replicas";
+  EXPECT_EQ(ReadTextFile(state + "/coordinator.log.1"), "the previous cluster's log\n");
 
   // A client of the socket, connected now: the drain below lasts as long as the stream's last
   // tokens take (a few ms each), shorter than a process takes to start on a loaded machine.
@@ -303,6 +308,28 @@ TEST(ClusterScriptTest, AStartThatCannotRunLeavesTheRunningClusterAlone) {
   EXPECT_NE(start.err.find("too few slots"), std::string::npos) << start.err;
   EXPECT_TRUE(Running(running.pid())) << "the running cluster was stopped for a start that could not run";
   EXPECT_FALSE(Pids(state).empty());
+  // A model that does not open (only the new coordinator found out, after the stop), and a
+  // config that is not valid (its errors printed once, exit 2 as for any usage error).
+  WriteTextFile(dir + "/not-a-model.gguf", "text\n");
+  CommandResult model = RunCommand({kSource + "/deploy/cluster.sh", "start", "--config",
+                                    kSource + "/deploy/config/local.yaml", "--state", state,
+                                    "--bin", std::string(BMAD_BINARY_DIR) + "/bin",
+                                    "--set", "model.path=" + dir + "/not-a-model.gguf"},
+                                   60s);
+  EXPECT_EQ(model.status, 2) << model.out << model.err;
+  EXPECT_NE(model.err.find("cluster.sh start: model.path: DATA_LOSS: " + dir + "/not-a-model.gguf: not a GGUF file"),
+            std::string::npos) << model.err;
+  CommandResult config = RunCommand({kSource + "/deploy/cluster.sh", "start", "--config",
+                                     kSource + "/deploy/config/local.yaml", "--state", state,
+                                     "--bin", std::string(BMAD_BINARY_DIR) + "/bin",
+                                     "--set", "parallel.tp=0"},
+                                    60s);
+  EXPECT_EQ(config.status, 2) << config.out << config.err;
+  const size_t first = config.err.find("parallel.tp");
+  EXPECT_NE(first, std::string::npos) << config.err;
+  EXPECT_EQ(config.err.find("parallel.tp", first + 1), std::string::npos) << "printed twice:\n" << config.err;
+  EXPECT_TRUE(Running(running.pid())) << "the running cluster was stopped for a start that could not run";
+  EXPECT_FALSE(Pids(state).empty());
   running.Signal(SIGKILL);
   running.Wait(10s);
   std::filesystem::remove_all(dir);
@@ -326,7 +353,8 @@ TEST(ClusterScriptTest, AForegroundStartExitsWithTheStatusOfACoordinatorThatCras
   ChildProcess script;
   ASSERT_TRUE(script.Start({kSource + "/deploy/cluster.sh", "start", "--config", kSource + "/deploy/config/local.yaml",
                             "--state", state, "--bin", bin, "--foreground", "--wait", "0",
-                            "--set", "cluster.long_tail_replicas=0"},
+                            "--set", "cluster.long_tail_replicas=0",
+                            "--set", "model.path=" + SharedModelsDir() + "/stories260K.gguf"},  // start checks it opens
                            dir + "/cluster.log"))
       << script.error();
   auto status = script.Wait(60s);
