@@ -499,11 +499,31 @@ std::vector<ConfigError> ValidateConfig(const ServerConfig& c) {
   if (c.metrics.worker_port != 0 && c.metrics.worker_port + replicas - 1 > kMaxPort) {
     fail("metrics.worker_port", "worker_port + replicas - 1 exceeds 65535");
   }
-  // The coordinator's two ports, always on one host (0 picks a free one and never collides).
-  // Workers may run elsewhere (Kubernetes), so their ports are not compared with these.
-  const int64_t http = c.coordinator.http_port, coord_metrics = c.metrics.coordinator_port;
-  if (http != 0 && http == coord_metrics) {
-    fail("metrics.coordinator_port", "must differ from coordinator.http_port (" + std::to_string(http) + ")");
+  // What the coordinator listens on, always on one host: two on the same port and host (or a
+  // wildcard host) would fail at start with "address in use", naming neither key. Workers may
+  // run elsewhere (Kubernetes), so their ports are not compared with these.
+  struct Listener {
+    std::string key;
+    std::string host;
+    int64_t port;
+  };
+  std::vector<Listener> listeners = {{"coordinator.http_port", c.coordinator.http_host, c.coordinator.http_port},
+                                     {"metrics.coordinator_port", c.metrics.host, c.metrics.coordinator_port}};
+  for (const auto& [key, endpoint] : {std::pair{"coordinator.client_endpoint", &c.coordinator.client_endpoint},
+                                      std::pair{"coordinator.worker_endpoint", &c.coordinator.worker_endpoint}}) {
+    if (const std::optional<TcpAddress> address = TcpAddressOf(*endpoint)) {
+      listeners.push_back({key, address->host, address->port});
+    }
+  }
+  for (size_t i = 0; i < listeners.size(); ++i) {
+    for (size_t j = i + 1; j < listeners.size(); ++j) {
+      const Listener& a = listeners[i];
+      const Listener& b = listeners[j];
+      if (ListenAddressesClash(a.host, a.port, b.host, b.port)) {
+        fail(b.key, "port " + std::to_string(b.port) + " is " + a.key + "'s too (the coordinator listens on both, on " +
+                        (a.host == b.host ? "host " + a.host : "hosts " + a.host + " and " + b.host) + ")");
+      }
+    }
   }
   return errors;
 }

@@ -381,7 +381,7 @@ TEST(ConfigTest, EndpointPortsAreChecked) {
   // ZeroMQ would bind tcp://...:99999 to another port and say nothing.
   for (const char* bad : {"tcp://127.0.0.1:99999", "tcp://127.0.0.1:-5", "tcp://127.0.0.1:abc",
                           "tcp://127.0.0.1:0", "tcp://127.0.0.1:", "tcp://127.0.0.1",
-                          "tcp://:5555", "ipc://", "udp://127.0.0.1:5555"}) {
+                          "tcp://:5555", "ipc://", "udp://127.0.0.1:5555", "inproc://workers"}) {
     ConfigLoad load = LoadConfigText(std::string("coordinator:\n  client_endpoint: \"") + bad + "\"\n",
                                      "e.yaml");
     ASSERT_EQ(load.errors.size(), 1u) << bad;
@@ -389,7 +389,7 @@ TEST(ConfigTest, EndpointPortsAreChecked) {
     EXPECT_NE(load.errors[0].message.find(bad), std::string::npos) << load.errors[0].message;
   }
   for (const char* good : {"tcp://127.0.0.1:5555", "tcp://*:65535", "tcp://127.0.0.1:*",
-                           "tcp://[::1]:1", "ipc:///tmp/bmad.sock", "inproc://workers"}) {
+                           "tcp://[::1]:1", "ipc:///tmp/bmad.sock"}) {
     ConfigLoad load = LoadConfigText(std::string("coordinator:\n  client_endpoint: \"") + good + "\"\n",
                                      "e.yaml");
     EXPECT_TRUE(load.ok()) << good << ": " << load.errors[0].ToString();
@@ -410,14 +410,43 @@ TEST(ConfigTest, TheCorsOriginIsNoneAnyOrOneOrigin) {
   }
 }
 
-TEST(ConfigTest, TheCoordinatorsTwoPortsMustDiffer) {
+TEST(ConfigTest, TheCoordinatorsPortsMustDiffer) {
   ConfigLoad load =
       LoadConfigText("coordinator:\n  http_port: 9400\nmetrics:\n  coordinator_port: 9400\n", "p.yaml");
   ASSERT_EQ(load.errors.size(), 1u);
   EXPECT_EQ(load.errors[0].key, "metrics.coordinator_port");
-  EXPECT_NE(load.errors[0].message.find("must differ from coordinator.http_port (9400)"), std::string::npos);
+  EXPECT_EQ(load.errors[0].message,
+            "port 9400 is coordinator.http_port's too (the coordinator listens on both, on host 127.0.0.1)");
   // 0 picks a free port for each: no clash.
   EXPECT_TRUE(LoadConfigText("coordinator:\n  http_port: 0\nmetrics:\n  coordinator_port: 0\n", "z.yaml").ok());
+  // Its sockets too (only the coordinator found out, at start: "address in use"), whatever the
+  // spelling of the host, a wildcard clashing with every host.
+  struct Case {
+    std::string yaml;
+    std::string key;
+    std::string message;
+  };
+  const std::vector<Case> clashes = {
+      {"coordinator:\n  http_port: 23101\n  client_endpoint: tcp://127.0.0.1:23101\n", "coordinator.client_endpoint",
+       "port 23101 is coordinator.http_port's too (the coordinator listens on both, on host 127.0.0.1)"},
+      {"coordinator:\n  client_endpoint: tcp://127.0.0.1:23101\n  worker_endpoint: tcp://0.0.0.0:23101\n",
+       "coordinator.worker_endpoint",
+       "port 23101 is coordinator.client_endpoint's too (the coordinator listens on both, on hosts 127.0.0.1 and 0.0.0.0)"},
+      {"metrics:\n  coordinator_port: 23104\ncoordinator:\n  worker_endpoint: tcp://*:23104\n", "coordinator.worker_endpoint",
+       "port 23104 is metrics.coordinator_port's too"},
+  };
+  for (const Case& c : clashes) {
+    ConfigLoad clash = LoadConfigText(c.yaml, "c.yaml");
+    ASSERT_EQ(clash.errors.size(), 1u) << c.yaml;
+    EXPECT_EQ(clash.errors[0].key, c.key) << c.yaml;
+    EXPECT_NE(clash.errors[0].message.find(c.message), std::string::npos) << clash.errors[0].message;
+  }
+  // Two specific hosts may share a port; an ipc:// endpoint and a * port have none to share.
+  for (const char* fine : {"coordinator:\n  http_host: 10.0.0.5\n  http_port: 23101\n  client_endpoint: tcp://127.0.0.1:23101\n",
+                           "coordinator:\n  client_endpoint: ipc:///tmp/c\n  worker_endpoint: tcp://127.0.0.1:*\n"}) {
+    ConfigLoad load = LoadConfigText(fine, "f.yaml");
+    EXPECT_TRUE(load.ok()) << fine << load.errors[0].ToString();
+  }
 }
 
 TEST(ConfigTest, TheLivenessTimeoutCoversTwoHeartbeats) {
