@@ -58,8 +58,8 @@ void VisitConfig(ServerConfig& c, Visitor& v) {
             "Model id clients name in requests; empty means the file name without its extension.",
             S{});
     v.Field("context_length", c.model.context_length,
-            "Longest sequence (prompt + output) in tokens; 0 means the model's own. Never more "
-            "than the replica's KV cache holds.",
+            "Longest sequence (prompt + output) in tokens; 0 means the model's own, and more is "
+            "refused at start. Never more than the replica's KV cache holds.",
             I{0, 1 << 24});
     v.Field("chat_template", c.model.chat_template,
             "Chat template name, with that format's reference text (llama3.1: dated 26 Jul 2024); "

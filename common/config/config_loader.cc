@@ -491,7 +491,9 @@ std::vector<ConfigError> ValidateConfig(const ServerConfig& c) {
              std::to_string(c.scheduler.max_waiting) + ", and " + std::to_string(kHeartbeatOverheadBytes) +
              " more)");
   }
-  if (c.coordinator.client_endpoint == c.coordinator.worker_endpoint) {
+  // (tcp:// ones are compared by port below: two of port * bind two free ports)
+  if (c.coordinator.client_endpoint.starts_with("ipc://") &&
+      c.coordinator.client_endpoint == c.coordinator.worker_endpoint) {
     fail("coordinator.worker_endpoint", "must differ from coordinator.client_endpoint");
   }
   const int64_t replicas = c.cluster.normal_replicas + c.cluster.long_tail_replicas;

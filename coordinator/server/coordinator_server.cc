@@ -86,9 +86,8 @@ Status CoordinatorServer::Core::Start() {
   BMAD_ASSIGN_OR_RETURN(model::LlamaConfig model_config, model::ReadLlamaConfig(*file));
   BMAD_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::LoadTokenizer(*file));
   tokenizer_ = std::make_unique<tokenizer::Tokenizer>(std::move(tok));
-  context_length_ = c.model.context_length > 0
-                        ? std::min(c.model.context_length, model_config.n_ctx_train)
-                        : model_config.n_ctx_train;
+  BMAD_ASSIGN_OR_RETURN(context_length_,
+                        model::ContextLengthToServe(model_config, c.model.context_length, c.model.path));
   served_context_length_.store(context_length_);  // until replicas say less
   block_size_ = c.cache.block_size;
   if (!c.coordinator.api_keys_file.empty()) {

@@ -426,7 +426,7 @@ TEST(ConfigTest, TheCoordinatorsPortsMustDiffer) {
     std::string key;
     std::string message;
   };
-  const std::vector<Case> clashes = {
+  std::vector<Case> clashes = {
       {"coordinator:\n  http_port: 23101\n  client_endpoint: tcp://127.0.0.1:23101\n", "coordinator.client_endpoint",
        "port 23101 is coordinator.http_port's too (the coordinator listens on both, on host 127.0.0.1)"},
       {"coordinator:\n  client_endpoint: tcp://127.0.0.1:23101\n  worker_endpoint: tcp://0.0.0.0:23101\n",
@@ -435,6 +435,8 @@ TEST(ConfigTest, TheCoordinatorsPortsMustDiffer) {
       {"metrics:\n  coordinator_port: 23104\ncoordinator:\n  worker_endpoint: tcp://*:23104\n", "coordinator.worker_endpoint",
        "port 23104 is metrics.coordinator_port's too"},
   };
+  clashes.push_back({"coordinator:\n  client_endpoint: ipc:///tmp/c\n  worker_endpoint: ipc:///tmp/c\n",
+                     "coordinator.worker_endpoint", "must differ from coordinator.client_endpoint"});
   for (const Case& c : clashes) {
     ConfigLoad clash = LoadConfigText(c.yaml, "c.yaml");
     ASSERT_EQ(clash.errors.size(), 1u) << c.yaml;
@@ -443,7 +445,8 @@ TEST(ConfigTest, TheCoordinatorsPortsMustDiffer) {
   }
   // Two specific hosts may share a port; an ipc:// endpoint and a * port have none to share.
   for (const char* fine : {"coordinator:\n  http_host: 10.0.0.5\n  http_port: 23101\n  client_endpoint: tcp://127.0.0.1:23101\n",
-                           "coordinator:\n  client_endpoint: ipc:///tmp/c\n  worker_endpoint: tcp://127.0.0.1:*\n"}) {
+                           "coordinator:\n  client_endpoint: ipc:///tmp/c\n  worker_endpoint: tcp://127.0.0.1:*\n",
+                           "coordinator:\n  client_endpoint: tcp://127.0.0.1:*\n  worker_endpoint: tcp://127.0.0.1:*\n"}) {
     ConfigLoad load = LoadConfigText(fine, "f.yaml");
     EXPECT_TRUE(load.ok()) << fine << load.errors[0].ToString();
   }

@@ -86,6 +86,7 @@ Result<std::unique_ptr<Replica>> Replica::Create(const ServerConfig& c, metrics:
   BMAD_ASSIGN_OR_RETURN(r->model_, model::LlamaModel::Open(c.model.path, *r->backend_, placement));
   const bool leader = !rank.topology || rank.topology->is_leader();
   const model::LlamaConfig& mc = r->model_->config();
+  BMAD_ASSIGN_OR_RETURN(const int64_t context, model::ContextLengthToServe(mc, c.model.context_length, c.model.path));
   if (leader) {
     BMAD_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::LoadTokenizer(r->model_->file()));
     if (tok.vocab_size() != mc.n_vocab) {
@@ -111,9 +112,6 @@ Result<std::unique_ptr<Replica>> Replica::Create(const ServerConfig& c, metrics:
     // The KV cache takes the rest of the device arena, up to twice what max_seqs sequences of
     // the whole context need (beyond that, blocks only cost host bookkeeping).
     const size_t others = sizes.Total();  // with no KV blocks yet
-    const int64_t context = c.model.context_length > 0
-                                ? std::min(c.model.context_length, mc.n_ctx_train)
-                                : mc.n_ctx_train;
     const int64_t cap =
         2 * c.scheduler.max_seqs * ((context + c.cache.block_size - 1) / c.cache.block_size) + 1;
     r->num_blocks_ = arena_bytes > others ? static_cast<int64_t>((arena_bytes - others) / block_bytes) : 0;

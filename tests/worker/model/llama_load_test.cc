@@ -365,5 +365,19 @@ TEST(LlamaLoadTest, LegacyAndMissingFiles) {
   EXPECT_EQ(LoadError("/nonexistent/model.gguf").code(), StatusCode::kNotFound);
 }
 
+TEST(LlamaLoadTest, AContextBeyondTheTrainedOneIsRefusedNotCut) {
+  LlamaConfig model;
+  model.n_ctx_train = 512;
+  EXPECT_EQ(*ContextLengthToServe(model, 0, "m.gguf"), 512);  // 0: the model's own
+  EXPECT_EQ(*ContextLengthToServe(model, 256, "m.gguf"), 256);
+  EXPECT_EQ(*ContextLengthToServe(model, 512, "m.gguf"), 512);
+  const Result<int64_t> beyond = ContextLengthToServe(model, 100000, "m.gguf");
+  ASSERT_FALSE(beyond.ok());
+  EXPECT_EQ(beyond.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(beyond.status().message(),
+            "model.context_length 100000 is more than m.gguf was trained for (512 tokens, its context_length): "
+            "set at most that, or 0 for the model's own");
+}
+
 }  // namespace
 }  // namespace bmad::model

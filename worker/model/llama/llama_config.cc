@@ -160,4 +160,14 @@ Result<LlamaConfig> ReadLlamaConfig(const gguf::GgufFile& file) {
   return c;
 }
 
+Result<int64_t> ContextLengthToServe(const LlamaConfig& model, int64_t configured, const std::string& model_path) {
+  if (configured <= 0) return model.n_ctx_train;
+  if (configured > model.n_ctx_train) {
+    return InvalidArgument("model.context_length " + std::to_string(configured) + " is more than " + model_path +
+                           " was trained for (" + std::to_string(model.n_ctx_train) +
+                           " tokens, its context_length): set at most that, or 0 for the model's own");
+  }
+  return configured;
+}
+
 }  // namespace bmad::model

@@ -40,4 +40,10 @@ bool IsLlamaFamily(std::string_view architecture);
 // (kInvalidArgument).
 Result<LlamaConfig> ReadLlamaConfig(const gguf::GgufFile& file);
 
+// The context to serve `model` with: `configured` (model.context_length; 0: the model's own).
+// One beyond the context the model was trained for is refused, naming `model_path`, as vLLM
+// refuses a max_model_len beyond the model's: positions past it were never trained, and were
+// silently cut to the model's.
+Result<int64_t> ContextLengthToServe(const LlamaConfig& model, int64_t configured, const std::string& model_path);
+
 }  // namespace bmad::model
