@@ -72,8 +72,13 @@ int RunConfigGet(const std::vector<std::string>& args) {
 }
 
 int RunConfigDocs(const std::vector<std::string>& args) {
+  constexpr const char* kUsage = "usage: bmad config docs   (prints the key reference as Markdown)\n";
+  if (args.size() == 1 && (args[0] == "--help" || args[0] == "-h")) {
+    std::printf("%s", kUsage);
+    return 0;
+  }
   if (!args.empty()) {
-    std::fprintf(stderr, "usage: bmad config docs   (prints the key reference as Markdown)\n");
+    std::fprintf(stderr, "%s", kUsage);
     return 2;
   }
   std::printf("%s", ConfigReferenceMarkdown().c_str());

@@ -90,6 +90,18 @@ TEST(CliConfigCheck, UsageErrors) {
   CliRun get_help = RunBmad({"config", "get", "--help"}, dir);
   EXPECT_EQ(get_help.status, 0) << get_help.output;
   EXPECT_NE(get_help.output.find("bmad config get section.key FILE"), std::string::npos) << get_help.output;
+  // Every command's --help is an answer, not a usage error (config docs's was exit 2).
+  for (const std::vector<std::string>& command :
+       std::vector<std::vector<std::string>>{{"config", "docs"}, {"config", "check"}, {"generate"}, {"tokenize"},
+                                             {"status"}, {"model", "synth"}, {"bench", "decode"},
+                                             {"bench", "serve"}, {"bench", "http"}}) {
+    std::vector<std::string> argv = command;
+    argv.push_back("--help");
+    CliRun help = RunBmad(argv, dir);
+    EXPECT_EQ(help.status, 0) << argv[0] << " " << argv[1] << ": " << help.output;
+    EXPECT_NE(help.output.find("bmad " + command[0]), std::string::npos) << help.output;
+  }
+  EXPECT_EQ(RunBmad({"config", "docs", "extra"}, dir).status, 2);
   // The servers refuse a stray argument as every bmad command does.
   ChildProcess stray;
   ASSERT_TRUE(stray.Start({BinaryPath("bmad-coordinator"), "--config", dir + "/none.yaml", "stray"}, dir + "/c.log"));
