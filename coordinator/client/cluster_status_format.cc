@@ -51,15 +51,16 @@ std::string FormatClusterStatusTable(const proto::ClusterStatus& s) {
   std::vector<std::vector<std::string>> rows = {{"REPLICA", "POOL", "LIVE", "TPxPP", "RUNNING",
                                                  "WAITING", "KV%", "UTIL%", "IN FLIGHT", "ROUTED"}};
   for (const proto::ReplicaInfo& r : s.replicas) {
+    // A dead replica's last load report is stale: shown as unknown, not as what it runs now.
+    auto load = [&](const std::string& figure) { return r.live ? figure : std::string("-"); };
     rows.push_back({r.replica_id, std::string(EnumName(r.pool)), r.live ? "yes" : "no",
                     std::to_string(r.tp) + "x" + std::to_string(r.pp),
-                    std::to_string(r.load.running), std::to_string(r.load.waiting),
-                    Percent(r.load.kv_usage), Percent(r.load.utilization),
+                    load(std::to_string(r.load.running)), load(std::to_string(r.load.waiting)),
+                    load(Percent(r.load.kv_usage)), load(Percent(r.load.utilization)),
                     std::to_string(r.in_flight), std::to_string(r.routed_total)});
     in_flight += r.in_flight;
     routed += r.routed_total;
-    // A dead replica's last load report is stale: only live replicas count towards the load.
-    if (!r.live) continue;
+    if (!r.live) continue;  // (its load is stale)
     ++live;
     running += r.load.running;
     waiting += r.load.waiting;
@@ -75,7 +76,7 @@ std::string FormatClusterStatusTable(const proto::ClusterStatus& s) {
                   std::to_string(routed)});
 
   std::string out = "model " + (s.model_name.empty() ? std::string("(none)") : s.model_name) +
-                    ": " + std::to_string(s.replicas.size()) + " replicas (" +
+                    ": " + std::to_string(s.replicas.size()) + (s.replicas.size() == 1 ? " replica (" : " replicas (") +
                     std::to_string(live) + " live), " + std::to_string(s.queued) +
                     " queued, " + std::to_string(s.in_flight) + " in flight, " +
                     std::to_string(s.requests_total) + " requests since start\n";

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <regex>
+
 namespace bmad::client {
 namespace {
 
@@ -56,6 +58,9 @@ TEST(ClusterStatusFormatTest, TableHasARowPerReplicaAndTotalsOverLiveOnes) {
   EXPECT_NE(lines[2].find("2x1"), std::string::npos);
   EXPECT_NE(lines[3].find("long_tail"), std::string::npos);
   EXPECT_NE(lines[4].find(" no "), std::string::npos);
+  // The dead replica's last load report is stale: running, waiting, KV and utilization unknown.
+  EXPECT_TRUE(std::regex_search(lines[4], std::regex(R"(no +2x1 +- +- +- +- +7 +100$)"))) << table;
+  EXPECT_EQ(lines[4].find("90.0"), std::string::npos) << table;
   // Totals: running 4+2 (the dead replica's 7 is stale), KV weighted by blocks:
   // (0.5*100 + 1.0*300) / 400 = 87.5%, utilization mean (0.8+0.4)/2 = 60%, in flight 4+2+7,
   // routed 300.
@@ -74,6 +79,9 @@ TEST(ClusterStatusFormatTest, TableHasARowPerReplicaAndTotalsOverLiveOnes) {
 TEST(ClusterStatusFormatTest, EmptyClusterStillPrints) {
   const std::string table = FormatClusterStatusTable({});
   EXPECT_NE(table.find("0 replicas (0 live)"), std::string::npos);
+  proto::ClusterStatus one;
+  one.replicas.emplace_back();
+  EXPECT_NE(FormatClusterStatusTable(one).find(": 1 replica (0 live)"), std::string::npos);
   EXPECT_NE(table.find("total"), std::string::npos);
 }
 
