@@ -162,7 +162,7 @@ Status WorkerServer::Impl::Load() {
             {{"replica", c.worker.replica_id},
              {"pool", std::string(EnumName(c.worker.pool))},
              {"model", replica->model().config().Summary()},
-             {"kv_blocks", replica->num_blocks()},
+             {"kv_blocks", replica->num_blocks() - 1},  // usable, as the coordinator is told (0 is reserved)
              {"block_size", c.cache.block_size},
              {"memory", replica->MemorySummary()},
              {"metrics", metrics_server->url()},
