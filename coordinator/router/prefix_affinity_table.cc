@@ -81,9 +81,21 @@ std::optional<std::string_view> PrefixAffinityTable::Owner(BlockHash hash) const
   const auto found = index_.find(hash);
   if (found == index_.end()) return std::nullopt;
   const Entry& entry = entries_[found->second];
+  if (entry.owner == kNil) return std::nullopt;  // disowned
   const OwnerSlot& owner = owners_[entry.owner];
   if (entry.generation != owner.generation) return std::nullopt;  // forgotten since
   return std::string_view(owner.id);
+}
+
+void PrefixAffinityTable::Disown(std::span<const BlockHash> hashes, std::string_view replica_id) {
+  const auto slot = owner_index_.find(std::string(replica_id));
+  if (slot == owner_index_.end()) return;
+  for (const BlockHash hash : hashes) {
+    const auto found = index_.find(hash);
+    if (found == index_.end()) continue;
+    Entry& entry = entries_[found->second];
+    if (entry.owner == slot->second && entry.generation == owners_[slot->second].generation) entry.owner = kNil;
+  }
 }
 
 void PrefixAffinityTable::Forget(std::string_view replica_id) {

@@ -49,6 +49,10 @@ class PrefixAffinityTable {
   // valid until the next non-const call.
   std::optional<std::string_view> Owner(BlockHash hash) const;
 
+  // Of `hashes`, those `replica_id` owns now have no owner (it refused the prompt they were
+  // recorded for: it does not cache them, or is too full to be sent more of them). O(1) each.
+  void Disown(std::span<const BlockHash> hashes, std::string_view replica_id);
+
   // Drops every entry of `replica_id` (it died or restarted: its cache is gone). Unknown ids are
   // a no-op.
   void Forget(std::string_view replica_id);
@@ -67,7 +71,7 @@ class PrefixAffinityTable {
 
   struct Entry {
     BlockHash hash = 0;
-    uint32_t owner = 0;       // index into owners_
+    uint32_t owner = 0;       // index into owners_; kNil: disowned (evicted in LRU order)
     uint32_t generation = 0;  // owners_[owner].generation when written
     uint32_t newer = kNil;    // LRU links (indices into entries_)
     uint32_t older = kNil;

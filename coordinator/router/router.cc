@@ -262,6 +262,10 @@ void Router::Record(const RouteRequest& request, const ReplicaView& chosen, bool
   if (prefix_affinity_) affinity_.Record(request.block_hashes, chosen.id);
 }
 
+void Router::Refused(std::span<const BlockHash> block_hashes, const std::string& replica_id) {
+  if (prefix_affinity_) affinity_.Disown(block_hashes, replica_id);
+}
+
 void Router::Forget(const std::string& replica_id) { affinity_.Forget(replica_id); }
 
 void Router::Retire(const std::string& replica_id) { affinity_.Retire(replica_id); }

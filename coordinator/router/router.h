@@ -102,6 +102,11 @@ class Router {
   // false: each request's length counts once, however often it is offered.
   void Record(const RouteRequest& request, const ReplicaView& chosen, bool count_length = true);
 
+  // `replica_id` refused a request (full or draining) after Record named it: its prompt's
+  // prefix (`block_hashes`) is no longer taken as cached there, so that requests sharing it are not sent to the
+  // refusing replica for it.
+  void Refused(std::span<const BlockHash> block_hashes, const std::string& replica_id);
+
   // `replica_id` died or restarted: it no longer caches anything.
   void Forget(const std::string& replica_id);
   // `replica_id` is gone for good (its registry slot went to another id): Forget, and drop what

@@ -488,6 +488,7 @@ void CoordinatorServer::Core::OnWorkerError(const std::string& replica_id, const
     // take some of its queue. The request keeps its place in the queue and its queue deadline:
     // refusals do not restart the wait.
     replicas_.AddInFlight(replica_id, -1);
+    router_.Refused(r->block_hashes, replica_id);
     r->state = RequestState::kQueued;
     r->replica_id.clear();
     const int64_t backoff = std::min(kMaxRefusalBackoffNs, kRefusalBackoffNs << std::min<uint32_t>(r->refusals, 7));

@@ -79,6 +79,23 @@ TEST(PrefixAffinityTableTest, ARetiredIdsSlotGoesToTheNextNewIdWithoutItsEntries
   EXPECT_EQ(table.owner_slots(), 3u);  // a's (now c's), b's, and the one every r<i> took in turn
 }
 
+TEST(PrefixAffinityTableTest, DisownDropsOnlyThatReplicasOwnershipOfThoseHashes) {
+  PrefixAffinityTable table(16);
+  table.Record(Hashes({1, 2, 3}), "a");
+  table.Record(Hashes({4}), "b");
+  table.Disown(Hashes({1, 2, 4}), "a");
+  EXPECT_FALSE(table.Owner(1).has_value());
+  EXPECT_FALSE(table.Owner(2).has_value());
+  EXPECT_EQ(table.Owner(3), "a");  // not named
+  EXPECT_EQ(table.Owner(4), "b");  // not a's
+  table.Disown(Hashes({3}), "nobody");  // an unknown id: nothing
+  EXPECT_EQ(table.Owner(3), "a");
+  // A disowned entry is owned again by the next record, and evicted like any other.
+  table.Record(Hashes({1}), "c");
+  EXPECT_EQ(table.Owner(1), "c");
+  EXPECT_EQ(table.size(), 4u);
+}
+
 TEST(PrefixAffinityTableTest, StaysBoundedAndConsistentUnderChurn) {
   PrefixAffinityTable table(64);
   std::mt19937_64 rng(7);
@@ -89,6 +106,7 @@ TEST(PrefixAffinityTableTest, StaysBoundedAndConsistentUnderChurn) {
     for (BlockHash& h : hashes) h = rng() % 200;  // repeats within and across requests
     const std::string& replica = replicas[rng() % 4];
     if (rng() % 50 == 0) table.Forget(replicas[rng() % 4]);
+    if (rng() % 20 == 0) table.Disown(hashes, replicas[rng() % 4]);  // the previous request's
     table.Record(hashes, replica);
     ASSERT_LE(table.size(), 64u);
     // The first hash was recorded last, so it is present and owned by `replica`.

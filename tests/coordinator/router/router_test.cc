@@ -496,6 +496,27 @@ TEST(RouterAffinityTest, IdleClusterFollowsTheDeepestCachedPrefix) {
   EXPECT_EQ(d->policy, kPolicyLeastLoaded);
 }
 
+TEST(RouterAffinityTest, AReplicaThatRefusedAPromptIsNotTakenToCacheIt) {
+  Router router(Affinity());
+  std::vector<ReplicaView> views = {Replica("a"), Replica("b"), Replica("c")};
+  const std::vector<BlockHash> prompt = Prefix(300, 4);
+  router.Record({16, prompt}, views[0]);  // a has it
+  router.Record({16, prompt}, views[1]);  // offered to b, which refuses it (full)...
+  router.Refused(prompt, "b");
+  // ...and b is taken to cache none of it. The deepest owner the table keeps is gone with it (a
+  // record holds one owner per hash): balancing decides, not the refusing replica.
+  Result<RouteDecision> d = router.Pick({16, prompt}, views);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->policy, kPolicyLeastLoaded);
+  // A refusal by another replica than the owner changes nothing.
+  router.Record({16, prompt}, views[2]);
+  router.Refused(prompt, "a");
+  d = router.Pick({16, prompt}, views);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->policy, kPolicyPrefixAffinity);
+  EXPECT_EQ(d->index, 2u);
+}
+
 TEST(RouterAffinityTest, HoldsWithinTheLoadBoundAndGivesUpBeyondIt) {
   Router router(Affinity(/*bound=*/1.5));
   std::vector<ReplicaView> views = {Replica("a"), Replica("b"), Replica("cached")};
