@@ -151,6 +151,11 @@ TEST(ConfigTest, AnIntegerPast64BitsIsOutOfRange) {
   ConfigLoad plus = LoadConfigText("worker:\n  threads: +99999999999999999999999\n", "plus.yaml");
   ASSERT_EQ(plus.errors.size(), 1u);
   EXPECT_NE(plus.errors[0].message.find("must be between 0 and"), std::string::npos) << plus.errors[0].message;
+  // A size whose suffix takes it past 64 bits too (it was "expected an integer").
+  ConfigLoad size = LoadConfigText("worker:\n  arena_bytes: 99999999999T\n", "size.yaml");
+  ASSERT_EQ(size.errors.size(), 1u);
+  EXPECT_NE(size.errors[0].message.find("must be between"), std::string::npos) << size.errors[0].message;
+  EXPECT_NE(size.errors[0].message.find("got 99999999999T"), std::string::npos) << size.errors[0].message;
 }
 
 TEST(ConfigTest, APlusSignedNumberIsTheNumberAsInYaml) {
