@@ -30,9 +30,16 @@ int RunConfigCheck(const std::vector<std::string>& args) {
   }
   ConfigLoad load = LoadConfigFile(positional[0], overrides);
   if (!load.ok()) {
-    for (const ConfigError& e : load.errors) std::fprintf(stderr, "%s\n", e.ToString().c_str());
-    std::fprintf(stderr, "%zu error%s in %s\n", load.errors.size(),
-                 load.errors.size() == 1 ? "" : "s", positional[0].c_str());
+    size_t from_overrides = 0;
+    for (const ConfigError& e : load.errors) {
+      std::fprintf(stderr, "%s\n", e.ToString().c_str());
+      if (e.source == "<override>") ++from_overrides;
+    }
+    const std::string where = from_overrides == load.errors.size() ? "the --set overrides"
+                              : from_overrides > 0                 ? positional[0] + " and the --set overrides"
+                                                                   : positional[0];
+    std::fprintf(stderr, "%zu error%s in %s\n", load.errors.size(), load.errors.size() == 1 ? "" : "s",
+                 where.c_str());
     return 1;
   }
   if (!quiet) {

@@ -421,8 +421,11 @@ void ApplyOverrides(const std::vector<std::string>& overrides, ServerConfig& con
       errors->push_back({"<override>", o, 0, 0, "expected section.key=value"});
       continue;
     }
+    const size_t before = errors->size();
     LoadVisitor visitor("<override>", errors);
     visitor.LoadOne(o.substr(0, eq), std::string_view(o).substr(eq + 1), config);
+    // The value was parsed alone: a position in it (always 1:1) says nothing.
+    for (size_t i = before; i < errors->size(); ++i) (*errors)[i].line = (*errors)[i].column = 0;
   }
 }
 

@@ -52,7 +52,15 @@ TEST(CliConfigCheck, BadFilePrintsOneErrorPerProblem) {
   EXPECT_NE(r.output.find("bad.yaml:5:15: cache.block_size: must be between 1 and 1024"),
             std::string::npos)
       << r.output;
-  EXPECT_NE(r.output.find("3 errors"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("3 errors in " + dir + "/bad.yaml\n"), std::string::npos) << r.output;
+  // The summary names where the errors are: the overrides, or the file and the overrides.
+  CliRun set = RunBmad({"config", "check", std::string(BMAD_SOURCE_DIR) + "/deploy/config/local.yaml",
+                        "--set", "parallel.tp=0"}, dir);
+  EXPECT_EQ(set.status, 1);
+  EXPECT_NE(set.output.find("1 error in the --set overrides\n"), std::string::npos) << set.output;
+  CliRun both = RunBmad({"config", "check", dir + "/bad.yaml", "--set", "parallel.tp=0"}, dir);
+  EXPECT_NE(both.output.find("4 errors in " + dir + "/bad.yaml and the --set overrides\n"), std::string::npos)
+      << both.output;
   std::filesystem::remove_all(dir);
 }
 
