@@ -299,11 +299,12 @@ TEST(ClusterScriptTest, AStartThatCannotRunLeavesTheRunningClusterAlone) {
   ASSERT_TRUE(running.Start({"/bin/sleep", "300"}, dir + "/sleep.log")) << running.error();
   WriteTextFile(state + "/coordinator.pid", std::to_string(running.pid()) + " " + StartTime(running.pid()) + "\n");
   WriteTextFile(dir + "/hosts", "gpu-a slots=1\n");
-  CommandResult start = RunCommand({kSource + "/deploy/cluster.sh", "start", "--config",
-                                    kSource + "/deploy/config/local.yaml", "--state", state,
-                                    "--bin", std::string(BMAD_BINARY_DIR) + "/bin",
-                                    "--set", "cluster.hostfile=" + dir + "/hosts"},
-                                   60s);
+  auto start_with = [&](const std::string& set) {
+    return RunCommand({kSource + "/deploy/cluster.sh", "start", "--config", kSource + "/deploy/config/local.yaml",
+                       "--state", state, "--bin", std::string(BMAD_BINARY_DIR) + "/bin", "--set", set},
+                      60s);
+  };
+  CommandResult start = start_with("cluster.hostfile=" + dir + "/hosts");
   EXPECT_EQ(start.status, 2) << start.out << start.err;
   EXPECT_NE(start.err.find("too few slots"), std::string::npos) << start.err;
   EXPECT_TRUE(Running(running.pid())) << "the running cluster was stopped for a start that could not run";
@@ -311,19 +312,11 @@ TEST(ClusterScriptTest, AStartThatCannotRunLeavesTheRunningClusterAlone) {
   // A model that does not open (only the new coordinator found out, after the stop), and a
   // config that is not valid (its errors printed once, exit 2 as for any usage error).
   WriteTextFile(dir + "/not-a-model.gguf", "text\n");
-  CommandResult model = RunCommand({kSource + "/deploy/cluster.sh", "start", "--config",
-                                    kSource + "/deploy/config/local.yaml", "--state", state,
-                                    "--bin", std::string(BMAD_BINARY_DIR) + "/bin",
-                                    "--set", "model.path=" + dir + "/not-a-model.gguf"},
-                                   60s);
+  CommandResult model = start_with("model.path=" + dir + "/not-a-model.gguf");
   EXPECT_EQ(model.status, 2) << model.out << model.err;
   EXPECT_NE(model.err.find("cluster.sh start: model.path: DATA_LOSS: " + dir + "/not-a-model.gguf: not a GGUF file"),
             std::string::npos) << model.err;
-  CommandResult config = RunCommand({kSource + "/deploy/cluster.sh", "start", "--config",
-                                     kSource + "/deploy/config/local.yaml", "--state", state,
-                                     "--bin", std::string(BMAD_BINARY_DIR) + "/bin",
-                                     "--set", "parallel.tp=0"},
-                                    60s);
+  CommandResult config = start_with("parallel.tp=0");
   EXPECT_EQ(config.status, 2) << config.out << config.err;
   const size_t first = config.err.find("parallel.tp");
   EXPECT_NE(first, std::string::npos) << config.err;
