@@ -1,19 +1,19 @@
 // bmad-coordinator (see coordinator_server.h).
-#include <atomic>
 #include <csignal>
 #include <cstdio>
 
 #include "common/cli/flags.h"
 #include "common/config/server_startup.h"
 #include "common/log.h"
+#include "common/signal_shared_pointer.h"
 #include "common/version.h"
 #include "coordinator/server/coordinator_server.h"
 
 namespace {
-// Atomic: the handler may run on any thread, while main sets and clears it.
-std::atomic<bmad::coord::CoordinatorServer*> g_server{nullptr};
+// The handler may run on any thread, while main sets it and, before the server goes, clears it.
+bmad::SignalSharedPointer<bmad::coord::CoordinatorServer> g_server;
 void OnSignal(int) {
-  if (bmad::coord::CoordinatorServer* server = g_server.load()) server->RequestStop();
+  g_server.With([](bmad::coord::CoordinatorServer& server) { server.RequestStop(); });
 }
 }  // namespace
 
@@ -56,11 +56,11 @@ int main(int argc, char** argv) {
     bmad::log::Error("coordinator", "cannot start", {{"error", server.status()}});
     return 1;
   }
-  g_server.store(server->get());
+  g_server.Set(server->get());
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
   std::signal(SIGPIPE, SIG_IGN);
   bmad::Status run = (*server)->Run();
-  g_server.store(nullptr);
+  g_server.Clear();  // then the server goes, with main
   return run.ok() ? 0 : 1;
 }

@@ -12,6 +12,7 @@
 #include "common/clock.h"
 #include "common/config/server_startup.h"
 #include "common/log.h"
+#include "common/signal_shared_pointer.h"
 #include "common/version.h"
 #if defined(BMAD_HAVE_CUDA)
 #include "kernels/cuda/cuda_backend.h"
@@ -30,7 +31,8 @@
 namespace {
 
 constexpr const char* kLog = "worker";
-std::atomic<bmad::worker::WorkerServer*> g_server{nullptr};
+// Set and cleared by main; the handlers may run on any thread (cleared before the server goes).
+bmad::SignalSharedPointer<bmad::worker::WorkerServer> g_server;
 std::atomic<int> g_signals{0};
 // Set once this rank's replica has stopped and it waits in MPI_Finalize for the job's other
 // replicas: then a SIGTERM/SIGINT ends the wait (not SIGUSR1: mpirun sends a drain to every
@@ -42,13 +44,13 @@ std::atomic<bool> g_finishing{false};
 // is applied once it does. Returns whether it was the first.
 bool ApplyStopSignal() {
   const bool first = g_signals.fetch_add(1) == 0;
-  if (bmad::worker::WorkerServer* server = g_server.load()) {
+  g_server.With([first](bmad::worker::WorkerServer& server) {
     if (first) {
-      server->RequestStop();
+      server.RequestStop();
     } else {
-      server->RequestStopNow();
+      server.RequestStopNow();
     }
-  }
+  });
   return first;
 }
 
@@ -251,12 +253,12 @@ int main(int argc, char** argv) {
     if (session) ExitNow(code);
     return code;
   }
-  g_server.store(server->get());
+  g_server.Set(server->get());
   // Told to stop while it started: it drains (nothing is running yet) and stops.
   if (g_signals.load() > 0) (*server)->RequestStop();
   if (g_signals.load() > 1) (*server)->RequestStopNow();
   bmad::Status run = (*server)->Run();
-  g_server.store(nullptr);
+  g_server.Clear();  // before the server goes, below or with main
   // Refused by the coordinator, the replica's ranks were told to stop as after a drain: they end
   // MPI as then (the job's other replicas serve on), and the process exits non-zero.
   const bool refused = !run.ok() && (*server)->refused();

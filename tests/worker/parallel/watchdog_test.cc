@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -124,19 +125,20 @@ TEST_F(WatchdogTest, RunsTheCallbackBeforeExiting) {
 }
 
 TEST_F(WatchdogTest, AHungCallbackDoesNotDelayTheExitPastItsGrace) {
-  std::atomic<bool> release{false};
+  // Shared with the callback's thread, which the watchdog detaches and this test outlives: a
+  // flag on this test's stack would be read after the test returned.
+  auto release = std::make_shared<std::atomic<bool>>(false);
   auto options = Options(milliseconds(50));
   options.on_fire_grace = milliseconds(100);
-  options.on_fire = [&release] {
-    while (!release.load()) std::this_thread::sleep_for(milliseconds(5));
+  options.on_fire = [release] {
+    while (!release->load()) std::this_thread::sleep_for(milliseconds(5));
   };
   Watchdog watchdog(std::move(options));
   const auto armed_at = Clock::now();
   watchdog.Arm(9);
   ASSERT_TRUE(WaitForExit(milliseconds(5000)));
   EXPECT_GE(exited_at_ - armed_at, milliseconds(150));  // timeout + grace
-  release = true;  // let the detached callback thread finish
-  std::this_thread::sleep_for(milliseconds(20));
+  *release = true;  // let the detached callback thread finish
 }
 
 TEST_F(WatchdogTest, AThrowingCallbackStillExits) {
