@@ -121,6 +121,7 @@ Result<std::unique_ptr<CoordRequest>> CoordinatorServer::Core::Prepare(SubmitInp
   BMAD_RETURN_IF_ERROR(sampling::ValidateSamplingParams(in.sampling, tokenizer_->vocab_size()));
   BMAD_RETURN_IF_ERROR(CheckAssignFits(prompt_len, in.sampling));
   r->client_request_id = std::move(in.client_request_id);
+  r->arrival_ns = in.received_ns;
   r->stream = in.stream;
   r->max_tokens_given = in.max_tokens_given;
   r->sampling = std::move(in.sampling);
@@ -137,7 +138,8 @@ Result<CoordRequest*> CoordinatorServer::Core::Admit(std::unique_ptr<CoordReques
   r->id = requests_.NextId();
   r->client_routing_id = client_routing_id;
   r->http = std::move(http);
-  r->arrival_ns = r->queued_since_ns = clock_.NowNanos();
+  r->queued_since_ns = clock_.NowNanos();
+  if (r->arrival_ns == 0) r->arrival_ns = r->queued_since_ns;  // a front door that did not say
   Result<CoordRequest*> admitted = requests_.Admit(std::move(r));
   if (!admitted.ok()) {
     CountRefused(admitted.status());

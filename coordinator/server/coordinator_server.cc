@@ -344,6 +344,7 @@ void CoordinatorServer::Core::HandleClientMessage(const std::string& routing_id,
       return;
     }
     SubmitInput in;
+    in.received_ns = clock_.NowNanos();
     in.client_request_id = submit->client_request_id;
     in.model = submit->model;
     in.prompt_is_tokens = submit->prompt_is_tokens;

@@ -408,6 +408,7 @@ http::RequestLimits HttpFrontend::Limits() const {
 }
 
 void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Response& res, bool chat) {
+  const int64_t received_ns = SystemClock::Instance().NowNanos();  // before parsing and tokenizing
   Result<http::CompletionRequest> parsed = http::ParseCompletionRequest(req.body, chat, Limits());
   if (!parsed.ok()) {
     core_.CountRefusedHttp(parsed.status());
@@ -443,6 +444,7 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
     in.slo_ms = cr.slo_ms;
     in.stream = cr.stream;
     in.choices = cr.n;
+    in.received_ns = received_ns;
   }
   std::optional<AcceptedCompletion> accepted = Submit(std::move(inputs), cr.n, res);
   if (!accepted) return;

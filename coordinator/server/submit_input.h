@@ -24,6 +24,10 @@ struct SubmitInput {
   // HTTP: the request's n. The loop accepts that many requests for this prompt, all or none,
   // choice i with seed + i when a seed is given; they share the HTTP stream.
   uint32_t choices = 1;
+  // When the front door received it (SystemClock nanoseconds; 0: when admitted). Time to first
+  // token and end-to-end latency count from here: the time a prompt waits to be tokenized, and
+  // for the event loop, is the client's wait too.
+  int64_t received_ns = 0;
 };
 
 }  // namespace bmad::coord

@@ -131,6 +131,20 @@ TEST_F(SocketDoorTest, TheLoopAnswersWhileAPromptIsBeingTokenized) {
   CancelAndWait("a");  // no replica will ever take it: the stop need not wait for it
 }
 
+// A request's latency counts from when its Submit came, not from when it was admitted after
+// tokenizing: the wait for the tokenizer is the client's wait too (it was left out of time to
+// first token and end-to-end latency).
+TEST_F(SocketDoorTest, LatenciesCountFromWhenTheSubmitCameNotFromItsAdmission) {
+  Send(TextSubmit("slow", "Once upon a time"));
+  ASSERT_TRUE(gate_.WaitEntered(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // waiting to be tokenized
+  gate_.Open();
+  ASSERT_TRUE(std::holds_alternative<proto::Accepted>(Receive()));
+  CancelAndWait("slow");
+  EXPECT_EQ(Metric("bmad_coordinator_e2e_request_latency_seconds_count"), 1.0);
+  EXPECT_GE(Metric("bmad_coordinator_e2e_request_latency_seconds_sum"), 0.3);
+}
+
 TEST_F(SocketDoorTest, ACancelWhileTokenizingIsAnsweredAndNothingIsAccepted) {
   Send(TextSubmit("b", "Once upon a time"));
   ASSERT_TRUE(gate_.WaitEntered(1));
