@@ -1,6 +1,7 @@
 #include "coordinator/server/request_table.h"
 
 #include <algorithm>
+#include <random>
 
 namespace bmad::coord {
 
@@ -17,7 +18,15 @@ std::string_view RequestStateName(RequestState state) {
 }
 
 RequestTable::RequestTable(int64_t max_per_priority, int64_t priority_classes)
-    : max_per_priority_(max_per_priority), per_class_(static_cast<size_t>(priority_classes), 0) {}
+    : max_per_priority_(max_per_priority),
+      per_class_(static_cast<size_t>(priority_classes), 0),
+      next_id_(RandomFirstId()) {}
+
+uint64_t RequestTable::RandomFirstId() {
+  std::random_device device;
+  const uint64_t draw = (uint64_t{device()} << 32) ^ device();
+  return 1 + draw % kFirstIdBound;
+}
 
 Status RequestTable::CheckRoom(int32_t priority, int64_t count) const {
   if (priority < 0 || priority >= static_cast<int32_t>(per_class_.size())) {

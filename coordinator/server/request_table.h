@@ -94,13 +94,19 @@ class RequestTable {
   std::vector<CoordRequest*> All();
   size_t size() const { return requests_.size(); }
   int64_t in_class(int32_t priority) const;
+  // Ids start at random below 2^52 (exact in a JSON number), so that two coordinator processes
+  // do not number requests alike: a replica still running the last one's request N took the
+  // new one's request N for a copy of it (its replacement), and counted neither in its metrics.
   uint64_t NextId() { return next_id_++; }
+  static constexpr uint64_t kFirstIdBound = uint64_t{1} << 52;
 
  private:
+  static uint64_t RandomFirstId();
+
   int64_t max_per_priority_;
   std::vector<int64_t> per_class_;
   std::unordered_map<uint64_t, std::unique_ptr<CoordRequest>> requests_;
-  uint64_t next_id_ = 1;
+  uint64_t next_id_;
 };
 
 }  // namespace bmad::coord

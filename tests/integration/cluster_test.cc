@@ -376,11 +376,12 @@ TEST(ClusterTest, AWorkerIsReadyOnlyWhileItsCoordinatorAnswers) {
   EXPECT_EQ(r.status, 200) << r.body;
 }
 
-TEST(ClusterTest, EachCoordinatorProcessNumbersItsAssignmentsAfresh) {
-  // Request ids restart from 1 with a coordinator process. A replica may still run a copy of the
-  // last coordinator's request 1 when the new one assigns its own request 1 there; the chunks of
-  // that copy must not be taken for the new request's (another client's text). The assignment
-  // number tells them apart only if it does not restart too.
+TEST(ClusterTest, EachCoordinatorProcessNumbersItsRequestsAndAssignmentsAfresh) {
+  // A replica may still run a copy of the last coordinator process's request when the new one
+  // assigns its own requests there. Were the new request numbered as the old (ids restarted
+  // from 1), the replica would take it for a replacement of the copy (and count neither in its
+  // metrics), and the copy's chunks must never be taken for the new request's (another client's
+  // text). Both the request ids and the assignment numbers start at random in each process.
   const std::string dir = MakeTempDir("bmad-restart-");
   const std::string client = "tcp://127.0.0.1:" + std::to_string(PickFreePort());
   const std::string worker_endpoint = "tcp://127.0.0.1:" + std::to_string(PickFreePort());
@@ -392,6 +393,7 @@ TEST(ClusterTest, EachCoordinatorProcessNumbersItsAssignmentsAfresh) {
       << "metrics:\n  coordinator_port: " << PickFreePort() << "\n";
   }
   std::vector<uint32_t> numbers;
+  std::vector<uint64_t> ids;
   for (int run = 0; run < 2; ++run) {
     ChildProcess coordinator;
     ASSERT_TRUE(coordinator.Start({BinaryPath("bmad-coordinator"), "--config", dir + "/c.yaml",
@@ -430,7 +432,10 @@ TEST(ClusterTest, EachCoordinatorProcessNumbersItsAssignmentsAfresh) {
     ASSERT_TRUE(proto::SendMessage(submitter, proto::Submit{"c", "", true, "", {1, 403}, greedy, 1, 0, true}).ok());
     auto accepted = proto::ReceiveMessage(submitter, false);
     ASSERT_TRUE(accepted && accepted->message.ok() && std::holds_alternative<proto::Accepted>(*accepted->message));
-    EXPECT_EQ(std::get<proto::Accepted>(*accepted->message).request_id, 1u);  // ids do restart
+    const uint64_t id = std::get<proto::Accepted>(*accepted->message).request_id;
+    EXPECT_GE(id, 1u);
+    EXPECT_LE(id, uint64_t{1} << 52);  // exact as a JSON number
+    ids.push_back(id);
     std::optional<proto::Assign> assign;
     for (int i = 0; i < 50 && !assign; ++i) {
       auto in = proto::ReceiveMessage(worker, false);
@@ -439,12 +444,13 @@ TEST(ClusterTest, EachCoordinatorProcessNumbersItsAssignmentsAfresh) {
       }
     }
     ASSERT_TRUE(assign.has_value()) << coordinator.ReadLog();
-    EXPECT_EQ(assign->request_id, 1u);
+    EXPECT_EQ(assign->request_id, id);
     numbers.push_back(assign->assignment);
     EXPECT_EQ(coordinator.Stop(), 0) << coordinator.ReadLog();
   }
-  // Drawn at random per process: equal once in 2^32 runs.
+  // Drawn at random per process: equal once in 2^32 runs (ids: 2^52).
   EXPECT_NE(numbers[0], numbers[1]);
+  EXPECT_NE(ids[0], ids[1]);
 }
 
 TEST(ClusterTest, GarbageGetsClearErrorsAndServingGoesOn) {
