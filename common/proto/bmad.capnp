@@ -220,6 +220,9 @@ struct HeartbeatAck {
 
 struct Shutdown {
   reason @0 :Text;
+  # Stopped on purpose (told to stop, drained, its run time over), not failed: the coordinator
+  # drops its per-replica series rather than reporting it down until it comes back.
+  planned @1 :Bool;
 }
 
 # ---- replica leader -> its ranks: the step plan, as a delta ----

@@ -290,7 +290,11 @@ struct BodyFiller {
     b.setLastAssignment(m.last_assignment);
     b.setHasLastAssignment(m.has_last_assignment);
   }
-  void operator()(const Shutdown& m) { body.initShutdown().setReason(Txt(m.reason)); }
+  void operator()(const Shutdown& m) {
+    auto b = body.initShutdown();
+    b.setReason(Txt(m.reason));
+    b.setPlanned(m.planned);
+  }
   void operator()(const StepPlan& m) {
     auto b = body.initStepPlan();
     b.setStep(m.step);
@@ -500,7 +504,7 @@ Message ReadBody(wire::Envelope::Body::Reader body) {
       return HeartbeatAck{r.getLastAssignment(), r.getHasLastAssignment()};
     }
     case wire::Envelope::Body::SHUTDOWN:
-      return Shutdown{GetText(body.getShutdown().getReason())};
+      return Shutdown{GetText(body.getShutdown().getReason()), body.getShutdown().getPlanned()};
     case wire::Envelope::Body::STEP_PLAN: {
       auto r = body.getStepPlan();
       StepPlan m;

@@ -264,6 +264,7 @@ struct HeartbeatAck {
 
 struct Shutdown {
   std::string reason;
+  bool planned = false;  // stopped on purpose, not failed (see bmad.capnp)
   friend bool operator==(const Shutdown&, const Shutdown&) = default;
 };
 

@@ -193,6 +193,15 @@ bool ReplicaRegistry::MarkDead(const std::string& id) {
   return true;
 }
 
+bool ReplicaRegistry::MarkStopped(const std::string& id) {
+  ReplicaState* state = Find(id);
+  if (state == nullptr) return false;
+  const bool was_live = state->live;
+  SetLive(*state, false);
+  state->stopped = true;
+  return was_live;
+}
+
 bool ReplicaRegistry::MarkDraining(const std::string& id) {
   ReplicaState* state = Find(id);
   if (state == nullptr || state->draining) return false;
@@ -203,6 +212,7 @@ bool ReplicaRegistry::MarkDraining(const std::string& id) {
 void ReplicaRegistry::SetLive(ReplicaState& state, bool live) {
   state.live = live;
   state.info.live = live;
+  if (live) state.stopped = false;
 }
 
 ReplicaState* ReplicaRegistry::Find(const std::string& id) {

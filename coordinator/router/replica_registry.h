@@ -53,6 +53,8 @@ struct ReplicaState {
   uint64_t routed_total = 0;           // requests ever dispatched here (a counter)
   std::vector<uint64_t> active_request_ids;  // as of the last heartbeat, as sent
   bool draining = false;               // it refused an assignment as draining (this process)
+  bool stopped = false;                // dead because it said it stopped on purpose (until it is
+                                       // live again): not down, gone
   // The numbers of the first and the newest Assign sent to it since it last registered (none
   // while !assigned; the coordinator keeps them, Register resets them): a heartbeat's
   // last_assignment outside them is not one of this registration's.
@@ -124,6 +126,9 @@ class ReplicaRegistry {
   // live (a death the caller should act on), false when already dead or unknown. ExpireDead
   // will not report it again.
   bool MarkDead(const std::string& id);
+  // MarkDead for a replica that said it stopped on purpose (a planned Shutdown): also sets its
+  // `stopped`, which it keeps until it is live again.
+  bool MarkStopped(const std::string& id);
   // The replica refused work because it is draining: it stays live (its requests finish) but is
   // offered nothing new until a new process registers under its id. True when newly marked.
   bool MarkDraining(const std::string& id);

@@ -325,6 +325,15 @@ void CoordinatorServer::Core::HandleWorkerMessage(const std::string& routing_id,
     const ReplicaState* replica = replicas_.FindByRoutingId(routing_id);
     if (!replica) return;
     const std::string id = replica->info.replica_id;
+    if (down->planned) {
+      // Stopped on purpose (a scale-down, a rolling update): gone, not down. Its series go, or
+      // bmad_coordinator_replica_up would read 0 for good and an alert on it never clear.
+      log::Info(kLog, "replica stopped", {{"replica", id}, {"reason", down->reason}});
+      replicas_.MarkStopped(id);
+      Migrate(id);
+      metrics_->ForgetReplica(id);
+      return;
+    }
     log::Warn(kLog, "replica reported it is going down", {{"replica", id}, {"reason", down->reason}});
     replicas_.MarkDead(id);
     Migrate(id);
@@ -540,8 +549,10 @@ void CoordinatorServer::Core::Tick() {
   metrics_->queued.Set(double(queued));
   const std::vector<ReplicaView> views = Views();
   const std::vector<double> weights = router_.Weights(views);
+  const std::vector<const ReplicaState*> states = replicas_.All();
   for (size_t i = 0; i < views.size(); ++i) {
     const ReplicaView& v = views[i];
+    if (i < states.size() && states[i]->stopped) continue;  // gone: its series were dropped
     metrics_->SetReplicaUp(v.id, std::string(EnumName(v.pool)), v.live);
     metrics_->ReplicaLoad(v.id).Set(router_.Load(v));
     metrics_->ReplicaWeight(v.id).Set(weights[i]);

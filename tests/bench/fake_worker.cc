@@ -179,7 +179,8 @@ class FakeWorker {
     // As bmad-worker: the last word is Shutdown, so the coordinator routes around the replica at
     // once (a final heartbeat made it look live until the liveness timeout).
     socket_->set(zmq::sockopt::linger, 1000);  // it gets out before the socket closes
-    Send(proto::Shutdown{"replica " + o_.replica_id + " stopped" + (draining_ ? " after draining" : "")});
+    Send(proto::Shutdown{"replica " + o_.replica_id + " stopped" + (draining_ ? " after draining" : ""),
+                         /*planned=*/true});
     log::Info(kLog, "fake replica stopped",
               {{"replica", o_.replica_id}, {"steps", steps_total_},
                {"generated_tokens", generated_total_}, {"requests_finished", finished_total_},

@@ -79,6 +79,7 @@ std::vector<Message> SampleMessages() {
           WorkerCancel{42},
           Drain{},
           Shutdown{"bye"},
+          Shutdown{"drained", /*planned=*/true},
           plan,
           HeartbeatAck{0xfffffff3u, true}};
 }
@@ -102,7 +103,7 @@ TEST(CodecTest, AStopFinishKeepsItsCause) {
 
 TEST(CodecTest, EveryMessageRoundTrips) {
   std::vector<Message> messages = SampleMessages();
-  ASSERT_EQ(messages.size(), std::variant_size_v<Message> + 2);  // two submits, two errors
+  ASSERT_EQ(messages.size(), std::variant_size_v<Message> + 3);  // two submits, errors, shutdowns
   for (const Message& m : messages) {
     const std::string bytes = Encode(m);
     EXPECT_EQ(bytes.size() % 8, 0u);

@@ -513,7 +513,8 @@ Status WorkerServer::Run() {
               {{"replica", w.config.worker.replica_id}, {"requests", static_cast<int64_t>(running)}});
     // No final heartbeat after it: that would make the replica look live again.
     w.Send(proto::Shutdown{"replica " + w.config.worker.replica_id + " was stopped before " +
-                           std::to_string(running) + " running request(s) finished"});
+                               std::to_string(running) + " running request(s) finished",
+                           /*planned=*/true});
     if (ranks) (void)ranks->Shutdown("the leader stopped");
     log::Info(kLog, "replica stopped", {{"replica", w.config.worker.replica_id}});
     return Status::Ok();
@@ -540,7 +541,8 @@ Status WorkerServer::Run() {
   // it still counts as dispatched here (a final heartbeat made it look live until the liveness
   // timeout instead).
   w.Send(proto::Shutdown{"replica " + w.config.worker.replica_id + " stopped" +
-                         (w.engine->draining() ? " after draining" : "")});
+                             (w.engine->draining() ? " after draining" : ""),
+                         /*planned=*/true});
   log::Info(kLog, "replica stopped", {{"replica", w.config.worker.replica_id}});
   return Status::Ok();
 }

@@ -46,8 +46,8 @@ class ReplicaLossTest : public ::testing::Test {
     if (run_.joinable()) run_.join();
   }
 
-  std::unique_ptr<FakeReplica> Replica(const std::string& id) {
-    return std::make_unique<FakeReplica>(ctx_, server_->worker_endpoint(), id);
+  std::unique_ptr<FakeReplica> Replica(const std::string& id, uint64_t incarnation = 1) {
+    return std::make_unique<FakeReplica>(ctx_, server_->worker_endpoint(), id, incarnation);
   }
   // Submits a token prompt (short by default); the coordinator's request id.
   uint64_t Submit(const std::string& client_id, size_t prompt_tokens = 3) {

@@ -87,6 +87,29 @@ TEST_F(ReplicaLossTest, AReplicaThatSaysItIsGoingDownHasItsRequestsMovedAtOnce) 
   EXPECT_TRUE(testing::WaitFor([&] { return Metric("bmad_coordinator_replica_up{pool=\"normal\",replica=\"a\"}") == 0.0; },
                       5s));
 }
+// A replica stopped on purpose (a scale-down, a rolling update) is gone, not down: its series
+// go, where bmad_coordinator_replica_up stayed 0 for good and an alert on it never cleared. A
+// failure (the test above) keeps the 0.
+TEST_F(ReplicaLossTest, AReplicaStoppedOnPurposeLeavesTheMetricsUntilItIsBack) {
+  auto a = Replica("a");
+  ASSERT_TRUE(a->Register());
+  const std::string up = "bmad_coordinator_replica_up{pool=\"normal\",replica=\"a\"}";
+  auto names_a = [&] {
+    httplib::Client client("127.0.0.1", server_->http_port());
+    auto res = client.Get("/metrics");
+    return res && res->body.find("replica=\"a\"") != std::string::npos;
+  };
+  ASSERT_TRUE(testing::WaitFor([&] { return Metric(up) == 1.0; }, 5s));
+  a->Send(proto::Shutdown{"replica a stopped after draining", /*planned=*/true});
+  EXPECT_TRUE(testing::WaitFor([&] { return !names_a(); }, 5s)) << "the stopped replica's series stayed";
+  std::this_thread::sleep_for(200ms);  // ten ticks: none brings them back
+  EXPECT_FALSE(names_a());
+  // A new process under the id: its series come back.
+  auto again = Replica("a", /*incarnation=*/2);
+  ASSERT_TRUE(again->Register());
+  EXPECT_TRUE(testing::WaitFor([&] { return Metric(up) == 1.0; }, 5s));
+}
+
 TEST_F(ReplicaLossTest, TheMetricsPortIsReadyWhileAReplicaIsLive) {
   auto ready = [&] {
     httplib::Client client("127.0.0.1", server_->metrics_port());
