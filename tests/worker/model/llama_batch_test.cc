@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <numeric>
 #include <random>
 
@@ -18,6 +19,13 @@ namespace bmad::model {
 namespace {
 
 constexpr int64_t kBlockSize = 16;
+
+// The stories model on `backend`; null (and a test failure) when it does not load.
+std::unique_ptr<LlamaModel> LoadStories(kernels::Backend& backend) {
+  Result<std::unique_ptr<LlamaModel>> loaded = LlamaModel::Load(testing::StoriesModelPath(), backend);
+  EXPECT_TRUE(loaded.ok()) << loaded.status().ToString();
+  return loaded.ok() ? std::move(*loaded) : nullptr;
+}
 
 // A synthetic F32 model with grouped-query attention (8 query heads, 2 KV heads).
 std::string GqaModelPath() {
@@ -220,9 +228,9 @@ TEST(LlamaBatchTest, ASampledLaunchDrawsFromTheLogits) {
 
 TEST(LlamaBatchTest, MalformedStepsAreErrors) {
   kernels::CpuBackend backend;
-  auto loaded = LlamaModel::Load(testing::StoriesModelPath(), backend);
-  ASSERT_TRUE(loaded.ok());
-  LlamaModel& m = **loaded;
+  const std::unique_ptr<LlamaModel> stories = LoadStories(backend);
+  ASSERT_NE(stories, nullptr);
+  LlamaModel& m = *stories;
   KvCache cache(m.CacheShape(4, kBlockSize));
   std::vector<float> logits(512);
   const std::vector<int32_t> table = {1, 2, 3};
@@ -251,9 +259,9 @@ TEST(LlamaBatchTest, MalformedStepsAreErrors) {
 // prefix block both only read (prefix reuse) can.
 TEST(LlamaBatchTest, ABlockWrittenInAStepBelongsToOneSequence) {
   kernels::CpuBackend backend;
-  auto loaded = LlamaModel::Load(testing::StoriesModelPath(), backend);
-  ASSERT_TRUE(loaded.ok());
-  LlamaModel& m = **loaded;
+  const std::unique_ptr<LlamaModel> stories = LoadStories(backend);
+  ASSERT_NE(stories, nullptr);
+  LlamaModel& m = *stories;
   KvCache cache(m.CacheShape(8, kBlockSize));
   std::vector<float> logits(2 * 512);
   const std::vector<int32_t> prefix(kBlockSize, 7), one = {9};
