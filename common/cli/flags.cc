@@ -2,6 +2,8 @@
 
 #include <charconv>
 
+#include "common/byte_size.h"
+
 namespace bmad::cli {
 namespace {
 
@@ -29,6 +31,10 @@ void Flags::AddInt(std::string name, int64_t* out, std::string help, int64_t min
   spec.int_min = min;
   spec.int_max = max;
   specs_.push_back(std::move(spec));
+}
+void Flags::AddSize(std::string name, int64_t* out, std::string help, int64_t min, int64_t max) {
+  AddInt(std::move(name), out, std::move(help), min, max);
+  specs_.back().kind = Kind::kSize;
 }
 void Flags::AddDouble(std::string name, double* out, std::string help) {
   specs_.push_back({std::move(name), Kind::kDouble, out, std::move(help)});
@@ -70,17 +76,27 @@ Status Flags::Assign(Spec& spec, const std::string& value) {
     case Kind::kList:
       static_cast<std::vector<std::string>*>(spec.out)->push_back(value);
       return Status::Ok();
-    case Kind::kInt: {
+    case Kind::kInt:
+    case Kind::kSize: {
+      int64_t scale = 1;
+      const std::string_view digits =
+          spec.kind == Kind::kSize ? WithoutByteSizeSuffix(value, &scale) : std::string_view(value);
       int64_t v = 0;
-      auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-      if (ec == std::errc::result_out_of_range && p == value.data() + value.size()) {
+      auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+      if (ec == std::errc() && scale != 1) {
+        if (v > INT64_MAX / scale || v < INT64_MIN / scale) ec = std::errc::result_out_of_range;
+        v *= ec == std::errc() ? scale : 1;
+      }
+      if (ec == std::errc::result_out_of_range && p == digits.data() + digits.size()) {
         return InvalidArgument("--" + spec.name + " is out of range: " + value + " is past what a 64-bit integer holds" +
                                (spec.bounded ? " (it must be in [" + std::to_string(spec.int_min) + ", " +
                                                    std::to_string(spec.int_max) + "])"
                                              : std::string()));
       }
-      if (ec != std::errc() || p != value.data() + value.size() || value.empty()) {
-        return InvalidArgument("--" + spec.name + " expects an integer, got '" + value + "'");
+      if (ec != std::errc() || p != digits.data() + digits.size() || digits.empty()) {
+        return InvalidArgument("--" + spec.name + " expects an integer" +
+                               (spec.kind == Kind::kSize ? " (optionally with KiB/MiB/GiB)" : "") + ", got '" +
+                               value + "'");
       }
       if (spec.bounded && (v < spec.int_min || v > spec.int_max)) {
         return InvalidArgument("--" + spec.name + " must be in [" + std::to_string(spec.int_min) +
@@ -174,6 +190,7 @@ std::string Flags::Help() const {
     switch (s.kind) {
       case Kind::kString: left += " TEXT"; break;
       case Kind::kInt: left += " N"; break;
+      case Kind::kSize: left += " BYTES"; break;
       case Kind::kDouble: left += " X"; break;
       case Kind::kList: left += " VALUE (repeatable)"; break;
       case Kind::kBool: break;

@@ -20,6 +20,8 @@ class Flags {
   // The same, refusing values outside [min, max] with an error that names the flag and the range
   // (a value past what the consumer takes must never wrap or be clamped on the way).
   void AddInt(std::string name, int64_t* out, std::string help, int64_t min, int64_t max);
+  // A byte count in [min, max], as an integer or with a size suffix (64MiB, 2G: common/byte_size.h).
+  void AddSize(std::string name, int64_t* out, std::string help, int64_t min, int64_t max);
   void AddDouble(std::string name, double* out, std::string help);
   // The same, refusing NaN and values outside [min, max].
   void AddDouble(std::string name, double* out, std::string help, double min, double max);
@@ -36,7 +38,7 @@ class Flags {
   std::string Help() const;
 
  private:
-  enum class Kind { kString, kInt, kDouble, kBool, kList };
+  enum class Kind { kString, kInt, kSize, kDouble, kBool, kList };
   struct Spec {
     std::string name;
     Kind kind;

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "common/bounded_file.h"
+#include "common/byte_size.h"
 #include "common/config/config_fields.h"
 #include "common/config/number_text.h"
 #include "common/config/endpoint.h"
@@ -58,26 +59,11 @@ std::string_view WithoutPlusSign(std::string_view text) {
   return text;
 }
 
-// `text` without a size suffix (KiB/MiB/GiB/TiB, or K/M/G/T), its factor in `*scale` (1: none).
-std::string_view WithoutSizeSuffix(std::string_view text, int64_t* scale) {
-  static const std::pair<std::string_view, int64_t> kSuffixes[] = {
-      {"KiB", 1ll << 10}, {"MiB", 1ll << 20}, {"GiB", 1ll << 30}, {"TiB", 1ll << 40},
-      {"K", 1ll << 10},   {"M", 1ll << 20},   {"G", 1ll << 30},   {"T", 1ll << 40}};
-  *scale = 1;
-  for (const auto& [suffix, factor] : kSuffixes) {
-    if (text.size() > suffix.size() && text.ends_with(suffix)) {
-      *scale = factor;
-      return text.substr(0, text.size() - suffix.size());
-    }
-  }
-  return text;
-}
-
 // Strict integer parsing; keys ending in _bytes also take KiB/MiB/GiB/TiB (and K/M/G/T) suffixes.
 bool ParseInt64(std::string_view text, bool allow_size_suffix, int64_t* out) {
   text = WithoutPlusSign(text);
   int64_t scale = 1;
-  if (allow_size_suffix) text = WithoutSizeSuffix(text, &scale);
+  if (allow_size_suffix) text = WithoutByteSizeSuffix(text, &scale);
   int64_t value = 0;
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || ptr != text.data() + text.size() || text.empty()) return false;
@@ -269,7 +255,7 @@ class LoadVisitor {
     const bool bytes = path.ends_with("_bytes");
     if (!ParseInt64(n.Scalar(), bytes, &v)) {
       int64_t scale = 1;
-      const std::string_view text = bytes ? WithoutSizeSuffix(n.Scalar(), &scale) : std::string_view(n.Scalar());
+      const std::string_view text = bytes ? WithoutByteSizeSuffix(n.Scalar(), &scale) : std::string_view(n.Scalar());
       const size_t digits_from = !text.empty() && (text[0] == '-' || text[0] == '+') ? 1 : 0;
 
       if (text.size() > digits_from &&

@@ -18,6 +18,7 @@
 #include "coordinator/client/cluster_status_format.h"
 #include "coordinator/client/http_bench.h"
 #include "worker/sampling/sampling_params_validation.h"
+#include "worker/tools/length_distribution.h"
 
 namespace bmad::client {
 namespace {
@@ -198,15 +199,19 @@ int RunBenchHttpCommand(const std::vector<std::string>& args) {
       "--output-len DIST [--model NAME] [--api completions|chat] [--timeout-s S] [--seed S]");
   flags.AddString("url", &o.url, "The server's base URL, e.g. http://127.0.0.1:8000.");
   flags.AddInt("requests", &o.requests, "Requests to send.");
-  flags.AddDouble("rate", &o.rate, "Open loop: Poisson arrivals, requests per second.");
-  flags.AddInt("concurrency", &o.concurrency, "Closed loop: requests kept in flight.");
+  // Bounded here, so that a 0 typed is refused as such (0 in the options means "not given").
+  flags.AddDouble("rate", &o.rate, "Open loop: Poisson arrivals, requests per second.",
+                  tools::kMinArrivalRate, 1e6);
+  flags.AddInt("concurrency", &o.concurrency, "Closed loop: requests kept in flight.", 1,
+               kMaxBenchHttpConcurrency);
   flags.AddString("prompt-len", &o.prompt_len, "Prompt tokens: N, A-B or A,B,C.");
   flags.AddString("output-len", &o.output_len, "Output tokens: N, A-B or A,B,C.");
   flags.AddString("model", &o.model, "Model name (default: the first from GET /v1/models).");
   flags.AddString("api", &api, "completions (prompts as token ids; default) or chat (text).");
   flags.AddDouble("timeout-s", &o.timeout_s, "Per-request timeout in seconds (default 300).");
   flags.AddInt("seed", &seed, "Workload seed (default 1).");
-  flags.AddInt("vocab-size", &o.vocab_size, "Draw prompt token ids below this (default: 100..19999).");
+  flags.AddInt("vocab-size", &o.vocab_size, "Draw prompt token ids below this (default: 100..19999).", 8,
+               int64_t{1} << 31);
   // Not $BMAD_API_KEY by default: this benchmarks other servers too, which must not get our key.
   flags.AddString("api-key", &o.api_key, "Bearer token for servers that want one.");
   flags.AddInt("report-split-at", &o.report_split_at,

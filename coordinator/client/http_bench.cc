@@ -20,7 +20,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr int64_t kMaxRequests = 1000000;
-constexpr int64_t kMaxConcurrency = 4096;      // one thread per request in flight
 constexpr int64_t kMaxPromptTokens = 1 << 22;
 constexpr int64_t kMaxOutputTokens = 1 << 24;
 constexpr double kMaxTimeoutS = 86400;
@@ -111,8 +110,8 @@ Status ValidateBenchHttpOptions(const BenchHttpOptions& o) {
   if (o.rate > 0 && o.rate < tools::kMinArrivalRate) {
     return InvalidArgument("--rate must be at least " + std::to_string(tools::kMinArrivalRate) + " requests/s");
   }
-  if (o.concurrency < 0 || o.concurrency > kMaxConcurrency) {
-    return InvalidArgument("--concurrency must be between 1 and " + std::to_string(kMaxConcurrency));
+  if (o.concurrency < 0 || o.concurrency > kMaxBenchHttpConcurrency) {
+    return InvalidArgument("--concurrency must be between 1 and " + std::to_string(kMaxBenchHttpConcurrency));
   }
   if ((o.rate > 0) == (o.concurrency > 0)) {
     return InvalidArgument("give exactly one of --rate (open loop) and --concurrency (closed loop)");

@@ -26,6 +26,8 @@
 
 namespace bmad::client {
 
+inline constexpr int64_t kMaxBenchHttpConcurrency = 4096;  // one thread per request in flight
+
 struct BenchHttpOptions {
   std::string url;                          // "http://host:port" (a trailing /v1 is fine)
   std::string model;                        // empty: the first id from GET /v1/models

@@ -117,5 +117,35 @@ TEST(FlagsTest, BoundedValuesOutsideTheirRangeAreRefusedNamingIt) {
   EXPECT_EQ(rate, 0.0);
 }
 
+// Byte counts take the config files' size suffixes (a flag said "expects an integer" to 64KiB).
+TEST(FlagsTest, SizesTakeSuffixesWithinTheirRange) {
+  int64_t bytes = 0;
+  Flags flags("test");
+  flags.AddSize("kv-bytes", &bytes, "b", 1 << 16, int64_t{1} << 42);
+  std::vector<std::string> positional;
+  const std::pair<const char*, int64_t> good[] = {
+      {"65536", 65536}, {"64KiB", 64 << 10}, {"256MiB", 256 << 20}, {"2G", int64_t{2} << 30}, {"4TiB", int64_t{4} << 40}};
+  for (const auto& [text, want] : good) {
+    ASSERT_TRUE(flags.Parse({"--kv-bytes", text}, &positional).ok()) << text;
+    EXPECT_EQ(bytes, want) << text;
+  }
+  EXPECT_EQ(flags.Parse({"--kv-bytes", "1KiB"}, &positional).message(),
+            "--kv-bytes must be in [65536, 4398046511104], got 1KiB");
+  EXPECT_EQ(flags.Parse({"--kv-bytes", "64KB"}, &positional).message(),
+            "--kv-bytes expects an integer (optionally with KiB/MiB/GiB), got '64KB'");
+  EXPECT_EQ(flags.Parse({"--kv-bytes", "MiB"}, &positional).message(),
+            "--kv-bytes expects an integer (optionally with KiB/MiB/GiB), got 'MiB'");
+  // Past 64 bits once scaled: out of range, not a wrapped small number.
+  EXPECT_EQ(flags.Parse({"--kv-bytes", "99999999T"}, &positional).message(),
+            "--kv-bytes is out of range: 99999999T is past what a 64-bit integer holds (it must be in "
+            "[65536, 4398046511104])");
+  EXPECT_EQ(bytes, int64_t{4} << 40);  // a refused value leaves the last good one
+  EXPECT_NE(flags.Help().find("--kv-bytes BYTES"), std::string::npos) << flags.Help();
+  // Plain integer flags take no suffix.
+  int64_t count = 0;
+  flags.AddInt("count", &count, "c");
+  EXPECT_FALSE(flags.Parse({"--count", "1K"}, &positional).ok());
+}
+
 }  // namespace
 }  // namespace bmad::cli

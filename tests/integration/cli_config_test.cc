@@ -188,6 +188,39 @@ TEST(CliBenchServe, ASlowRateAndANegativeSeedAreUsageErrors) {
   bad = RunBmad({"bench", "serve", "--model", "/nonexistent.gguf", "--seed", "-1"}, dir);
   EXPECT_EQ(bad.status, 2) << bad.output;
   EXPECT_NE(bad.output.find("--seed"), std::string::npos) << bad.output;
+  // A bad length distribution too (it was found only after the model loaded, and exited 1).
+  bad = RunBmad({"bench", "serve", "--model", "/nonexistent.gguf", "--prompt-len", "10-5"}, dir);
+  EXPECT_EQ(bad.status, 2) << bad.output;
+  EXPECT_NE(bad.output.find("bmad bench serve: --prompt-len"), std::string::npos) << bad.output;
+  bad = RunBmad({"bench", "serve", "--model", "/nonexistent.gguf", "--output-len", "0"}, dir);
+  EXPECT_EQ(bad.status, 2) << bad.output;
+  EXPECT_NE(bad.output.find("bmad bench serve: --output-len"), std::string::npos) << bad.output;
+  // --kv-bytes takes the size suffixes the config's cache.kv_bytes does: 64KiB passes the flags
+  // and fails only at the missing model.
+  CliRun sized = RunBmad({"bench", "serve", "--model", "/nonexistent.gguf", "--kv-bytes", "64KiB"}, dir);
+  EXPECT_EQ(sized.status, 1) << sized.output;
+  EXPECT_NE(sized.output.find("/nonexistent.gguf"), std::string::npos) << sized.output;
+  std::filesystem::remove_all(dir);
+}
+
+// bench http: a 0 typed for --concurrency, --rate or --vocab-size is refused as out of range
+// (0 read as "not given": --concurrency 0 was "give exactly one of --rate and --concurrency",
+// --vocab-size 0 silently the default), before any request is sent.
+TEST(CliBenchHttp, TypedZerosAreOutOfRange) {
+  const std::string dir = MakeTempDir("bmad-cli-");
+  const std::vector<std::string> base = {"bench", "http", "--url", "http://127.0.0.1:9", "--requests", "1",
+                                         "--prompt-len", "4", "--output-len", "4"};
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"--concurrency", "0"}, "--concurrency must be in [1, 4096], got 0"},
+      {{"--rate", "0"}, "--rate must be in [0.001, 1000000], got 0"},
+      {{"--concurrency", "1", "--vocab-size", "0"}, "--vocab-size must be in [8, 2147483648], got 0"}};
+  for (const auto& [extra, message] : cases) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    CliRun bad = RunBmad(args, dir);
+    EXPECT_EQ(bad.status, 2) << bad.output;
+    EXPECT_NE(bad.output.find("bmad bench http: " + message), std::string::npos) << bad.output;
+  }
   std::filesystem::remove_all(dir);
 }
 

@@ -264,7 +264,7 @@ int RunBenchServeCommand(const std::vector<std::string>& args) {
   flags.AddInt("max-batch-tokens", &o.max_batch_tokens, "Token budget per step (default 512).", 1,
                 1 << 20);
   flags.AddInt("max-seqs", &o.max_seqs, "Sequences per step (default 64).", 1, 1 << 16);
-  flags.AddInt("kv-bytes", &o.kv_bytes, "KV cache bytes (default 256 MiB).", 1 << 16, 1ll << 42);
+  flags.AddSize("kv-bytes", &o.kv_bytes, "KV cache bytes, e.g. 256MiB (default 256 MiB).", 1 << 16, 1ll << 42);
   flags.AddInt("block-size", &o.block_size, "Tokens per KV block (default: cache.block_size's, 8).");
   flags.AddBool("no-prefix-caching", &no_prefix_caching, "Turn prefix reuse off.");
   flags.AddInt("seed", &seed, "Workload seed (default 1).", 0, INT64_MAX);
@@ -282,6 +282,8 @@ int RunBenchServeCommand(const std::vector<std::string>& args) {
     return 0;
   }
   if (s.ok() && o.model_path.empty()) s = InvalidArgument("--model is required");
+  if (s.ok()) s = LengthDistribution::Parse(o.prompt_len, "--prompt-len").status();
+  if (s.ok()) s = LengthDistribution::Parse(o.output_len, "--output-len").status();
   if (s.ok() && o.rate > 0 && o.rate < kMinArrivalRate) {
     s = InvalidArgument("--rate must be 0 (all at once) or at least " + std::to_string(kMinArrivalRate) +
                         " requests/s, got " + std::to_string(o.rate));
