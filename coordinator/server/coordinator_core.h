@@ -116,6 +116,10 @@ class CoordinatorServer::Core {
   void RefuseOtherVersion(zmq::socket_t& socket, const proto::Incoming& in, const proto::Message& answer,
                           const char* peer);
   void Tick();
+  // Stopping: true when the drain can answer no one, every request left queued with no live
+  // replica that takes new work (none registered, or each one draining too); they would only
+  // fail at the deadline.
+  bool NoReplicaCanServeWhatIsLeft();
   void SendToWorker(const std::string& replica_id, const proto::Message& message);
   proto::ClusterStatus BuildStatus() const;
 

@@ -559,6 +559,16 @@ void CoordinatorServer::Core::Tick() {
   }
 }
 
+bool CoordinatorServer::Core::NoReplicaCanServeWhatIsLeft() {
+  for (const CoordRequest* r : requests_.All()) {
+    if (r->state != RequestState::kQueued) return false;
+  }
+  for (const ReplicaState* replica : replicas_.All()) {
+    if (replica->live && !replica->draining) return false;
+  }
+  return true;
+}
+
 Status CoordinatorServer::Core::Run() {
   const int64_t start = clock_.NowNanos();
   const size_t max_bytes = static_cast<size_t>(config_.coordinator.max_message_bytes);
@@ -575,6 +585,11 @@ Status CoordinatorServer::Core::Run() {
       RefuseTokenizing();  // not yet accepted: refused now, like new submits
     }
     if (stop_deadline != 0 && (requests_.size() == 0 || now >= stop_deadline)) break;
+    if (stop_deadline != 0 && NoReplicaCanServeWhatIsLeft()) {
+      log::Info(kLog, "stopping: no live replica takes the queued requests; not waiting out the drain",
+                {{"queued", requests_.size()}});
+      break;
+    }
 
     zmq::pollitem_t items[3] = {{static_cast<void*>(*worker_socket_), 0, ZMQ_POLLIN, 0},
                                 {static_cast<void*>(*client_socket_), 0, ZMQ_POLLIN, 0},

@@ -15,6 +15,7 @@
 
 #include "common/proto/frames.h"
 #include "coordinator/server/coordinator_server.h"
+#include "tests/coordinator/server/fake_replica.h"
 #include "tests/coordinator/server/in_process_coordinator.h"
 #include "tests/support/paths.h"
 #include "worker/model/gguf/gguf_file.h"
@@ -182,7 +183,7 @@ TEST_F(SocketDoorTest, AStopWhileTokenizingRefusesThePromptAtOnceAndEnds) {
   EXPECT_TRUE(run_status_.ok()) << run_status_.ToString();
 }
 
-// A stop whose drain ends with a request still queued (no replica ever takes it).
+// A stop whose drain ends with a request unfinished (its replica never answers).
 class SocketDoorStopTest : public SocketDoorTest {
  protected:
   void SetUp() override {
@@ -195,6 +196,9 @@ class SocketDoorStopTest : public SocketDoorTest {
 
 TEST_F(SocketDoorStopTest, AStopAnswersTheRequestLeftAndCountsTheSubmitsItRefuses) {
   gate_.Open();
+  // A live replica the drain waits for (with none, the stop would not wait: the next test).
+  FakeReplica replica(ctx_, server_->worker_endpoint(), "silent");
+  ASSERT_TRUE(replica.Register());
   Send(TextSubmit("queued", "Once upon a time"));
   ASSERT_TRUE(std::holds_alternative<proto::Accepted>(Receive()));
   server_->RequestStop();
@@ -214,6 +218,31 @@ TEST_F(SocketDoorStopTest, AStopAnswersTheRequestLeftAndCountsTheSubmitsItRefuse
   EXPECT_EQ(Metric("bmad_coordinator_requests_total"), 2.0);
   EXPECT_EQ(Metric("bmad_coordinator_rejections_total{reason=\"unavailable\"}"), 1.0);
   EXPECT_EQ(Metric("bmad_coordinator_requests_finished_total{status=\"error\"}"), 1.0);
+}
+
+// A stop with requests queued and no live replica: nothing can serve them, so they fail at once
+// instead of at the end of the drain (they waited all of drain_timeout_ms for nothing).
+class SocketDoorNoReplicaStopTest : public SocketDoorTest {
+ protected:
+  void SetUp() override {
+    drain_ms_ = 50000;  // far past the client's 10 s receive timeout
+    SocketDoorTest::SetUp();
+  }
+};
+
+TEST_F(SocketDoorNoReplicaStopTest, QueuedRequestsFailAtOnceWhenNoReplicaIsLive) {
+  gate_.Open();
+  Send(TextSubmit("queued", "Once upon a time"));
+  ASSERT_TRUE(std::holds_alternative<proto::Accepted>(Receive()));
+  server_->RequestStop();
+  const proto::Message failed = Receive();
+  ASSERT_TRUE(std::holds_alternative<proto::ErrorMessage>(failed)) << proto::MessageName(failed);
+  EXPECT_EQ(std::get<proto::ErrorMessage>(failed).client_request_id, "queued");
+  EXPECT_EQ(std::get<proto::ErrorMessage>(failed).code, StatusCode::kUnavailable);
+  EXPECT_NE(std::get<proto::ErrorMessage>(failed).message.find("stopped before the request finished"),
+            std::string::npos);
+  run_.join();
+  EXPECT_TRUE(run_status_.ok()) << run_status_.ToString();
 }
 
 // A stop with no drain time: the loop ends at once, with most of a burst of submits still
