@@ -205,7 +205,10 @@ Status ReadFloat(const JsonFields& body, std::string_view key, NumberRange range
   // In range as a double may still round out of it as a float: 1e-50 becomes 0, which top_p's
   // (0, 1] excludes and the workers would refuse.
   const float narrowed = static_cast<float>(*value);
-  if (!range.Contains(narrowed)) return MustBe(body.Name(key), what, *body.Find(key));
+  if (!range.Contains(narrowed)) {
+    return InvalidArgument(MustBe(body.Name(key), what, *body.Find(key)).message() +
+                           ", which a 32-bit float reads as " + internal::DescribeJsonValue(Json(narrowed)));
+  }
   target = narrowed;
   return Status::Ok();
 }
@@ -612,6 +615,9 @@ Result<CompletionRequest> ReadRequest(const Json& json, bool chat, const Request
   BMAD_RETURN_IF_ERROR(ReadSchedulingHints(body, limits, request));
   BMAD_RETURN_IF_ERROR(ReadResponseFormat(body, request));
   BMAD_RETURN_IF_ERROR(RejectUnsupported(body, chat));
+  // Read by nothing here (OpenAI's end-user id for abuse monitoring), but typed as OpenAI and
+  // vLLM type it: a client sending a number learns it now, not from another server later.
+  BMAD_RETURN_IF_ERROR(body.String("user").status());
 
   // The workers' own admission check, so nothing accepted here is refused there. The vocabulary
   // is not known here: the largest one lets every id through (the coordinator checks ids).

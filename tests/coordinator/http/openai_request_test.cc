@@ -218,7 +218,7 @@ TEST(ParseCompletionRequest, NullMeansNotSetAndUnknownFieldsAreIgnored) {
       "model": null, "prompt": "x", "max_tokens": null, "temperature": null, "top_p": null,
       "stop": null, "seed": null, "logprobs": null, "n": null, "stream": null,
       "stream_options": null, "logit_bias": null, "suffix": null, "priority": null,
-      "user": 12, "metadata": {"a": [1, {"b": null}]}, "tool_choice": "none",
+      "user": null, "metadata": {"a": [1, {"b": null}]}, "tool_choice": "none",
       "some_future_field": {"type": "object"}, "logit_bias_extra": 1})"));
   EXPECT_EQ(r.model, "");
   EXPECT_EQ(r.max_tokens, 16u);
@@ -278,6 +278,7 @@ TEST(ParseCompletionRequest, NumberEdgeCases) {
   EXPECT_EQ(Ok(Completion(R"({"prompt": "x", "temperature": 0})")).sampling.temperature, 0.0f);
   EXPECT_EQ(Ok(Completion(R"({"prompt": "x", "temperature": 2})")).sampling.temperature, 2.0f);
   EXPECT_EQ(Ok(Completion(R"({"prompt": "x", "top_p": 1e-9})")).sampling.top_p, 1e-9f);
+  EXPECT_EQ(Ok(Chat(R"({"messages": [{"role": "user", "content": "x"}], "user": "alice"})")).messages.size(), 1u);
   const CompletionRequest negative_seed = Ok(Completion(R"({"prompt": "x", "seed": -1})"));
   EXPECT_TRUE(negative_seed.sampling.has_seed);
   EXPECT_EQ(negative_seed.sampling.seed, std::numeric_limits<uint64_t>::max());
@@ -335,7 +336,8 @@ TEST(ParseCompletionRequest, RejectsWrongTypesAndRangesNamingTheParameter) {
       {"{" + p + R"("temperature": -0.1})", false, {"'temperature'", "-0.1"}},
       {"{" + p + R"("temperature": "1"})", false, {"'temperature'", "got \"1\""}},
       {"{" + p + R"("temperature": 1e999})", false, {"body is not valid JSON", "overflow"}},
-      {"{" + p + R"("top_p": 1e-50})", false, {"'top_p'", "got 1e-50"}},
+      {"{" + p + R"("top_p": 1e-50})", false, {"'top_p'", "got 1e-50, which a 32-bit float reads as 0"}},
+      {"{" + p + R"("user": 42})", false, {"'user' must be a string, got 42"}},
       {"{" + p + R"("top_p": 0})", false, {"'top_p' must be a number in (0, 1], got 0"}},
       {"{" + p + R"("top_p": 1.5})", false, {"'top_p'", "1.5"}},
       {"{" + p + R"("top_k": -2})", false, {"'top_k'", "-2"}},
