@@ -50,10 +50,7 @@ OutputProcessor::OutputProcessor(const tokenizer::Tokenizer& tokenizer,
 }
 
 sampling::StopFeedResult OutputProcessor::PassText(std::string text) {
-  if (static_cast<int64_t>(generated_.size()) <= min_tokens_) {
-    stop_strings_.AddSentText(text);
-    return sampling::StopFeedResult{std::move(text), false, -1};
-  }
+  if (static_cast<int64_t>(generated_.size()) <= min_tokens_) return stop_strings_.FeedUnchecked(text);
   return stop_strings_.Feed(text);
 }
 

@@ -6,7 +6,7 @@
 // min_tokens (vLLM's semantics): until the output holds more than that many tokens nothing but
 // the length limit ends it. The sampler holds back the tokens that would (TokensThatEnd); stop
 // strings are looked for from the (min_tokens + 1)-th token's text on, and one may begin in
-// earlier text (then the output ends where that token's text begins: the rest was sent).
+// earlier text (its beginning is held back there too, so the output ends where it begins).
 #pragma once
 
 #include <cstdint>

@@ -33,40 +33,48 @@ StopFeedResult StopStringMatcher::Feed(std::string_view new_text) {
   held_.append(new_text);
 
   // Invariant: no stop string starts before held_ (the emitted text holds none, and nothing that
-  // could still become one was emitted), so searching held_ alone finds every occurrence. The
-  // first sent_ bytes were sent already: they are searched but never returned.
+  // could still become one was emitted), so searching held_ alone finds every occurrence; none of
+  // held_ was emitted. Occurrences ending in the first unchecked_ bytes do not count.
   Hit hit{0, -1};
   if (FindFirstCompleted(&hit)) {
-    // The hit ends inside held_ (it is complete there); of it, only what was not sent goes out.
     const size_t end = include_stop_ ? hit.start + stop_strings_[static_cast<size_t>(hit.index)].size()
                                      : hit.start;
-    if (end > sent_) result.text.assign(held_, sent_, end - sent_);
+    result.text.assign(held_, 0, end);
     result.stopped = true;
     result.stop_index = hit.index;
     stop_index_ = hit.index;
     held_.clear();
-    sent_ = 0;
+    unchecked_ = 0;
     return result;
   }
-  const size_t hold = HoldBackStart();
-  if (hold > sent_) result.text.assign(held_, sent_, hold - sent_);
-  held_.erase(0, hold);
-  sent_ = sent_ > hold ? sent_ - hold : 0;
+  result.text = Release();
   return result;
 }
 
-void StopStringMatcher::AddSentText(std::string_view sent_text) {
-  if (longest_ == 0 || stopped()) return;
-  held_.append(sent_text);
-  // A stop string that ends after this text starts in its last longest_ - 1 bytes or later.
-  if (held_.size() > longest_ - 1) held_.erase(0, held_.size() - (longest_ - 1));
-  sent_ = held_.size();
+StopFeedResult StopStringMatcher::FeedUnchecked(std::string_view new_text) {
+  StopFeedResult result;
+  if (longest_ == 0 || stopped()) {
+    result.text.assign(new_text);
+    return result;
+  }
+  held_.append(new_text);
+  unchecked_ = held_.size();
+  result.text = Release();
+  return result;
+}
+
+std::string StopStringMatcher::Release() {
+  const size_t hold = HoldBackStart();
+  std::string out = held_.substr(0, hold);
+  held_.erase(0, hold);
+  unchecked_ = unchecked_ > hold ? unchecked_ - hold : 0;
+  return out;
 }
 
 std::string StopStringMatcher::Flush() {
-  std::string rest = held_.substr(std::min(sent_, held_.size()));
+  std::string rest = std::move(held_);
   held_.clear();
-  sent_ = 0;
+  unchecked_ = 0;
   return rest;
 }
 
@@ -77,8 +85,8 @@ bool StopStringMatcher::FindFirstCompleted(Hit* hit) const {
     const std::string& stop = stop_strings_[i];
     if (stop.empty()) continue;
     // The first occurrence of a string is also its first to complete (same length). One that
-    // lies wholly in text sent unlooked-at (AddSentText) does not count: it was no stop then.
-    const size_t from = sent_ >= stop.size() ? sent_ - stop.size() + 1 : 0;
+    // ends in unchecked text (FeedUnchecked) does not count: it was no stop then.
+    const size_t from = unchecked_ >= stop.size() ? unchecked_ - stop.size() + 1 : 0;
     const size_t start = held_.find(stop, from);
     if (start == std::string::npos) continue;
     const size_t end = start + stop.size();

@@ -50,14 +50,14 @@ class StopStringMatcher {
   // stopped = true and the same stop_index.
   StopFeedResult Feed(std::string_view new_text);
 
-  // Text sent to the client without being looked at (before min_tokens allowed stops): a stop
-  // string completed by later Feeds may begin in it, as it may in vLLM. Only its last bytes
-  // (shorter than the longest stop string) are kept; they are never returned again, and a hit
-  // beginning in them ends the output where the new text begins. Call only before any Feed.
-  void AddSentText(std::string_view sent_text);
+  // Adds output text in which no stop string may end yet (before min_tokens allows stops): one
+  // that ends in it is none; one that begins in it and is completed by a later Feed is, and the
+  // output ends where it begins (vLLM's semantics). So a possible stop string's beginning is held
+  // back here as in Feed, and never stopped on. Call only before any Feed.
+  StopFeedResult FeedUnchecked(std::string_view new_text);
 
   // Generation ended for another reason (length, stop token, cancel): returns the held-back text
-  // (never what AddSentText gave) and holds nothing afterwards. Empty after a hit.
+  // and holds nothing afterwards. Empty after a hit.
   std::string Flush();
 
   bool stopped() const { return stop_index_ >= 0; }
@@ -79,13 +79,15 @@ class StopStringMatcher {
   // Where held_ must start being held back: the earliest offset whose suffix is a proper prefix
   // of some stop string, moved back to a UTF-8 character boundary; held_.size() if none.
   size_t HoldBackStart() const;
+  // Returns held_ up to HoldBackStart() and keeps the rest.
+  std::string Release();
 
   std::vector<std::string> stop_strings_;
   bool include_stop_ = false;
   size_t longest_ = 0;              // bytes of the longest stop string
   bool starts_stop_[256] = {};      // bytes that begin some stop string
   std::string held_;
-  size_t sent_ = 0;                 // bytes at the front of held_ already sent (AddSentText)
+  size_t unchecked_ = 0;            // bytes at the front of held_ fed by FeedUnchecked
   int32_t stop_index_ = -1;
 };
 

@@ -115,12 +115,12 @@ TEST(StopStringMatcher, IncludedTheOutputEndsRightAfterTheStopString) {
   EXPECT_EQ(r.text, "STOP");
   EXPECT_TRUE(r.stopped);
 
-  // Begun in text already sent: only the part not sent yet goes out.
+  // Begun in unchecked text (min_tokens): its beginning was held back, and all of it goes out.
   StopStringMatcher sent({"END"}, true);
-  sent.AddSentText("then E");
+  EXPECT_EQ(sent.FeedUnchecked("then E").text, "then ");
   r = sent.Feed("ND and more");
   EXPECT_TRUE(r.stopped);
-  EXPECT_EQ(r.text, "ND");
+  EXPECT_EQ(r.text, "END");
 }
 
 TEST(StopStringMatcher, HoldsBackAPossibleStopStringAcrossFeeds) {
@@ -289,49 +289,52 @@ TEST(StopStringMatcher, InvalidUtf8IsMatchedByteForByte) {
   }
 }
 
-TEST(StopStringMatcher, AStopStringMayBeginInTextAlreadySent) {
-  // Text sent before stops counted (min_tokens) is looked at, never returned again.
+TEST(StopStringMatcher, AStopStringMayBeginInUncheckedTextAndNothingOfItIsSent) {
+  // Text fed before stops count (min_tokens) holds back a possible beginning as Feed does; a stop
+  // completed later cuts the output where it begins, as vLLM does. (The beginning used to be
+  // sent at once, and the output kept "then E" of a stop "END".)
   StopStringMatcher matcher({"END", "xyz"});
-  matcher.AddSentText("lots of text, then E");
-  StopFeedResult r = matcher.Feed("ND and more");
+  StopFeedResult r = matcher.FeedUnchecked("lots of text, then E");
+  EXPECT_FALSE(r.stopped);
+  EXPECT_EQ(r.text, "lots of text, then ");
+  r = matcher.Feed("ND and more");
   EXPECT_TRUE(r.stopped);
   EXPECT_EQ(r.stop_index, 0);
-  EXPECT_EQ(r.text, "");  // the output ends where the new text begins
+  EXPECT_EQ(r.text, "");
 
   StopStringMatcher later({"END"});
-  later.AddSentText("E");
-  later.AddSentText("N");  // kept across calls, up to the longest stop's length less one
+  EXPECT_EQ(later.FeedUnchecked("E").text, "");
+  EXPECT_EQ(later.FeedUnchecked("N").text, "");  // held across calls
   EXPECT_EQ(later.held_bytes(), 2u);
   r = later.Feed("D!");
   EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.text, "");
 
   StopStringMatcher none({"END"});
-  none.AddSentText("the E");
-  r = none.Feed("nd: E");  // no hit; "E" may still begin one, the sent "E" is not returned
+  EXPECT_EQ(none.FeedUnchecked("the E").text, "the ");
+  r = none.Feed("nd: E");  // no hit; the new "E" may still begin one
   EXPECT_FALSE(r.stopped);
-  EXPECT_EQ(r.text, "nd: ");
+  EXPECT_EQ(r.text, "End: ");
   r = none.Feed("NDING");
   EXPECT_TRUE(r.stopped);
   EXPECT_EQ(r.text, "");
 
   StopStringMatcher flushed({"END"});
-  flushed.AddSentText("sent E");
-  r = flushed.Feed("x");
-  EXPECT_EQ(r.text, "x");
-  EXPECT_EQ(flushed.Flush(), "");  // nothing held but sent text
+  EXPECT_EQ(flushed.FeedUnchecked("sent E").text, "sent ");
+  EXPECT_EQ(flushed.Flush(), "E");  // a length finish: what was held back is output after all
 
-  StopStringMatcher held({"END"});
-  held.AddSentText("sent");
-  r = held.Feed("E");
-  EXPECT_EQ(r.text, "");
-  EXPECT_EQ(held.Flush(), "E");  // the new bytes held back, not the sent ones
+  StopStringMatcher included({"END"}, true);
+  EXPECT_EQ(included.FeedUnchecked("then EN").text, "then ");
+  r = included.Feed("D.");
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.text, "END");
 }
 
-TEST(StopStringMatcher, AStopStringWhollyInTextAlreadySentEndsNothing) {
-  // With a longer stop beside it, the short one sent before stops counted stays in the kept
-  // bytes; it was no stop then and is none now. The next "," is.
+TEST(StopStringMatcher, AStopStringEndingInUncheckedTextEndsNothing) {
+  // It was no stop then, and is none now, whether it was released or is still held beside a
+  // longer stop it begins. The next "," is.
   StopStringMatcher matcher({",", "zebra"});
-  matcher.AddSentText(",");
+  EXPECT_EQ(matcher.FeedUnchecked(",").text, ",");
   StopFeedResult r = matcher.Feed(" there");
   EXPECT_FALSE(r.stopped);
   EXPECT_EQ(r.text, " there");
@@ -339,9 +342,22 @@ TEST(StopStringMatcher, AStopStringWhollyInTextAlreadySentEndsNothing) {
   EXPECT_TRUE(r.stopped);
   EXPECT_EQ(r.stop_index, 0);
   EXPECT_EQ(r.text, " was");
-  // One that straddles the sent text and the new still counts.
+
+  StopStringMatcher prefix({"ab", "abc"});
+  EXPECT_EQ(prefix.FeedUnchecked("ab").text, "");  // may still become "abc"
+  r = prefix.Feed("x");
+  EXPECT_FALSE(r.stopped);
+  EXPECT_EQ(r.text, "abx");
+  StopStringMatcher longer({"ab", "abc"});
+  EXPECT_EQ(longer.FeedUnchecked("ab").text, "");
+  r = longer.Feed("c");
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.stop_index, 1);
+  EXPECT_EQ(r.text, "");
+
+  // One that straddles the unchecked text and the new still counts.
   StopStringMatcher straddle({",", "zebra"});
-  straddle.AddSentText("ze");
+  EXPECT_EQ(straddle.FeedUnchecked("ze").text, "");
   r = straddle.Feed("bra!");
   EXPECT_TRUE(r.stopped);
   EXPECT_EQ(r.stop_index, 1);
