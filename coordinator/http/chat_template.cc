@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
@@ -16,12 +17,14 @@ struct NamedTemplate {
   ChatTemplate chat_template;
 };
 
-constexpr std::array<NamedTemplate, 9> kTemplates = {{
+constexpr std::array<NamedTemplate, 11> kTemplates = {{
     {"chatml", ChatTemplate::kChatML},
     {"llama2", ChatTemplate::kLlama2},
     {"llama3", ChatTemplate::kLlama3},
     {"llama3.1", ChatTemplate::kLlama31},
     {"mistral", ChatTemplate::kMistral},
+    {"mistral-v3", ChatTemplate::kMistralV3},
+    {"mistral-legacy", ChatTemplate::kMistralLegacy},
     {"zephyr", ChatTemplate::kZephyr},
     {"phi3", ChatTemplate::kPhi3},
     {"gemma", ChatTemplate::kGemma},
@@ -115,14 +118,41 @@ ChatFormat Llama31Format(std::string_view jinja) {
   return format;
 }
 
-// Jinja's `| trim` and Python's str.strip() remove Unicode whitespace; ASCII whitespace is
-// what occurs in practice, and stripping it alone never splits a UTF-8 character.
+// Bytes of the whitespace character (as Python's str.isspace() has it: what Jinja's `| trim` and
+// str.strip() remove) that begins at text[i]; 0 when none does.
+size_t WhitespaceAt(std::string_view text, size_t i) {
+  const auto byte = [&](size_t k) { return i + k < text.size() ? static_cast<uint8_t>(text[i + k]) : 0; };
+  const uint8_t b0 = byte(0);
+  if ((b0 >= 0x09 && b0 <= 0x0D) || (b0 >= 0x1C && b0 <= 0x20)) return 1;
+  if (b0 == 0xC2 && (byte(1) == 0x85 || byte(1) == 0xA0)) return 2;                 // U+0085, U+00A0
+  if (b0 == 0xE1 && byte(1) == 0x9A && byte(2) == 0x80) return 3;                   // U+1680
+  if (b0 == 0xE2 && byte(1) == 0x80) {  // U+2000-200A, U+2028, U+2029, U+202F
+    const uint8_t b2 = byte(2);
+    if ((b2 >= 0x80 && b2 <= 0x8A) || b2 == 0xA8 || b2 == 0xA9 || b2 == 0xAF) return 3;
+  }
+  if (b0 == 0xE2 && byte(1) == 0x81 && byte(2) == 0x9F) return 3;                   // U+205F
+  if (b0 == 0xE3 && byte(1) == 0x80 && byte(2) == 0x80) return 3;                   // U+3000
+  return 0;
+}
+
+// Jinja's `| trim`, Python's str.strip(): Unicode whitespace off both ends, whole characters.
 std::string_view Strip(std::string_view text) {
-  constexpr std::string_view kSpace = " \t\n\r\f\v";
-  const size_t begin = text.find_first_not_of(kSpace);
-  if (begin == std::string_view::npos) return {};
-  const size_t end = text.find_last_not_of(kSpace);
-  return text.substr(begin, end - begin + 1);
+  size_t begin = 0;
+  while (begin < text.size()) {
+    const size_t n = WhitespaceAt(text, begin);
+    if (n == 0) break;
+    begin += n;
+  }
+  size_t end = text.size();
+  while (end > begin) {
+    size_t n = 0;
+    for (size_t len = 1; len <= 3 && len <= end - begin && n == 0; ++len) {
+      if (WhitespaceAt(text, end - len) == len) n = len;
+    }
+    if (n == 0) break;
+    end -= n;
+  }
+  return text.substr(begin, end - begin);
 }
 
 // A prompt being written: template text with `+=`, a client's message with Client(), so that
@@ -183,6 +213,7 @@ std::string MessageName(size_t index) { return "'messages[" + std::to_string(ind
 // Formats that take a system message only first and then strictly alternate user/assistant.
 bool RequiresAlternation(ChatTemplate chat_template) {
   return chat_template == ChatTemplate::kLlama2 || chat_template == ChatTemplate::kMistral ||
+         chat_template == ChatTemplate::kMistralV3 || chat_template == ChatTemplate::kMistralLegacy ||
          chat_template == ChatTemplate::kGemma;
 }
 
@@ -306,9 +337,11 @@ ChatText RenderLlama31(const ChatFormat& format, Messages messages, bool add_gen
 }
 
 // Zephyr and Phi-3 differ only in the end-of-turn token (and Phi-3's closing end-of-text).
-ChatText RenderPipeTagged(Messages messages, std::string_view end_of_turn) {
+// `skip_empty_system`: Phi-3's template writes no turn for a system message with no content.
+ChatText RenderPipeTagged(Messages messages, std::string_view end_of_turn, bool skip_empty_system) {
   ChatText out;
   for (const ChatMessage& m : messages) {
+    if (skip_empty_system && m.role == ChatRole::kSystem && m.content.empty()) continue;
     out += "<|";
     out += ChatRoleName(m.role);
     out += "|>\n";
@@ -381,6 +414,48 @@ ChatText RenderMistral(const ChatMessage* system, Messages turns) {
   return out;
 }
 
+ChatText RenderMistralV3(const ChatMessage* system, Messages turns) {
+  ChatText out;
+  for (size_t i = 0; i < turns.size(); ++i) {
+    const ChatMessage& m = turns[i];
+    if (m.role == ChatRole::kUser) {
+      out += "[INST] ";
+      // On the conversation's last message only: one ending with an assistant turn has none.
+      if (i + 1 == turns.size() && system != nullptr) {
+        out.Client(system->content);
+        out += "\n\n";
+      }
+      out.Client(m.content);
+      out += "[/INST]";
+    } else {
+      out += ' ';
+      out.Client(Strip(m.content));
+      out += "</s>";
+    }
+  }
+  return out;
+}
+
+ChatText RenderMistralLegacy(const ChatMessage* system, Messages turns) {
+  ChatText out;
+  for (size_t i = 0; i < turns.size(); ++i) {
+    const ChatMessage& m = turns[i];
+    if (m.role == ChatRole::kUser) {
+      out += "[INST] ";
+      if (i == 0 && system != nullptr) {
+        out.Client(system->content);
+        out += "\n\n";
+      }
+      out.Client(m.content);
+      out += " [/INST]";
+    } else {
+      out.Client(m.content);
+      out += "</s>";
+    }
+  }
+  return out;
+}
+
 ChatText RenderGemma(const ChatMessage* system, Messages turns, bool add_generation_prompt) {
   ChatText out;
   for (size_t i = 0; i < turns.size(); ++i) {
@@ -445,7 +520,12 @@ std::optional<ChatTemplate> DetectChatTemplate(std::string_view jinja) {
   }
   if (Contains(jinja, "<start_of_turn>")) return ChatTemplate::kGemma;
   if (Contains(jinja, "[INST]")) {
-    return Contains(jinja, "<<SYS>>") ? ChatTemplate::kLlama2 : ChatTemplate::kMistral;
+    if (Contains(jinja, "<<SYS>>")) return ChatTemplate::kLlama2;
+    if (Contains(jinja, "[AVAILABLE_TOOLS]") || Contains(jinja, "loop.last and system_message")) {
+      return ChatTemplate::kMistralV3;
+    }
+    if (Contains(jinja, "'[INST] '") && !Contains(jinja, "system")) return ChatTemplate::kMistralLegacy;
+    return ChatTemplate::kMistral;
   }
   if (Contains(jinja, "<|user|>")) {
     return Contains(jinja, "<|end|>") ? ChatTemplate::kPhi3 : ChatTemplate::kZephyr;
@@ -541,13 +621,15 @@ Result<ChatText> Render(const ChatFormat& format, std::span<const ChatMessage> m
     case ChatTemplate::kLlama3: return RenderLlama3(messages, add_generation_prompt);
     case ChatTemplate::kLlama31: return RenderLlama31(format, messages, add_generation_prompt, now);
     case ChatTemplate::kMistral: return RenderMistral(system, turns);
+    case ChatTemplate::kMistralV3: return RenderMistralV3(system, turns);
+    case ChatTemplate::kMistralLegacy: return RenderMistralLegacy(system, turns);
     case ChatTemplate::kZephyr: {
-      ChatText out = RenderPipeTagged(messages, "</s>");
+      ChatText out = RenderPipeTagged(messages, "</s>", /*skip_empty_system=*/false);
       if (add_generation_prompt) out += "<|assistant|>\n";
       return out;
     }
     case ChatTemplate::kPhi3: {
-      ChatText out = RenderPipeTagged(messages, "<|end|>");
+      ChatText out = RenderPipeTagged(messages, "<|end|>", /*skip_empty_system=*/true);
       out += add_generation_prompt ? "<|assistant|>\n" : "<|endoftext|>";
       return out;
     }

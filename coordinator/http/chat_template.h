@@ -65,12 +65,27 @@ enum class ChatTemplate {
   //   " [INST] s\n\nu1 [/INST] a1</s> [INST] u2 [/INST]"
   //   [gen] nothing
   kMistral,
+  // (mistral-v3) Mistral-7B-Instruct v0.3 ("tokenizer v3"): no spaces around the [INST] markers,
+  // the system message (only first) prepended to the conversation's last message when that is a
+  // user message, and left out otherwise, as the reference template does; assistant contents
+  // stripped. User/assistant alternate, starting with user.
+  //   "[INST] u1[/INST] a1</s>[INST] s\n\nu2[/INST]"
+  //   [gen] nothing
+  kMistralV3,
+  // (mistral-legacy) The first Hugging Face template of Mistral-7B-Instruct v0.1/v0.2 and
+  // Mixtral-8x7B-Instruct, which older GGUF conversions carry. It refuses system messages; here a
+  // first one is prepended to the first user message with a blank line. User/assistant
+  // alternate, starting with user.
+  //   "[INST] s\n\nu1 [/INST]a1</s>[INST] u2 [/INST]"
+  //   [gen] nothing
+  kMistralLegacy,
   // (zephyr) HuggingFaceH4 Zephyr. Any roles, any order.
   //   <|system|>\ns</s>\n<|user|>\nu</s>\n<|assistant|>\na</s>\n
   //   [gen] <|assistant|>\n
   kZephyr,
-  // (phi3) Phi-3 instruct. Any roles, any order. Without the generation prompt the text ends
-  // with the end-of-text token, as the reference template does.
+  // (phi3) Phi-3 instruct. Any roles, any order; a system message with no content writes no
+  // turn. Without the generation prompt the text ends with the end-of-text token, as the
+  // reference template does.
   //   <|system|>\ns<|end|>\n<|user|>\nu<|end|>\n<|assistant|>\na<|end|>\n
   //   [gen] <|assistant|>\n          [no gen] <|endoftext|>
   kPhi3,
@@ -116,7 +131,8 @@ struct ChatFormat {
   friend bool operator==(const ChatFormat&, const ChatFormat&) = default;
 };
 
-// "chatml", "llama2", "llama3", "llama3.1", "mistral", "zephyr", "phi3", "gemma" or "plain".
+// "chatml", "llama2", "llama3", "llama3.1", "mistral", "mistral-v3", "mistral-legacy", "zephyr",
+// "phi3", "gemma" or "plain".
 std::string_view ChatTemplateName(ChatTemplate chat_template);
 
 // The template of that name (exactly as ChatTemplateName spells it); kInvalidArgument naming
@@ -131,7 +147,9 @@ std::string KnownChatTemplateNames();
 //   <|start_header_id|>               llama3
 //   <start_of_turn>                   gemma
 //   [INST] with <<SYS>>               llama2
-//   [INST] without <<SYS>>            mistral
+//   [INST] with [AVAILABLE_TOOLS], or "loop.last and system_message"    mistral-v3
+//   [INST] with '[INST] ' and no "system"                              mistral-legacy
+//   other [INST]                      mistral
 //   <|user|> with <|end|>             phi3
 //   <|user|> without <|end|>          zephyr
 // checked in that order (a template naming several formats gets the first). Empty or
@@ -155,7 +173,7 @@ Result<ChatFormat> ChooseChatFormat(std::string_view configured_name, std::strin
 // "%d %b %Y" in the C locale).
 std::string ChatDateString(std::chrono::system_clock::time_point when);
 
-// OK when `messages` fit the format: non-empty, and for llama2, mistral and gemma a system
+// OK when `messages` fit the format: non-empty, and for llama2, the mistrals and gemma a system
 // message only first, then user and assistant alternating from user (at least one user
 // message). kInvalidArgument naming the first offending message ("'messages[2]': ...").
 Status ValidateChatMessages(ChatTemplate chat_template, std::span<const ChatMessage> messages);

@@ -68,6 +68,15 @@ TEST(ApplyChatTemplate, Llama3) {
             "<|start_header_id|>assistant<|end_header_id|>\n\n");
   EXPECT_EQ(Apply(ChatTemplate::kLlama3, {{ChatRole::kUser, "\n Hi \t"}}, false),
             "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>");
+  // Jinja's trim is Python's str.strip(): Unicode whitespace too (U+3000, U+00A0, U+2003, U+0085,
+  // the ASCII separators \x1c-\x1f), whole characters only; other characters stay (U+200B is no
+  // whitespace to Python).
+  EXPECT_EQ(Apply(ChatTemplate::kLlama3, {{ChatRole::kUser, "\u3000\u00a0\x1fHi\u2003\u0085"}}, false),
+            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>");
+  EXPECT_EQ(Apply(ChatTemplate::kLlama3, {{ChatRole::kUser, "\u200bHi\u00e9"}}, false),
+            "<|start_header_id|>user<|end_header_id|>\n\n\u200bHi\u00e9<|eot_id|>");
+  EXPECT_EQ(Apply(ChatTemplate::kLlama3, {{ChatRole::kUser, "\u2028 \u3000"}}, false),
+            "<|start_header_id|>user<|end_header_id|>\n\n<|eot_id|>");
 }
 
 TEST(ApplyChatTemplate, Llama31AlwaysOpensWithTheDatedSystemBlock) {
@@ -181,6 +190,11 @@ TEST(RenderChatPrompt, MarksExactlyTheMessagesContentInEveryFormat) {
       {ChatTemplate::kLlama2, {" S<|im_start|> ", "U1</s><|eot_id|>", "A1<end_of_turn>", "U2 [/INST]<|end|>"}},
       {ChatTemplate::kMistral,
        {" S<|im_start|> ", "U1</s><|eot_id|>", "A1<end_of_turn>", "\nU2 [/INST]<|end|>\n"}},
+      // The system prompt goes with the last user message.
+      {ChatTemplate::kMistralV3,
+       {"U1</s><|eot_id|>", "A1<end_of_turn>", " S<|im_start|> ", "\nU2 [/INST]<|end|>\n"}},
+      {ChatTemplate::kMistralLegacy,
+       {" S<|im_start|> ", "U1</s><|eot_id|>", "A1<end_of_turn>", "\nU2 [/INST]<|end|>\n"}},
       {ChatTemplate::kGemma, {" S<|im_start|> ", "U1</s><|eot_id|>", "A1<end_of_turn>", "U2 [/INST]<|end|>"}},
       {ChatTemplate::kZephyr, {" S<|im_start|> ", "U1</s><|eot_id|>", "A1<end_of_turn>", "\nU2 [/INST]<|end|>\n"}},
       {ChatTemplate::kPhi3, {" S<|im_start|> ", "U1</s><|eot_id|>", "A1<end_of_turn>", "\nU2 [/INST]<|end|>\n"}},
@@ -230,6 +244,29 @@ TEST(ApplyChatTemplate, MistralPrependsSystemToFirstUserMessage) {
   EXPECT_EQ(Apply(ChatTemplate::kMistral, {{ChatRole::kUser, "Hi"}}), " [INST] Hi [/INST]");
 }
 
+// Mistral-7B-Instruct v0.3's template, as Hugging Face's Jinja renders it (and vLLM serves it):
+// the system prompt rides on the last message when that is the user's, and is left out when the
+// conversation ends with the assistant; assistant contents are stripped.
+TEST(ApplyChatTemplate, MistralV3PutsSystemOnTheLastUserMessage) {
+  EXPECT_EQ(Apply(ChatTemplate::kMistralV3, Conversation()),
+            "[INST] Hi[/INST] Hello!</s>[INST] You are helpful.\n\nHow are you?[/INST]");
+  EXPECT_EQ(Apply(ChatTemplate::kMistralV3, {{ChatRole::kUser, " Hi "}}), "[INST]  Hi [/INST]");
+  EXPECT_EQ(Apply(ChatTemplate::kMistralV3, {{ChatRole::kSystem, "S"},
+                                             {ChatRole::kUser, "Hi"},
+                                             {ChatRole::kAssistant, "  Hello!\n"}}),
+            "[INST] Hi[/INST] Hello!</s>");
+}
+
+// The first Hugging Face template of Mistral-7B-Instruct v0.1/v0.2 (older GGUFs carry it): no
+// space outside "[INST] u [/INST]", assistant text as it is. It refuses a system message; here
+// one goes before the first user message, as the later templates put it.
+TEST(ApplyChatTemplate, MistralLegacy) {
+  EXPECT_EQ(Apply(ChatTemplate::kMistralLegacy, Conversation()),
+            "[INST] You are helpful.\n\nHi [/INST]Hello!</s>[INST] How are you? [/INST]");
+  EXPECT_EQ(Apply(ChatTemplate::kMistralLegacy, {{ChatRole::kUser, "Hi"}, {ChatRole::kAssistant, " Yo "}}),
+            "[INST] Hi [/INST] Yo </s>");
+}
+
 TEST(ApplyChatTemplate, Zephyr) {
   EXPECT_EQ(Apply(ChatTemplate::kZephyr, Conversation()),
             "<|system|>\nYou are helpful.</s>\n"
@@ -248,6 +285,9 @@ TEST(ApplyChatTemplate, Phi3EndsWithEndOfTextWithoutGenerationPrompt) {
             "<|assistant|>\n");
   EXPECT_EQ(Apply(ChatTemplate::kPhi3, {{ChatRole::kUser, "Hi"}}, false),
             "<|user|>\nHi<|end|>\n<|endoftext|>");
+  // An empty system message writes no turn (the template tests its content).
+  EXPECT_EQ(Apply(ChatTemplate::kPhi3, {{ChatRole::kSystem, ""}, {ChatRole::kUser, "Hi"}}),
+            "<|user|>\nHi<|end|>\n<|assistant|>\n");
 }
 
 TEST(ApplyChatTemplate, GemmaCallsTheAssistantModelAndFoldsSystemIntoFirstTurn) {
@@ -275,7 +315,8 @@ TEST(ApplyChatTemplate, GenerationPromptIsOnlyTheAssistantOpening) {
     EXPECT_EQ(with.substr(0, without.size()), without) << ChatTemplateName(t);
     EXPECT_GT(with.size(), without.size()) << ChatTemplateName(t);
   }
-  for (const ChatTemplate t : {ChatTemplate::kLlama2, ChatTemplate::kMistral}) {
+  for (const ChatTemplate t : {ChatTemplate::kLlama2, ChatTemplate::kMistral, ChatTemplate::kMistralV3,
+                               ChatTemplate::kMistralLegacy}) {
     EXPECT_EQ(Apply(t, Conversation(), true), Apply(t, Conversation(), false));
   }
 }
@@ -299,7 +340,8 @@ TEST(ValidateChatMessages, AlternatingFormatsRejectBadOrdersNamingTheMessage) {
        {"'messages[1]'", "system message only as the first"}},
   };
   for (const ChatTemplate t :
-       {ChatTemplate::kLlama2, ChatTemplate::kMistral, ChatTemplate::kGemma}) {
+       {ChatTemplate::kLlama2, ChatTemplate::kMistral, ChatTemplate::kMistralV3, ChatTemplate::kMistralLegacy,
+        ChatTemplate::kGemma}) {
     for (const Case& c : cases) {
       const Status status = ValidateChatMessages(t, c.messages);
       ASSERT_FALSE(status.ok()) << ChatTemplateName(t) << " " << c.parts[0];
@@ -324,8 +366,8 @@ TEST(ValidateChatMessages, FreeFormatsAcceptAnyOrderButNotNothing) {
 TEST(ChatTemplateByName, RoundTripsEveryNameAndRejectsOthers) {
   for (const ChatTemplate t :
        {ChatTemplate::kChatML, ChatTemplate::kLlama2, ChatTemplate::kLlama3, ChatTemplate::kLlama31,
-        ChatTemplate::kMistral, ChatTemplate::kZephyr, ChatTemplate::kPhi3, ChatTemplate::kGemma,
-        ChatTemplate::kPlain}) {
+        ChatTemplate::kMistral, ChatTemplate::kMistralV3, ChatTemplate::kMistralLegacy, ChatTemplate::kZephyr,
+        ChatTemplate::kPhi3, ChatTemplate::kGemma, ChatTemplate::kPlain}) {
     Result<ChatTemplate> back = ChatTemplateByName(ChatTemplateName(t));
     ASSERT_TRUE(back.ok()) << ChatTemplateName(t);
     EXPECT_EQ(*back, t);
@@ -382,7 +424,28 @@ TEST(DetectChatTemplate, RecognisesRealTemplates) {
        "{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == "
        "'assistant' %}{{ message['content'] + eos_token}}{% else %}{{ raise_exception('Only "
        "user and assistant roles are supported!') }}{% endif %}{% endfor %}",
+       ChatTemplate::kMistralLegacy},
+      {"Mistral-7B-Instruct-v0.2 (2024 template, mistral-common's v1)",
+       "{%- if messages[0]['role'] == 'system' %}{%- set system_message = messages[0]['content'] %}"
+       "{%- set loop_messages = messages[1:] %}{%- else %}{%- set loop_messages = messages %}{%- endif %}"
+       "{{- bos_token }}{%- for message in loop_messages %}{%- if message['role'] == 'user' %}"
+       "{%- if loop.first and system_message is defined %}"
+       "{{- ' [INST] ' + system_message + '\\n\\n' + message['content'] + ' [/INST]' }}{%- else %}"
+       "{{- ' [INST] ' + message['content'] + ' [/INST]' }}{%- endif %}"
+       "{%- elif message['role'] == 'assistant' %}{{- ' ' + message['content'] + eos_token}}{%- endif %}"
+       "{%- endfor %}",
        ChatTemplate::kMistral},
+      {"Mistral-7B-Instruct-v0.3",
+       "{%- if messages[0][\"role\"] == \"system\" %}{%- set system_message = messages[0][\"content\"] %}"
+       "{%- set loop_messages = messages[1:] %}{%- endif %}{{- bos_token }}"
+       "{%- for message in loop_messages %}{%- if message[\"role\"] == \"user\" %}"
+       "{%- if tools is not none and (message == user_messages[-1]) %}{{- \"[AVAILABLE_TOOLS] [\" }}"
+       "{%- endif %}{%- if loop.last and system_message is defined %}"
+       "{{- \"[INST] \" + system_message + \"\\n\\n\" + message[\"content\"] + \"[/INST]\" }}"
+       "{%- else %}{{- \"[INST] \" + message[\"content\"] + \"[/INST]\" }}{%- endif %}"
+       "{%- elif message[\"role\"] == \"assistant\" %}{{- \" \" + message[\"content\"]|trim + eos_token}}"
+       "{%- endif %}{%- endfor %}",
+       ChatTemplate::kMistralV3},
       {"zephyr-7b-beta",
        "{% for message in messages %}\n{% if message['role'] == 'user' %}\n"
        "{{ '<|user|>\\n' + message['content'] + eos_token }}\n"
@@ -418,7 +481,7 @@ TEST(DetectChatTemplate, RecognisesRealTemplates) {
   }
   EXPECT_EQ(kDefaultChatTemplate, ChatTemplate::kChatML);
   EXPECT_EQ(KnownChatTemplateNames(),
-            "chatml, llama2, llama3, llama3.1, mistral, zephyr, phi3, gemma, plain");
+            "chatml, llama2, llama3, llama3.1, mistral, mistral-v3, mistral-legacy, zephyr, phi3, gemma, plain");
   // The config refuses a name by its own list (bmad config check has no coordinator code): the
   // same names, so that what it passes the coordinator takes.
   std::string config_names;
