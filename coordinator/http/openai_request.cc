@@ -250,7 +250,8 @@ Result<std::optional<uint32_t>> ReadMaxTokens(const JsonFields& body, std::strin
       body.Integer(key, 1, std::numeric_limits<int64_t>::max(), "a positive integer"));
   if (!value) return std::optional<uint32_t>();
   if (limits.max_model_len != 0 && *value > limits.max_model_len) {
-    return InvalidArgument(Quoted(key) + " is " + std::to_string(*value) +
+    // OutOfRange, as a prompt and max_tokens past the context are: code context_length_exceeded.
+    return OutOfRange(Quoted(key) + " is " + std::to_string(*value) +
                            ", more than the model's context length of " +
                            Count(limits.max_model_len) + " tokens");
   }
