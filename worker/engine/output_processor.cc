@@ -86,7 +86,8 @@ TokenOutcome OutputProcessor::OnToken(int32_t token) {
   // Before min_tokens the sampler never picks an ending token; one given here anyway (a device
   // draw, a test) is an ordinary token.
   const bool may_end = static_cast<int64_t>(generated_.size()) > min_tokens_;
-  if (may_end && (stop_token || (!ignore_eos_ && tokenizer_.IsEndOfGeneration(token)))) {
+  const bool end_of_generation = !ignore_eos_ && tokenizer_.IsEndOfGeneration(token);
+  if (may_end && (stop_token || end_of_generation)) {
     // The ending token adds no text, unless it is a stop token and the client asked for the
     // stop in the output (then it goes through the stop-string matcher like any text: a stop
     // string it completes ends the output there and names itself). An end-of-generation token's
@@ -97,7 +98,7 @@ TokenOutcome OutputProcessor::OnToken(int32_t token) {
     TokenOutcome outcome = Complete(std::move(fed.text), proto::FinishReason::kStop);
     if (fed.stopped) {
       outcome.stop_string = stop_strings_.stop_string(fed.stop_index);
-    } else if (stop_token) {
+    } else if (stop_token && !end_of_generation) {  // vLLM's order: end of generation first
       outcome.stop_token_id = token;
     }
     return outcome;

@@ -141,6 +141,16 @@ TEST(EngineTest, AStopFinishSaysWhichStopEndedIt) {
   EXPECT_EQ(by_eos.engine_reason, proto::FinishReason::kStop);
   EXPECT_EQ(by_eos.engine_stop_token_id, -1);
   EXPECT_EQ(by_eos.engine_stop_string, "");
+  // Listed in stop_token_ids too, it still ends as end of generation (vLLM checks that first);
+  // with ignore_eos it is only a stop token.
+  s.stop_token_ids = {2};
+  by_eos = RunBothWays("Once upon a time", s);
+  EXPECT_EQ(by_eos.engine_reason, proto::FinishReason::kStop);
+  EXPECT_EQ(by_eos.engine_stop_token_id, -1);
+  s.ignore_eos = true;
+  BothWays by_listed = RunBothWays("Once upon a time", s);
+  EXPECT_EQ(by_listed.engine_reason, proto::FinishReason::kStop);
+  EXPECT_EQ(by_listed.engine_stop_token_id, 2);
 }
 
 TEST(EngineTest, LogitBiasSteersGreedyOutput) {
