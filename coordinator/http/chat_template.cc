@@ -17,7 +17,7 @@ struct NamedTemplate {
   ChatTemplate chat_template;
 };
 
-constexpr std::array<NamedTemplate, 11> kTemplates = {{
+constexpr std::array<NamedTemplate, 12> kTemplates = {{
     {"chatml", ChatTemplate::kChatML},
     {"llama2", ChatTemplate::kLlama2},
     {"llama3", ChatTemplate::kLlama3},
@@ -28,6 +28,7 @@ constexpr std::array<NamedTemplate, 11> kTemplates = {{
     {"zephyr", ChatTemplate::kZephyr},
     {"phi3", ChatTemplate::kPhi3},
     {"gemma", ChatTemplate::kGemma},
+    {"deepseek-r1", ChatTemplate::kDeepSeekR1},
     {"plain", ChatTemplate::kPlain},
 }};
 
@@ -456,6 +457,33 @@ ChatText RenderMistralLegacy(const ChatMessage* system, Messages turns) {
   return out;
 }
 
+ChatText RenderDeepSeekR1(const ChatFormat& format, Messages messages, bool add_generation_prompt) {
+  ChatText out;
+  // The last system message's content, once, before the conversation.
+  const ChatMessage* system = nullptr;
+  for (const ChatMessage& m : messages) {
+    if (m.role == ChatRole::kSystem) system = &m;
+  }
+  if (system != nullptr) out.Client(system->content);
+  for (const ChatMessage& m : messages) {
+    if (m.role == ChatRole::kUser) {
+      out += "<\uFF5CUser\uFF5C>";
+      out.Client(m.content);
+    } else if (m.role == ChatRole::kAssistant) {
+      // Earlier reasoning is dropped: only what follows the last "</think>" is kept.
+      std::string_view content = m.content;
+      if (const size_t think_end = content.rfind("</think>"); think_end != std::string_view::npos) {
+        content.remove_prefix(think_end + std::string_view("</think>").size());
+      }
+      out += "<\uFF5CAssistant\uFF5C>";
+      out.Client(content);
+      out += "<\uFF5Cend\u2581of\u2581sentence\uFF5C>";
+    }
+  }
+  if (add_generation_prompt) out += format.opens_think ? "<\uFF5CAssistant\uFF5C><think>\n" : "<\uFF5CAssistant\uFF5C>";
+  return out;
+}
+
 ChatText RenderGemma(const ChatMessage* system, Messages turns, bool add_generation_prompt) {
   ChatText out;
   for (size_t i = 0; i < turns.size(); ++i) {
@@ -479,6 +507,7 @@ ChatFormat::ChatFormat(ChatTemplate t) : chat_template(t) {
     knowledge_cutoff = kLlama31KnowledgeCutoff;
     date = kLlama31Date;
   }
+  opens_think = t == ChatTemplate::kDeepSeekR1;
 }
 
 std::string_view ChatRoleName(ChatRole role) {
@@ -519,6 +548,7 @@ std::optional<ChatTemplate> DetectChatTemplate(std::string_view jinja) {
     return Contains(jinja, "Cutting Knowledge Date") ? ChatTemplate::kLlama31 : ChatTemplate::kLlama3;
   }
   if (Contains(jinja, "<start_of_turn>")) return ChatTemplate::kGemma;
+  if (Contains(jinja, "<\uFF5CUser\uFF5C>") && Contains(jinja, "<\uFF5CAssistant\uFF5C>")) return ChatTemplate::kDeepSeekR1;
   if (Contains(jinja, "[INST]")) {
     if (Contains(jinja, "<<SYS>>")) return ChatTemplate::kLlama2;
     if (Contains(jinja, "[AVAILABLE_TOOLS]") || Contains(jinja, "loop.last and system_message")) {
@@ -543,6 +573,10 @@ std::optional<ChatFormat> DetectChatFormat(std::string_view jinja) {
       format.default_system = std::move(*system);
     }
     format.reasoning_turns = Contains(jinja, "</think>") && Contains(jinja, "last_query_index");
+  }
+  if (*detected == ChatTemplate::kDeepSeekR1) {
+    // The first R1 templates opened the answer bare; later ones open a reasoning block.
+    format.opens_think = Contains(jinja, "<\uFF5CAssistant\uFF5C><think>");
   }
   return format;
 }
@@ -634,6 +668,7 @@ Result<ChatText> Render(const ChatFormat& format, std::span<const ChatMessage> m
       return out;
     }
     case ChatTemplate::kGemma: return RenderGemma(system, turns, add_generation_prompt);
+    case ChatTemplate::kDeepSeekR1: return RenderDeepSeekR1(format, messages, add_generation_prompt);
     case ChatTemplate::kPlain: return RenderPlain(messages, add_generation_prompt);
   }
   return Internal("unknown chat template " + std::to_string(static_cast<int>(chat_template)));

@@ -95,6 +95,12 @@ enum class ChatTemplate {
   //   <start_of_turn>user\ns\n\nu<end_of_turn>\n<start_of_turn>model\na<end_of_turn>\n
   //   [gen] <start_of_turn>model\n
   kGemma,
+  // (deepseek-r1) DeepSeek-R1's distilled Llama models. Any roles, any order: the last system
+  // message's content opens the text, written once; an assistant turn keeps only what follows its
+  // last "</think>". (｜ is U+FF5C, ▁ U+2581: the vocabulary's special tokens.)
+  //   s<｜User｜>u<｜Assistant｜>a<｜end▁of▁sentence｜><｜User｜>u2
+  //   [gen] <｜Assistant｜><think>\n   (<｜Assistant｜> alone under the first R1 template)
+  kDeepSeekR1,
   // (plain) For models without a chat format (base models): a labelled transcript.
   //   System: s\nUser: u\nAssistant: a\n
   //   [gen] Assistant:
@@ -121,6 +127,8 @@ struct ChatFormat {
   // after it keeps the reasoning as "<think>\nr\n</think>\n\n" before its content, and when it
   // is the conversation's last message it gets that block even with no reasoning.
   bool reasoning_turns = false;
+  // deepseek-r1: the generation prompt opens a reasoning block ("<think>\n").
+  bool opens_think = false;
   // llama3.1: the "Cutting Knowledge Date: " line's value ("December 2023").
   std::string knowledge_cutoff;
   // llama3.1: the "Today Date: " line's value. Empty means the date of each request (UTC,
@@ -132,7 +140,7 @@ struct ChatFormat {
 };
 
 // "chatml", "llama2", "llama3", "llama3.1", "mistral", "mistral-v3", "mistral-legacy", "zephyr",
-// "phi3", "gemma" or "plain".
+// "phi3", "gemma", "deepseek-r1" or "plain".
 std::string_view ChatTemplateName(ChatTemplate chat_template);
 
 // The template of that name (exactly as ChatTemplateName spells it); kInvalidArgument naming
@@ -146,6 +154,7 @@ std::string KnownChatTemplateNames();
 //   <|start_header_id|> with "Cutting Knowledge Date"   llama3.1
 //   <|start_header_id|>               llama3
 //   <start_of_turn>                   gemma
+//   <｜User｜> with <｜Assistant｜>    deepseek-r1
 //   [INST] with <<SYS>>               llama2
 //   [INST] with [AVAILABLE_TOOLS], or "loop.last and system_message"    mistral-v3
 //   [INST] with '[INST] ' and no "system"                              mistral-legacy

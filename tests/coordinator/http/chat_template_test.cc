@@ -196,6 +196,7 @@ TEST(RenderChatPrompt, MarksExactlyTheMessagesContentInEveryFormat) {
       {ChatTemplate::kMistralLegacy,
        {" S<|im_start|> ", "U1</s><|eot_id|>", "A1<end_of_turn>", "\nU2 [/INST]<|end|>\n"}},
       {ChatTemplate::kGemma, {" S<|im_start|> ", "U1</s><|eot_id|>", "A1<end_of_turn>", "U2 [/INST]<|end|>"}},
+      {ChatTemplate::kDeepSeekR1, {" S<|im_start|> ", "U1</s><|eot_id|>", "A1<end_of_turn>", "\nU2 [/INST]<|end|>\n"}},
       {ChatTemplate::kZephyr, {" S<|im_start|> ", "U1</s><|eot_id|>", "A1<end_of_turn>", "\nU2 [/INST]<|end|>\n"}},
       {ChatTemplate::kPhi3, {" S<|im_start|> ", "U1</s><|eot_id|>", "A1<end_of_turn>", "\nU2 [/INST]<|end|>\n"}},
       {ChatTemplate::kPlain, {" S<|im_start|> ", "U1</s><|eot_id|>", "A1<end_of_turn>", "\nU2 [/INST]<|end|>\n"}},
@@ -300,6 +301,24 @@ TEST(ApplyChatTemplate, GemmaCallsTheAssistantModelAndFoldsSystemIntoFirstTurn) 
             "<start_of_turn>user\nHi<end_of_turn>\n");
 }
 
+// DeepSeek-R1-Distill-Llama's template as Jinja renders it: the last system message first, once;
+// earlier reasoning dropped from assistant turns; the generation prompt opens a think block.
+TEST(ApplyChatTemplate, DeepSeekR1) {
+  EXPECT_EQ(Apply(ChatTemplate::kDeepSeekR1, Conversation()),
+            "You are helpful.<\uFF5CUser\uFF5C>Hi<\uFF5CAssistant\uFF5C>Hello!<\uFF5Cend\u2581of\u2581sentence\uFF5C>"
+            "<\uFF5CUser\uFF5C>How are you?<\uFF5CAssistant\uFF5C><think>\n");
+  EXPECT_EQ(Apply(ChatTemplate::kDeepSeekR1,
+                  {{ChatRole::kUser, "Q"},
+                   {ChatRole::kAssistant, "<think>\nhmm\n</think>\n\nA"},
+                   {ChatRole::kSystem, "first"},
+                   {ChatRole::kSystem, "last"}},
+                  false),
+            "last<\uFF5CUser\uFF5C>Q<\uFF5CAssistant\uFF5C>\n\nA<\uFF5Cend\u2581of\u2581sentence\uFF5C>");
+  ChatFormat bare(ChatTemplate::kDeepSeekR1);
+  bare.opens_think = false;
+  EXPECT_EQ(Apply(bare, {{ChatRole::kUser, "Q"}}), "<\uFF5CUser\uFF5C>Q<\uFF5CAssistant\uFF5C>");
+}
+
 TEST(ApplyChatTemplate, Plain) {
   EXPECT_EQ(Apply(ChatTemplate::kPlain, Conversation()),
             "System: You are helpful.\nUser: Hi\nAssistant: Hello!\nUser: How are you?\n"
@@ -367,7 +386,7 @@ TEST(ChatTemplateByName, RoundTripsEveryNameAndRejectsOthers) {
   for (const ChatTemplate t :
        {ChatTemplate::kChatML, ChatTemplate::kLlama2, ChatTemplate::kLlama3, ChatTemplate::kLlama31,
         ChatTemplate::kMistral, ChatTemplate::kMistralV3, ChatTemplate::kMistralLegacy, ChatTemplate::kZephyr,
-        ChatTemplate::kPhi3, ChatTemplate::kGemma, ChatTemplate::kPlain}) {
+        ChatTemplate::kPhi3, ChatTemplate::kGemma, ChatTemplate::kDeepSeekR1, ChatTemplate::kPlain}) {
     Result<ChatTemplate> back = ChatTemplateByName(ChatTemplateName(t));
     ASSERT_TRUE(back.ok()) << ChatTemplateName(t);
     EXPECT_EQ(*back, t);
@@ -470,9 +489,15 @@ TEST(DetectChatTemplate, RecognisesRealTemplates) {
        "'<end_of_turn>\\n' }}{% endfor %}{% if add_generation_prompt %}"
        "{{'<start_of_turn>model\\n'}}{% endif %}",
        ChatTemplate::kGemma},
-      {"DeepSeek-R1 (unknown format)",
-       "{% for message in messages %}{% if message['role'] == 'user' %}"
-       "{{'<\xEF\xBD\x9CUser\xEF\xBD\x9C>' + message['content']}}{% endif %}{% endfor %}",
+      {"DeepSeek-R1-Distill-Llama",
+       "{{bos_token}}{{ns.system_prompt}}{%- for message in messages %}{%- if message['role'] == 'user' %}"
+       "{{'<\uFF5CUser\uFF5C>' + message['content']}}{%- endif %}"
+       "{{'<\uFF5CAssistant\uFF5C>' + content + '<\uFF5Cend\u2581of\u2581sentence\uFF5C>'}}"
+       "{%- endfor -%}{% if add_generation_prompt and not ns.is_tool %}"
+       "{{'<\uFF5CAssistant\uFF5C><think>\\n'}}{% endif %}",
+       ChatTemplate::kDeepSeekR1},
+      {"an unknown format",
+       "{% for message in messages %}{{'<|turn|>' + message['role'] + message['content']}}{% endfor %}",
        std::nullopt},
       {"no template", "", std::nullopt},
   };
@@ -481,7 +506,8 @@ TEST(DetectChatTemplate, RecognisesRealTemplates) {
   }
   EXPECT_EQ(kDefaultChatTemplate, ChatTemplate::kChatML);
   EXPECT_EQ(KnownChatTemplateNames(),
-            "chatml, llama2, llama3, llama3.1, mistral, mistral-v3, mistral-legacy, zephyr, phi3, gemma, plain");
+            "chatml, llama2, llama3, llama3.1, mistral, mistral-v3, mistral-legacy, zephyr, phi3, gemma, "
+            "deepseek-r1, plain");
   // The config refuses a name by its own list (bmad config check has no coordinator code): the
   // same names, so that what it passes the coordinator takes.
   std::string config_names;
@@ -560,6 +586,25 @@ TEST(DetectChatFormat, ReadsLlama31sDateAndDefaultSystemFromItsTemplate) {
             "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n"
             "Today Date: 26 Jul 2024\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n"
             "Hi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+// The first DeepSeek-R1 templates end the generation prompt at "<｜Assistant｜>"; later ones
+// open "<think>\n" after it.
+TEST(DetectChatFormat, ReadsWhetherDeepSeekR1OpensAThinkBlock) {
+  const std::string later =
+      "{{'<\uFF5CUser\uFF5C>' + message['content']}}{% if add_generation_prompt %}"
+      "{{'<\uFF5CAssistant\uFF5C><think>\\n'}}{% endif %}";
+  const std::string first =
+      "{{'<\uFF5CUser\uFF5C>' + message['content']}}{% if add_generation_prompt %}"
+      "{{'<\uFF5CAssistant\uFF5C>'}}{% endif %}";
+  std::optional<ChatFormat> format = DetectChatFormat(later);
+  ASSERT_TRUE(format.has_value());
+  EXPECT_EQ(format->chat_template, ChatTemplate::kDeepSeekR1);
+  EXPECT_TRUE(format->opens_think);
+  format = DetectChatFormat(first);
+  ASSERT_TRUE(format.has_value());
+  EXPECT_FALSE(format->opens_think);
+  EXPECT_TRUE(ChatFormat(ChatTemplate::kDeepSeekR1).opens_think);  // the name: the later template
 }
 
 TEST(DetectChatFormat, ReadsQwensDefaultSystemPromptAndReasoningRule) {
