@@ -98,20 +98,19 @@ Result<void*> BuddyAllocator::Allocate(size_t bytes) {
 }
 
 Status BuddyAllocator::Free(void* p) {
-  const std::string what = "buddy allocator '" + region_.name + "': cannot free " + PointerText(p);
-  if (p == nullptr) return InvalidArgument(what + ": it was never handed out");
+  // Built on the error paths only: a good Free makes no system allocation.
+  const auto refused = [&](std::string_view why) {
+    return InvalidArgument("buddy allocator '" + region_.name + "': cannot free " + PointerText(p) + ": " +
+                           std::string(why));
+  };
+  if (p == nullptr) return refused("it was never handed out");
   const uintptr_t base = AddressOf(region_.base);
-  if (AddressOf(p) < base || AddressOf(p) - base >= capacity()) {
-    return InvalidArgument(what + ": outside the region");
-  }
+  if (AddressOf(p) < base || AddressOf(p) - base >= capacity()) return refused("outside the region");
   uint32_t unit = UnitOf(p);
   if (unit == kNoUnit || state_[unit] == kInside) {
-    return InvalidArgument(what + ": not the start of a live allocation (freed already, or "
-                                  "never handed out)");
+    return refused("not the start of a live allocation (freed already, or never handed out)");
   }
-  if (state_[unit] == kFreeHead) {
-    return InvalidArgument(what + ": the block is free (double free, or never handed out)");
-  }
+  if (state_[unit] == kFreeHead) return refused("the block is free (double free, or never handed out)");
 
   int order = order_[unit];
   used_bytes_ -= BlockBytes(order);

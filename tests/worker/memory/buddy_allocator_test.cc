@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/worker/memory/addresses.h"
+#include "tests/worker/memory/heap_allocation_counter.h"
 #include "tests/worker/memory/prot_none_mapping.h"
 #include "worker/memory/system_allocations.h"
 
@@ -234,6 +235,22 @@ TEST_F(BuddyAllocatorTest, AllocateAndFreeMakeNoSystemAllocations) {
     }
   }
   EXPECT_EQ(SystemAllocations::Count(), count);
+}
+
+// Nor any heap allocation, counted or not: Free built its error text before every check (two
+// std::string allocations per call, on kernel scratch's regrowth path).
+TEST_F(BuddyAllocatorTest, AllocateAndAGoodFreeTouchNoHeap) {
+  BuddyAllocator buddy = Make(1 << 20, 256);
+  const uint64_t before = bmad::testing::HeapAllocationsOnThisThread();
+  for (int i = 0; i < 100; ++i) {
+    Result<void*> p = buddy.Allocate(static_cast<size_t>(i % 7 + 1) * 300);
+    ASSERT_TRUE(p.ok());
+    ASSERT_TRUE(buddy.Free(*p).ok());
+  }
+  EXPECT_EQ(bmad::testing::HeapAllocationsOnThisThread(), before);
+  // The counter counts: a refused free builds its message.
+  EXPECT_FALSE(buddy.Free(nullptr).ok());
+  EXPECT_GT(bmad::testing::HeapAllocationsOnThisThread(), before);
 }
 
 // Thousands of random allocations and frees (fixed seed): live blocks never overlap, each lies
