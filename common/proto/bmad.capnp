@@ -195,7 +195,8 @@ struct Assign {
   generatedTokens @2 :List(UInt32);  # already streamed to the client (migration): continue after
   sampling @3 :SamplingParams;
   priority @4 :Int32;
-  sloMs @5 :UInt32;
+  sloMs @5 :UInt32;           # what is left of the request's deadline when this was sent (1:
+                              # overdue); 0: the replica's default
   arrivalUnixMs @6 :UInt64;
   assignment @7 :UInt32;      # a new number for every Assign the coordinator sends
 }

@@ -40,6 +40,16 @@ Status AboutBatchPrompt(const Status& why, size_t p) {
   return why.WithContext(name);
 }
 
+// What is left of a request's deadline (slo_ms from when the front door received it) at `now_ns`,
+// for an Assign: a replica counts the deadline from when it takes the request, so time spent
+// queued here, backing off after refusals, or on a lost replica before a migration would
+// otherwise start over. 1 once overdue (the most urgent); 0 when the request set none.
+uint32_t RemainingSloMs(const CoordRequest& r, int64_t now_ns) {
+  if (r.slo_ms == 0) return 0;  // the replica's default, from when it takes the request
+  const int64_t waited_ms = std::max<int64_t>(0, (now_ns - r.arrival_ns) / 1'000'000);
+  return static_cast<uint32_t>(std::max<int64_t>(1, int64_t{r.slo_ms} - waited_ms));
+}
+
 }  // namespace
 
 std::vector<ReplicaView> CoordinatorServer::Core::Views() const { return replicas_.Views(); }
@@ -257,7 +267,7 @@ bool CoordinatorServer::Core::Dispatch(CoordRequest* r) {
   a.generated_tokens = r->streamed_tokens;
   a.sampling = r->sampling;
   a.priority = r->priority;
-  a.slo_ms = r->slo_ms;
+  a.slo_ms = RemainingSloMs(*r, clock_.NowNanos());
   a.arrival_unix_ms = static_cast<uint64_t>(UnixMillis());
   a.assignment = ++last_assignment_;
   ReplicaState* replica = replicas_.Find(chosen.id);

@@ -6,6 +6,7 @@
 
 #include <set>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <fstream>
@@ -181,6 +182,38 @@ TEST_F(SocketDoorTest, AStopWhileTokenizingRefusesThePromptAtOnceAndEnds) {
   EXPECT_EQ(std::get<proto::ErrorMessage>(answer).client_request_id, "c");
   run_.join();
   EXPECT_TRUE(run_status_.ok()) << run_status_.ToString();
+}
+
+// A request's deadline counts from the front door: each Assign carries what is left of it, so
+// time spent queued (here: no replica yet) is not given back. Each Assign carried slo_ms whole.
+TEST_F(SocketDoorTest, AnAssignCarriesWhatIsLeftOfTheDeadline) {
+  gate_.Open();
+  proto::Submit slow = TextSubmit("slow", "Once upon a time");
+  slow.slo_ms = 2000;
+  proto::Submit overdue = TextSubmit("overdue", "Once upon a time");
+  overdue.slo_ms = 100;
+  proto::Submit none = TextSubmit("none", "Once upon a time");
+  for (const proto::Submit& s : {slow, overdue, none}) {
+    Send(s);
+    ASSERT_TRUE(std::holds_alternative<proto::Accepted>(Receive()));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // queued, with no replica
+  FakeReplica replica(ctx_, server_->worker_endpoint(), "late");
+  ASSERT_TRUE(replica.Register());
+  std::vector<uint32_t> slos;
+  for (int i = 0; i < 40 && slos.size() < 3; ++i) {
+    replica.Receive(std::chrono::milliseconds(250));
+    slos.clear();
+    for (const proto::Message& m : replica.received()) {
+      if (const auto* a = std::get_if<proto::Assign>(&m)) slos.push_back(a->slo_ms);
+    }
+  }
+  ASSERT_EQ(slos.size(), 3u);
+  std::sort(slos.begin(), slos.end());
+  EXPECT_EQ(slos[0], 0u);  // none set: the replica's default
+  EXPECT_EQ(slos[1], 1u);  // overdue: the most urgent
+  EXPECT_GT(slos[2], 0u);
+  EXPECT_LE(slos[2], 1700u);  // at least the 300 ms waited are gone
 }
 
 // A stop whose drain ends with a request unfinished (its replica never answers).
