@@ -143,7 +143,7 @@ void Scheduler::ScheduleRunning(SchedulerOutput* out, int64_t* budget, int64_t* 
       // kept running.
       std::vector<Sequence*> candidates;
       for (Sequence* s : order) {
-        if (s->state == SequenceState::kRunning) candidates.push_back(s);
+        if (s->state == SequenceState::kRunning && !s->kv_released) candidates.push_back(s);
       }
       Sequence* victim = PickVictim(candidates);
       Unplan(victim->id, out, budget, slots);
@@ -247,7 +247,7 @@ SchedulerOutput Scheduler::Schedule() {
 
 void Scheduler::Release(Sequence* seq) {
   if (seq->in_static_batch) --static_batch_members_;
-  kv_.Free(seq->id);
+  if (!seq->kv_released) kv_.Free(seq->id);
   auto& list = seq->state == SequenceState::kRunning ? running_ : waiting_;
   list.erase(std::find(list.begin(), list.end(), seq));
   sequences_.erase(seq->id);
@@ -268,13 +268,22 @@ void Scheduler::OnStepLaunched(const SchedulerOutput& output, std::span<const ui
     seq->launched_step = output.step;
     // Hashes only the blocks filled by computed tokens, never the pending one after them.
     kv_.MarkComputed(seq->id, seq->tokens, seq->num_computed);
-    if (c.samples && !seq->token_pending &&
-        std::find(last_samples.begin(), last_samples.end(), c.seq_id) == last_samples.end()) {
+    const bool last = std::find(last_samples.begin(), last_samples.end(), c.seq_id) != last_samples.end();
+    if (c.samples && !seq->token_pending && !last) {
       seq->tokens.push_back(kPendingToken);
       seq->token_pending = true;
     }
+    if (c.samples && last && seq->remaining() == 0) {
+      // It ends with this step: its blocks (registered for prefix reuse already) go back to the
+      // cache now, for the step planned while this one runs. That step runs after this one on
+      // the device, as with any sequence preempted meanwhile.
+      kv_.Free(seq->id);
+      seq->kv_released = true;
+    }
   }
-  for (Sequence* seq : running_) kv_.SetHeldTokens(seq->id, seq->num_computed);
+  for (Sequence* seq : running_) {
+    if (!seq->kv_released) kv_.SetHeldTokens(seq->id, seq->num_computed);
+  }
 }
 
 void Scheduler::OnTokensSampled(std::span<const SampledToken> sampled) {
@@ -291,6 +300,15 @@ void Scheduler::OnTokensSampled(std::span<const SampledToken> sampled) {
       seq->token_pending = false;
     } else {
       seq->tokens.push_back(s.token);  // was expected to be its last; keep it all the same
+    }
+    if (seq->kv_released) {
+      // Its blocks are gone: it computes its context again, as a preempted sequence does.
+      seq->kv_released = false;
+      seq->num_computed = 0;
+      seq->state = SequenceState::kWaiting;
+      seq->waiting_since_ms = clock_.NowMillis();
+      running_.erase(std::find(running_.begin(), running_.end(), seq));
+      waiting_.push_back(seq);
     }
   }
 }

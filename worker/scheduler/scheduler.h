@@ -101,7 +101,9 @@ class Scheduler {
   // tokens came back; each replaces its sequence's pending token, or releases the sequence
   // when finished. Sequences removed or preempted in between are handled.
   // `last_samples`: sequences whose token sampled in this step is certainly their last (their
-  // length limit): they get no pending token, so the next step plans nothing for them.
+  // length limit): they get no pending token, so the next step plans nothing for them, and their
+  // KV blocks go back to the cache at once (Sequence::kv_released), so the next step's plan can
+  // use them instead of preempting another sequence for want of them.
   void OnStepLaunched(const SchedulerOutput& output, std::span<const uint64_t> last_samples = {});
   void OnTokensSampled(std::span<const SampledToken> sampled);
 

@@ -46,7 +46,10 @@ struct Sequence {
   bool in_static_batch = false;    // policy static: a member of the batch being run
   bool admitted_starving = false;  // its latest admission was the max-wait guard's (it had waited
                                    // past max_wait_ms): preempted only after the others
-
+  // Its KV blocks went back to the cache when the step with its last token was launched (the
+  // engine knew it would end there): planning the next step while that one runs, they are free
+  // for the others. Running still, with nothing to compute, until its token is sampled.
+  bool kv_released = false;
 
   int64_t remaining() const { return static_cast<int64_t>(tokens.size()) - num_computed; }
   bool decoding() const { return remaining() == 1 && num_computed > 0; }

@@ -349,6 +349,54 @@ TEST_F(SchedulerTest, NothingIsPlannedAfterASequencesLastToken) {
   EXPECT_EQ(sched_->Find(2)->tokens.back(), 8);
 }
 
+// A sequence whose step in flight samples its last token gives its blocks back at launch: the
+// step planned meanwhile grows a neighbour into them instead of preempting it (it preempted the
+// neighbour, which planned in order would simply decode).
+TEST_F(SchedulerTest, ASequenceEndingInTheStepInFlightLeavesItsBlocksToTheNextPlan) {
+  Make(Config(64, 8), 5, 4);  // four usable blocks of four tokens
+  Add(Request(1, 8, 1, 0, 100), 1);  // two blocks; its first token is its last
+  Add(Request(2, 8, 1, 0, 200), 3);  // two blocks; its decode needs a third
+  const SchedulerOutput first = sched_->Schedule();
+  ASSERT_EQ(first.chunks.size(), 2u);
+  const uint64_t last[] = {1};
+  sched_->OnStepLaunched(first, last);
+  EXPECT_TRUE(sched_->Find(1)->kv_released);
+  EXPECT_EQ(kv_->GetStats().used_blocks, 2);
+  const SchedulerOutput second = sched_->Schedule();  // planned while the first runs
+  EXPECT_TRUE(second.preempted.empty());
+  ASSERT_EQ(second.chunks.size(), 1u);
+  EXPECT_EQ(second.chunks[0].seq_id, 2u);
+  EXPECT_EQ(second.chunks[0].start, 8);
+  const SampledToken t[] = {{1, 7, true}, {2, 8, false}};
+  sched_->OnTokensSampled(t);
+  EXPECT_EQ(sched_->Find(1), nullptr);
+  ASSERT_TRUE(kv_->CheckInvariants().ok()) << kv_->CheckInvariants().ToString();
+  EXPECT_EQ(kv_->GetStats().used_blocks, 3);
+}
+
+// Should the token be no last after all, the sequence computes its context again, as a preempted
+// one does: its blocks are gone.
+TEST_F(SchedulerTest, ASequenceThatDidNotEndAfterAllIsRecomputed) {
+  Make(Config(64, 8), 32, 4);
+  Add(Request(1, 5, 1, 0), 3);
+  const SchedulerOutput first = sched_->Schedule();
+  const uint64_t last[] = {1};
+  sched_->OnStepLaunched(first, last);
+  const SampledToken t[] = {{1, 42, false}};
+  sched_->OnTokensSampled(t);
+  const Sequence* seq = sched_->Find(1);
+  ASSERT_NE(seq, nullptr);
+  EXPECT_EQ(seq->state, SequenceState::kWaiting);
+  EXPECT_FALSE(seq->kv_released);
+  EXPECT_EQ(seq->num_computed, 0);
+  EXPECT_EQ(seq->tokens.back(), 42);
+  const SchedulerOutput again = sched_->Schedule();
+  ASSERT_EQ(again.chunks.size(), 1u);
+  EXPECT_EQ(again.chunks[0].start, 4);  // its cached first block is reused
+  EXPECT_EQ(again.chunks[0].num_tokens, 2);
+  ASSERT_TRUE(kv_->CheckInvariants().ok()) << kv_->CheckInvariants().ToString();
+}
+
 TEST_F(SchedulerTest, APendingTokenIsNeverHashedForPrefixReuse) {
   Make(Config(64, 8), 32, 4);
   Add(Request(1, 7, 1, 0), 2);  // the pending token is the last of the second block
