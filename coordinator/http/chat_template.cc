@@ -658,7 +658,7 @@ Result<ChatText> Render(const ChatFormat& format, std::span<const ChatMessage> m
     case ChatTemplate::kMistralV3: return RenderMistralV3(system, turns);
     case ChatTemplate::kMistralLegacy: return RenderMistralLegacy(system, turns);
     case ChatTemplate::kZephyr: {
-      ChatText out = RenderPipeTagged(messages, "</s>", /*skip_empty_system=*/false);
+      ChatText out = RenderPipeTagged(messages, format.eos_text, /*skip_empty_system=*/false);
       if (add_generation_prompt) out += "<|assistant|>\n";
       return out;
     }

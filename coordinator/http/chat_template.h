@@ -79,7 +79,8 @@ enum class ChatTemplate {
   //   "[INST] s\n\nu1 [/INST]a1</s>[INST] u2 [/INST]"
   //   [gen] nothing
   kMistralLegacy,
-  // (zephyr) HuggingFaceH4 Zephyr. Any roles, any order.
+  // (zephyr) HuggingFaceH4 Zephyr, TinyLlama-Chat. Any roles, any order; each turn ends with the
+  // model's end-of-sentence token (ChatFormat::eos_text; "</s>" in these models).
   //   <|system|>\ns</s>\n<|user|>\nu</s>\n<|assistant|>\na</s>\n
   //   [gen] <|assistant|>\n
   kZephyr,
@@ -127,6 +128,9 @@ struct ChatFormat {
   // after it keeps the reasoning as "<think>\nr\n</think>\n\n" before its content, and when it
   // is the conversation's last message it gets that block even with no reasoning.
   bool reasoning_turns = false;
+  // zephyr: the text its template's eos_token writes after every turn, the model's end-of-sentence
+  // token (the coordinator sets it from the vocabulary).
+  std::string eos_text = "</s>";
   // deepseek-r1: the generation prompt opens a reasoning block ("<think>\n").
   bool opens_think = false;
   // llama3.1: the "Cutting Knowledge Date: " line's value ("December 2023").

@@ -100,6 +100,11 @@ Status CoordinatorServer::Core::Start() {
     const std::string text = jinja.ok() ? std::string(*jinja) : std::string();
     bool detected = false;
     BMAD_ASSIGN_OR_RETURN(chat_format_, http::ChooseChatFormat(c.model.chat_template, text, &detected));
+    // What a template's eos_token writes: this model's end-of-sentence token.
+    const tokenizer::Vocabulary& vocabulary = tokenizer_->vocabulary();
+    if (vocabulary.eos_id >= 0 && static_cast<size_t>(vocabulary.eos_id) < vocabulary.texts.size()) {
+      chat_format_.eos_text = vocabulary.texts[static_cast<size_t>(vocabulary.eos_id)];
+    }
     if (c.model.chat_template.empty() && !detected) {
       // A model's own format matters: prompts in another one degrade its answers quietly.
       const std::string fallback(http::ChatTemplateName(http::kDefaultChatTemplate));

@@ -275,6 +275,10 @@ TEST(ApplyChatTemplate, Zephyr) {
             "<|assistant|>\nHello!</s>\n"
             "<|user|>\nHow are you?</s>\n"
             "<|assistant|>\n");
+  // Its template writes the model's eos_token: another vocabulary's end-of-sentence text.
+  ChatFormat other(ChatTemplate::kZephyr);
+  other.eos_text = "<|endoftext|>";
+  EXPECT_EQ(Apply(other, {{ChatRole::kUser, "Hi"}}), "<|user|>\nHi<|endoftext|>\n<|assistant|>\n");
 }
 
 TEST(ApplyChatTemplate, Phi3EndsWithEndOfTextWithoutGenerationPrompt) {
