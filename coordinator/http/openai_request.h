@@ -45,7 +45,8 @@
 //   stream             boolean, default false; stream_options {include_usage: boolean} is
 //                      allowed only when stream is true (as OpenAI and vLLM both insist)
 //   n                  integer in [1, 128], choices per prompt; best_of (completions, and chat
-//                      as vLLM) must equal n; echo must be false; user is ignored
+//                      as vLLM) must equal n; echo must be false; user must be a string,
+//                      and is otherwise ignored
 //   response_format    {"type": "text"}, {"type": "json_object"} (the output is one JSON
 //                      object) or {"type": "json_schema", "json_schema": {"schema": {...}}}
 //                      (one JSON value the schema allows; name, description and strict are
