@@ -505,6 +505,12 @@ Status WorkerServer::Run() {
     // rather than after the heartbeat timeout.
     log::Error(kLog, "replica failed; exiting", {{"replica", w.config.worker.replica_id}, {"error", failure}});
     w.Send(proto::Shutdown{"replica " + w.config.worker.replica_id + " failed: " + failure.ToString()});
+    // A failed rank of an MPI job leaves by _Exit (worker_main: no destructors, MPI may hold a
+    // collective), which dropped the Shutdown still queued in ZeroMQ about half the time: the
+    // coordinator then moved the requests only at its liveness timeout. Ending the context here
+    // waits for it to go out (up to the linger above); the socket is the context's only one.
+    w.socket->close();
+    w.context.close();
     return failure;
   }
   if (w.stop_now.load() && w.engine->HasWork()) {
