@@ -9,6 +9,7 @@
 #include "worker/tools/bench_decode.h"
 #include "worker/tools/bench_serve.h"
 #include "worker/tools/local_generate.h"
+#include "worker/tools/model_check.h"
 
 int main(int argc, char** argv) {
   std::vector<bmad::cli::Command> commands;
@@ -17,6 +18,7 @@ int main(int argc, char** argv) {
   };
   add(bmad::ConfigCommands());
   add(bmad::synth::ModelSynthCommands());
+  add(bmad::tools::ModelCheckCommands());
   add(bmad::TokenizeCommands());
   // `generate` runs the model here (--model) or asks a cluster (--coordinator).
   for (bmad::cli::Command& local : bmad::tools::LocalGenerateCommands()) {

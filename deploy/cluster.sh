@@ -143,13 +143,13 @@ check_config() {
   fi
 }
 
-# The model opens as one (the coordinator reads it here; a missing or broken file would stop
-# the coordinator only after the running cluster was stopped).
+# The model serves under the config: it opens, and the parallel layout splits it (a missing or
+# broken file, or parallel.tp not dividing its heads, would stop every new process only after
+# the running cluster was stopped).
 check_model() {
-  local model errors
-  model=$(get model.path)
-  if ! errors=$("$bin/bmad" tokenize --model "$model" --text "" 2>&1 >/dev/null); then
-    echo "cluster.sh start: model.path: ${errors#bmad tokenize: }" >&2
+  local errors
+  if ! errors=$("$bin/bmad" model check --config "$config" "${sets[@]}" 2>&1 >/dev/null); then
+    echo "cluster.sh start: ${errors#bmad model check: }" >&2
     exit 2
   fi
 }

@@ -299,9 +299,10 @@ TEST(ClusterScriptTest, AStartThatCannotRunLeavesTheRunningClusterAlone) {
   ASSERT_TRUE(running.Start({"/bin/sleep", "300"}, dir + "/sleep.log")) << running.error();
   WriteTextFile(state + "/coordinator.pid", std::to_string(running.pid()) + " " + StartTime(running.pid()) + "\n");
   WriteTextFile(dir + "/hosts", "gpu-a slots=1\n");
-  auto start_with = [&](const std::string& set) {
+  auto start_with = [&](const std::string& set, const std::string& more = "model.name=m") {
     return RunCommand({kSource + "/deploy/cluster.sh", "start", "--config", kSource + "/deploy/config/local.yaml",
-                       "--state", state, "--bin", std::string(BMAD_BINARY_DIR) + "/bin", "--set", set},
+                       "--state", state, "--bin", std::string(BMAD_BINARY_DIR) + "/bin", "--set", set, "--set",
+                       more},
                       60s);
   };
   CommandResult start = start_with("cluster.hostfile=" + dir + "/hosts");
@@ -314,8 +315,14 @@ TEST(ClusterScriptTest, AStartThatCannotRunLeavesTheRunningClusterAlone) {
   WriteTextFile(dir + "/not-a-model.gguf", "text\n");
   CommandResult model = start_with("model.path=" + dir + "/not-a-model.gguf");
   EXPECT_EQ(model.status, 2) << model.out << model.err;
-  EXPECT_NE(model.err.find("cluster.sh start: model.path: DATA_LOSS: " + dir + "/not-a-model.gguf: not a GGUF file"),
+  EXPECT_NE(model.err.find("cluster.sh start: DATA_LOSS: " + dir + "/not-a-model.gguf: not a GGUF file"),
             std::string::npos) << model.err;
+  // Nor a parallel layout the model cannot be split into (each rank found out once started).
+  CommandResult layout = start_with("parallel.tp=3", "model.path=" + SharedModelsDir() + "/stories260K.gguf");
+  EXPECT_EQ(layout.status, 2) << layout.out << layout.err;
+  EXPECT_NE(layout.err.find("cluster.sh start: INVALID_ARGUMENT: cannot split the model: 8 attention heads do not "
+                            "divide over 3 tensor-parallel ranks (parallel.tp)"),
+            std::string::npos) << layout.err;
   CommandResult config = start_with("parallel.tp=0");
   EXPECT_EQ(config.status, 2) << config.out << config.err;
   const size_t first = config.err.find("parallel.tp");

@@ -101,7 +101,7 @@ TEST(CliConfigCheck, UsageErrors) {
   // Every command's --help is an answer, not a usage error (config docs's was exit 2).
   for (const std::vector<std::string>& command :
        std::vector<std::vector<std::string>>{{"config", "docs"}, {"config", "check"}, {"generate"}, {"tokenize"},
-                                             {"status"}, {"model", "synth"}, {"bench", "decode"},
+                                             {"status"}, {"model", "synth"}, {"model", "check"}, {"bench", "decode"},
                                              {"bench", "serve"}, {"bench", "http"}}) {
     std::vector<std::string> argv = command;
     argv.push_back("--help");
@@ -200,6 +200,36 @@ TEST(CliBenchServe, ASlowRateAndANegativeSeedAreUsageErrors) {
   CliRun sized = RunBmad({"bench", "serve", "--model", "/nonexistent.gguf", "--kv-bytes", "64KiB"}, dir);
   EXPECT_EQ(sized.status, 1) << sized.output;
   EXPECT_NE(sized.output.find("/nonexistent.gguf"), std::string::npos) << sized.output;
+  std::filesystem::remove_all(dir);
+}
+
+// model check: whether the config's model serves under it, before any process starts: 0 with a
+// line describing it, 1 with the reason a rank would give (a layout it cannot be split into, a
+// file that is no model), 2 for usage and config errors.
+TEST(CliModelCheck, SaysWhetherTheModelServesUnderTheConfig) {
+  const std::string dir = MakeTempDir("bmad-cli-");
+  const std::string config = std::string(BMAD_SOURCE_DIR) + "/deploy/config/local.yaml";
+  const std::string model = "model.path=" + SharedModelsDir() + "/stories260K.gguf";
+  CliRun good = RunBmad({"model", "check", "--config", config, "--set", model, "--set", "parallel.pp=5"}, dir);
+  EXPECT_EQ(good.status, 0) << good.output;
+  EXPECT_NE(good.output.find("stories260K.gguf serves under " + config + ": 5 layers, 8 heads (4 KV), vocabulary "
+                             "512, context 512; split over tp 1 x pp 5"),
+            std::string::npos) << good.output;
+  CliRun split = RunBmad({"model", "check", "--config", config, "--set", model, "--set", "parallel.tp=3"}, dir);
+  EXPECT_EQ(split.status, 1) << split.output;
+  EXPECT_NE(split.output.find("bmad model check: INVALID_ARGUMENT: cannot split the model: 8 attention heads do not "
+                              "divide over 3 tensor-parallel ranks (parallel.tp)"),
+            std::string::npos) << split.output;
+  CliRun stages = RunBmad({"model", "check", "--config", config, "--set", model, "--set", "parallel.pp=6"}, dir);
+  EXPECT_EQ(stages.status, 1) << stages.output;
+  EXPECT_NE(stages.output.find("6 pipeline stages (parallel.pp) for a model of 5 layers"), std::string::npos)
+      << stages.output;
+  std::ofstream(dir + "/text.gguf") << "text\n";
+  CliRun not_model = RunBmad({"model", "check", "--config", config, "--set", "model.path=" + dir + "/text.gguf"}, dir);
+  EXPECT_EQ(not_model.status, 1) << not_model.output;
+  EXPECT_NE(not_model.output.find("not a GGUF file"), std::string::npos) << not_model.output;
+  EXPECT_EQ(RunBmad({"model", "check", "--config", config, "--set", "parallel.tp=0"}, dir).status, 2);
+  EXPECT_EQ(RunBmad({"model", "check"}, dir).status, 2);
   std::filesystem::remove_all(dir);
 }
 

@@ -13,6 +13,7 @@
 #include "tests/support/paths.h"
 #include "worker/model/llama/llama_model.h"
 #include "worker/model/llama/llama_shard.h"
+#include "worker/model/llama/llama_split_check.h"
 #include "worker/model/synth/model_synth.h"
 #include "worker/model/tokenizer/tokenizer.h"
 #include "worker/server/replica_memory.h"
@@ -393,6 +394,64 @@ TEST(LlamaShardTest, UnsplittableShapesAreRefusedWithTheReason) {
   EXPECT_NE(m.status().message().find("2 pipeline stages (parallel.pp) for a model of 1 layer"),
             std::string::npos)
       << m.status().ToString();
+}
+
+// CheckLlamaSplit (bmad model check, before anything starts) refuses what loading the ranks
+// refuses, with the same reason, and passes what loads: the shapes, and q8_0 weights that a
+// rank would slice between two 32-column blocks.
+TEST(LlamaShardTest, TheSplitCheckRefusesWhatLoadingRefuses) {
+  synth::SynthSpec spec;
+  spec.layers = 2;
+  spec.dim = 64;
+  spec.heads = 2;
+  spec.kv_heads = 2;
+  spec.ffn = 1376;  // 43 blocks of 32: two ranks' slices of 688 columns split a block
+  spec.vocab = 300;
+  spec.ctx = 64;
+  spec.dtype = synth::SynthDtype::kQ8_0;
+  const std::string q8 = testing::MakeTempDir("bmad-split-") + "/q8.gguf";
+  const Status synthesized = synth::SynthesizeModel(spec, q8);
+  ASSERT_TRUE(synthesized.ok()) << synthesized.ToString();
+  struct Case {
+    std::string path;
+    int64_t tp, pp;
+    std::vector<int64_t> stage_layers;
+    std::string reason;  // empty: splits
+  };
+  const std::vector<Case> cases = {
+      {GqaSixLayerPath(), 2, 3, {}, ""},
+      {GqaSixLayerPath(), 1, 2, {1, 5}, ""},
+      {GqaSixLayerPath(), 3, 1, {}, "8 attention heads do not divide over 3"},
+      {GqaSixLayerPath(), 1, 2, {2, 3}, "sums to 5"},
+      {GqaSixLayerPath(), 1, 7, {}, "7 pipeline stages"},
+      {q8, 1, 2, {}, ""},
+      {q8, 2, 1, {}, "q8_0 tensor 'blk.0.ffn_down.weight' would be cut into slices of 688 columns for 2 "
+                     "tensor-parallel ranks (parallel.tp)"},
+  };
+  kernels::CpuBackend backend;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.path + " tp " + std::to_string(c.tp) + " pp " + std::to_string(c.pp));
+    auto file = gguf::GgufFile::Open(c.path);
+    ASSERT_TRUE(file.ok());
+    auto config = ReadLlamaConfig(**file);
+    ASSERT_TRUE(config.ok());
+    const Status checked = CheckLlamaSplit(**file, *config, c.tp, c.pp, c.stage_layers);
+    // Every rank of the layout, loaded: the first refusal is the check's.
+    Status loaded;
+    for (int64_t stage = 0; stage < c.pp && loaded.ok(); ++stage) {
+      for (int64_t rank = 0; rank < c.tp && loaded.ok(); ++rank) {
+        loaded = LlamaModel::Open(c.path, backend, ModelPlacement{c.tp, rank, c.pp, stage, c.stage_layers}).status();
+      }
+    }
+    if (c.reason.empty()) {
+      EXPECT_TRUE(checked.ok()) << checked.ToString();
+      EXPECT_TRUE(loaded.ok()) << loaded.ToString();
+    } else {
+      EXPECT_EQ(checked.code(), StatusCode::kInvalidArgument);
+      EXPECT_NE(checked.message().find(c.reason), std::string::npos) << checked.ToString();
+      EXPECT_NE(loaded.message().find(c.reason), std::string::npos) << loaded.ToString();
+    }
+  }
 }
 
 TEST(LlamaShardTest, ShardMapsOnlyItsSlice) {

@@ -7,6 +7,7 @@
 
 #include "common/half.h"
 #include "kernels/q8_0.h"
+#include "worker/model/llama/llama_split_check.h"
 
 namespace bmad::model {
 namespace {
@@ -70,11 +71,9 @@ class Mapper {
 Result<kernels::WeightMatrix> CopyColumns(const kernels::WeightMatrix& m, int64_t begin,
                                           int64_t count, const std::string& name, LlamaWeights* w) {
   if (begin == 0 && count == m.cols) return m;
-  if (m.type == kernels::WeightType::kQ8_0 &&
-      (begin % kernels::kQ8_0Block != 0 || count % kernels::kQ8_0Block != 0)) {
-    return InvalidArgument("cannot split q8_0 tensor '" + name + "' at column " +
-                           std::to_string(begin) + ": tensor-parallel slices of q8_0 weights must "
-                           "be multiples of 32 columns");
+  if (m.type == kernels::WeightType::kQ8_0) {
+    BMAD_RETURN_IF_ERROR(CheckColumnSlice(name, static_cast<uint32_t>(gguf::TensorType::kQ8_0), begin, count,
+                                          m.cols / count));
   }
   const size_t row_bytes = kernels::RowBytes(m.type, count);
   const size_t offset = kernels::RowBytes(m.type, begin);
