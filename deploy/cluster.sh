@@ -6,7 +6,7 @@
 #   deploy/cluster.sh start --config FILE [--set section.key=value]... [--state DIR] [--bin DIR]
 #                           [--wait SECONDS] [--foreground]
 #   deploy/cluster.sh stop  [--state DIR]        # drains: coordinator, then replicas; SIGKILL last
-#   deploy/cluster.sh status [--state DIR]        # exit 3 when no cluster used DIR
+#   deploy/cluster.sh status [--state DIR]        # exit 3 when nothing of a cluster runs there
 #   deploy/cluster.sh plan  --config FILE [--set ...]   # print what `start` would run (starts
 #                                                       # nothing; writes the replicas' hostfiles)
 #
@@ -434,11 +434,23 @@ case "$cmd" in
     check_state_dir
     # (3, as an init script's status says "not running")
     [ -d "$state" ] || { echo "no cluster started with the state directory $state"; exit 3; }
+    running=0 listed=0
     for f in "$state"/*.pid; do
       [ -f "$f" ] || continue
+      listed=1
       name=$(basename "$f" .pid)
-      if alive "$f"; then echo "$name: running (pid $(pid_of "$f"))"; else echo "$name: stopped"; fi
+      if alive "$f"; then
+        echo "$name: running (pid $(pid_of "$f"))"
+        running=1
+      else
+        echo "$name: stopped"
+      fi
     done
+    if [ $listed -eq 0 ]; then
+      # stop (and a start that failed) remove the pid files: the logs say which it was.
+      echo "no cluster running from $state (stopped, or its start failed: see its *.log)"
+    fi
+    [ $running -eq 1 ] || exit 3
     ;;
   *)
     echo "usage: deploy/cluster.sh start|stop|status|plan [--config FILE] [--set k=v]... [--state DIR] [--wait S] [--foreground] [--bin DIR]" >&2

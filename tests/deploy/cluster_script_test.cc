@@ -330,8 +330,26 @@ TEST(ClusterScriptTest, AStartThatCannotRunLeavesTheRunningClusterAlone) {
   EXPECT_EQ(config.err.find("parallel.tp", first + 1), std::string::npos) << "printed twice:\n" << config.err;
   EXPECT_TRUE(Running(running.pid())) << "the running cluster was stopped for a start that could not run";
   EXPECT_FALSE(Pids(state).empty());
+  // status: 0 while something runs; 3 (an init script's "not running") once nothing does,
+  // whether its process died or a stop removed the pid files (that printed nothing, exit 0).
+  auto status = [&] { return RunCommand({kSource + "/deploy/cluster.sh", "status", "--state", state}, 60s); };
+  CommandResult up = status();
+  EXPECT_EQ(up.status, 0) << up.out << up.err;
+  EXPECT_NE(up.out.find("coordinator: running (pid " + std::to_string(running.pid()) + ")"), std::string::npos)
+      << up.out;
   running.Signal(SIGKILL);
   running.Wait(10s);
+  CommandResult died = status();
+  EXPECT_EQ(died.status, 3) << died.out << died.err;
+  EXPECT_NE(died.out.find("coordinator: stopped"), std::string::npos) << died.out;
+  std::filesystem::remove(state + "/coordinator.pid");
+  CommandResult none = status();
+  EXPECT_EQ(none.status, 3) << none.out << none.err;
+  EXPECT_NE(none.out.find("no cluster running from " + state + " (stopped, or its start failed"), std::string::npos)
+      << none.out;
+  CommandResult never = RunCommand({kSource + "/deploy/cluster.sh", "status", "--state", dir + "/never"}, 60s);
+  EXPECT_EQ(never.status, 3) << never.out << never.err;
+  EXPECT_NE(never.out.find("no cluster started with the state directory"), std::string::npos) << never.out;
   std::filesystem::remove_all(dir);
 }
 
