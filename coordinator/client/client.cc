@@ -243,8 +243,15 @@ Result<GenerateResult> Client::Generate(const proto::Submit& submit_in,
       }
       cancel_request();
       if (cancel && cancel->load()) return Cancelled("cancelled by the client: " + tracker.Describe());
-      std::string message = "no answer from the coordinator at " + impl_->endpoint + " for " +
-                            std::to_string(timeout.count()) + " ms (" + tracker.Describe() + ")";
+      std::string message =
+          result.request_id != 0 && result.token_ids.empty()
+              // Accepted, then nothing: it is queued (the coordinator answers; no replica does).
+              ? "the coordinator at " + impl_->endpoint + " accepted the request but sent no token in " +
+                    std::to_string(timeout.count()) + " ms (" + tracker.Describe() +
+                    "): it waits in the queue while no replica is live or free to take it (bmad status "
+                    "lists them)"
+              : "no answer from the coordinator at " + impl_->endpoint + " for " +
+                    std::to_string(timeout.count()) + " ms (" + tracker.Describe() + ")";
       if (!last_garbage.ok()) {
         message += "; ignored " + std::to_string(result.ignored_frames) +
                    " frames, the last undecodable one: " + last_garbage.message();

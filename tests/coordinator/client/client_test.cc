@@ -206,6 +206,7 @@ TEST(ClientTest, SilenceIsDeadlineExceededAndSendsCancel) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded);
   EXPECT_NE(r.status().message().find("1 tokens so far"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("no answer from the coordinator"), std::string::npos) << r.status().message();
   EXPECT_GE(waited, 1s);
   EXPECT_LT(waited, 5s);
   EXPECT_TRUE(fake.WaitFor(
@@ -231,6 +232,12 @@ TEST(ClientTest, ARepeatedAcceptedIsNotProgress) {
   auto r = client->Generate(SubmitOf("x"), nullptr, 200ms);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded);
+  // Accepted and silent: queued, and the message says so (it said "no answer from the
+  // coordinator", which had answered).
+  EXPECT_NE(r.status().message().find("accepted the request but sent no token in 200 ms"), std::string::npos)
+      << r.status().message();
+  EXPECT_NE(r.status().message().find("waits in the queue while no replica is live or free"), std::string::npos)
+      << r.status().message();
   // Before the repeats end (2.5 s): they did not restart the 200 ms silence timeout.
   EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
 }
