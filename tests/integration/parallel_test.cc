@@ -254,6 +254,24 @@ bool Alive(pid_t pid) {
 
 constexpr int64_t kStepTimeoutMs = 3000;
 
+// The leader (world rank 0) of a replica, found through its mpirun job; -1 if none.
+pid_t LeaderOf(LocalCluster& cluster, size_t replica) {
+  pid_t leader = -1;
+  for (const auto& task : std::filesystem::directory_iterator(
+           "/proc/" + std::to_string(cluster.replica_process(replica).pid()) + "/task")) {
+    std::ifstream in(task.path() / "children");
+    pid_t child;
+    while (in >> child) {
+      std::ifstream env("/proc/" + std::to_string(child) + "/environ", std::ios::binary);
+      std::string entry;
+      while (std::getline(env, entry, '\0')) {
+        if (entry == "OMPI_COMM_WORLD_RANK=0") leader = child;
+      }
+    }
+  }
+  return leader;
+}
+
 // Replica 0 (tp=2) loses its rank 1 to `signal` while computing; returns how long its leader
 // lived on. Every request still finishes with the one-rank greedy text (the coordinator
 // migrates replica 0's to replica 1), and the replica's log says why it went down.
@@ -287,20 +305,7 @@ int64_t FailOneRankMidStream(int signal) {
     auto running = LocalCluster::MetricValue(page->body, "bmad_worker_requests_running{replica=\"normal-0\"}");
     return running && *running > 0;
   }, 20s, 10ms));
-  // The leader (world rank 0) of replica 0, found through its mpirun job.
-  pid_t leader = -1;
-  for (const auto& task : std::filesystem::directory_iterator(
-           "/proc/" + std::to_string(cluster.replica_process(0).pid()) + "/task")) {
-    std::ifstream in(task.path() / "children");
-    pid_t child;
-    while (in >> child) {
-      std::ifstream env("/proc/" + std::to_string(child) + "/environ", std::ios::binary);
-      std::string entry;
-      while (std::getline(env, entry, '\0')) {
-        if (entry == "OMPI_COMM_WORLD_RANK=0") leader = child;
-      }
-    }
-  }
+  const pid_t leader = LeaderOf(cluster, 0);
   EXPECT_GT(leader, 0);
   if (leader <= 0) return -1;
   const auto killed_at = std::chrono::steady_clock::now();
@@ -342,6 +347,37 @@ TEST(ParallelTest, KillingOneRankOfATpReplicaStopsItsLeaderAndRequestsMigrate) {
   const int64_t ms = FailOneRankMidStream(SIGKILL);
   EXPECT_GE(ms, 0);
   EXPECT_LE(ms, kStepTimeoutMs) << "the leader outlived step_timeout_ms";
+}
+
+// A rank that hangs while its replica is idle: the leader's keepalive ends in a barrier that
+// times out after step_timeout_ms, and the leader goes down saying so. (Keepalives are small
+// broadcasts, which MPI completes without their receivers: the hang went unnoticed until a
+// request's step paid the whole timeout.)
+TEST(ParallelTest, ARankThatHangsWhileIdleStopsItsLeader) {
+  LocalClusterOptions o{StoriesModelPath(), 1, 0};
+  o.ranks_per_replica = 2;
+  o.liveness_timeout_ms = 2000;
+  o.extra_sets = {"parallel.tp=2", "parallel.step_timeout_ms=" + std::to_string(kStepTimeoutMs)};
+  LocalCluster cluster(o);
+  std::string error;
+  ASSERT_TRUE(cluster.Start(&error)) << error;
+  const pid_t leader = LeaderOf(cluster, 0);
+  ASSERT_GT(leader, 0);
+  const auto stopped_at = std::chrono::steady_clock::now();
+  ASSERT_TRUE(cluster.SignalRank(0, 1, SIGSTOP));
+  // A keepalive within a quarter of the timeout, its barrier's timeout, and the exit.
+  EXPECT_TRUE(WaitFor([&] { return !Alive(leader); }, std::chrono::milliseconds(kStepTimeoutMs * 5 / 4 + 5000), 20ms))
+      << cluster.Logs();
+  const auto gone_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - stopped_at).count();
+  cluster.SignalRank(0, 1, SIGKILL);
+  const std::optional<int> job = cluster.replica_process(0).Wait(10s);
+  const std::string logs = cluster.Logs();
+  EXPECT_TRUE(job.has_value()) << logs;
+  const std::string replica_log = cluster.replica_process(0).ReadLog();
+  EXPECT_NE(replica_log.find("keepalive: waiting for every rank of the replica"), std::string::npos) << replica_log;
+  EXPECT_NE(logs.find("replica reported it is going down replica=normal-0"), std::string::npos) << logs;
+  std::cout << "idle leader gone after " << gone_ms << " ms\n";
 }
 
 // A hung rank (stopped, so nobody signals anything): the leader's collective times out after

@@ -20,7 +20,10 @@ Result<FollowerResult> RunFollower(Communicator& replica, ShardStepRunner& runne
       result.reason = plan.reason;
       return result;
     }
-    if (plan.kind == StepPlan::Kind::kKeepalive) continue;
+    if (plan.kind == StepPlan::Kind::kKeepalive) {
+      BMAD_RETURN_IF_ERROR(replica.Barrier().WithContext("keepalive"));  // the leader's, answered
+      continue;
+    }
     BMAD_RETURN_IF_ERROR(mirror.Apply(plan, &steps));
     Status s;
     {

@@ -26,7 +26,11 @@ Status LeaderExecutor::Execute(std::span<const model::SequenceStep> steps,
 Status LeaderExecutor::Keepalive() {
   StepPlan plan;
   plan.kind = StepPlan::Kind::kKeepalive;
-  return Broadcast(plan);
+  BMAD_RETURN_IF_ERROR(Broadcast(plan));
+  // A broadcast this small completes without its receivers (MPI sends it eagerly): the barrier
+  // is what finds a rank that hangs while the replica is idle, within the communicator's
+  // timeout, instead of at the next request's step.
+  return replica_.Barrier().WithContext("keepalive: waiting for every rank of the replica");
 }
 
 Status LeaderExecutor::Shutdown(const std::string& reason) {

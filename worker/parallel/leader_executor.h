@@ -3,8 +3,9 @@
 // own shard (ShardStepRunner) and ends with the step's logits. The watchdog times each step.
 //
 // When the replica is idle the leader sends keepalive plans, so the other ranks, waiting for the
-// next plan with a bounded wait, can tell an idle leader from a dead one; when it stops it sends
-// a shutdown plan, so they exit cleanly.
+// next plan with a bounded wait, can tell an idle leader from a dead one, and each ends in a
+// barrier, so the leader can tell an idle rank from a hung one; when it stops it sends a
+// shutdown plan, so they exit cleanly.
 #pragma once
 
 #include <cstdint>
@@ -28,7 +29,8 @@ class LeaderExecutor : public engine::StepExecutor {
                  float* logits) override;
   void Release(uint64_t id) override { builder_.Release(id); }
 
-  // Tells the ranks the leader is alive though idle.
+  // Tells the ranks the leader is alive though idle, and waits for every one to answer (a
+  // barrier, bounded by the communicator's timeout: an error names a rank that hangs).
   Status Keepalive();
   // Tells the ranks to exit (they return OK from RunFollower).
   Status Shutdown(const std::string& reason);
