@@ -394,63 +394,34 @@ ChatText RenderLlama2(const ChatMessage* system, Messages turns) {
   return out;
 }
 
-ChatText RenderMistral(const ChatMessage* system, Messages turns) {
-  ChatText out;
-  for (size_t i = 0; i < turns.size(); ++i) {
-    const ChatMessage& m = turns[i];
-    if (m.role == ChatRole::kUser) {
-      out += " [INST] ";
-      if (i == 0 && system != nullptr) {
-        out.Client(system->content);
-        out += "\n\n";
-      }
-      out.Client(m.content);
-      out += " [/INST]";
-    } else {
-      out += ' ';
-      out.Client(m.content);
-      out += "</s>";
-    }
-  }
-  return out;
-}
+// The Mistral templates differ in their spacing, where the system prompt goes, and whether
+// assistant contents are stripped.
+struct MistralLayout {
+  std::string_view open_user;
+  std::string_view close_user;
+  bool system_on_last_message;  // v3: on the last message, when it is a user's; else the first
+  std::string_view open_assistant;
+  bool strip_assistant;
+};
+constexpr MistralLayout kMistralV1Layout{" [INST] ", " [/INST]", false, " ", false};
+constexpr MistralLayout kMistralV3Layout{"[INST] ", "[/INST]", true, " ", true};
+constexpr MistralLayout kMistralLegacyLayout{"[INST] ", " [/INST]", false, "", false};
 
-ChatText RenderMistralV3(const ChatMessage* system, Messages turns) {
+ChatText RenderMistral(const ChatMessage* system, Messages turns, const MistralLayout& layout) {
   ChatText out;
   for (size_t i = 0; i < turns.size(); ++i) {
     const ChatMessage& m = turns[i];
     if (m.role == ChatRole::kUser) {
-      out += "[INST] ";
-      // On the conversation's last message only: one ending with an assistant turn has none.
-      if (i + 1 == turns.size() && system != nullptr) {
+      out += layout.open_user;
+      if (system != nullptr && (layout.system_on_last_message ? i + 1 == turns.size() : i == 0)) {
         out.Client(system->content);
         out += "\n\n";
       }
       out.Client(m.content);
-      out += "[/INST]";
+      out += layout.close_user;
     } else {
-      out += ' ';
-      out.Client(Strip(m.content));
-      out += "</s>";
-    }
-  }
-  return out;
-}
-
-ChatText RenderMistralLegacy(const ChatMessage* system, Messages turns) {
-  ChatText out;
-  for (size_t i = 0; i < turns.size(); ++i) {
-    const ChatMessage& m = turns[i];
-    if (m.role == ChatRole::kUser) {
-      out += "[INST] ";
-      if (i == 0 && system != nullptr) {
-        out.Client(system->content);
-        out += "\n\n";
-      }
-      out.Client(m.content);
-      out += " [/INST]";
-    } else {
-      out.Client(m.content);
+      out += layout.open_assistant;
+      out.Client(layout.strip_assistant ? Strip(m.content) : std::string_view(m.content));
       out += "</s>";
     }
   }
@@ -654,9 +625,9 @@ Result<ChatText> Render(const ChatFormat& format, std::span<const ChatMessage> m
     case ChatTemplate::kLlama2: return RenderLlama2(system, turns);
     case ChatTemplate::kLlama3: return RenderLlama3(messages, add_generation_prompt);
     case ChatTemplate::kLlama31: return RenderLlama31(format, messages, add_generation_prompt, now);
-    case ChatTemplate::kMistral: return RenderMistral(system, turns);
-    case ChatTemplate::kMistralV3: return RenderMistralV3(system, turns);
-    case ChatTemplate::kMistralLegacy: return RenderMistralLegacy(system, turns);
+    case ChatTemplate::kMistral: return RenderMistral(system, turns, kMistralV1Layout);
+    case ChatTemplate::kMistralV3: return RenderMistral(system, turns, kMistralV3Layout);
+    case ChatTemplate::kMistralLegacy: return RenderMistral(system, turns, kMistralLegacyLayout);
     case ChatTemplate::kZephyr: {
       ChatText out = RenderPipeTagged(messages, format.eos_text, /*skip_empty_system=*/false);
       if (add_generation_prompt) out += "<|assistant|>\n";

@@ -95,6 +95,15 @@ class SocketDoorTest : public ::testing::Test {
 
   double Metric(const std::string& series) { return CoordinatorMetric(server_->http_port(), series); }
 
+  // `m` is the error a stop gives request `id` it had accepted and not finished.
+  static void ExpectFailedByTheStop(const proto::Message& m, const std::string& id) {
+    ASSERT_TRUE(std::holds_alternative<proto::ErrorMessage>(m)) << proto::MessageName(m);
+    const auto& error = std::get<proto::ErrorMessage>(m);
+    EXPECT_EQ(error.client_request_id, id);
+    EXPECT_EQ(error.code, StatusCode::kUnavailable);
+    EXPECT_NE(error.message.find("stopped before the request finished"), std::string::npos) << error.message;
+  }
+
   void CancelAndWait(const std::string& id) {
     proto::Cancel cancel;
     cancel.client_request_id = id;
@@ -241,12 +250,7 @@ TEST_F(SocketDoorStopTest, AStopAnswersTheRequestLeftAndCountsTheSubmitsItRefuse
   EXPECT_EQ(std::get<proto::ErrorMessage>(refused).client_request_id, "late");
   EXPECT_EQ(std::get<proto::ErrorMessage>(refused).code, StatusCode::kUnavailable);
   // At the drain deadline the queued request fails; before, it was left unanswered.
-  const proto::Message failed = Receive();
-  ASSERT_TRUE(std::holds_alternative<proto::ErrorMessage>(failed)) << proto::MessageName(failed);
-  EXPECT_EQ(std::get<proto::ErrorMessage>(failed).client_request_id, "queued");
-  EXPECT_EQ(std::get<proto::ErrorMessage>(failed).code, StatusCode::kUnavailable);
-  EXPECT_NE(std::get<proto::ErrorMessage>(failed).message.find("stopped before the request finished"),
-            std::string::npos);
+  ExpectFailedByTheStop(Receive(), "queued");
   run_.join();
   EXPECT_EQ(Metric("bmad_coordinator_requests_total"), 2.0);
   EXPECT_EQ(Metric("bmad_coordinator_rejections_total{reason=\"unavailable\"}"), 1.0);
@@ -268,12 +272,7 @@ TEST_F(SocketDoorNoReplicaStopTest, QueuedRequestsFailAtOnceWhenNoReplicaIsLive)
   Send(TextSubmit("queued", "Once upon a time"));
   ASSERT_TRUE(std::holds_alternative<proto::Accepted>(Receive()));
   server_->RequestStop();
-  const proto::Message failed = Receive();
-  ASSERT_TRUE(std::holds_alternative<proto::ErrorMessage>(failed)) << proto::MessageName(failed);
-  EXPECT_EQ(std::get<proto::ErrorMessage>(failed).client_request_id, "queued");
-  EXPECT_EQ(std::get<proto::ErrorMessage>(failed).code, StatusCode::kUnavailable);
-  EXPECT_NE(std::get<proto::ErrorMessage>(failed).message.find("stopped before the request finished"),
-            std::string::npos);
+  ExpectFailedByTheStop(Receive(), "queued");
   run_.join();
   EXPECT_TRUE(run_status_.ok()) << run_status_.ToString();
 }
