@@ -605,6 +605,36 @@ TEST(HelmChartTest, CpuPoolsAskForNoGpuAndRunTheirRanksPerPod) {
   EXPECT_NE(more_ranks.err.find("ranksPerPod (2) is more than gpusPerPod (1)"), std::string::npos) << more_ranks.err;
 }
 
+// Values that render manifests no pod can run are refused by name at render time: a 0 for tp or
+// pp (read as unset, it rendered a file every process refuses, and the pods crash-looped), pool
+// sizes that are no count, GPUs no rank uses, a coordinator pod killed before its drain ends.
+TEST(HelmChartTest, RefusesValuesNoPodCanRun) {
+  REQUIRE_HELM();
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--set", "config.parallel.tp=0"}, "config.parallel.tp must be a whole number of at least 1, got 0"},
+      {{"--set", "config.parallel.pp=0"}, "config.parallel.pp must be a whole number of at least 1, got 0"},
+      {{"--set", "pools.normal.replicas=-1", "--set", "pools.longTail.replicas=3"},
+       "pools.normal.replicas must be a whole number of 0 or more, got -1"},
+      {{"--set", "pools.normal.replicas=abc"}, "pools.normal.replicas must be a whole number of 0 or more, got abc"},
+      {{"--set", "config.worker.backend=cpu", "--set", "pools.normal.gpusPerPod=0"},
+       "pools.longTail.gpusPerPod is 1 but config.worker.backend is cpu: its ranks use no GPU; set gpusPerPod to 0"},
+      {{"--set", "pools.normal.gpusPerPod=4", "--set", "pools.normal.ranksPerPod=1"},
+       "pools.normal: gpusPerPod (4) is more than ranksPerPod (1): the cuda backend runs one rank per GPU"},
+      {{"--set", "config.coordinator.drain_timeout_ms=120000"},
+       "coordinator.terminationGracePeriodSeconds (30) is shorter than config.coordinator.drain_timeout_ms (120 s) "
+       "and the 5 s a stop takes after it"},
+  };
+  for (const auto& [values, message] : cases) {
+    CommandResult r = Template(values);
+    EXPECT_NE(r.status, 0) << values[1];
+    EXPECT_NE(r.err.find(message), std::string::npos) << values[1] << ": " << r.err;
+  }
+  // The same drain with a grace period that covers it renders.
+  CommandResult covered = Template({"--set", "config.coordinator.drain_timeout_ms=120000", "--set",
+                                    "coordinator.terminationGracePeriodSeconds=125"});
+  EXPECT_EQ(covered.status, 0) << covered.err;
+}
+
 TEST(HelmChartTest, ADisruptionBudgetOfZeroBlocksEvictions) {
   // 0 is a valid maxUnavailable (no voluntary eviction at all); the template's `default` used
   // to read it as unset and render one replica's pods instead.

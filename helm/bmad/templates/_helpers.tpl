@@ -90,6 +90,19 @@ app.kubernetes.io/part-of: bmad
 
 {{/* Fails the render on values that cannot work. */}}
 {{- define "bmad.validate" -}}
+{{- /* `default` takes 0 for unset: a 0 given is refused here, before it reads as 1. */ -}}
+{{- $parallel := .Values.config.parallel | default dict -}}
+{{- range $key := list "tp" "pp" -}}
+{{- $n := index $parallel $key -}}
+{{- if and (hasKey $parallel $key) (not (kindIs "invalid" $n)) (or (not (regexMatch "^[0-9]+$" (toString $n))) (lt (int $n) 1)) -}}
+{{- fail (printf "config.parallel.%s must be a whole number of at least 1, got %v" $key $n) -}}
+{{- end -}}
+{{- end -}}
+{{- /* The pod must outlive the coordinator's drain (and the few seconds its stop takes after it). */ -}}
+{{- $drainS := div (int (dig "coordinator" "drain_timeout_ms" 10000 .Values.config)) 1000 -}}
+{{- if lt (int .Values.coordinator.terminationGracePeriodSeconds) (add $drainS 5) -}}
+{{- fail (printf "coordinator.terminationGracePeriodSeconds (%d) is shorter than config.coordinator.drain_timeout_ms (%d s) and the 5 s a stop takes after it: the pod would be killed mid-drain; set it to at least %d" (int .Values.coordinator.terminationGracePeriodSeconds) $drainS (add $drainS 5)) -}}
+{{- end -}}
 {{- $ranks := int (include "bmad.ranks" .) -}}
 {{- $pools := include "bmad.pools" . | fromJsonArray -}}
 {{- if eq (len $pools) 0 -}}
@@ -108,6 +121,9 @@ app.kubernetes.io/part-of: bmad
 {{- end -}}
 {{- $replicas = add $replicas $v.autoscaling.minReplicas -}}
 {{- else -}}
+{{- if not (regexMatch "^[0-9]+$" (toString $v.replicas)) -}}
+{{- fail (printf "pools.%s.replicas must be a whole number of 0 or more, got %v" .key $v.replicas) -}}
+{{- end -}}
 {{- $replicas = add $replicas $v.replicas -}}
 {{- end -}}
 {{- $perPod := int (include "bmad.ranksPerPod" $v) -}}
@@ -126,6 +142,12 @@ app.kubernetes.io/part-of: bmad
 {{- end -}}
 {{- if and (eq (toString $.Values.config.worker.backend) "cuda") (gt $perPod (int $v.gpusPerPod)) -}}
 {{- fail (printf "pools.%s: ranksPerPod (%d) is more than gpusPerPod (%d): the cuda backend runs one rank per GPU" .key $perPod (int $v.gpusPerPod)) -}}
+{{- end -}}
+{{- if and (eq (toString $.Values.config.worker.backend) "cuda") (lt $perPod (int $v.gpusPerPod)) -}}
+{{- fail (printf "pools.%s: gpusPerPod (%d) is more than ranksPerPod (%d): the cuda backend runs one rank per GPU, so the other GPUs would sit idle" .key (int $v.gpusPerPod) $perPod) -}}
+{{- end -}}
+{{- if and (ne (toString $.Values.config.worker.backend) "cuda") (gt (int $v.gpusPerPod) 0) -}}
+{{- fail (printf "pools.%s.gpusPerPod is %d but config.worker.backend is %s: its ranks use no GPU; set gpusPerPod to 0" .key (int $v.gpusPerPod) (toString $.Values.config.worker.backend)) -}}
 {{- end -}}
 {{- if ne (int $slots) $ranks -}}
 {{- fail (printf "pools.%s: podsPerReplica (%d) x ranksPerPod (%d) = %d ranks per replica, but config.parallel tp x pp = %d ranks; they must be equal (by default one rank per GPU: ranksPerPod is gpusPerPod)" .key (int $v.podsPerReplica) $perPod (int $slots) $ranks) -}}
