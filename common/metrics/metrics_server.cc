@@ -28,12 +28,12 @@ Status MetricsServer::Start(const std::string& host, int port) {
     res.set_content(registry_.RenderText(), kTextContentType);
   });
   impl->server.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    const bool healthy = healthy_.load();
+    const bool healthy = healthy_.load() && (!liveness_check_ || liveness_check_());
     res.status = healthy ? 200 : 503;
     res.set_content(healthy ? "ok\n" : "unhealthy\n", "text/plain");
   });
   impl->server.Get("/ready", [this](const httplib::Request&, httplib::Response& res) {
-    const bool ready = ready_.load();
+    const bool ready = ready_.load() && (!liveness_check_ || liveness_check_());
     res.status = ready ? 200 : 503;
     res.set_content(ready ? "ready\n" : "not ready\n", "text/plain");
   });

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -24,6 +25,10 @@ class MetricsServer {
   // What /health reports (200, or 503 when false: the process should be restarted, e.g. a step
   // hung); settable any time, from any thread.
   void SetHealthy(bool healthy) { healthy_.store(healthy); }
+  // Also asked by /health and /ready on every probe (from the server's threads): false answers
+  // 503 to both, for a state no one is left to report (an owner's loop that stopped turning).
+  // Set before Start.
+  void SetLivenessCheck(std::function<bool()> check) { liveness_check_ = std::move(check); }
 
   // Binds host:port (port 0 picks a free one) and starts serving. kIoError names the address
   // when the bind fails (port taken, bad host).
@@ -42,6 +47,7 @@ class MetricsServer {
   int port_ = 0;
   std::atomic<bool> ready_{true};
   std::atomic<bool> healthy_{true};
+  std::function<bool()> liveness_check_;
 };
 
 }  // namespace bmad::metrics

@@ -402,10 +402,20 @@ struct MistralLayout {
   bool system_on_last_message;  // v3: on the last message, when it is a user's; else the first
   std::string_view open_assistant;
   bool strip_assistant;
+  std::string_view after_eos = "";
 };
 constexpr MistralLayout kMistralV1Layout{" [INST] ", " [/INST]", false, " ", false};
-constexpr MistralLayout kMistralV3Layout{"[INST] ", "[/INST]", true, " ", true};
-constexpr MistralLayout kMistralLegacyLayout{"[INST] ", " [/INST]", false, "", false};
+
+MistralLayout MistralV3Layout(const ChatFormat& format) {
+  return format.mistral_tight_user ? MistralLayout{"[INST]", "[/INST]", true, format.mistral_stripped_assistant ? " " : "",
+                                                   format.mistral_stripped_assistant}
+                                   : MistralLayout{"[INST] ", "[/INST]", true, format.mistral_stripped_assistant ? " " : "",
+                                                   format.mistral_stripped_assistant};
+}
+
+MistralLayout MistralLegacyLayout(const ChatFormat& format) {
+  return MistralLayout{"[INST] ", " [/INST]", false, "", false, format.mistral_after_eos};
+}
 
 ChatText RenderMistral(const ChatMessage* system, Messages turns, const MistralLayout& layout) {
   ChatText out;
@@ -423,6 +433,7 @@ ChatText RenderMistral(const ChatMessage* system, Messages turns, const MistralL
       out += layout.open_assistant;
       out.Client(layout.strip_assistant ? Strip(m.content) : std::string_view(m.content));
       out += "</s>";
+      out += layout.after_eos;
     }
   }
   return out;
@@ -545,6 +556,15 @@ std::optional<ChatFormat> DetectChatFormat(std::string_view jinja) {
     }
     format.reasoning_turns = Contains(jinja, "</think>") && Contains(jinja, "last_query_index");
   }
+  if (*detected == ChatTemplate::kMistralV3) {
+    // The "tekken" templates (Mistral-Nemo, Ministral, Pixtral) write v3's turns without the
+    // space after [INST]; some of them write the assistant's content as it is, with no space.
+    format.mistral_tight_user = !Contains(jinja, "\"[INST] \"") && !Contains(jinja, "'[INST] '");
+    format.mistral_stripped_assistant = Contains(jinja, "|trim + eos_token") || Contains(jinja, "| trim + eos_token");
+  }
+  if (*detected == ChatTemplate::kMistralLegacy && Contains(jinja, "eos_token + ' '")) {
+    format.mistral_after_eos = " ";  // Mistral-7B-Instruct v0.1's (not Mixtral's, nor v0.2's)
+  }
   if (*detected == ChatTemplate::kDeepSeekR1) {
     // The first R1 templates opened the answer bare; later ones open a reasoning block.
     format.opens_think = Contains(jinja, "<\uFF5CAssistant\uFF5C><think>");
@@ -626,8 +646,8 @@ Result<ChatText> Render(const ChatFormat& format, std::span<const ChatMessage> m
     case ChatTemplate::kLlama3: return RenderLlama3(messages, add_generation_prompt);
     case ChatTemplate::kLlama31: return RenderLlama31(format, messages, add_generation_prompt, now);
     case ChatTemplate::kMistral: return RenderMistral(system, turns, kMistralV1Layout);
-    case ChatTemplate::kMistralV3: return RenderMistral(system, turns, kMistralV3Layout);
-    case ChatTemplate::kMistralLegacy: return RenderMistral(system, turns, kMistralLegacyLayout);
+    case ChatTemplate::kMistralV3: return RenderMistral(system, turns, MistralV3Layout(format));
+    case ChatTemplate::kMistralLegacy: return RenderMistral(system, turns, MistralLegacyLayout(format));
     case ChatTemplate::kZephyr: {
       ChatText out = RenderPipeTagged(messages, format.eos_text, /*skip_empty_system=*/false);
       if (add_generation_prompt) out += "<|assistant|>\n";

@@ -71,12 +71,13 @@ enum class ChatTemplate {
   // stripped. User/assistant alternate, starting with user.
   //   "[INST] u1[/INST] a1</s>[INST] s\n\nu2[/INST]"
   //   [gen] nothing
+  // Recognised, the tekken templates' variants of it too (ChatFormat::mistral_tight_user).
   kMistralV3,
   // (mistral-legacy) The first Hugging Face template of Mistral-7B-Instruct v0.1/v0.2 and
   // Mixtral-8x7B-Instruct, which older GGUF conversions carry. It refuses system messages; here a
   // first one is prepended to the first user message with a blank line. User/assistant
   // alternate, starting with user.
-  //   "[INST] s\n\nu1 [/INST]a1</s>[INST] u2 [/INST]"
+  //   "[INST] s\n\nu1 [/INST]a1</s>[INST] u2 [/INST]"   (v0.1's: "</s> [INST]")
   //   [gen] nothing
   kMistralLegacy,
   // (zephyr) HuggingFaceH4 Zephyr, TinyLlama-Chat. Any roles, any order; each turn ends with the
@@ -128,6 +129,14 @@ struct ChatFormat {
   // after it keeps the reasoning as "<think>\nr\n</think>\n\n" before its content, and when it
   // is the conversation's last message it gets that block even with no reasoning.
   bool reasoning_turns = false;
+  // mistral-v3: the "tekken" templates' layout (Mistral-Nemo, Ministral, Pixtral): no space
+  // after [INST]; and whether an assistant turn is " " + its stripped content (v3's) or its
+  // content as it is (Nemo's).
+  bool mistral_tight_user = false;
+  bool mistral_stripped_assistant = true;
+  // mistral-legacy: what the template writes after an assistant turn's eos_token (Mistral-7B-
+  // Instruct v0.1's " "; Mixtral's and v0.2's first template, nothing).
+  std::string mistral_after_eos;
   // zephyr: the text its template's eos_token writes after every turn, the model's end-of-sentence
   // token (the coordinator sets it from the vocabulary).
   std::string eos_text = "</s>";

@@ -52,6 +52,9 @@ class CoordinatorServer::Core {
   Status Run();
   void RequestStop() { stop_requested_.store(true); }
   bool stopping() const { return stop_requested_.load(); }
+  // False once the event loop has not turned for options.loop_stall_limit_ms (any thread).
+  bool LoopTurning() const;
+  int64_t loop_stall_limit_ms() const { return options_.loop_stall_limit_ms; }
   // The event loop has returned: nothing posted now is read.
   bool loop_done() const { return loop_done_.load(); }
   // From any thread: queue an item for the loop and wake it.
@@ -210,6 +213,8 @@ class CoordinatorServer::Core {
   std::unique_ptr<metrics::MetricsServer> metrics_server_;
   std::unique_ptr<HttpFrontend> http_;
 
+  // When the event loop last began a round (SystemClock nanoseconds); the probes read it.
+  std::atomic<int64_t> loop_round_ns_{0};
   zmq::context_t context_{1};
   std::unique_ptr<zmq::socket_t> worker_socket_;
   std::unique_ptr<zmq::socket_t> client_socket_;

@@ -147,6 +147,8 @@ Status CoordinatorServer::Core::Start() {
 
   metrics_server_ = std::make_unique<metrics::MetricsServer>(registry_);
   metrics_server_->SetReady(false);  // as the API's /ready: once a replica is live (Tick)
+  loop_round_ns_.store(clock_.NowNanos());  // Run starts the loop next
+  metrics_server_->SetLivenessCheck([this] { return LoopTurning(); });
   BMAD_RETURN_IF_ERROR(metrics_server_->Start(c.metrics.host, static_cast<int>(c.metrics.coordinator_port)));
   http_ = std::make_unique<HttpFrontend>(*this);
   BMAD_RETURN_IF_ERROR(http_->Start(c.coordinator.http_host, static_cast<int>(c.coordinator.http_port)));
@@ -574,12 +576,18 @@ bool CoordinatorServer::Core::NoReplicaCanServeWhatIsLeft() {
   return true;
 }
 
+bool CoordinatorServer::Core::LoopTurning() const {
+  return clock_.NowNanos() - loop_round_ns_.load() <= options_.loop_stall_limit_ms * 1'000'000;
+}
+
 Status CoordinatorServer::Core::Run() {
   const int64_t start = clock_.NowNanos();
   const size_t max_bytes = static_cast<size_t>(config_.coordinator.max_message_bytes);
   int64_t stop_deadline = 0;
   while (true) {
     const int64_t now = clock_.NowNanos();
+    loop_round_ns_.store(now);
+    if (options_.on_loop_round) options_.on_loop_round();
     if (options_.max_run_ms > 0 && now - start > options_.max_run_ms * 1'000'000) {
       log::Warn(kLog, "stopping: max run time reached");
       break;

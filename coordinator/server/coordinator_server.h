@@ -22,6 +22,12 @@ struct CoordinatorRunOptions {
   size_t tokenize_inline_max_bytes = 4096;
   // Tests: called on the tokenizer thread before each prompt it tokenizes.
   std::function<void()> before_tokenize;
+  // /health and /ready answer 503 once the event loop has not turned for this long (a wedged
+  // coordinator is restarted by its liveness probe and leaves its Service; nothing else would
+  // report it). Rounds take milliseconds.
+  int64_t loop_stall_limit_ms = 10'000;
+  // Tests: called on the event loop once per round.
+  std::function<void()> on_loop_round;
 };
 
 class CoordinatorServer {

@@ -146,13 +146,18 @@ Status HttpFrontend::Start(const std::string& host, int port) {
       if (Authorized(req, res)) handler(req, res);
     };
   };
-  server_->Get("/health", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("{\"status\":\"ok\"}", "application/json");
-  });
-  // vLLM's /ping (SageMaker's health check, GET or POST): the process answers, as /health.
-  const auto ping = [](const httplib::Request&, httplib::Response& res) {
+  // The process answers, and its event loop turns (a wedged loop answers nothing else).
+  const auto health = [this](const httplib::Request&, httplib::Response& res) {
+    if (!core_.LoopTurning()) {
+      SendError(res, Unavailable("the coordinator's event loop has not turned for " +
+                                 std::to_string(core_.loop_stall_limit_ms()) + " ms"));
+      return;
+    }
     res.set_content("{\"status\":\"ok\"}", "application/json");
   };
+  server_->Get("/health", health);
+  // vLLM's /ping (SageMaker's health check, GET or POST): as /health.
+  const auto ping = health;
   server_->Get("/ping", ping);
   server_->Post("/ping", ping);
   // vLLM's /version: the build that serves (no key needed, as /health). CMake's project version
@@ -168,6 +173,11 @@ Status HttpFrontend::Start(const std::string& host, int port) {
     }
     if (live == 0) {
       SendError(res, Unavailable("no live replica yet"));
+      return;
+    }
+    if (!core_.LoopTurning()) {
+      SendError(res, Unavailable("the coordinator's event loop has not turned for " +
+                                 std::to_string(core_.loop_stall_limit_ms()) + " ms"));
       return;
     }
     res.set_content("{\"status\":\"ready\",\"live_replicas\":" + std::to_string(live) + "}",

@@ -611,6 +611,38 @@ TEST(DetectChatFormat, ReadsWhetherDeepSeekR1OpensAThinkBlock) {
   EXPECT_TRUE(ChatFormat(ChatTemplate::kDeepSeekR1).opens_think);  // the name: the later template
 }
 
+// The layouts Mistral's templates differ in, read from the template: v0.1's first one writes a
+// space after each assistant turn's eos_token (Mixtral's and v0.2's do not); the "tekken" ones
+// (Mistral-Nemo, Ministral) write v3's turns with no space after [INST], and Nemo's the
+// assistant's content as it is. Each as Jinja renders it.
+TEST(DetectChatFormat, ReadsTheLayoutOfMistralsTemplates) {
+  const std::string v01 =
+      "{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}"
+      "{% elif message['role'] == 'assistant' %}{{ message['content'] + eos_token + ' ' }}{% endif %}";
+  const std::string tekken_head =
+      "{%- for message in loop_messages %}{%- if message[\"role\"] == \"user\" %}"
+      "{%- if loop.last and system_message is defined %}"
+      "{{- \"[INST]\" + system_message + \"\\n\\n\" + message[\"content\"] + \"[/INST]\" }}{%- else %}"
+      "{{- \"[INST]\" + message[\"content\"] + \"[/INST]\" }}{%- endif %}"
+      "{%- elif message[\"role\"] == \"assistant\" %}";
+  const std::string nemo = tekken_head + "{{- message[\"content\"] + eos_token}}{%- endif %}{%- endfor %}";
+  const std::string ministral =
+      tekken_head + "{{- \" \" + message[\"content\"]|trim + eos_token}}{%- endif %}{%- endfor %}";
+  const std::vector<ChatMessage> conversation = {
+      {ChatRole::kSystem, "S"}, {ChatRole::kUser, "Hi"}, {ChatRole::kAssistant, " Yo "}, {ChatRole::kUser, "Who"}};
+  const std::vector<ChatMessage> no_system(conversation.begin() + 1, conversation.end());
+  auto render = [](const std::string& jinja, const std::vector<ChatMessage>& messages) {
+    const std::optional<ChatFormat> format = DetectChatFormat(jinja);
+    EXPECT_TRUE(format.has_value());
+    return format ? Apply(*format, messages) : "";
+  };
+  EXPECT_EQ(DetectChatTemplate(v01), ChatTemplate::kMistralLegacy);
+  EXPECT_EQ(render(v01, no_system), "[INST] Hi [/INST] Yo </s> [INST] Who [/INST]");
+  EXPECT_EQ(DetectChatTemplate(nemo), ChatTemplate::kMistralV3);
+  EXPECT_EQ(render(nemo, conversation), "[INST]Hi[/INST] Yo </s>[INST]S\n\nWho[/INST]");
+  EXPECT_EQ(render(ministral, conversation), "[INST]Hi[/INST] Yo</s>[INST]S\n\nWho[/INST]");
+}
+
 TEST(DetectChatFormat, ReadsQwensDefaultSystemPromptAndReasoningRule) {
   const std::optional<ChatFormat> qwen2 = DetectChatFormat(
       "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
