@@ -14,11 +14,14 @@
 #include <thread>
 #include <zmq.hpp>
 
+#include <httplib.h>
+
 #include "common/proto/frames.h"
 #include "coordinator/server/coordinator_server.h"
 #include "tests/coordinator/server/fake_replica.h"
 #include "tests/coordinator/server/in_process_coordinator.h"
 #include "tests/support/paths.h"
+#include "tests/support/process.h"
 #include "worker/model/gguf/gguf_file.h"
 #include "worker/model/tokenizer/tokenizer.h"
 
@@ -63,6 +66,10 @@ class SocketDoorTest : public ::testing::Test {
     o.max_run_ms = 60000;
     o.tokenize_inline_max_bytes = inline_max_bytes_;
     o.before_tokenize = [this] { gate_.Pass(); };
+    o.loop_stall_limit_ms = loop_stall_limit_ms_;
+    o.on_loop_round = [this] {
+      if (hold_loop_.load()) loop_gate_.Pass();
+    };
     auto server = CoordinatorServer::Create(c, o);
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(*server);
@@ -73,6 +80,7 @@ class SocketDoorTest : public ::testing::Test {
   }
   void TearDown() override {
     gate_.Open();
+    loop_gate_.Open();
     if (server_) server_->RequestStop();
     if (run_.joinable()) run_.join();
   }
@@ -114,6 +122,9 @@ class SocketDoorTest : public ::testing::Test {
   size_t inline_max_bytes_ = 0;  // every text prompt goes to the tokenizer thread
   std::string api_keys_file_;
   int64_t drain_ms_ = 5000;
+  int64_t loop_stall_limit_ms_ = 10000;
+  std::atomic<bool> hold_loop_{false};
+  Gate loop_gate_;
   int64_t max_queued_ = 1024;
   Gate gate_;
   std::unique_ptr<CoordinatorServer> server_;
@@ -191,6 +202,40 @@ TEST_F(SocketDoorTest, AStopWhileTokenizingRefusesThePromptAtOnceAndEnds) {
   EXPECT_EQ(std::get<proto::ErrorMessage>(answer).client_request_id, "c");
   run_.join();
   EXPECT_TRUE(run_status_.ok()) << run_status_.ToString();
+}
+
+// A wedged event loop fails the probes: /health and /ready answer 503 on both ports once the loop
+// has not turned for loop_stall_limit_ms (they answered 200 for ever, from threads of their
+// own, so a liveness probe never restarted a hung coordinator), and 200 again once it turns.
+class SocketDoorStallTest : public SocketDoorTest {
+ protected:
+  void SetUp() override {
+    loop_stall_limit_ms_ = 300;
+    SocketDoorTest::SetUp();
+  }
+  int Probe(int port, const std::string& path) {
+    httplib::Client client("127.0.0.1", port);
+    client.set_read_timeout(5, 0);
+    auto res = client.Get(path);
+    return res ? res->status : -1;
+  }
+};
+
+TEST_F(SocketDoorStallTest, ProbesFailWhileTheEventLoopIsWedged) {
+  EXPECT_EQ(Probe(server_->metrics_port(), "/health"), 200);
+  EXPECT_EQ(Probe(server_->http_port(), "/health"), 200);
+  hold_loop_.store(true);
+  ASSERT_TRUE(loop_gate_.WaitEntered(1));  // the loop is held now
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  EXPECT_EQ(Probe(server_->metrics_port(), "/health"), 503);
+  EXPECT_EQ(Probe(server_->metrics_port(), "/ready"), 503);
+  EXPECT_EQ(Probe(server_->http_port(), "/health"), 503);
+  EXPECT_EQ(Probe(server_->http_port(), "/ping"), 503);
+  hold_loop_.store(false);
+  loop_gate_.Open();
+  EXPECT_TRUE(testing::WaitFor([&] { return Probe(server_->metrics_port(), "/health") == 200; }, std::chrono::seconds(10),
+                      std::chrono::milliseconds(20)));
+  EXPECT_EQ(Probe(server_->http_port(), "/health"), 200);
 }
 
 // A request's deadline counts from the front door: each Assign carries what is left of it, so
