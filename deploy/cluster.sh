@@ -17,7 +17,7 @@
 # (with --foreground it goes on waiting for the coordinator instead). Ctrl-C, SIGTERM or SIGHUP
 # while it starts, or to `start --foreground` later, stops everything cleanly; a coordinator
 # that exits on its own under --foreground stops the replicas, and the script exits with its
-# status. `start` checks everything (the config, the hostfile, that the model opens) before it
+# status. `start` checks everything (the config, the hostfile, `bmad model check`) before it
 # stops a cluster already running, and keeps that cluster's logs as *.log.1. The pid files
 # hold each process's pid and start time, and every process started carries a random token in
 # its environment: `stop` signals nothing else.

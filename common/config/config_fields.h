@@ -113,8 +113,8 @@ void VisitConfig(ServerConfig& c, Visitor& v) {
     v.Field("drain_timeout_ms", c.coordinator.drain_timeout_ms,
             "On SIGTERM the coordinator refuses new requests and waits this long for in-flight "
             "ones to finish before it exits; those still unfinished then fail as unavailable "
-            "(match the pod's termination grace period). Queued requests no live replica takes "
-            "fail at once.",
+            "(match the pod's termination grace period). When all that is left is queued with no "
+            "live replica taking work, they fail at once.",
             I{0, 3'600'000});
     v.Field("queue_timeout_ms", c.coordinator.queue_timeout_ms,
             "A request that no replica has taken this long after it was admitted (no replica "

@@ -10,6 +10,7 @@
 
 #include "tests/support/paths.h"
 #include "worker/model/gguf/gguf_file.h"
+#include "worker/model/gguf/gguf_writer.h"
 #include "tests/support/process.h"
 
 namespace bmad::testing {
@@ -228,6 +229,26 @@ TEST(CliModelCheck, SaysWhetherTheModelServesUnderTheConfig) {
   CliRun not_model = RunBmad({"model", "check", "--config", config, "--set", "model.path=" + dir + "/text.gguf"}, dir);
   EXPECT_EQ(not_model.status, 1) << not_model.output;
   EXPECT_NE(not_model.output.find("not a GGUF file"), std::string::npos) << not_model.output;
+  // A tensor of a type bmad does not compute with (bf16 here; q4_K in most published GGUFs):
+  // the file opens, and every rank would refuse it.
+  {
+    auto src = gguf::GgufFile::Open(SharedModelsDir() + "/stories260K.gguf");
+    ASSERT_TRUE(src.ok());
+    gguf::GgufWriter w;
+    for (const auto& [key, value] : (*src)->metadata()) ASSERT_TRUE(w.SetValue(key, value).ok());
+    for (const gguf::TensorInfo& t : (*src)->tensors()) {
+      const bool bf16 = t.name == "output.weight";
+      ASSERT_TRUE(w.AddTensor(t.name, t.shape, bf16 ? gguf::TensorType::kBF16 : static_cast<gguf::TensorType>(t.type),
+                              bf16 ? std::vector<uint8_t>(t.nbytes / 2, 0)
+                                   : std::vector<uint8_t>(t.data, t.data + t.nbytes))
+                      .ok());
+    }
+    ASSERT_TRUE(w.WriteFile(dir + "/bf16.gguf").ok());
+  }
+  CliRun bf16 = RunBmad({"model", "check", "--config", config, "--set", "model.path=" + dir + "/bf16.gguf"}, dir);
+  EXPECT_EQ(bf16.status, 1) << bf16.output;
+  EXPECT_NE(bf16.output.find("tensor 'output.weight' has type bf16; bmad computes with f32, f16 and q8_0 weights"),
+            std::string::npos) << bf16.output;
   EXPECT_EQ(RunBmad({"model", "check", "--config", config, "--set", "parallel.tp=0"}, dir).status, 2);
   EXPECT_EQ(RunBmad({"model", "check"}, dir).status, 2);
   std::filesystem::remove_all(dir);

@@ -305,6 +305,7 @@ void Scheduler::OnTokensSampled(std::span<const SampledToken> sampled) {
       // Its blocks are gone: it computes its context again, as a preempted sequence does.
       seq->kv_released = false;
       seq->num_computed = 0;
+      ++seq->preemptions;  // its prompt was counted in the prefix-cache queries once already
       seq->state = SequenceState::kWaiting;
       seq->waiting_since_ms = clock_.NowMillis();
       running_.erase(std::find(running_.begin(), running_.end(), seq));

@@ -7,7 +7,9 @@
 #include "common/config/config_loader.h"
 #include "worker/model/gguf/gguf_file.h"
 #include "worker/model/llama/llama_config.h"
+#include "worker/model/llama/llama_shard.h"
 #include "worker/model/llama/llama_split_check.h"
+#include "worker/model/llama/llama_weights.h"
 #include "worker/model/tokenizer/tokenizer.h"
 
 namespace bmad::tools {
@@ -16,6 +18,9 @@ Result<std::string> CheckModelServes(const ServerConfig& c) {
   BMAD_ASSIGN_OR_RETURN(std::unique_ptr<gguf::GgufFile> file, gguf::GgufFile::Open(c.model.path));
   BMAD_ASSIGN_OR_RETURN(model::LlamaConfig llama, model::ReadLlamaConfig(*file));
   BMAD_RETURN_IF_ERROR(tokenizer::LoadTokenizer(*file).status());
+  // Every tensor's name, shape and type as the loader wants them (views into the mapped file:
+  // only f16 norm vectors are converted, a few KiB).
+  BMAD_RETURN_IF_ERROR(model::MapLlamaWeights(*file, llama, model::WholeModel(llama)).status());
   BMAD_ASSIGN_OR_RETURN(const int64_t context,
                         model::ContextLengthToServe(llama, c.model.context_length, c.model.path));
   BMAD_RETURN_IF_ERROR(model::CheckLlamaSplit(*file, llama, c.parallel.tp, c.parallel.pp, c.parallel.stage_layers));

@@ -1,7 +1,8 @@
 // `bmad model check --config FILE [--set section.key=value]...`: whether the config's model
 // serves under it, from the file's metadata alone (nothing is loaded into memory): the GGUF
-// opens, the architecture and tokenizer are ones bmad runs, the context length fits, and the
-// parallel layout (parallel.tp, parallel.pp, parallel.stage_layers) splits it. What every
+// opens, the architecture and tokenizer are ones bmad runs, every tensor has the name, shape
+// and type bmad computes with (f32, f16, q8_0), the context length fits, and the parallel
+// layout (parallel.tp, parallel.pp, parallel.stage_layers) splits it. What every
 // process would otherwise find out only once started; deploy/cluster.sh asks it before it stops
 // a running cluster.
 #pragma once

@@ -138,7 +138,8 @@ TEST_F(HttpDoorSmallMessagesTest, ARequestTooLargeForOneMessageToItsReplicaIsRef
   EXPECT_EQ(Metric("bmad_coordinator_rejections_total{reason=\"invalid\"}"), 1.0);
 }
 
-// A stop whose drain ends with requests still queued (no replica ever takes them).
+// A stop that ends with requests still queued (no replica ever takes them: with none live, at
+// once rather than at the drain deadline).
 class HttpDoorStopTest : public HttpDoorTest {
  protected:
   void SetUp() override {
