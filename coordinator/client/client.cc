@@ -244,12 +244,12 @@ Result<GenerateResult> Client::Generate(const proto::Submit& submit_in,
       cancel_request();
       if (cancel && cancel->load()) return Cancelled("cancelled by the client: " + tracker.Describe());
       std::string message =
-          result.request_id != 0 && result.token_ids.empty()
-              // Accepted, then nothing: it is queued (the coordinator answers; no replica does).
+          result.request_id != 0 && result.token_ids.empty() && submit.stream
+              // Accepted, then nothing streamed: the coordinator answers, no replica has yet.
               ? "the coordinator at " + impl_->endpoint + " accepted the request but sent no token in " +
                     std::to_string(timeout.count()) + " ms (" + tracker.Describe() +
-                    "): it waits in the queue while no replica is live or free to take it (bmad status "
-                    "lists them)"
+                    "): it is queued while no replica is live or free to take it (bmad status lists "
+                    "them), or its prompt takes longer than that to prefill"
               : "no answer from the coordinator at " + impl_->endpoint + " for " +
                     std::to_string(timeout.count()) + " ms (" + tracker.Describe() + ")";
       if (!last_garbage.ok()) {

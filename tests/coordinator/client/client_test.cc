@@ -236,7 +236,7 @@ TEST(ClientTest, ARepeatedAcceptedIsNotProgress) {
   // coordinator", which had answered).
   EXPECT_NE(r.status().message().find("accepted the request but sent no token in 200 ms"), std::string::npos)
       << r.status().message();
-  EXPECT_NE(r.status().message().find("waits in the queue while no replica is live or free"), std::string::npos)
+  EXPECT_NE(r.status().message().find("it is queued while no replica is live or free"), std::string::npos)
       << r.status().message();
   // Before the repeats end (2.5 s): they did not restart the 200 ms silence timeout.
   EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
