@@ -248,7 +248,15 @@ void ExpectNetworkPolicies(const Rendered& r, int worker_port, int http_port, in
   }
   EXPECT_FALSE(Selects(from_workers["from"][0]["podSelector"]["matchLabels"], coordinator_pod["metadata"]["labels"]));
   EXPECT_FALSE(to_coordinator["ingress"][1]["from"]) << "the API is for everyone";
-  EXPECT_EQ(ports_of(to_coordinator["ingress"][1]), (std::set<int>{http_port, client_port, coordinator_metrics_port}));
+  // The client socket (no API key) is open exactly when the client Service carries it; /metrics
+  // stays open to Prometheus in the cluster either way.
+  bool client_socket_served = false;
+  for (const YAML::Node& p : r.Get("Service", "bmad-coordinator")["spec"]["ports"]) {
+    client_socket_served = client_socket_served || p["name"].as<std::string>() == "client";
+  }
+  std::set<int> open_to_all = {http_port, coordinator_metrics_port};
+  if (client_socket_served) open_to_all.insert(client_port);
+  EXPECT_EQ(ports_of(to_coordinator["ingress"][1]), open_to_all);
 
   const YAML::Node to_workers = r.Get("NetworkPolicy", "bmad-workers")["spec"];
   for (const YAML::Node& w : worker_pods) {
@@ -392,6 +400,8 @@ TEST(HelmChartTest, DefaultValuesRenderOneSingleGpuReplicaPerPool) {
   // Without a ServiceMonitor, annotations bring the coordinator and both pools' leaders to
   // Prometheus.
   EXPECT_EQ(ScrapeAnnotated(r), 3);
+  // The in-cluster client Service carries the API, the client socket and /metrics.
+  EXPECT_EQ(r.Get("Service", "bmad-coordinator")["spec"]["ports"].size(), 3u);
 }
 
 TEST(HelmChartTest, MultiNodeExampleRendersTwoPodTensorParallelGroups) {
@@ -410,6 +420,16 @@ TEST(HelmChartTest, MultiNodeExampleRendersTwoPodTensorParallelGroups) {
   EXPECT_EQ(kinds.at("HorizontalPodAutoscaler"), 1);
   EXPECT_EQ(kinds.at("Secret"), 1) << "multi-pod groups need the ssh key for mpirun";
   CheckRendered(r, 2, 2, 1, {{"normal", 2}, {"long_tail", 1}});
+  // Its public load balancer carries the API only (the client socket asks no key), from the
+  // source ranges given.
+  const YAML::Node client_service = r.Get("Service", "bmad-coordinator")["spec"];
+  EXPECT_EQ(client_service["type"].as<std::string>(), "LoadBalancer");
+  ASSERT_EQ(client_service["ports"].size(), 1u);
+  EXPECT_EQ(client_service["ports"][0]["name"].as<std::string>(), "http");
+  const Rendered ranged = Render({"-f", kChart + "/examples/multi-node.yaml", "--set",
+                                  "coordinator.service.loadBalancerSourceRanges={10.0.0.0/8}"});
+  EXPECT_EQ(ranged.Get("Service", "bmad-coordinator")["spec"]["loadBalancerSourceRanges"][0].as<std::string>(),
+            "10.0.0.0/8");
 
   const YAML::Node hpa = r.Get("HorizontalPodAutoscaler", "bmad-normal");
   EXPECT_EQ(hpa["spec"]["scaleTargetRef"]["kind"].as<std::string>(), "LeaderWorkerSet");
