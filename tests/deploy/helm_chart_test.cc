@@ -311,6 +311,9 @@ void CheckRendered(const Rendered& r, int tp, int pods_per_replica, int gpus_per
                         NamedPort(coordinator, "client"), NamedPort(coordinator, "metrics"),
                         config["metrics"]["worker_port"].as<int>());
   // Liveness off the API's port: a saturated API must not get the coordinator restarted.
+  // Until its metrics server first answers (after the vocabulary is read, slow on a cold
+  // volume), liveness waits: it used to count from the start and could kill a loading pod.
+  ExpectHttpProbe(coordinator["startupProbe"], "/health", "metrics", "coordinator startup");
   ExpectHttpProbe(coordinator["livenessProbe"], "/health", "metrics", "coordinator liveness");
   // Readiness too: at http_max_connections streams the API's /ready would wait for a thread.
   ExpectHttpProbe(coordinator["readinessProbe"], "/ready", "metrics", "coordinator readiness");
