@@ -100,15 +100,19 @@ Sequence* Scheduler::PickVictim(std::span<Sequence* const> candidates) const {
   return victim;
 }
 
-void Scheduler::Preempt(Sequence* seq, SchedulerOutput* out, int64_t now_ms) {
-  kv_.Free(seq->id);
+void Scheduler::Requeue(Sequence* seq, int64_t now_ms) {
   seq->num_computed = 0;
   seq->state = SequenceState::kWaiting;
   seq->waiting_since_ms = now_ms;
   ++seq->preemptions;
-  ++preemptions_total_;
   running_.erase(std::find(running_.begin(), running_.end(), seq));
   waiting_.push_back(seq);
+}
+
+void Scheduler::Preempt(Sequence* seq, SchedulerOutput* out, int64_t now_ms) {
+  kv_.Free(seq->id);
+  Requeue(seq, now_ms);
+  ++preemptions_total_;
   out->preempted.push_back(seq->id);
 }
 
@@ -302,14 +306,10 @@ void Scheduler::OnTokensSampled(std::span<const SampledToken> sampled) {
       seq->tokens.push_back(s.token);  // was expected to be its last; keep it all the same
     }
     if (seq->kv_released) {
-      // Its blocks are gone: it computes its context again, as a preempted sequence does.
+      // Its blocks are gone: it computes its context again, as a preempted sequence does (and,
+      // counted as one, queries the prefix cache as a recompute).
       seq->kv_released = false;
-      seq->num_computed = 0;
-      ++seq->preemptions;  // its prompt was counted in the prefix-cache queries once already
-      seq->state = SequenceState::kWaiting;
-      seq->waiting_since_ms = clock_.NowMillis();
-      running_.erase(std::find(running_.begin(), running_.end(), seq));
-      waiting_.push_back(seq);
+      Requeue(seq, clock_.NowMillis());
     }
   }
 }

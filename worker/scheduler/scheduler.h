@@ -125,6 +125,8 @@ class Scheduler {
   // The sequence to preempt: a guard-admitted one last, then the lowest class, the latest
   // deadline, the most recently admitted.
   Sequence* PickVictim(std::span<Sequence* const> candidates) const;
+  // Back to the waiting queue to compute its context again; its KV blocks are given back already.
+  void Requeue(Sequence* seq, int64_t now_ms);
   void Preempt(Sequence* seq, SchedulerOutput* out, int64_t now_ms);
   // Takes back the chunk `id` was given in the step being planned, if any.
   void Unplan(uint64_t id, SchedulerOutput* out, int64_t* budget, int64_t* slots);
