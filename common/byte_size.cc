@@ -1,8 +1,16 @@
 #include "common/byte_size.h"
 
+#include <cctype>
 #include <utility>
 
 namespace bmad {
+
+std::string_view WithoutPlusSign(std::string_view text) {
+  if (text.size() >= 2 && text[0] == '+' && (std::isdigit(static_cast<unsigned char>(text[1])) || text[1] == '.')) {
+    text.remove_prefix(1);
+  }
+  return text;
+}
 
 std::string_view WithoutByteSizeSuffix(std::string_view text, int64_t* scale) {
   static const std::pair<std::string_view, int64_t> kSuffixes[] = {

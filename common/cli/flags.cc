@@ -79,8 +79,9 @@ Status Flags::Assign(Spec& spec, const std::string& value) {
     case Kind::kInt:
     case Kind::kSize: {
       int64_t scale = 1;
+      const std::string_view signless = WithoutPlusSign(value);
       const std::string_view digits =
-          spec.kind == Kind::kSize ? WithoutByteSizeSuffix(value, &scale) : std::string_view(value);
+          spec.kind == Kind::kSize ? WithoutByteSizeSuffix(signless, &scale) : signless;
       int64_t v = 0;
       auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
       if (ec == std::errc() && scale != 1) {
@@ -107,8 +108,9 @@ Status Flags::Assign(Spec& spec, const std::string& value) {
     }
     case Kind::kDouble: {
       double v = 0;
-      auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-      if (ec != std::errc() || p != value.data() + value.size() || value.empty()) {
+      const std::string_view number = WithoutPlusSign(value);
+      auto [p, ec] = std::from_chars(number.data(), number.data() + number.size(), v);
+      if (ec != std::errc() || p != number.data() + number.size() || number.empty()) {
         return InvalidArgument("--" + spec.name + " expects a number, got '" + value + "'");
       }
       if (spec.bounded && !(v >= spec.double_min && v <= spec.double_max)) {  // NaN fails too

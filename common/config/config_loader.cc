@@ -50,15 +50,6 @@ std::string EnumChoices() {
   return out;
 }
 
-// YAML 1.2's core schema allows a '+' before a number's digits (from_chars takes none): one,
-// before a digit or a point, is dropped.
-std::string_view WithoutPlusSign(std::string_view text) {
-  if (text.size() >= 2 && text[0] == '+' && (std::isdigit(static_cast<unsigned char>(text[1])) || text[1] == '.')) {
-    text.remove_prefix(1);
-  }
-  return text;
-}
-
 // Strict integer parsing; keys ending in _bytes also take KiB/MiB/GiB/TiB (and K/M/G/T) suffixes.
 bool ParseInt64(std::string_view text, bool allow_size_suffix, int64_t* out) {
   text = WithoutPlusSign(text);

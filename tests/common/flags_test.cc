@@ -147,5 +147,27 @@ TEST(FlagsTest, SizesTakeSuffixesWithinTheirRange) {
   EXPECT_FALSE(flags.Parse({"--count", "1K"}, &positional).ok());
 }
 
+// A '+' before the digits, as the config keys take it (YAML 1.2) and strtod does: --kv-bytes
+// +64MiB said "expects an integer" while kv_bytes: +64MiB loaded.
+TEST(FlagsTest, NumbersTakeOneLeadingPlus) {
+  int64_t bytes = 0, count = 0;
+  double rate = 0;
+  Flags flags("test");
+  flags.AddSize("kv-bytes", &bytes, "b", 0, INT64_MAX);
+  flags.AddInt("count", &count, "c");
+  flags.AddDouble("rate", &rate, "r");
+  std::vector<std::string> positional;
+  ASSERT_TRUE(flags.Parse({"--kv-bytes", "+64MiB", "--count", "+7", "--rate", "+.5"}, &positional).ok());
+  EXPECT_EQ(bytes, int64_t{64} << 20);
+  EXPECT_EQ(count, 7);
+  EXPECT_EQ(rate, 0.5);
+  for (const char* bad : {"+", "++7", "+-7", "+ 7", "+x"}) {
+    EXPECT_EQ(flags.Parse({"--count", bad}, &positional).message(),
+              std::string("--count expects an integer, got '") + bad + "'");
+    EXPECT_EQ(flags.Parse({"--rate", bad}, &positional).message(), std::string("--rate expects a number, got '") + bad + "'");
+  }
+  EXPECT_EQ(count, 7);
+}
+
 }  // namespace
 }  // namespace bmad::cli
