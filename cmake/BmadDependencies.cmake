@@ -17,6 +17,8 @@ endif()
 # Debian's cpp-httplib is a compiled library with no CMake config; its .pc Cflags
 # (OpenSSL/zlib/brotli switches) change class layouts and must be used.
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+# zlib (libcpp-httplib-dev brings it): tests send compressed request bodies.
+find_package(ZLIB REQUIRED)
 set(BLA_VENDOR OpenBLAS)
 find_package(BLAS REQUIRED)
 find_path(CBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas-pthread REQUIRED)

@@ -2,9 +2,15 @@
 
 #include <httplib.h>
 
+#include "common/http_body_guard.h"
 #include "common/http_listen_thread.h"
 
 namespace bmad::metrics {
+namespace {
+
+constexpr size_t kMaxBodyBytes = 64 << 10;
+
+}  // namespace
 
 struct MetricsServer::Impl {
   httplib::Server server;
@@ -24,6 +30,13 @@ Status MetricsServer::Start(const std::string& host, int port) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
+  // No route here takes a body: one of a few kilobytes is read and ignored, a bigger one or one
+  // of unknown length refused (httplib would read any body whole into memory).
+  http_body::Guard(impl->server, kMaxBodyBytes, nullptr,
+                   [](httplib::Response& res, int status, const std::string& message) {
+                     res.status = status;
+                     res.set_content(message + "\n", "text/plain");
+                   });
   impl->server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(registry_.RenderText(), kTextContentType);
   });

@@ -229,6 +229,13 @@ std::string RouteErrorJson(std::string_view method, std::string_view path) {
                                   {"code", nullptr}}}});
 }
 
+std::string HttpErrorJson(int http_status, std::string_view message) {
+  return Dump(Json{{"error", Json{{"message", message},
+                                  {"type", http_status >= 500 ? "server_error" : "invalid_request_error"},
+                                  {"param", nullptr},
+                                  {"code", nullptr}}}});
+}
+
 std::string TransportErrorJson(int http_status, bool form_encoded, size_t form_max_bytes, size_t max_body_bytes) {
   std::string message;
   switch (http_status) {
@@ -246,10 +253,7 @@ std::string TransportErrorJson(int http_status, bool form_encoded, size_t form_m
     case 500: message = "internal error while handling the request"; break;
     default: message = "HTTP error " + std::to_string(http_status); break;
   }
-  return Dump(Json{{"error", Json{{"message", message},
-                                  {"type", http_status >= 500 ? "server_error" : "invalid_request_error"},
-                                  {"param", nullptr},
-                                  {"code", nullptr}}}});
+  return HttpErrorJson(http_status, message);
 }
 
 std::string RenderCompletion(const ResponseContext& context, std::span<const ChoiceOutput> outputs,

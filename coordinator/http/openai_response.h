@@ -54,6 +54,10 @@ std::string ErrorJson(const Status& status, std::string_view param = {});
 // "param": null, "code": null}}.
 std::string RouteErrorJson(std::string_view method, std::string_view path);
 
+// An error the HTTP layer answers in OpenAI's shape, type by status (server_error from 500 up),
+// param and code null.
+std::string HttpErrorJson(int http_status, std::string_view message);
+
 // The body of an error the HTTP layer answers before any handler runs (a malformed request, a
 // body over the limit, a handler that threw), in the same shape, code null. `form_encoded`: the
 // request said Content-Type application/x-www-form-urlencoded, which is what `curl -d` sends

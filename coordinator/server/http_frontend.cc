@@ -8,9 +8,12 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <random>
 
 #include "common/clock.h"
+#include "common/http_body_guard.h"
+#include "common/http_connection.h"
 #include "common/log.h"
 #include "common/metrics/registry.h"
 #include "common/version.h"
@@ -20,7 +23,6 @@
 #include "coordinator/http/response_choices.h"
 #include "coordinator/http/tokenize_api.h"
 #include "coordinator/server/api_keys.h"
-#include "coordinator/server/client_connection.h"
 #include "coordinator/server/coordinator_core.h"
 #include "coordinator/server/elastic_thread_pool.h"
 
@@ -137,13 +139,37 @@ Status HttpFrontend::Start(const std::string& host, int port) {
     *listen_fd = sock;
   });
   started_unix_s_ = UnixMillis() / 1000;
-  // API keys (coordinator.api_keys_file): every API route checks one first, once httplib has read
-  // the body (up to the body limit). Not before: a 401 with the body left unread would leave it
-  // on the kept-alive connection, to be parsed as the next request. Probes, /metrics, CORS
+  // API keys (coordinator.api_keys_file): every API route checks one first, once its body is read
+  // (up to the body limit). Not before: a 401 with the body left unread would leave it on the
+  // kept-alive connection, to be parsed as the next request. Probes, /metrics, CORS
   // preflights and the 404/405 answers need none (vLLM's --api-key guards /v1 only).
   auto guarded = [this](std::function<void(const httplib::Request&, httplib::Response&)> handler) {
     return [this, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
       if (Authorized(req, res)) handler(req, res);
+    };
+  };
+  // Bodies: the routes that take one read it themselves, at most max_body_bytes once unchunked
+  // and decoded; every other route refuses a body it could not bound (common/http_body_guard.h).
+  const size_t max_body_bytes = Limits().max_body_bytes;
+  const http_body::ErrorWriter write_error = [](httplib::Response& res, int status, const std::string& message) {
+    res.status = status;
+    res.set_content(http::HttpErrorJson(status, message), "application/json");
+  };
+  http_body::Guard(
+      *server_, max_body_bytes,
+      [](const httplib::Request& req) {
+        return req.method == "POST" && (req.path == "/v1/completions" || req.path == "/v1/chat/completions" ||
+                                         req.path == "/tokenize" || req.path == "/detokenize");
+      },
+      write_error);
+  auto with_body = [max_body_bytes, write_error](std::function<void(const httplib::Request&, httplib::Response&)> handler) {
+    return [max_body_bytes, write_error, handler = std::move(handler)](
+               const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+      std::optional<std::string> body = http_body::ReadCapped(req, res, reader, max_body_bytes, write_error);
+      if (!body) return;
+      httplib::Request with_body = req;
+      with_body.body = std::move(*body);
+      handler(with_body, res);
     };
   };
   // The process answers, and its event loop turns (a wedged loop answers nothing else).
@@ -190,18 +216,18 @@ Status HttpFrontend::Start(const std::string& host, int port) {
   server_->Get(R"(/v1/models/(.+))", guarded([this](const httplib::Request& req, httplib::Response& res) {
                  HandleModel(req.matches[1], res);
                }));
-  server_->Post("/tokenize", guarded([this](const httplib::Request& req, httplib::Response& res) {
+  server_->Post("/tokenize", with_body(guarded([this](const httplib::Request& req, httplib::Response& res) {
                   HandleTokenize(req, res);
-                }));
-  server_->Post("/detokenize", guarded([this](const httplib::Request& req, httplib::Response& res) {
+                })));
+  server_->Post("/detokenize", with_body(guarded([this](const httplib::Request& req, httplib::Response& res) {
                   HandleDetokenize(req, res);
-                }));
-  server_->Post("/v1/completions", guarded([this](const httplib::Request& req, httplib::Response& res) {
+                })));
+  server_->Post("/v1/completions", with_body(guarded([this](const httplib::Request& req, httplib::Response& res) {
                   HandleCompletion(req, res, /*chat=*/false);
-                }));
-  server_->Post("/v1/chat/completions", guarded([this](const httplib::Request& req, httplib::Response& res) {
+                })));
+  server_->Post("/v1/chat/completions", with_body(guarded([this](const httplib::Request& req, httplib::Response& res) {
                   HandleCompletion(req, res, /*chat=*/true);
-                }));
+                })));
   // The right path with the wrong method: 405 naming the ones it takes (HEAD comes with GET).
   // OPTIONS too, unless CORS answers it below for every path.
   const bool cors = !core_.config().coordinator.http_cors_origin.empty();
@@ -249,8 +275,6 @@ Status HttpFrontend::Start(const std::string& host, int port) {
   // httplib calls this for every 4xx/5xx response, ours included: only fill in bodies it made
   // (an unknown path, a malformed request, a body over the limit), so that every error a
   // client gets is OpenAI's JSON error object.
-  const size_t max_body_bytes = Limits().max_body_bytes;
-  server_->set_payload_max_length(max_body_bytes);  // refused while reading, not after
   server_->set_error_handler([max_body_bytes](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     if (res.status == 404) {
@@ -258,7 +282,8 @@ Status HttpFrontend::Start(const std::string& host, int port) {
       return;
     }
     // httplib caps a body as a form when its Content-Type starts so (a charset may follow), and
-    // caps every body at max_body_bytes: only a form body under that is over the form cap.
+    // caps every body at max_body_bytes: only a form body under that is over the form cap. (The
+    // routes that take a body read it themselves, uncapped as a form.)
     const bool form = req.get_header_value("Content-Type").starts_with("application/x-www-form-urlencoded") &&
                       req.get_header_value<uint64_t>("Content-Length") <= max_body_bytes;
     res.set_content(http::TransportErrorJson(res.status, form, CPPHTTPLIB_FORM_URL_ENCODED_PAYLOAD_MAX_LENGTH,
@@ -465,7 +490,7 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
   ctx.model = core_.model_name();
   ctx.logprobs = cr.sampling.logprobs;
   ctx.include_usage = cr.stream && cr.include_usage;
-  auto client = std::make_shared<ClientConnection>(req.local_addr, req.local_port, req.remote_addr,
+  auto client = std::make_shared<HttpConnection>(req.local_addr, req.local_port, req.remote_addr,
                                                    req.remote_port);
   if (cr.stream) {
     AnswerStreaming(std::move(*accepted), ctx, chat, std::move(client), core_.tokenizer(),
@@ -520,7 +545,7 @@ std::optional<HttpFrontend::AcceptedCompletion> HttpFrontend::Submit(std::vector
 }
 
 void HttpFrontend::AnswerWhole(AcceptedCompletion accepted, const http::ResponseContext& ctx, bool chat,
-                               ClientConnection& client, const tokenizer::Tokenizer& tok,
+                               HttpConnection& client, const tokenizer::Tokenizer& tok,
                                httplib::Response& res) {
   http::ResponseChoices choices(std::move(accepted.request_ids), accepted.choices_per_prompt);
   std::vector<http::ChoiceOutput> outputs(choices.size());
@@ -559,7 +584,7 @@ void HttpFrontend::AnswerWhole(AcceptedCompletion accepted, const http::Response
 }
 
 void HttpFrontend::AnswerStreaming(AcceptedCompletion accepted, const http::ResponseContext& ctx, bool chat,
-                                   std::shared_ptr<ClientConnection> client, const tokenizer::Tokenizer& tok,
+                                   std::shared_ptr<HttpConnection> client, const tokenizer::Tokenizer& tok,
                                    std::chrono::milliseconds keepalive, httplib::Response& res) {
   // SSE events as chunks come (each choice's role chunk first, for chat), then the usage chunk
   // (if asked) and [DONE] once every choice has finished. httplib calls the provider again and

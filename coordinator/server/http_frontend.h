@@ -31,9 +31,12 @@ namespace bmad::tokenizer {
 class Tokenizer;
 }  // namespace bmad::tokenizer
 
+namespace bmad {
+class HttpConnection;
+}  // namespace bmad
+
 namespace bmad::coord {
 
-class ClientConnection;
 class HttpStream;
 
 class HttpFrontend {
@@ -66,11 +69,11 @@ class HttpFrontend {
                                            httplib::Response& res);
   // One JSON response once every choice has finished; cancels them all if the client goes.
   static void AnswerWhole(AcceptedCompletion accepted, const http::ResponseContext& ctx, bool chat,
-                          ClientConnection& client, const tokenizer::Tokenizer& tok, httplib::Response& res);
+                          HttpConnection& client, const tokenizer::Tokenizer& tok, httplib::Response& res);
   // Server-sent events as the choices' chunks come, and a keep-alive comment after each
   // `keepalive` without one (0: none); cancels them all if the client goes.
   static void AnswerStreaming(AcceptedCompletion accepted, const http::ResponseContext& ctx, bool chat,
-                              std::shared_ptr<ClientConnection> client, const tokenizer::Tokenizer& tok,
+                              std::shared_ptr<HttpConnection> client, const tokenizer::Tokenizer& tok,
                               std::chrono::milliseconds keepalive, httplib::Response& res);
   void HandleModels(httplib::Response& res);
   void HandleModel(const std::string& id, httplib::Response& res);

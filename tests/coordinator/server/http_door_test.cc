@@ -12,6 +12,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <zlib.h>
 
 #include "common/version.h"
 #include "tests/coordinator/server/http_door_fixture.h"
@@ -380,20 +381,17 @@ TEST_F(HttpDoorTest, OneModelCanBeRetrievedByItsId) {
 TEST_F(HttpDoorTest, ErrorsTheHttpLayerAnswersAreOpenAIErrorObjects) {
   httplib::Client client("127.0.0.1", server_->http_port());
   client.set_read_timeout(10, 0);
-  // curl -d without -H sends a form-encoded body, which the HTTP layer caps at 8 KiB.
+  // curl -d without -H sends a form-encoded body: read as JSON all the same (httplib capped it at
+  // 8 KiB as a form, with a 413 asking for a JSON Content-Type). A prompt of 9000 'a's is only
+  // too long for the model.
   Json body = Body(1);
   body["prompt"] = std::string(9000, 'a');
-  auto form = client.Post("/v1/completions", body.dump(), "application/x-www-form-urlencoded");
-  ASSERT_TRUE(form);
-  EXPECT_EQ(form->status, 413);
-  ASSERT_TRUE(Json::accept(form->body)) << form->body;
-  EXPECT_EQ(Json::parse(form->body)["error"]["type"], "invalid_request_error");
-  EXPECT_NE(form->body.find("Content-Type: application/json"), std::string::npos) << form->body;
-  // The same with a charset after the type, which httplib caps alike.
-  form = client.Post("/v1/completions", body.dump(), "application/x-www-form-urlencoded; charset=UTF-8");
-  ASSERT_TRUE(form);
-  EXPECT_EQ(form->status, 413);
-  EXPECT_NE(form->body.find("Content-Type: application/json"), std::string::npos) << form->body;
+  for (const char* form_type : {"application/x-www-form-urlencoded", "application/x-www-form-urlencoded; charset=UTF-8"}) {
+    auto form = client.Post("/v1/completions", body.dump(), form_type);
+    ASSERT_TRUE(form);
+    EXPECT_EQ(form->status, 400) << form->body;
+    EXPECT_NE(form->body.find("context_length_exceeded"), std::string::npos) << form->body;
+  }
   // The same body as JSON is fine: a prompt of 9000 'a's is only too long for the model.
   auto json = client.Post("/v1/completions", body.dump(), "application/json");
   ASSERT_TRUE(json);
@@ -420,10 +418,52 @@ TEST_F(HttpDoorTest, ErrorsTheHttpLayerAnswersAreOpenAIErrorObjects) {
   const std::string raw = ReadAll(fd);
   EXPECT_EQ(raw.rfind("HTTP/1.1 400", 0), 0u) << raw;
   EXPECT_NE(raw.find("{\"error\":{\"message\":\"malformed HTTP request\""), std::string::npos) << raw;
-  // The two JSON requests were requests, refused (as the socket door counts them); what the HTTP
-  // layer refused before a body was read was not.
-  EXPECT_EQ(Metric("bmad_coordinator_requests_total"), 2.0);
-  EXPECT_EQ(Metric("bmad_coordinator_rejections_total{reason=\"invalid\"}"), 2.0);
+  // The four requests whose body was read were requests, refused (as the socket door counts
+  // them); what the HTTP layer refused before a body was read was not.
+  EXPECT_EQ(Metric("bmad_coordinator_requests_total"), 4.0);
+  EXPECT_EQ(Metric("bmad_coordinator_rejections_total{reason=\"invalid\"}"), 4.0);
+}
+
+// Bodies whose size httplib does not bound (it held a chunked body whole, and inflated a gzip
+// one without limit, before any handler or API key check ran): the API's routes read them up
+// to the body limit once unchunked and decoded; other routes and the metrics port refuse them.
+TEST_F(HttpDoorTest, ChunkedAndCompressedBodiesAreBoundedOnceDecoded) {
+  const std::string text = Json{{"prompt", "Once upon a time"}}.dump();
+  char size[32];
+  std::snprintf(size, sizeof size, "%zx\r\n", text.size());
+  std::string raw = ReadAll(SendRaw(server_->http_port(),
+                                    "POST /tokenize HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                                    "Transfer-Encoding: chunked\r\n\r\n" + std::string(size) + text + "\r\n0\r\n\r\n"));
+  EXPECT_EQ(raw.rfind("HTTP/1.1 200", 0), 0u) << raw;
+  EXPECT_NE(raw.find("\"tokens\":["), std::string::npos) << raw;
+
+  // 17 MiB of spaces gzip to about 17 KB.
+  const std::string inflated((17u << 20), ' ');
+  z_stream z{};
+  ASSERT_EQ(deflateInit2(&z, Z_BEST_COMPRESSION, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string bomb(deflateBound(&z, inflated.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(inflated.data()));
+  z.avail_in = static_cast<uInt>(inflated.size());
+  z.next_out = reinterpret_cast<Bytef*>(bomb.data());
+  z.avail_out = static_cast<uInt>(bomb.size());
+  ASSERT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+  bomb.resize(z.total_out);
+  deflateEnd(&z);
+  raw = ReadAll(SendRaw(server_->http_port(), "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Encoding: gzip\r\n"
+                                              "Content-Length: " + std::to_string(bomb.size()) + "\r\n\r\n" + bomb));
+  EXPECT_EQ(raw.rfind("HTTP/1.1 413", 0), 0u) << raw.substr(0, 300);
+  EXPECT_NE(raw.find("{\"error\":{\"message\":\"the request body is over 16777216 bytes once decoded"), std::string::npos)
+      << raw.substr(0, 300);
+  EXPECT_EQ(raw.find("HTTP/1.1", 1), std::string::npos) << raw.substr(0, 600);  // one answer, then closed
+
+  raw = ReadAll(SendRaw(server_->http_port(), "POST /ping HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                                              "3\r\nabc\r\n0\r\n\r\n"));
+  EXPECT_EQ(raw.rfind("HTTP/1.1 411", 0), 0u) << raw;
+  EXPECT_NE(raw.find("POST /ping takes no body of unknown length"), std::string::npos) << raw;
+  raw = ReadAll(SendRaw(server_->metrics_port(), "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Encoding: gzip\r\n"
+                                                 "Content-Length: " + std::to_string(bomb.size()) + "\r\n\r\n" + bomb));
+  EXPECT_EQ(raw.rfind("HTTP/1.1 415", 0), 0u) << raw.substr(0, 300);
+  EXPECT_EQ(Metric("bmad_coordinator_requests_total"), 0.0);  // the bomb was not parsed
 }
 
 // One priority class: a request that names none gets it (not class 1, which does not exist).
