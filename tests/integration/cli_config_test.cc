@@ -249,6 +249,29 @@ TEST(CliModelCheck, SaysWhetherTheModelServesUnderTheConfig) {
   EXPECT_EQ(bf16.status, 1) << bf16.output;
   EXPECT_NE(bf16.output.find("tensor 'output.weight' has type bf16; bmad computes with f32, f16 and q8_0 weights"),
             std::string::npos) << bf16.output;
+  // A vocabulary one token short of the embedding's rows: every rank would refuse it (the check
+  // passed it, so cluster.sh start stopped a running cluster for it).
+  {
+    auto src = gguf::GgufFile::Open(SharedModelsDir() + "/stories260K.gguf");
+    ASSERT_TRUE(src.ok());
+    gguf::GgufWriter w;
+    for (auto [key, value] : (*src)->metadata()) {
+      if (key == "tokenizer.ggml.tokens" || key == "tokenizer.ggml.scores" || key == "tokenizer.ggml.token_type") {
+        value.array.pop_back();
+      }
+      ASSERT_TRUE(w.SetValue(key, value).ok());
+    }
+    for (const gguf::TensorInfo& t : (*src)->tensors()) {
+      ASSERT_TRUE(w.AddTensor(t.name, t.shape, static_cast<gguf::TensorType>(t.type),
+                              std::vector<uint8_t>(t.data, t.data + t.nbytes))
+                      .ok());
+    }
+    ASSERT_TRUE(w.WriteFile(dir + "/short-vocab.gguf").ok());
+  }
+  CliRun vocab = RunBmad({"model", "check", "--config", config, "--set", "model.path=" + dir + "/short-vocab.gguf"}, dir);
+  EXPECT_EQ(vocab.status, 1) << vocab.output;
+  EXPECT_NE(vocab.output.find("short-vocab.gguf: the vocabulary has 511 tokens but the model 512"), std::string::npos)
+      << vocab.output;
   EXPECT_EQ(RunBmad({"model", "check", "--config", config, "--set", "parallel.tp=0"}, dir).status, 2);
   EXPECT_EQ(RunBmad({"model", "check"}, dir).status, 2);
   std::filesystem::remove_all(dir);

@@ -88,11 +88,8 @@ Result<std::unique_ptr<Replica>> Replica::Create(const ServerConfig& c, metrics:
   const model::LlamaConfig& mc = r->model_->config();
   BMAD_ASSIGN_OR_RETURN(const int64_t context, model::ContextLengthToServe(mc, c.model.context_length, c.model.path));
   if (leader) {
-    BMAD_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::LoadTokenizer(r->model_->file()));
-    if (tok.vocab_size() != mc.n_vocab) {
-      return InvalidArgument(c.model.path + ": the vocabulary has " + std::to_string(tok.vocab_size()) +
-                             " tokens but the model " + std::to_string(mc.n_vocab));
-    }
+    BMAD_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok,
+                          tokenizer::LoadModelTokenizer(r->model_->file(), mc.n_vocab, c.model.path));
     r->tokenizer_ = std::make_unique<tokenizer::Tokenizer>(std::move(tok));
   }
   r->model_name_ = c.model.ServedName();

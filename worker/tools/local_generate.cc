@@ -44,13 +44,8 @@ Result<LocalGenerateStats> LocalGenerate(const LocalGenerateOptions& o,
   } reset_workspace{memory};
   BMAD_ASSIGN_OR_RETURN(std::unique_ptr<model::LlamaModel> model,
                         model::LlamaModel::Open(o.model_path, *backend));
-  BMAD_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::LoadTokenizer(model->file()));
   const model::LlamaConfig& c = model->config();
-  if (tok.vocab_size() != c.n_vocab) {
-    return InvalidArgument(o.model_path + ": the vocabulary has " +
-                           std::to_string(tok.vocab_size()) + " tokens but the model " +
-                           std::to_string(c.n_vocab));
-  }
+  BMAD_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::LoadModelTokenizer(model->file(), c.n_vocab, o.model_path));
   BMAD_RETURN_IF_ERROR(sampling::ValidateSamplingParams(o.sampling, tok.vocab_size()));
 
   const std::vector<int32_t> prompt = tok.Encode(o.prompt);

@@ -17,7 +17,7 @@ namespace bmad::tools {
 Result<std::string> CheckModelServes(const ServerConfig& c) {
   BMAD_ASSIGN_OR_RETURN(std::unique_ptr<gguf::GgufFile> file, gguf::GgufFile::Open(c.model.path));
   BMAD_ASSIGN_OR_RETURN(model::LlamaConfig llama, model::ReadLlamaConfig(*file));
-  BMAD_RETURN_IF_ERROR(tokenizer::LoadTokenizer(*file).status());
+  BMAD_RETURN_IF_ERROR(tokenizer::LoadModelTokenizer(*file, llama.n_vocab, c.model.path).status());
   // Every tensor's name, shape and type as the loader wants them (views into the mapped file:
   // only f16 norm vectors are converted, a few KiB).
   BMAD_RETURN_IF_ERROR(model::MapLlamaWeights(*file, llama, model::WholeModel(llama)).status());

@@ -175,6 +175,21 @@ Result<Tokenizer> LoadTokenizer(const gguf::GgufFile& file) {
   return Tokenizer::Create(std::move(vocabulary).value());
 }
 
+Result<Tokenizer> LoadModelTokenizer(const gguf::GgufFile& file, int64_t model_vocab, const std::string& path) {
+  const gguf::MetadataValue* tokens = file.Find("tokenizer.ggml.tokens");
+  const auto mismatch = [&](int64_t count) {
+    return InvalidArgument(path + ": the vocabulary has " + std::to_string(count) + " tokens but the model " +
+                           std::to_string(model_vocab));
+  };
+  if (tokens != nullptr && tokens->type == gguf::ValueType::kArray &&
+      static_cast<int64_t>(tokens->array.size()) != model_vocab) {
+    return mismatch(static_cast<int64_t>(tokens->array.size()));
+  }
+  BMAD_ASSIGN_OR_RETURN(Tokenizer tok, LoadTokenizer(file));
+  if (tok.vocab_size() != model_vocab) return mismatch(tok.vocab_size());
+  return tok;
+}
+
 Tokenizer::Tokenizer(Vocabulary vocabulary) : vocabulary_(std::move(vocabulary)) {
   const Vocabulary& v = vocabulary_;
   const int32_t n = v.size();

@@ -151,4 +151,9 @@ class Tokenizer {
 // Loads the vocabulary of a GGUF file and builds its tokenizer (LoadVocabulary's errors).
 Result<Tokenizer> LoadTokenizer(const gguf::GgufFile& file);
 
+// The same for a model with `model_vocab` embedding rows: kInvalidArgument naming `path` when
+// the vocabulary holds another number of tokens, found before the vocabulary is built (a
+// crafted file could list millions of tokens for a small model).
+Result<Tokenizer> LoadModelTokenizer(const gguf::GgufFile& file, int64_t model_vocab, const std::string& path);
+
 }  // namespace bmad::tokenizer
