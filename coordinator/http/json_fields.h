@@ -22,9 +22,12 @@ namespace bmad::http::internal {
 // written in the order it declares them).
 using Json = nlohmann::ordered_json;
 
-// Real requests nest four levels deep (body, messages, message, content parts); the bound keeps
-// hostile "[[[[..." bodies from costing more than a scan.
-inline constexpr size_t kMaxJsonDepth = 64;
+// Real requests nest four levels deep (body, messages, message, content parts), a JSON schema
+// deeper: the bound is the schema compiler's own (272 levels of schema text, which names the
+// schema when it refuses) plus the body's three around it (response_format, json_schema,
+// schema), and keeps hostile "[[[[..." bodies from costing more than a scan. (It was 64, which
+// refused a schema of 31 nested objects as a body nested too deep.)
+inline constexpr size_t kMaxJsonDepth = 275;
 
 // A request body as a JSON object. kInvalidArgument, worded for the client, when the body is
 // over `max_body_bytes` (checked before anything else), empty, nested deeper than kMaxJsonDepth,

@@ -147,7 +147,7 @@ struct CompletionRequest {
 
 // Parses a request body. `chat` selects the endpoint's schema. kInvalidArgument for every
 // malformed, mistyped, missing or out-of-range field, for bodies over limits.max_body_bytes and
-// for JSON nested deeper than 64 levels; kOutOfRange for a token-id prompt longer than
+// for JSON nested deeper than 275 levels; kOutOfRange for a token-id prompt longer than
 // limits.max_model_len. Never throws.
 Result<CompletionRequest> ParseCompletionRequest(std::string_view body, bool chat,
                                                  const RequestLimits& limits);

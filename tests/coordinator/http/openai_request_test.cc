@@ -252,6 +252,16 @@ TEST(ParseCompletionRequest, ResponseFormat) {
   EXPECT_TRUE(Ok(Completion(R"({"prompt": "x"})")).sampling.json_schema.empty());
 }
 
+// A schema of 40 nested objects (optional nesting: the output stops at 32) arrives: the body's
+// depth bound was 64, which refused it as "nested deeper than 64 levels" (found in review).
+TEST(ParseCompletionRequest, ADeeplyNestedJsonSchemaIsNotRefusedAsADeepBody) {
+  std::string schema = R"({"type":"integer"})";
+  for (int i = 0; i < 40; ++i) schema = R"({"type":"object","properties":{"n":)" + schema + "}}";
+  const CompletionRequest r = Ok(Chat(R"({"messages": [{"role": "user", "content": "hi"}],
+      "response_format": {"type": "json_schema", "json_schema": {"name": "deep", "schema": )" + schema + "}}}"));
+  EXPECT_EQ(r.sampling.json_schema, schema);
+}
+
 TEST(ParseCompletionRequest, JsonSchemaKeepsThePropertiesInTheOrderSent) {
   const CompletionRequest r = Ok(Chat(R"({"messages": [{"role": "user", "content": "hi"}],
       "response_format": {"type": "json_schema", "json_schema": {"name": "person", "strict": true,
@@ -672,11 +682,14 @@ TEST(ParseCompletionRequest, RejectsBodiesThatAreNotAJsonObject) {
       {"[1, 2]", false, {"body must be a JSON object, got an array"}},
       {R"("prompt")", false, {"body must be a JSON object, got \"prompt\""}},
       {"null", true, {"body must be a JSON object, got null"}},
-      {std::string(100000, '['), false, {"nests arrays and objects deeper than 64"}},
-      {R"({"prompt": "x", "a": )" + std::string(65, '[') + std::string(65, ']') + "}",
+      {std::string(100000, '['), false, {"nests arrays and objects deeper than 275"}},
+      {R"({"prompt": "x", "a": )" + std::string(275, '[') + std::string(275, ']') + "}",
        false,
-       {"deeper than 64"}},
+       {"deeper than 275"}},
   });
+  // A JSON schema may nest as deep as the schema compiler takes (272 levels of schema text):
+  // the body around it does not refuse it first.
+  EXPECT_TRUE(Completion(R"({"prompt": "x", "a": )" + std::string(274, '[') + std::string(274, ']') + "}").ok());
   // Brackets inside strings are text, not nesting.
   EXPECT_TRUE(Completion(R"({"prompt": ")" + std::string(1000, '[') + R"(\"{{"})").ok());
   // A parse error quotes the bad token; the message stays short however long the token is.
