@@ -129,6 +129,7 @@ struct CoordinatorConfig {
   std::string http_host = "127.0.0.1";
   int64_t http_port = 8000;               // 0: pick a free port and log it
   int64_t http_max_connections = 4096;    // HTTP connections served at once (a thread each)
+  int64_t http_keep_alive_timeout_ms = 5000;  // an idle kept-alive connection closes after this
   std::string http_cors_origin;           // CORS: "" none, "*" any origin, or one origin
   std::string api_keys_file;              // keys clients must present; "" lets every client in
   int64_t sse_keepalive_ms = 15000;       // a silent stream gets an SSE comment this often; 0: none

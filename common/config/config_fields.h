@@ -96,6 +96,13 @@ void VisitConfig(ServerConfig& c, Visitor& v) {
             "requests admitted (max_queued_per_priority per class) so that those past the "
             "admission bound get 429 rather than wait unseen.",
             I{16, 65536});
+    v.Field("http_keep_alive_timeout_ms", c.coordinator.http_keep_alive_timeout_ms,
+            "An HTTP connection kept alive between requests closes after this long idle (whole "
+            "seconds, rounded up; uvicorn's and so vLLM's default is 5 s too). Behind a load "
+            "balancer that reuses idle connections, set it above the balancer's idle timeout (AWS "
+            "ALB: 60 s), or a request it sends just as the coordinator closes fails with a 502. An "
+            "idle connection holds its thread meanwhile (see http_max_connections).",
+            I{1000, 3'600'000});
     v.Field("sse_keepalive_ms", c.coordinator.sse_keepalive_ms,
             "While a streamed response has nothing to send (its request queued, or a long prompt "
             "in prefill), an SSE comment line (': keep-alive') is written this often, so that a "

@@ -293,6 +293,7 @@ Status HttpFrontend::Start(const std::string& host, int port) {
   // httplib's default closes a connection after 5 requests; clients that keep one open (every
   // OpenAI SDK) would reconnect that often.
   server_->set_keep_alive_max_count(10000);
+  server_->set_keep_alive_timeout((core_.config().coordinator.http_keep_alive_timeout_ms + 999) / 1000);
   port_ = port == 0 ? server_->bind_to_any_port(host) : (server_->bind_to_port(host, port) ? port : -1);
   if (port_ <= 0) {
     return IoError("cannot serve HTTP on " + host + ":" + std::to_string(port) +

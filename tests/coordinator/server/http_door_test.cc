@@ -466,6 +466,21 @@ TEST_F(HttpDoorTest, ChunkedAndCompressedBodiesAreBoundedOnceDecoded) {
   EXPECT_EQ(Metric("bmad_coordinator_requests_total"), 0.0);  // the bomb was not parsed
 }
 
+// coordinator.http_keep_alive_timeout_ms, rounded up to httplib's whole seconds, is what an idle
+// kept-alive connection gets (httplib's fixed 5 s before): advertised, and then closed.
+class HttpDoorIdleConnectionTest : public HttpDoorTest {
+ protected:
+  void Configure(ServerConfig& c) override { c.coordinator.http_keep_alive_timeout_ms = 1500; }
+};
+
+TEST_F(HttpDoorIdleConnectionTest, AnIdleConnectionClosesAfterTheConfiguredTimeout) {
+  const int fd = SendRaw(server_->http_port(), "GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+  ASSERT_GE(fd, 0);
+  const std::string raw = ReadAll(fd);  // until the server closes the idle connection
+  EXPECT_EQ(raw.rfind("HTTP/1.1 200", 0), 0u) << raw;
+  EXPECT_NE(raw.find("Keep-Alive: timeout=2, max=10000"), std::string::npos) << raw;
+}
+
 // One priority class: a request that names none gets it (not class 1, which does not exist).
 
 class HttpDoorLlama2ChatTest : public HttpDoorTest {
