@@ -366,6 +366,23 @@ TEST(ModelSynthTest, VocabFromErrors) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("novocab.gguf"));
   EXPECT_THAT(s.message(), HasSubstr("tokenizer.ggml.tokens"));
+
+  // A vocabulary the loader refuses (two tokens with one text) is not copied into a model that
+  // would then be refused only when served.
+  auto source = gguf::GgufFile::Open(bmad::testing::SharedModelsDir() + "/stories260K.gguf");
+  ASSERT_TRUE(source.ok());
+  gguf::GgufWriter duplicate;
+  for (auto [key, value] : (*source)->metadata()) {
+    if (key == "tokenizer.ggml.tokens") value.array[301] = value.array[300];
+    ASSERT_TRUE(duplicate.SetValue(key, value).ok());
+  }
+  ASSERT_TRUE(duplicate.WriteFile(dir + "/duplicate.gguf").ok());
+  spec.vocab_from = dir + "/duplicate.gguf";
+  gguf::GgufWriter writer3;
+  s = BuildSynthModel(spec, writer3);
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.ToString();
+  EXPECT_THAT(s.message(), HasSubstr("duplicate.gguf"));
+  EXPECT_THAT(s.message(), HasSubstr("token 301 repeats the text"));
   std::filesystem::remove_all(dir);
 }
 

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <string_view>
 
+#include "worker/model/tokenizer/tokenizer.h"
+
 namespace bmad::synth {
 namespace {
 
@@ -105,6 +107,9 @@ Result<int64_t> CopyVocabulary(const gguf::GgufFile& source, gguf::GgufWriter& w
     return InvalidArgument(source.path() + ": vocabulary of " + std::to_string(count) +
                            " tokens (1 to " + std::to_string(kMaxVocabulary) + " supported)");
   }
+  // The copy must be a vocabulary the loader takes (distinct texts, byte tokens, merges): a
+  // model synthesized around one that is not would be refused only when served.
+  BMAD_RETURN_IF_ERROR(tokenizer::LoadTokenizer(source).status());
   constexpr std::string_view kPrefix = "tokenizer.";
   for (const auto& [key, value] : source.metadata()) {
     if (key.compare(0, kPrefix.size(), kPrefix) != 0) continue;
