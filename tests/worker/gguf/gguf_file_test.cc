@@ -7,10 +7,12 @@
 #include <sys/stat.h>
 
 #include <cstring>
+#include <filesystem>
 #include <map>
 
 #include "tests/support/paths.h"
 #include "tests/worker/gguf/raw_gguf.h"
+#include "worker/model/gguf/gguf_writer.h"
 
 namespace bmad::gguf {
 namespace {
@@ -173,6 +175,24 @@ TEST(GgufFileTest, TypedGettersReportMismatches) {
   EXPECT_EQ(file->GetIntArray("general.name").status().code(), StatusCode::kInvalidArgument);
   // An integer reads as a float too.
   EXPECT_DOUBLE_EQ(*file->GetFloat("llama.block_count"), 5.0);
+}
+
+// A uint64 past int64's range is an integer out of range, not a value of the wrong type ("is
+// uint64, expected an integer" before; found in review).
+TEST(GgufFileTest, AUint64PastInt64IsOutOfRangeNotTheWrongType) {
+  const std::string dir = bmad::testing::MakeTempDir("gguf_u64_");
+  gguf::GgufWriter writer;
+  writer.SetUint64("big", uint64_t{1} << 63);
+  writer.SetUint64("fits", (uint64_t{1} << 63) - 1);
+  ASSERT_TRUE(writer.WriteFile(dir + "/u64.gguf").ok());
+  auto file = OpenOrDie(dir + "/u64.gguf");
+  ASSERT_NE(file, nullptr);
+  EXPECT_EQ(*file->GetInt("fits"), INT64_MAX);
+  auto big = file->GetInt("big");
+  EXPECT_EQ(big.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(big.status().message(),
+              HasSubstr("metadata key 'big' is 9223372036854775808, past the largest value it can have (2^63 - 1)"));
+  std::filesystem::remove_all(dir);
 }
 
 // --- Hand-assembled files, each breaking one rule. -----------------------------------------

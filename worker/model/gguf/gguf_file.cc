@@ -405,6 +405,10 @@ Result<int64_t> GgufFile::GetInt(std::string_view key) const {
   if (!v) return Missing(path_, key);
   int64_t out = 0;
   if (v->type == ValueType::kArray || !ScalarToInt(v->scalar, &out)) {
+    if (const auto* u = std::get_if<uint64_t>(&v->scalar); u != nullptr && v->type != ValueType::kArray) {
+      return InvalidArgument(path_ + ": metadata key '" + std::string(key) + "' is " + std::to_string(*u) +
+                             ", past the largest value it can have (2^63 - 1)");
+    }
     return WrongType(path_, key, *v, "an integer");
   }
   return out;
