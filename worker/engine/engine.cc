@@ -518,6 +518,7 @@ Status Engine::Step(std::vector<RequestOutput>* outputs) {
   }
   const int64_t end = clock_.NowNanos();
   busy_nanos_ += end - start;
+  last_busy_end_nanos_ = end;
   if (batches_[current_].in_flight) returned_in_flight_at_ = end;
   if (executed.ok()) {  // the timing of calls that completed a step only, all fields alike
     ++timing_.steps;
@@ -540,6 +541,10 @@ float Engine::Utilization(int64_t now) const {
   // The share of wall time spent in steps, over windows of about a second. Only a step (or an
   // Add or Cancel) closes a window, so an idle engine's window stays open: counted as it grows,
   // its idle time brings the value down instead of leaving the last busy second's figure.
+  // An engine that has computed nothing for a whole second (and has no step in flight on the
+  // device) is idle: 0, not a figure that only falls as 1/t (a replica idle for a minute after a
+  // busy second read 0.016, and the weighted router gave it a ninth of another idle one's share).
+  if (returned_in_flight_at_ == 0 && now - last_busy_end_nanos_ >= 1'000'000'000) return 0;
   const int64_t window = now - window_start_nanos_;
   if (window < 1'000'000'000) return utilization_;
   return static_cast<float>(std::min(1.0, double(busy_nanos_) / double(window)));

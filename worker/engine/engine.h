@@ -230,6 +230,7 @@ class Engine {
   uint64_t generated_total_ = 0;
   int64_t busy_nanos_ = 0;       // recent compute time, for utilization
   int64_t window_start_nanos_ = 0;
+  int64_t last_busy_end_nanos_ = 0;  // when the last Step call returned
   float utilization_ = 0;
   StepTiming timing_;
 };
