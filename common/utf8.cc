@@ -37,6 +37,44 @@ void AppendHexEscaped(std::string& out, std::string_view bytes) {
   }
 }
 
+namespace {
+
+// The bytes at the start of `text` that QuotedText escapes (0 when none), and in `length` the
+// bytes of the character or invalid sequence there.
+size_t UnprintableLength(std::string_view text, size_t* length) {
+  const auto first = static_cast<unsigned char>(text[0]);
+  if (first < 0x20 || first == 0x7F) {
+    *length = 1;
+    return 1;
+  }
+  const Utf8Scan scan = ScanUtf8(text);
+  *length = scan.length;
+  return scan.status == Utf8Status::kComplete ? 0 : scan.length;
+}
+
+}  // namespace
+
+std::string QuotedText(std::string_view text) {
+  std::string out = "'";
+  out.reserve(text.size() + 2);
+  for (size_t i = 0, length = 0; i < text.size(); i += length) {
+    if (UnprintableLength(text.substr(i), &length) > 0) {
+      AppendHexEscaped(out, text.substr(i, length));
+    } else {
+      out.append(text.substr(i, length));
+    }
+  }
+  out += '\'';
+  return out;
+}
+
+bool IsPrintableText(std::string_view text) {
+  for (size_t i = 0, length = 0; i < text.size(); i += length) {
+    if (UnprintableLength(text.substr(i), &length) > 0) return false;
+  }
+  return true;
+}
+
 std::string ToValidUtf8(std::string_view bytes) {
   std::string out;
   out.reserve(bytes.size());

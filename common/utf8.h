@@ -34,4 +34,12 @@ std::string ToValidUtf8(std::string_view bytes);
 // they are but a reader should still see.
 void AppendHexEscaped(std::string& out, std::string_view bytes);
 
+// `text` between single quotes for an error message, with control bytes (NUL, ESC, ...), DEL and
+// invalid UTF-8 written as \xNN: text read from a file or a client must neither end the message
+// early (a NUL through printf) nor move a terminal's cursor.
+std::string QuotedText(std::string_view text);
+
+// Whether `text` is valid UTF-8 without control bytes or DEL (what QuotedText leaves as it is).
+bool IsPrintableText(std::string_view text);
+
 }  // namespace bmad

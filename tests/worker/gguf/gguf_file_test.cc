@@ -287,6 +287,22 @@ TEST(GgufFileTest, RejectsOverlongKeys) {
   EXPECT_TRUE(Parse(ok.str()).ok());
 }
 
+// A key or tensor name with a control byte or invalid UTF-8 is a corrupt file, refused with the
+// text escaped: a NUL ended the messages that quoted it ("'blk.0.attn_q.weight" looked like the
+// expected name), an ESC reached the terminal. Found in review.
+TEST(GgufFileTest, RejectsKeysAndTensorNamesThatAreNotPrintable) {
+  RawGguf key;
+  key.Header(3, 0, 1).KvUint32(std::string_view("general.x\0y", 11), 1);
+  Status s = Parse(key.str());
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(), HasSubstr("metadata key #0 is not printable text: 'general.x\\x00y'"));
+  RawGguf name;
+  name.Header(3, 1, 0).Tensor("blk.0\x1B[2K", {16}, kF32, 0).PadTo(32).Zeros(64);
+  s = Parse(name.str());
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(), HasSubstr("the name of tensor #0 is not printable text: 'blk.0\\x1B[2K'"));
+}
+
 TEST(GgufFileTest, RejectsTensorDataPastTheEnd) {
   RawGguf raw;
   raw.Header(3, 1, 0).Tensor("a", {16}, kF32, 0).PadTo(32).Zeros(63);  // needs 64

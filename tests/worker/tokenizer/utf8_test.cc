@@ -76,5 +76,20 @@ TEST(Utf8Test, ToValidUtf8ReplacesEachMaximalInvalidPart) {
   EXPECT_EQ(ToValidUtf8(""), "");
 }
 
+// Text from a file or a client in an error message: a NUL must not end the message early (it did
+// through printf: "architecture 'llama" for "llama\0..."), nor an ESC reach the terminal.
+TEST(Utf8Test, QuotedTextEscapesControlBytesAndInvalidUtf8) {
+  EXPECT_EQ(QuotedText("llama"), "'llama'");
+  EXPECT_EQ(QuotedText(std::string_view("llama\0x", 7)), "'llama\\x00x'");
+  EXPECT_EQ(QuotedText("a\x1B[2K\rb\x7F"), "'a\\x1B[2K\\x0Db\\x7F'");
+  EXPECT_EQ(QuotedText("\u00e9\U0001F642 \xFF\xE4\xB8"), "'\u00e9\U0001F642 \\xFF\\xE4\\xB8'");
+  EXPECT_EQ(QuotedText(""), "''");
+  EXPECT_TRUE(IsPrintableText("blk.0.attn_q.weight"));
+  EXPECT_TRUE(IsPrintableText("\u2581the"));
+  EXPECT_FALSE(IsPrintableText(std::string_view("blk.0.attn_q.weight\0", 20)));
+  EXPECT_FALSE(IsPrintableText("tab\there"));
+  EXPECT_FALSE(IsPrintableText("\xC3"));
+}
+
 }  // namespace
 }  // namespace bmad::tokenizer

@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/utf8.h"
+
 namespace bmad::gguf {
 namespace {
 
@@ -231,6 +233,11 @@ Status GgufFile::Parse() {
                       std::to_string(key.size()) + " bytes long (at most " +
                       std::to_string(kMaxKeyLength) + ")");
     }
+    // The specification's keys are ASCII; a control byte (a NUL would end the message that
+    // quotes the key early) or invalid UTF-8 is a corrupt file.
+    if (!IsPrintableText(key)) {
+      return DataLoss(path_ + ": metadata key #" + std::to_string(i) + " is not printable text: " + QuotedText(key));
+    }
     const std::string key_str(key);
     uint32_t raw_type = 0;
     if (!c.Read(&raw_type)) return truncated("the type of '" + key_str + "'");
@@ -294,6 +301,10 @@ Status GgufFile::Parse() {
     if (name.size() > kMaxTensorName) {  // before copying it: see the keys above
       return DataLoss(path_ + ": tensor name '" + std::string(name.substr(0, 80)) +
                       "...' is longer than " + std::to_string(kMaxTensorName) + " bytes");
+    }
+    if (!IsPrintableText(name)) {
+      return DataLoss(path_ + ": the name of tensor #" + std::to_string(i) + " is not printable text: " +
+                      QuotedText(name));
     }
     t.name = std::string(name);
     uint32_t n_dims = 0;

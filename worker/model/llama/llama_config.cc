@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "common/utf8.h"
+
 namespace bmad::model {
 namespace {
 
@@ -58,8 +60,8 @@ Result<LlamaConfig> ReadLlamaConfig(const gguf::GgufFile& file) {
   BMAD_ASSIGN_OR_RETURN(std::string_view arch, file.GetString("general.architecture"));
   c.architecture = std::string(arch);
   if (!IsLlamaFamily(arch)) {
-    return Unimplemented(file.path() + ": architecture '" + c.architecture +
-                         "' is not supported (bmad runs Llama-family models: llama, mistral)");
+    return Unimplemented(file.path() + ": architecture " + QuotedText(c.architecture) +
+                         " is not supported (bmad runs Llama-family models: llama, mistral)");
   }
   if (auto name = file.GetString("general.name"); name.ok()) c.name = std::string(*name);
   const std::string p = c.architecture + ".";
@@ -137,8 +139,8 @@ Result<LlamaConfig> ReadLlamaConfig(const gguf::GgufFile& file) {
   BMAD_ASSIGN_OR_RETURN(const std::string_view scaling,
                         Optional(file.GetString(p + "rope.scaling.type"), std::string_view("linear")));
   if (scaling != "none" && scaling != "linear") {
-    return Unimplemented(file.path() + ": RoPE scaling '" + std::string(scaling) +
-                         "' is not supported (none and linear are)");
+    return Unimplemented(file.path() + ": RoPE scaling " + QuotedText(scaling) +
+                         " is not supported (none and linear are)");
   }
   const std::string factor_key =
       p + (file.Has(p + "rope.scaling.factor") ? "rope.scaling.factor" : "rope.scale_linear");

@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "common/log.h"
+#include "common/utf8.h"
 
 namespace bmad::tokenizer {
 namespace {
@@ -67,15 +68,6 @@ bool IsHexDigit(char c) { return std::isxdigit(static_cast<unsigned char>(c)) !=
 bool IsByteTokenText(std::string_view text) {
   return text.size() == 6 && text.substr(0, 3) == "<0x" && IsHexDigit(text[3]) &&
          IsHexDigit(text[4]) && text[5] == '>';
-}
-
-std::string Quoted(std::string_view text) {
-  std::string out;
-  out.reserve(text.size() + 2);
-  out.push_back('\'');
-  out.append(text);
-  out.push_back('\'');
-  return out;
 }
 
 // Reads an optional token id key into `id`; a key of another type is an error. An id outside
@@ -185,7 +177,7 @@ Status ReadBytePairEncoding(const gguf::GgufFile& file, Vocabulary& v) {
         file.path() + ": " +
         (pre.empty() ? "the byte-level BPE vocabulary names no pre-tokenizer ('" +
                            std::string(kPreKey) + "' is missing)"
-                     : "BPE pre-tokenizer " + Quoted(pre) + " ('" + std::string(kPreKey) +
+                     : "BPE pre-tokenizer " + QuotedText(pre) + " ('" + std::string(kPreKey) +
                            "') is not supported") +
         " (supported: the Llama-3 family, e.g. 'llama-bpe', and the Qwen2 family, e.g. 'qwen2')");
   }
@@ -216,14 +208,14 @@ Status ValidateVocabulary(const Vocabulary& v) {
     const std::string& text = v.texts[id];
     if (text.empty()) return InvalidArgument("token " + std::to_string(id) + " has empty text");
     if (!seen.insert(text).second) {
-      return InvalidArgument("token " + std::to_string(id) + " repeats the text " + Quoted(text));
+      return InvalidArgument("token " + std::to_string(id) + " repeats the text " + QuotedText(text));
     }
     // NaN would break the strict ordering the merge queue needs.
     if (std::isnan(v.scores[id])) {
       return InvalidArgument("token " + std::to_string(id) + " has a NaN score");
     }
     if (v.types[id] == TokenType::kByte && !IsByteTokenText(text)) {
-      return InvalidArgument("byte token " + std::to_string(id) + " is spelled " + Quoted(text) +
+      return InvalidArgument("byte token " + std::to_string(id) + " is spelled " + QuotedText(text) +
                              ", expected <0xHH>");
     }
   }
@@ -251,7 +243,7 @@ Status ValidateVocabulary(const Vocabulary& v) {
     const std::string& merge = v.merges[i];
     const size_t space = merge.find(' ', 1);
     if (space == std::string::npos || space + 1 == merge.size()) {
-      return InvalidArgument("merge " + std::to_string(i) + " is " + Quoted(merge) +
+      return InvalidArgument("merge " + std::to_string(i) + " is " + QuotedText(merge) +
                              ", expected two parts split by a space");
     }
   }
@@ -269,7 +261,7 @@ Result<Vocabulary> LoadVocabulary(const gguf::GgufFile& file) {
   if (*model == "gpt2") {
     BMAD_RETURN_IF_ERROR(ReadBytePairEncoding(file, v));
   } else if (*model != "llama") {
-    return Unimplemented(file.path() + ": tokenizer model " + Quoted(*model) +
+    return Unimplemented(file.path() + ": tokenizer model " + QuotedText(*model) +
                          " is not supported (only 'llama', SentencePiece with scores, and "
                          "'gpt2', byte-level BPE)");
   }
