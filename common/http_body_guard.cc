@@ -15,6 +15,7 @@ const char* Reason(int status) {
     case 411: return "Length Required";
     case 413: return "Payload Too Large";
     case 415: return "Unsupported Media Type";
+    case 501: return "Not Implemented";
     default: return "Error";
   }
 }
@@ -22,12 +23,20 @@ const char* Reason(int status) {
 // Answers `res` and closes the connection, so that what is left of the body is not read as
 // further requests (HttpConnection::AnswerAndClose). Where the socket is not found, httplib
 // answers as usual.
-void AnswerAndClose(const httplib::Request& req, httplib::Response& res) {
+void AnswerAndClose(const httplib::Request& req, httplib::Response& res, const BodyPolicy& policy) {
+  if (policy.finish_answer) policy.finish_answer(req, res);
   res.set_header("Connection", "close");
   std::string answer = "HTTP/1.1 " + std::to_string(res.status) + " " + Reason(res.status) + "\r\n";
   for (const auto& [name, value] : res.headers) answer += name + ": " + value + "\r\n";
-  answer += "Content-Length: " + std::to_string(res.body.size()) + "\r\n\r\n" + res.body;
+  answer += "Content-Length: " + std::to_string(res.body.size()) + "\r\n\r\n";
+  if (req.method != "HEAD") answer += res.body;
   HttpConnection(req.local_addr, req.local_port, req.remote_addr, req.remote_port).AnswerAndClose(answer);
+}
+
+void Refuse(const httplib::Request& req, httplib::Response& res, const BodyPolicy& policy, int status,
+            const std::string& message) {
+  policy.write_error(res, status, message);
+  AnswerAndClose(req, res, policy);
 }
 
 // The methods whose body httplib reads whenever they come, a length or not (expect_content in
@@ -36,48 +45,68 @@ bool ReadsABody(const std::string& method) {
   return method == "POST" || method == "PUT" || method == "PATCH" || method == "PRI";
 }
 
+// The encodings httplib 0.11 decodes, compared as it compares them.
+bool DecodedEncoding(const std::string& encoding) {
+  return encoding == "gzip" || encoding == "deflate" || encoding == "br";
+}
+
 std::string Route(const httplib::Request& req) { return req.method + " " + req.path; }
 
 }  // namespace
 
-void Guard(httplib::Server& server, size_t max_bytes, CappedRoute capped_route, ErrorWriter write_error) {
-  server.set_payload_max_length(max_bytes);
-  server.set_pre_routing_handler([capped_route = std::move(capped_route), write_error = std::move(write_error)](
-                                     const httplib::Request& req, httplib::Response& res) {
-    const bool chunked = req.has_header("Transfer-Encoding");
+void Guard(httplib::Server& server, BodyPolicy policy) {
+  server.set_payload_max_length(policy.max_bytes);
+  server.set_pre_routing_handler([policy = std::move(policy)](const httplib::Request& req, httplib::Response& res) {
+    const auto refuse = [&](int status, const std::string& message) {
+      Refuse(req, res, policy, status, message);
+      return httplib::Server::HandlerResponse::Handled;
+    };
+    const size_t lengths = req.get_header_value_count("Content-Length");
+    const bool framed_by_transfer = req.has_header("Transfer-Encoding");
+    if (lengths > 1 || (lengths == 1 && framed_by_transfer)) {
+      return refuse(400, Route(req) + " has " +
+                             (framed_by_transfer ? "both Content-Length and Transfer-Encoding"
+                                                 : std::to_string(lengths) + " Content-Length headers") +
+                             "; send one");
+    }
+    const std::string transfer = req.get_header_value("Transfer-Encoding");
+    if (framed_by_transfer && strcasecmp(transfer.c_str(), "chunked") != 0) {
+      return refuse(501, Route(req) + ": Transfer-Encoding '" + transfer + "' is not supported (chunked is)");
+    }
+    const bool chunked = framed_by_transfer;
+    if (!chunked && lengths == 0 && ReadsABody(req.method)) {
+      return refuse(411, Route(req) + " needs a Content-Length header (0 for no body)");
+    }
+    const std::string length = req.get_header_value("Content-Length");
+    if (lengths == 1 && (length.empty() || length.size() > 19 || length.find_first_not_of("0123456789") != std::string::npos)) {
+      return refuse(400, Route(req) + ": Content-Length '" + length + "' is not a byte count");
+    }
+    const bool has_body = chunked || req.get_header_value<uint64_t>("Content-Length") > 0;
+    if (has_body && !ReadsABody(req.method) && req.method != "DELETE") {
+      return refuse(400, Route(req) + " takes no body");
+    }
     const std::string encoding = req.get_header_value("Content-Encoding");
     const bool encoded = !encoding.empty() && strcasecmp(encoding.c_str(), "identity") != 0;
-    std::string refusal;
-    int status = 0;
-    if (chunked && req.has_header("Content-Length")) {
-      // Two framings: a proxy in front may have read the other one (request smuggling).
-      status = 400;
-      refusal = Route(req) + " has both Content-Length and Transfer-Encoding; send one";
-    } else if (!chunked && !req.has_header("Content-Length") && ReadsABody(req.method)) {
-      // HTTP/1.1 says such a request has no body; httplib would read one until the client
-      // closes (or pauses for 5 s).
-      status = 411;
-      refusal = Route(req) + " needs a Content-Length header (0 for no body)";
-    } else if (capped_route && capped_route(req)) {
-      return httplib::Server::HandlerResponse::Unhandled;
-    } else if (chunked) {
-      status = 411;
-      refusal = Route(req) + " takes no body of unknown length (Transfer-Encoding): send it with a Content-Length";
-    } else if (encoded) {
-      status = 415;
-      refusal = Route(req) + " takes no Content-Encoding " + encoding + ": send the body as it is";
-    } else {
+    if (policy.capped_route && policy.capped_route(req)) {
+      if (req.is_multipart_form_data()) {
+        return refuse(415, Route(req) + " takes a JSON body, not multipart/form-data");
+      }
+      if (encoded && !DecodedEncoding(encoding)) {
+        return refuse(415, Route(req) + ": Content-Encoding '" + encoding + "' is not supported (gzip, deflate and br are)");
+      }
       return httplib::Server::HandlerResponse::Unhandled;
     }
-    write_error(res, status, refusal);
-    AnswerAndClose(req, res);
-    return httplib::Server::HandlerResponse::Handled;
+    if (chunked) {
+      return refuse(411, Route(req) + " takes no body of unknown length (Transfer-Encoding): send it with a Content-Length");
+    }
+    if (encoded) return refuse(415, Route(req) + " takes no Content-Encoding " + encoding + ": send the body as it is");
+    return httplib::Server::HandlerResponse::Unhandled;
   });
 }
 
 std::optional<std::string> ReadCapped(const httplib::Request& req, httplib::Response& res,
-                                      const httplib::ContentReader& reader, size_t max_bytes,
-                                      const ErrorWriter& write_error) {
+                                      const httplib::ContentReader& reader, const BodyPolicy& policy) {
+  const size_t max_bytes = policy.max_bytes;
   std::string body;
   bool over = false;
   const bool read = reader([&](const char* data, size_t size) {
@@ -94,13 +123,13 @@ std::optional<std::string> ReadCapped(const httplib::Request& req, httplib::Resp
   const bool declared_too_long = !over && res.status == 413;
   if (over || declared_too_long) {
     const bool decoded = req.has_header("Content-Encoding") || req.has_header("Transfer-Encoding");
-    write_error(res, 413, "the request body is over " + std::to_string(max_bytes) + " bytes" +
-                              (decoded && over ? " once decoded" : "") + ", the most accepted");
+    policy.write_error(res, 413, "the request body is over " + std::to_string(max_bytes) + " bytes" +
+                                     (decoded && over ? " once decoded" : "") + ", the most accepted");
   } else {
-    write_error(res, 400, "the request body could not be read (broken chunks or encoding, or the "
-                          "client stopped sending)");
+    policy.write_error(res, 400, "the request body could not be read (broken chunks or encoding, or the "
+                                 "client stopped sending)");
   }
-  if (!declared_too_long) AnswerAndClose(req, res);
+  if (!declared_too_long) AnswerAndClose(req, res, policy);
   return std::nullopt;
 }
 

@@ -3,7 +3,8 @@
 // payload_max_length bounds only a declared Content-Length: a chunked body, a compressed one
 // (it inflates Content-Encoding gzip, deflate and br), or a POST with neither length nor
 // chunking (read until the client closes) could grow until the process ran out of memory,
-// before any handler or API key check ran.
+// before any handler or API key check ran. And a body it does not read (a GET's) or cannot
+// skip is parsed as the next request on the connection.
 #pragma once
 
 #include <cstddef>
@@ -20,25 +21,37 @@ class ContentReader;
 
 namespace bmad::http_body {
 
-// Writes a refusal: the API's JSON error object, or a plain text line.
-using ErrorWriter = std::function<void(httplib::Response&, int http_status, const std::string& message)>;
+struct BodyPolicy {
+  size_t max_bytes = 0;  // once unchunked and decoded
+  // Routes that read their body through ReadCapped (registered with a ContentReader).
+  std::function<bool(const httplib::Request&)> capped_route;
+  // Writes a refusal: the API's JSON error object, or a plain text line.
+  std::function<void(httplib::Response&, int http_status, const std::string& message)> write_error;
+  // What httplib's post-routing handler adds to every answer (CORS headers): an answer written
+  // straight to the socket (see Guard) gets it here instead. May be empty.
+  std::function<void(const httplib::Request&, httplib::Response&)> finish_answer;
+};
 
-// Routes that read their body through ReadCapped (registered with a ContentReader).
-using CappedRoute = std::function<bool(const httplib::Request&)>;
+// Bounds what `server` reads, before any handler runs:
+//   - a declared length over max_bytes: 413 (httplib's own check, which skips the body);
+//   - two Content-Length headers, or one and a Transfer-Encoding: 400 (two framings: a proxy in
+//     front may have read the other one); a length that is not digits: 400; a Transfer-Encoding
+//     other than chunked: 501;
+//   - a POST, PUT or PATCH with neither length nor chunking: 411 (HTTP/1.1 gives it no body;
+//     httplib would read one until the client closed);
+//   - a body on a method httplib does not read one for (GET, HEAD, OPTIONS): 400;
+//   - outside the capped routes, a chunked body (411) or an encoded one (415); on them, a
+//     multipart body (415: httplib would parse it with no handler for its parts) or an encoding
+//     httplib does not decode (415).
+// A refused body that cannot be skipped is left unread: the refusal is written straight to the
+// socket and the connection shut down (HttpConnection::AnswerAndClose). Takes the server's
+// pre-routing handler and sets its payload limit; call before it listens.
+void Guard(httplib::Server& server, BodyPolicy policy);
 
-// Bounds what `server` reads: a declared length over `max_bytes` gets 413 (httplib's own check,
-// which skips the body); a body with no length at all gets 411, one with two framings
-// (Content-Length and Transfer-Encoding) 400. A chunked or compressed body
-// gets 411 or 415, except on the routes `capped_route` names, which read it through ReadCapped.
-// A refused body that cannot be skipped is left unread and the connection closed after the
-// answer. Call before the server listens; it takes the server's pre-routing handler.
-void Guard(httplib::Server& server, size_t max_bytes, CappedRoute capped_route, ErrorWriter write_error);
-
-// The body of a capped route: at most `max_bytes` once decoded. Otherwise nullopt, with the
-// refusal written (413 past the limit, 400 when the chunking or encoding is broken) and, where
-// some of the body is left unread, the connection closed after the answer.
+// The body of a capped route: at most policy.max_bytes once decoded. Otherwise nullopt, with
+// the refusal written (413 past the limit, 400 when the chunking or encoding is broken) and,
+// where some of the body is left unread, the connection closed after the answer.
 std::optional<std::string> ReadCapped(const httplib::Request& req, httplib::Response& res,
-                                      const httplib::ContentReader& reader, size_t max_bytes,
-                                      const ErrorWriter& write_error);
+                                      const httplib::ContentReader& reader, const BodyPolicy& policy);
 
 }  // namespace bmad::http_body

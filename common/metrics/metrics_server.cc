@@ -32,11 +32,13 @@ Status MetricsServer::Start(const std::string& host, int port) {
   });
   // No route here takes a body: one of a few kilobytes is read and ignored, a bigger one or one
   // of unknown length refused (httplib would read any body whole into memory).
-  http_body::Guard(impl->server, kMaxBodyBytes, nullptr,
-                   [](httplib::Response& res, int status, const std::string& message) {
-                     res.status = status;
-                     res.set_content(message + "\n", "text/plain");
-                   });
+  http_body::BodyPolicy body_policy;
+  body_policy.max_bytes = kMaxBodyBytes;
+  body_policy.write_error = [](httplib::Response& res, int status, const std::string& message) {
+    res.status = status;
+    res.set_content(message + "\n", "text/plain");
+  };
+  http_body::Guard(impl->server, std::move(body_policy));
   impl->server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(registry_.RenderText(), kTextContentType);
   });

@@ -151,21 +151,33 @@ Status HttpFrontend::Start(const std::string& host, int port) {
   // Bodies: the routes that take one read it themselves, at most max_body_bytes once unchunked
   // and decoded; every other route refuses a body it could not bound (common/http_body_guard.h).
   const size_t max_body_bytes = Limits().max_body_bytes;
-  const http_body::ErrorWriter write_error = [](httplib::Response& res, int status, const std::string& message) {
+  // CORS (coordinator.http_cors_origin): every answer to a request naming an Origin (errors
+  // included) says which origin may read it; the body guard's own answers as well.
+  const std::string cors_origin = core_.config().coordinator.http_cors_origin;
+  std::function<void(const httplib::Request&, httplib::Response&)> add_cors;
+  if (!cors_origin.empty()) {
+    add_cors = [cors_origin](const httplib::Request& req, httplib::Response& res) {
+      if (!req.has_header("Origin")) return;
+      res.set_header("Access-Control-Allow-Origin", cors_origin);
+      if (cors_origin != "*") res.set_header("Vary", "Origin");
+    };
+  }
+  http_body::BodyPolicy body_policy;
+  body_policy.max_bytes = max_body_bytes;
+  body_policy.capped_route = [](const httplib::Request& req) {
+    return req.method == "POST" && (req.path == "/v1/completions" || req.path == "/v1/chat/completions" ||
+                                     req.path == "/tokenize" || req.path == "/detokenize");
+  };
+  body_policy.write_error = [](httplib::Response& res, int status, const std::string& message) {
     res.status = status;
     res.set_content(http::HttpErrorJson(status, message), "application/json");
   };
-  http_body::Guard(
-      *server_, max_body_bytes,
-      [](const httplib::Request& req) {
-        return req.method == "POST" && (req.path == "/v1/completions" || req.path == "/v1/chat/completions" ||
-                                         req.path == "/tokenize" || req.path == "/detokenize");
-      },
-      write_error);
-  auto with_body = [max_body_bytes, write_error](std::function<void(const httplib::Request&, httplib::Response&)> handler) {
-    return [max_body_bytes, write_error, handler = std::move(handler)](
-               const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
-      std::optional<std::string> body = http_body::ReadCapped(req, res, reader, max_body_bytes, write_error);
+  body_policy.finish_answer = add_cors;
+  http_body::Guard(*server_, body_policy);
+  auto with_body = [body_policy](std::function<void(const httplib::Request&, httplib::Response&)> handler) {
+    return [body_policy, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res,
+                                                       const httplib::ContentReader& reader) {
+      std::optional<std::string> body = http_body::ReadCapped(req, res, reader, body_policy);
       if (!body) return;
       httplib::Request with_body = req;
       with_body.body = std::move(*body);
@@ -230,7 +242,7 @@ Status HttpFrontend::Start(const std::string& host, int port) {
                 })));
   // The right path with the wrong method: 405 naming the ones it takes (HEAD comes with GET).
   // OPTIONS too, unless CORS answers it below for every path.
-  const bool cors = !core_.config().coordinator.http_cors_origin.empty();
+  const bool cors = !cors_origin.empty();
   for (const auto& [path, allowed] : {std::pair<const char*, const char*>{"/v1/completions", "POST"},
                                       {"/v1/chat/completions", "POST"},
                                       {"/tokenize", "POST"},
@@ -255,10 +267,9 @@ Status HttpFrontend::Start(const std::string& host, int port) {
     server_->Delete(path, not_allowed);
     if (!cors) server_->Options(path, not_allowed);
   }
-  // CORS (coordinator.http_cors_origin): browser pages of that origin may call the API. Every
-  // path answers a preflight OPTIONS, and every answer to a request naming an Origin (errors
-  // included) says which origin may read it.
-  if (const std::string origin = core_.config().coordinator.http_cors_origin; cors) {
+  // CORS: browser pages of that origin may call the API. Every path answers a preflight
+  // OPTIONS, and every answer carries add_cors's headers.
+  if (cors) {
     server_->Options(R"(.*)", [](const httplib::Request& req, httplib::Response& res) {
       res.status = 204;
       res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
@@ -266,11 +277,7 @@ Status HttpFrontend::Start(const std::string& host, int port) {
       res.set_header("Access-Control-Allow-Headers", asked.empty() ? "Authorization, Content-Type" : asked);
       res.set_header("Access-Control-Max-Age", "600");
     });
-    server_->set_post_routing_handler([origin](const httplib::Request& req, httplib::Response& res) {
-      if (!req.has_header("Origin")) return;
-      res.set_header("Access-Control-Allow-Origin", origin);
-      if (origin != "*") res.set_header("Vary", "Origin");
-    });
+    server_->set_post_routing_handler(add_cors);
   }
   // httplib calls this for every 4xx/5xx response, ours included: only fill in bodies it made
   // (an unknown path, a malformed request, a body over the limit), so that every error a

@@ -67,6 +67,12 @@ TEST_F(HttpDoorCorsTest, BrowserPagesMayCallTheApi) {
   auto plain = client.Get("/health");
   ASSERT_TRUE(plain);
   EXPECT_FALSE(plain->has_header("Access-Control-Allow-Origin"));
+  // A body refused before routing, answered straight on the socket, says so too.
+  const std::string raw = ReadAll(SendRaw(server_->http_port(),
+                                          "POST /v1/completions HTTP/1.1\r\nHost: x\r\nOrigin: https://chat.example.com\r\n"
+                                          "Content-Type: multipart/form-data; boundary=XX\r\nContent-Length: 4\r\n\r\n--XX"));
+  EXPECT_EQ(raw.rfind("HTTP/1.1 415", 0), 0u) << raw;
+  EXPECT_NE(raw.find("Access-Control-Allow-Origin: *\r\n"), std::string::npos) << raw;
 }
 
 class HttpDoorOneOriginTest : public HttpDoorCorsTest {
