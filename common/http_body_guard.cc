@@ -4,6 +4,8 @@
 
 #include <strings.h>
 
+#include <memory>
+
 #include "common/http_connection.h"
 
 namespace bmad::http_body {
@@ -54,53 +56,85 @@ std::string Route(const httplib::Request& req) { return req.method + " " + req.p
 
 }  // namespace
 
+namespace {
+
+struct Refusal {
+  int status;
+  std::string message;
+};
+
+// A declared length over the limit but within this many times it is read and dropped by
+// httplib, so that a client that sends its body before reading (most do, without Expect:
+// 100-continue) gets the 413 rather than a reset connection; a longer one is refused unread.
+constexpr uint64_t kSkippedBodyFactor = 4;
+
+// What Guard refuses of `req`, from its headers alone; nullopt to let it through.
+// `expecting_continue`: the client waits for "100 Continue" before it sends a body.
+std::optional<Refusal> Check(const httplib::Request& req, const BodyPolicy& policy, bool expecting_continue) {
+  const size_t lengths = req.get_header_value_count("Content-Length");
+  const bool chunked = req.has_header("Transfer-Encoding");
+  if (lengths > 1 || (lengths == 1 && chunked)) {
+    return Refusal{400, Route(req) + " has " +
+                            (chunked ? "both Content-Length and Transfer-Encoding"
+                                     : std::to_string(lengths) + " Content-Length headers") +
+                            "; send one"};
+  }
+  const std::string transfer = req.get_header_value("Transfer-Encoding");
+  if (chunked && strcasecmp(transfer.c_str(), "chunked") != 0) {
+    return Refusal{501, Route(req) + ": Transfer-Encoding '" + transfer + "' is not supported (chunked is)"};
+  }
+  const std::string length = req.get_header_value("Content-Length");
+  if (lengths == 1 && (length.empty() || length.size() > 19 || length.find_first_not_of("0123456789") != std::string::npos)) {
+    return Refusal{400, Route(req) + ": Content-Length '" + length + "' is not a byte count"};
+  }
+  const uint64_t declared = lengths == 1 ? std::stoull(length) : 0;
+  if (declared > policy.max_bytes &&
+      (expecting_continue || declared / kSkippedBodyFactor >= policy.max_bytes)) {
+    return Refusal{413, "the request body is over " + std::to_string(policy.max_bytes) + " bytes, the most accepted"};
+  }
+  const bool has_body = chunked || declared > 0;
+  if (has_body && !ReadsABody(req.method) && req.method != "DELETE") return Refusal{400, Route(req) + " takes no body"};
+  if (!has_body) return std::nullopt;
+  const std::string encoding = req.get_header_value("Content-Encoding");
+  const bool encoded = !encoding.empty() && strcasecmp(encoding.c_str(), "identity") != 0;
+  if (policy.capped_route && policy.capped_route(req)) {
+    if (req.is_multipart_form_data()) return Refusal{415, Route(req) + " takes a JSON body, not multipart/form-data"};
+    if (encoded && !DecodedEncoding(encoding)) {
+      return Refusal{415, Route(req) + ": Content-Encoding '" + encoding + "' is not supported (gzip, deflate and br are)"};
+    }
+    return std::nullopt;
+  }
+  if (chunked) {
+    return Refusal{411, Route(req) + " takes no body of unknown length (Transfer-Encoding): send it with a Content-Length"};
+  }
+  if (encoded) return Refusal{415, Route(req) + " takes no Content-Encoding " + encoding + ": send the body as it is"};
+  return std::nullopt;
+}
+
+}  // namespace
+
 void Guard(httplib::Server& server, BodyPolicy policy) {
   server.set_payload_max_length(policy.max_bytes);
-  server.set_pre_routing_handler([policy = std::move(policy)](const httplib::Request& req, httplib::Response& res) {
-    const auto refuse = [&](int status, const std::string& message) {
-      Refuse(req, res, policy, status, message);
-      return httplib::Server::HandlerResponse::Handled;
-    };
-    const size_t lengths = req.get_header_value_count("Content-Length");
-    const bool framed_by_transfer = req.has_header("Transfer-Encoding");
-    if (lengths > 1 || (lengths == 1 && framed_by_transfer)) {
-      return refuse(400, Route(req) + " has " +
-                             (framed_by_transfer ? "both Content-Length and Transfer-Encoding"
-                                                 : std::to_string(lengths) + " Content-Length headers") +
-                             "; send one");
+  auto shared = std::make_shared<const BodyPolicy>(std::move(policy));
+  server.set_pre_routing_handler([shared](const httplib::Request& req, httplib::Response& res) {
+    // HTTP/1.1 gives a request with neither a length nor chunking no body; httplib would read
+    // one from a POST, PUT or PATCH until the client closed. It is told the length is 0. (The
+    // request is httplib's own local, not a constant.)
+    if (ReadsABody(req.method) && !req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) {
+      const_cast<httplib::Request&>(req).set_header("Content-Length", "0");
     }
-    const std::string transfer = req.get_header_value("Transfer-Encoding");
-    if (framed_by_transfer && strcasecmp(transfer.c_str(), "chunked") != 0) {
-      return refuse(501, Route(req) + ": Transfer-Encoding '" + transfer + "' is not supported (chunked is)");
-    }
-    const bool chunked = framed_by_transfer;
-    if (!chunked && lengths == 0 && ReadsABody(req.method)) {
-      return refuse(411, Route(req) + " needs a Content-Length header (0 for no body)");
-    }
-    const std::string length = req.get_header_value("Content-Length");
-    if (lengths == 1 && (length.empty() || length.size() > 19 || length.find_first_not_of("0123456789") != std::string::npos)) {
-      return refuse(400, Route(req) + ": Content-Length '" + length + "' is not a byte count");
-    }
-    const bool has_body = chunked || req.get_header_value<uint64_t>("Content-Length") > 0;
-    if (has_body && !ReadsABody(req.method) && req.method != "DELETE") {
-      return refuse(400, Route(req) + " takes no body");
-    }
-    const std::string encoding = req.get_header_value("Content-Encoding");
-    const bool encoded = !encoding.empty() && strcasecmp(encoding.c_str(), "identity") != 0;
-    if (policy.capped_route && policy.capped_route(req)) {
-      if (req.is_multipart_form_data()) {
-        return refuse(415, Route(req) + " takes a JSON body, not multipart/form-data");
-      }
-      if (encoded && !DecodedEncoding(encoding)) {
-        return refuse(415, Route(req) + ": Content-Encoding '" + encoding + "' is not supported (gzip, deflate and br are)");
-      }
-      return httplib::Server::HandlerResponse::Unhandled;
-    }
-    if (chunked) {
-      return refuse(411, Route(req) + " takes no body of unknown length (Transfer-Encoding): send it with a Content-Length");
-    }
-    if (encoded) return refuse(415, Route(req) + " takes no Content-Encoding " + encoding + ": send the body as it is");
-    return httplib::Server::HandlerResponse::Unhandled;
+    std::optional<Refusal> refusal = Check(req, *shared, /*expecting_continue=*/false);
+    if (!refusal) return httplib::Server::HandlerResponse::Unhandled;
+    Refuse(req, res, *shared, refusal->status, refusal->message);
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  // httplib answers "100 Continue" before the pre-routing handler runs, inviting a body the
+  // guard would then refuse: the same checks answer first.
+  server.set_expect_100_continue_handler([shared](const httplib::Request& req, httplib::Response& res) {
+    std::optional<Refusal> refusal = Check(req, *shared, /*expecting_continue=*/true);
+    if (!refusal) return 100;
+    Refuse(req, res, *shared, refusal->status, refusal->message);
+    return refusal->status;
   });
 }
 

@@ -32,20 +32,23 @@ struct BodyPolicy {
   std::function<void(const httplib::Request&, httplib::Response&)> finish_answer;
 };
 
-// Bounds what `server` reads, before any handler runs:
-//   - a declared length over max_bytes: 413 (httplib's own check, which skips the body);
+// Bounds what `server` reads, before any handler runs (and before httplib answers an Expect:
+// 100-continue):
+//   - a declared length over max_bytes: 413, after httplib has read and dropped the body when it
+//     is at most 4 times the limit (a client that sends its body before reading the answer then
+//     gets it, not a reset); unread when longer, or when the client waits for 100 Continue;
 //   - two Content-Length headers, or one and a Transfer-Encoding: 400 (two framings: a proxy in
 //     front may have read the other one); a length that is not digits: 400; a Transfer-Encoding
 //     other than chunked: 501;
-//   - a POST, PUT or PATCH with neither length nor chunking: 411 (HTTP/1.1 gives it no body;
-//     httplib would read one until the client closed);
+//   - a POST, PUT or PATCH with neither length nor chunking has no body (HTTP/1.1); httplib,
+//     which would read one until the client closed, is told its length is 0;
 //   - a body on a method httplib does not read one for (GET, HEAD, OPTIONS): 400;
 //   - outside the capped routes, a chunked body (411) or an encoded one (415); on them, a
 //     multipart body (415: httplib would parse it with no handler for its parts) or an encoding
 //     httplib does not decode (415).
 // A refused body that cannot be skipped is left unread: the refusal is written straight to the
-// socket and the connection shut down (HttpConnection::AnswerAndClose). Takes the server's
-// pre-routing handler and sets its payload limit; call before it listens.
+// socket and the connection closed under httplib (HttpConnection::AnswerAndClose). Takes the
+// server's pre-routing and Expect handlers and sets its payload limit; call before it listens.
 void Guard(httplib::Server& server, BodyPolicy policy);
 
 // The body of a capped route: at most policy.max_bytes once decoded. Otherwise nullopt, with

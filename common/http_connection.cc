@@ -1,10 +1,12 @@
 #include "common/http_connection.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstdlib>
 
@@ -96,6 +98,16 @@ bool HttpConnection::AnswerAndClose(std::string_view answer) {
     sent += static_cast<size_t>(n);
   }
   shutdown(fd_, SHUT_RDWR);
+  // httplib goes on with the descriptor: its own write of the answer, and a read of the next
+  // request. A write to the shut socket fails and ends the connection, but a HEAD's answer has
+  // no body and httplib ignores a failed header write, so it would go on to read, and bytes
+  // already buffered would be run as a request. /dev/null in the socket's place ends that read
+  // at once, whatever the method (and httplib closes it as it would the socket).
+  const int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null >= 0) {
+    dup3(null, fd_, O_CLOEXEC);
+    close(null);
+  }
   return true;
 }
 

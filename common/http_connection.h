@@ -21,12 +21,14 @@ class HttpConnection {
   // to be there.
   bool Gone();
 
-  // Sends `answer` (a whole HTTP response) and shuts the connection down both ways. For a
-  // refused body that cannot be skipped (a chunked or compressed one has no length): httplib
-  // would otherwise parse what is left of it as further requests, answering each, since it
-  // offers a handler no way to close the connection (and shutting only the reading side does
-  // not stop reads of what has already arrived). httplib's own write of its response then
-  // fails, and it closes the socket. False, having sent nothing, when the socket was not found.
+  // Sends `answer` (a whole HTTP response), shuts the connection down both ways and puts
+  // /dev/null in its descriptor's place. For a refused body that cannot be skipped (a chunked
+  // or compressed one has no length): httplib would otherwise parse what is left of it as
+  // further requests, answering each, since it offers a handler no way to close the connection
+  // (and shutting only the reading side does not stop reads of what has already arrived).
+  // httplib's own answer then goes nowhere, its next read ends the connection, and it closes
+  // the descriptor as it would have the socket. False, having sent nothing, when the socket
+  // was not found.
   bool AnswerAndClose(std::string_view answer);
 
   // Test hook: the connection's socket, or -1 (after the first Gone()).

@@ -9,9 +9,11 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <zlib.h>
+
+#include <atomic>
 
 #include "common/http_listen_thread.h"
+#include "tests/support/gzip.h"
 
 namespace bmad::http_body {
 namespace {
@@ -39,7 +41,10 @@ class HttpBodyGuardTest : public ::testing::Test {
     server_.Post("/plain", [](const httplib::Request& req, httplib::Response& res) {
       res.set_content("read " + std::to_string(req.body.size()) + " bytes", "text/plain");
     });
-    server_.Get("/plain", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok", "text/plain"); });
+    server_.Get("/plain", [this](const httplib::Request&, httplib::Response& res) {
+      ++plain_gets_;
+      res.set_content("ok", "text/plain");
+    });
     // Longer than the test's own receive timeout: an answer that waited for it would not come.
     server_.set_read_timeout(30, 0);
     port_ = server_.bind_to_any_port("127.0.0.1");
@@ -114,21 +119,9 @@ class HttpBodyGuardTest : public ::testing::Test {
     }
     return out + "0\r\n\r\n";
   }
-  static std::string Gzip(const std::string& body) {
-    z_stream z{};
-    EXPECT_EQ(deflateInit2(&z, Z_BEST_COMPRESSION, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY), Z_OK);
-    std::string out(deflateBound(&z, body.size()), '\0');
-    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(body.data()));
-    z.avail_in = static_cast<uInt>(body.size());
-    z.next_out = reinterpret_cast<Bytef*>(out.data());
-    z.avail_out = static_cast<uInt>(out.size());
-    EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
-    out.resize(z.total_out);
-    deflateEnd(&z);
-    return out;
-  }
 
   BodyPolicy policy_;
+  std::atomic<int> plain_gets_{0};
   httplib::Server server_;
   HttpListenThread listener_;
   int port_ = -1;
@@ -163,7 +156,7 @@ TEST_F(HttpBodyGuardTest, AChunkedBodyPastTheLimitIsRefusedAndTheRestNotReadAsRe
 
 // A 4 MiB body of zeros gzips to a few kilobytes: before, it was inflated whole, unbounded.
 TEST_F(HttpBodyGuardTest, ACompressedBodyIsBoundedOnceDecoded) {
-  const std::string small = Gzip("{\"prompt\": \"hello\"}");
+  const std::string small = testing::Gzip("{\"prompt\": \"hello\"}");
   int fd = Connect();
   Send(fd, "POST /capped HTTP/1.1\r\nHost: x\r\nContent-Encoding: gzip\r\nContent-Length: " +
                std::to_string(small.size()) + "\r\n\r\n" + small);
@@ -171,7 +164,7 @@ TEST_F(HttpBodyGuardTest, ACompressedBodyIsBoundedOnceDecoded) {
   EXPECT_NE(wire.find("read 19 bytes: {\"prompt\": \"hell"), std::string::npos) << wire;
   close(fd);
 
-  const std::string bomb = Gzip(std::string(4 << 20, '\0'));
+  const std::string bomb = testing::Gzip(std::string(4 << 20, '\0'));
   ASSERT_LT(bomb.size(), kMaxBody);
   fd = Connect();
   Send(fd, "POST /capped HTTP/1.1\r\nHost: x\r\nContent-Encoding: gzip\r\nContent-Length: " +
@@ -185,8 +178,38 @@ TEST_F(HttpBodyGuardTest, ACompressedBodyIsBoundedOnceDecoded) {
   close(fd);
 }
 
-// A declared length over the limit: httplib refuses it and skips the body, so the connection
-// can go on.
+// HTTP/1.1 gives a POST with neither a length nor chunking no body: answered at once (httplib
+// read one until the client closed, or paused 5 s).
+TEST_F(HttpBodyGuardTest, APostWithNoLengthHasNoBody) {
+  const int fd = Connect();
+  Send(fd, "POST /capped HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_NE(ReadOneResponse(fd).find("read 0 bytes"), std::string::npos);
+  Send(fd, "GET /plain HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_NE(ReadOneResponse(fd).find("HTTP/1.1 200"), std::string::npos);
+  close(fd);
+}
+
+// Far past the limit, or from a client waiting for 100 Continue: refused before any of the body
+// is read (httplib read and dropped the whole declared length first, and answered 100 Continue).
+TEST_F(HttpBodyGuardTest, AFarLongerDeclaredLengthIsRefusedUnread) {
+  for (const std::string expect : {"", "Expect: 100-continue\r\n"}) {
+    const uint64_t length = expect.empty() ? uint64_t{1} << 60 : kMaxBody + 1;
+    const int fd = Connect();
+    Send(fd, "POST /capped HTTP/1.1\r\nHost: x\r\n" + expect + "Content-Length: " + std::to_string(length) + "\r\n\r\n");
+    bool closed = false;
+    const std::string wire = ReadUntilClosed(fd, &closed);
+    EXPECT_TRUE(closed) << wire;
+    EXPECT_EQ(wire.rfind("HTTP/1.1 413", 0), 0u) << wire;
+    EXPECT_NE(wire.find("the request body is over 65536 bytes, the most accepted"), std::string::npos) << wire;
+    EXPECT_EQ(wire.find("100 Continue"), std::string::npos) << wire;
+    EXPECT_EQ(Responses(wire), 1) << wire;
+    close(fd);
+  }
+}
+
+// A declared length over the limit but within four times it: httplib refuses it and skips the
+// body, so a client that sends its body before reading gets the answer, and the connection can
+// go on.
 TEST_F(HttpBodyGuardTest, ADeclaredLengthOverTheLimitIsRefusedAndTheConnectionKept) {
   const int fd = Connect();
   Send(fd, "POST /capped HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(kMaxBody + 1) + "\r\n\r\n" +
@@ -211,9 +234,6 @@ TEST_F(HttpBodyGuardTest, OtherRoutesRefuseBodiesOfUnknownLengthOrEncoded) {
        "GET /plain takes no body"},
       {"POST /plain HTTP/1.1\r\nHost: x\r\nContent-Encoding: gzip\r\nContent-Length: 3\r\n\r\nabc", "HTTP/1.1 415",
        "POST /plain takes no Content-Encoding gzip: send the body as it is"},
-      // HTTP/1.1 gives such a request no body; httplib read one until the client closed.
-      {"POST /capped HTTP/1.1\r\nHost: x\r\n\r\nabc", "HTTP/1.1 411",
-       "POST /capped needs a Content-Length header (0 for no body)"},
       {"POST /capped HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
        "HTTP/1.1 400", "POST /capped has both Content-Length and Transfer-Encoding; send one"},
       {"POST /capped HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 30\r\n\r\nabc", "HTTP/1.1 400",
@@ -246,14 +266,24 @@ TEST_F(HttpBodyGuardTest, OtherRoutesRefuseBodiesOfUnknownLengthOrEncoded) {
     EXPECT_NE(wire.find("X-Finished: yes"), std::string::npos) << wire;  // what routing would add
     close(fd);
   }
-  // A refused HEAD gets the headers only.
-  int head = Connect();
-  Send(head, "HEAD /plain HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc");
+  // A refused HEAD gets the headers only, and what it sent past httplib's first read is not run
+  // as a request (httplib ignores a failed header write, and a HEAD has no body to fail on).
+  // The smuggled GET starts right after httplib's first read of 4096 bytes.
+  const std::string smuggled = "GET /plain HTTP/1.1\r\nHost: x\r\n\r\n";
+  const std::string headers = "HEAD /plain HTTP/1.1\r\nHost: x\r\nContent-Length: 0000\r\n\r\n";
+  const std::string filler(4096 - headers.size(), 'a');
+  char length[8];
+  std::snprintf(length, sizeof length, "%04zu", filler.size() + smuggled.size());
+  const int head = Connect();
+  Send(head, headers.substr(0, headers.find("0000")) + length + headers.substr(headers.find("0000") + 4) + filler + smuggled);
   bool closed = false;
   const std::string wire = ReadUntilClosed(head, &closed);
   EXPECT_TRUE(closed);
   EXPECT_EQ(wire.rfind("HTTP/1.1 400", 0), 0u) << wire;
   EXPECT_EQ(wire.substr(wire.find("\r\n\r\n") + 4), "") << wire;
+  // The client sees the end as soon as the answer is out; the server would run the GET after.
+  for (int i = 0; i < 50 && plain_gets_ == 0; ++i) usleep(10000);
+  EXPECT_EQ(plain_gets_, 0);
   close(head);
   // An identity encoding and a plain body with its length are fine.
   const int fd = Connect();

@@ -12,12 +12,12 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
-#include <zlib.h>
 
 #include "common/version.h"
 #include "tests/coordinator/server/http_door_fixture.h"
 #include "worker/model/gguf/gguf_file.h"
 #include "worker/model/tokenizer/tokenizer.h"
+#include "tests/support/gzip.h"
 #include "tests/support/paths.h"
 #include "tests/support/process.h"
 
@@ -438,17 +438,8 @@ TEST_F(HttpDoorTest, ChunkedAndCompressedBodiesAreBoundedOnceDecoded) {
   EXPECT_NE(raw.find("\"tokens\":["), std::string::npos) << raw;
 
   // 17 MiB of spaces gzip to about 17 KB.
-  const std::string inflated((17u << 20), ' ');
-  z_stream z{};
-  ASSERT_EQ(deflateInit2(&z, Z_BEST_COMPRESSION, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY), Z_OK);
-  std::string bomb(deflateBound(&z, inflated.size()), '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(inflated.data()));
-  z.avail_in = static_cast<uInt>(inflated.size());
-  z.next_out = reinterpret_cast<Bytef*>(bomb.data());
-  z.avail_out = static_cast<uInt>(bomb.size());
-  ASSERT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
-  bomb.resize(z.total_out);
-  deflateEnd(&z);
+  const std::string bomb = testing::Gzip(std::string(17u << 20, ' '));
+  ASSERT_FALSE(bomb.empty());
   raw = ReadAll(SendRaw(server_->http_port(), "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Encoding: gzip\r\n"
                                               "Content-Length: " + std::to_string(bomb.size()) + "\r\n\r\n" + bomb));
   EXPECT_EQ(raw.rfind("HTTP/1.1 413", 0), 0u) << raw.substr(0, 300);
