@@ -360,6 +360,10 @@ TEST_F(HttpDoorTest, VersionAndPingAnswerAsVllmsDo) {
   res = client.Post("/ping", "", "application/json");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200) << res->body;
+  // curl -X POST sends no length: no body (HTTP/1.1), not a wait for one (it was a 411, and
+  // before that a 5 s stall and a 400).
+  const std::string raw = ReadAll(SendRaw(server_->http_port(), "POST /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  EXPECT_EQ(raw.rfind("HTTP/1.1 200", 0), 0u) << raw;
   EXPECT_EQ(Metric("bmad_build_info{version=\"" + std::string(Version()) + "\"}"), 1.0);
 }
 
