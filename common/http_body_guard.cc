@@ -54,9 +54,10 @@ bool DecodedEncoding(const std::string& encoding) {
 
 std::string Route(const httplib::Request& req) { return req.method + " " + req.path; }
 
-}  // namespace
-
-namespace {
+std::string OverLimit(size_t max_bytes, bool once_decoded) {
+  return "the request body is over " + std::to_string(max_bytes) + " bytes" + (once_decoded ? " once decoded" : "") +
+         ", the most accepted";
+}
 
 struct Refusal {
   int status;
@@ -90,7 +91,7 @@ std::optional<Refusal> Check(const httplib::Request& req, const BodyPolicy& poli
   const uint64_t declared = lengths == 1 ? std::stoull(length) : 0;
   if (declared > policy.max_bytes &&
       (expecting_continue || declared / kSkippedBodyFactor >= policy.max_bytes)) {
-    return Refusal{413, "the request body is over " + std::to_string(policy.max_bytes) + " bytes, the most accepted"};
+    return Refusal{413, OverLimit(policy.max_bytes, /*once_decoded=*/false)};
   }
   const bool has_body = chunked || declared > 0;
   if (has_body && !ReadsABody(req.method) && req.method != "DELETE") return Refusal{400, Route(req) + " takes no body"};
@@ -157,8 +158,7 @@ std::optional<std::string> ReadCapped(const httplib::Request& req, httplib::Resp
   const bool declared_too_long = !over && res.status == 413;
   if (over || declared_too_long) {
     const bool decoded = req.has_header("Content-Encoding") || req.has_header("Transfer-Encoding");
-    policy.write_error(res, 413, "the request body is over " + std::to_string(max_bytes) + " bytes" +
-                                     (decoded && over ? " once decoded" : "") + ", the most accepted");
+    policy.write_error(res, 413, OverLimit(max_bytes, decoded && over));
   } else {
     policy.write_error(res, 400, "the request body could not be read (broken chunks or encoding, or the "
                                  "client stopped sending)");
