@@ -389,10 +389,7 @@ Status ReadStreaming(const JsonFields& body, CompletionRequest& request) {
   BMAD_ASSIGN_OR_RETURN(const std::optional<bool> include_usage, fields.Bool("include_usage"));
   request.include_usage = include_usage.value_or(false);
   BMAD_ASSIGN_OR_RETURN(const std::optional<bool> continuous, fields.Bool("continuous_usage_stats"));
-  if (continuous.value_or(false)) {
-    return InvalidArgument("'stream_options.continuous_usage_stats' is not supported: usage comes "
-                           "once, in the last chunk (include_usage)");
-  }
+  request.continuous_usage = request.include_usage && continuous.value_or(false);
   return Status::Ok();
 }
 

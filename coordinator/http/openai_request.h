@@ -42,8 +42,10 @@
 //   logprobs           completions: integer in [0, 20]; chat: boolean, with top_logprobs in
 //                      [0, 20] (top_logprobs > 0 needs logprobs true)
 //   ignore_eos         boolean
-//   stream             boolean, default false; stream_options {include_usage: boolean} is
-//                      allowed only when stream is true (as OpenAI and vLLM both insist)
+//   stream             boolean, default false; stream_options {include_usage: boolean,
+//                      continuous_usage_stats: boolean (vLLM's: with include_usage, every
+//                      chunk carries its choice's usage so far)} is allowed only when stream
+//                      is true (as OpenAI and vLLM both insist)
 //   n                  integer in [1, 128], choices per prompt; best_of (completions, and chat
 //                      as vLLM) must equal n; echo must be false; user must be a string,
 //                      and is otherwise ignored
@@ -61,7 +63,7 @@
 // (other than "none"); so are vLLM's extensions that would change the output or its form:
 // use_beam_search, continue_final_message, return_tokens_as_token_ids and chat's echo (true),
 // skip_special_tokens and spaces_between_special_tokens (false), allowed_token_ids and
-// bad_words (non-empty), stream_options.continuous_usage_stats (true), guided_regex/choice/
+// bad_words (non-empty), guided_regex/choice/
 // grammar/whitespace_pattern, structured_outputs, chat_template, chat_template_kwargs,
 // prompt_logprobs, truncate_prompt_tokens, logits_processors, prompt_embeds and documents, and
 // OpenAI's audio, web_search_options, reasoning_effort and prediction (anything but null or
@@ -141,6 +143,9 @@ struct CompletionRequest {
 
   bool stream = false;
   bool include_usage = false;       // stream_options.include_usage
+  // stream_options.continuous_usage_stats, and include_usage (vLLM ignores the one without the
+  // other): every chunk has its choice's usage so far.
+  bool continuous_usage = false;
   std::optional<int32_t> priority;  // unset: the coordinator's default class
   uint32_t slo_ms = 0;              // 0: none
 };

@@ -176,11 +176,25 @@ Json ChatChoice(const ResponseContext& context, const ChoiceOutput& output,
               {"stop_reason", StopReasonJson(output)}};
 }
 
-// A streamed chunk; OpenAI puts "usage": null in every chunk of an include_usage stream.
-std::string ChunkEvent(const ResponseContext& context, bool chat, Json choice) {
+// A choice's usage so far (continuous_usage_stats), as vLLM sends it: the counts only, since
+// how much of the prompt was cached is known once the choice has finished.
+Json UsageSoFarJson(const proto::Usage& usage) {
+  return Json{{"prompt_tokens", usage.prompt_tokens},
+              {"completion_tokens", usage.completion_tokens},
+              {"total_tokens", uint64_t{usage.prompt_tokens} + usage.completion_tokens}};
+}
+
+// A streamed chunk; OpenAI puts "usage": null in every chunk of an include_usage stream, vLLM
+// the choice's usage so far with continuous_usage_stats.
+std::string ChunkEvent(const ResponseContext& context, bool chat, Json choice,
+                       const std::optional<proto::Usage>& usage_so_far) {
   Json chunk = Envelope(context, chat, chat ? "chat.completion.chunk" : "text_completion");
   chunk["choices"] = Json::array({std::move(choice)});
-  if (context.include_usage) chunk["usage"] = nullptr;
+  if (usage_so_far) {
+    chunk["usage"] = UsageSoFarJson(*usage_so_far);
+  } else if (context.include_usage) {
+    chunk["usage"] = nullptr;
+  }
   return SseEvent(Dump(chunk));
 }
 
@@ -301,22 +315,23 @@ std::string SseDone() { return "data: [DONE]\n\n"; }
 std::string SseKeepAlive() { return ": keep-alive\n\n"; }
 
 std::string RenderCompletionChunk(const ResponseContext& context, const ChoiceOutput& output) {
-  return ChunkEvent(context, false, CompletionChoice(context, output));
+  return ChunkEvent(context, false, CompletionChoice(context, output), output.usage_so_far);
 }
 
-std::string RenderChatRoleChunk(const ResponseContext& context, uint32_t index) {
+std::string RenderChatRoleChunk(const ResponseContext& context, uint32_t index,
+                                std::optional<proto::Usage> usage_so_far) {
   Json choice{{"index", index},
               {"delta", Json{{"role", "assistant"}, {"content", ""}}},
               {"logprobs", nullptr},
               {"finish_reason", nullptr}};
-  return ChunkEvent(context, true, std::move(choice));
+  return ChunkEvent(context, true, std::move(choice), usage_so_far);
 }
 
 std::string RenderChatChunk(const ResponseContext& context, const ChoiceOutput& output) {
   const bool only_finishes =
       output.text.empty() && output.finish_reason != proto::FinishReason::kNone;
   Json delta = only_finishes ? Json::object() : Json{{"content", output.text}};
-  return ChunkEvent(context, true, ChatChoice(context, output, "delta", std::move(delta)));
+  return ChunkEvent(context, true, ChatChoice(context, output, "delta", std::move(delta)), output.usage_so_far);
 }
 
 std::string RenderCompletionUsageChunk(const ResponseContext& context, const proto::Usage& usage) {

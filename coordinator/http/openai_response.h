@@ -23,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -88,6 +89,9 @@ struct ChoiceOutput {
   // Streamed completions only: characters (code points) of this choice's text sent in earlier
   // chunks, where this chunk's logprobs.text_offset starts counting.
   size_t text_offset = 0;
+  // Streamed, with continuous_usage_stats: this choice's usage so far (its prompt, the tokens
+  // generated up to and including this chunk's), as the chunk's "usage" instead of null.
+  std::optional<proto::Usage> usage_so_far;
 };
 
 // What every rendering of one response needs from its request.
@@ -97,6 +101,8 @@ struct ResponseContext {
   std::string model;           // the served model's id
   bool logprobs = false;       // the request asked for logprobs: choices carry them
   bool include_usage = false;  // a stream with include_usage: every chunk has "usage": null
+  // ... or, with continuous_usage_stats too, its choice's usage so far (ChoiceOutput::usage_so_far).
+  bool continuous_usage = false;
 };
 
 // finish_reason: "stop", "length", or bmad's "cancelled" and "error" (proto::FinishReasonName);
@@ -135,8 +141,10 @@ std::string SseKeepAlive();
 // chunk, also when the request asked for several (chunks of different choices interleave).
 std::string RenderCompletionChunk(const ResponseContext& context, const ChoiceOutput& output);
 
-// The first "chat.completion.chunk" of choice `index`: delta {"role": "assistant", "content": ""}.
-std::string RenderChatRoleChunk(const ResponseContext& context, uint32_t index = 0);
+// The first "chat.completion.chunk" of choice `index`: delta {"role": "assistant", "content": ""};
+// `usage_so_far` as in ChoiceOutput (no tokens yet).
+std::string RenderChatRoleChunk(const ResponseContext& context, uint32_t index = 0,
+                                std::optional<proto::Usage> usage_so_far = std::nullopt);
 // A "chat.completion.chunk": delta {"content": text}, or delta {} when the chunk only finishes
 // (empty text with a finish reason).
 std::string RenderChatChunk(const ResponseContext& context, const ChoiceOutput& output);

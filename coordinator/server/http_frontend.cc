@@ -498,6 +498,7 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
   ctx.model = core_.model_name();
   ctx.logprobs = cr.sampling.logprobs;
   ctx.include_usage = cr.stream && cr.include_usage;
+  ctx.continuous_usage = ctx.include_usage && cr.continuous_usage;
   auto client = std::make_shared<HttpConnection>(req.local_addr, req.local_port, req.remote_addr,
                                                    req.remote_port);
   if (cr.stream) {
@@ -547,7 +548,10 @@ std::optional<HttpFrontend::AcceptedCompletion> HttpFrontend::Submit(std::vector
       SendError(res, e->status, e->retry_after_ms);
       return std::nullopt;
     }
-    if (e->kind == StreamEvent::Kind::kAccepted) accepted.request_ids.push_back(e->request_id);
+    if (e->kind == StreamEvent::Kind::kAccepted) {
+      accepted.request_ids.push_back(e->request_id);
+      accepted.prompt_tokens.push_back(e->prompt_tokens);
+    }
   }
   return accepted;
 }
@@ -621,21 +625,35 @@ void HttpFrontend::AnswerStreaming(AcceptedCompletion accepted, const http::Resp
   }
   res.set_header("Cache-Control", "no-cache");
   struct StreamState {
-    StreamState(std::vector<uint64_t> ids, uint32_t n, std::vector<bool> starts)
-        : choices(std::move(ids), n), token_chars(choices.size(), 0), starts_text(std::move(starts)), per_prompt(n) {}
+    StreamState(std::vector<uint64_t> ids, std::vector<uint32_t> prompts, uint32_t n, std::vector<bool> starts)
+        : choices(std::move(ids), n),
+          token_chars(choices.size(), 0),
+          prompt_tokens(std::move(prompts)),
+          generated_tokens(choices.size(), 0),
+          starts_text(std::move(starts)),
+          per_prompt(n) {}
+    // Choice i's usage so far, for continuous_usage_stats.
+    proto::Usage UsageSoFar(uint32_t i) const {
+      proto::Usage usage;
+      usage.prompt_tokens = i < prompt_tokens.size() ? prompt_tokens[i] : 0;
+      usage.completion_tokens = generated_tokens[i];
+      return usage;
+    }
     http::ResponseChoices choices;
     // Per choice, where the next token's logprobs.text_offset starts: the characters of the
     // tokens already reported, counted as the whole response counts them (a stop string may
     // hold text back for a while, or cut it, without moving the tokens' offsets).
     std::vector<size_t> token_chars;
-    std::vector<bool> starts_text;  // AcceptedCompletion's
+    std::vector<uint32_t> prompt_tokens;     // per choice, AcceptedCompletion's
+    std::vector<uint32_t> generated_tokens;  // per choice, in the chunks read so far
+    std::vector<bool> starts_text;           // AcceptedCompletion's
     uint32_t per_prompt;
     bool roles_sent = false;
     std::chrono::steady_clock::time_point last_write;
     std::optional<StreamEvent> pending;  // read before the headers went out
   };
-  auto state = std::make_shared<StreamState>(std::move(accepted.request_ids), accepted.choices_per_prompt,
-                                             std::move(accepted.starts_text));
+  auto state = std::make_shared<StreamState>(std::move(accepted.request_ids), std::move(accepted.prompt_tokens),
+                                             accepted.choices_per_prompt, std::move(accepted.starts_text));
   state->pending = std::move(first);
   state->last_write = accepted_at;  // nothing yet: a keep-alive is due once the wait above ran out
   res.set_chunked_content_provider(
@@ -653,7 +671,9 @@ void HttpFrontend::AnswerStreaming(AcceptedCompletion accepted, const http::Resp
         if (chat && !state->roles_sent) {
           state->roles_sent = true;
           for (uint32_t i = 0; i < state->choices.size(); ++i) {
-            if (!write(http::RenderChatRoleChunk(ctx, i))) return give_up();
+            const std::optional<proto::Usage> usage =
+                ctx.continuous_usage ? std::optional(state->UsageSoFar(i)) : std::nullopt;
+            if (!write(http::RenderChatRoleChunk(ctx, i, usage))) return give_up();
           }
         }
         // While nothing comes (queued, or a long prefill), a keep-alive comment now and then:
@@ -687,6 +707,12 @@ void HttpFrontend::AnswerStreaming(AcceptedCompletion accepted, const http::Resp
                    StartsText(state->starts_text, state->per_prompt, *index));
         out.index = *index;
         for (const http::TokenLogprob& t : out.logprobs) state->token_chars[*index] += CodePoints(t.token);
+        state->generated_tokens[*index] += static_cast<uint32_t>(e->chunk.token_ids.size());
+        // The replica's count is the one the final usage adds up.
+        if (e->chunk.finish_reason != proto::FinishReason::kNone) {
+          state->generated_tokens[*index] = e->chunk.usage.completion_tokens;
+        }
+        if (ctx.continuous_usage) out.usage_so_far = state->UsageSoFar(*index);
         if (!out.text.empty() || out.finish_reason != proto::FinishReason::kNone || !out.logprobs.empty()) {
           const std::string event = chat ? http::RenderChatChunk(ctx, out) : http::RenderCompletionChunk(ctx, out);
           if (!write(event)) return give_up();

@@ -55,6 +55,7 @@ class HttpFrontend {
   struct AcceptedCompletion {
     std::shared_ptr<HttpStream> stream;
     std::vector<uint64_t> request_ids;
+    std::vector<uint32_t> prompt_tokens;  // of each request, as the coordinator counted them
     uint32_t choices_per_prompt = 1;
     std::function<void()> abandon;
     // Per prompt, with logprobs asked for: the prompt decodes to no text, so the first token

@@ -271,6 +271,64 @@ TEST(OpenAiFeaturesTest, ABatchOfPromptsGetsEachItsChoices) {
   EXPECT_EQ(json::parse(r.body)["error"]["code"], "model_not_found") << r.body;
 }
 
+// vLLM's continuous_usage_stats: every chunk of a choice carries that choice's usage so far
+// (its prompt, its tokens up to there), rising to what the final usage chunk adds up.
+TEST(OpenAiFeaturesTest, ContinuousUsageCountsEachChoiceAsItGoes) {
+  LocalCluster cluster({StoriesModelPath(), 1, 0});
+  std::string error;
+  ASSERT_TRUE(cluster.Start(&error)) << error;
+  const int port = cluster.http_port();
+  const std::vector<std::string> prompts = {"Once upon a time", "The little dog ran"};
+  std::vector<int64_t> prompt_counts;
+  for (const std::string& p : prompts) {
+    prompt_counts.push_back(json::parse(Post(port, "/tokenize", json({{"prompt", p}}).dump()).body)["count"]);
+  }
+  const json body = {{"prompt", prompts}, {"max_tokens", 8}, {"temperature", 0}, {"n", 2}, {"ignore_eos", true},
+                     {"stream", true},
+                     {"stream_options", {{"include_usage", true}, {"continuous_usage_stats", true}}}};
+  const StreamResult s = Stream(port, body);
+  EXPECT_TRUE(s.done) << s.error;
+  ASSERT_EQ(s.usage_so_far.size(), 4u);
+  for (int64_t i = 0; i < 4; ++i) {
+    const std::vector<json>& seen = s.usage_so_far.at(i);
+    ASSERT_FALSE(seen.empty()) << i;
+    int64_t before = 0;
+    for (const json& u : seen) {
+      EXPECT_EQ(u["prompt_tokens"], prompt_counts[static_cast<size_t>(i / 2)]) << i << ": " << u;
+      EXPECT_GE(u["completion_tokens"].get<int64_t>(), before) << i;
+      before = u["completion_tokens"];
+      EXPECT_EQ(u["total_tokens"], u["prompt_tokens"].get<int64_t>() + before) << i;
+    }
+    EXPECT_EQ(seen.back()["completion_tokens"], 8) << i;
+  }
+  ASSERT_EQ(s.usage_chunks, 1);
+  EXPECT_EQ(s.usage["completion_tokens"], 32);
+  EXPECT_EQ(s.usage["prompt_tokens"], prompt_counts[0] + prompt_counts[1]);
+
+  // Chat: the role chunk starts each choice at 0 tokens.
+  const json chat = {{"messages", {{{"role", "user"}, {"content", "Tell me a story"}}}},
+                     {"max_tokens", 5}, {"temperature", 0}, {"n", 2}, {"ignore_eos", true}, {"stream", true},
+                     {"stream_options", {{"include_usage", true}, {"continuous_usage_stats", true}}}};
+  const StreamResult c = StreamCompletion(port, "/v1/chat/completions", chat);
+  EXPECT_TRUE(c.done) << c.error;
+  for (int64_t i = 0; i < 2; ++i) {
+    ASSERT_TRUE(c.usage_so_far.count(i)) << i;
+    ASSERT_GE(c.usage_so_far.at(i).size(), 2u) << i;
+    EXPECT_EQ(c.usage_so_far.at(i).front()["completion_tokens"], 0) << i;
+    EXPECT_EQ(c.usage_so_far.at(i).back()["completion_tokens"], 5) << i;
+    EXPECT_EQ(c.usage_so_far.at(i).back()["prompt_tokens"], c.usage["prompt_tokens"]) << i;
+  }
+  EXPECT_EQ(c.usage["completion_tokens"], 10);
+
+  // Without include_usage it asks for nothing (as in vLLM): no usage anywhere.
+  json plain = body;
+  plain["stream_options"] = {{"continuous_usage_stats", true}};
+  const StreamResult p = Stream(port, plain);
+  EXPECT_TRUE(p.done) << p.error;
+  EXPECT_TRUE(p.usage_so_far.empty());
+  EXPECT_EQ(p.usage_chunks, 0);
+}
+
 // /tokenize counts a prompt as the completion endpoints do: its count is the usage's
 // prompt_tokens, for text and for chat.
 TEST(OpenAiFeaturesTest, TokenizeCountsWhatTheCompletionIsBilledFor) {

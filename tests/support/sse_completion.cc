@@ -55,8 +55,13 @@ SseCompletion StreamCompletion(int port, const std::string& path, const nlohmann
         }
       }
       if (j.contains("usage") && j["usage"].is_object()) {
-        out.completion_tokens = j["usage"]["completion_tokens"];
-        ++out.usage_chunks;
+        if (j.contains("choices") && j["choices"].is_array() && !j["choices"].empty()) {
+          out.usage_so_far[j["choices"][0].value("index", int64_t{-1})].push_back(j["usage"]);
+        } else {
+          out.completion_tokens = j["usage"]["completion_tokens"];
+          out.usage = j["usage"];
+          ++out.usage_chunks;
+        }
       }
       if (disconnect_after > 0 && out.events >= disconnect_after) return false;
     }

@@ -18,8 +18,11 @@ struct SseCompletion {
   std::map<int64_t, std::string> texts;           // by choice index
   std::map<int64_t, std::string> finish_reasons;  // by choice index
   std::map<int64_t, int> role_chunks;             // chat: role chunks seen, by choice index
-  int usage_chunks = 0;            // chunks with a usage object
+  int usage_chunks = 0;            // chunks with a usage object and no choice (include_usage)
   int64_t completion_tokens = -1;  // from the usage chunk, when the server sent one
+  nlohmann::json usage;            // that chunk's usage object, or null
+  // continuous_usage_stats: every usage object a choice's chunks carried, in order, by choice.
+  std::map<int64_t, std::vector<nlohmann::json>> usage_so_far;
   std::string finish_reason;
   std::vector<int64_t> text_offsets;  // completions with logprobs: every token's, in order
   std::string error;               // an error event's JSON, if any

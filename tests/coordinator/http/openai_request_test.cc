@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -611,9 +612,9 @@ TEST(ParseCompletionRequest, RejectsBadMessages) {
        false,
        {"'return_tokens_as_token_ids' is not supported"}},
       {R"({"prompt": "x", "logits_processors": ["f"]})", false, {"'logits_processors' is not supported"}},
-      {R"({"prompt": "x", "stream": true, "stream_options": {"continuous_usage_stats": true}})",
+      {R"({"prompt": "x", "stream": true, "stream_options": {"continuous_usage_stats": 1}})",
        false,
-       {"'stream_options.continuous_usage_stats' is not supported"}},
+       {"'stream_options.continuous_usage_stats' must be a boolean"}},
       {R"({"prompt": "x", "add_special_tokens": 1})", false, {"'add_special_tokens' must be a boolean"}},
       {R"({"messages": [{"role": "user", "content": "x"}], "echo": true})", true, {"'echo' is not supported"}},
       {R"({"messages": [{"role": "user", "content": "x"}], "bad_words": ["x"]})", true, {"'bad_words' is not supported"}},
@@ -650,6 +651,20 @@ TEST(ParseCompletionRequest, IncludeStopStrInOutputReachesTheSampler) {
                   .sampling.include_stop_str_in_output);
   EXPECT_TRUE(Ok(Chat(R"({"messages": [{"role": "user", "content": "x"}], "include_stop_str_in_output": true})"))
                   .sampling.include_stop_str_in_output);
+}
+
+// vLLM's continuous_usage_stats takes effect only together with include_usage.
+TEST(ParseCompletionRequest, ContinuousUsageNeedsIncludeUsage) {
+  for (const auto& [options, want] : std::vector<std::pair<std::string, bool>>{
+           {R"({"include_usage": true, "continuous_usage_stats": true})", true},
+           {R"({"continuous_usage_stats": true})", false},
+           {R"({"include_usage": true, "continuous_usage_stats": false})", false},
+           {R"({"include_usage": true})", false}}) {
+    const auto r = ParseCompletionRequest(R"({"prompt": "x", "stream": true, "stream_options": )" + options + "}",
+                                          false, {});
+    ASSERT_TRUE(r.ok()) << options << ": " << r.status().ToString();
+    EXPECT_EQ(r->continuous_usage, want) << options;
+  }
 }
 
 TEST(ParseCompletionRequest, TheOffValuesOfUnsupportedExtensionsPass) {

@@ -405,6 +405,28 @@ TEST(RenderChatChunk, IncludeUsageAddsNullUsageThenAUsageChunk) {
   ExpectUsage(usage["usage"]);
 }
 
+// continuous_usage_stats: each chunk carries its choice's usage so far, counts only (what was
+// cached is known at the end, in the usage chunk).
+TEST(RenderChatChunk, UsageSoFarReplacesTheNullUsage) {
+  ResponseContext context = Context();
+  context.include_usage = true;
+  context.continuous_usage = true;
+  proto::Usage before_any;
+  before_any.prompt_tokens = 7;
+  EXPECT_EQ(ParseEvent(RenderChatRoleChunk(context, 1, before_any))["usage"],
+            Json({{"prompt_tokens", 7}, {"completion_tokens", 0}, {"total_tokens", 7}}));
+  ChoiceOutput piece;
+  piece.text = "x";
+  piece.usage_so_far = proto::Usage{};
+  piece.usage_so_far->prompt_tokens = 7;
+  piece.usage_so_far->completion_tokens = 3;
+  const Json usage = Json({{"prompt_tokens", 7}, {"completion_tokens", 3}, {"total_tokens", 10}});
+  EXPECT_EQ(ParseEvent(RenderChatChunk(context, piece))["usage"], usage);
+  EXPECT_EQ(ParseEvent(RenderCompletionChunk(context, piece))["usage"], usage);
+  piece.usage_so_far.reset();
+  EXPECT_TRUE(ParseEvent(RenderChatChunk(context, piece))["usage"].is_null());
+}
+
 TEST(RenderChatChunk, LogprobsPerChunk) {
   ResponseContext context = Context();
   context.logprobs = true;
