@@ -393,6 +393,22 @@ Status ReadStreaming(const JsonFields& body, CompletionRequest& request) {
   return Status::Ok();
 }
 
+// vLLM's truncate_prompt_tokens: -1 (the context length) or k >= 1, at most the context length.
+Result<std::optional<int64_t>> ReadTruncatePromptTokens(const JsonFields& body, const RequestLimits& limits) {
+  BMAD_ASSIGN_OR_RETURN(const std::optional<int64_t> keep,
+                        body.Integer("truncate_prompt_tokens", -1, std::numeric_limits<int32_t>::max(),
+                                     "-1 (the context length) or a positive integer"));
+  if (keep && *keep == 0) {
+    return InvalidArgument("'truncate_prompt_tokens' must be -1 (the context length) or a positive "
+                           "integer, got 0: a prompt needs a token");
+  }
+  if (keep && limits.max_model_len != 0 && *keep > limits.max_model_len) {
+    return OutOfRange("'truncate_prompt_tokens' is " + std::to_string(*keep) +
+                      ", more than the model's context length of " + Count(limits.max_model_len) + " tokens");
+  }
+  return keep;
+}
+
 // n choices (each generated as its own request); best_of may only repeat n, since ranking
 // candidates by likelihood is not done; echo (completions) asks for the prompt, which the
 // response lacks.
@@ -531,8 +547,8 @@ Status RejectUnsupported(const JsonFields& body, bool chat) {
   };
   for (const std::string_view key : {"guided_regex", "guided_choice", "guided_grammar",
                                      "guided_whitespace_pattern", "structured_outputs", "chat_template",
-                                     "chat_template_kwargs", "prompt_logprobs", "truncate_prompt_tokens",
-                                     "logits_processors", "prompt_embeds", "documents"}) {
+                                     "chat_template_kwargs", "prompt_logprobs", "logits_processors",
+                                     "prompt_embeds", "documents"}) {
     if (const Json* value = body.Find(key); value != nullptr && !neutral(*value)) {
       return InvalidArgument(Quoted(key) + " is not supported");
     }
@@ -567,13 +583,17 @@ Result<CompletionRequest> ReadRequest(const Json& json, bool chat, const Request
   BMAD_ASSIGN_OR_RETURN(const std::optional<std::string> model, body.String("model"));
   request.model = model.value_or("");
 
+  BMAD_ASSIGN_OR_RETURN(request.truncate_prompt_tokens, ReadTruncatePromptTokens(body, limits));
+  // A token-id prompt longer than the context is cut to fit, not refused, when truncating.
+  RequestLimits prompt_limits = limits;
+  if (request.truncate_prompt_tokens) prompt_limits.max_model_len = 0;
   if (chat) {
     BMAD_ASSIGN_OR_RETURN(request.messages, ReadMessages(body, limits));
     BMAD_ASSIGN_OR_RETURN(const std::optional<bool> add_generation_prompt,
                           body.Bool("add_generation_prompt"));
     request.add_generation_prompt = add_generation_prompt.value_or(true);
   } else {
-    BMAD_RETURN_IF_ERROR(ReadPrompt(body, limits, request));
+    BMAD_RETURN_IF_ERROR(ReadPrompt(body, prompt_limits, request));
   }
 
   if (!chat) {

@@ -57,6 +57,8 @@
 //   guided_json        vLLM's: a JSON Schema (object, or its JSON text), as json_schema
 //   priority           bmad: integer class in [0, limits.priority_classes), 0 most urgent
 //   slo_ms             bmad: latency objective in milliseconds, integer >= 0 (0: none)
+//   truncate_prompt_tokens  vLLM's: -1 or an integer in [1, limits.max_model_len]; the
+//                      prompt keeps only its last that many tokens
 // Parameters OpenAI defines but this server cannot honour are rejected rather than silently
 // ignored when set to anything but their neutral value: suffix (non-empty), response_format
 // (another type), tools and functions (non-empty), tool_choice and function_call
@@ -65,7 +67,7 @@
 // skip_special_tokens and spaces_between_special_tokens (false), allowed_token_ids and
 // bad_words (non-empty), guided_regex/choice/
 // grammar/whitespace_pattern, structured_outputs, chat_template, chat_template_kwargs,
-// prompt_logprobs, truncate_prompt_tokens, logits_processors, prompt_embeds and documents, and
+// prompt_logprobs, logits_processors, prompt_embeds and documents, and
 // OpenAI's audio, web_search_options, reasoning_effort and prediction (anything but null or
 // empty), and modalities other than ["text"].
 //
@@ -140,6 +142,11 @@ struct CompletionRequest {
   uint32_t top_logprobs = 0;
 
   uint32_t n = 1;  // choices to generate
+
+  // vLLM's truncate_prompt_tokens: keep only the prompt's last k tokens (after the chat template
+  // and the BOS; -1: as many as the context holds). A token-id prompt longer than the context is
+  // then accepted, to be cut.
+  std::optional<int64_t> truncate_prompt_tokens;
 
   bool stream = false;
   bool include_usage = false;       // stream_options.include_usage

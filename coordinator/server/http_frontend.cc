@@ -330,7 +330,9 @@ Result<std::vector<std::vector<uint32_t>>> HttpFrontend::PromptTokens(http::Comp
                                                                       bool add_special,
                                                                       bool refuse_oversized_text) const {
   // Tokenized here, on the request's own thread: in the event loop a long prompt (megabytes
-  // take seconds) would stall every other request's tokens meanwhile.
+  // take seconds) would stall every other request's tokens meanwhile. A text too long for the
+  // context is refused before it is tokenized, unless it is to be cut to fit.
+  if (cr.truncate_prompt_tokens) refuse_oversized_text = false;
   auto encode = [&](const std::string& text) -> Result<std::vector<uint32_t>> {
     if (refuse_oversized_text) BMAD_RETURN_IF_ERROR(core_.CheckPromptTextMayFit(text.size()));
     const std::vector<int32_t> ids = core_.tokenizer().Encode(text, add_special);
@@ -348,6 +350,7 @@ Result<std::vector<std::vector<uint32_t>>> HttpFrontend::PromptTokens(http::Comp
     for (const http::ChatPrompt::Span& span : chat.client_spans) literal.push_back({span.begin, span.length});
     const std::vector<int32_t> ids = core_.tokenizer().EncodeWithLiteralSpans(chat.text, add_special, literal);
     prompts.emplace_back(ids.begin(), ids.end());
+    TruncatePrompts(cr.truncate_prompt_tokens, prompts);
     return prompts;
   }
   for (size_t i = 0; i < cr.prompts.size(); ++i) {
@@ -365,7 +368,17 @@ Result<std::vector<std::vector<uint32_t>>> HttpFrontend::PromptTokens(http::Comp
     }
     prompts.push_back(std::move(tokens));
   }
+  TruncatePrompts(cr.truncate_prompt_tokens, prompts);
   return prompts;
+}
+
+void HttpFrontend::TruncatePrompts(std::optional<int64_t> keep, std::vector<std::vector<uint32_t>>& prompts) const {
+  if (!keep) return;
+  // -1: the context length the cluster serves now (a request's max_tokens still has to fit).
+  const size_t last = *keep < 0 ? static_cast<size_t>(core_.served_context_length()) : static_cast<size_t>(*keep);
+  for (std::vector<uint32_t>& prompt : prompts) {
+    if (prompt.size() > last) prompt.erase(prompt.begin(), prompt.end() - static_cast<std::ptrdiff_t>(last));
+  }
 }
 
 bool HttpFrontend::Authorized(const httplib::Request& req, httplib::Response& res) {

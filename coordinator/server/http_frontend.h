@@ -87,9 +87,12 @@ class HttpFrontend {
   // text encoded (BOS first when `add_special`), token ids as given. Moves the prompts out of
   // `cr`. Errors: the chat template's; with `refuse_oversized_text`, a text too long in bytes
   // to fit the context in any tokenization (refused untokenized: the completion endpoints;
-  // /tokenize counts whatever it is given).
+  // /tokenize counts whatever it is given). With truncate_prompt_tokens, each prompt is cut to
+  // its last tokens and no text is refused for its length.
   Result<std::vector<std::vector<uint32_t>>> PromptTokens(http::CompletionRequest& cr, bool add_special,
                                                           bool refuse_oversized_text) const;
+  // Keeps each prompt's last `keep` tokens (-1: the served context length); nullopt: all.
+  void TruncatePrompts(std::optional<int64_t> keep, std::vector<std::vector<uint32_t>>& prompts) const;
   // Answers 404 model_not_found and returns true when `model` names another model than ours.
   bool RefuseOtherModel(const std::string& model, httplib::Response& res) const;
   // True when no key is asked for (coordinator.api_keys_file empty) or the request's bearer

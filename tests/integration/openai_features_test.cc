@@ -329,6 +329,64 @@ TEST(OpenAiFeaturesTest, ContinuousUsageCountsEachChoiceAsItGoes) {
   EXPECT_EQ(p.usage_chunks, 0);
 }
 
+// vLLM's truncate_prompt_tokens: the prompt keeps its last k tokens (after the BOS and the chat
+// template), which is what is generated from and billed; a prompt longer than the context,
+// text or token ids, is then served instead of refused.
+TEST(OpenAiFeaturesTest, TruncatePromptTokensKeepsTheLastTokens) {
+  LocalCluster cluster({StoriesModelPath(), 1, 0});
+  std::string error;
+  ASSERT_TRUE(cluster.Start(&error)) << error;
+  const int port = cluster.http_port();
+  const std::string text = "Once upon a time there was a little dog";
+  const json counted = json::parse(Post(port, "/tokenize", json({{"prompt", text}}).dump()).body);
+  const std::vector<int64_t> tokens = counted["tokens"];
+  ASSERT_GT(tokens.size(), 4u);
+  const std::vector<int64_t> last3(tokens.end() - 3, tokens.end());
+
+  json cut = {{"prompt", text}, {"max_tokens", 6}, {"temperature", 0}, {"ignore_eos", true},
+              {"truncate_prompt_tokens", 3}};
+  HttpResult r = Post(port, "/v1/completions", cut.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)["usage"]["prompt_tokens"], 3) << r.body;
+  json same = cut;
+  same["prompt"] = last3;
+  same.erase("truncate_prompt_tokens");
+  HttpResult direct = Post(port, "/v1/completions", same.dump());
+  ASSERT_EQ(direct.status, 200) << direct.body;
+  EXPECT_EQ(json::parse(r.body)["choices"][0]["text"], json::parse(direct.body)["choices"][0]["text"]);
+  // /tokenize counts it as the completion bills it.
+  json count_cut = {{"prompt", text}, {"truncate_prompt_tokens", 3}};
+  EXPECT_EQ(json::parse(Post(port, "/tokenize", count_cut.dump()).body)["tokens"], last3);
+
+  // Longer than the context: token ids and text alike are cut to fit rather than refused.
+  const int64_t context = counted["max_model_len"];
+  std::vector<int64_t> long_ids(static_cast<size_t>(context) + 40, tokens[1]);
+  long_ids.back() = tokens[2];
+  json too_long = {{"prompt", long_ids}, {"max_tokens", 4}, {"temperature", 0}};
+  EXPECT_EQ(Post(port, "/v1/completions", too_long.dump()).status, 400);
+  too_long["truncate_prompt_tokens"] = context - 4;
+  r = Post(port, "/v1/completions", too_long.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)["usage"]["prompt_tokens"], context - 4) << r.body;
+  std::string long_text;
+  while (long_text.size() < static_cast<size_t>(context) * 64) long_text += "Once upon a time. ";
+  json long_chat = {{"messages", {{{"role", "user"}, {"content", long_text}}}}, {"max_tokens", 2}};
+  EXPECT_EQ(Post(port, "/v1/chat/completions", long_chat.dump()).status, 400);
+  long_chat["truncate_prompt_tokens"] = 16;
+  r = Post(port, "/v1/chat/completions", long_chat.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)["usage"]["prompt_tokens"], 16) << r.body;
+  // -1 keeps the whole context, which leaves no room for max_tokens: refused as too long.
+  too_long["truncate_prompt_tokens"] = -1;
+  r = Post(port, "/v1/completions", too_long.dump());
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(json::parse(r.body)["error"]["code"], "context_length_exceeded") << r.body;
+  too_long["truncate_prompt_tokens"] = context + 1;
+  r = Post(port, "/v1/completions", too_long.dump());
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(json::parse(r.body)["error"]["param"], "truncate_prompt_tokens") << r.body;
+}
+
 // /tokenize counts a prompt as the completion endpoints do: its count is the usage's
 // prompt_tokens, for text and for chat.
 TEST(OpenAiFeaturesTest, TokenizeCountsWhatTheCompletionIsBilledFor) {

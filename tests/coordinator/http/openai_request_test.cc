@@ -603,7 +603,6 @@ TEST(ParseCompletionRequest, RejectsBadMessages) {
       // vLLM's fields that would change the output, or its form, are refused by name too.
       {R"({"prompt": "x", "allowed_token_ids": [300]})", false, {"'allowed_token_ids' is not supported"}},
       {R"({"prompt": "x", "bad_words": [" a"]})", false, {"'bad_words' is not supported"}},
-      {R"({"prompt": "x", "truncate_prompt_tokens": 2})", false, {"'truncate_prompt_tokens' is not supported"}},
       {R"({"prompt": "x", "skip_special_tokens": false})", false, {"'skip_special_tokens' is not supported"}},
       {R"({"prompt": "x", "spaces_between_special_tokens": false})",
        false,
@@ -651,6 +650,32 @@ TEST(ParseCompletionRequest, IncludeStopStrInOutputReachesTheSampler) {
                   .sampling.include_stop_str_in_output);
   EXPECT_TRUE(Ok(Chat(R"({"messages": [{"role": "user", "content": "x"}], "include_stop_str_in_output": true})"))
                   .sampling.include_stop_str_in_output);
+}
+
+// vLLM's truncate_prompt_tokens: -1 or 1 .. the context length; a token-id prompt longer than
+// the context is then accepted (the coordinator cuts it), on both endpoints.
+TEST(ParseCompletionRequest, TruncatePromptTokens) {
+  RequestLimits small = TestLimits();
+  small.max_model_len = 3;
+  const CompletionRequest cut = Ok(ParseCompletionRequest(
+      R"({"prompt": [1, 2, 3, 4, 5], "max_tokens": 1, "truncate_prompt_tokens": 2})", false, small));
+  EXPECT_EQ(cut.truncate_prompt_tokens, 2);
+  ASSERT_EQ(cut.prompts.size(), 1u);
+  EXPECT_EQ(cut.prompts[0].tokens.size(), 5u);
+  auto keep = [&](const std::string& body, bool chat) {
+    return Ok(ParseCompletionRequest(body, chat, small)).truncate_prompt_tokens;
+  };
+  EXPECT_EQ(keep(R"({"prompt": [[1, 2, 3, 4]], "max_tokens": 1, "truncate_prompt_tokens": -1})", false), -1);
+  EXPECT_EQ(keep(R"({"messages": [{"role": "user", "content": "x"}], "truncate_prompt_tokens": 3})", true), 3);
+  EXPECT_FALSE(keep(R"({"prompt": "x", "truncate_prompt_tokens": null})", false));
+  ExpectRejected({{R"({"prompt": "x", "truncate_prompt_tokens": 4})",
+                   false,
+                   {"'truncate_prompt_tokens' is 4", "context length of 3"},
+                   StatusCode::kOutOfRange},
+                  {R"({"prompt": "x", "truncate_prompt_tokens": 0})", false, {"'truncate_prompt_tokens'", "got 0"}},
+                  {R"({"prompt": "x", "truncate_prompt_tokens": -2})", false, {"'truncate_prompt_tokens' must be -1"}},
+                  {R"({"prompt": "x", "truncate_prompt_tokens": "2"})", false, {"'truncate_prompt_tokens' must be"}}},
+                 small);
 }
 
 // vLLM's continuous_usage_stats takes effect only together with include_usage.
