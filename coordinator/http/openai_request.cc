@@ -526,8 +526,7 @@ Status RejectUnsupported(const JsonFields& body, bool chat) {
   }
   // vLLM's extensions that change what is generated: refused rather than ignored, so that a
   // client relying on one learns it has no effect here. Their "off" values pass.
-  for (const std::string_view key : {"use_beam_search", "continue_final_message",
-                                     "return_tokens_as_token_ids"}) {
+  for (const std::string_view key : {"use_beam_search", "continue_final_message"}) {
     if (const Json* flag = body.Find(key); flag != nullptr && *flag != false && !flag->is_null()) {
       return InvalidArgument(Quoted(key) + " is not supported");
     }
@@ -584,6 +583,8 @@ Result<CompletionRequest> ReadRequest(const Json& json, bool chat, const Request
   request.model = model.value_or("");
 
   BMAD_ASSIGN_OR_RETURN(request.truncate_prompt_tokens, ReadTruncatePromptTokens(body, limits));
+  BMAD_ASSIGN_OR_RETURN(const std::optional<bool> tokens_as_ids, body.Bool("return_tokens_as_token_ids"));
+  request.return_tokens_as_token_ids = tokens_as_ids.value_or(false);
   // A token-id prompt longer than the context is cut to fit, not refused, when truncating.
   RequestLimits prompt_limits = limits;
   if (request.truncate_prompt_tokens) prompt_limits.max_model_len = 0;

@@ -59,11 +59,12 @@
 //   slo_ms             bmad: latency objective in milliseconds, integer >= 0 (0: none)
 //   truncate_prompt_tokens  vLLM's: -1 or an integer in [1, limits.max_model_len]; the
 //                      prompt keeps only its last that many tokens
+//   return_tokens_as_token_ids  vLLM's: boolean; logprobs name tokens "token_id:N"
 // Parameters OpenAI defines but this server cannot honour are rejected rather than silently
 // ignored when set to anything but their neutral value: suffix (non-empty), response_format
 // (another type), tools and functions (non-empty), tool_choice and function_call
 // (other than "none"); so are vLLM's extensions that would change the output or its form:
-// use_beam_search, continue_final_message, return_tokens_as_token_ids and chat's echo (true),
+// use_beam_search, continue_final_message and chat's echo (true),
 // skip_special_tokens and spaces_between_special_tokens (false), allowed_token_ids and
 // bad_words (non-empty), guided_regex/choice/
 // grammar/whitespace_pattern, structured_outputs, chat_template, chat_template_kwargs,
@@ -147,6 +148,8 @@ struct CompletionRequest {
   // and the BOS; -1: as many as the context holds). A token-id prompt longer than the context is
   // then accepted, to be cut.
   std::optional<int64_t> truncate_prompt_tokens;
+  // vLLM's return_tokens_as_token_ids: logprobs name tokens "token_id:N".
+  bool return_tokens_as_token_ids = false;
 
   bool stream = false;
   bool include_usage = false;       // stream_options.include_usage

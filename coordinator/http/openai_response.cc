@@ -100,8 +100,15 @@ size_t CodePoints(std::string_view text) {
   return n;
 }
 
+// How logprobs name a token: "token_id:N" (return_tokens_as_token_ids), else its text, made
+// valid UTF-8 when `valid_utf8` (completions; chat sends the raw bytes in "bytes" beside it).
+std::string TokenName(const ResponseContext& context, const TokenLogprob& t, bool valid_utf8) {
+  if (context.tokens_as_ids && t.id >= 0) return "token_id:" + std::to_string(t.id);
+  return valid_utf8 ? tokenizer::ToValidUtf8(t.token) : t.token;
+}
+
 // Completions' legacy shape: parallel arrays.
-Json CompletionLogprobsJson(const ChoiceOutput& output) {
+Json CompletionLogprobsJson(const ResponseContext& context, const ChoiceOutput& output) {
   Json tokens = Json::array();
   Json token_logprobs = Json::array();
   Json top_logprobs = Json::array();
@@ -111,14 +118,14 @@ Json CompletionLogprobsJson(const ChoiceOutput& output) {
     // A token's piece may be part of a character (a byte-fallback token): shown with U+FFFD for
     // what is not whole, here rather than when the JSON is written, so that pieces that differ
     // only in such bytes are one key below, not keys that JSON would write twice.
-    const std::string token = tokenizer::ToValidUtf8(t.token);
+    const std::string token = TokenName(context, t, /*valid_utf8=*/true);
     tokens.push_back(token);
     token_logprobs.push_back(LogprobValue(t.logprob));
     // The chosen token and its alternatives; OpenAI: "up to logprobs+1 elements". A piece
     // that two ids share is listed once, with the higher log-probability (the first seen).
     Json top = Json{{token, LogprobValue(t.logprob)}};
     for (const TokenLogprob& a : t.top) {
-      const std::string alternative = tokenizer::ToValidUtf8(a.token);
+      const std::string alternative = TokenName(context, a, /*valid_utf8=*/true);
       if (!top.contains(alternative)) top[alternative] = LogprobValue(a.logprob);
     }
     top_logprobs.push_back(std::move(top));
@@ -132,7 +139,7 @@ Json CompletionLogprobsJson(const ChoiceOutput& output) {
 }
 
 // Chat's shape: one entry per token, with the exact bytes (which survive partial characters).
-Json ChatLogprobsJson(const ChoiceOutput& output) {
+Json ChatLogprobsJson(const ResponseContext& context, const ChoiceOutput& output) {
   const auto bytes_of = [](const std::string& token) {
     Json bytes = Json::array();
     for (const char c : token) bytes.push_back(static_cast<unsigned char>(c));
@@ -142,9 +149,11 @@ Json ChatLogprobsJson(const ChoiceOutput& output) {
   for (const TokenLogprob& t : output.logprobs) {
     Json top = Json::array();
     for (const TokenLogprob& a : t.top) {
-      top.push_back(Json{{"token", a.token}, {"logprob", LogprobValue(a.logprob)}, {"bytes", bytes_of(a.token)}});
+      top.push_back(Json{{"token", TokenName(context, a, /*valid_utf8=*/false)},
+                         {"logprob", LogprobValue(a.logprob)},
+                         {"bytes", bytes_of(a.token)}});
     }
-    content.push_back(Json{{"token", t.token},
+    content.push_back(Json{{"token", TokenName(context, t, /*valid_utf8=*/false)},
                            {"logprob", LogprobValue(t.logprob)},
                            {"bytes", bytes_of(t.token)},
                            {"top_logprobs", std::move(top)}});
@@ -162,7 +171,7 @@ Json Envelope(const ResponseContext& context, bool chat, std::string_view object
 Json CompletionChoice(const ResponseContext& context, const ChoiceOutput& output) {
   return Json{{"index", output.index},
               {"text", output.text},
-              {"logprobs", context.logprobs ? CompletionLogprobsJson(output) : Json(nullptr)},
+              {"logprobs", context.logprobs ? CompletionLogprobsJson(context, output) : Json(nullptr)},
               {"finish_reason", FinishReasonJson(output.finish_reason)},
               {"stop_reason", StopReasonJson(output)}};
 }
@@ -171,7 +180,7 @@ Json ChatChoice(const ResponseContext& context, const ChoiceOutput& output,
                 std::string_view message_key, Json message) {
   return Json{{"index", output.index},
               {message_key, std::move(message)},
-              {"logprobs", context.logprobs ? ChatLogprobsJson(output) : Json(nullptr)},
+              {"logprobs", context.logprobs ? ChatLogprobsJson(context, output) : Json(nullptr)},
               {"finish_reason", FinishReasonJson(output.finish_reason)},
               {"stop_reason", StopReasonJson(output)}};
 }

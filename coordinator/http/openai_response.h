@@ -74,6 +74,7 @@ struct TokenLogprob {
   // The most likely tokens at this position (top_logprobs), most likely first; each entry's
   // `top` is empty.
   std::vector<TokenLogprob> top;
+  int64_t id = -1;  // the token id; -1: unknown (then the text stands for it, as without tokens_as_ids)
 };
 
 // One choice's output: all of it (non-streaming), or the part one chunk carries (streaming).
@@ -103,6 +104,9 @@ struct ResponseContext {
   bool include_usage = false;  // a stream with include_usage: every chunk has "usage": null
   // ... or, with continuous_usage_stats too, its choice's usage so far (ChoiceOutput::usage_so_far).
   bool continuous_usage = false;
+  // vLLM's return_tokens_as_token_ids: logprobs name each token (and alternative) "token_id:N"
+  // instead of its text; chat's "bytes" and completions' text_offset still follow the text.
+  bool tokens_as_ids = false;
 };
 
 // finish_reason: "stop", "length", or bmad's "cancelled" and "error" (proto::FinishReasonName);

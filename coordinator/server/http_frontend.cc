@@ -86,9 +86,9 @@ http::ChoiceOutput Choice(const proto::TokenChunk& chunk, const tokenizer::Token
         return first ? std::string(tok.SequenceStartPiece(static_cast<int32_t>(id)))
                      : tok.TokenPiece(static_cast<int32_t>(id));
       };
-      http::TokenLogprob t{piece(chunk.token_ids[i]), chunk.logprobs[i], {}};
+      http::TokenLogprob t{piece(chunk.token_ids[i]), chunk.logprobs[i], {}, chunk.token_ids[i]};
       for (size_t j = i * per_token; j < (i + 1) * per_token && j < chunk.top_logprobs.size(); ++j) {
-        t.top.push_back({piece(chunk.top_token_ids[j]), chunk.top_logprobs[j], {}});
+        t.top.push_back({piece(chunk.top_token_ids[j]), chunk.top_logprobs[j], {}, chunk.top_token_ids[j]});
       }
       out.logprobs.push_back(std::move(t));
     }
@@ -512,6 +512,7 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
   ctx.logprobs = cr.sampling.logprobs;
   ctx.include_usage = cr.stream && cr.include_usage;
   ctx.continuous_usage = ctx.include_usage && cr.continuous_usage;
+  ctx.tokens_as_ids = cr.return_tokens_as_token_ids;
   auto client = std::make_shared<HttpConnection>(req.local_addr, req.local_port, req.remote_addr,
                                                    req.remote_port);
   if (cr.stream) {

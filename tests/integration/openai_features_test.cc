@@ -156,6 +156,41 @@ TEST(OpenAiFeaturesTest, TopLogprobsComeWithEveryToken) {
     EXPECT_EQ(t["top_logprobs"][0]["logprob"], t["logprob"]) << t;
     EXPECT_GE(t["top_logprobs"][0]["logprob"].get<double>(), t["top_logprobs"][1]["logprob"].get<double>());
   }
+  // vLLM's return_tokens_as_token_ids: the same tokens, named "token_id:N"; the ids decode to
+  // the text, and chat's bytes are still the token's.
+  body["return_tokens_as_token_ids"] = true;
+  r = Post(cluster.http_port(), "/v1/completions", body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json by_id = json::parse(r.body)["choices"][0];
+  std::vector<int64_t> ids;
+  for (const json& t : by_id["logprobs"]["tokens"]) {
+    const std::string name = t;
+    ASSERT_EQ(name.rfind("token_id:", 0), 0u) << name;
+    ids.push_back(std::stoll(name.substr(9)));
+    EXPECT_TRUE(by_id["logprobs"]["top_logprobs"][ids.size() - 1].contains(name)) << by_id;
+  }
+  EXPECT_EQ(by_id["logprobs"]["token_logprobs"], lp["token_logprobs"]);
+  // After the prompt's (a piece's leading space depends on what comes before it).
+  const auto detokenize = [&](const std::vector<int64_t>& tokens) {
+    HttpResult d = Post(cluster.http_port(), "/detokenize", json({{"tokens", tokens}}).dump());
+    EXPECT_EQ(d.status, 200) << d.body;
+    return json::parse(d.body).value("prompt", "");
+  };
+  const std::vector<int64_t> prompt_ids =
+      json::parse(Post(cluster.http_port(), "/tokenize", json({{"prompt", "Once upon a time"}}).dump()).body)["tokens"];
+  std::vector<int64_t> all = prompt_ids;
+  all.insert(all.end(), ids.begin(), ids.end());
+  EXPECT_EQ(detokenize(all), detokenize(prompt_ids) + by_id["text"].get<std::string>());
+  chat["return_tokens_as_token_ids"] = true;
+  HttpResult c_ids = Post(cluster.http_port(), "/v1/chat/completions", chat.dump());
+  ASSERT_EQ(c_ids.status, 200) << c_ids.body;
+  const json content_ids = json::parse(c_ids.body)["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content_ids.size(), content.size());
+  for (size_t i = 0; i < content.size(); ++i) {
+    EXPECT_EQ(content_ids[i]["token"].get<std::string>().rfind("token_id:", 0), 0u) << content_ids[i];
+    EXPECT_EQ(content_ids[i]["bytes"], content[i]["bytes"]) << i;
+    EXPECT_EQ(content_ids[i]["top_logprobs"][0]["token"], content_ids[i]["token"]) << i;
+  }
 }
 
 // n choices: each is its own request, choice i seeded with seed + i, so each equals a one-choice

@@ -427,6 +427,30 @@ TEST(RenderChatChunk, UsageSoFarReplacesTheNullUsage) {
   EXPECT_TRUE(ParseEvent(RenderChatChunk(context, piece))["usage"].is_null());
 }
 
+// return_tokens_as_token_ids: every token and alternative is named by id, also two ids whose
+// pieces are alike; chat's bytes and completions' text offsets still follow the text.
+TEST(RenderCompletion, TokensAsIds) {
+  ResponseContext context = Context();
+  context.logprobs = true;
+  context.tokens_as_ids = true;
+  ChoiceOutput out;
+  out.text = "ab";
+  out.logprobs = {{"a", -0.5f, {{"a", -0.5f, {}, 7}, {"a", -1.5f, {}, 9}}, 7}, {"b", -0.25f, {}, 8}};
+  const Json completion = Json::parse(RenderCompletion(context, out, SomeUsage()))["choices"][0]["logprobs"];
+  EXPECT_EQ(completion["tokens"], Json({"token_id:7", "token_id:8"}));
+  EXPECT_EQ(completion["top_logprobs"][0],
+            Json({{"token_id:7", -0.5}, {"token_id:9", -1.5}}));
+  EXPECT_EQ(completion["text_offset"], Json({0, 1}));
+  const Json chat = Json::parse(RenderChatCompletion(context, out, SomeUsage()))["choices"][0]["logprobs"];
+  EXPECT_EQ(chat["content"][0]["token"], "token_id:7");
+  EXPECT_EQ(chat["content"][0]["bytes"], Json({97}));
+  EXPECT_EQ(chat["content"][0]["top_logprobs"][1]["token"], "token_id:9");
+  EXPECT_EQ(chat["content"][1]["token"], "token_id:8");
+  context.tokens_as_ids = false;
+  EXPECT_EQ(Json::parse(RenderChatCompletion(context, out, SomeUsage()))["choices"][0]["logprobs"]["content"][0]["token"],
+            "a");
+}
+
 TEST(RenderChatChunk, LogprobsPerChunk) {
   ResponseContext context = Context();
   context.logprobs = true;
