@@ -9,7 +9,7 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("bmad::wire");
 
-const protocolVersion :UInt16 = 8;  # proto::kProtocolVersion (codec.cc checks they agree)
+const protocolVersion :UInt16 = 9;  # proto::kProtocolVersion (codec.cc checks they agree)
 
 enum FinishReason {
   none @0;        # more chunks follow
@@ -51,6 +51,8 @@ struct SamplingParams {
   includeStopStrInOutput @17 :Bool; # vLLM's: a stop string that ends the output is part of it
   responseFormat @18 :ResponseFormat; # what the output must be
   jsonSchema @19 :Text;               # with responseFormat jsonSchema: the JSON Schema, as JSON
+  allowedTokenIds @20 :List(UInt32);  # vLLM's: when not empty, only these tokens are drawn
+  badWords @21 :List(List(UInt32));   # vLLM's, as token sequences: none is generated whole
 }
 
 struct LogitBias {

@@ -145,6 +145,11 @@ void Fill(wire::SamplingParams::Builder b, const SamplingParams& s) {
     biases[static_cast<unsigned>(i)].setTokenId(s.logit_bias[i].token_id);
     biases[static_cast<unsigned>(i)].setBias(s.logit_bias[i].bias);
   }
+  SetList(b.initAllowedTokenIds(static_cast<unsigned>(s.allowed_token_ids.size())), s.allowed_token_ids);
+  auto bad_words = b.initBadWords(static_cast<unsigned>(s.bad_words.size()));
+  for (size_t i = 0; i < s.bad_words.size(); ++i) {
+    SetList(bad_words.init(static_cast<unsigned>(i), static_cast<unsigned>(s.bad_words[i].size())), s.bad_words[i]);
+  }
 }
 
 void Fill(wire::Usage::Builder b, const Usage& u) {
@@ -345,6 +350,8 @@ SamplingParams Read(wire::SamplingParams::Reader r) {
   s.response_format = FromWire(r.getResponseFormat());
   s.json_schema = GetText(r.getJsonSchema());
   for (auto b : r.getLogitBias()) s.logit_bias.push_back(LogitBias{b.getTokenId(), b.getBias()});
+  s.allowed_token_ids = GetList<uint32_t>(r.getAllowedTokenIds());
+  for (auto word : r.getBadWords()) s.bad_words.push_back(GetList<uint32_t>(word));
   return s;
 }
 

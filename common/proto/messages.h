@@ -27,7 +27,8 @@ namespace bmad::proto {
 // 7: Submit.priority's default is -1, "the coordinator's default class" (it was 1). Cap'n Proto
 // stores a number XOR its default, so a version 6 peer would read every explicit class wrong.
 // 8: Submit.api_key, and error code 13 (kUnauthenticated), which a version 7 peer cannot read.
-inline constexpr uint16_t kProtocolVersion = 8;
+// 9: SamplingParams.allowed_token_ids and bad_words (a version 8 replica would ignore them).
+inline constexpr uint16_t kProtocolVersion = 9;
 
 enum class FinishReason : uint8_t { kNone = 0, kStop, kLength, kCancelled, kError };
 std::string_view FinishReasonName(FinishReason reason);  // "stop", "length", ... ("" for none)
@@ -75,6 +76,12 @@ struct SamplingParams {
   // With kJsonSchema: the JSON Schema the output is held to, as JSON text (sampling::JsonSchema
   // says which keywords are enforced); empty otherwise.
   std::string json_schema;
+  // vLLM's allowed_token_ids: when not empty, every other token is banned (duplicates allowed).
+  std::vector<uint32_t> allowed_token_ids;
+  // vLLM's bad_words, as token sequences (the coordinator tokenizes the words): the last token
+  // of each is banned wherever the output ends with the ones before it, so none is generated
+  // whole (a one-token sequence is banned everywhere).
+  std::vector<std::vector<uint32_t>> bad_words;
   friend bool operator==(const SamplingParams&, const SamplingParams&) = default;
 };
 

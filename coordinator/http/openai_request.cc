@@ -292,24 +292,52 @@ Result<std::vector<std::string>> ReadStop(const JsonFields& body, const RequestL
   return strings;
 }
 
-Result<std::vector<uint32_t>> ReadStopTokenIds(const JsonFields& body) {
-  const Json* ids = body.Find("stop_token_ids");
+// A list of token ids (stop_token_ids, allowed_token_ids): at most `max`; absent or null: none.
+Result<std::vector<uint32_t>> ReadTokenIdList(const JsonFields& body, std::string_view key, size_t max) {
+  const Json* ids = body.Find(key);
   if (ids == nullptr) return std::vector<uint32_t>();
-  if (!ids->is_array()) return MustBe("stop_token_ids", "an array of token ids", *ids);
-  if (ids->size() > sampling::kMaxStopTokenIds) {
-    return InvalidArgument("'stop_token_ids' holds " + Count(ids->size()) + " ids; at most " +
-                           Count(sampling::kMaxStopTokenIds) + " are allowed");
+  if (!ids->is_array()) return MustBe(key, "an array of token ids", *ids);
+  if (ids->size() > max) {
+    return InvalidArgument(Quoted(key) + " holds " + Count(ids->size()) + " ids; at most " + Count(max) +
+                           " are allowed");
   }
   std::vector<uint32_t> out;
   out.reserve(ids->size());
   for (size_t i = 0; i < ids->size(); ++i) {
     const std::optional<int64_t> id = AsInteger((*ids)[i]);
     if (!id || *id < 0 || *id > kMaxTokenId) {
-      return MustBe("stop_token_ids[" + Count(i) + "]", kTokenId, (*ids)[i]);
+      return MustBe(std::string(key) + "[" + Count(i) + "]", kTokenId, (*ids)[i]);
     }
     out.push_back(static_cast<uint32_t>(*id));
   }
   return out;
+}
+
+// vLLM's bad_words: strings, each turned into token sequences by the coordinator.
+Result<std::vector<std::string>> ReadBadWords(const JsonFields& body) {
+  std::vector<std::string> words;
+  const Json* list = body.Find("bad_words");
+  if (list == nullptr) return words;
+  if (!list->is_array()) return MustBe("bad_words", "an array of strings", *list);
+  if (list->size() > kMaxBadWords) {
+    return InvalidArgument("'bad_words' holds " + Count(list->size()) + " words; at most " + Count(kMaxBadWords) +
+                           " are allowed");
+  }
+  for (size_t i = 0; i < list->size(); ++i) {
+    const Json& word = (*list)[i];
+    const std::string name = "bad_words[" + Count(i) + "]";
+    if (!word.is_string()) return MustBe(name, "a string", word);
+    const std::string& text = word.get_ref<const std::string&>();
+    if (text.find_first_not_of(" \t\n\r") == std::string::npos) {
+      return InvalidArgument(Quoted(name) + " must hold more than whitespace");
+    }
+    if (text.size() > kMaxBadWordBytes) {
+      return InvalidArgument(Quoted(name) + " is " + Count(text.size()) + " bytes; at most " +
+                             Count(kMaxBadWordBytes) + " are allowed");
+    }
+    words.push_back(text);
+  }
+  return words;
 }
 
 // OpenAI's logit_bias: an object from token ids (JSON keys, so decimal strings) to biases.
@@ -563,11 +591,6 @@ Status RejectUnsupported(const JsonFields& body, bool chat) {
                                                         *modalities != Json::array({"text"})) {
     return InvalidArgument("'modalities' must be [\"text\"]: this server generates text only");
   }
-  for (const std::string_view key : {"allowed_token_ids", "bad_words"}) {
-    if (const Json* list = body.Find(key); list != nullptr && !list->is_null() && (!list->is_array() || !list->empty())) {
-      return InvalidArgument(Quoted(key) + " is not supported");
-    }
-  }
   // Chat's echo (vLLM: the reply starts with the last message's content) is not given.
   if (const Json* echo = body.Find("echo"); chat && echo != nullptr && *echo != false && !echo->is_null()) {
     return InvalidArgument("'echo' is not supported: the reply holds the completion only");
@@ -622,7 +645,11 @@ Result<CompletionRequest> ReadRequest(const Json& json, bool chat, const Request
   BMAD_ASSIGN_OR_RETURN(request.sampling.stop_strings, ReadStop(body, limits));
   BMAD_ASSIGN_OR_RETURN(const std::optional<bool> include_stop, body.Bool("include_stop_str_in_output"));
   request.sampling.include_stop_str_in_output = include_stop.value_or(false);
-  BMAD_ASSIGN_OR_RETURN(request.sampling.stop_token_ids, ReadStopTokenIds(body));
+  BMAD_ASSIGN_OR_RETURN(request.sampling.stop_token_ids,
+                        ReadTokenIdList(body, "stop_token_ids", sampling::kMaxStopTokenIds));
+  BMAD_ASSIGN_OR_RETURN(request.sampling.allowed_token_ids,
+                        ReadTokenIdList(body, "allowed_token_ids", sampling::kMaxAllowedTokenIds));
+  BMAD_ASSIGN_OR_RETURN(request.bad_words, ReadBadWords(body));
   BMAD_ASSIGN_OR_RETURN(request.sampling.logit_bias, ReadLogitBias(body));
   BMAD_ASSIGN_OR_RETURN(const std::optional<int64_t> min_tokens,
                         body.Integer("min_tokens", 0, std::numeric_limits<uint32_t>::max(),

@@ -60,13 +60,15 @@
 //   truncate_prompt_tokens  vLLM's: -1 or an integer in [1, limits.max_model_len]; the
 //                      prompt keeps only its last that many tokens
 //   return_tokens_as_token_ids  vLLM's: boolean; logprobs name tokens "token_id:N"
+//   allowed_token_ids  vLLM's: at most 262144 token ids; only they are generated
+//   bad_words          vLLM's: at most 64 strings of 1 to 128 bytes, not only whitespace; none
+//                      is generated (bad_words, as given here; the coordinator tokenizes them)
 // Parameters OpenAI defines but this server cannot honour are rejected rather than silently
 // ignored when set to anything but their neutral value: suffix (non-empty), response_format
 // (another type), tools and functions (non-empty), tool_choice and function_call
 // (other than "none"); so are vLLM's extensions that would change the output or its form:
 // use_beam_search, continue_final_message and chat's echo (true),
-// skip_special_tokens and spaces_between_special_tokens (false), allowed_token_ids and
-// bad_words (non-empty), guided_regex/choice/
+// skip_special_tokens and spaces_between_special_tokens (false), guided_regex/choice/
 // grammar/whitespace_pattern, structured_outputs, chat_template, chat_template_kwargs,
 // prompt_logprobs, logits_processors, prompt_embeds and documents, and
 // OpenAI's audio, web_search_options, reasoning_effort and prediction (anything but null or
@@ -93,6 +95,10 @@ namespace bmad::http {
 inline constexpr uint32_t kMaxChoices = 128;
 // The most prompts in one /v1/completions batch.
 inline constexpr size_t kMaxBatchPrompts = 1024;
+// vLLM's bad_words: words per request (each becomes up to two token sequences, within
+// sampling::kMaxBadWordSequences) and bytes per word.
+inline constexpr size_t kMaxBadWords = sampling::kMaxBadWordSequences / 2;
+inline constexpr size_t kMaxBadWordBytes = 128;
 
 // Bounds on one request, set by the coordinator.
 struct RequestLimits {
@@ -150,6 +156,8 @@ struct CompletionRequest {
   std::optional<int64_t> truncate_prompt_tokens;
   // vLLM's return_tokens_as_token_ids: logprobs name tokens "token_id:N".
   bool return_tokens_as_token_ids = false;
+  // vLLM's bad_words, as given; the coordinator tokenizes them into sampling.bad_words.
+  std::vector<std::string> bad_words;
 
   bool stream = false;
   bool include_usage = false;       // stream_options.include_usage

@@ -372,6 +372,28 @@ Result<std::vector<std::vector<uint32_t>>> HttpFrontend::PromptTokens(http::Comp
   return prompts;
 }
 
+Result<std::vector<std::vector<uint32_t>>> HttpFrontend::BadWordSequences(const std::vector<std::string>& words) const {
+  std::vector<std::vector<uint32_t>> sequences;
+  for (size_t i = 0; i < words.size(); ++i) {
+    const std::string word = words[i].substr(words[i].find_first_not_of(" \t\n\r"));  // not only whitespace
+    // The word at the start of the output and after a space: tokenizers that mark a word's
+    // leading space in its first token (byte-level BPE's "Ġword") tokenize the two apart.
+    for (const std::string& text : {word, " " + word}) {
+      const std::vector<int32_t> ids = core_.tokenizer().Encode(text, /*add_special=*/false);
+      if (ids.empty()) continue;
+      if (ids.size() > sampling::kMaxBadWordTokens) {
+        return InvalidArgument("'bad_words[" + std::to_string(i) + "]' is " + std::to_string(ids.size()) +
+                               " tokens; at most " + std::to_string(sampling::kMaxBadWordTokens) + " are allowed");
+      }
+      std::vector<uint32_t> sequence(ids.begin(), ids.end());
+      if (std::find(sequences.begin(), sequences.end(), sequence) == sequences.end()) {
+        sequences.push_back(std::move(sequence));
+      }
+    }
+  }
+  return sequences;
+}
+
 void HttpFrontend::TruncatePrompts(std::optional<int64_t> keep, std::vector<std::vector<uint32_t>>& prompts) const {
   if (!keep) return;
   // -1: the context length the cluster serves now (a request's max_tokens still has to fit).
@@ -481,6 +503,13 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
     SendError(res, prompts.status());
     return;
   }
+  Result<std::vector<std::vector<uint32_t>>> bad_words = BadWordSequences(cr.bad_words);
+  if (!bad_words.ok()) {
+    core_.CountRefusedHttp(bad_words.status(), cr.n * static_cast<uint32_t>(std::max<size_t>(1, prompts->size())));
+    SendError(res, bad_words.status());
+    return;
+  }
+  cr.sampling.bad_words = std::move(*bad_words);
   std::vector<bool> starts_text;
   if (cr.sampling.logprobs) {
     for (const std::vector<uint32_t>& prompt : *prompts) {

@@ -91,6 +91,10 @@ class HttpFrontend {
   // its last tokens and no text is refused for its length.
   Result<std::vector<std::vector<uint32_t>>> PromptTokens(http::CompletionRequest& cr, bool add_special,
                                                           bool refuse_oversized_text) const;
+  // vLLM's bad_words as token sequences: each word (leading whitespace dropped) as it would be
+  // tokenized at the start of the output and after a space, each distinct sequence once.
+  // kInvalidArgument naming a word of more than sampling::kMaxBadWordTokens tokens.
+  Result<std::vector<std::vector<uint32_t>>> BadWordSequences(const std::vector<std::string>& words) const;
   // Keeps each prompt's last `keep` tokens (-1: the served context length); nullopt: all.
   void TruncatePrompts(std::optional<int64_t> keep, std::vector<std::vector<uint32_t>>& prompts) const;
   // Answers 404 model_not_found and returns true when `model` names another model than ours.

@@ -35,6 +35,8 @@ std::vector<Message> SampleMessages() {
   sampling.response_format = ResponseFormat::kJsonSchema;
   sampling.json_schema = R"({"type":"object","properties":{"a":{"enum":["\u00e9"]}}})";
   sampling.logit_bias = {{13, -100.0f}, {261, 2.5f}};
+  sampling.allowed_token_ids = {5, 7, 5};
+  sampling.bad_words = {{261}, {378, 9, 1}, {}};
 
   Submit text_submit{"c-1", "stories", false, "Once upon a time", {}, sampling, 0, 1500, true, "sk-test-1"};
   SamplingParams json_object;

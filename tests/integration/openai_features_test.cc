@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <algorithm>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/support/cluster_http.h"
@@ -420,6 +422,56 @@ TEST(OpenAiFeaturesTest, TruncatePromptTokensKeepsTheLastTokens) {
   r = Post(port, "/v1/completions", too_long.dump());
   EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_EQ(json::parse(r.body)["error"]["param"], "truncate_prompt_tokens") << r.body;
+}
+
+// vLLM's allowed_token_ids and bad_words reach the sampler: every token generated is one of
+// the allowed, and a banned word is never generated, where the greedy answer had it.
+TEST(OpenAiFeaturesTest, AllowedTokenIdsAndBadWordsBanWhatTheyBan) {
+  LocalCluster cluster({StoriesModelPath(), 1, 0});
+  std::string error;
+  ASSERT_TRUE(cluster.Start(&error)) << error;
+  const int port = cluster.http_port();
+  const auto generated_ids = [&](const json& body) {
+    HttpResult r = Post(port, "/v1/completions", body.dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    std::vector<int64_t> ids;
+    if (r.status != 200) return std::make_pair(ids, std::string());
+    const json choice = json::parse(r.body)["choices"][0];
+    for (const json& t : choice["logprobs"]["tokens"]) ids.push_back(std::stoll(t.get<std::string>().substr(9)));
+    return std::make_pair(ids, choice["text"].get<std::string>());
+  };
+  json body = Completion("Once upon a time", 16, false);
+  body["logprobs"] = 0;
+  body["return_tokens_as_token_ids"] = true;
+  const auto [greedy_ids, greedy_text] = generated_ids(body);
+  ASSERT_NE(greedy_text.find(" girl"), std::string::npos) << greedy_text;
+
+  json allowed = body;
+  const std::vector<int64_t> set = {greedy_ids[0], greedy_ids[2], 261, 262};
+  allowed["allowed_token_ids"] = set;
+  const auto [allowed_ids, allowed_text] = generated_ids(allowed);
+  ASSERT_EQ(allowed_ids.size(), 16u) << allowed_text;  // the end token is not allowed either
+  for (const int64_t id : allowed_ids) EXPECT_NE(std::find(set.begin(), set.end(), id), set.end()) << id;
+
+  json banned = body;
+  banned["bad_words"] = {"girl"};
+  const auto [banned_ids, banned_text] = generated_ids(banned);
+  EXPECT_EQ(banned_text.find("girl"), std::string::npos) << banned_text;
+  EXPECT_NE(banned_text, greedy_text);
+  // The same up to where the greedy answer had the word.
+  const size_t before = greedy_text.find(" girl");
+  EXPECT_EQ(banned_text.substr(0, before), greedy_text.substr(0, before)) << banned_text;
+
+  // Chat takes them too; a word too long in tokens is refused by name.
+  json chat = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 4}, {"temperature", 0},
+               {"bad_words", {"the", " a"}}, {"allowed_token_ids", json::array()}};
+  EXPECT_EQ(Post(port, "/v1/chat/completions", chat.dump()).status, 200);
+  std::string long_word;
+  for (int i = 0; i < 40; ++i) long_word += "\xE4\xB8\x80";  // 40 CJK characters, byte tokens here
+  body["bad_words"] = {"fine", long_word};
+  HttpResult refused = Post(port, "/v1/completions", body.dump());
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  EXPECT_EQ(json::parse(refused.body)["error"]["param"], "bad_words[1]") << refused.body;
 }
 
 // /tokenize counts a prompt as the completion endpoints do: its count is the usage's

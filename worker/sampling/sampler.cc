@@ -22,9 +22,17 @@ Status NonFiniteLogit(size_t index, float value, bool penalized) {
   return Internal(buf);
 }
 
-Status NoFiniteLogit() { return Internal("every logit is -inf: no token can be chosen"); }
-
 }  // namespace
+
+Status Sampler::NoFiniteLogit() const {
+  // The request's own bans can leave nothing (allowed_token_ids that the JSON format, min_tokens
+  // or bad_words ban in turn): the client's doing, said in its terms. Otherwise the model's.
+  if (bans_.active()) {
+    return InvalidArgument("no token can come next: 'allowed_token_ids' and 'bad_words', with the "
+                           "request's other constraints, ban every one");
+  }
+  return Internal("every logit is -inf: no token can be chosen");
+}
 
 Sampler::Sampler(const proto::SamplingParams& params, uint64_t default_seed,
                  std::vector<int32_t> end_tokens, std::optional<JsonConstraint> constraint)
@@ -41,6 +49,7 @@ Sampler::Sampler(const proto::SamplingParams& params, uint64_t default_seed,
                  std::isfinite(params.presence_penalty) ? params.presence_penalty : 0.0f,
                  std::isfinite(params.frequency_penalty) ? params.frequency_penalty : 0.0f},
       logit_bias_(params.logit_bias),
+      bans_(params.allowed_token_ids, params.bad_words),
       min_tokens_(params.min_tokens),
       end_tokens_(std::move(end_tokens)),
       constraint_(std::move(constraint)),
@@ -58,11 +67,19 @@ Result<SampleResult> Sampler::Sample(std::span<const float> logits,
   }
   std::span<const float> scores = logits;
   const bool hold_back_end = holds_back_end() && generated_tokens.size() < min_tokens_;
-  if (penalties_.active() || !logit_bias_.empty() || hold_back_end || constraint_) {
+  if (penalties_.active() || !logit_bias_.empty() || hold_back_end || constraint_ || bans_.active()) {
     processed_.assign(logits.begin(), logits.end());  // reuses the capacity after the first call
     for (const proto::LogitBias& entry : logit_bias_) {
       // An entry outside the vocabulary failed validation; never write past the row.
       if (entry.token_id < logits.size()) processed_[entry.token_id] += entry.bias;
+    }
+    if (bans_.active()) {
+      // Like the mask below, -inf hides what was there: the banned tokens' raw logits are
+      // checked first, as every score of an unbanned row is.
+      for (size_t i = 0; i < logits.size(); ++i) {
+        if (!(logits[i] < kInf)) return NonFiniteLogit(i, logits[i], false);
+      }
+      bans_.Apply(processed_, generated_tokens);
     }
     if (hold_back_end) {
       for (int32_t token : end_tokens_) {

@@ -5,7 +5,8 @@
 //   0. logit_bias: each entry's bias is added to its token's logit; and while the output holds
 //      fewer than min_tokens tokens, the tokens that would end it (`end_tokens`: the model's
 //      end-of-generation tokens unless ignore_eos, and the stop token ids) get -inf (vLLM's
-//      logits processors, which also run before the penalties);
+//      logits processors, which also run before the penalties); and allowed_token_ids and
+//      bad_words ban what they ban (TokenBans);
 //   1. repetition penalty (Hugging Face / CTRL): for each token occurring in the prompt or the
 //      output, a positive logit is divided by `repetition_penalty`, a negative one multiplied;
 //   2. presence and frequency penalties (OpenAI), over the output only:
@@ -35,7 +36,7 @@
 // Memory per Sampler, allocated on first use and only by the features a request uses: greedy
 // without penalties none; top-k 12 bytes per kept candidate; sampling without top-k 12 bytes per
 // vocabulary entry (24 with top-p); penalties 9 bytes per vocabulary entry, logit_bias or
-// min_tokens 4.
+// min_tokens 4; allowed_token_ids one bit per vocabulary entry.
 //
 // Thread-safety: none; one Sampler per sequence, used by one thread at a time.
 #pragma once
@@ -51,6 +52,7 @@
 #include "worker/sampling/json_constraint.h"
 #include "worker/sampling/nucleus.h"
 #include "worker/sampling/penalties.h"
+#include "worker/sampling/token_bans.h"
 #include "worker/sampling/token_occurrences.h"
 
 namespace bmad::sampling {
@@ -108,7 +110,8 @@ class Sampler {
   //   kInvalidArgument: empty logits, more than INT32_MAX of them, or a history token outside
   //     [0, V);
   //   kInternal: a logit is NaN or +inf (a broken model, or a penalty overflowing), or every
-  //     logit is -inf.
+  //     logit is -inf;
+  //   kInvalidArgument: allowed_token_ids or bad_words left no token (with the other bans).
   //   the constraint's (JsonConstraint::Sync, Mask).
   Result<SampleResult> Sample(std::span<const float> logits,
                               std::span<const int32_t> prompt_tokens,
@@ -120,7 +123,7 @@ class Sampler {
   // backend can draw the token where the logits are (Backend::SampleRows). A count that lags
   // (a token still being drawn) only keeps the draw on the host one step longer.
   bool device_samplable(size_t generated_tokens) const {
-    return !penalties_.active() && !want_logprob_ && logit_bias_.empty() && !constraint_ &&
+    return !penalties_.active() && !want_logprob_ && logit_bias_.empty() && !constraint_ && !bans_.active() &&
            !(holds_back_end() && generated_tokens < min_tokens_);
   }
   // The draw for a device backend, with the uniform the next Sample would use. The uniform is
@@ -139,6 +142,8 @@ class Sampler {
 
  private:
   bool holds_back_end() const { return min_tokens_ > 0 && !end_tokens_.empty(); }
+  // The error when every score is -inf.
+  Status NoFiniteLogit() const;
   Result<int32_t> Argmax(std::span<const float> scores) const;
   Result<int32_t> Draw(std::span<const float> scores);
   // The finite-score tokens in id order, in candidates_.
@@ -154,6 +159,7 @@ class Sampler {
   float min_p_;
   Penalties penalties_;
   std::vector<proto::LogitBias> logit_bias_;
+  TokenBans bans_;
   uint32_t min_tokens_;
   std::vector<int32_t> end_tokens_;
   std::optional<JsonConstraint> constraint_;

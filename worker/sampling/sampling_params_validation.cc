@@ -44,6 +44,45 @@ bool IsValidUtf8(std::string_view bytes) {
   return true;
 }
 
+namespace {
+
+// `field` (e.g. "'allowed_token_ids[3]'") holds `id`: OK when it is in the vocabulary.
+Status CheckTokenId(const std::string& field, uint32_t id, int32_t vocab_size) {
+  if (id < static_cast<uint32_t>(vocab_size)) return Status::Ok();
+  return InvalidArgument(field + " is " + std::to_string(id) + ", outside the vocabulary [0, " +
+                         std::to_string(vocab_size) + ")");
+}
+
+Status ValidateTokenBans(const proto::SamplingParams& params, int32_t vocab_size) {
+  if (params.allowed_token_ids.size() > kMaxAllowedTokenIds) {
+    return InvalidArgument("'allowed_token_ids' holds " + std::to_string(params.allowed_token_ids.size()) +
+                           " ids; at most " + std::to_string(kMaxAllowedTokenIds) + " are allowed");
+  }
+  for (size_t i = 0; i < params.allowed_token_ids.size(); ++i) {
+    BMAD_RETURN_IF_ERROR(CheckTokenId("'allowed_token_ids[" + std::to_string(i) + "]'",
+                                      params.allowed_token_ids[i], vocab_size));
+  }
+  if (params.bad_words.size() > kMaxBadWordSequences) {
+    return InvalidArgument("'bad_words' make " + std::to_string(params.bad_words.size()) +
+                           " token sequences; at most " + std::to_string(kMaxBadWordSequences) +
+                           " are allowed");
+  }
+  for (size_t i = 0; i < params.bad_words.size(); ++i) {
+    const std::vector<uint32_t>& word = params.bad_words[i];
+    const std::string field = "'bad_words' sequence " + std::to_string(i);
+    if (word.empty() || word.size() > kMaxBadWordTokens) {
+      return InvalidArgument(field + " holds " + std::to_string(word.size()) + " tokens; 1 to " +
+                             std::to_string(kMaxBadWordTokens) + " are allowed");
+    }
+    for (size_t j = 0; j < word.size(); ++j) {
+      BMAD_RETURN_IF_ERROR(CheckTokenId(field + " token " + std::to_string(j), word[j], vocab_size));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status ValidateSamplingParams(const proto::SamplingParams& params, int32_t vocab_size,
                               std::string_view schema_field) {
   if (vocab_size <= 0) {
@@ -89,12 +128,8 @@ Status ValidateSamplingParams(const proto::SamplingParams& params, int32_t vocab
                            std::to_string(kMaxStopTokenIds) + " are allowed");
   }
   for (size_t i = 0; i < params.stop_token_ids.size(); ++i) {
-    const uint32_t id = params.stop_token_ids[i];
-    if (id >= static_cast<uint32_t>(vocab_size)) {
-      return InvalidArgument("'stop_token_ids[" + std::to_string(i) + "]' is " +
-                             std::to_string(id) + ", outside the vocabulary [0, " +
-                             std::to_string(vocab_size) + ")");
-    }
+    BMAD_RETURN_IF_ERROR(
+        CheckTokenId("'stop_token_ids[" + std::to_string(i) + "]'", params.stop_token_ids[i], vocab_size));
   }
   if (params.stop_strings.size() > kMaxStopStrings) {
     return InvalidArgument("'stop' holds " + std::to_string(params.stop_strings.size()) +
@@ -157,7 +192,7 @@ Status ValidateSamplingParams(const proto::SamplingParams& params, int32_t vocab
       return InvalidArgument(field + " is given twice");
     }
   }
-  return Status::Ok();
+  return ValidateTokenBans(params, vocab_size);
 }
 
 }  // namespace bmad::sampling

@@ -32,6 +32,12 @@ inline constexpr float kMaxAbsLogitBias = 100.0f;
 // logit_bias entries per request: each costs one add per sampled token. OpenAI documents no
 // limit; this one is ours, far above the few dozen tokens clients usually bias or ban.
 inline constexpr size_t kMaxLogitBias = 4096;
+// allowed_token_ids entries: any vocabulary fits (Llama-3's 128,256, Qwen's 151,936).
+inline constexpr size_t kMaxAllowedTokenIds = 262144;
+// bad_words token sequences per request (the coordinator makes up to two per word) and tokens
+// per sequence: each sequence costs a comparison of the output's tail per sampled token.
+inline constexpr size_t kMaxBadWordSequences = 128;
+inline constexpr size_t kMaxBadWordTokens = 64;
 
 // OK, or kInvalidArgument whose message names the first bad field, e.g.
 // "'top_p' must be a finite number in (0, 1]; got nan". Checks:
@@ -48,6 +54,8 @@ inline constexpr size_t kMaxLogitBias = 4096;
 //   min_tokens          <= max_tokens
 //   logit_bias          at most 4096 entries, distinct token ids in [0, vocab_size), each bias
 //                       finite, in [-100, 100]
+//   allowed_token_ids   at most 262144 ids, each in [0, vocab_size)
+//   bad_words           at most 128 sequences of 1 to 64 ids, each in [0, vocab_size)
 //   response_format     json_object, json_schema: neither min_tokens nor ignore_eos
 //   json_schema         with json_schema only: a schema JsonSchema::Compile takes (its error,
 //                       under `schema_field`: the request field the schema came in)

@@ -601,8 +601,11 @@ TEST(ParseCompletionRequest, RejectsBadMessages) {
       {R"({"prompt": "x", "guided_choice": ["a", "b"]})", false, {"'guided_choice' is not supported"}},
       {R"({"prompt": "x", "prompt_logprobs": 1})", false, {"'prompt_logprobs' is not supported"}},
       // vLLM's fields that would change the output, or its form, are refused by name too.
-      {R"({"prompt": "x", "allowed_token_ids": [300]})", false, {"'allowed_token_ids' is not supported"}},
-      {R"({"prompt": "x", "bad_words": [" a"]})", false, {"'bad_words' is not supported"}},
+      {R"({"prompt": "x", "allowed_token_ids": [300, -1]})", false, {"'allowed_token_ids[1]' must be a token id"}},
+      {R"({"prompt": "x", "allowed_token_ids": 3})", false, {"'allowed_token_ids' must be an array of token ids"}},
+      {R"({"prompt": "x", "bad_words": " a"})", false, {"'bad_words' must be an array of strings"}},
+      {R"({"prompt": "x", "bad_words": ["a", 1]})", false, {"'bad_words[1]' must be a string"}},
+      {R"({"prompt": "x", "bad_words": ["a", " \n"]})", false, {"'bad_words[1]' must hold more than whitespace"}},
       {R"({"prompt": "x", "skip_special_tokens": false})", false, {"'skip_special_tokens' is not supported"}},
       {R"({"prompt": "x", "spaces_between_special_tokens": false})",
        false,
@@ -616,7 +619,7 @@ TEST(ParseCompletionRequest, RejectsBadMessages) {
        {"'stream_options.continuous_usage_stats' must be a boolean"}},
       {R"({"prompt": "x", "add_special_tokens": 1})", false, {"'add_special_tokens' must be a boolean"}},
       {R"({"messages": [{"role": "user", "content": "x"}], "echo": true})", true, {"'echo' is not supported"}},
-      {R"({"messages": [{"role": "user", "content": "x"}], "bad_words": ["x"]})", true, {"'bad_words' is not supported"}},
+      {R"({"messages": [{"role": "user", "content": "x"}], "bad_words": [""]})", true, {"'bad_words[0]'"}},
       {R"({"messages": [{"role": "user", "content": "x"}], "documents": [{"text": "d"}]})",
        true,
        {"'documents' is not supported"}},
@@ -676,6 +679,23 @@ TEST(ParseCompletionRequest, TruncatePromptTokens) {
                   {R"({"prompt": "x", "truncate_prompt_tokens": -2})", false, {"'truncate_prompt_tokens' must be -1"}},
                   {R"({"prompt": "x", "truncate_prompt_tokens": "2"})", false, {"'truncate_prompt_tokens' must be"}}},
                  small);
+}
+
+// vLLM's allowed_token_ids go to the sampler as they are; bad_words stay words here (the
+// coordinator tokenizes them), within their limits.
+TEST(ParseCompletionRequest, AllowedTokenIdsAndBadWords) {
+  const CompletionRequest r = Ok(ParseCompletionRequest(
+      R"({"messages": [{"role": "user", "content": "x"}], "allowed_token_ids": [5, 3, 5], "bad_words": [" dog", "cat"]})",
+      true, TestLimits()));
+  EXPECT_THAT(r.sampling.allowed_token_ids, ElementsAre(5u, 3u, 5u));
+  EXPECT_THAT(r.bad_words, ElementsAre(" dog", "cat"));
+  EXPECT_TRUE(r.sampling.bad_words.empty());
+  std::string many = R"({"prompt": "x", "bad_words": [)";
+  for (size_t i = 0; i <= kMaxBadWords; ++i) many += std::string(i ? "," : "") + "\"w\"";
+  ExpectRejected({{many + "]}", false, {"'bad_words' holds 65 words", "at most 64"}},
+                  {R"({"prompt": "x", "bad_words": [")" + std::string(kMaxBadWordBytes + 1, 'a') + "\"]}",
+                   false,
+                   {"'bad_words[0]' is 129 bytes"}}});
 }
 
 // vLLM's continuous_usage_stats takes effect only together with include_usage.

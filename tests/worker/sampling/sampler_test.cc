@@ -364,6 +364,51 @@ TEST(Sampler, LogitBiasMovesTheGreedyChoiceAndCanBanAToken) {
   EXPECT_NEAR(freq[1], 0.5, 0.02);
 }
 
+// vLLM's allowed_token_ids and bad_words (token_bans.h): draws avoid what they ban, logprobs
+// stay raw, the row is sampled on the host, and a request that bans everything is told so.
+TEST(Sampler, AllowedTokenIdsAndBadWordsBanTheirTokens) {
+  proto::SamplingParams params = Params(0.0f);
+  params.logprobs = true;
+  params.allowed_token_ids = {1, 2, 3};
+  params.bad_words = {{3}, {1, 2}};
+  Sampler sampler(params, 0);
+  EXPECT_FALSE(sampler.device_samplable(0));
+  const std::vector<float> logits = {9.0f, 1.0f, 4.0f, 8.0f};
+  Result<SampleResult> r = sampler.Sample(logits, kNoTokens, kNoTokens);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->token_id, 2);  // 0 not allowed, 3 a bad word
+  EXPECT_NEAR(*r->logprob, LogSoftmaxAt(logits, 2), 1e-6);
+  EXPECT_EQ(Next(sampler, logits, {}, {2}), 2);
+  EXPECT_EQ(Next(sampler, logits, {}, {2, 1}), 1);  // "1 2" would complete a bad word
+  EXPECT_EQ(Next(sampler, logits, {1}, {}), 2);  // the prompt does not count
+  // Sampled: nothing banned is ever drawn.
+  proto::SamplingParams sampled = Params(1.0f, 5);
+  sampled.allowed_token_ids = {0, 2};
+  sampled.bad_words = {{0, 0}};
+  Sampler drawing(sampled, 0);
+  std::vector<int32_t> out;
+  for (int i = 0; i < 500; ++i) {
+    const int32_t t = Next(drawing, {1.0f, 1.0f, 1.0f, 1.0f}, {}, out);
+    ASSERT_TRUE(t == 0 || t == 2) << t;
+    ASSERT_FALSE(!out.empty() && out.back() == 0 && t == 0) << i;
+    out.push_back(t);
+  }
+  // Everything banned: the client's error, named.
+  proto::SamplingParams none = Params(0.0f);
+  none.allowed_token_ids = {1};
+  none.bad_words = {{1}};
+  Sampler nothing(none, 0);
+  Result<SampleResult> empty = nothing.Sample(logits, kNoTokens, kNoTokens);
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(empty.status().message(), HasSubstr("'allowed_token_ids' and 'bad_words'"));
+  // A broken logit behind a ban is still an error.
+  Sampler broken(params, 0);
+  auto nan = broken.Sample(std::vector<float>{std::nanf(""), 1.0f, 2.0f, 0.0f}, kNoTokens, kNoTokens);
+  ASSERT_FALSE(nan.ok());
+  EXPECT_THAT(nan.status().message(), HasSubstr("logit of token 0 is nan"));
+}
+
 TEST(Sampler, LogitBiasComesBeforeTheRepetitionPenalty) {
   // vLLM's order: the bias is added first, so the penalty divides the biased logit.
   proto::SamplingParams params = Params(0.0f);
