@@ -27,59 +27,6 @@ namespace {
 using namespace std::chrono_literals;
 
 const std::string kSource = BMAD_SOURCE_DIR;
-const std::string kChart = kSource + "/helm/bmad";
-const std::string kNamespace = "bmad-test";
-
-const std::string& Helm() {
-  static const std::string helm = [] {
-    CommandResult r = RunCommand({kSource + "/deploy/install-helm.sh"}, 900s);
-    if (r.status != 0) return std::string();
-    std::string path = r.out;
-    while (!path.empty() && (path.back() == '\n' || path.back() == ' ')) path.pop_back();
-    if (const size_t nl = path.rfind('\n'); nl != std::string::npos) path = path.substr(nl + 1);
-    return path;
-  }();
-  return helm;
-}
-
-#define REQUIRE_HELM()                                                                        \
-  ASSERT_FALSE(Helm().empty()) << "no helm: deploy/install-helm.sh failed:\n"                 \
-                               << RunCommand({kSource + "/deploy/install-helm.sh"}, 900s).err
-
-// The objects of a rendered chart, by kind and name.
-struct Rendered {
-  std::vector<YAML::Node> objects;
-  std::vector<YAML::Node> Kind(const std::string& kind) const {
-    std::vector<YAML::Node> out;
-    for (const YAML::Node& o : objects) {
-      if (o["kind"].as<std::string>() == kind) out.push_back(o);
-    }
-    return out;
-  }
-  YAML::Node Get(const std::string& kind, const std::string& name) const {
-    for (const YAML::Node& o : objects) {
-      if (o["kind"].as<std::string>() == kind && o["metadata"]["name"].as<std::string>() == name) return o;
-    }
-    ADD_FAILURE() << "no " << kind << " named " << name;
-    return YAML::Node();
-  }
-};
-
-CommandResult Template(const std::vector<std::string>& extra) {
-  std::vector<std::string> argv = {Helm(), "template", "bmad", kChart, "--namespace", kNamespace};
-  argv.insert(argv.end(), extra.begin(), extra.end());
-  return RunCommand(argv, 120s);
-}
-
-Rendered Render(const std::vector<std::string>& extra) {
-  CommandResult r = Template(extra);
-  EXPECT_EQ(r.status, 0) << r.err;
-  Rendered out;
-  for (const YAML::Node& doc : YAML::LoadAll(r.out)) {
-    if (doc.IsMap() && doc["kind"]) out.objects.push_back(doc);
-  }
-  return out;
-}
 
 std::map<std::string, int> KindCounts(const Rendered& r) {
   std::map<std::string, int> counts;
@@ -96,14 +43,6 @@ std::string ConfigCheck(const std::string& config_text, const std::vector<std::s
   CommandResult r = RunCommand(argv, 30s);
   std::filesystem::remove_all(dir);
   return r.status == 0 ? "" : "exit " + std::to_string(r.status) + ": " + r.out + r.err;
-}
-
-YAML::Node Container(const YAML::Node& pod_spec, const std::string& name) {
-  for (const YAML::Node& c : pod_spec["containers"]) {
-    if (c["name"].as<std::string>() == name) return c;
-  }
-  ADD_FAILURE() << "no container " << name;
-  return YAML::Node();
 }
 
 int NamedPort(const YAML::Node& container, const std::string& name) {
@@ -168,19 +107,6 @@ int ScrapeAnnotated(const Rendered& r) {
   int count = 0;
   for (const YAML::Node& o : r.objects) count += ScrapeAnnotated(o);
   return count;
-}
-
-// The pod templates of the rendered objects: the coordinator's Deployment and each
-// LeaderWorkerSet's leader and worker templates.
-std::vector<YAML::Node> PodTemplates(const Rendered& r) {
-  std::vector<YAML::Node> pods;
-  for (const YAML::Node& d : r.Kind("Deployment")) pods.push_back(d["spec"]["template"]);
-  for (const YAML::Node& lws : r.Kind("LeaderWorkerSet")) {
-    for (const char* role : {"leaderTemplate", "workerTemplate"}) {
-      if (lws["spec"]["leaderWorkerTemplate"][role]) pods.push_back(lws["spec"]["leaderWorkerTemplate"][role]);
-    }
-  }
-  return pods;
 }
 
 bool Selects(const YAML::Node& selector, const YAML::Node& labels) {
