@@ -147,6 +147,16 @@ Rendered Render(const std::vector<std::string>& extra) {
   return out;
 }
 
+bool HelmErrorNamesValue(const std::string& helm_error, const std::string& dotted_key) {
+  std::string pointer = "'/" + dotted_key + "'";
+  std::replace(pointer.begin(), pointer.end(), '.', '/');
+  // The whole key, not a prefix of a longer one: "pools.normal" is not "pools.normal.replicas".
+  for (const std::string& named : {dotted_key + ":", dotted_key + " ", pointer}) {
+    if (helm_error.find(named) != std::string::npos) return true;
+  }
+  return false;
+}
+
 YAML::Node Container(const YAML::Node& pod_spec, const std::string& name) {
   for (const YAML::Node& c : pod_spec["containers"]) {
     if (c["name"].as<std::string>() == name) return c;

@@ -60,6 +60,11 @@ CommandResult Template(const std::vector<std::string>& extra);
 // The same, read back; a test failure when helm refuses.
 Rendered Render(const std::vector<std::string>& extra);
 
+// Whether helm's error names the value at `dotted_key` (e.g. "pools.normal.replicas"): helm 3
+// writes values.schema.json's findings with dotted paths, helm 4 with JSON pointers
+// ("/pools/normal/replicas"); the chart's own checks write dotted ones.
+bool HelmErrorNamesValue(const std::string& helm_error, const std::string& dotted_key);
+
 // The container of a pod spec with that name; a test failure and an empty node when there is none.
 YAML::Node Container(const YAML::Node& pod_spec, const std::string& name);
 

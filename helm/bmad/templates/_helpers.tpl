@@ -88,7 +88,9 @@ app.kubernetes.io/part-of: bmad
 {{- mul (int (default 1 .Values.config.parallel.tp)) (int (default 1 .Values.config.parallel.pp)) -}}
 {{- end -}}
 
-{{/* Fails the render on values that cannot work. */}}
+{{/* Fails the render on values that cannot work. values.schema.json refuses wrong types and
+     out-of-range numbers first (a replicas of -1, a minReplicas of 0); the checks of them here
+     remain for renders that skip the schema. */}}
 {{- define "bmad.validate" -}}
 {{- /* `default` takes 0 for unset: a 0 given is refused here, before it reads as 1. */ -}}
 {{- $parallel := .Values.config.parallel | default dict -}}

@@ -1,0 +1,168 @@
+// The Helm chart's values (helm/bmad/values.yaml, values.schema.json) checked with the real helm:
+// the defaults and every file under helm/bmad/examples lint and render; helm refuses a
+// misspelt key or a value of the wrong type or range, naming it (without the schema it would
+// ignore the first and render the second into a manifest Kubernetes refuses, or worse, accepts);
+// the free-form sections (the bmad config file, labels, scheduling, the model volume) stay open.
+//
+// helm comes from deploy/install-helm.sh, as for helm_chart_test.cc. Without helm this test
+// fails; it never skips.
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "tests/deploy/deploy_test_util.h"
+
+namespace bmad::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+// The files under helm/bmad/examples, sorted by name.
+std::vector<std::string> ExampleValueFiles() {
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(kChart + "/examples")) {
+    if (e.path().extension() == ".yaml") files.push_back(e.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// helm's refusal of `values`, as values.schema.json words it: "" when helm refused them so,
+// else what happened instead.
+std::string SchemaRefusal(const std::vector<std::string>& values, CommandResult* result) {
+  *result = Template(values);
+  if (result->status == 0) return "rendered";
+  if (result->err.find("schema") == std::string::npos) return "refused, but not by the schema: " + result->err;
+  return "";
+}
+
+TEST(HelmValuesTest, TheDefaultsAndEveryExampleLintAndRender) {
+  REQUIRE_HELM();
+  const std::vector<std::string> examples = ExampleValueFiles();
+  ASSERT_FALSE(examples.empty()) << "helm/bmad/examples holds no values file";
+  std::vector<std::vector<std::string>> value_sets = {{}};
+  for (const std::string& file : examples) value_sets.push_back({"-f", file});
+  for (const std::vector<std::string>& values : value_sets) {
+    const std::string what = values.empty() ? "the defaults" : values[1];
+    std::vector<std::string> lint = {Helm(), "lint", "--strict", kChart};
+    lint.insert(lint.end(), values.begin(), values.end());
+    CommandResult linted = RunCommand(lint, 120s);
+    EXPECT_EQ(linted.status, 0) << what << ":\n" << linted.out << linted.err;
+    // With and without the Prometheus operator's CRDs (the ServiceMonitor's values are checked
+    // either way; it is rendered only with them).
+    for (const bool operator_crds : {false, true}) {
+      std::vector<std::string> args = values;
+      if (operator_crds) args.insert(args.end(), {"--api-versions", "monitoring.coreos.com/v1"});
+      const Rendered r = Render(args);
+      EXPECT_EQ(r.Kind("Deployment").size(), 1u) << what;
+      EXPECT_FALSE(r.Kind("LeaderWorkerSet").empty()) << what;
+      EXPECT_EQ(r.Kind("ServiceMonitor").size(), operator_crds ? 1u : 0u) << what;
+    }
+  }
+}
+
+// A misspelt key was ignored: `--set pools.normal.replcas=4` rendered one replica and said nothing.
+TEST(HelmValuesTest, AMisspeltKeyIsRefusedByName) {
+  REQUIRE_HELM();
+  struct Case {
+    std::string set;     // the misspelt --set
+    std::string parent;  // the section holding it ("" for the top level)
+    std::string key;     // the key helm names as unknown
+  };
+  const std::vector<Case> cases = {
+      {"worker.replcas=2", "", "worker"},  // workers, and a section of its own
+      {"pools.normal.replcas=4", "pools.normal", "replcas"},
+      {"pools.shortTail.enabled=true", "pools", "shortTail"},
+      {"image.tags=0.2.0", "image", "tags"},
+      {"coordinator.service.typ=LoadBalancer", "coordinator.service", "typ"},
+      {"coordinator.probes.liveness.timeoutSeconds=3", "coordinator.probes.liveness", "timeoutSeconds"},
+      {"workers.extraArg={--log-level,debug}", "workers", "extraArg"},
+      {"serviceMonitor.intervall=30s", "serviceMonitor", "intervall"},
+  };
+  for (const Case& c : cases) {
+    CommandResult r;
+    EXPECT_EQ(SchemaRefusal({"--set", c.set}, &r), "") << c.set;
+    EXPECT_NE(r.err.find(c.key), std::string::npos) << c.set << ": " << r.err;
+    EXPECT_NE(r.err.find("not allowed"), std::string::npos) << c.set << ": " << r.err;
+    if (!c.parent.empty()) {
+      EXPECT_TRUE(HelmErrorNamesValue(r.err, c.parent)) << c.set << ": " << r.err;
+    }
+  }
+}
+
+// A value of the wrong type or out of range rendered a manifest Kubernetes refuses at apply
+// time (a port "abc", a label value 1), or one it takes in another sense (the string "false" is
+// true in a template's `if`).
+TEST(HelmValuesTest, AValueOfTheWrongTypeOrRangeIsRefusedByName) {
+  REQUIRE_HELM();
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--set", "ports.http=abc"}, "ports.http"},
+      {{"--set", "ports.http=70000"}, "ports.http"},
+      {{"--set", "ports.ssh=0"}, "ports.ssh"},
+      {{"--set", "pools.normal.replicas=-1", "--set", "pools.longTail.replicas=3"}, "pools.normal.replicas"},
+      {{"--set", "pools.normal.replicas=abc"}, "pools.normal.replicas"},
+      {{"--set", "pools.longTail.podsPerReplica=0"}, "pools.longTail.podsPerReplica"},
+      {{"--set", "pools.normal.ranksPerPod=two"}, "pools.normal.ranksPerPod"},
+      {{"--set", "pools.normal.podDisruptionBudget.maxUnavailable=half"}, "pools.normal.podDisruptionBudget.maxUnavailable"},
+      {{"--set", "pools.normal.autoscaling.maxReplicas=0"}, "pools.normal.autoscaling.maxReplicas"},
+      {{"--set", "image.pullPolicy=Sometimes"}, "image.pullPolicy"},
+      {{"--set", "coordinator.service.type=ExternalName"}, "coordinator.service.type"},
+      {{"--set", "coordinator.terminationGracePeriodSeconds=-5"}, "coordinator.terminationGracePeriodSeconds"},
+      {{"--set-string", "networkPolicy.enabled=false"}, "networkPolicy.enabled"},
+      {{"--set", "commonLabels.tier=1"}, "commonLabels.tier"},
+      {{"--set", "workers.shmSize=16GB"}, "workers.shmSize"},
+      {{"--set", "serviceMonitor.interval=fast"}, "serviceMonitor.interval"},
+      {{"--set", "model.mountPath=models"}, "model.mountPath"},
+      {{"--set", "fullnameOverride=My_Release"}, "fullnameOverride"},
+  };
+  for (const auto& [values, key] : cases) {
+    CommandResult r;
+    EXPECT_EQ(SchemaRefusal(values, &r), "") << values[1];
+    EXPECT_TRUE(HelmErrorNamesValue(r.err, key)) << values[1] << ": " << r.err;
+  }
+}
+
+// The schema leaves the free-form sections open: any config key (`bmad config check` judges
+// those: helm_chart_test.cc), labels, annotations, scheduling, resources, any volume source for
+// the model; and takes each documented spelling of the values that have several.
+TEST(HelmValuesTest, FreeFormSectionsAndEveryDocumentedSpellingAreTaken) {
+  REQUIRE_HELM();
+  const Rendered r = Render({
+      "--set", "config.worker.no_such_key=1",
+      "--set", "commonLabels.team=ml",
+      "--set", "coordinator.podAnnotations.example\\.com/owner=ml",
+      "--set", "coordinator.nodeSelector.disk=ssd",
+      "--set", "coordinator.resources.limits.cpu=4",
+      "--set-json", R"(pools.normal.tolerations=[{"key": "gpu", "operator": "Exists"}])",
+      "--set-json", R"(pools.normal.affinity={"podAntiAffinity": {}})",
+      "--set", "model.volume.persistentVolumeClaim=null",
+      "--set", "model.volume.nfs.server=nfs.example.com",
+      "--set", "model.volume.nfs.path=/export/models",
+      "--set", "pools.normal.ranksPerPod=1",          // a count, or "" (the default) for one per GPU
+      "--set", "pools.longTail.ranksPerPod=null",
+      "--set", "pools.normal.podDisruptionBudget.maxUnavailable=50%",  // a count or a percentage
+      "--set", "coordinator.podDisruptionBudget.enabled=true",
+      "--set", "coordinator.podDisruptionBudget.minAvailable=0",
+      "--set", "pools.normal.autoscaling.waitingRequestsPerReplica=500m",  // a quantity or a number
+      "--set-json", R"(workers.extraArgs=["--threads", 4])",  // --set makes a number of a numeric argument
+  });
+  ASSERT_FALSE(r.objects.empty());
+  const YAML::Node coordinator = r.Get("Deployment", "bmad-coordinator");
+  EXPECT_EQ(coordinator["metadata"]["labels"]["team"].as<std::string>(), "ml");
+  const YAML::Node pod = coordinator["spec"]["template"];
+  EXPECT_EQ(pod["metadata"]["annotations"]["example.com/owner"].as<std::string>(), "ml");
+  EXPECT_EQ(pod["spec"]["nodeSelector"]["disk"].as<std::string>(), "ssd");
+  bool nfs = false;
+  for (const YAML::Node& v : pod["spec"]["volumes"]) {
+    if (v["name"].as<std::string>() == "model") nfs = v["nfs"] && !v["persistentVolumeClaim"];
+  }
+  EXPECT_TRUE(nfs) << "the model volume is any volume source";
+  EXPECT_NE(r.Get("ConfigMap", "bmad-config")["data"]["bmad.yaml"].as<std::string>().find("no_such_key"),
+            std::string::npos);
+  EXPECT_EQ(r.Get("PodDisruptionBudget", "bmad-normal")["spec"]["maxUnavailable"].as<std::string>(), "50%");
+}
+
+}  // namespace
+}  // namespace bmad::testing
