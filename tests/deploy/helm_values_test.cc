@@ -2,7 +2,9 @@
 // the defaults and every file under helm/bmad/examples lint and render; helm refuses a
 // misspelt key or a value of the wrong type or range, naming it (without the schema it would
 // ignore the first and render the second into a manifest Kubernetes refuses, or worse, accepts);
-// the free-form sections (the bmad config file, labels, scheduling, the model volume) stay open.
+// the free-form sections (the bmad config file, labels, scheduling, the model volume) stay open;
+// the security contexts reach the pods they are meant for, and those worker pods cannot run
+// under are refused.
 //
 // helm comes from deploy/install-helm.sh, as for helm_chart_test.cc. Without helm this test
 // fails; it never skips.
@@ -162,6 +164,80 @@ TEST(HelmValuesTest, FreeFormSectionsAndEveryDocumentedSpellingAreTaken) {
   EXPECT_NE(r.Get("ConfigMap", "bmad-config")["data"]["bmad.yaml"].as<std::string>().find("no_such_key"),
             std::string::npos);
   EXPECT_EQ(r.Get("PodDisruptionBudget", "bmad-normal")["spec"]["maxUnavailable"].as<std::string>(), "50%");
+}
+
+// Security contexts: none by default (the image runs as root, which multi-pod groups need); the
+// chart-wide ones reach every pod and container; the coordinator's or a pool's own replace them.
+TEST(HelmValuesTest, SecurityContextsReachEveryPodAndComponentsMayHaveTheirOwn) {
+  REQUIRE_HELM();
+  for (const YAML::Node& pod : PodTemplates(Render({}))) {
+    EXPECT_FALSE(pod["spec"]["securityContext"]) << "none by default: the pods run as root, as they did";
+    for (const YAML::Node& c : pod["spec"]["containers"]) EXPECT_FALSE(c["securityContext"]);
+  }
+
+  const Rendered r = Render({
+      "--set", "podSecurityContext.seccompProfile.type=RuntimeDefault",
+      "--set", "securityContext.allowPrivilegeEscalation=false",
+      "--set-json", R"(coordinator.podSecurityContext={"runAsNonRoot": true, "runAsUser": 1000, "fsGroup": 1000})",
+      "--set-json", R"(coordinator.securityContext={"readOnlyRootFilesystem": true, "capabilities": {"drop": ["ALL"]}})",
+      // A single-pod pool may run as non-root too.
+      "--set-json", R"(pools.longTail.podSecurityContext={"runAsNonRoot": true, "runAsUser": 1000})",
+  });
+  const std::vector<YAML::Node> pods = PodTemplates(r);
+  ASSERT_EQ(pods.size(), 5u) << "the coordinator, and a leader and a worker template per pool";
+  for (const YAML::Node& pod : pods) {
+    const YAML::Node labels = pod["metadata"]["labels"];
+    // "coordinator", or "worker <pool>" for a pool's leader and worker templates.
+    std::string what = labels["app.kubernetes.io/component"].as<std::string>();
+    if (labels["bmad.io/pool"]) what.append(" ").append(labels["bmad.io/pool"].as<std::string>());
+    const YAML::Node pod_context = pod["spec"]["securityContext"];
+    const YAML::Node container_context = pod["spec"]["containers"][0]["securityContext"];
+    ASSERT_TRUE(pod_context && container_context) << what;
+    if (what == "coordinator") {
+      // Its own, whole: not merged with the chart-wide ones.
+      EXPECT_EQ(pod_context["runAsUser"].as<int>(), 1000);
+      EXPECT_TRUE(pod_context["runAsNonRoot"].as<bool>());
+      EXPECT_FALSE(pod_context["seccompProfile"]);
+      EXPECT_TRUE(container_context["readOnlyRootFilesystem"].as<bool>());
+      EXPECT_EQ(container_context["capabilities"]["drop"][0].as<std::string>(), "ALL");
+      EXPECT_FALSE(container_context["allowPrivilegeEscalation"]);
+      continue;
+    }
+    EXPECT_FALSE(container_context["allowPrivilegeEscalation"].as<bool>()) << what;
+    if (what == "worker long_tail") {
+      EXPECT_EQ(pod_context["runAsUser"].as<int>(), 1000) << what;
+      EXPECT_FALSE(pod_context["seccompProfile"]) << what;
+    } else {
+      EXPECT_EQ(pod_context["seccompProfile"]["type"].as<std::string>(), "RuntimeDefault") << what;
+      EXPECT_FALSE(pod_context["runAsUser"]) << what;
+    }
+  }
+}
+
+// What cannot work is refused by name: a multi-pod group's sshd and ssh need root, and every
+// worker pod writes to its root filesystem (/tmp).
+TEST(HelmValuesTest, RefusesSecurityContextsWorkerPodsCannotRunUnder) {
+  REQUIRE_HELM();
+  const std::string multi_pod = kChart + "/examples/multi-node.yaml";  // both pools: 2 pods a replica
+  const std::vector<std::pair<std::vector<std::string>, std::string>> refused = {
+      {{"-f", multi_pod, "--set", "podSecurityContext.runAsNonRoot=true", "--set", "podSecurityContext.runAsUser=1000"},
+       "pools.longTail: podsPerReplica is 2, so its pods must run as root"},
+      {{"-f", multi_pod, "--set", "pools.normal.securityContext.runAsUser=1000"},
+       "pools.normal: podsPerReplica is 2, so its pods must run as root"},
+      {{"--set", "securityContext.readOnlyRootFilesystem=true"}, "readOnlyRootFilesystem cannot work for worker pods"},
+  };
+  for (const auto& [values, message] : refused) {
+    CommandResult r = Template(values);
+    EXPECT_NE(r.status, 0) << values[values.size() - 1];
+    EXPECT_NE(r.err.find(message), std::string::npos) << values[values.size() - 1] << ": " << r.err;
+  }
+  // The container's user wins over the pod's, as in Kubernetes: root here.
+  CommandResult root = Template({"-f", multi_pod, "--set", "podSecurityContext.runAsUser=1000", "--set",
+                                 "securityContext.runAsUser=0"});
+  EXPECT_EQ(root.status, 0) << root.err;
+  // A read-only root filesystem for the coordinator alone is fine: it writes no file.
+  CommandResult coordinator = Template({"--set", "coordinator.securityContext.readOnlyRootFilesystem=true"});
+  EXPECT_EQ(coordinator.status, 0) << coordinator.err;
 }
 
 }  // namespace

@@ -151,6 +151,24 @@ app.kubernetes.io/part-of: bmad
 {{- if and (ne (toString $.Values.config.worker.backend) "cuda") (gt (int $v.gpusPerPod) 0) -}}
 {{- fail (printf "pools.%s.gpusPerPod is %d but config.worker.backend is %s: its ranks use no GPU; set gpusPerPod to 0" .key (int $v.gpusPerPod) (toString $.Values.config.worker.backend)) -}}
 {{- end -}}
+{{- /* The pool's security contexts, as _worker-pod.tpl picks them. */ -}}
+{{- $podSecurity := default $.Values.podSecurityContext $v.podSecurityContext | default dict -}}
+{{- $security := default $.Values.securityContext $v.securityContext | default dict -}}
+{{- if eq (toString (index $security "readOnlyRootFilesystem")) "true" -}}
+{{- fail (printf "pools.%s: readOnlyRootFilesystem cannot work for worker pods: the leader's launch script writes its hostfile in /tmp, Open MPI its session directory, and the sshd of multi-pod groups its keys" .key) -}}
+{{- end -}}
+{{- if gt (int $v.podsPerReplica) 1 -}}
+{{- /* The container's setting wins over the pod's, as in Kubernetes. */ -}}
+{{- $user := "0" -}}
+{{- $nonRoot := "false" -}}
+{{- range $context := list $podSecurity $security -}}
+{{- if not (kindIs "invalid" (index $context "runAsUser")) }}{{ $user = toString (int (index $context "runAsUser")) }}{{ end -}}
+{{- if not (kindIs "invalid" (index $context "runAsNonRoot")) }}{{ $nonRoot = toString (index $context "runAsNonRoot") }}{{ end -}}
+{{- end -}}
+{{- if or (ne $user "0") (eq $nonRoot "true") -}}
+{{- fail (printf "pools.%s: podsPerReplica is %d, so its pods must run as root (the group's other pods run sshd, and the leader's ssh logs in to them as root), but its security context sets %s: run them as root, or use podsPerReplica 1" .key (int $v.podsPerReplica) (ternary "runAsNonRoot" (printf "runAsUser %s" $user) (eq $nonRoot "true"))) -}}
+{{- end -}}
+{{- end -}}
 {{- if ne (int $slots) $ranks -}}
 {{- fail (printf "pools.%s: podsPerReplica (%d) x ranksPerPod (%d) = %d ranks per replica, but config.parallel tp x pp = %d ranks; they must be equal (by default one rank per GPU: ranksPerPod is gpusPerPod)" .key (int $v.podsPerReplica) $perPod (int $slots) $ranks) -}}
 {{- end -}}
