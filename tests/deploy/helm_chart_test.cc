@@ -322,7 +322,8 @@ TEST(HelmChartTest, DefaultValuesRenderOneSingleGpuReplicaPerPool) {
   const Rendered r = Render({});
   ASSERT_FALSE(r.objects.empty());
   const std::map<std::string, int> want = {{"ConfigMap", 4},           {"Deployment", 1}, {"LeaderWorkerSet", 2},
-                                           {"NetworkPolicy", 2},       {"PodDisruptionBudget", 2}, {"Service", 3}};
+                                           {"NetworkPolicy", 2},       {"PodDisruptionBudget", 2}, {"Service", 3},
+                                           {"ServiceAccount", 1}};
   EXPECT_EQ(KindCounts(r), want) << "no Secret (single-pod groups need no ssh), no HPA, and no "
                                     "ServiceMonitor without the Prometheus operator's CRDs";
   CheckRendered(r, 1, 1, 1, {{"normal", 1}, {"long_tail", 1}});

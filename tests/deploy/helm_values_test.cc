@@ -4,7 +4,7 @@
 // ignore the first and render the second into a manifest Kubernetes refuses, or worse, accepts);
 // the free-form sections (the bmad config file, labels, scheduling, the model volume) stay open;
 // the security contexts reach the pods they are meant for, and those worker pods cannot run
-// under are refused.
+// under are refused; the pods run under their ServiceAccount, with no API token.
 //
 // helm comes from deploy/install-helm.sh, as for helm_chart_test.cc. Without helm this test
 // fails; it never skips.
@@ -238,6 +238,47 @@ TEST(HelmValuesTest, RefusesSecurityContextsWorkerPodsCannotRunUnder) {
   // A read-only root filesystem for the coordinator alone is fine: it writes no file.
   CommandResult coordinator = Template({"--set", "coordinator.securityContext.readOnlyRootFilesystem=true"});
   EXPECT_EQ(coordinator.status, 0) << coordinator.err;
+}
+
+// The pods run under the release's own ServiceAccount (or one named), with no API token mounted:
+// bmad never calls the Kubernetes API.
+TEST(HelmValuesTest, PodsRunUnderTheirServiceAccountWithoutAnApiToken) {
+  REQUIRE_HELM();
+  auto expect_pods_use = [](const Rendered& r, const std::string& account, bool token, const std::string& what) {
+    const std::vector<YAML::Node> pods = PodTemplates(r);
+    EXPECT_EQ(pods.size(), 5u) << what;
+    for (const YAML::Node& pod : pods) {
+      ASSERT_TRUE(pod["spec"]["serviceAccountName"]) << what;
+      EXPECT_EQ(pod["spec"]["serviceAccountName"].as<std::string>(), account) << what;
+      ASSERT_TRUE(pod["spec"]["automountServiceAccountToken"]) << what;
+      EXPECT_EQ(pod["spec"]["automountServiceAccountToken"].as<bool>(), token) << what;
+    }
+  };
+  const Rendered defaults = Render({});
+  ASSERT_EQ(defaults.Kind("ServiceAccount").size(), 1u);
+  const YAML::Node account = defaults.Get("ServiceAccount", "bmad");
+  EXPECT_FALSE(account["automountServiceAccountToken"].as<bool>());
+  EXPECT_FALSE(account["metadata"]["annotations"]);
+  expect_pods_use(defaults, "bmad", false, "defaults");
+
+  // Named and annotated, e.g. for a cloud identity.
+  const Rendered named = Render({"--set", "serviceAccount.name=bmad-serving", "--set",
+                                 "serviceAccount.annotations.eks\\.amazonaws\\.com/role-arn=arn:aws:iam::1:role/bmad"});
+  EXPECT_EQ(named.Get("ServiceAccount", "bmad-serving")["metadata"]["annotations"]["eks.amazonaws.com/role-arn"]
+                .as<std::string>(),
+            "arn:aws:iam::1:role/bmad");
+  expect_pods_use(named, "bmad-serving", false, "named");
+
+  // Not created: an existing one, or the namespace's default.
+  const Rendered existing = Render({"--set", "serviceAccount.create=false", "--set", "serviceAccount.name=shared"});
+  EXPECT_TRUE(existing.Kind("ServiceAccount").empty());
+  expect_pods_use(existing, "shared", false, "an existing one");
+  expect_pods_use(Render({"--set", "serviceAccount.create=false"}), "default", false, "the default one");
+
+  // A token for whoever wants one, on the pods and as the created account's default.
+  const Rendered token = Render({"--set", "automountServiceAccountToken=true"});
+  EXPECT_TRUE(token.Get("ServiceAccount", "bmad")["automountServiceAccountToken"].as<bool>());
+  expect_pods_use(token, "bmad", true, "with a token");
 }
 
 }  // namespace

@@ -56,6 +56,16 @@ app.kubernetes.io/part-of: bmad
 {{- printf "%s-coordinator-workers" (include "bmad.fullname" .) -}}
 {{- end -}}
 
+{{/* The pods' ServiceAccount: the one the chart creates (named after the release unless
+     serviceAccount.name says otherwise), else serviceAccount.name, else the namespace's default. */}}
+{{- define "bmad.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "bmad.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "bmad.sshSecretName" -}}
 {{- default (printf "%s-mpi-ssh" (include "bmad.fullname" .)) .Values.workers.sshSecretName -}}
 {{- end -}}

@@ -30,6 +30,8 @@ spec:
   imagePullSecrets:
     {{- toYaml . | nindent 4 }}
   {{- end }}
+  serviceAccountName: {{ include "bmad.serviceAccountName" $root }}
+  automountServiceAccountToken: {{ $root.Values.automountServiceAccountToken }}
   terminationGracePeriodSeconds: {{ $root.Values.workers.terminationGracePeriodSeconds }}
   {{- /* Root unless told otherwise: the other pods of a multi-pod group run sshd, and the
          leader's ssh logs in as root (bmad.validate refuses a non-root one). */}}
