@@ -4,7 +4,8 @@
 // ignore the first and render the second into a manifest Kubernetes refuses, or worse, accepts);
 // the free-form sections (the bmad config file, labels, scheduling, the model volume) stay open;
 // the security contexts reach the pods they are meant for, and those worker pods cannot run
-// under are refused; the pods run under their ServiceAccount, with no API token.
+// under are refused; the pods run under their ServiceAccount, with no API token; the
+// ServiceMonitor carries the labels, interval and timeout given.
 //
 // helm comes from deploy/install-helm.sh, as for helm_chart_test.cc. Without helm this test
 // fails; it never skips.
@@ -116,6 +117,7 @@ TEST(HelmValuesTest, AValueOfTheWrongTypeOrRangeIsRefusedByName) {
       {{"--set", "commonLabels.tier=1"}, "commonLabels.tier"},
       {{"--set", "workers.shmSize=16GB"}, "workers.shmSize"},
       {{"--set", "serviceMonitor.interval=fast"}, "serviceMonitor.interval"},
+      {{"--set", "serviceMonitor.scrapeTimeout=10"}, "serviceMonitor.scrapeTimeout"},
       {{"--set", "model.mountPath=models"}, "model.mountPath"},
       {{"--set", "fullnameOverride=My_Release"}, "fullnameOverride"},
   };
@@ -279,6 +281,33 @@ TEST(HelmValuesTest, PodsRunUnderTheirServiceAccountWithoutAnApiToken) {
   const Rendered token = Render({"--set", "automountServiceAccountToken=true"});
   EXPECT_TRUE(token.Get("ServiceAccount", "bmad")["automountServiceAccountToken"].as<bool>());
   expect_pods_use(token, "bmad", true, "with a token");
+}
+
+// The ServiceMonitor carries the labels a Prometheus selects it by (kube-prometheus-stack: its
+// release's name), on top of the chart's, and scrapes every endpoint at the interval and timeout
+// given.
+TEST(HelmValuesTest, TheServiceMonitorCarriesItsLabelsIntervalAndTimeout) {
+  REQUIRE_HELM();
+  const std::vector<std::string> operator_crds = {"--api-versions", "monitoring.coreos.com/v1"};
+  const Rendered defaults = Render(operator_crds);
+  ASSERT_EQ(defaults.Kind("ServiceMonitor").size(), 1u);
+  for (const YAML::Node& endpoint : defaults.Kind("ServiceMonitor")[0]["spec"]["endpoints"]) {
+    EXPECT_EQ(endpoint["interval"].as<std::string>(), "15s");
+    EXPECT_FALSE(endpoint["scrapeTimeout"]) << "Prometheus's own by default";
+  }
+  std::vector<std::string> values = operator_crds;
+  values.insert(values.end(), {"--set", "serviceMonitor.labels.release=kube-prometheus-stack", "--set",
+                               "serviceMonitor.interval=30s", "--set", "serviceMonitor.scrapeTimeout=20s"});
+  const Rendered r = Render(values);
+  ASSERT_EQ(r.Kind("ServiceMonitor").size(), 1u);
+  const YAML::Node monitor = r.Kind("ServiceMonitor")[0];
+  EXPECT_EQ(monitor["metadata"]["labels"]["release"].as<std::string>(), "kube-prometheus-stack");
+  EXPECT_EQ(monitor["metadata"]["labels"]["app.kubernetes.io/instance"].as<std::string>(), "bmad");
+  ASSERT_GT(monitor["spec"]["endpoints"].size(), 0u);
+  for (const YAML::Node& endpoint : monitor["spec"]["endpoints"]) {
+    EXPECT_EQ(endpoint["interval"].as<std::string>(), "30s");
+    EXPECT_EQ(endpoint["scrapeTimeout"].as<std::string>(), "20s");
+  }
 }
 
 }  // namespace
