@@ -95,4 +95,85 @@ std::vector<std::string> DashboardFiles(const std::string& dir) {
   return files;
 }
 
+namespace {
+CommandResult RunInstallHelm() {
+  return RunCommand({std::string(BMAD_SOURCE_DIR) + "/deploy/install-helm.sh"}, std::chrono::seconds(900));
+}
+}  // namespace
+
+const std::string& Helm() {
+  static const std::string helm = [] {
+    CommandResult r = RunInstallHelm();
+    if (r.status != 0) return std::string();
+    std::string path = r.out;
+    while (!path.empty() && (path.back() == '\n' || path.back() == ' ')) path.pop_back();
+    if (const size_t nl = path.rfind('\n'); nl != std::string::npos) path = path.substr(nl + 1);
+    return path;
+  }();
+  return helm;
+}
+
+std::string HelmInstallError() { return RunInstallHelm().err; }
+
+std::vector<YAML::Node> Rendered::Kind(const std::string& kind) const {
+  std::vector<YAML::Node> out;
+  for (const YAML::Node& o : objects) {
+    if (o["kind"].as<std::string>() == kind) out.push_back(o);
+  }
+  return out;
+}
+
+YAML::Node Rendered::Get(const std::string& kind, const std::string& name) const {
+  for (const YAML::Node& o : objects) {
+    if (o["kind"].as<std::string>() == kind && o["metadata"]["name"].as<std::string>() == name) return o;
+  }
+  ADD_FAILURE() << "no " << kind << " named " << name;
+  return YAML::Node();
+}
+
+CommandResult Template(const std::vector<std::string>& extra) {
+  std::vector<std::string> argv = {Helm(), "template", "bmad", kChart, "--namespace", kNamespace};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return RunCommand(argv, std::chrono::seconds(120));
+}
+
+Rendered Render(const std::vector<std::string>& extra) {
+  CommandResult r = Template(extra);
+  EXPECT_EQ(r.status, 0) << r.err;
+  Rendered out;
+  for (const YAML::Node& doc : YAML::LoadAll(r.out)) {
+    if (doc.IsMap() && doc["kind"]) out.objects.push_back(doc);
+  }
+  return out;
+}
+
+bool HelmErrorNamesValue(const std::string& helm_error, const std::string& dotted_key) {
+  std::string pointer = "'/" + dotted_key + "'";
+  std::replace(pointer.begin(), pointer.end(), '.', '/');
+  // The whole key, not a prefix of a longer one: "pools.normal" is not "pools.normal.replicas".
+  for (const std::string& named : {dotted_key + ":", dotted_key + " ", pointer}) {
+    if (helm_error.find(named) != std::string::npos) return true;
+  }
+  return false;
+}
+
+YAML::Node Container(const YAML::Node& pod_spec, const std::string& name) {
+  for (const YAML::Node& c : pod_spec["containers"]) {
+    if (c["name"].as<std::string>() == name) return c;
+  }
+  ADD_FAILURE() << "no container " << name;
+  return YAML::Node();
+}
+
+std::vector<YAML::Node> PodTemplates(const Rendered& r) {
+  std::vector<YAML::Node> pods;
+  for (const YAML::Node& d : r.Kind("Deployment")) pods.push_back(d["spec"]["template"]);
+  for (const YAML::Node& lws : r.Kind("LeaderWorkerSet")) {
+    for (const char* role : {"leaderTemplate", "workerTemplate"}) {
+      if (lws["spec"]["leaderWorkerTemplate"][role]) pods.push_back(lws["spec"]["leaderWorkerTemplate"][role]);
+    }
+  }
+  return pods;
+}
+
 }  // namespace bmad::testing

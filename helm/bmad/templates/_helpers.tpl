@@ -56,6 +56,16 @@ app.kubernetes.io/part-of: bmad
 {{- printf "%s-coordinator-workers" (include "bmad.fullname" .) -}}
 {{- end -}}
 
+{{/* The pods' ServiceAccount: the one the chart creates (named after the release unless
+     serviceAccount.name says otherwise), else serviceAccount.name, else the namespace's default. */}}
+{{- define "bmad.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "bmad.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "bmad.sshSecretName" -}}
 {{- default (printf "%s-mpi-ssh" (include "bmad.fullname" .)) .Values.workers.sshSecretName -}}
 {{- end -}}
@@ -88,7 +98,9 @@ app.kubernetes.io/part-of: bmad
 {{- mul (int (default 1 .Values.config.parallel.tp)) (int (default 1 .Values.config.parallel.pp)) -}}
 {{- end -}}
 
-{{/* Fails the render on values that cannot work. */}}
+{{/* Fails the render on values that cannot work. values.schema.json refuses wrong types and
+     out-of-range numbers first (a replicas of -1, a minReplicas of 0); the checks of them here
+     remain for renders that skip the schema. */}}
 {{- define "bmad.validate" -}}
 {{- /* `default` takes 0 for unset: a 0 given is refused here, before it reads as 1. */ -}}
 {{- $parallel := .Values.config.parallel | default dict -}}
@@ -148,6 +160,24 @@ app.kubernetes.io/part-of: bmad
 {{- end -}}
 {{- if and (ne (toString $.Values.config.worker.backend) "cuda") (gt (int $v.gpusPerPod) 0) -}}
 {{- fail (printf "pools.%s.gpusPerPod is %d but config.worker.backend is %s: its ranks use no GPU; set gpusPerPod to 0" .key (int $v.gpusPerPod) (toString $.Values.config.worker.backend)) -}}
+{{- end -}}
+{{- /* The pool's security contexts, as _worker-pod.tpl picks them. */ -}}
+{{- $podSecurity := default $.Values.podSecurityContext $v.podSecurityContext | default dict -}}
+{{- $security := default $.Values.securityContext $v.securityContext | default dict -}}
+{{- if eq (toString (index $security "readOnlyRootFilesystem")) "true" -}}
+{{- fail (printf "pools.%s: readOnlyRootFilesystem cannot work for worker pods: the leader's launch script writes its hostfile in /tmp, Open MPI its session directory, and the sshd of multi-pod groups its keys" .key) -}}
+{{- end -}}
+{{- if gt (int $v.podsPerReplica) 1 -}}
+{{- /* The container's setting wins over the pod's, as in Kubernetes. */ -}}
+{{- $user := "0" -}}
+{{- $nonRoot := "false" -}}
+{{- range $context := list $podSecurity $security -}}
+{{- if not (kindIs "invalid" (index $context "runAsUser")) }}{{ $user = toString (int (index $context "runAsUser")) }}{{ end -}}
+{{- if not (kindIs "invalid" (index $context "runAsNonRoot")) }}{{ $nonRoot = toString (index $context "runAsNonRoot") }}{{ end -}}
+{{- end -}}
+{{- if or (ne $user "0") (eq $nonRoot "true") -}}
+{{- fail (printf "pools.%s: podsPerReplica is %d, so its pods must run as root (the group's other pods run sshd, and the leader's ssh logs in to them as root), but its security context sets %s: run them as root, or use podsPerReplica 1" .key (int $v.podsPerReplica) (ternary "runAsNonRoot" (printf "runAsUser %s" $user) (eq $nonRoot "true"))) -}}
+{{- end -}}
 {{- end -}}
 {{- if ne (int $slots) $ranks -}}
 {{- fail (printf "pools.%s: podsPerReplica (%d) x ranksPerPod (%d) = %d ranks per replica, but config.parallel tp x pp = %d ranks; they must be equal (by default one rank per GPU: ranksPerPod is gpusPerPod)" .key (int $v.podsPerReplica) $perPod (int $slots) $ranks) -}}

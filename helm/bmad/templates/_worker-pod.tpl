@@ -30,11 +30,23 @@ spec:
   imagePullSecrets:
     {{- toYaml . | nindent 4 }}
   {{- end }}
+  serviceAccountName: {{ include "bmad.serviceAccountName" $root }}
+  automountServiceAccountToken: {{ $root.Values.automountServiceAccountToken }}
   terminationGracePeriodSeconds: {{ $root.Values.workers.terminationGracePeriodSeconds }}
+  {{- /* Root unless told otherwise: the other pods of a multi-pod group run sshd, and the
+         leader's ssh logs in as root (bmad.validate refuses a non-root one). */}}
+  {{- with default $root.Values.podSecurityContext $v.podSecurityContext }}
+  securityContext:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
   containers:
     - name: {{ ternary "leader" "worker" $leader }}
       image: {{ include "bmad.image" $root }}
       imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+      {{- with default $root.Values.securityContext $v.securityContext }}
+      securityContext:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
       {{- if $leader }}
       command: ["/bin/bash", "/etc/bmad/launch-replica.sh"]
       {{- else }}
