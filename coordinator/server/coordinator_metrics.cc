@@ -75,7 +75,7 @@ metrics::Gauge& CoordinatorMetrics::ReplicaLoad(const std::string& replica) {
   auto it = load_.find(replica);
   if (it != load_.end()) return *it->second;
   metrics::Gauge& g = registry_.GetGauge("bmad_coordinator_replica_load_ratio",
-                                         "The router's load figure for each replica (0 idle).",
+                                         "The router's load figure for each replica (0 idle, and while it is down).",
                                          {{"replica", replica}});
   load_.emplace(replica, &g);
   return g;

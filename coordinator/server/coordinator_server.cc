@@ -561,7 +561,9 @@ void CoordinatorServer::Core::Tick() {
     const ReplicaView& v = views[i];
     if (i < states.size() && states[i]->stopped) continue;  // gone: its series were dropped
     metrics_->SetReplicaUp(v.id, std::string(EnumName(v.pool)), v.live);
-    metrics_->ReplicaLoad(v.id).Set(router_.Load(v));
+    // A replica taken for dead carries nothing: its last heartbeat's figure would show it busy
+    // on every dashboard for as long as it stays down.
+    metrics_->ReplicaLoad(v.id).Set(v.live ? router_.Load(v) : 0.0);
     metrics_->ReplicaWeight(v.id).Set(weights[i]);
   }
 }

@@ -72,6 +72,17 @@ TEST_F(ReplicaLossTest, AReplicaThatSaysItIsGoingDownHasItsRequestsMovedAtOnce) 
   ASSERT_TRUE(std::holds_alternative<proto::TokenChunk>(*streamed->message));
   auto b = Replica("b");
   ASSERT_TRUE(b->Register());
+  // a is busy: the load gauge says so.
+  proto::Heartbeat busy;
+  busy.replica_id = "a";
+  busy.load = proto::LoadStats{1, 3, 0.9f, 1.0f, 10, 100, 5, 50, 4};
+  busy.active_request_ids = {id};
+  busy.last_assignment = assign.assignment;
+  busy.has_last_assignment = true;
+  busy.active_assignments = {assign.assignment};
+  a->Send(busy);
+  const std::string load = "bmad_coordinator_replica_load_ratio{replica=\"a\"}";
+  ASSERT_TRUE(testing::WaitFor([&] { return Metric(load) > 0.5; }, 5s)) << Metric(load);
 
   a->Send(proto::Shutdown{"replica a was stopped before 1 running request(s) finished"});
   b->Receive(5s);
@@ -86,6 +97,8 @@ TEST_F(ReplicaLossTest, AReplicaThatSaysItIsGoingDownHasItsRequestsMovedAtOnce) 
   // The gauges follow on the coordinator's next tick.
   EXPECT_TRUE(testing::WaitFor([&] { return Metric("bmad_coordinator_replica_up{pool=\"normal\",replica=\"a\"}") == 0.0; },
                       5s));
+  // Down, it carries no load (its last heartbeat's figure no longer counts).
+  EXPECT_TRUE(testing::WaitFor([&] { return Metric(load) == 0.0; }, 5s)) << Metric(load);
 }
 // A replica stopped on purpose (a scale-down, a rolling update) is gone, not down: its series
 // go, where bmad_coordinator_replica_up stayed 0 for good and an alert on it never cleared. A
