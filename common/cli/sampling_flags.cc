@@ -32,6 +32,8 @@ void SamplingFlags::AddTo(Flags& flags) {
   flags.AddString("json-schema", &json_schema_file,
                   "FILE: the output is one JSON value the JSON Schema in FILE allows (OpenAI's "
                   "response_format json_schema).");
+  flags.AddString("regex", &regex,
+                  "PATTERN: the whole output matches this regular expression (vLLM's guided_regex).");
 }
 
 namespace {
@@ -93,6 +95,13 @@ Result<proto::SamplingParams> SamplingFlags::Params() const {
     }
     p.response_format = proto::ResponseFormat::kJsonSchema;
     p.json_schema = std::move(*text);
+  }
+  if (!regex.empty()) {
+    if (p.response_format != proto::ResponseFormat::kText) {
+      return InvalidArgument("--regex cannot be used with --json or --json-schema");
+    }
+    p.response_format = proto::ResponseFormat::kRegex;
+    p.regex = regex;
   }
   for (const std::string& entry : logit_bias) {
     BMAD_ASSIGN_OR_RETURN(proto::LogitBias parsed, ParseLogitBias(entry));

@@ -27,14 +27,15 @@ struct SamplingFlags {
   std::vector<std::string> logit_bias;  // "ID=BIAS" each
   bool json = false;                     // response_format json_object
   std::string json_schema_file;          // response_format json_schema: the schema's file
+  std::string regex;                     // response_format regex (vLLM's guided_regex)
 
   // --max-tokens, --temperature, --top-k, --top-p, --min-p, the three penalties, --seed,
-  // --stop (repeatable), --ignore-eos, --min-tokens, --logit-bias ID=BIAS (repeatable), --json
-  // and --json-schema FILE, writing into this struct (which must outlive Parse).
+  // --stop (repeatable), --ignore-eos, --min-tokens, --logit-bias ID=BIAS (repeatable), --json,
+  // --json-schema FILE and --regex PATTERN, writing into this struct (which must outlive Parse).
   void AddTo(Flags& flags);
   // The values as given; range checks (the schema's too) are the caller's (or the sampler's)
   // business. An error for a --logit-bias that is not ID=BIAS, a --json-schema file that cannot
-  // be read, and --json with --json-schema.
+  // be read, and more than one of --json, --json-schema and --regex.
   Result<proto::SamplingParams> Params() const;
 };
 

@@ -23,6 +23,7 @@ enum ResponseFormat {
   text @0;        # any text
   jsonObject @1;  # one JSON object (OpenAI's response_format "json_object")
   jsonSchema @2;  # one JSON value that SamplingParams.jsonSchema allows ("json_schema")
+  regex @3;       # text that SamplingParams.regex matches whole (vLLM's guided_regex, guided_choice)
 }
 
 enum Pool {
@@ -53,6 +54,7 @@ struct SamplingParams {
   jsonSchema @19 :Text;               # with responseFormat jsonSchema: the JSON Schema, as JSON
   allowedTokenIds @20 :List(UInt32);  # vLLM's: when not empty, only these tokens are drawn
   badWords @21 :List(List(UInt32));   # vLLM's, as token sequences: none is generated whole
+  regex @22 :Text;                    # with responseFormat regex: the pattern (sampling::RegexNfa)
 }
 
 struct LogitBias {

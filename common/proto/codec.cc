@@ -83,6 +83,7 @@ wire::ResponseFormat ToWire(ResponseFormat f) {
     case ResponseFormat::kText: return wire::ResponseFormat::TEXT;
     case ResponseFormat::kJsonObject: return wire::ResponseFormat::JSON_OBJECT;
     case ResponseFormat::kJsonSchema: return wire::ResponseFormat::JSON_SCHEMA;
+    case ResponseFormat::kRegex: return wire::ResponseFormat::REGEX;
   }
   return wire::ResponseFormat::TEXT;
 }
@@ -92,6 +93,7 @@ ResponseFormat FromWire(wire::ResponseFormat f) {
     case wire::ResponseFormat::TEXT: return ResponseFormat::kText;
     case wire::ResponseFormat::JSON_OBJECT: return ResponseFormat::kJsonObject;
     case wire::ResponseFormat::JSON_SCHEMA: return ResponseFormat::kJsonSchema;
+    case wire::ResponseFormat::REGEX: return ResponseFormat::kRegex;
   }
   throw InvalidContents{"unknown response format " + std::to_string(static_cast<int>(f))};
 }
@@ -145,6 +147,7 @@ void Fill(wire::SamplingParams::Builder b, const SamplingParams& s) {
     biases[static_cast<unsigned>(i)].setTokenId(s.logit_bias[i].token_id);
     biases[static_cast<unsigned>(i)].setBias(s.logit_bias[i].bias);
   }
+  b.setRegex(Txt(s.regex));
   SetList(b.initAllowedTokenIds(static_cast<unsigned>(s.allowed_token_ids.size())), s.allowed_token_ids);
   auto bad_words = b.initBadWords(static_cast<unsigned>(s.bad_words.size()));
   for (size_t i = 0; i < s.bad_words.size(); ++i) {
@@ -350,6 +353,7 @@ SamplingParams Read(wire::SamplingParams::Reader r) {
   s.response_format = FromWire(r.getResponseFormat());
   s.json_schema = GetText(r.getJsonSchema());
   for (auto b : r.getLogitBias()) s.logit_bias.push_back(LogitBias{b.getTokenId(), b.getBias()});
+  s.regex = GetText(r.getRegex());
   s.allowed_token_ids = GetList<uint32_t>(r.getAllowedTokenIds());
   for (auto word : r.getBadWords()) s.bad_words.push_back(GetList<uint32_t>(word));
   return s;

@@ -18,6 +18,7 @@ std::string_view ResponseFormatName(ResponseFormat format) {
     case ResponseFormat::kText: return "text";
     case ResponseFormat::kJsonObject: return "json_object";
     case ResponseFormat::kJsonSchema: return "json_schema";
+    case ResponseFormat::kRegex: return "regex";
   }
   return "";
 }

@@ -27,7 +27,8 @@ namespace bmad::proto {
 // 7: Submit.priority's default is -1, "the coordinator's default class" (it was 1). Cap'n Proto
 // stores a number XOR its default, so a version 6 peer would read every explicit class wrong.
 // 8: Submit.api_key, and error code 13 (kUnauthenticated), which a version 7 peer cannot read.
-// 9: SamplingParams.allowed_token_ids and bad_words (a version 8 replica would ignore them).
+// 9: SamplingParams.allowed_token_ids, bad_words and regex, and ResponseFormat regex (a version 8
+// replica would ignore the first two and refuse the format as unknown).
 inline constexpr uint16_t kProtocolVersion = 9;
 
 enum class FinishReason : uint8_t { kNone = 0, kStop, kLength, kCancelled, kError };
@@ -38,8 +39,10 @@ enum class ResponseFormat : uint8_t {
   kText = 0,
   kJsonObject,  // one JSON object, ending the output (the sampler bans every other token)
   kJsonSchema,  // one JSON value that SamplingParams::json_schema allows, ending the output
+  kRegex,       // text that SamplingParams::regex matches whole
 };
-std::string_view ResponseFormatName(ResponseFormat format);  // "text", "json_object", "json_schema"
+// "text", "json_object", "json_schema", "regex"
+std::string_view ResponseFormatName(ResponseFormat format);
 
 // OpenAI's logit_bias entry: added to the token's logit before anything else looks at it.
 struct LogitBias {
@@ -82,6 +85,9 @@ struct SamplingParams {
   // of each is banned wherever the output ends with the ones before it, so none is generated
   // whole (a one-token sequence is banned everywhere).
   std::vector<std::vector<uint32_t>> bad_words;
+  // With kRegex: the regular expression the whole output must match (sampling::RegexNfa says
+  // which syntax); empty otherwise.
+  std::string regex;
   friend bool operator==(const SamplingParams&, const SamplingParams&) = default;
 };
 

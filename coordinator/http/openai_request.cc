@@ -1,6 +1,7 @@
 #include "coordinator/http/openai_request.h"
 
 #include <algorithm>
+#include <cctype>
 #include <limits>
 #include <utility>
 
@@ -485,10 +486,65 @@ Status ReadJsonSchemaFormat(const Json& format, CompletionRequest& request) {
   return Status::Ok();
 }
 
+// A guided_choice choice as a regular expression (RegexNfa's syntax) matching it literally:
+// ASCII punctuation and spaces escaped, letters, digits and other characters as they are.
+std::string LiteralPattern(std::string_view text) {
+  std::string pattern;
+  for (const char c : text) {
+    const auto b = static_cast<unsigned char>(c);
+    if (b < 0x80 && !std::isalnum(b)) pattern += '\\';
+    pattern += c;
+  }
+  return pattern;
+}
+
+// Which field a kRegex constraint came in: a non-empty guided_regex, else guided_choice.
+std::string_view RegexField(const JsonFields& body) {
+  const Json* regex = body.Find("guided_regex");
+  return regex != nullptr && regex->is_string() && !regex->get_ref<const std::string&>().empty() ? "guided_regex"
+                                                                                                  : "guided_choice";
+}
+
+// vLLM's guided_regex (a pattern the whole output matches) and guided_choice (the output is one
+// of the strings), both held by a regex (ResponseFormat kRegex).
+Status ReadGuidedRegex(const JsonFields& body, CompletionRequest& request) {
+  // Empty values ask for nothing, as null does (clients that always send the fields pass).
+  BMAD_ASSIGN_OR_RETURN(std::optional<std::string> regex, body.String("guided_regex"));
+  if (regex && regex->empty()) regex.reset();
+  const Json* choice = body.Find("guided_choice");
+  if (choice != nullptr && choice->is_array() && choice->empty()) choice = nullptr;
+  if (regex && choice != nullptr) return InvalidArgument("'guided_regex' and 'guided_choice' cannot both be given");
+  if (regex) {
+    request.sampling.response_format = proto::ResponseFormat::kRegex;
+    request.sampling.regex = *regex;
+    return Status::Ok();
+  }
+  if (choice == nullptr) return Status::Ok();
+  if (!choice->is_array()) return MustBe("guided_choice", "an array of strings", *choice);
+  std::string pattern;
+  for (size_t i = 0; i < choice->size(); ++i) {
+    const Json& option = (*choice)[i];
+    if (!option.is_string()) return MustBe("guided_choice[" + Count(i) + "]", "a string", option);
+    if (i > 0) pattern += '|';
+    pattern += LiteralPattern(option.get_ref<const std::string&>());
+  }
+  request.sampling.response_format = proto::ResponseFormat::kRegex;
+  request.sampling.regex = std::move(pattern);
+  return Status::Ok();
+}
+
 // OpenAI's response_format: {"type": "text"}, {"type": "json_object"} or {"type":
-// "json_schema", "json_schema": {...}}; and vLLM's guided_json (a schema, or its JSON text).
+// "json_schema", "json_schema": {...}}; vLLM's guided_json (a schema, or its JSON text),
+// guided_regex and guided_choice: one of them at most.
 Status ReadResponseFormat(const JsonFields& body, CompletionRequest& request) {
+  BMAD_RETURN_IF_ERROR(ReadGuidedRegex(body, request));
+  const bool guided_regex = request.sampling.response_format == proto::ResponseFormat::kRegex;
   const Json* guided = body.Find("guided_json");
+  if (guided != nullptr && guided_regex) {
+    return InvalidArgument("'guided_json' cannot be used with " +
+                           Quoted(RegexField(body)) +
+                           ": give one constraint");
+  }
   if (guided != nullptr) {
     if (guided->is_string()) {
       request.sampling.json_schema = guided->get<std::string>();
@@ -507,6 +563,10 @@ Status ReadResponseFormat(const JsonFields& body, CompletionRequest& request) {
     return InvalidArgument("'response_format.type' is required: \"text\", \"json_object\" or \"json_schema\"");
   }
   if (*type == "text") return Status::Ok();
+  if (guided_regex) {
+    return InvalidArgument(Quoted(RegexField(body)) +
+                           " cannot be used with a 'response_format' other than \"text\": give one constraint");
+  }
   if (guided != nullptr) {
     return InvalidArgument("'guided_json' cannot be used with a 'response_format' other than "
                            "\"text\": give the schema once");
@@ -572,8 +632,7 @@ Status RejectUnsupported(const JsonFields& body, bool chat) {
     return v.is_null() || ((v.is_object() || v.is_array()) && v.empty()) ||
            (v.is_string() && v.get_ref<const std::string&>().empty());
   };
-  for (const std::string_view key : {"guided_regex", "guided_choice", "guided_grammar",
-                                     "guided_whitespace_pattern", "structured_outputs", "chat_template",
+  for (const std::string_view key : {"guided_grammar", "guided_whitespace_pattern", "structured_outputs", "chat_template",
                                      "chat_template_kwargs", "prompt_logprobs", "logits_processors",
                                      "prompt_embeds", "documents"}) {
     if (const Json* value = body.Find(key); value != nullptr && !neutral(*value)) {
@@ -674,7 +733,9 @@ Result<CompletionRequest> ReadRequest(const Json& json, bool chat, const Request
   // A schema's error names the field it came in.
   BMAD_RETURN_IF_ERROR(sampling::ValidateSamplingParams(
       worker_view, std::numeric_limits<int32_t>::max(),
-      body.Find("guided_json") != nullptr ? "guided_json" : "response_format.json_schema.schema"));
+      request.sampling.response_format == proto::ResponseFormat::kRegex ? RegexField(body)
+      : body.Find("guided_json") != nullptr                            ? "guided_json"
+                                                                       : "response_format.json_schema.schema"));
   return request;
 }
 

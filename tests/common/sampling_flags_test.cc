@@ -86,6 +86,14 @@ TEST(SamplingFlagsTest, JsonAndJsonSchemaChooseTheResponseFormat) {
   std::remove(path.c_str());
 }
 
+TEST(SamplingFlagsTest, RegexChoosesTheRegexFormat) {
+  const proto::SamplingParams p = ParsedParams({"--regex", "\\d+"}).value();
+  EXPECT_EQ(p.response_format, proto::ResponseFormat::kRegex);
+  EXPECT_EQ(p.regex, "\\d+");
+  EXPECT_EQ(ParsedParams({"--json", "--regex", "a"}).status().message(),
+            "--regex cannot be used with --json or --json-schema");
+}
+
 TEST(SamplingFlagsTest, ALogitBiasThatIsNotIdEqualsBiasIsNamed) {
   for (const char* bad : {"13", "=5", "13=", "x=5", "13=five", "13=5x", "-1=5", "4294967296=1", "1=1e99999"}) {
     Flags flags("test");

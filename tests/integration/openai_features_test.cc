@@ -509,24 +509,6 @@ TEST(OpenAiFeaturesTest, TokenizeCountsWhatTheCompletionIsBilledFor) {
   EXPECT_NE(nothing.body.find("holds no tokens"), std::string::npos) << nothing.body;
 }
 
-// A /v1/completions body's text and finish reason, streamed when the body says so.
-struct CompletionAnswer {
-  std::string text;
-  std::string finish;
-};
-CompletionAnswer Answer(int port, const json& body) {
-  if (body.value("stream", false)) {
-    StreamResult s = Stream(port, body);
-    EXPECT_TRUE(s.done) << s.error;
-    return {s.text, s.finish_reason};
-  }
-  HttpResult r = Post(port, "/v1/completions", body.dump());
-  EXPECT_EQ(r.status, 200) << r.body;
-  if (r.status != 200) return {};
-  const json answer = json::parse(r.body);
-  return {answer["choices"][0]["text"], answer["choices"][0]["finish_reason"]};
-}
-
 TEST(OpenAiFeaturesTest, JsonObjectResponsesAreHeldToAnObject) {
   LocalCluster cluster({StoriesModelPath(), 1, 0});
   std::string error;

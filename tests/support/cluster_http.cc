@@ -1,5 +1,6 @@
 #include "tests/support/cluster_http.h"
 
+#include <gtest/gtest.h>
 #include <httplib.h>
 
 namespace bmad::testing {
@@ -14,6 +15,19 @@ HttpResult Post(int port, const std::string& path, const std::string& body) {
 
 StreamResult Stream(int port, const nlohmann::json& body, std::atomic<int>* events_seen, int stop_after_events) {
   return StreamCompletion(port, "/v1/completions", body, events_seen, stop_after_events);
+}
+
+CompletionAnswer Answer(int port, const nlohmann::json& body) {
+  if (body.value("stream", false)) {
+    StreamResult s = Stream(port, body);
+    EXPECT_TRUE(s.done) << s.error;
+    return {s.text, s.finish_reason};
+  }
+  HttpResult r = Post(port, "/v1/completions", body.dump());
+  EXPECT_EQ(r.status, 200) << r.body;
+  if (r.status != 200) return {};
+  const nlohmann::json answer = nlohmann::json::parse(r.body);
+  return {answer["choices"][0]["text"], answer["choices"][0]["finish_reason"]};
 }
 
 nlohmann::json Completion(const std::string& prompt, int max_tokens, bool stream, bool ignore_eos) {

@@ -25,6 +25,14 @@ using StreamResult = SseCompletion;
 StreamResult Stream(int port, const nlohmann::json& body, std::atomic<int>* events_seen = nullptr,
                     int stop_after_events = -1);
 
+// A /v1/completions body's text and finish reason, streamed when the body says so; a failure
+// is a test failure (and an empty answer).
+struct CompletionAnswer {
+  std::string text;
+  std::string finish;
+};
+CompletionAnswer Answer(int port, const nlohmann::json& body);
+
 // {"prompt", "max_tokens", "temperature": 0, "stream"}, with "ignore_eos" when asked and, when
 // streaming, stream_options.include_usage.
 nlohmann::json Completion(const std::string& prompt, int max_tokens, bool stream, bool ignore_eos = false);

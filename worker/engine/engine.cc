@@ -51,7 +51,7 @@ struct Engine::RequestState {
   RequestState(uint64_t request_id, std::vector<int32_t> prompt_tokens,
                const proto::SamplingParams& params, uint64_t seed,
                const tokenizer::Tokenizer& tok, int64_t max_new, std::vector<int32_t> generated,
-               std::optional<sampling::JsonConstraint> constraint)
+               std::optional<sampling::OutputConstraint> constraint)
       : id(request_id),
         prompt(std::move(prompt_tokens)),
         sampler(params, seed, TokensThatEnd(tok, params), std::move(constraint)),
@@ -179,8 +179,8 @@ Status Engine::Add(EngineRequest r) {
   }
   const int64_t max_new =
       std::min<int64_t>(r.sampling.max_tokens, context_length_ - static_cast<int64_t>(r.prompt.size()));
-  BMAD_ASSIGN_OR_RETURN(std::optional<sampling::JsonConstraint> constraint,
-                        OutputConstraint(tokenizer_, r.sampling, token_texts_));
+  BMAD_ASSIGN_OR_RETURN(std::optional<sampling::OutputConstraint> constraint,
+                        MakeOutputConstraint(tokenizer_, r.sampling, token_texts_));
   // Tokens generated elsewhere (a migrated request) must already be on the way to the value.
   if (constraint) BMAD_RETURN_IF_ERROR(constraint->Sync(r.generated).WithContext(which));
   const uint64_t seed = default_seed_ ^ (r.id * 0x9e3779b97f4a7c15ull);

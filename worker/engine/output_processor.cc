@@ -12,20 +12,26 @@ std::vector<int32_t> TokensThatEnd(const tokenizer::Tokenizer& tokenizer,
   return tokens;
 }
 
-Result<std::optional<sampling::JsonConstraint>> OutputConstraint(
+Result<std::optional<sampling::OutputConstraint>> MakeOutputConstraint(
     const tokenizer::Tokenizer& tokenizer, const proto::SamplingParams& params,
     std::shared_ptr<const sampling::TokenTexts>& texts) {
-  if (params.response_format == proto::ResponseFormat::kText) return std::optional<sampling::JsonConstraint>();
-  std::shared_ptr<const sampling::JsonSchema> schema = sampling::JsonSchema::AnyObject();
-  if (params.response_format == proto::ResponseFormat::kJsonSchema) {
-    BMAD_ASSIGN_OR_RETURN(schema, sampling::JsonSchema::Compile(params.json_schema));
-  }
+  if (params.response_format == proto::ResponseFormat::kText) return std::optional<sampling::OutputConstraint>();
   if (!texts) {
     std::vector<std::string> pieces(static_cast<size_t>(tokenizer.vocab_size()));
     for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) pieces[static_cast<size_t>(id)] = tokenizer.TokenPiece(id);
     texts = std::make_shared<const sampling::TokenTexts>(pieces);
   }
-  return std::optional(sampling::JsonConstraint(texts, TokensThatEnd(tokenizer, params), std::move(schema)));
+  if (params.response_format == proto::ResponseFormat::kRegex) {
+    BMAD_ASSIGN_OR_RETURN(std::shared_ptr<const sampling::RegexNfa> pattern, sampling::RegexNfa::Compile(params.regex));
+    return std::optional(sampling::OutputConstraint(
+        sampling::RegexConstraint(texts, TokensThatEnd(tokenizer, params), std::move(pattern))));
+  }
+  std::shared_ptr<const sampling::JsonSchema> schema = sampling::JsonSchema::AnyObject();
+  if (params.response_format == proto::ResponseFormat::kJsonSchema) {
+    BMAD_ASSIGN_OR_RETURN(schema, sampling::JsonSchema::Compile(params.json_schema));
+  }
+  return std::optional(
+      sampling::OutputConstraint(sampling::JsonConstraint(texts, TokensThatEnd(tokenizer, params), std::move(schema))));
 }
 
 OutputProcessor::OutputProcessor(const tokenizer::Tokenizer& tokenizer,

@@ -19,7 +19,7 @@
 #include "common/proto/messages.h"
 #include "worker/model/tokenizer/streaming_detokenizer.h"
 #include "worker/model/tokenizer/tokenizer.h"
-#include "worker/sampling/json_constraint.h"
+#include "worker/sampling/output_constraint.h"
 #include "worker/sampling/stop_string_matcher.h"
 
 namespace bmad::engine {
@@ -29,11 +29,11 @@ namespace bmad::engine {
 std::vector<int32_t> TokensThatEnd(const tokenizer::Tokenizer& tokenizer,
                                    const proto::SamplingParams& params);
 
-// What the parameters hold the output to (response_format json_object or json_schema), for the
-// sequence's Sampler; nullopt for free text. `texts` keeps the vocabulary's texts between calls:
-// built on the first call that needs them. kInvalidArgument for a schema JsonSchema refuses
-// (ValidateSamplingParams refuses it first).
-Result<std::optional<sampling::JsonConstraint>> OutputConstraint(
+// What the parameters hold the output to (response_format json_object, json_schema or regex),
+// for the sequence's Sampler; nullopt for free text. `texts` keeps the vocabulary's texts between
+// calls: built on the first call that needs them. kInvalidArgument for a schema JsonSchema or a
+// pattern RegexNfa refuses (ValidateSamplingParams refuses them first).
+Result<std::optional<sampling::OutputConstraint>> MakeOutputConstraint(
     const tokenizer::Tokenizer& tokenizer, const proto::SamplingParams& params,
     std::shared_ptr<const sampling::TokenTexts>& texts);
 

@@ -35,7 +35,7 @@ Status Sampler::NoFiniteLogit() const {
 }
 
 Sampler::Sampler(const proto::SamplingParams& params, uint64_t default_seed,
-                 std::vector<int32_t> end_tokens, std::optional<JsonConstraint> constraint)
+                 std::vector<int32_t> end_tokens, std::optional<OutputConstraint> constraint)
     : temperature_(std::isfinite(params.temperature) && params.temperature >= kernels::kGreedyBelowTemperature
                        ? params.temperature
                        : 0.0f),

@@ -16,7 +16,8 @@
 //   4. otherwise: top-k (the k highest logits, ties to lower ids), softmax of logit / temperature,
 //      top-p (the smallest set of most likely tokens whose probability reaches top_p; at least one
 //      token), min-p (drop tokens with p < min_p * p_max), renormalise, draw.
-// With a JsonConstraint (response_format json_object), the tokens it bans get -inf after step 2.
+// With an OutputConstraint (a JSON response format, guided_regex, guided_choice), the tokens it
+// bans get -inf after step 2.
 //
 // Randomness: each Sampler owns a std::mt19937_64 seeded with `params.seed` (or the default seed
 // when `has_seed` is false). The standard fixes that engine's output sequence exactly, and the
@@ -49,7 +50,7 @@
 
 #include "common/proto/messages.h"
 #include "common/status.h"
-#include "worker/sampling/json_constraint.h"
+#include "worker/sampling/output_constraint.h"
 #include "worker/sampling/nucleus.h"
 #include "worker/sampling/penalties.h"
 #include "worker/sampling/token_bans.h"
@@ -98,7 +99,7 @@ class Sampler {
   // are logit_bias entries outside it. `constraint`: what the output must be, if anything (it
   // keeps itself in step with the output it is given, below).
   Sampler(const proto::SamplingParams& params, uint64_t default_seed,
-          std::vector<int32_t> end_tokens = {}, std::optional<JsonConstraint> constraint = std::nullopt);
+          std::vector<int32_t> end_tokens = {}, std::optional<OutputConstraint> constraint = std::nullopt);
 
   // Chooses the next token of one sequence.
   //   logits: one score per vocabulary entry (V = logits.size()); -inf marks a banned token.
@@ -112,7 +113,7 @@ class Sampler {
   //   kInternal: a logit is NaN or +inf (a broken model, or a penalty overflowing), or every
   //     logit is -inf;
   //   kInvalidArgument: allowed_token_ids or bad_words left no token (with the other bans).
-  //   the constraint's (JsonConstraint::Sync, Mask).
+  //   the constraint's (OutputConstraint::Sync, Mask).
   Result<SampleResult> Sample(std::span<const float> logits,
                               std::span<const int32_t> prompt_tokens,
                               std::span<const int32_t> generated_tokens);
@@ -162,7 +163,7 @@ class Sampler {
   TokenBans bans_;
   uint32_t min_tokens_;
   std::vector<int32_t> end_tokens_;
-  std::optional<JsonConstraint> constraint_;
+  std::optional<OutputConstraint> constraint_;
   bool want_logprob_;
   size_t top_logprobs_;  // alternatives per token; 0 unless want_logprob_
   uint64_t seed_;

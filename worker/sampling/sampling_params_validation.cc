@@ -2,6 +2,7 @@
 
 #include "common/utf8_lead.h"
 #include "worker/sampling/json_schema.h"
+#include "worker/sampling/regex_nfa.h"
 
 #include <cmath>
 #include <cstdio>
@@ -84,7 +85,7 @@ Status ValidateTokenBans(const proto::SamplingParams& params, int32_t vocab_size
 }  // namespace
 
 Status ValidateSamplingParams(const proto::SamplingParams& params, int32_t vocab_size,
-                              std::string_view schema_field) {
+                              std::string_view constraint_field) {
   if (vocab_size <= 0) {
     return InvalidArgument("vocab_size must be positive; got " + std::to_string(vocab_size));
   }
@@ -158,14 +159,29 @@ Status ValidateSamplingParams(const proto::SamplingParams& params, int32_t vocab
       if (set) {
         return InvalidArgument(std::string(field) + " cannot be used with response_format \"" +
                                std::string(proto::ResponseFormatName(params.response_format)) +
-                               "\": the output ends when the JSON value does");
+                               (params.response_format == proto::ResponseFormat::kRegex
+                                    ? "\": the output ends when the pattern allows nothing more"
+                                    : "\": the output ends when the JSON value does"));
       }
     }
   }
+  if (params.response_format == proto::ResponseFormat::kRegex) {
+    const std::string_view field = constraint_field.empty() ? "regex" : constraint_field;
+    if (params.regex.size() > kMaxRegexBytes) {
+      return InvalidArgument("'" + std::string(field) + "' is " + std::to_string(params.regex.size()) +
+                             " bytes; at most " + std::to_string(kMaxRegexBytes) + " are allowed");
+    }
+    Result<std::shared_ptr<const RegexNfa>> pattern = RegexNfa::Compile(params.regex);
+    if (!pattern.ok()) return InvalidArgument("'" + std::string(field) + "': " + pattern.status().message());
+  } else if (!params.regex.empty()) {
+    return InvalidArgument("'regex' is set, but response_format is \"" +
+                           std::string(proto::ResponseFormatName(params.response_format)) + "\", not \"regex\"");
+  }
   if (params.response_format == proto::ResponseFormat::kJsonSchema) {
+    const std::string_view field = constraint_field.empty() ? "response_format.json_schema.schema" : constraint_field;
     Result<std::shared_ptr<const JsonSchema>> schema = JsonSchema::Compile(params.json_schema);
     if (!schema.ok()) {
-      return InvalidArgument("'" + std::string(schema_field) + "' " + schema.status().message());
+      return InvalidArgument("'" + std::string(field) + "' " + schema.status().message());
     }
   } else if (!params.json_schema.empty()) {
     return InvalidArgument("'json_schema' is set, but response_format is \"" +

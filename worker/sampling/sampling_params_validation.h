@@ -38,6 +38,8 @@ inline constexpr size_t kMaxAllowedTokenIds = 262144;
 // per sequence: each sequence costs a comparison of the output's tail per sampled token.
 inline constexpr size_t kMaxBadWordSequences = 128;
 inline constexpr size_t kMaxBadWordTokens = 64;
+// Bytes of a guided_regex pattern (guided_choice's alternation of its choices included).
+inline constexpr size_t kMaxRegexBytes = 16384;
 
 // OK, or kInvalidArgument whose message names the first bad field, e.g.
 // "'top_p' must be a finite number in (0, 1]; got nan". Checks:
@@ -56,12 +58,15 @@ inline constexpr size_t kMaxBadWordTokens = 64;
 //                       finite, in [-100, 100]
 //   allowed_token_ids   at most 262144 ids, each in [0, vocab_size)
 //   bad_words           at most 128 sequences of 1 to 64 ids, each in [0, vocab_size)
-//   response_format     json_object, json_schema: neither min_tokens nor ignore_eos
 //   json_schema         with json_schema only: a schema JsonSchema::Compile takes (its error,
-//                       under `schema_field`: the request field the schema came in)
+//                       under `constraint_field`: the request field the schema came in;
+//                       default "response_format.json_schema.schema")
+//   regex               with regex only: at most 16384 bytes, a pattern RegexNfa::Compile takes
+//                       (its error under `constraint_field`, default "regex")
+//   response_format     json_object, json_schema, regex: neither min_tokens nor ignore_eos
 // `vocab_size` must be positive (kInvalidArgument otherwise).
 Status ValidateSamplingParams(const proto::SamplingParams& params, int32_t vocab_size,
-                              std::string_view schema_field = "response_format.json_schema.schema");
+                              std::string_view constraint_field = {});
 
 // True when `bytes` is well-formed UTF-8 (no overlong forms, surrogates or code points above
 // U+10FFFF), the definition of RFC 3629.

@@ -78,8 +78,8 @@ Result<LocalGenerateStats> LocalGenerate(const LocalGenerateOptions& o,
   };
 
   std::shared_ptr<const sampling::TokenTexts> texts;
-  BMAD_ASSIGN_OR_RETURN(std::optional<sampling::JsonConstraint> constraint,
-                        engine::OutputConstraint(tok, o.sampling, texts));
+  BMAD_ASSIGN_OR_RETURN(std::optional<sampling::OutputConstraint> constraint,
+                        engine::MakeOutputConstraint(tok, o.sampling, texts));
   sampling::Sampler sampler(o.sampling, std::random_device{}(), engine::TokensThatEnd(tok, o.sampling),
                             std::move(constraint));
   engine::OutputProcessor output(tok, o.sampling, prompt, max_new);

@@ -598,7 +598,15 @@ TEST(ParseCompletionRequest, RejectsBadMessages) {
       {R"({"prompt": "x", "include_stop_str_in_output": 1})",
        false,
        {"'include_stop_str_in_output' must be a boolean, got 1"}},
-      {R"({"prompt": "x", "guided_choice": ["a", "b"]})", false, {"'guided_choice' is not supported"}},
+      {R"({"prompt": "x", "guided_choice": ["a", 2]})", false, {"'guided_choice[1]' must be a string"}},
+      {R"({"prompt": "x", "guided_choice": "a"})", false, {"'guided_choice' must be an array of strings"}},
+      {R"({"prompt": "x", "guided_regex": "a**"})", false, {"'guided_regex': the pattern repeats a repeat"}},
+      {R"({"prompt": "x", "guided_regex": "a", "guided_choice": ["a"]})", false, {"cannot both be given"}},
+      {R"({"prompt": "x", "guided_regex": "a", "guided_json": {}})", false, {"'guided_json' cannot be used with 'guided_regex'"}},
+      {R"({"prompt": "x", "guided_choice": ["a"], "response_format": {"type": "json_object"}})",
+       false,
+       {"'guided_choice' cannot be used with a 'response_format' other than \"text\""}},
+      {R"({"prompt": "x", "guided_regex": "a", "min_tokens": 2})", false, {"'min_tokens' cannot be used with response_format \"regex\""}},
       {R"({"prompt": "x", "prompt_logprobs": 1})", false, {"'prompt_logprobs' is not supported"}},
       // vLLM's fields that would change the output, or its form, are refused by name too.
       {R"({"prompt": "x", "allowed_token_ids": [300, -1]})", false, {"'allowed_token_ids[1]' must be a token id"}},
@@ -679,6 +687,23 @@ TEST(ParseCompletionRequest, TruncatePromptTokens) {
                   {R"({"prompt": "x", "truncate_prompt_tokens": -2})", false, {"'truncate_prompt_tokens' must be -1"}},
                   {R"({"prompt": "x", "truncate_prompt_tokens": "2"})", false, {"'truncate_prompt_tokens' must be"}}},
                  small);
+}
+
+// vLLM's guided_regex goes to the replicas as it is; guided_choice as the alternation of its
+// choices, escaped to stand for themselves.
+TEST(ParseCompletionRequest, GuidedRegexAndChoiceBecomeARegex) {
+  const CompletionRequest regex = Ok(ParseCompletionRequest(R"({"prompt": "x", "guided_regex": "\\d+"})", false, TestLimits()));
+  EXPECT_EQ(regex.sampling.response_format, proto::ResponseFormat::kRegex);
+  EXPECT_EQ(regex.sampling.regex, "\\d+");
+  const CompletionRequest choice = Ok(ParseCompletionRequest(
+      R"js({"messages": [{"role": "user", "content": "x"}], "guided_choice": ["yes", "no (1.5)", "caf\u00e9"]})js", true,
+      TestLimits()));
+  EXPECT_EQ(choice.sampling.response_format, proto::ResponseFormat::kRegex);
+  EXPECT_EQ(choice.sampling.regex, "yes|no\\ \\(1\\.5\\)|caf\xC3\xA9");
+  // Empty values ask for nothing.
+  const CompletionRequest neutral =
+      Ok(ParseCompletionRequest(R"({"prompt": "x", "guided_regex": "", "guided_choice": []})", false, TestLimits()));
+  EXPECT_EQ(neutral.sampling.response_format, proto::ResponseFormat::kText);
 }
 
 // vLLM's allowed_token_ids go to the sampler as they are; bad_words stay words here (the

@@ -1,0 +1,76 @@
+// vLLM's guided_regex and guided_choice end to end, on a local cluster (bmad-coordinator and a
+// bmad-worker replica under mpirun, 127.0.0.1, stories260K): every output, greedy or sampled,
+// whole or streamed, is one of the choices or a whole match of the pattern, and what cannot
+// be served is refused by name.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <string>
+
+#include "tests/support/cluster_http.h"
+#include "tests/support/local_cluster.h"
+#include "tests/support/paths.h"
+
+namespace bmad::testing {
+namespace {
+
+using json = nlohmann::json;
+
+TEST(OpenAiGuidedTest, ChoicesAndPatternsHoldEveryOutput) {
+  LocalCluster cluster({StoriesModelPath(), 1, 0});
+  std::string error;
+  ASSERT_TRUE(cluster.Start(&error)) << error;
+  const int port = cluster.http_port();
+
+  // guided_choice: n sampled choices, each one of them, ended by the model's end token.
+  const std::set<std::string> choices = {"cat", "dog", "little bird", "Lily (3)"};
+  json body = {{"prompt", "Once upon a time there was a"}, {"max_tokens", 12}, {"temperature", 1.0},
+               {"seed", 11}, {"n", 6}, {"guided_choice", json(std::vector<std::string>(choices.begin(), choices.end()))}};
+  HttpResult r = Post(port, "/v1/completions", body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  for (const json& choice : json::parse(r.body)["choices"]) {
+    EXPECT_TRUE(choices.count(choice["text"].get<std::string>())) << choice;
+    EXPECT_EQ(choice["finish_reason"], "stop") << choice;
+  }
+
+  // guided_regex, greedy, whole and streamed alike; chat too.
+  // At most 17 characters: the output ends within max_tokens, by the pattern.
+  const std::string pattern = "\\d{3}-[a-z]{2,5}( [A-Z][a-z]{1,6})?";
+  const std::regex oracle(pattern);
+  std::string whole;
+  for (const bool stream : {false, true}) {
+    json regex = Completion("Once upon a time", 24, stream);
+    regex["guided_regex"] = pattern;
+    const CompletionAnswer answer = Answer(port, regex);
+    EXPECT_TRUE(std::regex_match(answer.text, oracle)) << answer.text;
+    EXPECT_EQ(answer.finish, "stop") << answer.text;
+    if (stream) {
+      EXPECT_EQ(answer.text, whole);
+    } else {
+      whole = answer.text;
+    }
+  }
+  json chat = {{"messages", {{{"role", "user"}, {"content", "Pick one"}}}}, {"max_tokens", 8}, {"temperature", 0},
+               {"guided_choice", {"yes", "no"}}};
+  r = Post(port, "/v1/chat/completions", chat.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::string content = json::parse(r.body)["choices"][0]["message"]["content"];
+  EXPECT_TRUE(content == "yes" || content == "no") << content;
+
+  // Refused, named: a pattern outside the syntax, and two constraints at once.
+  body = Completion("Once upon a time", 8, false);
+  body["guided_regex"] = "(a)\\1";
+  r = Post(port, "/v1/completions", body.dump());
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(json::parse(r.body)["error"]["param"], "guided_regex") << r.body;
+  EXPECT_NE(r.body.find("backreference"), std::string::npos) << r.body;
+  body["guided_regex"] = "a+";
+  body["response_format"] = {{"type", "json_object"}};
+  r = Post(port, "/v1/completions", body.dump());
+  EXPECT_EQ(r.status, 400) << r.body;
+}
+
+}  // namespace
+}  // namespace bmad::testing

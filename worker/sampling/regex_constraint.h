@@ -1,0 +1,73 @@
+// Holds one sequence's output to a regular expression (vLLM's guided_regex; guided_choice is
+// the alternation of its choices): at each step every token whose text cannot continue the
+// output towards a whole match is banned, the tokens that end the output are allowed only once
+// the output matches, and when nothing may follow a match only they remain.
+//
+// Tokens are judged by their bytes (TokenTexts) through the pattern's lazy DFA (RegexDfa), whose
+// states are those from which a match is still reachable: the output cannot be led into a dead
+// end. Control tokens (no text) are banned. A length limit or a stop string can still cut the
+// match short, as in vLLM; the finish reason then says so.
+//
+// Cost of a Mask: in a DFA state met before, one pass over a bitmap of the tokens it allows
+// (kept for up to kCachedStates states: patterns that loop, as .* and \d+ do, revisit theirs);
+// in a new one, a walk of each vocabulary token's bytes through the DFA's transitions, a table
+// lookup per byte once computed (about 1 ms for the Llama-2 vocabulary of 32,000 tokens, see
+// docs/benchmarks.md). Memory: the DFA's states (RegexDfa) and the bitmaps, a bit per token;
+// the texts and the NFA are shared.
+//
+// Thread-safety: none; one per sequence (inside its Sampler).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "common/status.h"
+#include "worker/sampling/regex_dfa.h"
+#include "worker/sampling/regex_nfa.h"
+#include "worker/sampling/token_texts.h"
+
+namespace bmad::sampling {
+
+class RegexConstraint {
+ public:
+  // `end_tokens`: what ends the output (engine::TokensThatEnd).
+  RegexConstraint(std::shared_ptr<const TokenTexts> texts, std::vector<int32_t> end_tokens,
+                  std::shared_ptr<const RegexNfa> pattern);
+
+  // Reads the output's tokens not read yet (a shorter output is read again from its start).
+  // kInvalidArgument naming the token when one cannot continue towards a match, or ends the
+  // output before one: an output this constraint did not choose (a migrated request's).
+  Status Sync(std::span<const int32_t> generated);
+
+  // Sets every token that cannot come next to -inf (ids beyond the vocabulary's texts too).
+  // kFailedPrecondition when no token can (a vocabulary without the bytes the pattern needs);
+  // kResourceExhausted when the pattern's automaton grows past its bound.
+  Status Mask(std::span<float> scores);
+
+  // The output matches and nothing can follow but its end.
+  bool complete();
+
+ private:
+  bool Ends(int32_t token) const;
+  // The state after `text` from `state` (RegexDfa::kDead when it cannot be read).
+  Result<int32_t> Walk(int32_t state, std::string_view text);
+
+  // The tokens `state` allows over a vocabulary of `size`: bit i of word i / 64.
+  Result<std::vector<uint64_t>> AllowedIn(int32_t state, size_t size);
+
+  static constexpr size_t kCachedStates = 64;
+
+  std::shared_ptr<const TokenTexts> texts_;
+  std::vector<int32_t> end_tokens_;
+  std::unordered_map<int32_t, std::vector<uint64_t>> allowed_;  // by DFA state
+  std::shared_ptr<const RegexNfa> pattern_;
+  RegexDfa dfa_;
+  int32_t state_;
+  size_t read_ = 0;     // output tokens read
+  bool ended_ = false;  // an end token was read: nothing follows it
+};
+
+}  // namespace bmad::sampling
