@@ -141,13 +141,10 @@ Result<const ReplicaState*> ReplicaRegistry::Register(const proto::Register& mes
     state.in_flight = 0;
     state.active_request_ids.clear();
     state.draining = false;
-    state.full_until_ns = 0;  // a new process has room
   }
   // The worker forgets the numbers it has taken when it registers; so does this side.
   state.assigned = false;
   state.first_assignment = state.last_assignment = 0;
-  state.refusals_in_a_row = 0;
-  state.last_refused_assignment = 0;
   state.info = info;
   state.info.load = Sanitized(info.load);
   // The peer's own live / in_flight / routed_total fields mean nothing here: those are ours.
@@ -212,28 +209,6 @@ bool ReplicaRegistry::MarkDraining(const std::string& id) {
   return true;
 }
 
-void ReplicaRegistry::MarkFull(const std::string& id, uint32_t assignment) {
-  ReplicaState* state = Find(id);
-  if (state == nullptr) return;
-  const int64_t hold = std::min(kMaxFullHoldNs, kFullHoldNs << std::min<uint32_t>(state->refusals_in_a_row, 7));
-  state->full_until_ns = clock_.NowNanos() + hold;
-  ++state->refusals_in_a_row;
-  state->last_refused_assignment = assignment;
-}
-
-void ReplicaRegistry::TookAssignment(const std::string& id, uint32_t assignment) {
-  ReplicaState* state = Find(id);
-  if (state == nullptr || state->refusals_in_a_row == 0) return;
-  // Assign numbers wrap: compared as a difference, within the window of numbers in use.
-  if (static_cast<int32_t>(assignment - state->last_refused_assignment) > 0) state->refusals_in_a_row = 0;
-}
-
-bool ReplicaRegistry::AnyHeldFull() const {
-  const int64_t now = clock_.NowNanos();
-  return std::any_of(replicas_.begin(), replicas_.end(),
-                     [&](const auto& state) { return state->live && now < state->full_until_ns; });
-}
-
 void ReplicaRegistry::SetLive(ReplicaState& state, bool live) {
   state.live = live;
   state.info.live = live;
@@ -270,12 +245,10 @@ std::vector<const ReplicaState*> ReplicaRegistry::All() const {
 std::vector<ReplicaView> ReplicaRegistry::Views() const {
   std::vector<ReplicaView> views;
   views.reserve(replicas_.size());
-  const int64_t now = clock_.NowNanos();
   for (const auto& state : replicas_) {
     const proto::ReplicaInfo& info = state->info;
-    const bool accepting = !state->draining && now >= state->full_until_ns;
     views.push_back(ReplicaView{info.replica_id, info.pool, state->live, info.max_seqs,
-                                info.kv_blocks, info.load, state->in_flight, accepting});
+                                info.kv_blocks, info.load, state->in_flight, !state->draining});
   }
   return views;
 }

@@ -61,12 +61,6 @@ struct ReplicaState {
   bool assigned = false;
   uint32_t first_assignment = 0;
   uint32_t last_assignment = 0;
-  // Refused an Assign as full (MarkFull): offered nothing until full_until_ns (Clock::NowNanos),
-  // a hold that doubles with each refusal in a row (of Assigns newer than the last one it took:
-  // `last_refused_assignment`) and ends for good when it takes one (TookAssignment).
-  int64_t full_until_ns = 0;
-  uint32_t refusals_in_a_row = 0;
-  uint32_t last_refused_assignment = 0;
 
   const std::string& id() const { return info.replica_id; }
 };
@@ -138,16 +132,6 @@ class ReplicaRegistry {
   // The replica refused work because it is draining: it stays live (its requests finish) but is
   // offered nothing new until a new process registers under its id. True when newly marked.
   bool MarkDraining(const std::string& id);
-  // The replica refused Assign number `assignment` as full: it takes nothing new for a while
-  // (Views says it is not accepting): 10 ms, doubling with each refusal in a row, at most 1 s.
-  // The requests it refuses then wait in the coordinator's queue, in order, instead of each
-  // backing off on its own while newer arrivals took the room it frees.
-  void MarkFull(const std::string& id, uint32_t assignment);
-  // The replica is serving Assign number `assignment` (its tokens came): a refusal of an older
-  // one no longer makes the next hold longer.
-  void TookAssignment(const std::string& id, uint32_t assignment);
-  static constexpr int64_t kFullHoldNs = 10'000'000;
-  static constexpr int64_t kMaxFullHoldNs = 1'000'000'000;
 
   // nullptr when unknown. The mutable overloads are for the coordinator's own per-replica
   // bookkeeping; what the methods here maintain (routing_id, info, incarnation, liveness,
@@ -161,13 +145,10 @@ class ReplicaRegistry {
   // Every replica ever registered, live or dead, in registration order.
   std::vector<const ReplicaState*> All() const;
   // The same order as All(), as router input (dead replicas included, with live = false), so
-  // RouteDecision::index indexes All() too. `accepting` is false while a replica drains or is
-  // held full (MarkFull).
+  // RouteDecision::index indexes All() too.
   std::vector<ReplicaView> Views() const;
 
   size_t LiveCount() const;
-  // A live replica is held full now (MarkFull): the cluster had no room a moment ago.
-  bool AnyHeldFull() const;
   size_t size() const { return replicas_.size(); }
 
   // Requests the coordinator assigned to `id` and has not seen finish: +1 on dispatch (which

@@ -19,6 +19,8 @@ constexpr const char* kLog = "coordinator";
 // A request a replica refused (full or draining) is offered again after this, doubling with
 // each refusal up to the cap: a full replica's queue drains in steps, not microseconds, and each
 // offer carries the whole prompt.
+constexpr int64_t kRefusalBackoffNs = 10'000'000;
+constexpr int64_t kMaxRefusalBackoffNs = 1'000'000'000;
 // A request lost this many times (by any replicas) fails: something loses it on purpose.
 constexpr uint32_t kMaxLosses = 3;
 
@@ -164,9 +166,7 @@ Result<CoordRequest*> CoordinatorServer::Core::Admit(std::unique_ptr<CoordReques
     e.request_id = req->id;
     req->http->Push(std::move(e));
   }
-  // While a replica is held full, requests it refused wait in the queue: this one joins them
-  // behind, for the next pass over the queue (the next tick at the latest), oldest first.
-  if (!replicas_.AnyHeldFull()) Dispatch(req);
+  Dispatch(req);
   return req;
 }
 
@@ -346,13 +346,13 @@ void CoordinatorServer::Core::DispatchQueued() {
         // Migrated from a replica with a larger context, past what the others hold.
         why = "no live replica's context holds the request's " + std::to_string(ContextNeeded(*r)) +
               " tokens (prompt, output so far and the least still to come) for " + waited;
-      } else if (replicas_.LiveCount() > 0) {
-        // Live replicas, but none took it: each refused it or was held full meanwhile.
+      } else if (r->refusals > 0 && replicas_.LiveCount() > 0) {
         why = "no replica accepted the request in " + waited + " (every live one full or draining)";
       }
       Fail(r, Unavailable(why));
       continue;
     }
+    if (now < r->retry_not_before_ns) continue;
     if (replicas_.LiveCount() == 0) return;
     const int64_t needed = ContextNeeded(*r);
     if (unplaceable_from && needed >= *unplaceable_from) continue;
@@ -423,7 +423,6 @@ void CoordinatorServer::Core::OnChunk(const std::string& replica_id, proto::Toke
   // An older copy on the same replica (it was taken for dead, then given the request back): the
   // replica replaces that copy when the new assignment reaches it; until then, drop its chunks.
   if (chunk.assignment != r->assignment) return;
-  replicas_.TookAssignment(replica_id, chunk.assignment);
   // Drop tokens the client already has (a migrated request restarts from what was streamed).
   const size_t have = r->streamed_tokens.size();
   if (chunk.token_offset > have) {
@@ -500,15 +499,13 @@ void CoordinatorServer::Core::OnWorkerError(const std::string& replica_id, const
     // The replica is full or draining: try another one, or this one once it has had time to
     // take some of its queue. The request keeps its place in the queue and its queue deadline:
     // refusals do not restart the wait.
-    // The replica, not the request, backs off (ReplicaRegistry::MarkFull): the request waits in
-    // the queue in its place, and no newer arrival takes the room the replica frees before it.
     replicas_.AddInFlight(replica_id, -1);
     router_.Refused(r->block_hashes, replica_id);
-    if (e.code == StatusCode::kResourceExhausted) replicas_.MarkFull(replica_id, e.assignment);
     r->state = RequestState::kQueued;
     r->replica_id.clear();
+    const int64_t backoff = std::min(kMaxRefusalBackoffNs, kRefusalBackoffNs << std::min<uint32_t>(r->refusals, 7));
+    r->retry_not_before_ns = clock_.NowNanos() + backoff;
     ++r->refusals;
-    DispatchQueued();  // another replica may have room
     return;
   }
   Fail(r, Status(e.code, e.message));

@@ -61,6 +61,7 @@ struct CoordRequest {
   // window (n copies filled it, and moved the quantile between the choices, which then went to
   // different pools). Null for a request of one choice.
   std::shared_ptr<std::optional<bool>> prompt_long_tail;
+  int64_t retry_not_before_ns = 0;  // after a refusal: not offered again before this
   int64_t arrival_ns = 0;
   int64_t queued_since_ns = 0;
   int64_t first_token_ns = 0;

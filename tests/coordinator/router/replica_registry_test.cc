@@ -274,48 +274,6 @@ TEST_F(ReplicaRegistryTest, ADrainingReplicaStaysLiveButAcceptsNothingUntilANewP
   EXPECT_TRUE(registry_.Views()[0].accepting);
 }
 
-// A replica that refuses an Assign as full is held (not accepting) for 10 ms, doubling with
-// each refusal in a row up to 1 s; taking a newer Assign ends the doubling, and a new process
-// is not held at all.
-TEST_F(ReplicaRegistryTest, AReplicaThatRefusesAsFullIsHeldForAWhileThatDoublesInARow) {
-  MustRegister("a", "a/1", 1);
-  MustRegister("b", "b/1", 1);
-  EXPECT_FALSE(registry_.AnyHeldFull());
-  const auto held_for_ms = [&] {
-    int64_t ms = 0;
-    while (!registry_.Views()[0].accepting && ms < 5000) {
-      clock_.AdvanceMillis(1);
-      ++ms;
-    }
-    return ms;
-  };
-  uint32_t assignment = 10;
-  for (const int64_t want : {10, 20, 40, 80, 160, 320, 640, 1000, 1000}) {
-    registry_.MarkFull("a", ++assignment);
-    EXPECT_TRUE(registry_.AnyHeldFull());
-    EXPECT_TRUE(registry_.Views()[1].accepting);  // b is not held
-    EXPECT_EQ(held_for_ms(), want);
-    EXPECT_FALSE(registry_.AnyHeldFull());
-  }
-  registry_.TookAssignment("a", assignment);  // the refused one: still in a row
-  registry_.MarkFull("a", ++assignment);
-  EXPECT_EQ(held_for_ms(), 1000);
-  registry_.TookAssignment("a", assignment + 1);  // a newer one: the row ends
-  registry_.MarkFull("a", assignment + 2);
-  EXPECT_EQ(held_for_ms(), 10);
-  clock_.AdvanceMillis(kTimeoutMs);  // the process goes quiet, and another takes its id
-  registry_.MarkFull("a", assignment + 3);
-  MustRegister("a", "a/2", 2);  // a new process has room
-  EXPECT_TRUE(registry_.Views()[0].accepting);
-  registry_.MarkFull("a", 1);
-  EXPECT_EQ(held_for_ms(), 10);
-  // A dead replica holds nobody back.
-  registry_.MarkFull("a", 2);
-  ASSERT_TRUE(registry_.MarkDead("a"));
-  EXPECT_FALSE(registry_.AnyHeldFull());
-  registry_.MarkFull("nobody", 1);  // unknown: nothing
-}
-
 TEST_F(ReplicaRegistryTest, SameIncarnationKeepsInFlightAndActiveIds) {
   MustRegister("a", "a/1", 5);
   ASSERT_TRUE(registry_.AddInFlight("a", 3));
