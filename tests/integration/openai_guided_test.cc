@@ -66,10 +66,25 @@ TEST(OpenAiGuidedTest, ChoicesAndPatternsHoldEveryOutput) {
   EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_EQ(json::parse(r.body)["error"]["param"], "guided_regex") << r.body;
   EXPECT_NE(r.body.find("backreference"), std::string::npos) << r.body;
+  body["guided_regex"] = "[^\\s\\S]";  // no text at all
+  r = Post(port, "/v1/completions", body.dump());
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("matches no text"), std::string::npos) << r.body;
   body["guided_regex"] = "a+";
   body["response_format"] = {{"type", "json_object"}};
   r = Post(port, "/v1/completions", body.dump());
   EXPECT_EQ(r.status, 400) << r.body;
+
+  // Constraints that together leave no token are the request's own doing: a 400, not a 500,
+  // though only the replica can find it out.
+  const json a = json::parse(Post(port, "/tokenize", json({{"prompt", "a"}, {"add_special_tokens", false}}).dump()).body);
+  ASSERT_EQ(a["tokens"].size(), 1u) << a;
+  json nothing_left = Completion("Once upon a time", 4, false);
+  nothing_left["allowed_token_ids"] = a["tokens"];
+  nothing_left["bad_words"] = {"a"};
+  r = Post(port, "/v1/completions", nothing_left.dump());
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("'allowed_token_ids' and 'bad_words'"), std::string::npos) << r.body;
 }
 
 }  // namespace

@@ -406,7 +406,9 @@ void Engine::Sample(const StepBatch& batch, std::vector<RequestOutput>* outputs)
     if (!s.ok()) {
       out.finished = true;
       out.reason = proto::FinishReason::kError;
-      out.error = s.status().ToString();
+      const bool clients_doing = s.status().code() == StatusCode::kInvalidArgument;
+      out.error_code = clients_doing ? StatusCode::kInvalidArgument : StatusCode::kInternal;
+      out.error = clients_doing ? s.status().message() : s.status().ToString();
       sampled_.push_back({id, -1, true});
     } else {
       TokenOutcome outcome = r.output.OnToken(s->token_id);

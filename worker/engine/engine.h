@@ -77,6 +77,9 @@ struct RequestOutput {
   bool finished = false;
   proto::FinishReason reason = proto::FinishReason::kNone;
   std::string error;  // when reason is kError
+  // Its code for the client: kInvalidArgument when the request's own parameters left no token
+  // to draw (its bans and constraint together), else kInternal.
+  StatusCode error_code = StatusCode::kInternal;
   std::string stop_string;   // a kStop finish by a stop string: that string
   int64_t stop_token_id = -1;  // a kStop finish by a stop_token_ids entry: that id
   int64_t token_offset = 0;  // index in the whole output of token_ids[0]

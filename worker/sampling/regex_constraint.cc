@@ -14,29 +14,42 @@ RegexConstraint::RegexConstraint(std::shared_ptr<const TokenTexts> texts, std::v
       end_tokens_(std::move(end_tokens)),
       pattern_(std::move(pattern)),
       dfa_(pattern_),
-      state_(dfa_.start()) {}
+      state_(RegexDfa::kDead),
+      state_generation_(0) {
+  MoveTo(dfa_.start());
+}
 
 bool RegexConstraint::Ends(int32_t token) const {
   return std::find(end_tokens_.begin(), end_tokens_.end(), token) != end_tokens_.end();
 }
 
-Result<int32_t> RegexConstraint::Walk(int32_t state, std::string_view text) {
+int32_t RegexConstraint::Current() {
+  if (state_generation_ != dfa_.generation()) {
+    state_ = dfa_.Intern(state_set_);
+    state_generation_ = dfa_.generation();
+  }
+  return state_;
+}
+
+void RegexConstraint::MoveTo(int32_t state) {
+  state_ = state;
+  state_generation_ = dfa_.generation();
+  state_set_ = state == RegexDfa::kDead ? std::vector<int32_t>() : dfa_.Set(state);
+}
+
+int32_t RegexConstraint::Walk(int32_t state, std::string_view text) {
   for (const char c : text) {
     if (state == RegexDfa::kDead) break;
     const auto byte = static_cast<uint8_t>(c);
     const int32_t known = dfa_.Known(state, byte);
-    if (known != RegexDfa::kUnknown) {
-      state = known;
-    } else {
-      BMAD_ASSIGN_OR_RETURN(state, dfa_.Step(state, byte));
-    }
+    state = known != RegexDfa::kUnknown ? known : dfa_.Step(state, byte);
   }
   return state;
 }
 
 Status RegexConstraint::Sync(std::span<const int32_t> generated) {
   if (generated.size() < read_) {
-    state_ = dfa_.start();
+    MoveTo(dfa_.start());
     read_ = 0;
     ended_ = false;
   }
@@ -45,40 +58,31 @@ Status RegexConstraint::Sync(std::span<const int32_t> generated) {
     const std::string which = "output token " + std::to_string(read_) + " (id " + std::to_string(token) + ")";
     if (ended_) return InvalidArgument(which + " follows the end of the output");
     if (Ends(token)) {  // whatever its text: the output processor drops it and stops
-      if (!dfa_.accepting(state_)) return InvalidArgument(which + " ends the output before it matches the pattern");
+      if (!dfa_.accepting(Current())) return InvalidArgument(which + " ends the output before it matches the pattern");
       ended_ = true;
       continue;
     }
     const std::string_view text = texts_->text(token);
-    int32_t next = RegexDfa::kDead;
-    if (!text.empty()) {
-      BMAD_ASSIGN_OR_RETURN(next, Walk(state_, text));
-    }
+    const int32_t next = text.empty() ? RegexDfa::kDead : Walk(Current(), text);
     if (next == RegexDfa::kDead) return InvalidArgument(which + " cannot continue the output towards the pattern");
-    state_ = next;
+    MoveTo(next);
   }
   return Status::Ok();
 }
 
 bool RegexConstraint::complete() {
-  if (!dfa_.accepting(state_)) return false;
-  const Result<bool> more = dfa_.HasNext(state_);
-  return more.ok() && !*more;
+  return dfa_.accepting(Current()) && !dfa_.HasNext(Current());
 }
 
-Result<std::vector<uint64_t>> RegexConstraint::AllowedIn(int32_t state, size_t size) {
+std::vector<uint64_t> RegexConstraint::AllowedNow(size_t size) {
   std::vector<uint64_t> bits((size + 63) / 64, 0);
-  const bool matches = dfa_.accepting(state);
   for (size_t id = 0; id < size; ++id) {
     bool fits = false;
     if (Ends(static_cast<int32_t>(id))) {
-      fits = matches;
+      fits = dfa_.accepting(Current());
     } else {
       const std::string_view text = texts_->text(static_cast<int64_t>(id));
-      if (!text.empty()) {
-        BMAD_ASSIGN_OR_RETURN(const int32_t to, Walk(state, text));
-        fits = to != RegexDfa::kDead;
-      }
+      fits = !text.empty() && Walk(Current(), text) != RegexDfa::kDead;
     }
     if (fits) bits[id / 64] |= uint64_t{1} << (id % 64);
   }
@@ -87,25 +91,29 @@ Result<std::vector<uint64_t>> RegexConstraint::AllowedIn(int32_t state, size_t s
 
 Status RegexConstraint::Mask(std::span<float> scores) {
   constexpr float kBanned = -std::numeric_limits<float>::infinity();
-  const bool matches = !ended_ && dfa_.accepting(state_);
-  std::vector<uint64_t> computed;
-  const std::vector<uint64_t>* bits = nullptr;
+  std::vector<uint64_t> bits;
   if (!ended_) {
-    const auto cached = allowed_.find(state_);
-    if (cached != allowed_.end() && cached->second.size() == (scores.size() + 63) / 64) {
-      bits = &cached->second;
+    const size_t words = (scores.size() + 63) / 64;
+    if (allowed_generation_ != dfa_.generation()) {
+      allowed_.clear();
+      allowed_generation_ = dfa_.generation();
+    }
+    const auto cached = allowed_.find(Current());
+    if (cached != allowed_.end() && cached->second.size() == words) {
+      bits = cached->second;
     } else {
-      BMAD_ASSIGN_OR_RETURN(computed, AllowedIn(state_, scores.size()));
-      if (allowed_.size() < kCachedStates) {
-        bits = &(allowed_[state_] = std::move(computed));
-      } else {
-        bits = &computed;
+      bits = AllowedNow(scores.size());
+      // Keyed by the state in the generation the walks ended in (they may have started one).
+      if (allowed_generation_ != dfa_.generation()) {
+        allowed_.clear();
+        allowed_generation_ = dfa_.generation();
       }
+      if (allowed_.size() < kCachedStates) allowed_[Current()] = bits;
     }
   }
   size_t allowed = 0;
   for (size_t id = 0; id < scores.size(); ++id) {
-    const bool fits = bits != nullptr && (((*bits)[id / 64] >> (id % 64)) & 1) != 0;
+    const bool fits = !bits.empty() && ((bits[id / 64] >> (id % 64)) & 1) != 0;
     if (fits && !(std::isinf(scores[id]) && scores[id] < 0)) {
       ++allowed;
     } else {
@@ -113,8 +121,11 @@ Status RegexConstraint::Mask(std::span<float> scores) {
     }
   }
   if (allowed == 0) {
-    return FailedPrecondition(matches ? "the output matches the pattern, and no token may end it"
-                                      : "no token of the vocabulary can continue the output towards the pattern");
+    // The request's own doing: its pattern, with what else it bans, leaves nothing to write.
+    return InvalidArgument(dfa_.accepting(Current())
+                               ? "the output matches the pattern, and no token may end it"
+                               : "no token can continue the output towards the pattern (with the request's "
+                                 "allowed_token_ids and bad_words, if any)");
   }
   return Status::Ok();
 }

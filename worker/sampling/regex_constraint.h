@@ -43,8 +43,8 @@ class RegexConstraint {
   Status Sync(std::span<const int32_t> generated);
 
   // Sets every token that cannot come next to -inf (ids beyond the vocabulary's texts too).
-  // kFailedPrecondition when no token can (a vocabulary without the bytes the pattern needs);
-  // kResourceExhausted when the pattern's automaton grows past its bound.
+  // kInvalidArgument when no token can (with what was banned before: the request's own
+  // allowed_token_ids or bad_words, or a vocabulary without the bytes the pattern needs).
   Status Mask(std::span<float> scores);
 
   // The output matches and nothing can follow but its end.
@@ -52,20 +52,30 @@ class RegexConstraint {
 
  private:
   bool Ends(int32_t token) const;
-  // The state after `text` from `state` (RegexDfa::kDead when it cannot be read).
-  Result<int32_t> Walk(int32_t state, std::string_view text);
-
-  // The tokens `state` allows over a vocabulary of `size`: bit i of word i / 64.
-  Result<std::vector<uint64_t>> AllowedIn(int32_t state, size_t size);
+  // The DFA state of the output so far, in the DFA's current generation.
+  int32_t Current();
+  // Moves the output's state to `state` (of the current generation).
+  void MoveTo(int32_t state);
+  // The state after `text` from `state` (RegexDfa::kDead when it cannot be read). The DFA may
+  // start a new generation on the way: then `state` and every earlier id are meaningless.
+  int32_t Walk(int32_t state, std::string_view text);
+  // The tokens the output's state allows over a vocabulary of `size`: bit i of word i / 64.
+  std::vector<uint64_t> AllowedNow(size_t size);
 
   static constexpr size_t kCachedStates = 64;
 
   std::shared_ptr<const TokenTexts> texts_;
   std::vector<int32_t> end_tokens_;
-  std::unordered_map<int32_t, std::vector<uint64_t>> allowed_;  // by DFA state
   std::shared_ptr<const RegexNfa> pattern_;
   RegexDfa dfa_;
+  // The output's state: its id in generation state_generation_, and its NFA set (to find it
+  // again in a later generation).
   int32_t state_;
+  uint64_t state_generation_;
+  std::vector<int32_t> state_set_;
+  // Allowed-token bitmaps of the states met, in generation allowed_generation_.
+  std::unordered_map<int32_t, std::vector<uint64_t>> allowed_;
+  uint64_t allowed_generation_ = 0;
   size_t read_ = 0;     // output tokens read
   bool ended_ = false;  // an end token was read: nothing follows it
 };

@@ -1,30 +1,45 @@
 #include "worker/sampling/regex_dfa.h"
 
-#include <algorithm>
-#include <string>
 #include <utility>
 
 namespace bmad::sampling {
 
 RegexDfa::RegexDfa(std::shared_ptr<const RegexNfa> nfa) : nfa_(std::move(nfa)) {
-  start_ = Intern(nfa_->Closure({nfa_->start()}));
+  start_set_ = nfa_->Closure({nfa_->start()});
+  start_ = Intern(start_set_);
+  start_generation_ = generation_;
 }
 
-int32_t RegexDfa::Intern(std::vector<int32_t> nfa_states) {
+int32_t RegexDfa::start() {
+  if (start_generation_ != generation_) {
+    start_ = Intern(start_set_);
+    start_generation_ = generation_;
+  }
+  return start_;
+}
+
+void RegexDfa::StartOver() {
+  ids_.clear();
+  sets_.clear();
+  next_.clear();
+  accepting_.clear();
+  set_ints_ = 0;
+  ++generation_;
+}
+
+int32_t RegexDfa::Intern(const std::vector<int32_t>& nfa_states) {
   if (nfa_states.empty()) return kDead;
   const auto found = ids_.find(nfa_states);
   if (found != ids_.end()) return found->second;
-  if (sets_.size() >= kMaxStates) {
-    too_many_ = true;
-    return kDead;
-  }
+  if (sets_.size() >= kMaxStates || set_ints_ + nfa_states.size() > kMaxSetInts) StartOver();
   const auto id = static_cast<int32_t>(sets_.size());
   bool accepting = false;
   for (const int32_t i : nfa_states) {
-    accepting |= nfa_->states()[static_cast<size_t>(i)].kind == RegexNfa::State::Kind::kMatch;
+    accepting = accepting || nfa_->states()[static_cast<size_t>(i)].kind == RegexNfa::State::Kind::kMatch;
   }
-  ids_.emplace(nfa_states, id);
-  sets_.push_back(std::move(nfa_states));
+  const auto inserted = ids_.emplace(nfa_states, id).first;
+  sets_.push_back(&inserted->first);
+  set_ints_ += nfa_states.size();
   std::array<int32_t, 256> unknown;
   unknown.fill(kUnknown);
   next_.push_back(unknown);
@@ -32,30 +47,32 @@ int32_t RegexDfa::Intern(std::vector<int32_t> nfa_states) {
   return id;
 }
 
-Result<int32_t> RegexDfa::Step(int32_t state, uint8_t byte) {
+int32_t RegexDfa::Step(int32_t state, uint8_t byte) {
   if (state < 0) return kDead;
   const int32_t known = next_[static_cast<size_t>(state)][byte];
   if (known != kUnknown) return known;
   std::vector<int32_t> moved;
-  for (const int32_t i : sets_[static_cast<size_t>(state)]) {
+  for (const int32_t i : *sets_[static_cast<size_t>(state)]) {
     const RegexNfa::State& s = nfa_->states()[static_cast<size_t>(i)];
     if (s.kind == RegexNfa::State::Kind::kRange && byte >= s.lo && byte <= s.hi) moved.push_back(s.next);
   }
+  const uint64_t before = generation_;
   const int32_t to = Intern(nfa_->Closure(moved));
-  if (too_many_) {
-    too_many_ = false;
-    return ResourceExhausted("the pattern's automaton needs more than " + std::to_string(kMaxStates) +
-                             " states for this output");
-  }
-  next_[static_cast<size_t>(state)][byte] = to;  // `next_` may have grown: index again
+  // Kept unless the cache started over: `state` is gone then.
+  if (generation_ == before) next_[static_cast<size_t>(state)][byte] = to;
   return to;
 }
 
-Result<bool> RegexDfa::HasNext(int32_t state) {
+bool RegexDfa::HasNext(int32_t state) {
   if (state < 0) return false;
+  const std::vector<int32_t> set = Set(state);  // a copy: a new generation may drop the state
+  uint64_t valid_in = generation_;
   for (int b = 0; b < 256; ++b) {
-    BMAD_ASSIGN_OR_RETURN(const int32_t to, Step(state, static_cast<uint8_t>(b)));
-    if (to != kDead) return true;
+    if (Step(state, static_cast<uint8_t>(b)) != kDead) return true;
+    if (generation_ != valid_in) {
+      state = Intern(set);
+      valid_in = generation_;
+    }
   }
   return false;
 }

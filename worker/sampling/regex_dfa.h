@@ -4,9 +4,15 @@
 // so the same few transitions are taken again and again: after the first steps, a walk is a
 // table lookup per byte.
 //
-// Memory: 1 KiB per state (its 256 transitions) plus its NFA set; at most kMaxStates states,
-// past which Step fails (a pattern whose DFA would grow without bound in practice, e.g. long
-// counted repeats of overlapping classes).
+// The states kept are a cache, bounded (as RE2's DFA cache is): when a new state would pass
+// kMaxStates, or the NFA sets kept kMaxSetInts, the cache starts over and the state is the
+// first of a new generation. State ids of an older generation are then meaningless: a holder
+// keeps the NFA set of the states it holds (Set) and interns it again (Intern) when
+// generation() has moved. A pattern whose DFA is large (counted repeats of non-ASCII classes)
+// is then slower, never refused part-way and never larger.
+//
+// Memory: 1 KiB per state (its 256 transitions) and its NFA set: at most about 2 MiB and 4 MiB
+// (kept twice over while a map key is copied in), per sequence.
 //
 // Thread-safety: none; one per sequence (inside its RegexConstraint).
 #pragma once
@@ -17,7 +23,6 @@
 #include <memory>
 #include <vector>
 
-#include "common/status.h"
 #include "worker/sampling/regex_nfa.h"
 
 namespace bmad::sampling {
@@ -27,31 +32,42 @@ class RegexDfa {
   static constexpr int32_t kDead = -1;     // no text from here matches
   static constexpr int32_t kUnknown = -2;  // Known: a transition not computed yet
   static constexpr size_t kMaxStates = 2048;
+  static constexpr size_t kMaxSetInts = size_t{1} << 20;
 
   explicit RegexDfa(std::shared_ptr<const RegexNfa> nfa);
 
-  int32_t start() const { return start_; }
-  // The state after reading `byte` in `state` (kDead stays kDead). kResourceExhausted when a
-  // new state would pass kMaxStates.
-  Result<int32_t> Step(int32_t state, uint8_t byte);
+  // The start state, in the current generation.
+  int32_t start();
+  // The state after reading `byte` in `state` (kDead stays kDead). May start a new generation.
+  int32_t Step(int32_t state, uint8_t byte);
   // The transition if it has been computed, else kUnknown (then Step computes it): the inner
   // loop of a walk, a table lookup. `state` must not be kDead.
   int32_t Known(int32_t state, uint8_t byte) const { return next_[static_cast<size_t>(state)][byte]; }
   // The text read to `state` matches the pattern.
   bool accepting(int32_t state) const { return state >= 0 && accepting_[static_cast<size_t>(state)]; }
-  // Some byte leads on from `state` (else only the end can follow, when accepting).
-  Result<bool> HasNext(int32_t state);
+  // Some byte leads on from `state` (else only the end can follow, when accepting). May start a
+  // new generation (then `state` is meaningless afterwards).
+  bool HasNext(int32_t state);
+
+  uint64_t generation() const { return generation_; }
+  // The NFA states `state` stands for (valid until the next Step or Intern).
+  const std::vector<int32_t>& Set(int32_t state) const { return *sets_[static_cast<size_t>(state)]; }
+  // The state of an NFA set, in the current generation (kDead for an empty set).
+  int32_t Intern(const std::vector<int32_t>& nfa_states);
 
  private:
-  int32_t Intern(std::vector<int32_t> nfa_states);
+  void StartOver();
 
   std::shared_ptr<const RegexNfa> nfa_;
   std::map<std::vector<int32_t>, int32_t> ids_;
-  std::vector<std::vector<int32_t>> sets_;
+  std::vector<const std::vector<int32_t>*> sets_;  // the keys of ids_, by state
   std::vector<std::array<int32_t, 256>> next_;
   std::vector<bool> accepting_;
-  bool too_many_ = false;
+  size_t set_ints_ = 0;
+  uint64_t generation_ = 0;
+  std::vector<int32_t> start_set_;
   int32_t start_ = kDead;
+  uint64_t start_generation_ = 0;
 };
 
 }  // namespace bmad::sampling

@@ -1,6 +1,7 @@
 #include "worker/sampling/regex_nfa.h"
 
 #include <algorithm>
+#include <cctype>
 #include <optional>
 #include <string>
 #include <utility>
@@ -196,7 +197,7 @@ class Parser {
     if (i >= p_.size() || p_[i] != ',') return std::nullopt;
     ++i;
     const bool has_n = number(&n);
-    if (i >= p_.size() || p_[i] != '}' || (!has_m && !has_n)) return std::nullopt;
+    if (i >= p_.size() || p_[i] != '}') return std::nullopt;  // {,} is {0,}, as in Python
     return std::make_pair(std::make_pair(has_m ? m : 0, has_n ? n : -1), i + 1);
   }
 
@@ -260,9 +261,14 @@ class Parser {
         pos_ += 2;
       } else if (rest.starts_with("?P<") || (rest.starts_with("?<") && !rest.starts_with("?<=") &&
                                               !rest.starts_with("?<!"))) {
-        const size_t close = p_.find('>', pos_);
-        if (close == std::string_view::npos) return Error("has an unterminated group name");
-        pos_ = close + 1;
+        pos_ += rest[1] == 'P' ? 3 : 2;
+        // A name is an identifier (ASCII here), as Python requires.
+        const size_t name_at = pos_;
+        while (More() && (std::isalnum(static_cast<unsigned char>(Peek())) || Peek() == '_')) ++pos_;
+        if (!More() || Peek() != '>' || pos_ == name_at || std::isdigit(static_cast<unsigned char>(p_[name_at]))) {
+          return Error("has a bad group name");
+        }
+        ++pos_;
       } else {
         return Error("has a '(?' construct other than (?:...) and named groups (lookarounds, "
                      "backreferences and flags are not supported)");
@@ -296,7 +302,9 @@ class Parser {
       const size_t member_at = pos_;
       BMAD_ASSIGN_OR_RETURN(CharSet member, ParseClassMember());
       const bool single = member.size() == 1 && member[0].lo == member[0].hi;
-      if (single && pos_ + 1 < p_.size() && Peek() == '-' && p_[pos_ + 1] != ']') {
+      const bool range = pos_ + 1 < p_.size() && Peek() == '-' && p_[pos_ + 1] != ']';
+      if (range && !single) return Error("has a range starting with a class");
+      if (range) {
         ++pos_;
         BMAD_ASSIGN_OR_RETURN(const CharSet upper, ParseClassMember());
         if (upper.size() != 1 || upper[0].lo != upper[0].hi) return Error("has a range ending in a class");
@@ -361,7 +369,12 @@ class Parser {
       case 'f': ++pos_; return one('\f');
       case 'v': ++pos_; return one('\v');
       case 'a': ++pos_; return one('\a');
-      case '0': ++pos_; return one(0);
+      case '0': {  // \0 and up to two more octal digits, as in Python
+        ++pos_;
+        uint32_t value = 0;
+        for (int k = 0; k < 2 && More() && Peek() >= '0' && Peek() <= '7'; ++k, ++pos_) value = value * 8 + static_cast<uint32_t>(Peek() - '0');
+        return one(value);
+      }
       case 'x': ++pos_; { BMAD_ASSIGN_OR_RETURN(const uint32_t cp, ParseHex(2)); return one(cp); }
       case 'u': ++pos_; { BMAD_ASSIGN_OR_RETURN(const uint32_t cp, ParseHex(4)); return one(cp); }
       case 'U': ++pos_; { BMAD_ASSIGN_OR_RETURN(const uint32_t cp, ParseHex(8)); return one(cp); }
@@ -412,6 +425,7 @@ class RegexCompiler {
     Patch(whole.exits, match);
     nfa->start_ = whole.start;
     MarkLive(match);
+    if (nfa->Closure({nfa->start_}).empty()) return InvalidArgument("the pattern matches no text");
     return std::shared_ptr<const RegexNfa>(std::move(nfa));
   }
 
@@ -500,15 +514,27 @@ class RegexCompiler {
           Patch(body.exits, loop);
           return Sequence(out, Fragment{loop, {{loop, true}}});
         }
+        if (node.max == node.min) return out;
+        // The optional copies nested, x(x(x)?)?)? rather than x?x?x?: after k of them have been
+        // read, only the next one or the end is open (the flat form keeps every later copy
+        // open, and the DFA's states grow with the count).
+        int32_t first = -1;
+        std::vector<Exit> exits;
+        std::vector<Exit> previous_body_exits;
         for (int32_t i = node.min; i < node.max && !too_large_; ++i) {
           const int32_t split = Add({RegexNfa::State::Kind::kSplit, 0, 0, -1, -1});
+          if (first < 0) {
+            first = split;
+          } else {
+            Patch(previous_body_exits, split);
+          }
           const Fragment body = Compile(child);
           if (!too_large_) nfa_->states_[static_cast<size_t>(split)].next = body.start;
-          std::vector<Exit> exits = body.exits;
           exits.push_back({split, true});
-          out = Sequence(out, Fragment{split, std::move(exits)});
+          previous_body_exits = body.exits;
         }
-        return out;
+        exits.insert(exits.end(), previous_body_exits.begin(), previous_body_exits.end());
+        return Sequence(out, Fragment{first, std::move(exits)});
       }
     }
     return Empty();

@@ -14,7 +14,8 @@
 //   ^ first and $ last (the match is whole either way).
 // Refused, naming the construct: backreferences, lookarounds, inline flags and other (?...),
 // \b \B \A \Z and other letter escapes, anchors elsewhere, a quantifier after a quantifier or
-// with nothing to repeat, counts over 1000, and patterns needing more than 20,000 states.
+// with nothing to repeat, counts over 1000, patterns needing more than 20,000 states, and
+// patterns that match no text at all (an empty class, a lone surrogate).
 // Characters are code points (UTF-8 of 1 to 4 bytes, surrogates excluded); a class or a dot
 // stands for the byte sequences of the characters it holds.
 //

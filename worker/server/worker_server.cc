@@ -228,7 +228,7 @@ void WorkerServer::Impl::SendHeartbeat() {
 void WorkerServer::Impl::SendOutput(engine::RequestOutput& out) {
   Served& served_as = served[out.id];
   if (out.reason == proto::FinishReason::kError) {
-    Send(proto::ErrorMessage{StatusCode::kInternal, out.error, out.id, "", 0, served_as.assignment});
+    Send(proto::ErrorMessage{out.error_code, out.error, out.id, "", 0, served_as.assignment});
   } else {
     proto::TokenChunk chunk;
     chunk.request_id = out.id;

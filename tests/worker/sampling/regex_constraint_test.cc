@@ -87,8 +87,8 @@ TEST(RegexConstraint, AVocabularyThatCannotSpellThePatternIsAnError) {
   RegexConstraint c = PatternConstraint("maybe");
   std::vector<float> scores(kVocabulary.size(), 0.0f);
   const Status s = c.Mask(scores);
-  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
-  EXPECT_THAT(s.message(), HasSubstr("no token of the vocabulary can continue"));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("no token can continue the output towards the pattern"));
 }
 
 // Sampled through the Sampler, with every token equally likely: each run ends in a match.
