@@ -35,6 +35,11 @@ class RegexDfa {
   static constexpr size_t kMaxSetInts = size_t{1} << 20;
 
   explicit RegexDfa(std::shared_ptr<const RegexNfa> nfa);
+  // Movable, not copyable: sets_ points into ids_'s keys (a move keeps the map's nodes).
+  RegexDfa(const RegexDfa&) = delete;
+  RegexDfa& operator=(const RegexDfa&) = delete;
+  RegexDfa(RegexDfa&&) = default;
+  RegexDfa& operator=(RegexDfa&&) = default;
 
   // The start state, in the current generation.
   int32_t start();

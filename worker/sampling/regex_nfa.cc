@@ -386,7 +386,18 @@ class Parser {
         break;
       default: break;
     }
-    if ((c >= '1' && c <= '9')) return Error("has a backreference, which is not supported");
+    if (c >= '1' && c <= '9') {
+      // Python's octal escapes: in a class \1 to \7 with up to two more octal digits; outside,
+      // three octal digits starting with 0 to 3. Anything else is a backreference.
+      const auto octal = [&](size_t k) { return pos_ + k < p_.size() && p_[pos_ + k] >= '0' && p_[pos_ + k] <= '7'; };
+      const bool three = c <= '3' && octal(1) && octal(2);
+      if (in_class ? c <= '7' : three) {
+        uint32_t value = 0;
+        for (int k = 0; k < 3 && octal(0); ++k, ++pos_) value = value * 8 + static_cast<uint32_t>(Peek() - '0');
+        return one(value);
+      }
+      return Error("has a backreference, which is not supported");
+    }
     if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
       return Error(std::string("has the escape \\") + c + ", which is not supported");
     }
