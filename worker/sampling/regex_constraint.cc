@@ -89,31 +89,30 @@ std::vector<uint64_t> RegexConstraint::AllowedNow(size_t size) {
   return bits;
 }
 
+void RegexConstraint::ForgetStaleBitmaps() {
+  if (allowed_generation_ == dfa_.generation()) return;
+  allowed_.clear();
+  allowed_generation_ = dfa_.generation();
+}
+
+const std::vector<uint64_t>& RegexConstraint::AllowedBits(size_t size) {
+  ForgetStaleBitmaps();
+  const auto cached = allowed_.find(Current());
+  if (cached != allowed_.end() && cached->second.size() == (size + 63) / 64) return cached->second;
+  std::vector<uint64_t> bits = AllowedNow(size);
+  // Keyed by the state in the generation the walks ended in (they may have started one).
+  ForgetStaleBitmaps();
+  if (allowed_.size() < kCachedStates) return allowed_[Current()] = std::move(bits);
+  uncached_ = std::move(bits);
+  return uncached_;
+}
+
 Status RegexConstraint::Mask(std::span<float> scores) {
   constexpr float kBanned = -std::numeric_limits<float>::infinity();
-  std::vector<uint64_t> bits;
-  if (!ended_) {
-    const size_t words = (scores.size() + 63) / 64;
-    if (allowed_generation_ != dfa_.generation()) {
-      allowed_.clear();
-      allowed_generation_ = dfa_.generation();
-    }
-    const auto cached = allowed_.find(Current());
-    if (cached != allowed_.end() && cached->second.size() == words) {
-      bits = cached->second;
-    } else {
-      bits = AllowedNow(scores.size());
-      // Keyed by the state in the generation the walks ended in (they may have started one).
-      if (allowed_generation_ != dfa_.generation()) {
-        allowed_.clear();
-        allowed_generation_ = dfa_.generation();
-      }
-      if (allowed_.size() < kCachedStates) allowed_[Current()] = bits;
-    }
-  }
+  const std::vector<uint64_t>* bits = ended_ ? nullptr : &AllowedBits(scores.size());
   size_t allowed = 0;
   for (size_t id = 0; id < scores.size(); ++id) {
-    const bool fits = !bits.empty() && ((bits[id / 64] >> (id % 64)) & 1) != 0;
+    const bool fits = bits != nullptr && (((*bits)[id / 64] >> (id % 64)) & 1) != 0;
     if (fits && !(std::isinf(scores[id]) && scores[id] < 0)) {
       ++allowed;
     } else {

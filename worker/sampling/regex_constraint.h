@@ -61,6 +61,10 @@ class RegexConstraint {
   int32_t Walk(int32_t state, std::string_view text);
   // The tokens the output's state allows over a vocabulary of `size`: bit i of word i / 64.
   std::vector<uint64_t> AllowedNow(size_t size);
+  // AllowedNow's bitmap, from the cache when the state has one (valid until the next call).
+  const std::vector<uint64_t>& AllowedBits(size_t size);
+  // Drops the bitmaps of an older DFA generation (their state ids mean nothing now).
+  void ForgetStaleBitmaps();
 
   static constexpr size_t kCachedStates = 64;
 
@@ -76,6 +80,7 @@ class RegexConstraint {
   // Allowed-token bitmaps of the states met, in generation allowed_generation_.
   std::unordered_map<int32_t, std::vector<uint64_t>> allowed_;
   uint64_t allowed_generation_ = 0;
+  std::vector<uint64_t> uncached_;  // AllowedBits's answer once the cache is full
   size_t read_ = 0;     // output tokens read
   bool ended_ = false;  // an end token was read: nothing follows it
 };

@@ -211,8 +211,8 @@ class Parser {
         min = c == '+' ? 1 : 0;
         max = c == '?' ? 1 : -1;
         ++pos_;
-      } else if (c == '{' && BraceQuantifier()) {
-        const auto [bounds, after] = *BraceQuantifier();
+      } else if (const auto brace = c == '{' ? BraceQuantifier() : std::nullopt; brace) {
+        const auto [bounds, after] = *brace;
         min = bounds.first;
         max = bounds.second;
         if (max >= 0 && min > max) return Error("has a repeat {m,n} with m > n");

@@ -73,12 +73,20 @@ Result<SampleResult> Sampler::Sample(std::span<const float> logits,
       // An entry outside the vocabulary failed validation; never write past the row.
       if (entry.token_id < logits.size()) processed_[entry.token_id] += entry.bias;
     }
-    if (bans_.active()) {
-      // Like the mask below, -inf hides what was there: the banned tokens' raw logits are
-      // checked first, as every score of an unbanned row is.
+    // Bans and the constraint's mask write -inf over what was there, a NaN or +inf too: the raw
+    // row is checked first (once), as Argmax and Draw check every score of an unmasked one (and
+    // logprobs are computed from the raw row).
+    bool raw_row_checked = false;
+    const auto check_raw_row = [&]() -> Status {
+      if (raw_row_checked) return Status::Ok();
+      raw_row_checked = true;
       for (size_t i = 0; i < logits.size(); ++i) {
         if (!(logits[i] < kInf)) return NonFiniteLogit(i, logits[i], false);
       }
+      return Status::Ok();
+    };
+    if (bans_.active()) {
+      BMAD_RETURN_IF_ERROR(check_raw_row());
       bans_.Apply(processed_, generated_tokens);
     }
     if (hold_back_end) {
@@ -96,12 +104,7 @@ Result<SampleResult> Sampler::Sample(std::span<const float> logits,
       ApplyPenalties(penalties_, occurrences_, processed_);
     }
     if (constraint_) {
-      // The mask writes -inf over banned tokens, a NaN or +inf among them too: check the raw
-      // row first, as Argmax and Draw check every score of an unconstrained one (and logprobs
-      // are computed from the raw row).
-      for (size_t i = 0; i < logits.size(); ++i) {
-        if (!(logits[i] < kInf)) return NonFiniteLogit(i, logits[i], false);
-      }
+      BMAD_RETURN_IF_ERROR(check_raw_row());
       BMAD_RETURN_IF_ERROR(constraint_->Sync(generated_tokens));
       BMAD_RETURN_IF_ERROR(constraint_->Mask(processed_));
     }
