@@ -142,6 +142,8 @@ Result<const ReplicaState*> ReplicaRegistry::Register(const proto::Register& mes
     state.active_request_ids.clear();
     state.draining = false;
   }
+  // What it registers with is what it holds now; a full queue refuses the next Assign again.
+  state.full_at.reset();
   // The worker forgets the numbers it has taken when it registers; so does this side.
   state.assigned = false;
   state.first_assignment = state.last_assignment = 0;
@@ -168,6 +170,8 @@ Status ReplicaRegistry::Heartbeat(const proto::Heartbeat& message, const std::st
                     "' from a connection it did not register from");
   }
   state->info.load = Sanitized(message.load);
+  // A replica refuses only with its queue full: an empty one has room past any cap.
+  if (message.load.waiting == 0) state->full_at.reset();
   state->active_request_ids = message.active_request_ids;
   state->last_heartbeat_ms = clock_.NowMillis();
   SetLive(*state, true);
@@ -209,6 +213,25 @@ bool ReplicaRegistry::MarkDraining(const std::string& id) {
   return true;
 }
 
+void ReplicaRegistry::MarkFull(const std::string& id) {
+  ReplicaState* state = Find(id);
+  if (state == nullptr) return;
+  state->full_at = state->in_flight;
+  state->full_since_ms = clock_.NowMillis();
+}
+
+bool ReplicaRegistry::IsFull(const ReplicaState& state) const {
+  if (!state.full_at) return false;
+  const int64_t probes = std::max<int64_t>(clock_.NowMillis() - state.full_since_ms, 0) / kFullProbeMs;
+  return static_cast<int64_t>(state.in_flight) >= static_cast<int64_t>(*state.full_at) + probes;
+}
+
+bool ReplicaRegistry::AnyTakesRequests() const {
+  return std::any_of(replicas_.begin(), replicas_.end(), [&](const auto& state) {
+    return state->live && !state->draining && !IsFull(*state);
+  });
+}
+
 void ReplicaRegistry::SetLive(ReplicaState& state, bool live) {
   state.live = live;
   state.info.live = live;
@@ -248,7 +271,8 @@ std::vector<ReplicaView> ReplicaRegistry::Views() const {
   for (const auto& state : replicas_) {
     const proto::ReplicaInfo& info = state->info;
     views.push_back(ReplicaView{info.replica_id, info.pool, state->live, info.max_seqs,
-                                info.kv_blocks, info.load, state->in_flight, !state->draining});
+                                info.kv_blocks, info.load, state->in_flight, !state->draining,
+                                IsFull(*state)});
   }
   return views;
 }

@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -55,6 +56,10 @@ struct ReplicaState {
   bool draining = false;               // it refused an assignment as draining (this process)
   bool stopped = false;                // dead because it said it stopped on purpose (until it is
                                        // live again): not down, gone
+  // Its capacity as last seen (see MarkFull): the requests it held when it last refused one as
+  // full, and when.
+  std::optional<uint32_t> full_at;
+  int64_t full_since_ms = 0;
   // The numbers of the first and the newest Assign sent to it since it last registered (none
   // while !assigned; the coordinator keeps them, Register resets them): a heartbeat's
   // last_assignment outside them is not one of this registration's.
@@ -73,6 +78,8 @@ class ReplicaRegistry {
   static constexpr int64_t kRetentionMs = 60'000;
   // Longest replica id accepted (ids go into logs, metrics labels and routing ids).
   static constexpr size_t kMaxReplicaIdBytes = 256;
+  // A full replica's capacity rises by one this often after it refused (see MarkFull).
+  static constexpr int64_t kFullProbeMs = 200;
 
   // Uses config.liveness_timeout_ms (values < 1 are taken as 1). `expected_model`: when
   // non-empty, a replica serving another model is refused. `clock` must outlive the registry.
@@ -132,6 +139,18 @@ class ReplicaRegistry {
   // The replica refused work because it is draining: it stays live (its requests finish) but is
   // offered nothing new until a new process registers under its id. True when newly marked.
   bool MarkDraining(const std::string& id);
+  // The replica refused an Assign as full (its queue at scheduler.max_waiting): call after the
+  // refused request left its in_flight. What it holds now is its capacity: it is full (views
+  // say so) while it holds that many, and takes more as they end; so a slot that frees goes to
+  // the request the coordinator offers next, oldest first, instead of to whichever offer lands
+  // first (every refused request used to back off on its own, and new arrivals won). Its room
+  // can grow without a request ending (a preempted sequence left its queue; an Assign raced a
+  // step): the capacity rises by one every kFullProbeMs after the refusal, and the cap goes
+  // once a heartbeat or registration shows its queue empty.
+  void MarkFull(const std::string& id);
+  bool IsFull(const ReplicaState& state) const;
+  // Whether any replica would be offered a request now: live, not draining, not full.
+  bool AnyTakesRequests() const;
 
   // nullptr when unknown. The mutable overloads are for the coordinator's own per-replica
   // bookkeeping; what the methods here maintain (routing_id, info, incarnation, liveness,

@@ -24,6 +24,10 @@ struct ReplicaView {
   uint32_t in_flight = 0;               // assigned by the coordinator and not yet finished
   bool accepting = true;                // false once it refused work as draining: still live
                                         // (its requests finish there) but offered nothing new
+  bool full = false;                    // holds as many requests as when it last refused one as
+                                        // full: offered nothing until one ends. Unlike a
+                                        // draining one, it keeps its pool's requests waiting
+                                        // for it (no fallback to the other pool)
 };
 
 }  // namespace bmad::coord

@@ -115,16 +115,24 @@ Router::CandidateSet Router::SelectCandidates(bool long_tail,
                                               bool* fallback) {
   *fallback = false;
   candidates_.clear();
+  const auto open = [](const ReplicaView& v) { return v.live && v.accepting; };
   if (long_tail_) {
+    // A pool whose replicas are all full keeps its requests (none when every one is full): the
+    // other pool is for when this one has no replica open at all (dead, draining, or without
+    // the context the request needs). Long prompts spilling onto the normal pool under load
+    // would defeat the reservation.
     const ReplicaPool wanted = long_tail ? ReplicaPool::kLongTail : ReplicaPool::kNormal;
+    bool pool_open = false;
     for (size_t i = 0; i < replicas.size(); ++i) {
-      if (replicas[i].live && replicas[i].accepting && replicas[i].pool == wanted) candidates_.push_back(i);
+      if (!open(replicas[i]) || replicas[i].pool != wanted) continue;
+      pool_open = true;
+      if (!replicas[i].full) candidates_.push_back(i);
     }
-    if (!candidates_.empty()) return long_tail ? kLongTailSet : kNormalSet;
+    if (pool_open) return long_tail ? kLongTailSet : kNormalSet;
     *fallback = true;
   }
   for (size_t i = 0; i < replicas.size(); ++i) {
-    if (replicas[i].live && replicas[i].accepting) candidates_.push_back(i);
+    if (open(replicas[i]) && !replicas[i].full) candidates_.push_back(i);
   }
   return kAllLiveSet;
 }

@@ -7,8 +7,9 @@
 //    `long_tail_min_samples` prompts have been recorded) is long-tail: its candidates are the
 //    live replicas of the long-tail pool. Every other prompt's candidates are the live replicas of
 //    the normal pool, so a long prefill never shares a batch with short interactive requests. A
-//    pool with no live replica falls back to every live replica. With `long_tail` off, pools are
-//    ignored: every live replica is a candidate.
+//    pool with no live replica falls back to every live replica; a pool whose replicas are all
+//    full (ReplicaView::full) does not: its requests wait for it. With `long_tail` off, pools are
+//    ignored: every live replica is a candidate. Full replicas are never candidates.
 //
 // 2. Prefix affinity (when on, and the request carries block hashes). The candidate that most
 //    recently received the deepest of the request's block hashes (the longest prefix already
@@ -71,7 +72,7 @@ struct RouteDecision {
                                      // enough for the small-string buffer: no allocation)
   ReplicaPool pool = ReplicaPool::kNormal;  // the chosen replica's pool
   bool long_tail = false;            // the prompt was classified long-tail
-  bool pool_fallback = false;        // its pool had no live replica: any live one was a candidate
+  bool pool_fallback = false;        // its pool had no open replica: any live one was a candidate
 };
 
 class Router {
@@ -93,7 +94,8 @@ class Router {
   Router& operator=(const Router&) = delete;
 
   // The replica for `request` among `replicas`. kUnavailable ("no live replica") when none is
-  // live. Changes only the round-robin positions and the random state.
+  // a candidate (live, accepting, not full). Changes only the round-robin positions and the
+  // random state.
   Result<RouteDecision> Pick(const RouteRequest& request, std::span<const ReplicaView> replicas);
 
   // Call once the request was dispatched to `chosen`: records the prompt length in the rolling

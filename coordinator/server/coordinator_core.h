@@ -261,6 +261,9 @@ class CoordinatorServer::Core {
   std::atomic<size_t> live_replicas_{0};
   std::atomic<int64_t> served_context_length_{0};
   int64_t last_tick_ns_ = 0;
+  // A replica may take more than it did (a request there ended or moved, a full one's queue
+  // emptied): the loop offers the queue again at the end of its round.
+  bool room_changed_ = false;
 };
 
 }  // namespace bmad::coord

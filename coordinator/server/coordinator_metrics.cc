@@ -71,24 +71,31 @@ metrics::Counter& CoordinatorMetrics::Rejected(const std::string& reason) {
   return c;
 }
 
-metrics::Gauge& CoordinatorMetrics::ReplicaLoad(const std::string& replica) {
-  auto it = load_.find(replica);
-  if (it != load_.end()) return *it->second;
-  metrics::Gauge& g = registry_.GetGauge("bmad_coordinator_replica_load_ratio",
-                                         "The router's load figure for each replica (0 idle, and while it is down).",
-                                         {{"replica", replica}});
-  load_.emplace(replica, &g);
+metrics::Gauge& CoordinatorMetrics::ReplicaGauge(std::map<std::string, metrics::Gauge*>& gauges,
+                                                 const char* name, const char* help,
+                                                 const std::string& replica) {
+  auto it = gauges.find(replica);
+  if (it != gauges.end()) return *it->second;
+  metrics::Gauge& g = registry_.GetGauge(name, help, {{"replica", replica}});
+  gauges.emplace(replica, &g);
   return g;
 }
 
+metrics::Gauge& CoordinatorMetrics::ReplicaLoad(const std::string& replica) {
+  return ReplicaGauge(load_, "bmad_coordinator_replica_load_ratio",
+                      "The router's load figure for each replica (0 idle, and while it is down).", replica);
+}
+
 metrics::Gauge& CoordinatorMetrics::ReplicaWeight(const std::string& replica) {
-  auto it = weight_.find(replica);
-  if (it != weight_.end()) return *it->second;
-  metrics::Gauge& g = registry_.GetGauge("bmad_coordinator_replica_weight_ratio",
-                                         "The weighted policy's relative weight of each replica.",
-                                         {{"replica", replica}});
-  weight_.emplace(replica, &g);
-  return g;
+  return ReplicaGauge(weight_, "bmad_coordinator_replica_weight_ratio",
+                      "The weighted policy's relative weight of each replica.", replica);
+}
+
+metrics::Gauge& CoordinatorMetrics::ReplicaFull(const std::string& replica) {
+  return ReplicaGauge(full_, "bmad_coordinator_replica_full",
+                      "1 while the replica holds as many requests as when it last refused one as full "
+                      "(it is offered none until one ends), else 0.",
+                      replica);
 }
 
 void CoordinatorMetrics::SetReplicaUp(const std::string& replica, const std::string& pool, bool up) {
@@ -113,8 +120,10 @@ void CoordinatorMetrics::ForgetReplica(const std::string& replica) {
   up_pool_.erase(replica);
   load_.erase(replica);
   weight_.erase(replica);
+  full_.erase(replica);
   for (const char* family : {"bmad_coordinator_requests_routed_total", "bmad_coordinator_replica_up",
-                             "bmad_coordinator_replica_load_ratio", "bmad_coordinator_replica_weight_ratio"}) {
+                             "bmad_coordinator_replica_load_ratio", "bmad_coordinator_replica_weight_ratio",
+                             "bmad_coordinator_replica_full"}) {
     registry_.RemoveSeries(family, "replica", replica);
   }
 }

@@ -23,6 +23,7 @@ class CoordinatorMetrics {
   metrics::Counter& Rejected(const std::string& reason);
   metrics::Gauge& ReplicaLoad(const std::string& replica);
   metrics::Gauge& ReplicaWeight(const std::string& replica);
+  metrics::Gauge& ReplicaFull(const std::string& replica);
   // bmad_coordinator_replica_up{replica, pool}. A replica id that registers again in another
   // pool moves: its series under the old pool drops to 0.
   void SetReplicaUp(const std::string& replica, const std::string& pool, bool up);
@@ -49,7 +50,10 @@ class CoordinatorMetrics {
   metrics::Registry& registry_;
   std::map<std::tuple<std::string, std::string, std::string>, metrics::Counter*> routed_;
   std::map<std::string, metrics::Counter*> finished_, rejected_;
-  std::map<std::string, metrics::Gauge*> load_, weight_;
+  metrics::Gauge& ReplicaGauge(std::map<std::string, metrics::Gauge*>& gauges, const char* name,
+                               const char* help, const std::string& replica);
+
+  std::map<std::string, metrics::Gauge*> load_, weight_, full_;
   std::map<std::pair<std::string, std::string>, metrics::Gauge*> up_;  // by (replica, pool)
   std::map<std::string, std::string> up_pool_;                         // each replica's latest pool
 };

@@ -16,11 +16,6 @@ namespace bmad::coord {
 namespace {
 
 constexpr const char* kLog = "coordinator";
-// A request a replica refused (full or draining) is offered again after this, doubling with
-// each refusal up to the cap: a full replica's queue drains in steps, not microseconds, and each
-// offer carries the whole prompt.
-constexpr int64_t kRefusalBackoffNs = 10'000'000;
-constexpr int64_t kMaxRefusalBackoffNs = 1'000'000'000;
 // A request lost this many times (by any replicas) fails: something loses it on purpose.
 constexpr uint32_t kMaxLosses = 3;
 
@@ -42,7 +37,7 @@ Status AboutBatchPrompt(const Status& why, size_t p) {
 
 // What is left of a request's deadline (slo_ms from when the front door received it) at `now_ns`,
 // for an Assign: a replica counts the deadline from when it takes the request, so time spent
-// queued here, backing off after refusals, or on a lost replica before a migration would
+// queued here, waiting after refusals, or on a lost replica before a migration would
 // otherwise start over. 1 once overdue (the most urgent); 0 when the request set none.
 uint32_t RemainingSloMs(const CoordRequest& r, int64_t now_ns) {
   if (r.slo_ms == 0) return 0;  // the replica's default, from when it takes the request
@@ -166,7 +161,13 @@ Result<CoordRequest*> CoordinatorServer::Core::Admit(std::unique_ptr<CoordReques
     e.request_id = req->id;
     req->http->Push(std::move(e));
   }
-  Dispatch(req);
+  // Behind the requests already waiting, if any: a replica's free slot goes to the first of
+  // them (the queue's order), not to whoever arrived last.
+  if (requests_.queued() > 1) {
+    DispatchQueued();
+  } else {
+    Dispatch(req);
+  }
   return req;
 }
 
@@ -285,7 +286,7 @@ bool CoordinatorServer::Core::Dispatch(CoordRequest* r) {
   // numbers before its new start all lie well behind any heartbeat's newest).
   constexpr uint32_t kWindow = 1u << 30;
   if (a.assignment - replica->first_assignment > kWindow) replica->first_assignment = a.assignment - kWindow;
-  r->state = r->streamed_tokens.empty() ? RequestState::kDispatched : RequestState::kStreaming;
+  requests_.SetState(r, r->streamed_tokens.empty() ? RequestState::kDispatched : RequestState::kStreaming);
   r->replica_id = chosen.id;
   r->assignment = a.assignment;
   r->assigned_ns = clock_.NowNanos();
@@ -325,6 +326,7 @@ bool CoordinatorServer::Core::LiveContextHolds(const CoordRequest& r) const {
 }
 
 void CoordinatorServer::Core::DispatchQueued() {
+  if (requests_.queued() == 0) return;
   const int64_t now = clock_.NowNanos();
   // By id: a dispatch that finds its replica unreachable migrates that replica's requests and
   // dispatches the queue again from inside this loop, which may dispatch, fail and free the
@@ -336,6 +338,8 @@ void CoordinatorServer::Core::DispatchQueued() {
   // without a pick each. A deep queue while every replica drains (a rolling update) cost a
   // registry copy and a pick per request per tick, and held the event loop.
   std::optional<int64_t> unplaceable_from;
+  // Every replica full, draining or dead: only deadlines to check.
+  if (!replicas_.AnyTakesRequests()) unplaceable_from = 0;
   for (uint64_t id : queued) {
     CoordRequest* r = requests_.Find(id);
     if (r == nullptr || r->state != RequestState::kQueued) continue;
@@ -346,17 +350,21 @@ void CoordinatorServer::Core::DispatchQueued() {
         // Migrated from a replica with a larger context, past what the others hold.
         why = "no live replica's context holds the request's " + std::to_string(ContextNeeded(*r)) +
               " tokens (prompt, output so far and the least still to come) for " + waited;
-      } else if (r->refusals > 0 && replicas_.LiveCount() > 0) {
+      } else if (replicas_.LiveCount() > 0) {
+        // Refused by replicas, or never offered: every live one was full (it waited its turn
+        // in this queue) or draining.
         why = "no replica accepted the request in " + waited + " (every live one full or draining)";
       }
       Fail(r, Unavailable(why));
       continue;
     }
-    if (now < r->retry_not_before_ns) continue;
-    if (replicas_.LiveCount() == 0) return;
+    if (replicas_.LiveCount() == 0) unplaceable_from = 0;  // later ones' deadlines still count
     const int64_t needed = ContextNeeded(*r);
     if (unplaceable_from && needed >= *unplaceable_from) continue;
-    if (!Dispatch(r)) unplaceable_from = std::min(needed, unplaceable_from.value_or(needed));
+    if (!Dispatch(r)) {
+      unplaceable_from = std::min(needed, unplaceable_from.value_or(needed));
+      if (!replicas_.AnyTakesRequests()) unplaceable_from = 0;  // the last room was taken
+    }
   }
 }
 
@@ -461,7 +469,7 @@ void CoordinatorServer::Core::OnChunk(const std::string& replica_id, proto::Toke
     r->last_token_ns = now;
     metrics_->generation_tokens.Increment(double(chunk.token_ids.size()));
     r->streamed_tokens.insert(r->streamed_tokens.end(), chunk.token_ids.begin(), chunk.token_ids.end());
-    r->state = RequestState::kStreaming;
+    requests_.SetState(r, RequestState::kStreaming);
     r->losses = 0;  // it makes progress: only losses in a row make it fail
   }
   const proto::FinishReason finish = chunk.finish_reason;
@@ -496,16 +504,17 @@ void CoordinatorServer::Core::OnWorkerError(const std::string& replica_id, const
     log::Info(kLog, "replica is draining; routing around it", {{"replica", replica_id}});
   }
   if (e.code == StatusCode::kResourceExhausted || e.code == StatusCode::kFailedPrecondition) {
-    // The replica is full or draining: try another one, or this one once it has had time to
-    // take some of its queue. The request keeps its place in the queue and its queue deadline:
-    // refusals do not restart the wait.
+    // The replica is full or draining. A full one is offered no more until a request there
+    // ends (ReplicaRegistry::MarkFull). The request keeps its place in the queue and its queue
+    // deadline (refusals do not restart the wait), and goes to another replica at once if one
+    // has room (the loop dispatches once this batch of messages is read).
     replicas_.AddInFlight(replica_id, -1);
+    if (e.code == StatusCode::kResourceExhausted) replicas_.MarkFull(replica_id);
     router_.Refused(r->block_hashes, replica_id);
-    r->state = RequestState::kQueued;
+    requests_.SetState(r, RequestState::kQueued);
     r->replica_id.clear();
-    const int64_t backoff = std::min(kMaxRefusalBackoffNs, kRefusalBackoffNs << std::min<uint32_t>(r->refusals, 7));
-    r->retry_not_before_ns = clock_.NowNanos() + backoff;
     ++r->refusals;
+    room_changed_ = true;
     return;
   }
   Fail(r, Status(e.code, e.message));
@@ -588,7 +597,7 @@ void CoordinatorServer::Core::TakeBackLost(CoordRequest* r, const std::string& w
 
 void CoordinatorServer::Core::Requeue(CoordRequest* r) {
   replicas_.AddInFlight(r->replica_id, -1);
-  r->state = RequestState::kQueued;
+  requests_.SetState(r, RequestState::kQueued);
   r->queued_since_ns = clock_.NowNanos();  // the queue timeout starts again
   r->replica_id.clear();
   ++r->migrations;
@@ -655,7 +664,10 @@ void CoordinatorServer::Core::FailAll(const Status& status) {
 }
 
 void CoordinatorServer::Core::CountFinished(const CoordRequest& r, const std::string& outcome) {
-  if (const std::string replica = AssignedReplica(r); !replica.empty()) replicas_.AddInFlight(replica, -1);
+  if (const std::string replica = AssignedReplica(r); !replica.empty()) {
+    replicas_.AddInFlight(replica, -1);
+    room_changed_ = true;  // a full replica takes the next queued request
+  }
   metrics_->Finished(outcome).Increment();
   metrics_->e2e_latency.Observe(double(clock_.NowNanos() - r.arrival_ns) * 1e-9);
 }

@@ -67,7 +67,8 @@ CoordinatorServer::Core::Core(const ServerConfig& config, const CoordinatorRunOp
       // Replicas serving another model are refused at registration.
       replicas_(config.coordinator, clock_, model_name_),
       router_(config.router),
-      requests_(config.coordinator.max_queued_per_priority, config.coordinator.priority_classes),
+      requests_(config.coordinator.max_queued_per_priority, config.coordinator.priority_classes,
+                config.scheduler.policy == SchedulerPolicy::kContinuous, config.scheduler.priority_decay),
       last_assignment_(static_cast<uint32_t>(std::random_device{}())) {}
 
 CoordinatorServer::Core::~Core() {
@@ -291,7 +292,10 @@ void CoordinatorServer::Core::HandleWorkerMessage(const std::string& routing_id,
     (void)proto::SendMessage(*worker_socket_, proto::RegisterAck{true, "welcome"}, routing_id);
     DispatchQueued();
   } else if (auto* hb = std::get_if<proto::Heartbeat>(&m)) {
+    const ReplicaState* before = replicas_.Find(hb->replica_id);
+    const bool was_full = before != nullptr && replicas_.IsFull(*before);
     Status s = replicas_.Heartbeat(*hb, routing_id);
+    if (was_full && !replicas_.IsFull(*before)) room_changed_ = true;  // its queue emptied
     if (s.code() == StatusCode::kNotFound) {
       // We restarted (or it was declared dead): ask it to register again.
       (void)proto::SendMessage(*worker_socket_,
@@ -565,6 +569,7 @@ void CoordinatorServer::Core::Tick() {
     // on every dashboard for as long as it stays down.
     metrics_->ReplicaLoad(v.id).Set(v.live ? router_.Load(v) : 0.0);
     metrics_->ReplicaWeight(v.id).Set(weights[i]);
+    metrics_->ReplicaFull(v.id).Set(v.live && v.full ? 1.0 : 0.0);
   }
 }
 
@@ -625,6 +630,11 @@ Status CoordinatorServer::Core::Run() {
       ReadWorkerMessages(4096, max_bytes);
       Tick();
       last_tick_ns_ = now;
+    }
+    if (room_changed_) {
+      // Once a round, not at each message: a batch of finished requests costs one pass.
+      room_changed_ = false;
+      DispatchQueued();
     }
   }
   // Nobody is left without an answer: requests still running at the drain deadline (or at

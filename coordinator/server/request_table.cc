@@ -17,8 +17,11 @@ std::string_view RequestStateName(RequestState state) {
   return "?";
 }
 
-RequestTable::RequestTable(int64_t max_per_priority, int64_t priority_classes)
+RequestTable::RequestTable(int64_t max_per_priority, int64_t priority_classes, bool by_priority,
+                           double priority_decay)
     : max_per_priority_(max_per_priority),
+      by_priority_(by_priority),
+      priority_decay_(priority_decay),
       per_class_(static_cast<size_t>(priority_classes), 0),
       next_id_(RandomFirstId()) {}
 
@@ -47,6 +50,7 @@ Result<CoordRequest*> RequestTable::Admit(std::unique_ptr<CoordRequest> r) {
   ++per_class_[static_cast<size_t>(r->priority)];
   CoordRequest* raw = r.get();
   requests_.emplace(r->id, std::move(r));
+  if (raw->state == RequestState::kQueued) queue_.insert(KeyOf(*raw));
   return raw;
 }
 
@@ -67,6 +71,7 @@ void RequestTable::Remove(uint64_t id) {
   auto it = requests_.find(id);
   if (it == requests_.end()) return;
   --per_class_[static_cast<size_t>(it->second->priority)];
+  if (it->second->state == RequestState::kQueued) queue_.erase(KeyOf(*it->second));
   requests_.erase(it);
 }
 
@@ -78,15 +83,25 @@ std::vector<CoordRequest*> RequestTable::OnReplica(const std::string& replica_id
   return out;
 }
 
+RequestTable::QueueKey RequestTable::KeyOf(const CoordRequest& r) const {
+  // The replicas' effective priority, -class + decay x (now - arrival) seconds, highest first,
+  // orders requests at every moment as class + decay x arrival seconds does, lowest first: a
+  // key that does not change while the request waits.
+  if (!by_priority_) return {0.0, r.arrival_ns, r.id};
+  return {double(r.priority) + priority_decay_ * double(r.arrival_ns) * 1e-9, r.arrival_ns, r.id};
+}
+
+void RequestTable::SetState(CoordRequest* r, RequestState state) {
+  if (r->state == state) return;
+  if (r->state == RequestState::kQueued) queue_.erase(KeyOf(*r));
+  if (state == RequestState::kQueued) queue_.insert(KeyOf(*r));
+  r->state = state;
+}
+
 std::vector<CoordRequest*> RequestTable::Queued() {
   std::vector<CoordRequest*> out;
-  for (auto& [id, r] : requests_) {
-    if (r->state == RequestState::kQueued) out.push_back(r.get());
-  }
-  // Oldest first.
-  std::sort(out.begin(), out.end(), [](const CoordRequest* a, const CoordRequest* b) {
-    return a->queued_since_ns < b->queued_since_ns;
-  });
+  out.reserve(queue_.size());
+  for (const auto& [key, arrival, id] : queue_) out.push_back(requests_.at(id).get());
   return out;
 }
 

@@ -12,7 +12,9 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -42,7 +44,7 @@ struct CoordRequest {
   std::vector<uint64_t> block_hashes;
   uint32_t choices = 1;          // while being accepted: the choices of its prompt (AcceptChoices)
 
-  RequestState state = RequestState::kQueued;
+  RequestState state = RequestState::kQueued;  // changed through RequestTable::SetState only
   std::string replica_id;        // current assignment
   std::vector<uint32_t> streamed_tokens;  // sent to the client, in order
   std::string pending_text;      // aggregated text (non-streaming socket clients)
@@ -61,7 +63,6 @@ struct CoordRequest {
   // window (n copies filled it, and moved the quantile between the choices, which then went to
   // different pools). Null for a request of one choice.
   std::shared_ptr<std::optional<bool>> prompt_long_tail;
-  int64_t retry_not_before_ns = 0;  // after a refusal: not offered again before this
   int64_t arrival_ns = 0;
   int64_t queued_since_ns = 0;
   int64_t first_token_ns = 0;
@@ -76,7 +77,10 @@ struct CoordRequest {
 
 class RequestTable {
  public:
-  RequestTable(int64_t max_per_priority, int64_t priority_classes);
+  // The queue is offered as the replicas' scheduler admits: by priority with `priority_decay`
+  // (scheduler.priority_decay) when `by_priority` (policy continuous), else by arrival.
+  RequestTable(int64_t max_per_priority, int64_t priority_classes, bool by_priority = false,
+               double priority_decay = 0);
 
   // kResourceExhausted ("overloaded") when the request's class is full, kInvalidArgument for a
   // priority outside [0, classes).
@@ -90,7 +94,15 @@ class RequestTable {
   // Ends a request (its admission slot frees); the record is dropped.
   void Remove(uint64_t id);
   std::vector<CoordRequest*> OnReplica(const std::string& replica_id);
+  // Moves a request to another state; the queue's order follows. A request is admitted queued.
+  void SetState(CoordRequest* r, RequestState state);
+  // The queued requests in the order they are offered: the order a replica's scheduler admits
+  // its waiting ones, less deadline pressure. By priority: class 0 first, a second of waiting
+  // worth `priority_decay` of a class (nothing waits forever behind a stream of urgent
+  // arrivals); then by arrival. A request a replica refused, or that lost its replica, keeps
+  // its place.
   std::vector<CoordRequest*> Queued();
+  size_t queued() const { return queue_.size(); }
   std::vector<CoordRequest*> All();
   size_t size() const { return requests_.size(); }
   int64_t in_class(int32_t priority) const;
@@ -102,10 +114,16 @@ class RequestTable {
 
  private:
   static uint64_t RandomFirstId();
+  // (class + priority_decay x arrival seconds, arrival, id): ascending is the offer order.
+  using QueueKey = std::tuple<double, int64_t, uint64_t>;
+  QueueKey KeyOf(const CoordRequest& r) const;
 
   int64_t max_per_priority_;
+  bool by_priority_;
+  double priority_decay_;
   std::vector<int64_t> per_class_;
   std::unordered_map<uint64_t, std::unique_ptr<CoordRequest>> requests_;
+  std::set<QueueKey> queue_;  // the queued requests
   uint64_t next_id_;
 };
 

@@ -10,8 +10,12 @@
 #   c. the long-tail pool on vs off (router.long_tail): three normal replicas and one long-tail
 #      replica, mostly short prompts with ~14% long ones whose prefill is expensive; short and
 #      long requests' time to first token reported separately (bench http --report-split-at).
+#   d. overload fairness: replicas with short queues (scheduler.max_waiting 2) offered ~1.1x what
+#      they serve, the coordinator's queue timeout 5 s: how many requests fail it, and the
+#      latency tail. With --baseline-bin DIR, DIR's bmad-coordinator runs the same case first
+#      (a build of an earlier commit), for a ratio measured in one run.
 #
-#   tests/bench/coordinator_bench.sh [--quick] [--only a|b|c]... [--model FILE]
+#   tests/bench/coordinator_bench.sh [--quick] [--only a|b|c|d]... [--model FILE] [--baseline-bin DIR]
 #
 # --quick runs each case with a quarter of the requests (a smoke test). Every process gets a
 # --max-run-ms bound and every bench a `timeout`; everything started is stopped on exit. The full
@@ -23,16 +27,21 @@ BIN=${BMAD_BIN:-build/bin}
 MODEL=../shared/models/llama-2-tiny-random.gguf   # the coordinator reads its vocabulary only
 SCALE=1
 ONLY=""
+BASELINE_BIN=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) SCALE=4 ;;
     --only) ONLY="$ONLY $2"; shift ;;
     --model) MODEL=$2; shift ;;
-    *) echo "usage: $0 [--quick] [--only a|b|c]... [--model FILE]" >&2; exit 2 ;;
+    --baseline-bin) BASELINE_BIN=$2; shift ;;
+    *) echo "usage: $0 [--quick] [--only a|b|c|d]... [--model FILE] [--baseline-bin DIR]" >&2; exit 2 ;;
   esac
   shift
 done
-[ -n "$ONLY" ] || ONLY="a b c"
+[ -n "$ONLY" ] || ONLY="a b c d"
+if [ -n "$BASELINE_BIN" ] && [ ! -x "$BASELINE_BIN/bmad-coordinator" ]; then
+  echo "missing $BASELINE_BIN/bmad-coordinator" >&2; exit 1
+fi
 for b in bmad bmad-coordinator bmad-fake-worker bmad_router_bench; do
   [ -x "$BIN/$b" ] || { echo "missing $BIN/$b (build it: cmake --build build --target $b)" >&2; exit 1; }
 done
@@ -72,7 +81,8 @@ declare -A routed_closed routed_open routed_c long_tail_c
 
 # start_cluster TAG MAX_RUN_S ROUTER_YAML WORKER_SPEC...
 #   WORKER_SPEC: "id pool base_ms per_seq_ms per_prefill_token_ms max_seqs"
-# Sets URL and METRICS_URL; waits until every replica has registered.
+# Sets URL and METRICS_URL; waits until every replica has registered. COORDINATOR (a binary),
+# QUEUE_TIMEOUT_MS and MAX_WAITING override the defaults for one call.
 start_cluster() {
   local tag=$1 max_run_s=$2 router=$3
   shift 3
@@ -89,10 +99,11 @@ coordinator:
   http_port: 0
   liveness_timeout_ms: 3000
   max_queued_per_priority: 100000
+  queue_timeout_ms: ${QUEUE_TIMEOUT_MS:-60000}
 router: $router
 metrics: {coordinator_port: 0}
 EOF
-  "$BIN/bmad-coordinator" --config "$dir/c.yaml" --max-run-ms $((max_run_s * 1000)) 2>"$dir/coord.log" &
+  "${COORDINATOR:-$BIN/bmad-coordinator}" --config "$dir/c.yaml" --max-run-ms $((max_run_s * 1000)) 2>"$dir/coord.log" &
   pids+=($!)
   local worker_ep=""
   for _ in $(seq 100); do
@@ -110,7 +121,8 @@ EOF
     "$BIN/bmad-fake-worker" --coordinator "$worker_ep" --model "$MODEL_NAME" --replica-id "$id" \
       --pool "$pool" --base-ms "$base" --per-seq-ms "$per_seq" --per-prefill-token-ms "$per_prefill" \
       --max-seqs "$max_seqs" --max-batch-tokens 512 --kv-blocks 4096 --block-size 16 \
-      --context-length 4096 --heartbeat-ms 100 --max-run-ms $((max_run_s * 1000)) \
+      --context-length 4096 --heartbeat-ms 100 --max-waiting "${MAX_WAITING:-4096}" \
+      --max-run-ms $((max_run_s * 1000)) \
       2>"$dir/$id.log" &
     pids+=($!)
     n=$((n + 1))
@@ -322,6 +334,42 @@ if [[ " $ONLY " == *" c "* ]]; then
   echo
   echo "Requests: $(j c-true .short_prompts.succeeded) short, $(j c-true .long_prompts.succeeded) long" \
     "(split at 1000 prompt tokens, \`bmad bench http --report-split-at 1000\`)."
+  echo
+fi
+
+# ---------------------------------------------------------------------------------------------
+if [[ " $ONLY " == *" d "* ]]; then
+  D_REQ=$((720 / SCALE))
+  D_RATE=26
+  # Two replicas of 4 sequences per 10 ms step, each refusing past 2 waiting: with 32-token
+  # outputs they serve 25 requests/s between them.
+  SPEC="10 0 0 4"
+  d_runs="current"
+  [ -n "$BASELINE_BIN" ] && d_runs="baseline current"
+  for which in $d_runs; do
+    if [ "$which" = baseline ]; then coordinator=$BASELINE_BIN/bmad-coordinator; else coordinator=$BIN/bmad-coordinator; fi
+    COORDINATOR=$coordinator QUEUE_TIMEOUT_MS=5000 MAX_WAITING=2 \
+      start_cluster "d-$which" 200 "{policy: weighted, long_tail: false}" "r-0 normal $SPEC" "r-1 normal $SPEC"
+    bench "d-$which" 150 --requests "$D_REQ" --rate "$D_RATE" --prompt-len 16 --output-len 32 --seed 5
+    stop_all
+  done
+  echo "## d. Overload fairness"
+  echo
+  echo "Two fake replicas, 4 sequences per 10 ms step, \`scheduler.max_waiting\` 2 (each refuses a"
+  echo "request while 2 wait): 25 requests/s of 32 output tokens between them. Poisson arrivals at"
+  echo "$D_RATE requests/s (about 1.1x), $D_REQ requests, prompts of 16 tokens, same seed;"
+  echo "\`coordinator.queue_timeout_ms\` 5000 (a request no replica takes in 5 s fails with 503)."
+  echo "The coordinator's queue grows by about 2 requests a second."
+  [ -n "$BASELINE_BIN" ] && echo "baseline: \`$BASELINE_BIN/bmad-coordinator\`; current: \`$BIN/bmad-coordinator\`."
+  echo
+  echo "| coordinator | succeeded | failed | output tok/s | TTFT p50 ms | TTFT p99 ms | e2e p50 ms | e2e p99 ms | e2e max ms |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+  for which in $d_runs; do
+    t=d-$which
+    echo "| $which | $(j $t .succeeded) | $(j $t .failed) | $(f1 "$(j $t .output_tokens_per_s)") |" \
+      "$(f1 "$(j $t .ttft_ms.p50)") | $(f1 "$(j $t .ttft_ms.p99)") | $(f1 "$(j $t .e2e_ms.p50)") |" \
+      "$(f1 "$(j $t .e2e_ms.p99)") | $(f1 "$(j $t .e2e_ms.max)") |"
+  done
   echo
 fi
 

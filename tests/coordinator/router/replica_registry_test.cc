@@ -274,6 +274,62 @@ TEST_F(ReplicaRegistryTest, ADrainingReplicaStaysLiveButAcceptsNothingUntilANewP
   EXPECT_TRUE(registry_.Views()[0].accepting);
 }
 
+// A replica that refuses an Assign as full holds, at that moment, as many requests as it takes:
+// it is full while it holds that many, takes more as they end, and its capacity rises by one
+// every kFullProbeMs after the refusal (its room may have grown); a heartbeat showing its queue
+// empty, or a registration, lifts the cap.
+TEST_F(ReplicaRegistryTest, AReplicaThatRefusedAsFullIsFullWhileItHoldsWhatItHeldThen) {
+  MustRegister("a", "a/1", 1);
+  MustRegister("b", "b/1", 1);
+  const auto full = [&] { return registry_.Views()[0].full; };
+  ASSERT_TRUE(registry_.AddInFlight("a", 3));
+  registry_.MarkFull("a");  // refused a fourth (already taken off in_flight)
+  EXPECT_TRUE(full());
+  EXPECT_TRUE(registry_.Views()[0].accepting);  // full is not draining
+  EXPECT_FALSE(registry_.Views()[1].full);
+  EXPECT_TRUE(registry_.AnyTakesRequests());  // b
+  ASSERT_TRUE(registry_.AddInFlight("a", -1));  // one ends: room for one
+  EXPECT_FALSE(full());
+  ASSERT_TRUE(registry_.AddInFlight("a", +1));
+  EXPECT_TRUE(full());
+  // The probe: one more after 200 ms, two after 400 ms.
+  clock_.AdvanceMillis(ReplicaRegistry::kFullProbeMs - 1);
+  EXPECT_TRUE(full());
+  clock_.AdvanceMillis(1);
+  EXPECT_FALSE(full());
+  ASSERT_TRUE(registry_.AddInFlight("a", +1));  // 4
+  EXPECT_TRUE(full());
+  clock_.AdvanceMillis(ReplicaRegistry::kFullProbeMs);
+  EXPECT_FALSE(full());
+  // Refused again at 4: the capacity is 4 from now.
+  registry_.MarkFull("a");
+  EXPECT_TRUE(full());
+  clock_.AdvanceMillis(ReplicaRegistry::kFullProbeMs);
+  EXPECT_FALSE(full());
+  registry_.MarkFull("a");
+  // A heartbeat with requests waiting changes nothing; one with its queue empty lifts the cap.
+  proto::Heartbeat busy = HeartbeatMessage("a", 4);
+  busy.load.waiting = 1;
+  ASSERT_TRUE(registry_.Heartbeat(busy, "a/1").ok());
+  EXPECT_TRUE(full());
+  ASSERT_TRUE(registry_.Heartbeat(HeartbeatMessage("a", 4), "a/1").ok());
+  EXPECT_FALSE(full());
+  // A registration lifts it too (what the process holds is what it says then).
+  registry_.MarkFull("a");
+  EXPECT_TRUE(full());
+  MustRegister("a", "a/1", 1);
+  EXPECT_FALSE(full());
+  // Refused while holding nothing: full until the probe.
+  registry_.MarkFull("b");
+  registry_.MarkFull("a");
+  EXPECT_EQ(registry_.Find("b")->in_flight, 0u);
+  EXPECT_TRUE(registry_.Views()[1].full);
+  EXPECT_FALSE(registry_.AnyTakesRequests());
+  clock_.AdvanceMillis(ReplicaRegistry::kFullProbeMs);
+  EXPECT_TRUE(registry_.AnyTakesRequests());
+  registry_.MarkFull("nobody");  // unknown: nothing
+}
+
 TEST_F(ReplicaRegistryTest, SameIncarnationKeepsInFlightAndActiveIds) {
   MustRegister("a", "a/1", 5);
   ASSERT_TRUE(registry_.AddInFlight("a", 3));

@@ -321,6 +321,25 @@ TEST(RouterTest, DrainingReplicasAreNeverPicked) {
   }
 }
 
+TEST(RouterTest, FullReplicasAreNeverPicked) {
+  // A full replica (it refused a request and holds as many as then) would refuse the next one
+  // too: the request waits for room instead, in the coordinator's queue.
+  for (RouterPolicy policy :
+       {RouterPolicy::kWeighted, RouterPolicy::kRoundRobin, RouterPolicy::kLeastLoaded}) {
+    Router router(Plain(policy));
+    std::vector<ReplicaView> views = {Replica("full"), Replica("b")};
+    views[0].full = true;
+    views[1].in_flight = 10;  // busier than the full one by its load
+    for (int i = 0; i < 200; ++i) {
+      Result<RouteDecision> d = router.Pick({16, {}}, views);
+      ASSERT_TRUE(d.ok());
+      ASSERT_EQ(d->index, 1u) << EnumName(policy);
+    }
+    views[1].full = true;
+    EXPECT_EQ(router.Pick({16, {}}, views).status().code(), StatusCode::kUnavailable);
+  }
+}
+
 TEST(RouterTest, NoLiveReplicaIsUnavailable) {
   Router router(RouterConfig{});
   std::vector<ReplicaView> views = {Replica("a"), Replica("b", kLongTail)};
@@ -420,6 +439,31 @@ TEST_F(RouterPoolsTest, ADeadPoolFallsBackToAnyLiveReplica) {
   EXPECT_TRUE(d->pool_fallback);
   EXPECT_EQ(d->index, 1u);
   EXPECT_EQ(d->pool, kLongTail);
+}
+
+TEST_F(RouterPoolsTest, AFullPoolKeepsItsRequestsWaitingInsteadOfFallingBack) {
+  // Long prompts spilling onto the normal pool whenever the long-tail replicas are busy would
+  // defeat the reservation: a full pool is not a missing one.
+  views_[1].full = true;
+  EXPECT_EQ(router_.Pick({5000, {}}, views_).status().code(), StatusCode::kUnavailable);
+  // One of two normal replicas full: the other takes the short prompts; both full: they wait.
+  views_[0].full = true;
+  for (int i = 0; i < 4; ++i) {
+    Result<RouteDecision> d = router_.Pick({3, {}}, views_);
+    ASSERT_TRUE(d.ok());
+    EXPECT_EQ(d->index, 2u);
+    EXPECT_FALSE(d->pool_fallback);
+  }
+  views_[2].full = true;
+  EXPECT_EQ(router_.Pick({3, {}}, views_).status().code(), StatusCode::kUnavailable);
+  // A pool with no open replica at all (dead) still falls back, to the other pool's replicas
+  // with room.
+  views_[1].live = false;
+  views_[2].full = false;
+  Result<RouteDecision> d = router_.Pick({5000, {}}, views_);
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(d->pool_fallback);
+  EXPECT_EQ(d->index, 2u);
 }
 
 TEST(RouterLongTailTest, NothingIsLongBeforeMinSamples) {

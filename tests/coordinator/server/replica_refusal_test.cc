@@ -1,5 +1,5 @@
-// Requests a replica refuses as full: offered again after a back-off, within their queue
-// deadline; and requests held to the context the live replicas registered, migrated ones
+// Requests a replica refuses as full: offered again in their order as the replica makes room,
+// within their queue deadline; and requests held to the context the live replicas registered, migrated ones
 // included. An in-process coordinator on 127.0.0.1 (ephemeral ports) with fake replicas and a
 // socket client.
 #include <gtest/gtest.h>
@@ -181,6 +181,48 @@ TEST_F(ReplicaRefusalTest, ARequestEveryReplicaRefusesBacksOffAndFailsAtItsQueue
   EXPECT_GE(refused.offers, 2u);
   EXPECT_LE(refused.offers, 12u);
   EXPECT_EQ(Metric("bmad_coordinator_requests_finished_total{status=\"error\"}"), 1.0);
+}
+
+// A full replica's freed slot goes to the request it refused, not to a newer arrival. Each
+// refused request used to back off on its own (10 ms, doubling to 1 s) while every new arrival
+// was offered at once: under overload the oldest requests lost every race for a freed slot,
+// until their queue deadline.
+TEST_F(ReplicaLossTest, AFullReplicasFreedSlotGoesToTheRequestItRefusedNotToANewerOne) {
+  auto a = Replica("a");
+  ASSERT_TRUE(a->Register());
+  const uint64_t held = Submit("held");
+  ASSERT_TRUE(WaitForAssigns(*a, held, 1));
+  const uint64_t old_id = Submit("old");
+  // a is full: it refuses `old` five times (offered again as a probe, a replica's room may
+  // grow), holding `held` all along.
+  for (size_t offers = 1; offers <= 5; ++offers) {
+    ASSERT_TRUE(WaitForAssigns(*a, old_id, offers)) << "offer " << offers;
+    proto::ErrorMessage full;
+    full.code = StatusCode::kResourceExhausted;
+    full.message = "replica queue is full (1 requests waiting)";
+    full.request_id = old_id;
+    full.assignment = AssignsOf(*a, old_id)[offers - 1].assignment;
+    a->Send(full);
+    if (offers == 1) {  // dashboards see why requests queue
+      EXPECT_TRUE(testing::WaitFor([&] { return Metric("bmad_coordinator_replica_full{replica=\"a\"}") == 1.0; }, 5s));
+    }
+  }
+  std::this_thread::sleep_for(20ms);  // the last refusal is read before the new request
+  const uint64_t new_id = Submit("new");
+  // `held` ends: its slot is `old`'s, then `new` comes.
+  proto::TokenChunk last;
+  last.request_id = held;
+  last.assignment = AssignsOf(*a, held)[0].assignment;
+  last.token_offset = 0;
+  last.finish_reason = proto::FinishReason::kLength;
+  a->Send(last);
+  ASSERT_TRUE(WaitForAssigns(*a, new_id, 1));
+  std::vector<uint64_t> order;
+  for (const proto::Message& m : a->received()) {
+    const auto* offer = std::get_if<proto::Assign>(&m);
+    if (offer != nullptr && offer->request_id != held) order.push_back(offer->request_id);
+  }
+  EXPECT_EQ(order, (std::vector<uint64_t>{old_id, old_id, old_id, old_id, old_id, old_id, new_id}));
 }
 
 TEST_F(ReplicaRefusalTest, ALongTailRequestOfferedManyTimesCountsOnce) {

@@ -1,0 +1,95 @@
+// The coordinator's request table: admission bounds per priority class, and the queue's order
+// (the order the replicas' scheduler admits: by arrival, or by priority aged with waiting).
+#include "coordinator/server/request_table.h"
+
+#include <memory>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace bmad::coord {
+namespace {
+
+constexpr int64_t kSecond = 1'000'000'000;
+
+class RequestTableTest : public ::testing::Test {
+ protected:
+  // A queued request of `priority` that arrived at `arrival_s` seconds; its id.
+  uint64_t Add(RequestTable& table, int32_t priority, double arrival_s) {
+    auto r = std::make_unique<CoordRequest>();
+    r->id = table.NextId();
+    r->priority = priority;
+    r->arrival_ns = static_cast<int64_t>(arrival_s * double(kSecond));
+    Result<CoordRequest*> admitted = table.Admit(std::move(r));
+    EXPECT_TRUE(admitted.ok()) << admitted.status().ToString();
+    return admitted.ok() ? (*admitted)->id : 0;
+  }
+  static std::vector<uint64_t> Order(RequestTable& table) {
+    std::vector<uint64_t> ids;
+    for (const CoordRequest* r : table.Queued()) ids.push_back(r->id);
+    return ids;
+  }
+};
+
+TEST_F(RequestTableTest, ByArrivalIgnoresPriorityAndARequestBackFromAReplicaKeepsItsPlace) {
+  RequestTable table(/*max_per_priority=*/10, /*priority_classes=*/3);  // fcfs / static replicas
+  const uint64_t a = Add(table, 2, 100.0);
+  const uint64_t b = Add(table, 0, 100.5);
+  const uint64_t c = Add(table, 1, 99.0);  // came in earlier through a slower front door
+  EXPECT_EQ(Order(table), (std::vector<uint64_t>{c, a, b}));
+  EXPECT_EQ(table.queued(), 3u);
+  // c goes to a replica, which refuses it: back in front.
+  table.SetState(table.Find(c), RequestState::kDispatched);
+  EXPECT_EQ(Order(table), (std::vector<uint64_t>{a, b}));
+  table.SetState(table.Find(c), RequestState::kDispatched);  // no change
+  EXPECT_EQ(table.queued(), 2u);
+  table.SetState(table.Find(c), RequestState::kQueued);
+  EXPECT_EQ(Order(table), (std::vector<uint64_t>{c, a, b}));
+  // Streaming, then removed: out of the queue; removing a queued one takes it out too.
+  table.SetState(table.Find(a), RequestState::kDispatched);
+  table.SetState(table.Find(a), RequestState::kStreaming);
+  table.Remove(a);
+  table.Remove(b);
+  EXPECT_EQ(Order(table), (std::vector<uint64_t>{c}));
+  EXPECT_EQ(table.size(), 1u);
+  EXPECT_EQ(table.in_class(0), 0);
+  EXPECT_EQ(table.in_class(1), 1);
+}
+
+TEST_F(RequestTableTest, ByPriorityAWaitingSecondIsWorthPriorityDecayOfAClass) {
+  RequestTable table(10, 3, /*by_priority=*/true, /*priority_decay=*/1.0);
+  const uint64_t low_old = Add(table, 2, 7.0);      // class 2, waited 3 s more than urgent_new
+  const uint64_t urgent_new = Add(table, 0, 10.0);
+  const uint64_t low_recent = Add(table, 2, 9.0);   // waited 1 s more: class 0 still goes first
+  const uint64_t normal = Add(table, 1, 10.0);      // level with low_recent, which came first
+  const uint64_t urgent_tie = Add(table, 0, 10.0);  // ties go by arrival, then by id
+  // Keys (class + arrival seconds): 9, 10, 11, 11, 10.
+  EXPECT_EQ(Order(table), (std::vector<uint64_t>{low_old, urgent_new, urgent_tie, low_recent, normal}));
+}
+
+TEST_F(RequestTableTest, ByPriorityWithoutAgingIsClassThenArrival) {
+  RequestTable table(10, 3, /*by_priority=*/true, /*priority_decay=*/0.0);
+  const uint64_t low_old = Add(table, 2, 1.0);
+  const uint64_t urgent = Add(table, 0, 500.0);
+  const uint64_t normal_late = Add(table, 1, 400.0);
+  const uint64_t normal_early = Add(table, 1, 300.0);
+  EXPECT_EQ(Order(table), (std::vector<uint64_t>{urgent, normal_early, normal_late, low_old}));
+}
+
+TEST_F(RequestTableTest, AdmissionIsBoundedPerClass) {
+  RequestTable table(/*max_per_priority=*/2, /*priority_classes=*/2);
+  Add(table, 0, 1.0);
+  Add(table, 0, 2.0);
+  EXPECT_EQ(table.CheckRoom(0, 1).code(), StatusCode::kResourceExhausted);
+  EXPECT_TRUE(table.CheckRoom(1, 2).ok());
+  EXPECT_EQ(table.CheckRoom(1, 3).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(table.CheckRoom(2, 1).code(), StatusCode::kInvalidArgument);
+  auto r = std::make_unique<CoordRequest>();
+  r->id = table.NextId();
+  r->priority = 0;
+  EXPECT_EQ(table.Admit(std::move(r)).status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(table.queued(), 2u);  // the refused one never entered the queue
+}
+
+}  // namespace
+}  // namespace bmad::coord
