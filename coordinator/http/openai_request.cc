@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "coordinator/http/json_fields.h"
+#include "coordinator/http/output_constraint_fields.h"
 
 namespace bmad::http {
 namespace {
@@ -463,123 +464,6 @@ Status ReadChoiceShape(const JsonFields& body, bool chat, CompletionRequest& req
   return Status::Ok();
 }
 
-// OpenAI's json_schema response format: {"name": ..., "description": ..., "schema": {...},
-// "strict": ...}. The schema is always enforced (strict or not); which keywords are is
-// sampling::JsonSchema's business, checked with the other sampling parameters.
-Status ReadJsonSchemaFormat(const Json& format, CompletionRequest& request) {
-  const auto spec = format.find("json_schema");
-  if (spec == format.end() || !spec->is_object()) {
-    return InvalidArgument("'response_format.json_schema' must be an object holding the schema "
-                           "under \"schema\"");
-  }
-  const JsonFields fields(*spec, "response_format.json_schema.");
-  BMAD_RETURN_IF_ERROR(fields.String("name").status());
-  BMAD_RETURN_IF_ERROR(fields.String("description").status());
-  BMAD_RETURN_IF_ERROR(fields.Bool("strict").status());
-  const Json* schema = fields.Find("schema");
-  if (schema == nullptr) return InvalidArgument("'response_format.json_schema.schema' is required");
-  if (!schema->is_object() && !schema->is_boolean()) {
-    return MustBe("response_format.json_schema.schema", "an object or a boolean (a JSON Schema)", *schema);
-  }
-  request.sampling.response_format = proto::ResponseFormat::kJsonSchema;
-  request.sampling.json_schema = schema->dump();
-  return Status::Ok();
-}
-
-// A guided_choice choice as a regular expression (RegexNfa's syntax) matching it literally:
-// ASCII punctuation and spaces escaped, letters, digits and other characters as they are.
-std::string LiteralPattern(std::string_view text) {
-  std::string pattern;
-  for (const char c : text) {
-    const auto b = static_cast<unsigned char>(c);
-    if (b < 0x80 && !std::isalnum(b)) pattern += '\\';
-    pattern += c;
-  }
-  return pattern;
-}
-
-// Which field a kRegex constraint came in: a non-empty guided_regex, else guided_choice.
-std::string_view RegexField(const JsonFields& body) {
-  const Json* regex = body.Find("guided_regex");
-  return regex != nullptr && regex->is_string() && !regex->get_ref<const std::string&>().empty() ? "guided_regex"
-                                                                                                  : "guided_choice";
-}
-
-// vLLM's guided_regex (a pattern the whole output matches) and guided_choice (the output is one
-// of the strings), both held by a regex (ResponseFormat kRegex).
-Status ReadGuidedRegex(const JsonFields& body, CompletionRequest& request) {
-  // Empty values ask for nothing, as null does (clients that always send the fields pass).
-  BMAD_ASSIGN_OR_RETURN(std::optional<std::string> regex, body.String("guided_regex"));
-  if (regex && regex->empty()) regex.reset();
-  const Json* choice = body.Find("guided_choice");
-  if (choice != nullptr && choice->is_array() && choice->empty()) choice = nullptr;
-  if (regex && choice != nullptr) return InvalidArgument("'guided_regex' and 'guided_choice' cannot both be given");
-  if (regex) {
-    request.sampling.response_format = proto::ResponseFormat::kRegex;
-    request.sampling.regex = *regex;
-    return Status::Ok();
-  }
-  if (choice == nullptr) return Status::Ok();
-  if (!choice->is_array()) return MustBe("guided_choice", "an array of strings", *choice);
-  std::string pattern;
-  for (size_t i = 0; i < choice->size(); ++i) {
-    const Json& option = (*choice)[i];
-    if (!option.is_string()) return MustBe("guided_choice[" + Count(i) + "]", "a string", option);
-    if (i > 0) pattern += '|';
-    pattern += LiteralPattern(option.get_ref<const std::string&>());
-  }
-  request.sampling.response_format = proto::ResponseFormat::kRegex;
-  request.sampling.regex = std::move(pattern);
-  return Status::Ok();
-}
-
-// OpenAI's response_format: {"type": "text"}, {"type": "json_object"} or {"type":
-// "json_schema", "json_schema": {...}}; vLLM's guided_json (a schema, or its JSON text),
-// guided_regex and guided_choice: one of them at most.
-Status ReadResponseFormat(const JsonFields& body, CompletionRequest& request) {
-  BMAD_RETURN_IF_ERROR(ReadGuidedRegex(body, request));
-  const bool guided_regex = request.sampling.response_format == proto::ResponseFormat::kRegex;
-  const Json* guided = body.Find("guided_json");
-  if (guided != nullptr && guided_regex) {
-    return InvalidArgument("'guided_json' cannot be used with " +
-                           Quoted(RegexField(body)) +
-                           ": give one constraint");
-  }
-  if (guided != nullptr) {
-    if (guided->is_string()) {
-      request.sampling.json_schema = guided->get<std::string>();
-    } else if (guided->is_object() || guided->is_boolean()) {
-      request.sampling.json_schema = guided->dump();
-    } else {
-      return MustBe("guided_json", "a JSON Schema (an object, or its JSON text)", *guided);
-    }
-    request.sampling.response_format = proto::ResponseFormat::kJsonSchema;
-  }
-  const Json* format = body.Find("response_format");
-  if (format == nullptr || format->is_null()) return Status::Ok();
-  if (!format->is_object()) return MustBe("response_format", "an object", *format);
-  const auto type = format->find("type");
-  if (type == format->end()) {
-    return InvalidArgument("'response_format.type' is required: \"text\", \"json_object\" or \"json_schema\"");
-  }
-  if (*type == "text") return Status::Ok();
-  if (guided_regex) {
-    return InvalidArgument(Quoted(RegexField(body)) +
-                           " cannot be used with a 'response_format' other than \"text\": give one constraint");
-  }
-  if (guided != nullptr) {
-    return InvalidArgument("'guided_json' cannot be used with a 'response_format' other than "
-                           "\"text\": give the schema once");
-  }
-  if (*type == "json_object") {
-    request.sampling.response_format = proto::ResponseFormat::kJsonObject;
-    return Status::Ok();
-  }
-  if (*type == "json_schema") return ReadJsonSchemaFormat(*format, request);
-  return InvalidArgument("'response_format' of type " + internal::DescribeJsonValue(*type) +
-                         " is not supported; \"text\", \"json_object\" and \"json_schema\" are");
-}
-
 Status ReadSchedulingHints(const JsonFields& body, const RequestLimits& limits,
                            CompletionRequest& request) {
   const int64_t last_class = std::max<int64_t>(limits.priority_classes, 1) - 1;
@@ -632,7 +516,7 @@ Status RejectUnsupported(const JsonFields& body, bool chat) {
     return v.is_null() || ((v.is_object() || v.is_array()) && v.empty()) ||
            (v.is_string() && v.get_ref<const std::string&>().empty());
   };
-  for (const std::string_view key : {"guided_grammar", "guided_whitespace_pattern", "structured_outputs", "chat_template",
+  for (const std::string_view key : {"guided_grammar", "guided_whitespace_pattern", "chat_template",
                                      "chat_template_kwargs", "prompt_logprobs", "logits_processors",
                                      "prompt_embeds", "documents"}) {
     if (const Json* value = body.Find(key); value != nullptr && !neutral(*value)) {
@@ -718,7 +602,7 @@ Result<CompletionRequest> ReadRequest(const Json& json, bool chat, const Request
   BMAD_RETURN_IF_ERROR(ReadChoiceShape(body, chat, request));
   BMAD_RETURN_IF_ERROR(ReadStreaming(body, request));
   BMAD_RETURN_IF_ERROR(ReadSchedulingHints(body, limits, request));
-  BMAD_RETURN_IF_ERROR(ReadResponseFormat(body, request));
+  BMAD_ASSIGN_OR_RETURN(const std::string constraint_field, internal::ReadOutputConstraint(body, request.sampling));
   BMAD_RETURN_IF_ERROR(RejectUnsupported(body, chat));
   // Read by nothing here (OpenAI's end-user id for abuse monitoring), but typed as OpenAI and
   // vLLM type it: a client sending a number learns it now, not from another server later.
@@ -730,12 +614,9 @@ Result<CompletionRequest> ReadRequest(const Json& json, bool chat, const Request
   if (worker_view.max_tokens == 0) {  // filled in by the coordinator, which checks min_tokens
     worker_view.max_tokens = std::max<uint32_t>(1, worker_view.min_tokens);
   }
-  // A schema's error names the field it came in.
-  BMAD_RETURN_IF_ERROR(sampling::ValidateSamplingParams(
-      worker_view, std::numeric_limits<int32_t>::max(),
-      request.sampling.response_format == proto::ResponseFormat::kRegex ? RegexField(body)
-      : body.Find("guided_json") != nullptr                            ? "guided_json"
-                                                                       : "response_format.json_schema.schema"));
+  // A schema's or a pattern's error names the field it came in.
+  BMAD_RETURN_IF_ERROR(sampling::ValidateSamplingParams(worker_view, std::numeric_limits<int32_t>::max(),
+                                                        constraint_field));
   return request;
 }
 

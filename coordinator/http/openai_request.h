@@ -54,11 +54,12 @@
 //                      (one JSON value the schema allows; name, description and strict are
 //                      checked for type and otherwise ignored: the schema is always
 //                      enforced); neither min_tokens nor ignore_eos with either
-//   guided_json        vLLM's: a JSON Schema (object, or its JSON text), as json_schema
-//   guided_regex       vLLM's: a regular expression (sampling::RegexNfa's syntax) the whole
-//                      output matches; guided_choice: a non-empty array of strings, the output
-//                      one of them (their alternation, escaped). One of response_format (other
-//                      than text), guided_json, guided_regex and guided_choice at most
+//   structured_outputs vLLM's: {"json": a JSON Schema (object, or its JSON text)},
+//                      {"regex": a regular expression (sampling::RegexNfa's syntax) the whole
+//                      output matches}, {"choice": a non-empty array of strings, the output one
+//                      of them} or {"json_object": true}; guided_json, guided_regex and
+//                      guided_choice are vLLM's older names. One constraint at most among
+//                      these and response_format (see output_constraint_fields.h)
 //   priority           bmad: integer class in [0, limits.priority_classes), 0 most urgent
 //   slo_ms             bmad: latency objective in milliseconds, integer >= 0 (0: none)
 //   truncate_prompt_tokens  vLLM's: -1 or an integer in [1, limits.max_model_len]; the
@@ -73,7 +74,7 @@
 // (other than "none"); so are vLLM's extensions that would change the output or its form:
 // use_beam_search, continue_final_message and chat's echo (true),
 // skip_special_tokens and spaces_between_special_tokens (false), guided_grammar and
-// guided_whitespace_pattern, structured_outputs, chat_template, chat_template_kwargs,
+// guided_whitespace_pattern (and their structured_outputs forms), chat_template, chat_template_kwargs,
 // prompt_logprobs, logits_processors, prompt_embeds and documents, and
 // OpenAI's audio, web_search_options, reasoning_effort and prediction (anything but null or
 // empty), and modalities other than ["text"].

@@ -1,10 +1,11 @@
-// vLLM's guided_regex and guided_choice end to end, on a local cluster (bmad-coordinator and a
+// vLLM's guided_regex and guided_choice (and their structured_outputs forms) end to end, on a local cluster (bmad-coordinator and a
 // bmad-worker replica under mpirun, 127.0.0.1, stories260K): every output, greedy or sampled,
 // whole or streamed, is one of the choices or a whole match of the pattern, and what cannot
 // be served is refused by name.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <cctype>
 #include <regex>
 #include <set>
 #include <string>
@@ -58,6 +59,18 @@ TEST(OpenAiGuidedTest, ChoicesAndPatternsHoldEveryOutput) {
   ASSERT_EQ(r.status, 200) << r.body;
   const std::string content = json::parse(r.body)["choices"][0]["message"]["content"];
   EXPECT_TRUE(content == "yes" || content == "no") << content;
+  // The same through vLLM's newer structured_outputs: a choice, a pattern and a schema.
+  chat.erase("guided_choice");
+  chat["structured_outputs"] = {{"choice", {"yes", "no"}}};
+  EXPECT_EQ(json::parse(Post(port, "/v1/chat/completions", chat.dump()).body)["choices"][0]["message"]["content"],
+            content);
+  json structured = Completion("Once upon a time", 24, /*stream=*/false);
+  structured["structured_outputs"] = {{"regex", pattern}};
+  EXPECT_EQ(Answer(port, structured).text, whole);
+  structured["structured_outputs"] = {{"json", {{"type", "integer"}, {"minimum", 10}, {"maximum", 99}}}};
+  const CompletionAnswer number = Answer(port, structured);
+  ASSERT_EQ(number.text.size(), 2u) << number.text;
+  EXPECT_TRUE(std::isdigit(static_cast<unsigned char>(number.text[0])) && number.text[0] != '0') << number.text;
 
   // Refused, named: a pattern outside the syntax, and two constraints at once.
   body = Completion("Once upon a time", 8, false);
@@ -66,6 +79,12 @@ TEST(OpenAiGuidedTest, ChoicesAndPatternsHoldEveryOutput) {
   EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_EQ(json::parse(r.body)["error"]["param"], "guided_regex") << r.body;
   EXPECT_NE(r.body.find("backreference"), std::string::npos) << r.body;
+  body.erase("guided_regex");
+  body["structured_outputs"] = {{"regex", "(a)\\1"}};
+  r = Post(port, "/v1/completions", body.dump());
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(json::parse(r.body)["error"]["param"], "structured_outputs.regex") << r.body;
+  body.erase("structured_outputs");
   body["guided_regex"] = "[^\\s\\S]";  // no text at all
   r = Post(port, "/v1/completions", body.dump());
   EXPECT_EQ(r.status, 400) << r.body;

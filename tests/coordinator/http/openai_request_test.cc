@@ -579,7 +579,7 @@ TEST(ParseCompletionRequest, RejectsBadMessages) {
       {R"({"prompt": "x", "guided_choice": ["a", 2]})", false, {"'guided_choice[1]' must be a string"}},
       {R"({"prompt": "x", "guided_choice": "a"})", false, {"'guided_choice' must be an array of strings"}},
       {R"({"prompt": "x", "guided_regex": "a**"})", false, {"'guided_regex': the pattern repeats a repeat"}},
-      {R"({"prompt": "x", "guided_regex": "a", "guided_choice": ["a"]})", false, {"cannot both be given"}},
+      {R"({"prompt": "x", "guided_regex": "a", "guided_choice": ["a"]})", false, {"'guided_choice' cannot be used with 'guided_regex': give one constraint"}},
       {R"({"prompt": "x", "guided_regex": "a", "guided_json": {}})", false, {"'guided_json' cannot be used with 'guided_regex'"}},
       {R"({"prompt": "x", "guided_choice": ["a"], "response_format": {"type": "json_object"}})",
        false,

@@ -1,6 +1,6 @@
 // vLLM's request extensions that change the prompt, the output or the stream's usage:
 // truncate_prompt_tokens, stream_options.continuous_usage_stats, allowed_token_ids and
-// bad_words, guided_regex and guided_choice.
+// bad_words, guided_regex and guided_choice, structured_outputs.
 #include "coordinator/http/openai_request.h"
 
 #include <string>
@@ -92,6 +92,75 @@ TEST(ParseCompletionRequest, GuidedRegexAndChoiceBecomeARegex) {
   const CompletionRequest neutral =
       Ok(ParseCompletionRequest(R"({"prompt": "x", "guided_regex": "", "guided_choice": []})", false, TestLimits()));
   EXPECT_EQ(neutral.sampling.response_format, proto::ResponseFormat::kText);
+}
+
+// vLLM's structured_outputs (the guided_* fields' replacement since its v0.12): each constraint
+// becomes what its older name or response_format gives, and the schema's or pattern's errors
+// name the field it came in.
+TEST(ParseCompletionRequest, StructuredOutputsNameTheSameConstraints) {
+  const CompletionRequest json = Ok(ParseCompletionRequest(
+      R"({"prompt": "x", "structured_outputs": {"json": {"type": "integer"}, "disable_fallback": true}})", false,
+      TestLimits()));
+  EXPECT_EQ(json.sampling.response_format, proto::ResponseFormat::kJsonSchema);
+  EXPECT_EQ(json.sampling.json_schema, R"({"type":"integer"})");
+  const CompletionRequest text_schema = Ok(ParseCompletionRequest(
+      R"({"prompt": "x", "structured_outputs": {"json": "{\"type\": \"boolean\"}"}})", false, TestLimits()));
+  EXPECT_EQ(text_schema.sampling.json_schema, R"({"type": "boolean"})");
+  const CompletionRequest regex = Ok(ParseCompletionRequest(
+      R"({"messages": [{"role": "user", "content": "x"}], "structured_outputs": {"regex": "[0-9]{3}", "disable_any_whitespace": false}})",
+      true, TestLimits()));
+  EXPECT_EQ(regex.sampling.response_format, proto::ResponseFormat::kRegex);
+  EXPECT_EQ(regex.sampling.regex, "[0-9]{3}");
+  const CompletionRequest choice = Ok(ParseCompletionRequest(
+      R"({"prompt": "x", "structured_outputs": {"choice": ["a.b", "c"], "whitespace_pattern": null}})", false,
+      TestLimits()));
+  EXPECT_EQ(choice.sampling.regex, "a\\.b|c");
+  const CompletionRequest object = Ok(ParseCompletionRequest(
+      R"({"prompt": "x", "structured_outputs": {"json_object": true}, "response_format": {"type": "text"}})", false,
+      TestLimits()));
+  EXPECT_EQ(object.sampling.response_format, proto::ResponseFormat::kJsonObject);
+  // Empty values, and json_object false, ask for nothing.
+  for (const std::string empty : {R"({})", R"({"regex": "", "choice": [], "json_object": false})", "null"}) {
+    const CompletionRequest none =
+        Ok(ParseCompletionRequest(R"({"prompt": "x", "structured_outputs": )" + empty + "}", false, TestLimits()));
+    EXPECT_EQ(none.sampling.response_format, proto::ResponseFormat::kText) << empty;
+  }
+  ExpectRejected({
+      {R"({"prompt": "x", "structured_outputs": {"regex": "a", "choice": ["a"]}})", false,
+       {"'structured_outputs.choice' cannot be used with 'structured_outputs.regex': give one constraint"}},
+      {R"({"prompt": "x", "guided_json": {}, "structured_outputs": {"json": {}}})", false,
+       {"'structured_outputs.json' cannot be used with 'guided_json'"}},
+      {R"({"prompt": "x", "structured_outputs": {"json_object": true}, "response_format": {"type": "json_object"}})",
+       false, {"'structured_outputs.json_object' cannot be used with a 'response_format' other than \"text\""}},
+      {R"({"prompt": "x", "structured_outputs": {"regex": "a**"}})", false,
+       {"'structured_outputs.regex': the pattern repeats a repeat"}},
+      {R"({"prompt": "x", "structured_outputs": {"json": {"type": "integer", "multipleOf": 3}}})", false,
+       {"'structured_outputs.json'", "multipleOf"}},
+      {R"({"prompt": "x", "structured_outputs": {"json": 5}})", false,
+       {"'structured_outputs.json' must be a JSON Schema (an object, or its JSON text), got 5"}},
+      {R"({"prompt": "x", "structured_outputs": {"choice": ["a", 1]}})", false,
+       {"'structured_outputs.choice[1]' must be a string, got 1"}},
+      {R"({"prompt": "x", "structured_outputs": {"regex": 7}})", false, {"'structured_outputs.regex' must be a string"}},
+      {R"({"prompt": "x", "structured_outputs": {"json_object": "yes"}})", false,
+       {"'structured_outputs.json_object' must be a boolean"}},
+      {R"({"prompt": "x", "structured_outputs": "json"})", false, {"'structured_outputs' must be an object"}},
+      {R"({"prompt": "x", "structured_outputs": {"grammar": "root ::= \"a\""}})", false,
+       {"'structured_outputs.grammar' is not supported"}},
+      {R"({"prompt": "x", "structured_outputs": {"structural_tag": "{}"}})", false,
+       {"'structured_outputs.structural_tag' is not supported"}},
+      {R"({"prompt": "x", "structured_outputs": {"json": {}, "whitespace_pattern": " ?"}})", false,
+       {"'structured_outputs.whitespace_pattern' is not supported"}},
+      {R"({"prompt": "x", "structured_outputs": {"json": {}, "disable_any_whitespace": true}})", false,
+       {"'structured_outputs.disable_any_whitespace' is not supported except as false"}},
+      {R"({"prompt": "x", "structured_outputs": {"json": {}, "disable_additional_properties": true}})", false,
+       {"'structured_outputs.disable_additional_properties' is not supported except as false"}},
+      {R"({"prompt": "x", "structured_outputs": {"json": {}, "disable_fallback": 1}})", false,
+       {"'structured_outputs.disable_fallback' must be a boolean"}},
+      {R"({"prompt": "x", "structured_outputs": {"regexp": "a"}})", false,
+       {"'structured_outputs.regexp' is not a structured_outputs field"}},
+      {R"({"prompt": "x", "structured_outputs": {"regex": "a"}, "min_tokens": 2})", false,
+       {"'min_tokens' cannot be used with response_format \"regex\""}},
+  });
 }
 
 }  // namespace
