@@ -187,7 +187,9 @@ class CoordinatorServer::Core {
   // Counts a request as finished with `outcome` (ok, cancelled, error) and takes it off its
   // replica's in-flight count. Done before its client is told, so that a client reading
   // /metrics after its answer finds the request counted; the caller then removes it.
-  void CountFinished(const CoordRequest& r, const std::string& outcome);
+  void CountFinished(CoordRequest& r, const std::string& outcome);
+  // Observes the request's wait in the queue (arrival to `left_queue_ns`), once.
+  void CountQueueWait(CoordRequest& r, int64_t left_queue_ns);
   // Counts `requests` answered with `why` instead of being accepted: in requests_total and in
   // rejections_total by reason (overloaded, unavailable, invalid), or, when their client
   // cancelled them first (kCancelled), in requests_finished_total{status="cancelled"}.

@@ -29,6 +29,12 @@ CoordinatorMetrics::CoordinatorMetrics(metrics::Registry& r)
       e2e_latency(r.GetHistogram("bmad_coordinator_e2e_request_latency_seconds",
                                  "From arrival to the end of the request.",
                                  metrics::LatencySecondsBuckets())),
+      queue_wait(r.GetHistogram("bmad_coordinator_queue_wait_seconds",
+                                "From arrival to the assignment its first token came from: the time "
+                                "in the coordinator's queue, refusals included. A request that ends "
+                                "without a token counts its wait up to its last assignment (or its "
+                                "end, if it never left the queue).",
+                                metrics::LatencySecondsBuckets())),
       routing_seconds(r.GetHistogram("bmad_coordinator_routing_seconds",
                                      "Time to pick a replica for a request (picks that found one).",
                                      metrics::DecisionSecondsBuckets())),

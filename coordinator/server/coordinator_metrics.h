@@ -42,6 +42,7 @@ class CoordinatorMetrics {
   metrics::Histogram& time_to_first_token;
   metrics::Histogram& inter_token_latency;
   metrics::Histogram& e2e_latency;
+  metrics::Histogram& queue_wait;
   metrics::Histogram& routing_seconds;
   // Rejected("unauthenticated"), which HTTP handler threads count too.
   metrics::Counter* rejected_unauthenticated = nullptr;

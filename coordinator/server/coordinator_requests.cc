@@ -463,6 +463,7 @@ void CoordinatorServer::Core::OnChunk(const std::string& replica_id, proto::Toke
     if (r->first_token_ns == 0) {
       r->first_token_ns = now;
       metrics_->time_to_first_token.Observe(double(now - r->arrival_ns) * 1e-9);
+      CountQueueWait(*r, r->assigned_ns);
     } else {
       metrics_->inter_token_latency.Observe(double(now - r->last_token_ns) * 1e-9);
     }
@@ -663,7 +664,14 @@ void CoordinatorServer::Core::FailAll(const Status& status) {
   }
 }
 
-void CoordinatorServer::Core::CountFinished(const CoordRequest& r, const std::string& outcome) {
+void CoordinatorServer::Core::CountQueueWait(CoordRequest& r, int64_t left_queue_ns) {
+  if (r.queue_wait_counted) return;
+  r.queue_wait_counted = true;
+  metrics_->queue_wait.Observe(double(std::max<int64_t>(left_queue_ns - r.arrival_ns, 0)) * 1e-9);
+}
+
+void CoordinatorServer::Core::CountFinished(CoordRequest& r, const std::string& outcome) {
+  CountQueueWait(r, r.state == RequestState::kQueued ? clock_.NowNanos() : r.assigned_ns);
   if (const std::string replica = AssignedReplica(r); !replica.empty()) {
     replicas_.AddInFlight(replica, -1);
     room_changed_ = true;  // a full replica takes the next queued request

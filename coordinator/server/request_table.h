@@ -57,6 +57,7 @@ struct CoordRequest {
   uint32_t refusals = 0;         // replicas that refused it as full or draining
   uint32_t losses = 0;           // times a replica lost it (TakeBackLost) since its last token
   int64_t assigned_ns = 0;       // when its latest Assign was sent
+  bool queue_wait_counted = false;  // in bmad_coordinator_queue_wait_seconds
   bool length_recorded = false;  // offered once: its prompt length is in the router's long-tail window
   // The choices of one prompt (n > 1) share this: the long-tail decision of the first of them
   // routed, which the others keep, and only that first one counts the prompt's length in the

@@ -181,6 +181,9 @@ TEST_F(ReplicaRefusalTest, ARequestEveryReplicaRefusesBacksOffAndFailsAtItsQueue
   EXPECT_GE(refused.offers, 2u);
   EXPECT_LE(refused.offers, 12u);
   EXPECT_EQ(Metric("bmad_coordinator_requests_finished_total{status=\"error\"}"), 1.0);
+  // Its whole life was a wait in the queue.
+  EXPECT_EQ(Metric("bmad_coordinator_queue_wait_seconds_count"), 1.0);
+  EXPECT_GE(Metric("bmad_coordinator_queue_wait_seconds_sum"), 1.5);
 }
 
 // A full replica's freed slot goes to the request it refused, not to a newer arrival. Each
@@ -223,6 +226,18 @@ TEST_F(ReplicaLossTest, AFullReplicasFreedSlotGoesToTheRequestItRefusedNotToANew
     if (offer != nullptr && offer->request_id != held) order.push_back(offer->request_id);
   }
   EXPECT_EQ(order, (std::vector<uint64_t>{old_id, old_id, old_id, old_id, old_id, old_id, new_id}));
+  // Queue waits: `held`'s (it ended without a token: up to its assignment), then `old`'s at its
+  // first token, from arrival to the assignment that served it (five refusals later).
+  EXPECT_TRUE(testing::WaitFor([&] { return Metric("bmad_coordinator_queue_wait_seconds_count") == 1.0; }, 5s));
+  const double held_wait = Metric("bmad_coordinator_queue_wait_seconds_sum");
+  proto::TokenChunk token;
+  token.request_id = old_id;
+  token.assignment = AssignsOf(*a, old_id).back().assignment;
+  token.token_ids = {7};
+  token.text = "x";
+  a->Send(token);
+  EXPECT_TRUE(testing::WaitFor([&] { return Metric("bmad_coordinator_queue_wait_seconds_count") == 2.0; }, 5s));
+  EXPECT_GE(Metric("bmad_coordinator_queue_wait_seconds_sum") - held_wait, 4 * 0.2) << "five offers, a probe apart";
 }
 
 TEST_F(ReplicaRefusalTest, ALongTailRequestOfferedManyTimesCountsOnce) {
