@@ -9,11 +9,11 @@
 namespace bmad::sampling {
 
 RegexConstraint::RegexConstraint(std::shared_ptr<const TokenTexts> texts, std::vector<int32_t> end_tokens,
-                                 std::shared_ptr<const RegexNfa> pattern)
+                                 std::shared_ptr<const RegexNfa> pattern, size_t max_dfa_states)
     : texts_(std::move(texts)),
       end_tokens_(std::move(end_tokens)),
       pattern_(std::move(pattern)),
-      dfa_(pattern_),
+      dfa_(pattern_, max_dfa_states),
       state_(RegexDfa::kDead),
       state_generation_(0) {
   MoveTo(dfa_.start());
@@ -76,15 +76,54 @@ bool RegexConstraint::complete() {
 
 std::vector<uint64_t> RegexConstraint::AllowedNow(size_t size) {
   std::vector<uint64_t> bits((size + 63) / 64, 0);
-  for (size_t id = 0; id < size; ++id) {
-    bool fits = false;
-    if (Ends(static_cast<int32_t>(id))) {
-      fits = dfa_.accepting(Current());
-    } else {
-      const std::string_view text = texts_->text(static_cast<int64_t>(id));
-      fits = !text.empty() && Walk(Current(), text) != RegexDfa::kDead;
+  const auto allow = [&](size_t id) { bits[id / 64] |= uint64_t{1} << (id % 64); };
+  if (dfa_.accepting(Current())) {
+    for (const int32_t id : end_tokens_) {
+      if (id >= 0 && static_cast<size_t>(id) < size) allow(static_cast<size_t>(id));
     }
-    if (fits) bits[id / 64] |= uint64_t{1} << (id % 64);
+  }
+  // Every other token by its bytes, in the order of their texts: a prefix shared with the token
+  // before is read once (path[d] is the state after the first d bytes, for depth_valid of them),
+  // and a prefix that leads nowhere passes over every token under it. A flat walk of each
+  // token's bytes cost about 1 ms on a 32,000-token vocabulary; this, a fraction (benchmarks).
+  const std::span<const int32_t> order = texts_->by_text();
+  const std::span<const uint32_t> shared = texts_->shared_prefix();
+  std::vector<int32_t>& path = walk_path_;
+  path.assign(1, Current());
+  size_t depth_valid = 0;
+  uint64_t generation = dfa_.generation();
+  for (size_t k = 0; k < order.size(); ++k) {
+    depth_valid = std::min<size_t>(depth_valid, shared[k]);
+    const int32_t id = order[k];
+    if (static_cast<size_t>(id) >= size || Ends(id)) continue;
+    const std::string_view text = texts_->sorted_text(k);
+    if (text.empty()) continue;  // control tokens: banned
+    size_t d = depth_valid;
+    int32_t state = path[d];
+    for (; d < text.size() && state != RegexDfa::kDead; ++d) {
+      const auto byte = static_cast<uint8_t>(text[d]);
+      const int32_t known = dfa_.Known(state, byte);
+      state = known != RegexDfa::kUnknown ? known : dfa_.Step(state, byte);
+      if (dfa_.generation() != generation) {
+        // The DFA started over: the states on the path mean nothing now. This token's walk
+        // goes on from where it stands (a state of the new generation); the next starts afresh.
+        state = Walk(state, text.substr(d + 1));
+        d = text.size();
+        generation = dfa_.generation();
+        path.assign(1, Current());
+        depth_valid = 0;
+        break;
+      }
+      if (path.size() <= d + 1) path.resize(d + 2);
+      path[d + 1] = state;
+      depth_valid = d + 1;
+    }
+    if (state != RegexDfa::kDead) {
+      allow(static_cast<size_t>(id));
+    } else if (depth_valid > 0 && path[depth_valid] == RegexDfa::kDead) {
+      // Its first depth_valid bytes lead nowhere: so do those of every token that shares them.
+      while (k + 1 < order.size() && shared[k + 1] >= depth_valid) ++k;
+    }
   }
   return bits;
 }

@@ -10,9 +10,9 @@
 //
 // Cost of a Mask: in a DFA state met before, one pass over a bitmap of the tokens it allows
 // (kept for up to kCachedStates states: patterns that loop, as .* and \d+ do, revisit theirs);
-// in a new one, a walk of each vocabulary token's bytes through the DFA's transitions, a table
-// lookup per byte once computed (about 1 ms for the Llama-2 vocabulary of 32,000 tokens, see
-// docs/benchmarks.md). Memory: the DFA's states (RegexDfa) and the bitmaps, a bit per token;
+// in a new one, a walk of the vocabulary's texts in sorted order through the DFA's transitions
+// (a table lookup per byte once computed), reading a prefix shared with the token before once
+// and passing over every token under a prefix that leads nowhere (docs/benchmarks.md). Memory: the DFA's states (RegexDfa) and the bitmaps, a bit per token;
 // the texts and the NFA are shared.
 //
 // Thread-safety: none; one per sequence (inside its Sampler).
@@ -34,8 +34,11 @@ namespace bmad::sampling {
 class RegexConstraint {
  public:
   // `end_tokens`: what ends the output (engine::TokensThatEnd).
+  // `max_dfa_states`: the DFA cache's bound (RegexDfa; tests set a small one).
   RegexConstraint(std::shared_ptr<const TokenTexts> texts, std::vector<int32_t> end_tokens,
-                  std::shared_ptr<const RegexNfa> pattern);
+                  std::shared_ptr<const RegexNfa> pattern, size_t max_dfa_states = RegexDfa::kMaxStates);
+  // The DFA cache's generation: how many times it started over (for tests).
+  uint64_t dfa_generation() const { return dfa_.generation(); }
 
   // Reads the output's tokens not read yet (a shorter output is read again from its start).
   // kInvalidArgument naming the token when one cannot continue towards a match, or ends the
@@ -67,6 +70,8 @@ class RegexConstraint {
   void ForgetStaleBitmaps();
 
   static constexpr size_t kCachedStates = 64;
+
+  std::vector<int32_t> walk_path_;  // AllowedNow's, kept to reuse its memory
 
   std::shared_ptr<const TokenTexts> texts_;
   std::vector<int32_t> end_tokens_;

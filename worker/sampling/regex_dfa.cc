@@ -1,10 +1,12 @@
 #include "worker/sampling/regex_dfa.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace bmad::sampling {
 
-RegexDfa::RegexDfa(std::shared_ptr<const RegexNfa> nfa) : nfa_(std::move(nfa)) {
+RegexDfa::RegexDfa(std::shared_ptr<const RegexNfa> nfa, size_t max_states)
+    : nfa_(std::move(nfa)), max_states_(std::max<size_t>(max_states, 1)) {
   start_set_ = nfa_->Closure({nfa_->start()});
   start_ = Intern(start_set_);
   start_generation_ = generation_;
@@ -31,7 +33,7 @@ int32_t RegexDfa::Intern(const std::vector<int32_t>& nfa_states) {
   if (nfa_states.empty()) return kDead;
   const auto found = ids_.find(nfa_states);
   if (found != ids_.end()) return found->second;
-  if (sets_.size() >= kMaxStates || set_ints_ + nfa_states.size() > kMaxSetInts) StartOver();
+  if (sets_.size() >= max_states_ || set_ints_ + nfa_states.size() > kMaxSetInts) StartOver();
   const auto id = static_cast<int32_t>(sets_.size());
   bool accepting = false;
   for (const int32_t i : nfa_states) {

@@ -34,7 +34,8 @@ class RegexDfa {
   static constexpr size_t kMaxStates = 2048;
   static constexpr size_t kMaxSetInts = size_t{1} << 20;
 
-  explicit RegexDfa(std::shared_ptr<const RegexNfa> nfa);
+  // `max_states`: the cache's bound (tests set a small one to make it start over).
+  explicit RegexDfa(std::shared_ptr<const RegexNfa> nfa, size_t max_states = kMaxStates);
   // Movable, not copyable: sets_ points into ids_'s keys (a move keeps the map's nodes).
   RegexDfa(const RegexDfa&) = delete;
   RegexDfa& operator=(const RegexDfa&) = delete;
@@ -64,6 +65,7 @@ class RegexDfa {
   void StartOver();
 
   std::shared_ptr<const RegexNfa> nfa_;
+  size_t max_states_;
   std::map<std::vector<int32_t>, int32_t> ids_;
   std::vector<const std::vector<int32_t>*> sets_;  // the keys of ids_, by state
   std::vector<std::array<int32_t, 256>> next_;

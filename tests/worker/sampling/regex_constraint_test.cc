@@ -47,6 +47,17 @@ std::set<int32_t> AllowedByPattern(RegexConstraint& c) {
   return allowed;
 }
 
+// The order a new state's walk takes: texts sorted as bytes (unsigned; ties by id), each with
+// the prefix it shares with the one before.
+TEST(TokenTexts, OrdersTextsAndCountsTheirSharedPrefixes) {
+  const TokenTexts texts(std::vector<std::string>{"ab", "", "abc", "b", "a\xC3\xA9", "ab", "a"});
+  const std::vector<int32_t> order(texts.by_text().begin(), texts.by_text().end());
+  EXPECT_EQ(order, (std::vector<int32_t>{1, 6, 0, 5, 2, 4, 3}));
+  const std::vector<uint32_t> shared(texts.shared_prefix().begin(), texts.shared_prefix().end());
+  EXPECT_EQ(shared, (std::vector<uint32_t>{0, 0, 1, 2, 2, 1, 0}));
+  for (size_t k = 0; k < order.size(); ++k) EXPECT_EQ(texts.sorted_text(k), texts.text(order[k])) << k;
+}
+
 TEST(RegexConstraint, AllowsWhatCanLeadToAMatchAndTheEndOnlyAfterOne) {
   RegexConstraint c = PatternConstraint("yes|no");
   EXPECT_EQ(AllowedByPattern(c), (std::set<int32_t>{3, 4, 5, 6, 7}));  // not " yes", nor the end
