@@ -60,8 +60,13 @@ int32_t RegexDfa::Step(int32_t state, uint8_t byte) {
   }
   const uint64_t before = generation_;
   const int32_t to = Intern(nfa_->Closure(moved));
-  // Kept unless the cache started over: `state` is gone then.
-  if (generation_ == before) next_[static_cast<size_t>(state)][byte] = to;
+  // Kept, for every byte of its class (they all lead there), unless the cache started over:
+  // `state` is gone then.
+  if (generation_ == before) {
+    const RegexNfa::ByteClass c = nfa_->ClassOf(byte);
+    std::fill(next_[static_cast<size_t>(state)].begin() + c.first,
+              next_[static_cast<size_t>(state)].begin() + c.last + 1, to);
+  }
   return to;
 }
 

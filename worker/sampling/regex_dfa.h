@@ -1,5 +1,6 @@
 // The DFA of a RegexNfa, built lazily: a state is a set of NFA states (RegexNfa::Closure), and
-// each (state, byte) transition is computed the first time it is taken, then kept. Holding
+// each (state, byte) transition is computed the first time it is taken, then kept for every
+// byte of its class (RegexNfa::ClassOf: [^"] has 16 classes, not 256 bytes). Holding
 // output to a pattern walks every vocabulary token's bytes from the current state at each step,
 // so the same few transitions are taken again and again: after the first steps, a walk is a
 // table lookup per byte.

@@ -436,6 +436,7 @@ class RegexCompiler {
     Patch(whole.exits, match);
     nfa->start_ = whole.start;
     MarkLive(match);
+    nfa->FindByteClasses();
     if (nfa->Closure({nfa->start_}).empty()) return InvalidArgument("the pattern matches no text");
     return std::shared_ptr<const RegexNfa>(std::move(nfa));
   }
@@ -603,6 +604,22 @@ std::vector<int32_t> RegexNfa::Closure(const std::vector<int32_t>& from) const {
   }
   std::sort(out.begin(), out.end());
   return out;
+}
+
+void RegexNfa::FindByteClasses() {
+  std::array<bool, 257> starts_class{};  // a class starts at 0, and wherever a range starts or ends
+  starts_class[0] = true;
+  for (const State& s : states_) {
+    if (s.kind != State::Kind::kRange) continue;
+    starts_class[s.lo] = true;
+    starts_class[static_cast<size_t>(s.hi) + 1] = true;
+  }
+  classes_.clear();
+  for (int b = 0; b < 256; ++b) {
+    if (starts_class[static_cast<size_t>(b)]) classes_.push_back({static_cast<uint8_t>(b), static_cast<uint8_t>(b)});
+    classes_.back().last = static_cast<uint8_t>(b);
+    class_of_[static_cast<size_t>(b)] = static_cast<uint8_t>(classes_.size() - 1);
+  }
 }
 
 }  // namespace bmad::sampling

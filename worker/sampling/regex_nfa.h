@@ -22,6 +22,7 @@
 // Thread-safety: a compiled NFA is immutable; share it.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string_view>
@@ -59,11 +60,24 @@ class RegexNfa {
   // sorted and distinct: a state of the DFA (RegexDfa).
   std::vector<int32_t> Closure(const std::vector<int32_t>& from) const;
 
+  // Byte classes: the bytes no range of the pattern tells apart (every kRange state takes all of
+  // a class or none of it), so a DFA reading one reads them all alike. `byte`'s class is the
+  // range [first, last] that holds it.
+  struct ByteClass {
+    uint8_t first = 0;
+    uint8_t last = 255;
+  };
+  ByteClass ClassOf(uint8_t byte) const { return classes_[class_of_[byte]]; }
+
  private:
   friend class RegexCompiler;
+  void FindByteClasses();
+
   std::vector<State> states_;
   int32_t start_ = -1;
   std::vector<bool> live_;
+  std::array<uint8_t, 256> class_of_{};
+  std::vector<ByteClass> classes_;
 };
 
 }  // namespace bmad::sampling

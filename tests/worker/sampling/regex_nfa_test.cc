@@ -9,6 +9,7 @@
 #include <random>
 #include <regex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "worker/sampling/regex_dfa.h"
@@ -113,6 +114,33 @@ TEST(RegexNfa, ADeadPrefixIsKnownAtOnce) {
   Result<std::shared_ptr<const RegexNfa>> done = RegexNfa::Compile("ok");
   RegexDfa finished(*done);
   EXPECT_FALSE(finished.HasNext(StateAfter(finished, "ok")));
+}
+
+// Bytes no range tells apart share a class, and the DFA reads them alike: one transition is
+// computed for the class and kept for each of its bytes.
+TEST(RegexNfa, BytesNoRangeTellsApartShareAClass) {
+  Result<std::shared_ptr<const RegexNfa>> nfa = RegexNfa::Compile("[b-d]x|e");
+  ASSERT_TRUE(nfa.ok());
+  const auto range = [&](uint8_t b) {
+    const RegexNfa::ByteClass c = (*nfa)->ClassOf(b);
+    return std::pair<int, int>(c.first, c.last);
+  };
+  EXPECT_EQ(range(0), (std::pair<int, int>(0, 'a')));
+  EXPECT_EQ(range('a'), (std::pair<int, int>(0, 'a')));
+  EXPECT_EQ(range('b'), (std::pair<int, int>('b', 'd')));
+  EXPECT_EQ(range('d'), (std::pair<int, int>('b', 'd')));
+  EXPECT_EQ(range('e'), (std::pair<int, int>('e', 'e')));
+  EXPECT_EQ(range('f'), (std::pair<int, int>('f', 'w')));
+  EXPECT_EQ(range('x'), (std::pair<int, int>('x', 'x')));
+  EXPECT_EQ(range(255), (std::pair<int, int>('y', 255)));
+  RegexDfa dfa(*nfa);
+  const int32_t start = dfa.start();
+  const int32_t after_c = dfa.Step(start, 'c');
+  EXPECT_EQ(dfa.Known(start, 'b'), after_c);  // computed once for b, c and d
+  EXPECT_EQ(dfa.Known(start, 'd'), after_c);
+  EXPECT_EQ(dfa.Known(start, 'e'), RegexDfa::kUnknown);
+  EXPECT_EQ(dfa.Step(start, 'q'), RegexDfa::kDead);
+  EXPECT_EQ(dfa.Known(start, 'f'), RegexDfa::kDead);
 }
 
 TEST(RegexNfa, ClassesAndDotsCoverWholeUtf8Characters) {
