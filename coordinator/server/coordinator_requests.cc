@@ -145,6 +145,9 @@ Result<CoordRequest*> CoordinatorServer::Core::Admit(std::unique_ptr<CoordReques
   r->http = std::move(http);
   r->queued_since_ns = clock_.NowNanos();
   if (r->arrival_ns == 0) r->arrival_ns = r->queued_since_ns;  // a front door that did not say
+  // Its first offer decides long-tail or not, for good: offered again (refused, migrated) it
+  // keeps its pool, though the window's threshold has moved meanwhile.
+  if (!r->prompt_long_tail) r->prompt_long_tail = std::make_shared<std::optional<bool>>();
   Result<CoordRequest*> admitted = requests_.Admit(std::move(r));
   if (!admitted.ok()) {
     CountRefused(admitted.status());

@@ -59,10 +59,11 @@ struct CoordRequest {
   int64_t assigned_ns = 0;       // when its latest Assign was sent
   bool queue_wait_counted = false;  // in bmad_coordinator_queue_wait_seconds
   bool length_recorded = false;  // offered once: its prompt length is in the router's long-tail window
-  // The choices of one prompt (n > 1) share this: the long-tail decision of the first of them
-  // routed, which the others keep, and only that first one counts the prompt's length in the
-  // window (n copies filled it, and moved the quantile between the choices, which then went to
-  // different pools). Null for a request of one choice.
+  // The long-tail decision of its first offer, which every later offer keeps (a refused or
+  // migrated request stays in its pool); set on admission. The choices of one prompt (n > 1)
+  // share it: the decision of the first of them routed, and only that first one counts the
+  // prompt's length in the window (n copies filled it, and moved the quantile between the
+  // choices, which then went to different pools).
   std::shared_ptr<std::optional<bool>> prompt_long_tail;
   int64_t arrival_ns = 0;
   int64_t queued_since_ns = 0;

@@ -14,9 +14,10 @@ FakeReplica::FakeReplica(zmq::context_t& context, const std::string& worker_endp
   socket_->connect(worker_endpoint);
 }
 
-bool FakeReplica::Register(uint32_t context_length) {
+bool FakeReplica::Register(uint32_t context_length, ReplicaPool pool) {
   proto::ReplicaInfo info;
   info.replica_id = replica_id_;
+  info.pool = pool;
   info.kv_blocks = 64;
   info.block_size = 16;
   info.max_seqs = 8;

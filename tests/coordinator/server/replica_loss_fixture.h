@@ -50,9 +50,11 @@ class ReplicaLossTest : public ::testing::Test {
     return std::make_unique<FakeReplica>(ctx_, server_->worker_endpoint(), id, incarnation);
   }
   // Submits a token prompt (short by default); the coordinator's request id.
-  uint64_t Submit(const std::string& client_id, size_t prompt_tokens = 3) {
+  uint64_t Submit(const std::string& client_id, size_t prompt_tokens = 3,
+                  int32_t priority = proto::Submit::kDefaultPriority) {
     proto::Submit s;
     s.client_request_id = client_id;
+    s.priority = priority;
     s.prompt_is_tokens = true;
     for (size_t i = 0; i < prompt_tokens; ++i) s.prompt_tokens.push_back(static_cast<uint32_t>(1 + i));
     s.sampling.max_tokens = 4;

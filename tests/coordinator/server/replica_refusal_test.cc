@@ -257,6 +257,54 @@ TEST_F(ReplicaRefusalTest, ALongTailRequestOfferedManyTimesCountsOnce) {
             5.0 + refused.offers);
 }
 
+// A request offered again keeps the pool its first offer chose. X (15 tokens) is normal while
+// the window holds 20-token prompts; both normal replicas refuse it; 40 urgent 2-token prompts
+// then go ahead of it (class 0), and the window's threshold drops to 2. X was offered again as
+// long-tail, to `lt`, a pool of another size of prompts; it stays normal now.
+TEST_F(ReplicaRefusalTest, ARequestOfferedAgainKeepsItsPool) {
+  auto n1 = Replica("n1");
+  auto n2 = Replica("n2");
+  auto lt = Replica("lt");
+  ASSERT_TRUE(n1->Register());
+  ASSERT_TRUE(n2->Register());
+  ASSERT_TRUE(lt->Register(512, ReplicaPool::kLongTail));
+  for (int i = 0; i < 5; ++i) Submit("twenty" + std::to_string(i), /*prompt_tokens=*/20);
+  const auto assigned = [&](FakeReplica& r, uint64_t id) {
+    r.Receive(20ms);
+    return AssignsOf(r, id).size();
+  };
+  const uint64_t x = Submit("x", /*prompt_tokens=*/15);
+  // Each normal replica refuses it once (the coordinator offers it to the other at once).
+  size_t refused = 0;
+  const auto give_up = std::chrono::steady_clock::now() + 10s;
+  size_t refused_n1 = 0, refused_n2 = 0;
+  while (refused < 2 && std::chrono::steady_clock::now() < give_up) {
+    for (auto [replica, done] : {std::pair{n1.get(), &refused_n1}, std::pair{n2.get(), &refused_n2}}) {
+      if (assigned(*replica, x) <= *done) continue;
+      proto::ErrorMessage full;
+      full.code = StatusCode::kResourceExhausted;
+      full.message = "replica queue is full (2 requests waiting)";
+      full.request_id = x;
+      full.assignment = AssignsOf(*replica, x).back().assignment;
+      replica->Send(full);
+      ++*done;
+      ++refused;
+    }
+  }
+  ASSERT_EQ(refused, 2u);
+  EXPECT_EQ(refused_n1, 1u);
+  EXPECT_EQ(refused_n2, 1u);
+  std::this_thread::sleep_for(50ms);  // both refusals are read: both replicas are full
+  for (int i = 0; i < 40; ++i) Submit("urgent" + std::to_string(i), /*prompt_tokens=*/2, /*priority=*/0);
+  // n2's queue empties: the urgent ones go first, then X, to a normal replica.
+  proto::Heartbeat room;
+  room.replica_id = "n2";
+  n2->Send(room);
+  EXPECT_TRUE(testing::WaitFor([&] { return assigned(*n1, x) + assigned(*n2, x) + assigned(*lt, x) >= 3; }, 10s));
+  EXPECT_EQ(assigned(*lt, x), 0u) << "the refused request changed pools";
+  EXPECT_EQ(assigned(*n2, x), 2u);
+}
+
 TEST_F(ReplicaRefusalTest, TheChoicesOfOneLongPromptAllGoToTheLongTail) {
   // Each choice was classified on its own, and n copies of the prompt each added its length to
   // the window: the quantile rose between the choices, so the later ones of one request went to
