@@ -170,6 +170,8 @@ struct WorkerConfig {
   int64_t arena_bytes = 0;               // 0: cpu sizes it from the model and the cache, cuda
                                          // from gpu_memory_fraction
   double gpu_memory_fraction = 0.9;      // share of free GPU memory the arena reserves
+  int64_t drain_timeout_ms = 0;          // draining longer than this, the replica stops and the
+                                         // coordinator moves what runs; 0: no bound
 };
 
 struct SchedulerConfig {

@@ -190,6 +190,11 @@ void VisitConfig(ServerConfig& c, Visitor& v) {
             I{0, 1ll << 42});
     v.Field("gpu_memory_fraction", c.worker.gpu_memory_fraction,
             "cuda: share of free GPU memory the arena reserves at start-up (KV takes the rest).", D{0.05, 0.99});
+    v.Field("drain_timeout_ms", c.worker.drain_timeout_ms,
+            "A draining replica (SIGTERM, or the coordinator's drain) finishes its running requests "
+            "for at most this long, then stops and tells the coordinator, which moves the rest to "
+            "other replicas from the tokens already streamed. 0: no bound.",
+            I{0, 86'400'000});
   });
 
   v.Section("scheduler", "Continuous batching on each replica.", [&] {

@@ -5,7 +5,8 @@
 // the free-form sections (the bmad config file, labels, scheduling, the model volume) stay open;
 // the security contexts reach the pods they are meant for, and those worker pods cannot run
 // under are refused; the pods run under their ServiceAccount, with no API token; the
-// ServiceMonitor carries the labels, interval and timeout given.
+// ServiceMonitor carries the labels, interval and timeout given; a worker's drain ends before
+// its pod is killed.
 //
 // helm comes from deploy/install-helm.sh, as for helm_chart_test.cc. Without helm this test
 // fails; it never skips.
@@ -308,6 +309,32 @@ TEST(HelmValuesTest, TheServiceMonitorCarriesItsLabelsIntervalAndTimeout) {
     EXPECT_EQ(endpoint["interval"].as<std::string>(), "30s");
     EXPECT_EQ(endpoint["scrapeTimeout"].as<std::string>(), "20s");
   }
+}
+
+// A draining worker stops before its grace period ends, so that what still runs moves to other
+// replicas instead of dying with the pod: the chart bounds the drain 15 s short of the grace
+// period unless the config says otherwise, and refuses a bound of 0 or one the period does not
+// cover.
+TEST(HelmValuesTest, AWorkersDrainEndsBeforeItsPodIsKilled) {
+  REQUIRE_HELM();
+  const auto drain_ms = [](const Rendered& r) {
+    const YAML::Node config = YAML::Load(r.Get("ConfigMap", "bmad-config")["data"]["bmad.yaml"].as<std::string>());
+    return config["worker"]["drain_timeout_ms"].as<int64_t>();
+  };
+  EXPECT_EQ(drain_ms(Render({})), 285000);  // the default grace period: 300 s
+  EXPECT_EQ(drain_ms(Render({"--set", "workers.terminationGracePeriodSeconds=60"})), 45000);
+  EXPECT_EQ(drain_ms(Render({"--set", "config.worker.drain_timeout_ms=100000"})), 100000);
+  const std::vector<std::pair<std::vector<std::string>, std::string>> refused = {
+      {{"--set", "config.worker.drain_timeout_ms=0"}, "config.worker.drain_timeout_ms 0 (no bound)"},
+      {{"--set", "config.worker.drain_timeout_ms=296000"},
+       "workers.terminationGracePeriodSeconds (300) is shorter than config.worker.drain_timeout_ms (296000 ms)"},
+  };
+  for (const auto& [values, message] : refused) {
+    const CommandResult r = Template(values);
+    EXPECT_NE(r.status, 0) << values[1];
+    EXPECT_NE(r.err.find(message), std::string::npos) << values[1] << ": " << r.err;
+  }
+  EXPECT_EQ(Template({"--set", "config.worker.drain_timeout_ms=295000"}).status, 0);
 }
 
 }  // namespace

@@ -62,6 +62,7 @@ struct WorkerServer::Impl {
   log::Throttle send_failure_log{10'000'000'000};
   int64_t last_heartbeat_ns = 0;
   int64_t last_plan_ns = 0;  // the last step or keepalive sent to the other ranks
+  int64_t draining_since_ns = 0;  // when the engine started draining (0: it is not)
   // Per request: the number of the assignment being served (echoed on its chunks and errors, so
   // the coordinator can tell it from an older copy under the same id) and the next chunk number.
   struct Served {
@@ -435,6 +436,7 @@ Status WorkerServer::Run() {
   w.SendRegister();
   w.SendHeartbeat();
   bool stopping = false;
+  bool drain_expired = false;
   Status failure;
   w.last_plan_ns = w.clock.NowNanos();
   while (true) {
@@ -455,6 +457,15 @@ Status WorkerServer::Run() {
       w.UpdateReady();
     }
     if (w.engine->draining() && !w.engine->HasWork()) break;
+    if (w.engine->draining()) {
+      if (w.draining_since_ns == 0) w.draining_since_ns = now;
+      const int64_t bound_ns = w.config.worker.drain_timeout_ms * 1'000'000;
+      if (bound_ns > 0 && now - w.draining_since_ns >= bound_ns) {
+        // Past the bound (a pod's grace period ends soon): what still runs moves, not dies.
+        drain_expired = true;
+        break;
+      }
+    }
     // Until registered, ask again every heartbeat interval (the coordinator may start later).
     if (!w.registered && now - w.last_register_ns > heartbeat_ns) w.SendRegister();
     if (now - w.last_heartbeat_ns >= heartbeat_ns) w.SendHeartbeat();
@@ -513,9 +524,12 @@ Status WorkerServer::Run() {
     w.context.close();
     return failure;
   }
-  if (w.stop_now.load() && w.engine->HasWork()) {
+  if ((w.stop_now.load() || drain_expired) && w.engine->HasWork()) {
     const size_t running = w.engine->ActiveRequestIds().size();
-    log::Warn(kLog, "stopping now, without finishing the running requests: the coordinator moves them",
+    log::Warn(kLog,
+              drain_expired ? "draining past worker.drain_timeout_ms: stopping without finishing the running "
+                              "requests, the coordinator moves them"
+                            : "stopping now, without finishing the running requests: the coordinator moves them",
               {{"replica", w.config.worker.replica_id}, {"requests", static_cast<int64_t>(running)}});
     // No final heartbeat after it: that would make the replica look live again.
     w.Send(proto::Shutdown{"replica " + w.config.worker.replica_id + " was stopped before " +

@@ -115,6 +115,15 @@ app.kubernetes.io/part-of: bmad
 {{- if lt (int .Values.coordinator.terminationGracePeriodSeconds) (add $drainS 5) -}}
 {{- fail (printf "coordinator.terminationGracePeriodSeconds (%d) is shorter than config.coordinator.drain_timeout_ms (%d s) and the 5 s a stop takes after it: the pod would be killed mid-drain; set it to at least %d" (int .Values.coordinator.terminationGracePeriodSeconds) $drainS (add $drainS 5)) -}}
 {{- end -}}
+{{- /* Likewise a worker's: its drain must end (and its requests move) before the pod is killed. */ -}}
+{{- $workerDrainMs := int (dig "worker" "drain_timeout_ms" -1 .Values.config) -}}
+{{- $workerGrace := int .Values.workers.terminationGracePeriodSeconds -}}
+{{- if eq $workerDrainMs 0 -}}
+{{- fail (printf "config.worker.drain_timeout_ms 0 (no bound) lets Kubernetes kill a draining worker at workers.terminationGracePeriodSeconds (%d s) with requests still on it (they move only once the coordinator finds it dead); leave it unset (the chart sets %d s) or bound it" $workerGrace (max 1 (sub $workerGrace 15))) -}}
+{{- end -}}
+{{- if and (gt $workerDrainMs 0) (lt $workerGrace (add (div (add $workerDrainMs 999) 1000) 5)) -}}
+{{- fail (printf "workers.terminationGracePeriodSeconds (%d) is shorter than config.worker.drain_timeout_ms (%d ms) and the 5 s a stop takes after it: the pod would be killed mid-drain" $workerGrace $workerDrainMs) -}}
+{{- end -}}
 {{- $ranks := int (include "bmad.ranks" .) -}}
 {{- $pools := include "bmad.pools" . | fromJsonArray -}}
 {{- if eq (len $pools) 0 -}}
@@ -218,6 +227,13 @@ app.kubernetes.io/part-of: bmad
 {{- /* Key by key, not mustMergeOverwrite: whether that lets an empty value (hostfile "")
      overwrite differs between Helm releases (helm/helm#9591). */ -}}
 {{- $config := deepCopy .Values.config -}}
+{{- /* A draining worker stops (its requests move to other replicas) before Kubernetes kills it at
+     the end of its grace period: by default 15 s before (at least 1 s after it began). */ -}}
+{{- $workerSection := default (dict) (get $config "worker") -}}
+{{- if not (hasKey $workerSection "drain_timeout_ms") -}}
+{{- $_ := set $workerSection "drain_timeout_ms" (mul (max 1 (sub (int .Values.workers.terminationGracePeriodSeconds) 15)) 1000) -}}
+{{- $_ := set $config "worker" $workerSection -}}
+{{- end -}}
 {{- range $section, $keys := $owned -}}
 {{- $into := default (dict) (get $config $section) -}}
 {{- range $key, $value := $keys -}}
