@@ -144,6 +144,8 @@ Result<const ReplicaState*> ReplicaRegistry::Register(const proto::Register& mes
   }
   // What it registers with is what it holds now; a full queue refuses the next Assign again.
   state.full_at.reset();
+  state.interval_budget.reset();
+  NextInterval(state, /*took_all=*/false);
   // The worker forgets the numbers it has taken when it registers; so does this side.
   state.assigned = false;
   state.first_assignment = state.last_assignment = 0;
@@ -170,8 +172,18 @@ Status ReplicaRegistry::Heartbeat(const proto::Heartbeat& message, const std::st
                     "' from a connection it did not register from");
   }
   state->info.load = Sanitized(message.load);
-  // A replica refuses only with its queue full: an empty one has room past any cap.
-  if (message.load.waiting == 0) state->full_at.reset();
+  if (message.load.waiting == 0) {
+    // A replica refuses only with its queue full: an empty one has taken every offer, and has
+    // room for what it does not run yet, and one waiting, at least. (A heartbeat can come in
+    // the middle of a step: with requests waiting it says nothing of the room.)
+    NextInterval(*state, /*took_all=*/true);
+    const uint32_t free_slots = state->info.max_seqs - std::min(message.load.running, state->info.max_seqs);
+    const uint32_t room = state->in_flight + std::max<uint32_t>(1, free_slots);
+    if (state->full_at && static_cast<int64_t>(room) > CapNow(*state)) {
+      state->full_at = room;
+      state->full_since_ms = clock_.NowMillis();
+    }
+  }
   state->active_request_ids = message.active_request_ids;
   state->last_heartbeat_ms = clock_.NowMillis();
   SetLive(*state, true);
@@ -213,17 +225,73 @@ bool ReplicaRegistry::MarkDraining(const std::string& id) {
   return true;
 }
 
-void ReplicaRegistry::MarkFull(const std::string& id) {
+OfferPosition ReplicaRegistry::Offered(const std::string& id) {
+  ReplicaState* state = Find(id);
+  if (state == nullptr) return {};
+  // An interval that stopped taking offers, and saw no progress for kFullProbeMs, ends here.
+  const bool stopped = state->refused_in_interval ||
+                       (state->interval_budget && state->offers_in_interval >= *state->interval_budget);
+  if (stopped && clock_.NowMillis() - state->interval_started_ms >= kFullProbeMs) {
+    NextInterval(*state, /*took_all=*/false);
+  }
+  return {state->interval, state->offers_in_interval++};
+}
+
+void ReplicaRegistry::MarkFull(const std::string& id, const OfferPosition& refused) {
   ReplicaState* state = Find(id);
   if (state == nullptr) return;
-  state->full_at = state->in_flight;
-  state->full_since_ms = clock_.NowMillis();
+  state->refused_in_interval = true;
+  if (refused.interval == state->interval && refused.index > 0) {
+    // The step's room is taken: an interval takes the offers made before this one.
+    state->interval_budget = std::min(state->interval_budget.value_or(refused.index), refused.index);
+    return;
+  }
+  // It holds all it can (never less than it runs, and one waiting).
+  const uint32_t runs = std::min(state->info.load.running, state->info.max_seqs);
+  const uint32_t capacity = std::max(state->in_flight, runs + 1);
+  if (!state->full_at || static_cast<int64_t>(capacity) < CapNow(*state)) {
+    state->full_at = capacity;
+    state->full_since_ms = clock_.NowMillis();
+  }
+}
+
+void ReplicaRegistry::Progressed(const std::string& id) {
+  ReplicaState* state = Find(id);
+  // Only an interval that had offers ends: the chunks of one step (one per sequence) are one
+  // sign of progress, not one each.
+  if (state != nullptr && (state->offers_in_interval > 0 || state->refused_in_interval)) {
+    NextInterval(*state, /*took_all=*/!state->refused_in_interval);
+  }
+}
+
+void ReplicaRegistry::NextInterval(ReplicaState& state, bool took_all) {
+  if (took_all && state.interval_budget && state.offers_in_interval >= *state.interval_budget) {
+    // Past the sequences it runs at once, a budget holds back nothing it could take.
+    const uint32_t doubled = *state.interval_budget * 2;
+    if (doubled > std::max<uint32_t>(state.info.max_seqs, 1)) {
+      state.interval_budget.reset();
+    } else {
+      state.interval_budget = doubled;
+    }
+  }
+  ++state.interval;
+  state.interval_started_ms = clock_.NowMillis();
+  state.offers_in_interval = 0;
+  state.refused_in_interval = false;
+}
+
+int64_t ReplicaRegistry::CapNow(const ReplicaState& state) const {
+  if (!state.full_at) return std::numeric_limits<int64_t>::max();
+  const int64_t probes = std::max<int64_t>(clock_.NowMillis() - state.full_since_ms, 0) / kFullProbeMs;
+  return static_cast<int64_t>(*state.full_at) + probes;
 }
 
 bool ReplicaRegistry::IsFull(const ReplicaState& state) const {
-  if (!state.full_at) return false;
-  const int64_t probes = std::max<int64_t>(clock_.NowMillis() - state.full_since_ms, 0) / kFullProbeMs;
-  return static_cast<int64_t>(state.in_flight) >= static_cast<int64_t>(*state.full_at) + probes;
+  if (clock_.NowMillis() - state.interval_started_ms < kFullProbeMs) {
+    if (state.refused_in_interval) return true;
+    if (state.interval_budget && state.offers_in_interval >= *state.interval_budget) return true;
+  }
+  return static_cast<int64_t>(state.in_flight) >= CapNow(state);
 }
 
 bool ReplicaRegistry::AnyTakesRequests() const {

@@ -40,6 +40,12 @@
 
 namespace bmad::coord {
 
+// Where an offer stood among the offers a replica had since its last sign of progress.
+struct OfferPosition {
+  uint64_t interval = 0;
+  uint32_t index = 0;  // 0: the first offer since
+};
+
 struct ReplicaState {
   // As registered. The registry mirrors `live`, `in_flight` and `routed_total` below into it,
   // and keeps info.load current (sanitised, from the latest heartbeat or registration), so a
@@ -56,8 +62,15 @@ struct ReplicaState {
   bool draining = false;               // it refused an assignment as draining (this process)
   bool stopped = false;                // dead because it said it stopped on purpose (until it is
                                        // live again): not down, gone
-  // Its capacity as last seen (see MarkFull): the requests it held when it last refused one as
-  // full, and when.
+  // What it takes (see Offered, MarkFull). Its intervals are the stretches between its signs of
+  // progress: numbered, with when the current one began, the offers made in it and whether it
+  // refused one; how many offers an interval takes (learned from refusals); and its capacity,
+  // the requests it held when it refused one as full, with since when that cap has stood.
+  uint64_t interval = 0;
+  int64_t interval_started_ms = 0;
+  uint32_t offers_in_interval = 0;
+  bool refused_in_interval = false;
+  std::optional<uint32_t> interval_budget;
   std::optional<uint32_t> full_at;
   int64_t full_since_ms = 0;
   // The numbers of the first and the newest Assign sent to it since it last registered (none
@@ -78,7 +91,8 @@ class ReplicaRegistry {
   static constexpr int64_t kRetentionMs = 60'000;
   // Longest replica id accepted (ids go into logs, metrics labels and routing ids).
   static constexpr size_t kMaxReplicaIdBytes = 256;
-  // A full replica's capacity rises by one this often after it refused (see MarkFull).
+  // A full replica's capacity rises by one this often after it refused, and an interval without
+  // progress ends after this long (see MarkFull).
   static constexpr int64_t kFullProbeMs = 200;
 
   // Uses config.liveness_timeout_ms (values < 1 are taken as 1). `expected_model`: when
@@ -139,15 +153,28 @@ class ReplicaRegistry {
   // The replica refused work because it is draining: it stays live (its requests finish) but is
   // offered nothing new until a new process registers under its id. True when newly marked.
   bool MarkDraining(const std::string& id);
-  // The replica refused an Assign as full (its queue at scheduler.max_waiting): call after the
-  // refused request left its in_flight. What it holds now is its capacity: it is full (views
-  // say so) while it holds that many, and takes more as they end; so a slot that frees goes to
-  // the request the coordinator offers next, oldest first, instead of to whichever offer lands
-  // first (every refused request used to back off on its own, and new arrivals won). Its room
-  // can grow without a request ending (a preempted sequence left its queue; an Assign raced a
-  // step): the capacity rises by one every kFullProbeMs after the refusal, and the cap goes
-  // once a heartbeat or registration shows its queue empty.
-  void MarkFull(const std::string& id);
+  // A replica takes offers into its queue, up to scheduler.max_waiting, and moves them into its
+  // batch only between steps. So a refusal as full says one of two things:
+  //  - the first offer since its last sign of progress, or one refused after a later sign: it
+  //    holds all it can. What it holds is its capacity (at least what it runs, by its last
+  //    heartbeat, and one waiting): it is full while it holds that many, and takes more as they
+  //    end; so a slot that frees goes to the request the coordinator offers next, oldest first,
+  //    instead of to whichever offer lands first (every refused request used to back off on its
+  //    own, and new arrivals won). The cap only comes down; the replica's room can grow without
+  //    a request ending (preempted sequences left its queue), so it rises by one every
+  //    kFullProbeMs while it stands, and a heartbeat showing an empty queue raises it to what
+  //    the replica holds plus its free sequence slots (at least one).
+  //  - a later offer in the same interval: the step's room is taken, not the replica's. An
+  //    interval takes no more offers than were made before that one (doubling again each time an
+  //    interval takes all it was given without a refusal, or a heartbeat shows an empty queue).
+  // Either way it takes nothing more until its next sign of progress (Progressed, a heartbeat
+  // with an empty queue), or kFullProbeMs without one. A registration clears all of it.
+  // Offered: call as an offer goes to the replica; its position, for MarkFull.
+  OfferPosition Offered(const std::string& id);
+  // Call after the refused request left its in_flight.
+  void MarkFull(const std::string& id, const OfferPosition& refused);
+  // The replica sent a chunk: a step ended, its waiting requests had their turn.
+  void Progressed(const std::string& id);
   bool IsFull(const ReplicaState& state) const;
   // Whether any replica would be offered a request now: live, not draining, not full.
   bool AnyTakesRequests() const;
@@ -177,6 +204,11 @@ class ReplicaRegistry {
 
  private:
   static void SetLive(ReplicaState& state, bool live);
+  // The cap with the probes since it was set (no cap: the largest value).
+  int64_t CapNow(const ReplicaState& state) const;
+  // A new interval; `took_all` when the one ending took every offer its budget allowed, which
+  // then doubles.
+  void NextInterval(ReplicaState& state, bool took_all);
 
   int64_t liveness_timeout_ms_;
   const Clock& clock_;

@@ -156,15 +156,17 @@ std::optional<size_t> Router::AffinityCandidate(std::span<const BlockHash> hashe
   return std::nullopt;
 }
 
+bool Router::LongTail(const RouteRequest& request) const {
+  if (!long_tail_) return false;
+  if (request.long_tail) return *request.long_tail;
+  const std::optional<int64_t> threshold = LongTailThreshold();
+  return threshold && std::max<int64_t>(request.prompt_tokens, 0) > *threshold;
+}
+
 Result<RouteDecision> Router::Pick(const RouteRequest& request,
                                    std::span<const ReplicaView> replicas) {
   RouteDecision decision;
-  if (long_tail_ && request.long_tail) {
-    decision.long_tail = *request.long_tail;
-  } else if (long_tail_) {
-    const std::optional<int64_t> threshold = LongTailThreshold();
-    decision.long_tail = threshold && std::max<int64_t>(request.prompt_tokens, 0) > *threshold;
-  }
+  decision.long_tail = LongTail(request);
   const CandidateSet set = SelectCandidates(decision.long_tail, replicas, &decision.pool_fallback);
   if (candidates_.empty()) return Unavailable("no live replica");
 

@@ -97,6 +97,9 @@ class Router {
   // a candidate (live, accepting, not full). Changes only the round-robin positions and the
   // random state.
   Result<RouteDecision> Pick(const RouteRequest& request, std::span<const ReplicaView> replicas);
+  // Whether Pick would take `request` for long-tail now (its own decision, when it carries one;
+  // always false with long_tail off).
+  bool LongTail(const RouteRequest& request) const;
 
   // Call once the request was dispatched to `chosen`: records the prompt length in the rolling
   // window and (with prefix affinity on) the prompt's block hashes as now cached on `chosen`.

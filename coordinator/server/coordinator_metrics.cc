@@ -99,8 +99,9 @@ metrics::Gauge& CoordinatorMetrics::ReplicaWeight(const std::string& replica) {
 
 metrics::Gauge& CoordinatorMetrics::ReplicaFull(const std::string& replica) {
   return ReplicaGauge(full_, "bmad_coordinator_replica_full",
-                      "1 while the replica holds as many requests as when it last refused one as full "
-                      "(it is offered none until one ends), else 0.",
+                      "1 while the replica is offered nothing: it refused a request as full and has not "
+                      "shown a step since, or holds all it held when it last refused one (its capacity), "
+                      "else 0.",
                       replica);
 }
 

@@ -282,6 +282,9 @@ bool CoordinatorServer::Core::Dispatch(CoordRequest* r) {
     Migrate(chosen.id);
     return true;
   }
+  const OfferPosition position = replicas_.Offered(chosen.id);
+  r->offer_interval = position.interval;
+  r->offer_index = position.index;
   if (!replica->assigned) replica->first_assignment = a.assignment;
   replica->assigned = true;
   replica->last_assignment = a.assignment;
@@ -336,13 +339,15 @@ void CoordinatorServer::Core::DispatchQueued() {
   // requests listed here.
   std::vector<uint64_t> queued;
   for (const CoordRequest* r : requests_.Queued()) queued.push_back(r->id);
-  // A request no replica can take (none live, accepting and with the context it needs) tells
-  // the same of every later one that needs as much context: those wait for the next pass
-  // without a pick each. A deep queue while every replica drains (a rolling update) cost a
-  // registry copy and a pick per request per tick, and held the event loop.
-  std::optional<int64_t> unplaceable_from;
+  // A request no replica can take (none live, accepting, with room in its pool and the context
+  // it needs) tells the same of every later one of its pool that needs as much context: those
+  // wait for the next pass without a pick each. A deep queue while every replica drains (a
+  // rolling update) cost a registry copy and a pick per request per tick, and held the event
+  // loop. Kept per pool: a full normal pool says nothing of the long-tail one.
+  std::optional<int64_t> unplaceable_from[2];
+  const auto nothing_placeable = [&] { unplaceable_from[0] = unplaceable_from[1] = 0; };
   // Every replica full, draining or dead: only deadlines to check.
-  if (!replicas_.AnyTakesRequests()) unplaceable_from = 0;
+  if (!replicas_.AnyTakesRequests()) nothing_placeable();
   for (uint64_t id : queued) {
     CoordRequest* r = requests_.Find(id);
     if (r == nullptr || r->state != RequestState::kQueued) continue;
@@ -361,12 +366,15 @@ void CoordinatorServer::Core::DispatchQueued() {
       Fail(r, Unavailable(why));
       continue;
     }
-    if (replicas_.LiveCount() == 0) unplaceable_from = 0;  // later ones' deadlines still count
+    if (replicas_.LiveCount() == 0) nothing_placeable();  // later ones' deadlines still count
     const int64_t needed = ContextNeeded(*r);
-    if (unplaceable_from && needed >= *unplaceable_from) continue;
+    const RouteRequest route{static_cast<int64_t>(r->prompt.size()), {},
+                             r->prompt_long_tail ? *r->prompt_long_tail : std::nullopt};
+    std::optional<int64_t>& pool_unplaceable = unplaceable_from[router_.LongTail(route) ? 1 : 0];
+    if (pool_unplaceable && needed >= *pool_unplaceable) continue;
     if (!Dispatch(r)) {
-      unplaceable_from = std::min(needed, unplaceable_from.value_or(needed));
-      if (!replicas_.AnyTakesRequests()) unplaceable_from = 0;  // the last room was taken
+      pool_unplaceable = std::min(needed, pool_unplaceable.value_or(needed));
+      if (!replicas_.AnyTakesRequests()) nothing_placeable();  // the last room was taken
     }
   }
 }
@@ -508,12 +516,14 @@ void CoordinatorServer::Core::OnWorkerError(const std::string& replica_id, const
     log::Info(kLog, "replica is draining; routing around it", {{"replica", replica_id}});
   }
   if (e.code == StatusCode::kResourceExhausted || e.code == StatusCode::kFailedPrecondition) {
-    // The replica is full or draining. A full one is offered no more until a request there
-    // ends (ReplicaRegistry::MarkFull). The request keeps its place in the queue and its queue
+    // The replica is full or draining. A full one is offered no more until it shows progress,
+    // and no more than it held then, or than it took in one step (ReplicaRegistry::MarkFull). The request keeps its place in the queue and its queue
     // deadline (refusals do not restart the wait), and goes to another replica at once if one
     // has room (the loop dispatches once this batch of messages is read).
     replicas_.AddInFlight(replica_id, -1);
-    if (e.code == StatusCode::kResourceExhausted) replicas_.MarkFull(replica_id);
+    if (e.code == StatusCode::kResourceExhausted) {
+      replicas_.MarkFull(replica_id, OfferPosition{r->offer_interval, r->offer_index});
+    }
     router_.Refused(r->block_hashes, replica_id);
     requests_.SetState(r, RequestState::kQueued);
     r->replica_id.clear();

@@ -57,6 +57,8 @@ struct CoordRequest {
   uint32_t refusals = 0;         // replicas that refused it as full or draining
   uint32_t losses = 0;           // times a replica lost it (TakeBackLost) since its last token
   int64_t assigned_ns = 0;       // when its latest Assign was sent
+  uint64_t offer_interval = 0;   // where its latest Assign stood among its replica's offers
+  uint32_t offer_index = 0;      //   (ReplicaRegistry::Offered)
   bool queue_wait_counted = false;  // in bmad_coordinator_queue_wait_seconds
   bool length_recorded = false;  // offered once: its prompt length is in the router's long-tail window
   // The long-tail decision of its first offer, which every later offer keeps (a refused or

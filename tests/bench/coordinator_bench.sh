@@ -12,7 +12,7 @@
 #      long requests' time to first token reported separately (bench http --report-split-at).
 #   d. overload fairness: replicas with short queues (scheduler.max_waiting 2) offered ~1.1x what
 #      they serve, the coordinator's queue timeout 5 s: how many requests fail it, and the
-#      latency tail. With --baseline-bin DIR, DIR's bmad-coordinator runs the same case first
+#      latency tail; and a replica that takes one request a step (max_waiting 1) at 3/4 load. With --baseline-bin DIR, DIR's bmad-coordinator runs the same case first
 #      (a build of an earlier commit), for a ratio measured in one run.
 #
 #   tests/bench/coordinator_bench.sh [--quick] [--only a|b|c|d]... [--model FILE] [--baseline-bin DIR]
@@ -77,7 +77,7 @@ trap 'exit 130' INT TERM
 
 log() { echo "[coordinator_bench $(date +%T)] $*" >&2; }
 raw=()   # "title|file" of every bench's text output, printed at the end
-declare -A routed_closed routed_open routed_c long_tail_c
+declare -A routed_closed routed_open routed_c long_tail_c routed_d2
 
 # start_cluster TAG MAX_RUN_S ROUTER_YAML WORKER_SPEC...
 #   WORKER_SPEC: "id pool base_ms per_seq_ms per_prefill_token_ms max_seqs"
@@ -346,11 +346,21 @@ if [[ " $ONLY " == *" d "* ]]; then
   SPEC="10 0 0 4"
   d_runs="current"
   [ -n "$BASELINE_BIN" ] && d_runs="baseline current"
+  # And one replica of 64 sequences per 50 ms step taking one request a step into its queue
+  # (max_waiting 1), at about three quarters of what it serves: refusals come from offers
+  # landing in the same step, not from a full replica.
+  D2_REQ=$((450 / SCALE))
   for which in $d_runs; do
     if [ "$which" = baseline ]; then coordinator=$BASELINE_BIN/bmad-coordinator; else coordinator=$BIN/bmad-coordinator; fi
     COORDINATOR=$coordinator QUEUE_TIMEOUT_MS=5000 MAX_WAITING=2 \
       start_cluster "d-$which" 200 "{policy: weighted, long_tail: false}" "r-0 normal $SPEC" "r-1 normal $SPEC"
     bench "d-$which" 150 --requests "$D_REQ" --rate "$D_RATE" --prompt-len 16 --output-len 32 --seed 5
+    stop_all
+    COORDINATOR=$coordinator QUEUE_TIMEOUT_MS=5000 MAX_WAITING=1 \
+      start_cluster "d2-$which" 200 "{policy: weighted, long_tail: false}" "r-0 normal 50 0 0 64"
+    bench "d2-$which" 150 --requests "$D2_REQ" --rate 15 --prompt-len 16 --output-len 32-96 --seed 1
+    routed_counts "$work/after"
+    routed_d2[$which]=$(routed_delta /dev/null "$work/after")
     stop_all
   done
   echo "## d. Overload fairness"
@@ -369,6 +379,18 @@ if [[ " $ONLY " == *" d "* ]]; then
     echo "| $which | $(j $t .succeeded) | $(j $t .failed) | $(f1 "$(j $t .output_tokens_per_s)") |" \
       "$(f1 "$(j $t .ttft_ms.p50)") | $(f1 "$(j $t .ttft_ms.p99)") | $(f1 "$(j $t .e2e_ms.p50)") |" \
       "$(f1 "$(j $t .e2e_ms.p99)") | $(f1 "$(j $t .e2e_ms.max)") |"
+  done
+  echo
+  echo "One fake replica, 64 sequences per 50 ms step, \`scheduler.max_waiting\` 1: it takes one"
+  echo "request a step into its queue. Poisson arrivals at 15 requests/s (about three quarters of what"
+  echo "it serves), $D2_REQ requests, outputs 32-96 tokens, same seed; offers = routing decisions."
+  echo
+  echo "| coordinator | succeeded | failed | TTFT p50 ms | TTFT p99 ms | e2e p99 ms | offers |"
+  echo "|---|---:|---:|---:|---:|---:|---|"
+  for which in $d_runs; do
+    t=d2-$which
+    echo "| $which | $(j $t .succeeded) | $(j $t .failed) | $(f1 "$(j $t .ttft_ms.p50)") |" \
+      "$(f1 "$(j $t .ttft_ms.p99)") | $(f1 "$(j $t .e2e_ms.p99)") | ${routed_d2[$which]} |"
   done
   echo
 fi

@@ -274,22 +274,33 @@ TEST_F(ReplicaRegistryTest, ADrainingReplicaStaysLiveButAcceptsNothingUntilANewP
   EXPECT_TRUE(registry_.Views()[0].accepting);
 }
 
-// A replica that refuses an Assign as full holds, at that moment, as many requests as it takes:
-// it is full while it holds that many, takes more as they end, and its capacity rises by one
-// every kFullProbeMs after the refusal (its room may have grown); a heartbeat showing its queue
-// empty, or a registration, lifts the cap.
-TEST_F(ReplicaRegistryTest, AReplicaThatRefusedAsFullIsFullWhileItHoldsWhatItHeldThen) {
+// The first offer since a replica's last sign of progress refused as full: it holds all it can.
+// It takes nothing more until it shows progress (a chunk; kFullProbeMs without one), and is full
+// while it holds what it held then (never fewer than it runs and one waiting), taking more as
+// they end. The cap only comes down; it rises by one every kFullProbeMs, a heartbeat showing an
+// empty queue raises it by the free sequence slots, and a registration clears it.
+TEST_F(ReplicaRegistryTest, AReplicaThatRefusesItsFirstOfferHoldsAllItCan) {
   MustRegister("a", "a/1", 1);
   MustRegister("b", "b/1", 1);
   const auto full = [&] { return registry_.Views()[0].full; };
-  ASSERT_TRUE(registry_.AddInFlight("a", 3));
-  registry_.MarkFull("a");  // refused a fourth (already taken off in_flight)
+  // Three offers taken over three steps, then a fourth refused as the first of its step.
+  for (int i = 0; i < 3; ++i) {
+    registry_.Offered("a");
+    ASSERT_TRUE(registry_.AddInFlight("a", 1));
+    registry_.Progressed("a");
+  }
+  const OfferPosition fourth = registry_.Offered("a");
+  EXPECT_EQ(fourth.index, 0u);
+  registry_.MarkFull("a", fourth);  // (the coordinator never added it to in_flight: it was refused)
   EXPECT_TRUE(full());
   EXPECT_TRUE(registry_.Views()[0].accepting);  // full is not draining
   EXPECT_FALSE(registry_.Views()[1].full);
   EXPECT_TRUE(registry_.AnyTakesRequests());  // b
-  ASSERT_TRUE(registry_.AddInFlight("a", -1));  // one ends: room for one
+  ASSERT_TRUE(registry_.AddInFlight("a", -1));  // one ends...
+  EXPECT_TRUE(full()) << "no progress yet: the step that ended it has not shown";
+  registry_.Progressed("a");  // ...and its chunk came: room for one
   EXPECT_FALSE(full());
+  registry_.Offered("a");
   ASSERT_TRUE(registry_.AddInFlight("a", +1));
   EXPECT_TRUE(full());
   // The probe: one more after 200 ms, two after 400 ms.
@@ -297,37 +308,125 @@ TEST_F(ReplicaRegistryTest, AReplicaThatRefusedAsFullIsFullWhileItHoldsWhatItHel
   EXPECT_TRUE(full());
   clock_.AdvanceMillis(1);
   EXPECT_FALSE(full());
+  registry_.Offered("a");
   ASSERT_TRUE(registry_.AddInFlight("a", +1));  // 4
   EXPECT_TRUE(full());
   clock_.AdvanceMillis(ReplicaRegistry::kFullProbeMs);
   EXPECT_FALSE(full());
-  // Refused again at 4: the capacity is 4 from now.
-  registry_.MarkFull("a");
+  // Its first offer after a chunk refused at 4, under the cap of 5: the capacity is 4 from now.
+  registry_.Progressed("a");
+  registry_.MarkFull("a", registry_.Offered("a"));
+  registry_.Progressed("a");
   EXPECT_TRUE(full());
-  clock_.AdvanceMillis(ReplicaRegistry::kFullProbeMs);
-  EXPECT_FALSE(full());
-  registry_.MarkFull("a");
-  // A heartbeat with requests waiting changes nothing; one with its queue empty lifts the cap.
-  proto::Heartbeat busy = HeartbeatMessage("a", 4);
+  // Refused again, as the first offer after the next chunk, at the same 4: the probe's clock
+  // runs on.
+  clock_.AdvanceMillis(ReplicaRegistry::kFullProbeMs / 2);
+  registry_.MarkFull("a", registry_.Offered("a"));
+  registry_.Progressed("a");
+  EXPECT_TRUE(full());
+  clock_.AdvanceMillis(ReplicaRegistry::kFullProbeMs / 2);
+  EXPECT_FALSE(full()) << "the second refusal restarted the probe";
+  // Never under what the replica runs, and one waiting: holding 1 of ours, running 3 (others',
+  // or a count behind), the cap (5) comes down to 4, not 1.
+  proto::Heartbeat busy = HeartbeatMessage("a", /*running=*/3);
   busy.load.waiting = 1;
   ASSERT_TRUE(registry_.Heartbeat(busy, "a/1").ok());
-  EXPECT_TRUE(full());
-  ASSERT_TRUE(registry_.Heartbeat(HeartbeatMessage("a", 4), "a/1").ok());
+  ASSERT_TRUE(registry_.AddInFlight("a", -3));  // 1
+  registry_.Progressed("a");
+  registry_.MarkFull("a", registry_.Offered("a"));
+  registry_.Progressed("a");
+  ASSERT_TRUE(registry_.AddInFlight("a", 2));  // 3
   EXPECT_FALSE(full());
-  // A registration lifts it too (what the process holds is what it says then).
-  registry_.MarkFull("a");
+  ASSERT_TRUE(registry_.AddInFlight("a", 1));  // 4
   EXPECT_TRUE(full());
+  ASSERT_TRUE(registry_.AddInFlight("a", 3));  // 7
+  // A heartbeat with requests waiting changes nothing; one with its queue empty raises the cap
+  // by its free sequence slots (64 less the 10 it runs).
+  ASSERT_TRUE(registry_.Heartbeat(busy, "a/1").ok());
+  EXPECT_TRUE(full());
+  ASSERT_TRUE(registry_.Heartbeat(HeartbeatMessage("a", /*running=*/10), "a/1").ok());
+  EXPECT_FALSE(full());
+  ASSERT_TRUE(registry_.AddInFlight("a", 53));  // 60
+  EXPECT_FALSE(full());
+  ASSERT_TRUE(registry_.AddInFlight("a", 1));  // 61 = 7 + 54
+  EXPECT_TRUE(full());
+  // A registration clears it (what the process holds is what it says then).
   MustRegister("a", "a/1", 1);
   EXPECT_FALSE(full());
-  // Refused while holding nothing: full until the probe.
-  registry_.MarkFull("b");
-  registry_.MarkFull("a");
+  // Refused while holding nothing: full until it shows progress (or the probe), then room for
+  // one.
+  ASSERT_TRUE(registry_.Heartbeat(HeartbeatMessage("b"), "b/1").ok());
+  registry_.MarkFull("b", registry_.Offered("b"));
+  registry_.MarkFull("a", registry_.Offered("a"));
   EXPECT_EQ(registry_.Find("b")->in_flight, 0u);
   EXPECT_TRUE(registry_.Views()[1].full);
   EXPECT_FALSE(registry_.AnyTakesRequests());
-  clock_.AdvanceMillis(ReplicaRegistry::kFullProbeMs);
+  clock_.AdvanceMillis(ReplicaRegistry::kFullProbeMs);  // no chunk ever came: the wait ends anyway
   EXPECT_TRUE(registry_.AnyTakesRequests());
-  registry_.MarkFull("nobody");  // unknown: nothing
+  EXPECT_FALSE(registry_.Views()[1].full);
+  registry_.MarkFull("nobody", {});  // unknown: nothing
+  registry_.Progressed("nobody");
+  EXPECT_EQ(registry_.Offered("nobody").index, 0u);
+}
+
+// A later offer of one interval refused: the step's room is taken, not the replica's. It takes
+// nothing more until its next sign of progress, and an interval takes no more offers than were
+// made before the refused one: twice that after an interval that took all it was given, no
+// limit once that passes its sequence slots.
+TEST_F(ReplicaRegistryTest, AReplicaThatRefusesALaterOfferOfAStepTakesThatManyAStep) {
+  MustRegister("a", "a/1", 1);
+  const auto full = [&] { return registry_.Views()[0].full; };
+  // Five offers in one step: the first two taken, the third refused (the fourth and fifth too).
+  std::vector<OfferPosition> offers;
+  for (int i = 0; i < 5; ++i) offers.push_back(registry_.Offered("a"));
+  ASSERT_TRUE(registry_.AddInFlight("a", 2));
+  registry_.MarkFull("a", offers[2]);
+  registry_.MarkFull("a", offers[4]);
+  registry_.MarkFull("a", offers[3]);
+  EXPECT_TRUE(full());
+  EXPECT_FALSE(registry_.Find("a")->full_at) << "a step's room, not a capacity";
+  // Its next step: two offers, then full until the one after.
+  registry_.Progressed("a");
+  registry_.Progressed("a");  // more chunks of the same step: still one interval
+  EXPECT_FALSE(full());
+  registry_.Offered("a");
+  EXPECT_FALSE(full());
+  registry_.Offered("a");
+  EXPECT_TRUE(full());
+  // It took both: the next interval takes four, then eight...
+  registry_.Progressed("a");
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_FALSE(full()) << i;
+    registry_.Offered("a");
+  }
+  EXPECT_TRUE(full());
+  // ...and with no chunk for kFullProbeMs, the interval ends at the next offer (which starts
+  // the next without doubling: nothing showed it took them).
+  clock_.AdvanceMillis(ReplicaRegistry::kFullProbeMs);
+  EXPECT_FALSE(full());
+  EXPECT_EQ(registry_.Offered("a").index, 0u);
+  EXPECT_EQ(registry_.Find("a")->interval_budget, 4u);
+  for (int i = 1; i < 4; ++i) registry_.Offered("a");
+  EXPECT_TRUE(full());
+  // A heartbeat showing its queue empty: it took them all; 8, 16, 32, 64 (its sequence slots),
+  // then no limit.
+  ASSERT_TRUE(registry_.Heartbeat(HeartbeatMessage("a"), "a/1").ok());
+  EXPECT_EQ(registry_.Find("a")->interval_budget, 8u);
+  for (const uint32_t budget : {8u, 16u, 32u, 64u}) {
+    EXPECT_EQ(registry_.Find("a")->interval_budget, budget);
+    for (uint32_t i = 0; i < budget; ++i) registry_.Offered("a");
+    EXPECT_TRUE(full());
+    registry_.Progressed("a");
+  }
+  EXPECT_FALSE(registry_.Find("a")->interval_budget);
+  for (int i = 0; i < 1000; ++i) registry_.Offered("a");
+  EXPECT_FALSE(full());
+  // A refusal that comes after the replica showed progress is its first offer's: it holds all
+  // it can.
+  const OfferPosition late = registry_.Offered("a");
+  registry_.Progressed("a");
+  registry_.MarkFull("a", late);
+  EXPECT_TRUE(registry_.Find("a")->full_at);
 }
 
 TEST_F(ReplicaRegistryTest, SameIncarnationKeepsInFlightAndActiveIds) {
