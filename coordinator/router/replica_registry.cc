@@ -172,11 +172,12 @@ Status ReplicaRegistry::Heartbeat(const proto::Heartbeat& message, const std::st
                     "' from a connection it did not register from");
   }
   state->info.load = Sanitized(message.load);
-  if (message.load.waiting == 0) {
-    // A replica refuses only with its queue full: an empty one has taken every offer, and has
-    // room for what it does not run yet, and one waiting, at least. (A heartbeat can come in
-    // the middle of a step: with requests waiting it says nothing of the room.)
-    NextInterval(*state, /*took_all=*/true);
+  // Every Assign sent has been read (a worker reads them between steps, and heartbeats during
+  // them too) and none waits: it has taken every offer it could, and has room for what it
+  // does not run yet, and one waiting, at least.
+  const bool read_all = !state->assigned || (message.has_last_assignment && message.last_assignment == state->last_assignment);
+  if (message.load.waiting == 0 && read_all) {
+    NextInterval(*state, /*took_all=*/!state->refused_in_interval);
     const uint32_t free_slots = state->info.max_seqs - std::min(message.load.running, state->info.max_seqs);
     const uint32_t room = state->in_flight + std::max<uint32_t>(1, free_slots);
     if (state->full_at && static_cast<int64_t>(room) > CapNow(*state)) {
@@ -240,8 +241,11 @@ OfferPosition ReplicaRegistry::Offered(const std::string& id) {
 void ReplicaRegistry::MarkFull(const std::string& id, const OfferPosition& refused) {
   ReplicaState* state = Find(id);
   if (state == nullptr) return;
-  state->refused_in_interval = true;
-  if (refused.interval == state->interval && refused.index > 0) {
+  // A worker reads what came during a step after it sends the step's chunks: a refusal of an
+  // earlier interval's offer says nothing of the offers made since, which it reads after its
+  // next step.
+  if (refused.interval == state->interval) state->refused_in_interval = true;
+  if (refused.index > 0) {
     // The step's room is taken: an interval takes the offers made before this one.
     state->interval_budget = std::min(state->interval_budget.value_or(refused.index), refused.index);
     return;

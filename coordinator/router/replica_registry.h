@@ -155,8 +155,7 @@ class ReplicaRegistry {
   bool MarkDraining(const std::string& id);
   // A replica takes offers into its queue, up to scheduler.max_waiting, and moves them into its
   // batch only between steps. So a refusal as full says one of two things:
-  //  - the first offer since its last sign of progress, or one refused after a later sign: it
-  //    holds all it can. What it holds is its capacity (at least what it runs, by its last
+  //  - the first offer since its last sign of progress: it holds all it can. What it holds is its capacity (at least what it runs, by its last
   //    heartbeat, and one waiting): it is full while it holds that many, and takes more as they
   //    end; so a slot that frees goes to the request the coordinator offers next, oldest first,
   //    instead of to whichever offer lands first (every refused request used to back off on its
@@ -164,11 +163,13 @@ class ReplicaRegistry {
   //    a request ending (preempted sequences left its queue), so it rises by one every
   //    kFullProbeMs while it stands, and a heartbeat showing an empty queue raises it to what
   //    the replica holds plus its free sequence slots (at least one).
-  //  - a later offer in the same interval: the step's room is taken, not the replica's. An
-  //    interval takes no more offers than were made before that one (doubling again each time an
-  //    interval takes all it was given without a refusal, or a heartbeat shows an empty queue).
-  // Either way it takes nothing more until its next sign of progress (Progressed, a heartbeat
-  // with an empty queue), or kFullProbeMs without one. A registration clears all of it.
+  //  - a later offer: the step's room is taken, not the replica's. An interval takes no more
+  //    offers than were made before that one in its own (doubling again each time an interval
+  //    takes all it was given without a refusal).
+  // A refusal in the current interval stops its offers until the next sign of progress
+  // (Progressed; a heartbeat that has read every Assign sent and shows an empty queue), or
+  // kFullProbeMs without one. A worker answers a step's offers after that step's chunks, so a
+  // refusal of an earlier interval's offer stops nothing. A registration clears all of it.
   // Offered: call as an offer goes to the replica; its position, for MarkFull.
   OfferPosition Offered(const std::string& id);
   // Call after the refused request left its in_flight.

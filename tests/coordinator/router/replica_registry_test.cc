@@ -421,11 +421,38 @@ TEST_F(ReplicaRegistryTest, AReplicaThatRefusesALaterOfferOfAStepTakesThatManyAS
   EXPECT_FALSE(registry_.Find("a")->interval_budget);
   for (int i = 0; i < 1000; ++i) registry_.Offered("a");
   EXPECT_FALSE(full());
-  // A refusal that comes after the replica showed progress is its first offer's: it holds all
-  // it can.
-  const OfferPosition late = registry_.Offered("a");
+  // A worker answers a step's offers after that step's chunks: a refusal that comes after the
+  // replica showed progress is read by its offer's place, and stops nothing of the interval
+  // that began since.
   registry_.Progressed("a");
-  registry_.MarkFull("a", late);
+  registry_.Offered("a");
+  const OfferPosition second = registry_.Offered("a");
+  registry_.Progressed("a");
+  registry_.MarkFull("a", second);
+  EXPECT_FALSE(registry_.Find("a")->full_at) << "a step's room, not a capacity";
+  EXPECT_EQ(registry_.Find("a")->interval_budget, 1u);
+  EXPECT_FALSE(full());
+  registry_.Offered("a");
+  EXPECT_TRUE(full());  // the budget
+  // A heartbeat sent before the worker read every Assign (one during a step) ends no interval,
+  // whatever its queue says; one that has read them all does.
+  ReplicaState* state = registry_.Find("a");
+  state->assigned = true;
+  state->last_assignment = 41;
+  proto::Heartbeat behind = HeartbeatMessage("a");
+  behind.has_last_assignment = true;
+  behind.last_assignment = 40;
+  ASSERT_TRUE(registry_.Heartbeat(behind, "a/1").ok());
+  EXPECT_TRUE(full());
+  behind.last_assignment = 41;
+  ASSERT_TRUE(registry_.Heartbeat(behind, "a/1").ok());
+  EXPECT_FALSE(full());
+  EXPECT_EQ(registry_.Find("a")->interval_budget, 2u) << "it took all it was given";
+  // The first offer since its last progress refused, answered after the next: it holds all it
+  // can.
+  const OfferPosition first = registry_.Offered("a");
+  registry_.Progressed("a");
+  registry_.MarkFull("a", first);
   EXPECT_TRUE(registry_.Find("a")->full_at);
 }
 

@@ -301,6 +301,13 @@ TEST_F(ReplicaRefusalTest, ARequestOfferedAgainKeepsItsPool) {
   proto::Heartbeat room;
   room.replica_id = "n2";
   EXPECT_TRUE(testing::WaitFor([&] {
+    n2->Receive(20ms);
+    if (const proto::Assign* newest = LastAssign(*n2)) {  // it has read every Assign sent...
+      room.has_last_assignment = true;
+      room.last_assignment = newest->assignment;
+    }
+    room.active_request_ids = n2->Assigned();  // ...and holds what it took
+    std::erase(room.active_request_ids, x);
     n2->Send(room);
     return assigned(*n1, x) + assigned(*n2, x) + assigned(*lt, x) >= 3;
   }, 10s));
