@@ -309,6 +309,25 @@ TEST(HelmValuesTest, TheServiceMonitorCarriesItsLabelsIntervalAndTimeout) {
     EXPECT_EQ(endpoint["interval"].as<std::string>(), "30s");
     EXPECT_EQ(endpoint["scrapeTimeout"].as<std::string>(), "20s");
   }
+  // A timeout longer than the interval: Prometheus would refuse the scrape config.
+  for (const auto& [interval, timeout] : std::vector<std::pair<std::string, std::string>>{{"10s", "20s"}, {"1m", "1m500ms"}}) {
+    std::vector<std::string> longer = operator_crds;
+    longer.insert(longer.end(), {"--set", "serviceMonitor.interval=" + interval, "--set",
+                                 "serviceMonitor.scrapeTimeout=" + timeout});
+    const CommandResult r = Template(longer);
+    EXPECT_NE(r.status, 0) << timeout;
+    EXPECT_NE(r.err.find("serviceMonitor.scrapeTimeout (" + timeout + ") is longer than serviceMonitor.interval (" +
+                         interval + ")"),
+              std::string::npos)
+        << r.err;
+  }
+  for (const auto& [interval, timeout] : std::vector<std::pair<std::string, std::string>>{{"1m30s", "90s"}, {"1m", "59s999ms"}}) {
+    std::vector<std::string> within = operator_crds;
+    within.insert(within.end(), {"--set", "serviceMonitor.interval=" + interval, "--set",
+                                 "serviceMonitor.scrapeTimeout=" + timeout});
+    const CommandResult r = Template(within);
+    EXPECT_EQ(r.status, 0) << interval << " " << timeout << ": " << r.err;
+  }
 }
 
 // A draining worker stops before its grace period ends, so that what still runs moves to other

@@ -98,6 +98,18 @@ app.kubernetes.io/part-of: bmad
 {{- mul (int (default 1 .Values.config.parallel.tp)) (int (default 1 .Values.config.parallel.pp)) -}}
 {{- end -}}
 
+{{/* Milliseconds in a Prometheus duration (15s, 1m30s, 500ms; values.schema.json checks the
+     form). */}}
+{{- define "bmad.durationMs" -}}
+{{- $units := dict "ms" 1 "s" 1000 "m" 60000 "h" 3600000 "d" 86400000 "w" 604800000 "y" 31536000000 -}}
+{{- $total := 0 -}}
+{{- range regexFindAll "[0-9]+(ms|y|w|d|h|m|s)" (toString .) -1 -}}
+{{- $number := regexFind "^[0-9]+" . -}}
+{{- $total = add $total (mul (int64 $number) (get $units (trimPrefix $number .))) -}}
+{{- end -}}
+{{- $total -}}
+{{- end -}}
+
 {{/* Fails the render on values that cannot work. values.schema.json refuses wrong types and
      out-of-range numbers first (a replicas of -1, a minReplicas of 0); the checks of them here
      remain for renders that skip the schema. */}}
@@ -123,6 +135,14 @@ app.kubernetes.io/part-of: bmad
 {{- end -}}
 {{- if and (gt $workerDrainMs 0) (lt $workerGrace (add (div (add $workerDrainMs 999) 1000) 5)) -}}
 {{- fail (printf "workers.terminationGracePeriodSeconds (%d) is shorter than config.worker.drain_timeout_ms (%d ms) and the 5 s a stop takes after it: the pod would be killed mid-drain" $workerGrace $workerDrainMs) -}}
+{{- end -}}
+{{- /* Prometheus refuses a scrape config whose timeout is longer than its interval. */ -}}
+{{- with .Values.serviceMonitor.scrapeTimeout -}}
+{{- $timeoutMs := int64 (include "bmad.durationMs" .) -}}
+{{- $intervalMs := int64 (include "bmad.durationMs" $.Values.serviceMonitor.interval) -}}
+{{- if gt $timeoutMs $intervalMs -}}
+{{- fail (printf "serviceMonitor.scrapeTimeout (%s) is longer than serviceMonitor.interval (%s): Prometheus refuses a scrape timeout longer than its interval" . $.Values.serviceMonitor.interval) -}}
+{{- end -}}
 {{- end -}}
 {{- $ranks := int (include "bmad.ranks" .) -}}
 {{- $pools := include "bmad.pools" . | fromJsonArray -}}

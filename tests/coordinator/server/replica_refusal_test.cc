@@ -19,6 +19,17 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// `replica` refuses the Assign numbered `assignment` of request `id` as full, as a worker whose
+// queue is at scheduler.max_waiting does.
+void RefuseAsFull(FakeReplica& replica, uint64_t id, uint32_t assignment) {
+  proto::ErrorMessage full;
+  full.code = StatusCode::kResourceExhausted;
+  full.message = "replica queue is full (1 requests waiting)";
+  full.request_id = id;
+  full.assignment = assignment;
+  replica.Send(full);
+}
+
 TEST_F(ReplicaLossTest, MaxModelLenIsTheContextTheLiveReplicasServe) {
   // vLLM's max_model_len is the limit it enforces, and clients size requests from it: /v1/models
   // and /tokenize said the model's 512 while prompts were held to the replicas' 64.
@@ -141,12 +152,7 @@ class ReplicaRefusalTest : public ReplicaLossTest {
         const auto* offer = std::get_if<proto::Assign>(&replica.received()[seen]);
         if (offer == nullptr || offer->request_id != id) continue;
         ++refused.offers;
-        proto::ErrorMessage full;
-        full.code = StatusCode::kResourceExhausted;
-        full.message = "replica queue is full (4096 requests waiting)";
-        full.request_id = id;
-        full.assignment = offer->assignment;
-        replica.Send(full);
+        RefuseAsFull(replica, id, offer->assignment);
       }
       zmq::pollitem_t item{static_cast<void*>(client_), 0, ZMQ_POLLIN, 0};
       zmq::poll(&item, 1, std::chrono::milliseconds(0));
@@ -200,12 +206,7 @@ TEST_F(ReplicaLossTest, AFullReplicasFreedSlotGoesToTheRequestItRefusedNotToANew
   // grow), holding `held` all along.
   for (size_t offers = 1; offers <= 5; ++offers) {
     ASSERT_TRUE(WaitForAssigns(*a, old_id, offers)) << "offer " << offers;
-    proto::ErrorMessage full;
-    full.code = StatusCode::kResourceExhausted;
-    full.message = "replica queue is full (1 requests waiting)";
-    full.request_id = old_id;
-    full.assignment = AssignsOf(*a, old_id)[offers - 1].assignment;
-    a->Send(full);
+    RefuseAsFull(*a, old_id, AssignsOf(*a, old_id)[offers - 1].assignment);
     if (offers == 1) {  // dashboards see why requests queue
       EXPECT_TRUE(testing::WaitFor([&] { return Metric("bmad_coordinator_replica_full{replica=\"a\"}") == 1.0; }, 5s));
     }
@@ -281,12 +282,7 @@ TEST_F(ReplicaRefusalTest, ARequestOfferedAgainKeepsItsPool) {
   while (refused < 2 && std::chrono::steady_clock::now() < give_up) {
     for (auto [replica, done] : {std::pair{n1.get(), &refused_n1}, std::pair{n2.get(), &refused_n2}}) {
       if (assigned(*replica, x) <= *done) continue;
-      proto::ErrorMessage full;
-      full.code = StatusCode::kResourceExhausted;
-      full.message = "replica queue is full (2 requests waiting)";
-      full.request_id = x;
-      full.assignment = AssignsOf(*replica, x).back().assignment;
-      replica->Send(full);
+      RefuseAsFull(*replica, x, AssignsOf(*replica, x).back().assignment);
       ++*done;
       ++refused;
     }
@@ -381,12 +377,7 @@ TEST_F(ReplicaLossTest, ARequestThatFitsIsOfferedAgainPastOneNoLiveReplicaHolds)
   auto m = ChatMigratedPastASmallReplica(ctx_, server_->worker_endpoint(), server_->http_port());
   const uint64_t x = Submit("x");
   ASSERT_TRUE(WaitForAssigns(*m->small, x, 1));
-  proto::ErrorMessage full;
-  full.code = StatusCode::kResourceExhausted;
-  full.message = "replica queue is full (4096 requests waiting)";
-  full.request_id = x;
-  full.assignment = AssignsOf(*m->small, x)[0].assignment;
-  m->small->Send(full);
+  RefuseAsFull(*m->small, x, AssignsOf(*m->small, x)[0].assignment);
   EXPECT_TRUE(WaitForAssigns(*m->small, x, 2)) << "the refused request was not offered again";
   for (uint64_t id : m->small->Assigned()) EXPECT_EQ(id, x) << "the migrated chat went to small";
   // A replica that holds the chat ends its wait.
