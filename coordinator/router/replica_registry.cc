@@ -259,13 +259,13 @@ void ReplicaRegistry::MarkFull(const std::string& id, const OfferPosition& refus
   }
 }
 
-void ReplicaRegistry::Progressed(const std::string& id) {
+bool ReplicaRegistry::Progressed(const std::string& id) {
   ReplicaState* state = Find(id);
   // Only an interval that had offers ends: the chunks of one step (one per sequence) are one
   // sign of progress, not one each.
-  if (state != nullptr && (state->offers_in_interval > 0 || state->refused_in_interval)) {
-    NextInterval(*state, /*took_all=*/!state->refused_in_interval);
-  }
+  if (state == nullptr || (state->offers_in_interval == 0 && !state->refused_in_interval)) return false;
+  NextInterval(*state, /*took_all=*/!state->refused_in_interval);
+  return true;
 }
 
 void ReplicaRegistry::NextInterval(ReplicaState& state, bool took_all) {

@@ -174,8 +174,9 @@ class ReplicaRegistry {
   OfferPosition Offered(const std::string& id);
   // Call after the refused request left its in_flight.
   void MarkFull(const std::string& id, const OfferPosition& refused);
-  // The replica sent a chunk: a step ended, its waiting requests had their turn.
-  void Progressed(const std::string& id);
+  // The replica sent a chunk: a step ended, its waiting requests had their turn. True when that
+  // ended an interval (it may take offers it did not).
+  bool Progressed(const std::string& id);
   bool IsFull(const ReplicaState& state) const;
   // Whether any replica would be offered a request now: live, not draining, not full.
   bool AnyTakesRequests() const;

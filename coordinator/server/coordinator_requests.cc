@@ -517,9 +517,10 @@ void CoordinatorServer::Core::OnWorkerError(const std::string& replica_id, const
   }
   if (e.code == StatusCode::kResourceExhausted || e.code == StatusCode::kFailedPrecondition) {
     // The replica is full or draining. A full one is offered no more until it shows progress,
-    // and no more than it held then, or than it took in one step (ReplicaRegistry::MarkFull). The request keeps its place in the queue and its queue
-    // deadline (refusals do not restart the wait), and goes to another replica at once if one
-    // has room (the loop dispatches once this batch of messages is read).
+    // and no more than it held then, or than it took in one step (ReplicaRegistry::MarkFull).
+    // The request keeps its place in the queue and its queue deadline (refusals do not restart
+    // the wait), and goes to another replica at once if one has room (the loop dispatches once
+    // this batch of messages is read).
     replicas_.AddInFlight(replica_id, -1);
     if (e.code == StatusCode::kResourceExhausted) {
       replicas_.MarkFull(replica_id, OfferPosition{r->offer_interval, r->offer_index});

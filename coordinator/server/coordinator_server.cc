@@ -326,11 +326,8 @@ void CoordinatorServer::Core::HandleWorkerMessage(const std::string& routing_id,
       }
       return;
     }
-    if (replica->offers_in_interval > 0 || replica->refused_in_interval) {
-      // A step ended there: its waiting requests had their turn, and it may take more.
-      replicas_.Progressed(replica->info.replica_id);
-      room_changed_ = true;
-    }
+    // A step ended there: its waiting requests had their turn, and it may take more.
+    if (replicas_.Progressed(replica->info.replica_id)) room_changed_ = true;
     OnChunk(replica->info.replica_id, *chunk);
   } else if (auto* err = std::get_if<proto::ErrorMessage>(&m)) {
     const ReplicaState* replica = replicas_.FindByRoutingId(routing_id);
