@@ -170,6 +170,7 @@ class ChatText {
   }
   void Client(std::string_view s) {
     AddSpan(prompt_.text.size(), s.size());
+    if (!s.empty()) last_client_ = {s.data(), prompt_.text.size(), prompt_.text.size() + s.size()};
     prompt_.text += s;
   }
   // `other` appended, its client spans with it.
@@ -184,6 +185,14 @@ class ChatText {
     AppendRange(other, kept.empty() ? 0 : static_cast<size_t>(kept.data() - t.data()), kept.size());
   }
   ChatPrompt Take() && { return std::move(prompt_); }
+  // Ends the text right after the client text written last, if that came from `content` (a
+  // message's own string): false, and nothing changed, otherwise.
+  bool CutAfterLastClientTextOf(std::string_view content) {
+    const char* from = last_client_.source;
+    if (from == nullptr || from < content.data() || from >= content.data() + content.size()) return false;
+    prompt_.text.resize(last_client_.end);
+    return true;
+  }
 
  private:
   void AppendRange(const ChatText& other, size_t begin, size_t length) {
@@ -194,6 +203,9 @@ class ChatText {
       const size_t e = std::min(s.begin + s.length, begin + length);
       if (b < e) AddSpan(b - begin + shift, e - b);
     }
+    const LastClient& last = other.last_client_;
+    const size_t b = std::max(last.begin, begin), e = std::min(last.end, begin + length);
+    if (last.source != nullptr && b < e) last_client_ = {last.source + (b - last.begin), b - begin + shift, e - begin + shift};
   }
   // A client span at `at`, merged with the last one when adjacent; empty ones are none.
   void AddSpan(size_t at, size_t length) {
@@ -207,6 +219,13 @@ class ChatText {
   }
 
   ChatPrompt prompt_;
+  // The client text written last (in text order): where it came from, and [begin, end) in the
+  // text; for continue_final_message, which needs to know that it is the final message's.
+  struct LastClient {
+    const char* source = nullptr;
+    size_t begin = 0, end = 0;
+  };
+  LastClient last_client_;
 };
 
 std::string MessageName(size_t index) { return "'messages[" + std::to_string(index) + "]'"; }
@@ -268,15 +287,20 @@ void AppendReasoningTurn(ChatText& out, std::string_view content, bool after_las
 }
 
 ChatText RenderChatMLWithDefaultSystem(const ChatFormat& format, Messages messages,
-                                       bool add_generation_prompt) {
+                                       const ChatPromptOptions& options) {
+  const bool add_generation_prompt = options.add_generation_prompt;
   ChatText out;
   if (!format.default_system.empty() && messages[0].role != ChatRole::kSystem) {
     out += "<|im_start|>system\n";
     out += format.default_system;  // the model's template's own text
     out += "<|im_end|>\n";
   }
+  // Qwen3's hybrid templates: with enable_thinking false the answer opens with an empty
+  // reasoning block.
+  const bool no_thinking = add_generation_prompt && format.thinking_switch && options.enable_thinking == false;
   if (!format.reasoning_turns) {
     out += RenderChatML(messages, add_generation_prompt);
+    if (no_thinking) out += "<think>\n\n</think>\n\n";
     return out;
   }
   // The template's last_query_index: the last user message, else the last message.
@@ -300,6 +324,7 @@ ChatText RenderChatMLWithDefaultSystem(const ChatFormat& format, Messages messag
     out += "<|im_end|>\n";
   }
   if (add_generation_prompt) out += "<|im_start|>assistant\n";
+  if (no_thinking) out += "<think>\n\n</think>\n\n";
   return out;
 }
 
@@ -555,6 +580,7 @@ std::optional<ChatFormat> DetectChatFormat(std::string_view jinja) {
       format.default_system = std::move(*system);
     }
     format.reasoning_turns = Contains(jinja, "</think>") && Contains(jinja, "last_query_index");
+    format.thinking_switch = Contains(jinja, "enable_thinking");
   }
   if (*detected == ChatTemplate::kMistralV3) {
     // The "tekken" templates (Mistral-Nemo, Ministral, Pixtral) write v3's turns without the
@@ -630,9 +656,10 @@ Status ValidateChatMessages(ChatTemplate chat_template, std::span<const ChatMess
 
 namespace {
 
-Result<ChatText> Render(const ChatFormat& format, std::span<const ChatMessage> messages, bool add_generation_prompt,
-                        std::chrono::system_clock::time_point now) {
+Result<ChatText> Render(const ChatFormat& format, std::span<const ChatMessage> messages,
+                        const ChatPromptOptions& options, std::chrono::system_clock::time_point now) {
   const ChatTemplate chat_template = format.chat_template;
+  const bool add_generation_prompt = options.add_generation_prompt;
   // The alternating formats fold a leading system message into the first user turn.
   const ChatMessage* system = nullptr;
   Messages turns = messages;
@@ -641,7 +668,7 @@ Result<ChatText> Render(const ChatFormat& format, std::span<const ChatMessage> m
     turns = messages.subspan(1);
   }
   switch (chat_template) {
-    case ChatTemplate::kChatML: return RenderChatMLWithDefaultSystem(format, messages, add_generation_prompt);
+    case ChatTemplate::kChatML: return RenderChatMLWithDefaultSystem(format, messages, options);
     case ChatTemplate::kLlama2: return RenderLlama2(system, turns);
     case ChatTemplate::kLlama3: return RenderLlama3(messages, add_generation_prompt);
     case ChatTemplate::kLlama31: return RenderLlama31(format, messages, add_generation_prompt, now);
@@ -668,10 +695,42 @@ Result<ChatText> Render(const ChatFormat& format, std::span<const ChatMessage> m
 }  // namespace
 
 Result<ChatPrompt> RenderChatPrompt(const ChatFormat& format, std::span<const ChatMessage> messages,
-                                    bool add_generation_prompt, std::chrono::system_clock::time_point now) {
+                                    const ChatPromptOptions& options, std::chrono::system_clock::time_point now) {
   BMAD_RETURN_IF_ERROR(ValidateChatMessages(format.chat_template, messages));
-  BMAD_ASSIGN_OR_RETURN(ChatText text, Render(format, messages, add_generation_prompt, now));
-  return std::move(text).Take();
+  if (!options.continue_final_message) {
+    BMAD_ASSIGN_OR_RETURN(ChatText text, Render(format, messages, options, now));
+    return std::move(text).Take();
+  }
+  if (options.add_generation_prompt) {
+    return InvalidArgument("'continue_final_message' and 'add_generation_prompt' cannot both be true: "
+                           "the one continues the final message, the other opens a new one");
+  }
+  const ChatMessage& final = messages.back();
+  const std::string final_name = MessageName(messages.size() - 1);
+  if (final.role != ChatRole::kAssistant) {
+    return InvalidArgument("'continue_final_message' continues the assistant's answer, but the final message, " +
+                           final_name + ", has role '" + std::string(ChatRoleName(final.role)) + "'");
+  }
+  BMAD_ASSIGN_OR_RETURN(ChatText text, Render(format, messages, options, now));
+  // Rendered as a finished turn, then cut after the content as the format wrote it.
+  if (!text.CutAfterLastClientTextOf(final.content)) {
+    return InvalidArgument("'continue_final_message': the final message, " + final_name +
+                           ", has no content the " + std::string(ChatTemplateName(format.chat_template)) +
+                           " chat template writes (it is empty, only whitespace, or only reasoning "
+                           "the template drops), so there is nothing to continue");
+  }
+  ChatPrompt prompt = std::move(text).Take();
+  std::vector<ChatPrompt::Span>& spans = prompt.client_spans;
+  while (!spans.empty() && spans.back().begin >= prompt.text.size()) spans.pop_back();
+  if (!spans.empty()) spans.back().length = std::min(spans.back().length, prompt.text.size() - spans.back().begin);
+  return prompt;
+}
+
+Result<ChatPrompt> RenderChatPrompt(const ChatFormat& format, std::span<const ChatMessage> messages,
+                                    bool add_generation_prompt, std::chrono::system_clock::time_point now) {
+  ChatPromptOptions options;
+  options.add_generation_prompt = add_generation_prompt;
+  return RenderChatPrompt(format, messages, options, now);
 }
 
 Result<std::string> ApplyChatTemplate(const ChatFormat& format, std::span<const ChatMessage> messages,

@@ -129,6 +129,10 @@ struct ChatFormat {
   // after it keeps the reasoning as "<think>\nr\n</think>\n\n" before its content, and when it
   // is the conversation's last message it gets that block even with no reasoning.
   bool reasoning_turns = false;
+  // chatml: the template reads chat_template_kwargs' enable_thinking (Qwen3's hybrid models): set
+  // false, the generation prompt is followed by an empty reasoning block, "<think>\n\n</think>\n\n",
+  // so the model answers without reasoning.
+  bool thinking_switch = false;
   // mistral-v3: the "tekken" templates' layout (Mistral-Nemo, Ministral, Pixtral): no space
   // after [INST]; and whether an assistant turn is " " + its stripped content (v3's) or its
   // content as it is (Nemo's).
@@ -213,9 +217,30 @@ struct ChatPrompt {
   std::vector<Span> client_spans;
 };
 
-// The prompt for `messages` (see each format above). When add_generation_prompt, the text ends
-// with the format's opening of an assistant turn. `now` dates a llama3.1 format whose date is
-// empty. Fails as ValidateChatMessages does.
+// How a conversation is closed, as vLLM's request fields ask.
+struct ChatPromptOptions {
+  // The text ends with the format's opening of an assistant turn.
+  bool add_generation_prompt = true;
+  // vLLM's continue_final_message: the text ends right after the final message's content, its
+  // turn left open (no end-of-turn marker), so the model continues it (a "prefill" of the
+  // answer). As transformers does it: the conversation is rendered without the generation
+  // prompt and cut after the final message's content as the format writes it (stripped, where
+  // the format strips). Needs the final message to be the assistant's, with content the format
+  // writes (not only whitespace, nor only reasoning where the format drops it), and
+  // add_generation_prompt false.
+  bool continue_final_message = false;
+  // chat_template_kwargs' enable_thinking; only a format with a thinking_switch reads it, as a
+  // Jinja template ignores a variable it does not use.
+  std::optional<bool> enable_thinking;
+};
+
+// The prompt for `messages` (see each format above), closed as `options` say. `now` dates a
+// llama3.1 format whose date is empty. Fails as ValidateChatMessages does, and with
+// kInvalidArgument for options that cannot apply to these messages.
+Result<ChatPrompt> RenderChatPrompt(const ChatFormat& format, std::span<const ChatMessage> messages,
+                                    const ChatPromptOptions& options,
+                                    std::chrono::system_clock::time_point now = std::chrono::system_clock::now());
+// The same, with add_generation_prompt alone.
 Result<ChatPrompt> RenderChatPrompt(const ChatFormat& format, std::span<const ChatMessage> messages,
                                     bool add_generation_prompt,
                                     std::chrono::system_clock::time_point now = std::chrono::system_clock::now());

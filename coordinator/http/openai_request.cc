@@ -456,10 +456,43 @@ Status ReadChoiceShape(const JsonFields& body, bool chat, CompletionRequest& req
                            std::to_string(*best_of) +
                            ": every generated choice is returned; none are ranked and dropped");
   }
-  if (chat) return Status::Ok();
   BMAD_ASSIGN_OR_RETURN(const std::optional<bool> echo, body.Bool("echo"));
-  if (echo.value_or(false)) {
-    return InvalidArgument("'echo' is not supported: the response holds the completion only");
+  request.echo = echo.value_or(false);
+  // Completions: the echoed prompt comes with its tokens' log-probabilities when logprobs is
+  // set (vLLM takes them as prompt_logprobs), which this server does not compute.
+  if (!chat && request.echo && request.sampling.logprobs) {
+    return InvalidArgument("'echo' together with 'logprobs' is not supported: the echoed prompt would "
+                           "need its tokens' log-probabilities, which this server does not compute");
+  }
+  return Status::Ok();
+}
+
+// Chat: how the template closes the conversation (add_generation_prompt, vLLM's
+// continue_final_message) and chat_template_kwargs.
+Status ReadChatPromptOptions(const JsonFields& body, CompletionRequest& request) {
+  BMAD_ASSIGN_OR_RETURN(const std::optional<bool> add_generation_prompt, body.Bool("add_generation_prompt"));
+  BMAD_ASSIGN_OR_RETURN(const std::optional<bool> continue_final, body.Bool("continue_final_message"));
+  request.continue_final_message = continue_final.value_or(false);
+  // vLLM's default for add_generation_prompt is true, and it refuses the two together; a client
+  // that continues the final message asks for no new turn, so unset means false then.
+  request.add_generation_prompt = add_generation_prompt.value_or(!request.continue_final_message);
+  if (request.continue_final_message && request.add_generation_prompt) {
+    return InvalidArgument("'continue_final_message' and 'add_generation_prompt' cannot both be true: "
+                           "the one continues the final message, the other opens a new one");
+  }
+  const Json* kwargs = body.Find("chat_template_kwargs");
+  if (kwargs == nullptr) return Status::Ok();
+  if (!kwargs->is_object()) return internal::MustBe("chat_template_kwargs", "an object", *kwargs);
+  const JsonFields fields(*kwargs, "chat_template_kwargs.");
+  for (const auto& [key, value] : kwargs->items()) {
+    if (key == "enable_thinking") {
+      BMAD_ASSIGN_OR_RETURN(request.enable_thinking, fields.Bool(key));
+      continue;
+    }
+    // The templates are built in (chat_template.h): a variable a Jinja template would read
+    // cannot reach them, and ignoring it would give another prompt than the one asked for.
+    return InvalidArgument(Quoted(fields.Name(key)) + " is not supported: the chat templates are built "
+                           "in and read only 'enable_thinking'");
   }
   return Status::Ok();
 }
@@ -498,7 +531,7 @@ Status RejectUnsupported(const JsonFields& body, bool chat) {
   }
   // vLLM's extensions that change what is generated: refused rather than ignored, so that a
   // client relying on one learns it has no effect here. Their "off" values pass.
-  for (const std::string_view key : {"use_beam_search", "continue_final_message"}) {
+  for (const std::string_view key : {"use_beam_search"}) {
     if (const Json* flag = body.Find(key); flag != nullptr && *flag != false && !flag->is_null()) {
       return InvalidArgument(Quoted(key) + " is not supported");
     }
@@ -517,8 +550,7 @@ Status RejectUnsupported(const JsonFields& body, bool chat) {
            (v.is_string() && v.get_ref<const std::string&>().empty());
   };
   for (const std::string_view key : {"guided_grammar", "guided_whitespace_pattern", "chat_template",
-                                     "chat_template_kwargs", "prompt_logprobs", "logits_processors",
-                                     "prompt_embeds", "documents"}) {
+                                     "prompt_logprobs", "logits_processors", "prompt_embeds", "documents"}) {
     if (const Json* value = body.Find(key); value != nullptr && !neutral(*value)) {
       return InvalidArgument(Quoted(key) + " is not supported");
     }
@@ -533,10 +565,6 @@ Status RejectUnsupported(const JsonFields& body, bool chat) {
   if (const Json* modalities = body.Find("modalities"); modalities != nullptr && !neutral(*modalities) &&
                                                         *modalities != Json::array({"text"})) {
     return InvalidArgument("'modalities' must be [\"text\"]: this server generates text only");
-  }
-  // Chat's echo (vLLM: the reply starts with the last message's content) is not given.
-  if (const Json* echo = body.Find("echo"); chat && echo != nullptr && *echo != false && !echo->is_null()) {
-    return InvalidArgument("'echo' is not supported: the reply holds the completion only");
   }
   return Status::Ok();
 }
@@ -556,9 +584,7 @@ Result<CompletionRequest> ReadRequest(const Json& json, bool chat, const Request
   if (request.truncate_prompt_tokens) prompt_limits.max_model_len = 0;
   if (chat) {
     BMAD_ASSIGN_OR_RETURN(request.messages, ReadMessages(body, limits));
-    BMAD_ASSIGN_OR_RETURN(const std::optional<bool> add_generation_prompt,
-                          body.Bool("add_generation_prompt"));
-    request.add_generation_prompt = add_generation_prompt.value_or(true);
+    BMAD_RETURN_IF_ERROR(ReadChatPromptOptions(body, request));
   } else {
     BMAD_RETURN_IF_ERROR(ReadPrompt(body, prompt_limits, request));
   }

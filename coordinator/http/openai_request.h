@@ -23,7 +23,16 @@
 //                      rejected (this server runs no tools). content: a string, or an array of
 //                      {"type": "text", "text": ...} parts joined with "\n"; an assistant's may
 //                      be null or absent (taken as "").
-//   add_generation_prompt  chat, boolean, default true (vLLM's extension)
+//   add_generation_prompt  chat, boolean, default true (vLLM's extension; default false with
+//                      continue_final_message)
+//   continue_final_message  chat, vLLM's: boolean; the final (assistant) message is left open
+//                      for the model to continue (ChatPromptOptions). Not with
+//                      add_generation_prompt true.
+//   chat_template_kwargs  chat, vLLM's: an object; only enable_thinking (boolean) is read
+//                      (ChatPromptOptions), any other key is refused
+//   echo               boolean: completions, each choice's text starts with its prompt's text
+//                      (not with logprobs, whose prompt part this server does not compute);
+//                      chat, as vLLM, the final message's content when that is the assistant's
 //   temperature [0, 2] default 1; top_p (0, 1] default 1; top_k integer >= -1 (-1 and 0: off);
 //   min_p [0, 1]; repetition_penalty > 0; presence_penalty, frequency_penalty [-2, 2];
 //   seed               any 64-bit signed integer
@@ -47,7 +56,7 @@
 //                      chunk carries its choice's usage so far)} is allowed only when stream
 //                      is true (as OpenAI and vLLM both insist)
 //   n                  integer in [1, 128], choices per prompt; best_of (completions, and chat
-//                      as vLLM) must equal n; echo must be false; user must be a string,
+//                      as vLLM) must equal n; user must be a string,
 //                      and is otherwise ignored
 //   response_format    {"type": "text"}, {"type": "json_object"} (the output is one JSON
 //                      object) or {"type": "json_schema", "json_schema": {"schema": {...}}}
@@ -72,10 +81,9 @@
 // ignored when set to anything but their neutral value: suffix (non-empty), response_format
 // (another type), tools and functions (non-empty), tool_choice and function_call
 // (other than "none"); so are vLLM's extensions that would change the output or its form:
-// use_beam_search, continue_final_message and chat's echo (true),
-// skip_special_tokens and spaces_between_special_tokens (false), guided_grammar and
-// guided_whitespace_pattern (and their structured_outputs forms), chat_template, chat_template_kwargs,
-// prompt_logprobs, logits_processors, prompt_embeds and documents, and
+// use_beam_search (true), skip_special_tokens and spaces_between_special_tokens (false),
+// guided_grammar and guided_whitespace_pattern (and their structured_outputs forms),
+// chat_template, prompt_logprobs, logits_processors, prompt_embeds and documents, and
 // OpenAI's audio, web_search_options, reasoning_effort and prediction (anything but null or
 // empty), and modalities other than ["text"].
 //
@@ -143,6 +151,12 @@ struct CompletionRequest {
   // are checked when it is applied.
   std::vector<ChatMessage> messages;
   bool add_generation_prompt = true;
+  bool continue_final_message = false;
+  std::optional<bool> enable_thinking;  // chat_template_kwargs.enable_thinking
+
+  // Completions: each choice's text starts with its prompt's text. Chat: with the final
+  // message's content when that is the assistant's (vLLM's rule).
+  bool echo = false;
 
   // Every sampling parameter; sampling.max_tokens equals *max_tokens when that is set. When it
   // is not (chat without max_tokens), sampling.max_tokens is 0, which the workers reject, so a

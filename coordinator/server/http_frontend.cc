@@ -23,6 +23,7 @@
 #include "coordinator/http/response_choices.h"
 #include "coordinator/http/tokenize_api.h"
 #include "coordinator/server/api_keys.h"
+#include "coordinator/server/choice_output.h"
 #include "coordinator/server/coordinator_core.h"
 #include "coordinator/server/elastic_thread_pool.h"
 
@@ -59,41 +60,6 @@ void SendError(httplib::Response& res, const Status& s, uint32_t retry_after_ms 
     res.set_header("Retry-After", std::to_string(std::max<uint32_t>(1, (retry_after_ms + 999) / 1000)));
   }
   res.set_content(http::ErrorJson(s), "application/json");
-}
-
-// Choice `choice` (prompt by prompt, `per_prompt` each) begins its text with its first token.
-bool StartsText(const std::vector<bool>& starts_text, uint32_t per_prompt, uint32_t choice) {
-  const uint32_t prompt = choice / std::max<uint32_t>(per_prompt, 1);
-  return prompt < starts_text.size() && starts_text[prompt];
-}
-
-// `starts_text`: the request's first generated token begins the text (AcceptedCompletion).
-http::ChoiceOutput Choice(const proto::TokenChunk& chunk, const tokenizer::Tokenizer& tok,
-                          bool logprobs, size_t text_offset, bool starts_text) {
-  http::ChoiceOutput out;
-  out.text = chunk.text;
-  out.finish_reason = chunk.finish_reason;
-  out.stop_string = chunk.stop_string;
-  out.stop_token_id = chunk.stop_token_id;
-  out.text_offset = text_offset;
-  if (logprobs) {
-    // Each token's alternatives (top_logprobs), the same count for every token of the chunk.
-    const size_t per_token = chunk.token_ids.empty() ? 0 : chunk.top_token_ids.size() / chunk.token_ids.size();
-    for (size_t i = 0; i < chunk.token_ids.size() && i < chunk.logprobs.size(); ++i) {
-      // The text's first token (and each alternative to it) as the text has it.
-      const bool first = starts_text && chunk.token_offset == 0 && i == 0;
-      const auto piece = [&](uint32_t id) {
-        return first ? std::string(tok.SequenceStartPiece(static_cast<int32_t>(id)))
-                     : tok.TokenPiece(static_cast<int32_t>(id));
-      };
-      http::TokenLogprob t{piece(chunk.token_ids[i]), chunk.logprobs[i], {}, chunk.token_ids[i]};
-      for (size_t j = i * per_token; j < (i + 1) * per_token && j < chunk.top_logprobs.size(); ++j) {
-        t.top.push_back({piece(chunk.top_token_ids[j]), chunk.top_logprobs[j], {}, chunk.top_token_ids[j]});
-      }
-      out.logprobs.push_back(std::move(t));
-    }
-  }
-  return out;
 }
 
 // The id after "cmpl-" / "chatcmpl-": unique across coordinator restarts (the request ids
@@ -340,8 +306,11 @@ Result<std::vector<std::vector<uint32_t>>> HttpFrontend::PromptTokens(http::Comp
   };
   std::vector<std::vector<uint32_t>> prompts;
   if (cr.chat) {
-    BMAD_ASSIGN_OR_RETURN(const http::ChatPrompt chat,
-                          http::RenderChatPrompt(core_.chat_format(), cr.messages, cr.add_generation_prompt));
+    http::ChatPromptOptions options;
+    options.add_generation_prompt = cr.add_generation_prompt;
+    options.continue_final_message = cr.continue_final_message;
+    options.enable_thinking = cr.enable_thinking;
+    BMAD_ASSIGN_OR_RETURN(const http::ChatPrompt chat, http::RenderChatPrompt(core_.chat_format(), cr.messages, options));
     if (refuse_oversized_text) BMAD_RETURN_IF_ERROR(core_.CheckPromptTextMayFit(chat.text.size()));
     // The template's special tokens are parsed, the messages' are text: a message cannot open
     // a turn of another role by spelling its marker.
@@ -517,6 +486,7 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
       starts_text.push_back(core_.tokenizer().Decode(ids).empty());
     }
   }
+  std::vector<std::string> echo_texts = EchoTexts(cr, *prompts, core_.tokenizer());
   std::vector<SubmitInput> inputs;
   for (std::vector<uint32_t>& prompt : *prompts) {
     SubmitInput& in = inputs.emplace_back();
@@ -534,6 +504,7 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
   std::optional<AcceptedCompletion> accepted = Submit(std::move(inputs), cr.n, res);
   if (!accepted) return;
   accepted->starts_text = std::move(starts_text);
+  accepted->echo_texts = std::move(echo_texts);
   http::ResponseContext ctx;
   ctx.request_id = ResponseId(accepted->request_ids.front());
   ctx.created_unix_s = UnixMillis() / 1000;
@@ -604,7 +575,10 @@ void HttpFrontend::AnswerWhole(AcceptedCompletion accepted, const http::Response
                                httplib::Response& res) {
   http::ResponseChoices choices(std::move(accepted.request_ids), accepted.choices_per_prompt);
   std::vector<http::ChoiceOutput> outputs(choices.size());
-  for (uint32_t i = 0; i < outputs.size(); ++i) outputs[i].index = i;
+  for (uint32_t i = 0; i < outputs.size(); ++i) {
+    outputs[i].index = i;
+    outputs[i].text = EchoTextOf(accepted.echo_texts, accepted.choices_per_prompt, i);
+  }
   auto next_check = std::chrono::steady_clock::now() + kClientCheckInterval;
   while (!choices.all_finished()) {
     std::optional<StreamEvent> e = accepted.stream->Pop(kClientCheckInterval);
@@ -621,8 +595,8 @@ void HttpFrontend::AnswerWhole(AcceptedCompletion accepted, const http::Response
     }
     const std::optional<uint32_t> index = choices.IndexOf(e->chunk.request_id);
     if (e->kind != StreamEvent::Kind::kChunk || !index) continue;
-    http::ChoiceOutput part = Choice(e->chunk, tok, ctx.logprobs, 0,
-                                     StartsText(accepted.starts_text, accepted.choices_per_prompt, *index));
+    http::ChoiceOutput part = ChoiceFromChunk(e->chunk, tok, ctx.logprobs, 0,
+                                              StartsText(accepted.starts_text, accepted.choices_per_prompt, *index));
     http::ChoiceOutput& all = outputs[*index];
     all.text += part.text;
     all.logprobs.insert(all.logprobs.end(), part.logprobs.begin(), part.logprobs.end());
@@ -668,13 +642,15 @@ void HttpFrontend::AnswerStreaming(AcceptedCompletion accepted, const http::Resp
   }
   res.set_header("Cache-Control", "no-cache");
   struct StreamState {
-    StreamState(std::vector<uint64_t> ids, std::vector<uint32_t> prompts, uint32_t n, std::vector<bool> starts)
-        : choices(std::move(ids), n),
+    StreamState(AcceptedCompletion& accepted)
+        : choices(std::move(accepted.request_ids), accepted.choices_per_prompt),
           token_chars(choices.size(), 0),
-          prompt_tokens(std::move(prompts)),
+          prompt_tokens(std::move(accepted.prompt_tokens)),
           generated_tokens(choices.size(), 0),
-          starts_text(std::move(starts)),
-          per_prompt(n) {}
+          starts_text(std::move(accepted.starts_text)),
+          echo_texts(std::move(accepted.echo_texts)),
+          echoed(choices.size(), false),
+          per_prompt(accepted.choices_per_prompt) {}
     // Choice i's usage so far, for continuous_usage_stats.
     proto::Usage UsageSoFar(uint32_t i) const {
       proto::Usage usage;
@@ -690,13 +666,14 @@ void HttpFrontend::AnswerStreaming(AcceptedCompletion accepted, const http::Resp
     std::vector<uint32_t> prompt_tokens;     // per choice, AcceptedCompletion's
     std::vector<uint32_t> generated_tokens;  // per choice, in the chunks read so far
     std::vector<bool> starts_text;           // AcceptedCompletion's
+    std::vector<std::string> echo_texts;     // AcceptedCompletion's
+    std::vector<bool> echoed;                // per choice: its echo text has been sent
     uint32_t per_prompt;
     bool roles_sent = false;
     std::chrono::steady_clock::time_point last_write;
     std::optional<StreamEvent> pending;  // read before the headers went out
   };
-  auto state = std::make_shared<StreamState>(std::move(accepted.request_ids), std::move(accepted.prompt_tokens),
-                                             accepted.choices_per_prompt, std::move(accepted.starts_text));
+  auto state = std::make_shared<StreamState>(accepted);
   state->pending = std::move(first);
   state->last_write = accepted_at;  // nothing yet: a keep-alive is due once the wait above ran out
   res.set_chunked_content_provider(
@@ -717,6 +694,14 @@ void HttpFrontend::AnswerStreaming(AcceptedCompletion accepted, const http::Resp
             const std::optional<proto::Usage> usage =
                 ctx.continuous_usage ? std::optional(state->UsageSoFar(i)) : std::nullopt;
             if (!write(http::RenderChatRoleChunk(ctx, i, usage))) return give_up();
+          }
+          // Chat's echo (vLLM's): each choice's content starts with the final message's.
+          for (uint32_t i = 0; i < state->choices.size(); ++i) {
+            http::ChoiceOutput echo;
+            echo.index = i;
+            echo.text = EchoTextOf(state->echo_texts, state->per_prompt, i);
+            if (ctx.continuous_usage) echo.usage_so_far = state->UsageSoFar(i);
+            if (!echo.text.empty() && !write(http::RenderChatChunk(ctx, echo))) return give_up();
           }
         }
         // While nothing comes (queued, or a long prefill), a keep-alive comment now and then:
@@ -746,9 +731,13 @@ void HttpFrontend::AnswerStreaming(AcceptedCompletion accepted, const http::Resp
         const std::optional<uint32_t> index = state->choices.IndexOf(e->chunk.request_id);
         if (e->kind != StreamEvent::Kind::kChunk || !index) return true;
         http::ChoiceOutput out =
-            Choice(e->chunk, tok, ctx.logprobs, state->token_chars[*index],
-                   StartsText(state->starts_text, state->per_prompt, *index));
+            ChoiceFromChunk(e->chunk, tok, ctx.logprobs, state->token_chars[*index],
+                            StartsText(state->starts_text, state->per_prompt, *index));
         out.index = *index;
+        if (!chat && !state->echoed[*index]) {  // completions' echo: the prompt's text, first
+          state->echoed[*index] = true;
+          out.text = EchoTextOf(state->echo_texts, state->per_prompt, *index) + out.text;
+        }
         for (const http::TokenLogprob& t : out.logprobs) state->token_chars[*index] += CodePoints(t.token);
         state->generated_tokens[*index] += static_cast<uint32_t>(e->chunk.token_ids.size());
         // The replica's count is the one the final usage adds up.

@@ -62,6 +62,8 @@ class HttpFrontend {
     // generated begins the text and loses its leading space there (Tokenizer::Decode's rule,
     // which the worker's detokenizer follows): its logprob entry is written the same way.
     std::vector<bool> starts_text;
+    // Per prompt, with echo: the text each of its choices starts with (EchoTexts).
+    std::vector<std::string> echo_texts;
   };
   // Hands the prompts (each with `choices_per_prompt` choices) to the event loop and waits until
   // it accepts them all; when it refuses them or does not answer, answers `res` with the error

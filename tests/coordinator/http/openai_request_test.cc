@@ -129,10 +129,11 @@ TEST(ParseCompletionRequest, ChatMaxTokensLogprobsAndExtensions) {
   EXPECT_EQ(Ok(Chat("{" + messages + R"(, "n": 128})")).n, 128u);
   EXPECT_EQ(Ok(Completion(R"({"prompt": "x", "n": 3, "best_of": 3})")).n, 3u);
   // Completion-only fields mean nothing to chat and are ignored there; not echo, which vLLM's
-  // chat takes too (the reply starts with the last message) and which is refused, nor best_of,
-  // which vLLM's chat takes too (choices ranked and dropped), held to n as for completions.
+  // chat takes too (the reply starts with the final message when it is the assistant's), nor
+  // best_of, which vLLM's chat takes too (choices ranked and dropped), held to n as for
+  // completions.
   EXPECT_TRUE(Chat("{" + messages + R"(, "echo": false, "suffix": "x"})").ok());
-  EXPECT_FALSE(Chat("{" + messages + R"(, "echo": true})").ok());
+  EXPECT_TRUE(Ok(Chat("{" + messages + R"(, "echo": true})")).echo);
   EXPECT_EQ(Ok(Chat("{" + messages + R"(, "n": 3, "best_of": 3})")).n, 3u);
   const Status best_of = Chat("{" + messages + R"(, "best_of": 3})").status();
   EXPECT_NE(best_of.message().find("'best_of' must equal 'n' (1), got 3"), std::string::npos) << best_of.message();
@@ -142,7 +143,7 @@ TEST(ParseCompletionRequest, ChatMaxTokensLogprobsAndExtensions) {
                         "modalities": ["text"], "audio": null, "reasoning_effort": null})")
                   .ok());
   // What would change the output is refused, naming the field.
-  for (const char* field : {R"("chat_template_kwargs": {"enable_thinking": false})", R"("audio": {"voice": "alloy"})",
+  for (const char* field : {R"("audio": {"voice": "alloy"})",
                             R"("modalities": ["text", "audio"])", R"("reasoning_effort": "low")",
                             R"("web_search_options": {"search_context_size": "low"})",
                             R"("guided_whitespace_pattern": " ")", R"("prediction": {"type": "content"})"}) {
@@ -346,7 +347,7 @@ TEST(ParseCompletionRequest, RejectsWrongTypesAndRangesNamingTheParameter) {
       {"{" + p + R"("n": 129})", false, {"'n' must be an integer in [1, 128], got 129"}},
       {"{" + p + R"("n": 0})", false, {"'n' must be an integer in [1, 128], got 0"}},
       {"{" + p + R"("n": 1.5})", false, {"'n' must be an integer in [1, 128]"}},
-      {"{" + p + R"("echo": true})", false, {"'echo' is not supported"}},
+      {"{" + p + R"("echo": true, "logprobs": 0})", false, {"'echo' together with 'logprobs' is not supported"}},
       {"{" + p + R"("echo": "yes"})", false, {"'echo' must be a boolean"}},
       {"{" + p + R"("best_of": 2})", false, {"'best_of' must equal 'n' (1), got 2"}},
       {"{" + p + R"("n": 2, "best_of": 3})", false, {"'best_of' must equal 'n' (2), got 3", "none are ranked"}},
@@ -566,9 +567,13 @@ TEST(ParseCompletionRequest, RejectsBadMessages) {
       {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})",
        true,
        {"'tool_choice' is only allowed when tools are given"}},
-      {R"({"messages": [{"role": "user", "content": "x"}], "continue_final_message": true})",
+      {R"({"messages": [{"role": "assistant", "content": "x"}], "continue_final_message": true,
+           "add_generation_prompt": true})",
        true,
-       {"'continue_final_message' is not supported"}},
+       {"'continue_final_message' and 'add_generation_prompt' cannot both be true"}},
+      {R"({"messages": [{"role": "user", "content": "x"}], "continue_final_message": 1})",
+       true,
+       {"'continue_final_message' must be a boolean"}},
       {R"({"messages": [{"role": "user", "content": "x"}], "chat_template": "{{x}}"})",
        true,
        {"'chat_template' is not supported"}},
@@ -604,7 +609,16 @@ TEST(ParseCompletionRequest, RejectsBadMessages) {
        false,
        {"'stream_options.continuous_usage_stats' must be a boolean"}},
       {R"({"prompt": "x", "add_special_tokens": 1})", false, {"'add_special_tokens' must be a boolean"}},
-      {R"({"messages": [{"role": "user", "content": "x"}], "echo": true})", true, {"'echo' is not supported"}},
+      {R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {"enable_thinking": false,
+           "tools": []}})",
+       true,
+       {"'chat_template_kwargs.tools' is not supported", "only 'enable_thinking'"}},
+      {R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {"enable_thinking": "no"}})",
+       true,
+       {"'chat_template_kwargs.enable_thinking' must be a boolean"}},
+      {R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": [true]})",
+       true,
+       {"'chat_template_kwargs' must be an object"}},
       {R"({"messages": [{"role": "user", "content": "x"}], "bad_words": [""]})", true, {"'bad_words[0]'"}},
       {R"({"messages": [{"role": "user", "content": "x"}], "documents": [{"text": "d"}]})",
        true,

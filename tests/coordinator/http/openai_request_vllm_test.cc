@@ -1,6 +1,7 @@
 // vLLM's request extensions that change the prompt, the output or the stream's usage:
 // truncate_prompt_tokens, stream_options.continuous_usage_stats, allowed_token_ids and
-// bad_words, guided_regex and guided_choice, structured_outputs.
+// bad_words, guided_regex and guided_choice, structured_outputs, echo, continue_final_message
+// and chat_template_kwargs.
 #include "coordinator/http/openai_request.h"
 
 #include <string>
@@ -161,6 +162,36 @@ TEST(ParseCompletionRequest, StructuredOutputsNameTheSameConstraints) {
       {R"({"prompt": "x", "structured_outputs": {"regex": "a"}, "min_tokens": 2})", false,
        {"'min_tokens' cannot be used with response_format \"regex\""}},
   });
+}
+
+// echo: completions' without logprobs (their prompt part is not computed); chat's always.
+// continue_final_message: add_generation_prompt then defaults to false. chat_template_kwargs:
+// enable_thinking only.
+TEST(ParseCompletionRequest, EchoContinueFinalMessageAndChatTemplateKwargs) {
+  const RequestLimits limits = TestLimits();
+  auto completion = [&](const std::string& body) { return Ok(ParseCompletionRequest(body, false, limits)); };
+  auto chat = [&](const std::string& body) { return Ok(ParseCompletionRequest(body, true, limits)); };
+  EXPECT_TRUE(completion(R"({"prompt": "x", "echo": true})").echo);
+  EXPECT_FALSE(completion(R"({"prompt": "x", "echo": null, "logprobs": 2})").echo);
+  EXPECT_TRUE(chat(R"({"messages": [{"role": "user", "content": "x"}], "echo": true, "logprobs": true})").echo);
+
+  const std::string answer = R"("messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}])";
+  const CompletionRequest plain = chat("{" + answer + "}");
+  EXPECT_TRUE(plain.add_generation_prompt);
+  EXPECT_FALSE(plain.continue_final_message);
+  EXPECT_FALSE(plain.enable_thinking.has_value());
+  const CompletionRequest continuing = chat("{" + answer + R"(, "continue_final_message": true})");
+  EXPECT_TRUE(continuing.continue_final_message);
+  EXPECT_FALSE(continuing.add_generation_prompt);
+  EXPECT_FALSE(chat("{" + answer + R"(, "continue_final_message": true, "add_generation_prompt": false})")
+                   .add_generation_prompt);
+  EXPECT_TRUE(chat("{" + answer + R"(, "continue_final_message": false, "add_generation_prompt": true})")
+                  .add_generation_prompt);
+
+  EXPECT_EQ(chat("{" + answer + R"(, "chat_template_kwargs": {"enable_thinking": false}})").enable_thinking, false);
+  EXPECT_EQ(chat("{" + answer + R"(, "chat_template_kwargs": {"enable_thinking": true}})").enable_thinking, true);
+  EXPECT_FALSE(chat("{" + answer + R"(, "chat_template_kwargs": {"enable_thinking": null}})").enable_thinking);
+  EXPECT_FALSE(chat("{" + answer + R"(, "chat_template_kwargs": {}})").enable_thinking);
 }
 
 }  // namespace

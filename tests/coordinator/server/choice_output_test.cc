@@ -1,0 +1,73 @@
+// EchoTexts: what each choice starts with under echo; ChoiceFromChunk: a chunk as a choice.
+#include "coordinator/server/choice_output.h"
+
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tests/support/paths.h"
+#include "worker/model/gguf/gguf_file.h"
+
+namespace bmad::coord {
+namespace {
+
+std::optional<tokenizer::Tokenizer> EchoTestTokenizer() {
+  auto file = gguf::GgufFile::Open(testing::SharedModelsDir() + "/stories260K.gguf");
+  if (!file.ok()) {
+    ADD_FAILURE() << file.status().ToString();
+    return std::nullopt;
+  }
+  auto tok = tokenizer::LoadTokenizer(**file);
+  if (!tok.ok()) {
+    ADD_FAILURE() << tok.status().ToString();
+    return std::nullopt;
+  }
+  return std::move(*tok);
+}
+
+std::vector<uint32_t> Tokens(const tokenizer::Tokenizer& tok, const std::string& text) {
+  const std::vector<int32_t> ids = tok.Encode(text, /*add_special=*/true);
+  return {ids.begin(), ids.end()};
+}
+
+TEST(EchoTexts, CompletionsEchoTheTextGivenOrTheTokensDecodedWithoutTheBos) {
+  const std::optional<tokenizer::Tokenizer> loaded = EchoTestTokenizer();
+  ASSERT_TRUE(loaded);
+  const tokenizer::Tokenizer& tok = *loaded;
+  http::CompletionRequest cr;
+  cr.prompts = {{false, "Once upon a time", {}}, {true, "", {}}};
+  const std::vector<std::vector<uint32_t>> prompts = {Tokens(tok, "Once upon a time"), Tokens(tok, "The cat sat")};
+  EXPECT_TRUE(EchoTexts(cr, prompts, tok).empty());  // no echo asked
+  cr.echo = true;
+  EXPECT_EQ(EchoTexts(cr, prompts, tok), (std::vector<std::string>{"Once upon a time", "The cat sat"}));
+  // Cut by truncate_prompt_tokens: what the model saw, decoded (here the last two tokens).
+  cr.truncate_prompt_tokens = 2;
+  const std::vector<uint32_t> all = Tokens(tok, "Once upon a time");
+  const std::vector<std::vector<uint32_t>> cut = {{all.end() - 2, all.end()}};
+  const std::vector<int32_t> kept(all.end() - 2, all.end());
+  EXPECT_EQ(EchoTexts(cr, cut, tok), (std::vector<std::string>{tok.Decode(kept)}));
+  EXPECT_EQ(EchoTexts(cr, cut, tok)[0], "a time");  // as a text would start
+  // Per choice: prompt by prompt, n each; past the end, nothing.
+  const std::vector<std::string> texts = {"a", "b"};
+  EXPECT_EQ(EchoTextOf(texts, 3, 2), "a");
+  EXPECT_EQ(EchoTextOf(texts, 3, 3), "b");
+  EXPECT_EQ(EchoTextOf(texts, 3, 6), "");
+  EXPECT_EQ(EchoTextOf({}, 1, 0), "");
+}
+
+TEST(EchoTexts, ChatEchoesTheFinalMessageOnlyWhenItIsTheAssistants) {
+  const std::optional<tokenizer::Tokenizer> loaded = EchoTestTokenizer();
+  ASSERT_TRUE(loaded);
+  http::CompletionRequest cr;
+  cr.chat = true;
+  cr.echo = true;
+  cr.messages = {{http::ChatRole::kUser, "Hi"}, {http::ChatRole::kAssistant, "Hello, "}};
+  EXPECT_EQ(EchoTexts(cr, {{1, 2}}, *loaded), (std::vector<std::string>{"Hello, "}));
+  cr.messages.pop_back();
+  EXPECT_EQ(EchoTexts(cr, {{1, 2}}, *loaded), (std::vector<std::string>{""}));
+}
+
+}  // namespace
+}  // namespace bmad::coord

@@ -1,0 +1,130 @@
+// The request fields that shape the prompt or what the answer repeats of it, end to end on a
+// local cluster (bmad-coordinator and a bmad-worker replica under mpirun, 127.0.0.1,
+// stories260K, whose GGUF has no chat template: ChatML): completions' and chat's echo, vLLM's
+// continue_final_message and chat_template_kwargs.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tests/support/cluster_http.h"
+#include "tests/support/local_cluster.h"
+#include "tests/support/paths.h"
+#include "tests/support/sse_completion.h"
+
+namespace bmad::testing {
+namespace {
+
+using json = nlohmann::json;
+
+json Parsed(const HttpResult& r) {
+  EXPECT_EQ(r.status, 200) << r.body;
+  return r.status == 200 ? json::parse(r.body) : json::object();
+}
+
+TEST(OpenAiPromptOptionsTest, CompletionsEchoStartsEachChoiceWithItsPrompt) {
+  LocalCluster cluster({StoriesModelPath(), 1, 0});
+  std::string error;
+  ASSERT_TRUE(cluster.Start(&error)) << error;
+  const int port = cluster.http_port();
+  const std::string prompt = "Once upon a time";
+  const std::string completion = Answer(port, Completion(prompt, 8, false)).text;
+  ASSERT_FALSE(completion.empty());
+
+  // Whole and streamed, n = 2: every choice's text is the prompt's, then the same completion.
+  json echoed = Completion(prompt, 8, false);
+  echoed["echo"] = true;
+  echoed["n"] = 2;
+  const json whole = Parsed(Post(port, "/v1/completions", echoed.dump()));
+  ASSERT_EQ(whole["choices"].size(), 2u) << whole;
+  for (const json& choice : whole["choices"]) EXPECT_EQ(choice["text"], prompt + completion) << whole;
+  // Echo bills nothing more: the prompt once, the 8 generated tokens per choice.
+  json plain = Completion(prompt, 8, false);
+  plain["n"] = 2;
+  EXPECT_EQ(whole["usage"], Parsed(Post(port, "/v1/completions", plain.dump()))["usage"]);
+  echoed["stream"] = true;
+  const StreamResult streamed = Stream(port, echoed);
+  EXPECT_TRUE(streamed.done) << streamed.error;
+  ASSERT_EQ(streamed.texts.size(), 2u);
+  for (const auto& [index, text] : streamed.texts) EXPECT_EQ(text, prompt + completion) << index;
+
+  // Token ids echo as the text they decode to (the BOS has none); a batch echoes each prompt.
+  const json tokens = Parsed(Post(port, "/tokenize", json({{"prompt", prompt}}).dump()))["tokens"];
+  json by_ids = {{"prompt", tokens}, {"max_tokens", 8}, {"temperature", 0}, {"echo", true}};
+  EXPECT_EQ(Parsed(Post(port, "/v1/completions", by_ids.dump()))["choices"][0]["text"], prompt + completion);
+  json batch = {{"prompt", {prompt, "The cat"}}, {"max_tokens", 4}, {"temperature", 0}, {"echo", true}};
+  const json answered = Parsed(Post(port, "/v1/completions", batch.dump()));
+  ASSERT_EQ(answered["choices"].size(), 2u) << answered;
+  EXPECT_TRUE(answered["choices"][0]["text"].get<std::string>().starts_with(prompt + ",")) << answered;
+  EXPECT_TRUE(answered["choices"][1]["text"].get<std::string>().starts_with("The cat")) << answered;
+
+  // With logprobs the echoed prompt would need its own, which this server does not compute.
+  echoed["stream"] = false;
+  echoed["logprobs"] = 1;
+  const HttpResult refused = Post(port, "/v1/completions", echoed.dump());
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  EXPECT_EQ(json::parse(refused.body)["error"]["param"], "echo") << refused.body;
+}
+
+TEST(OpenAiPromptOptionsTest, ContinueFinalMessageLeavesTheAnswerOpenAndEchoRepeatsIt) {
+  LocalCluster cluster({StoriesModelPath(), 1, 0});
+  std::string error;
+  ASSERT_TRUE(cluster.Start(&error)) << error;
+  const int port = cluster.http_port();
+  const json messages = {{{"role", "user"}, {"content", "Tell me a story."}},
+                         {{"role", "assistant"}, {"content", "Once upon a time"}}};
+  json chat = {{"messages", messages}, {"continue_final_message", true}, {"max_tokens", 8}, {"temperature", 0}};
+  // The prompt is the conversation cut right after the answer so far (ChatML, no <|im_end|>).
+  const std::string open_text =
+      "<|im_start|>user\nTell me a story.<|im_end|>\n<|im_start|>assistant\nOnce upon a time";
+  const json counted = Parsed(Post(port, "/tokenize", chat.dump()));
+  EXPECT_EQ(counted["tokens"], Parsed(Post(port, "/tokenize", json({{"prompt", open_text}}).dump()))["tokens"]);
+  // The model continues that text: the same tokens as a completion of it.
+  const std::string continuation = Answer(port, Completion(open_text, 8, false)).text;
+  const json answer = Parsed(Post(port, "/v1/chat/completions", chat.dump()));
+  EXPECT_EQ(answer["choices"][0]["message"]["content"], continuation) << answer;
+  // With echo (vLLM's rule for chat) the reply starts with the final message's content.
+  chat["echo"] = true;
+  const json echoed = Parsed(Post(port, "/v1/chat/completions", chat.dump()));
+  EXPECT_EQ(echoed["choices"][0]["message"]["content"], "Once upon a time" + continuation) << echoed;
+  chat["stream"] = true;
+  const StreamResult streamed = StreamCompletion(port, "/v1/chat/completions", chat);
+  EXPECT_TRUE(streamed.done) << streamed.error;
+  EXPECT_EQ(streamed.text, "Once upon a time" + continuation);
+  // Asking for a new turn as well is a contradiction; continuing a user message is not what
+  // the field is for.
+  chat["stream"] = false;
+  chat["add_generation_prompt"] = true;
+  HttpResult r = Post(port, "/v1/chat/completions", chat.dump());
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("cannot both be true"), std::string::npos) << r.body;
+  chat.erase("add_generation_prompt");
+  chat["messages"] = {messages[0]};
+  r = Post(port, "/v1/chat/completions", chat.dump());
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("has role 'user'"), std::string::npos) << r.body;
+}
+
+TEST(OpenAiPromptOptionsTest, ChatTemplateKwargsTakeEnableThinkingOnly) {
+  LocalCluster cluster({StoriesModelPath(), 1, 0});
+  std::string error;
+  ASSERT_TRUE(cluster.Start(&error)) << error;
+  const int port = cluster.http_port();
+  const json messages = {{{"role", "user"}, {"content", "Hi"}}};
+  // This model's template has no thinking switch: the prompt is unchanged, as a Jinja template
+  // that never reads the variable leaves it.
+  json off = {{"messages", messages}, {"chat_template_kwargs", {{"enable_thinking", false}}}};
+  EXPECT_EQ(Parsed(Post(port, "/tokenize", off.dump()))["tokens"],
+            Parsed(Post(port, "/tokenize", json({{"messages", messages}}).dump()))["tokens"]);
+  off["max_tokens"] = 2;
+  EXPECT_EQ(Post(port, "/v1/chat/completions", off.dump()).status, 200);
+  // Any other variable is refused by name: a built-in template cannot read it.
+  json other = {{"messages", messages}, {"chat_template_kwargs", {{"tools", json::array()}}}};
+  const HttpResult r = Post(port, "/v1/chat/completions", other.dump());
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(json::parse(r.body)["error"]["param"], "chat_template_kwargs.tools") << r.body;
+}
+
+}  // namespace
+}  // namespace bmad::testing
