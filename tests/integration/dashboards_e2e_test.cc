@@ -6,7 +6,9 @@
 // PromQL expression of every panel of every dashboard in deploy/grafana/dashboards/ (rows'
 // nested panels included) and every template variable's query is evaluated through
 // Prometheus's query API. Each must parse and return data; a panel that would show "No data"
-// fails the test with its dashboard, title and query. Everything binds 127.0.0.1, on ports the
+// fails the test with its dashboard, title and query. The targets carry a namespace label, as a
+// ServiceMonitor's do: every query also returns data with the $namespace variable set to it,
+// and none with another namespace (no panel mixes in another deployment's series). Everything binds 127.0.0.1, on ports the
 // test picks, and is stopped at the end, also on failure.
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -77,8 +79,12 @@ double ScalarOf(int prom_port, const std::string& promql) {
   return std::stod(data["result"][0]["value"][1].get<std::string>());
 }
 
+// The namespace label the test's targets get, as a ServiceMonitor's targets in Kubernetes do.
+const std::string kNamespace = "bmad-e2e";
+
 // deploy/prometheus/prometheus.yml with this test's targets: the coordinator job scrapes the
-// coordinator, the worker job every replica, every second. Fails when a job is missing.
+// coordinator, the worker job every replica, every second, each target labelled with
+// kNamespace. Fails when a job is missing.
 std::string RewritePrometheusConfig(const std::string& coordinator_target,
                                     const std::vector<std::string>& worker_targets) {
   YAML::Node config = YAML::LoadFile(kSource + "/deploy/prometheus/prometheus.yml");
@@ -102,9 +108,10 @@ std::string RewritePrometheusConfig(const std::string& coordinator_target,
     if (job["static_configs"] && job["static_configs"][0]["labels"]) {
       labels = job["static_configs"][0]["labels"];
     }
+    labels["namespace"] = kNamespace;
     YAML::Node static_config;
     static_config["targets"] = targets;
-    if (labels) static_config["labels"] = labels;
+    static_config["labels"] = labels;
     YAML::Node list(YAML::NodeType::Sequence);
     list.push_back(static_config);
     job["static_configs"] = list;
@@ -128,13 +135,17 @@ struct StopClusterOnExit {
   }
 };
 
+// A query as Grafana sends it for one selection of the $namespace variable: `expr` with every
+// other variable at its default, `in_namespace` with $namespace set to kNamespace,
+// `elsewhere` set to a namespace nothing runs in.
 struct PanelQuery {
-  std::string dashboard, panel, ref, expr;
+  std::string dashboard, panel, ref, expr, in_namespace, elsewhere;
 };
 
 // Grafana's built-in intervals and each dashboard's template variables, replaced by what
-// Grafana would send for the default selection (every replica: the variable's allValue).
-std::string Substitute(std::string expr, const json& dashboard) {
+// Grafana would send for the default selection (every replica: the variable's allValue), or by
+// `namespace` for $namespace when given.
+std::string Substitute(std::string expr, const json& dashboard, const std::string& namespace_value = "") {
   const std::vector<std::pair<std::string, std::string>> builtins = {
       {"$__rate_interval", "1m"}, {"${__rate_interval}", "1m"}, {"$__interval", "15s"},
       {"${__interval}", "15s"},   {"$__range", "5m"},          {"${__range}", "5m"}};
@@ -144,7 +155,8 @@ std::string Substitute(std::string expr, const json& dashboard) {
   if (dashboard.contains("templating")) {
     for (const json& v : dashboard["templating"]["list"]) {
       const std::string name = v.value("name", "");
-      const std::string value = v.value("allValue", ".*");
+      const std::string value =
+          name == "namespace" && !namespace_value.empty() ? namespace_value : v.value("allValue", ".*");
       for (const std::string& form : {"${" + name + ":regex}", "${" + name + "}", "$" + name}) {
         for (size_t p; (p = expr.find(form)) != std::string::npos;) expr.replace(p, form.size(), value);
       }
@@ -160,8 +172,10 @@ void CollectPanels(const json& panels, const std::string& dashboard, const json&
     if (!panel.contains("targets")) continue;
     for (const json& target : panel["targets"]) {
       if (!target.contains("expr")) continue;
+      const std::string expr = target["expr"].get<std::string>();
       out->push_back({dashboard, panel.value("title", "(untitled)"), target.value("refId", "?"),
-                      Substitute(target["expr"].get<std::string>(), dash_json)});
+                      Substitute(expr, dash_json), Substitute(expr, dash_json, kNamespace),
+                      Substitute(expr, dash_json, "elsewhere")});
     }
   }
 }
@@ -186,14 +200,26 @@ std::vector<PanelQuery> DashboardQueries() {
     const size_t before = queries.size();
     CollectPanels(dash["panels"], name, dash, &queries);
     EXPECT_GT(queries.size(), before) << name << " has no PromQL queries";
+    // Every selector of every panel is filtered by the namespace (checked with data below).
+    for (size_t i = before; i < queries.size(); ++i) {
+      const std::regex selector(R"(\bbmad_\w+)"), filtered(R"(\bbmad_\w+\{namespace=~"bmad-e2e")");
+      const auto count = [](const std::string& text, const std::regex& re) {
+        return std::distance(std::sregex_iterator(text.begin(), text.end(), re), std::sregex_iterator());
+      };
+      EXPECT_EQ(count(queries[i].in_namespace, selector), count(queries[i].in_namespace, filtered))
+          << name << " / " << queries[i].panel << ": a selector without the $namespace filter: " << queries[i].expr;
+    }
     for (const json& v : dash["templating"]["list"]) {
       if (v.value("type", "") != "query") continue;
       const std::string q = v["query"].is_object() ? v["query"].value("query", "") : v["query"].get<std::string>();
       std::smatch m;
       const std::regex label_values(R"(^\s*label_values\((.+),\s*(\w+)\)\s*$)");
       if (std::regex_match(q, m, label_values)) {
-        queries.push_back({name, "variable $" + v.value("name", ""), "-",
-                           "count by (" + m[2].str() + ") (" + Substitute(m[1].str(), dash) + ")"});
+        const auto count = [&](const std::string& namespace_value) {
+          return "count by (" + m[2].str() + ") (" + Substitute(m[1].str(), dash, namespace_value) + ")";
+        };
+        queries.push_back({name, "variable $" + v.value("name", ""), "-", count(""), count(kNamespace),
+                           count(v.value("name", "") == "namespace" ? "" : "elsewhere")});
       } else {
         ADD_FAILURE() << name << ": variable " << v.value("name", "") << " has a query this test "
                       << "cannot check: " << q;
@@ -345,16 +371,21 @@ TEST(DashboardsE2E, EveryPanelQueryReturnsDataFromARealPrometheus) {
   std::vector<std::string> failures;
   std::string error;
   for (const PanelQuery& q : queries) {
+    const std::string where = q.dashboard + " / " + q.panel + " [" + q.ref + "]";
     if (q.expr.find('$') != std::string::npos) {
-      failures.push_back(q.dashboard + " / " + q.panel + " [" + q.ref + "]: unknown variable in " + q.expr);
+      failures.push_back(where + ": unknown variable in " + q.expr);
       continue;
     }
-    json data = Query(prom_port, q.expr, &error);
-    if (!error.empty()) {
-      failures.push_back(q.dashboard + " / " + q.panel + " [" + q.ref + "]: query failed (" + error +
-                         "): " + q.expr);
-    } else if (Samples(data) == 0) {
-      failures.push_back(q.dashboard + " / " + q.panel + " [" + q.ref + "]: no data: " + q.expr);
+    // Every namespace (the default), this deployment's: data; another one's: none.
+    for (const std::string* expr : {&q.expr, &q.in_namespace, &q.elsewhere}) {
+      json data = Query(prom_port, *expr, &error);
+      if (!error.empty()) {
+        failures.push_back(where + ": query failed (" + error + "): " + *expr);
+      } else if (expr == &q.elsewhere && *expr != q.expr && Samples(data) != 0) {
+        failures.push_back(where + ": data from outside the selected namespace: " + *expr);
+      } else if (expr != &q.elsewhere && Samples(data) == 0) {
+        failures.push_back(where + ": no data: " + *expr);
+      }
     }
   }
   std::string report;
