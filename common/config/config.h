@@ -183,6 +183,14 @@ struct SchedulerConfig {
   int64_t default_slo_ms = 5000;         // deadline for requests that carry none
   int64_t max_waiting = 4096;            // requests queued on a worker before it refuses more
   StepOverlap overlap_steps = StepOverlap::kAuto;
+  // Prompt positions a step computes log-probabilities for (a request's prompt logprobs: echo
+  // with logprobs, prompt_logprobs); such a prompt is computed in chunks of at most this many
+  // tokens. 0: prompt logprobs are refused.
+  int64_t max_prompt_logprob_tokens = 64;
+
+  // The most rows of logits one step computes: a sampling row per sequence, and the prompt
+  // positions above. Sizes the logits buffers.
+  int64_t max_logit_rows() const { return max_seqs + max_prompt_logprob_tokens; }
 };
 
 struct CacheConfig {

@@ -217,6 +217,12 @@ void VisitConfig(ServerConfig& c, Visitor& v) {
             "Plan step n+1 while step n runs: auto (on cuda, for a replica of one rank), on or "
             "off. The tokens are the same either way.",
             Limits<StepOverlap>{});
+    v.Field("max_prompt_logprob_tokens", c.scheduler.max_prompt_logprob_tokens,
+            "Prompt positions one step computes log-probabilities for (echo with logprobs, "
+            "prompt_logprobs): such prompts are computed in chunks of at most this many tokens, and "
+            "the logits buffers hold max_seqs + this many rows of the vocabulary. 0: prompt "
+            "log-probabilities are refused.",
+            I{0, 1 << 16});
   });
 
   v.Section("cache", "The paged KV cache.", [&] {

@@ -9,7 +9,7 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("bmad::wire");
 
-const protocolVersion :UInt16 = 9;  # proto::kProtocolVersion (codec.cc checks they agree)
+const protocolVersion :UInt16 = 10;  # proto::kProtocolVersion (codec.cc checks they agree)
 
 enum FinishReason {
   none @0;        # more chunks follow
@@ -55,6 +55,8 @@ struct SamplingParams {
   allowedTokenIds @20 :List(UInt32);  # vLLM's: when not empty, only these tokens are drawn
   badWords @21 :List(List(UInt32));   # vLLM's, as token sequences: none is generated whole
   regex @22 :Text;                    # with responseFormat regex: the pattern (sampling::RegexNfa)
+  promptLogprobs @23 :Int32 = -1;     # the prompt's own log-probabilities, with this many
+                                      # alternatives per position; -1: none
 }
 
 struct LogitBias {
@@ -110,6 +112,14 @@ struct TokenChunk {
   assignment @11 :UInt32;     # replica -> coordinator: the Assign.assignment this chunk answers
   stopString @12 :Text;       # a stop finish caused by a stop string: that string
   stopTokenId @13 :Int64 = -1;  # a stop finish caused by a stop_token_ids entry: that id
+  # With promptLogprobs: the log-probabilities of prompt positions promptLogprobOffset onward
+  # (position 0 has none), each given the tokens before it, with their ranks and alternatives
+  # (promptLogprobs per position, most likely first). Chunks carry them in prompt order.
+  promptLogprobOffset @14 :UInt32;
+  promptLogprobs @15 :List(Float32);
+  promptRanks @16 :List(UInt32);
+  promptTopTokenIds @17 :List(UInt32);
+  promptTopLogprobs @18 :List(Float32);
 }
 
 struct Error {

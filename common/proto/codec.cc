@@ -148,6 +148,7 @@ void Fill(wire::SamplingParams::Builder b, const SamplingParams& s) {
     biases[static_cast<unsigned>(i)].setBias(s.logit_bias[i].bias);
   }
   b.setRegex(Txt(s.regex));
+  b.setPromptLogprobs(s.prompt_logprobs);
   SetList(b.initAllowedTokenIds(static_cast<unsigned>(s.allowed_token_ids.size())), s.allowed_token_ids);
   auto bad_words = b.initBadWords(static_cast<unsigned>(s.bad_words.size()));
   for (size_t i = 0; i < s.bad_words.size(); ++i) {
@@ -236,6 +237,11 @@ struct BodyFiller {
     b.setAssignment(m.assignment);
     b.setStopString(Txt(m.stop_string));
     b.setStopTokenId(m.stop_token_id);
+    b.setPromptLogprobOffset(m.prompt_logprob_offset);
+    SetList(b.initPromptLogprobs(static_cast<unsigned>(m.prompt_logprobs.size())), m.prompt_logprobs);
+    SetList(b.initPromptRanks(static_cast<unsigned>(m.prompt_ranks.size())), m.prompt_ranks);
+    SetList(b.initPromptTopTokenIds(static_cast<unsigned>(m.prompt_top_token_ids.size())), m.prompt_top_token_ids);
+    SetList(b.initPromptTopLogprobs(static_cast<unsigned>(m.prompt_top_logprobs.size())), m.prompt_top_logprobs);
   }
   void operator()(const ErrorMessage& m) {
     auto b = body.initError();
@@ -354,6 +360,7 @@ SamplingParams Read(wire::SamplingParams::Reader r) {
   s.json_schema = GetText(r.getJsonSchema());
   for (auto b : r.getLogitBias()) s.logit_bias.push_back(LogitBias{b.getTokenId(), b.getBias()});
   s.regex = GetText(r.getRegex());
+  s.prompt_logprobs = r.getPromptLogprobs();
   s.allowed_token_ids = GetList<uint32_t>(r.getAllowedTokenIds());
   for (auto word : r.getBadWords()) s.bad_words.push_back(GetList<uint32_t>(word));
   return s;
@@ -447,6 +454,11 @@ Message ReadBody(wire::Envelope::Body::Reader body) {
       m.assignment = r.getAssignment();
       m.stop_string = GetText(r.getStopString());
       m.stop_token_id = r.getStopTokenId();
+      m.prompt_logprob_offset = r.getPromptLogprobOffset();
+      m.prompt_logprobs = GetList<float>(r.getPromptLogprobs());
+      m.prompt_ranks = GetList<uint32_t>(r.getPromptRanks());
+      m.prompt_top_token_ids = GetList<uint32_t>(r.getPromptTopTokenIds());
+      m.prompt_top_logprobs = GetList<float>(r.getPromptTopLogprobs());
       return m;
     }
     case wire::Envelope::Body::ERROR: {

@@ -29,7 +29,7 @@ namespace bmad::proto {
 // 8: Submit.api_key, and error code 13 (kUnauthenticated), which a version 7 peer cannot read.
 // 9: SamplingParams.allowed_token_ids, bad_words and regex, and ResponseFormat regex (a version 8
 // replica would ignore the first two and refuse the format as unknown).
-inline constexpr uint16_t kProtocolVersion = 9;
+inline constexpr uint16_t kProtocolVersion = 10;
 
 enum class FinishReason : uint8_t { kNone = 0, kStop, kLength, kCancelled, kError };
 std::string_view FinishReasonName(FinishReason reason);  // "stop", "length", ... ("" for none)
@@ -88,6 +88,9 @@ struct SamplingParams {
   // With kRegex: the regular expression the whole output must match (sampling::RegexNfa says
   // which syntax); empty otherwise.
   std::string regex;
+  // The prompt's own log-probabilities (vLLM's prompt_logprobs; echo with logprobs), with this
+  // many alternatives per position (<= 20); -1: none.
+  int32_t prompt_logprobs = -1;
   friend bool operator==(const SamplingParams&, const SamplingParams&) = default;
 };
 
@@ -152,6 +155,14 @@ struct TokenChunk {
   // the stop_token_ids entry that was drawn (-1: neither, e.g. the end-of-generation token).
   std::string stop_string;
   int64_t stop_token_id = -1;
+  // With SamplingParams::prompt_logprobs: prompt positions prompt_logprob_offset onward (>= 1),
+  // one entry each: its token's log-probability given the tokens before it, its rank in that
+  // distribution (1: the most likely), and prompt_logprobs alternatives (most likely first).
+  uint32_t prompt_logprob_offset = 0;
+  std::vector<float> prompt_logprobs;
+  std::vector<uint32_t> prompt_ranks;
+  std::vector<uint32_t> prompt_top_token_ids;
+  std::vector<float> prompt_top_logprobs;
   friend bool operator==(const TokenChunk&, const TokenChunk&) = default;
 };
 

@@ -37,6 +37,7 @@ std::vector<Message> SampleMessages() {
   sampling.logit_bias = {{13, -100.0f}, {261, 2.5f}};
   sampling.allowed_token_ids = {5, 7, 5};
   sampling.bad_words = {{261}, {378, 9, 1}, {}};
+  sampling.prompt_logprobs = 1;
 
   Submit text_submit{"c-1", "stories", false, "Once upon a time", {}, sampling, 0, 1500, true, "sk-test-1"};
   SamplingParams json_object;
@@ -44,6 +45,11 @@ std::vector<Message> SampleMessages() {
   Submit token_submit{"c-2", "", true, "", {1, 403, 407}, json_object, 2, 0, false};
   TokenChunk chunk{42, "c-1", 3, 17, {261, 378}, " a time", {-0.5f, -1.25f},
                    FinishReason::kLength, Usage{5, 20, 4}, {261, 7, 378, 9}, {-0.5f, -2.0f, -1.25f, -1.5f}, 2};
+  chunk.prompt_logprob_offset = 3;
+  chunk.prompt_logprobs = {-2.5f, -0.125f};
+  chunk.prompt_ranks = {4, 1};
+  chunk.prompt_top_token_ids = {13, 378};
+  chunk.prompt_top_logprobs = {-0.75f, -0.125f};
   ReplicaInfo info;
   info.replica_id = "r0";
   info.pool = ReplicaPool::kLongTail;

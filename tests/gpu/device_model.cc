@@ -43,7 +43,7 @@ Result<std::span<const float>> DeviceModel::Forward(std::span<const model::Seque
   memory_->workspace().Reset();
   BMAD_RETURN_IF_ERROR(model_->Forward(steps, *cache_, logits_.data(), &memory_->workspace()));
   n_logits_ = 0;
-  for (const model::SequenceStep& s : steps) n_logits_ += s.want_logits ? 1 : 0;
+  for (const model::SequenceStep& s : steps) n_logits_ += s.logit_rows;
   return std::span<const float>(logits_.data(),
                                 static_cast<size_t>(n_logits_ * config().n_vocab));
 }

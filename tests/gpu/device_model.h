@@ -40,7 +40,7 @@ class DeviceModel {
   size_t weight_bytes() const { return weight_bytes_; }
 
   // One step (LlamaModel::Forward through the workspace): the logits of the sequences with
-  // want_logits, [count, n_vocab], copied to the host as the engine's sampler gets them.
+  // logit_rows, [their sum, n_vocab], copied to the host as the engine's sampler gets them.
   Result<std::span<const float>> Forward(std::span<const model::SequenceStep> steps);
   // The greedy token of each row of the last step's logits.
   std::vector<int32_t> Greedy() const;

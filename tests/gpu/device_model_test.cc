@@ -60,7 +60,7 @@ void CheckSameLogits(const std::string& file) {
                        q.done, q.table, q.done + take == static_cast<int64_t>(q.tokens.size())});
     }
     int64_t want_rows = 0;
-    for (const model::SequenceStep& s : steps) want_rows += s.want_logits ? 1 : 0;
+    for (const model::SequenceStep& s : steps) want_rows += s.logit_rows;
     std::vector<float> want(static_cast<size_t>(std::max<int64_t>(want_rows, 1) * vocab));
     ASSERT_TRUE((*ref)->Forward(steps, cache, want.data()).ok());
     Result<std::span<const float>> got = (*dev)->Forward(steps);

@@ -56,7 +56,8 @@ struct Engine::RequestState {
         prompt(std::move(prompt_tokens)),
         sampler(params, seed, TokensThatEnd(tok, params), std::move(constraint)),
         output(tok, params, prompt, max_new, std::move(generated)),
-        want_logprobs(params.logprobs) {
+        want_logprobs(params.logprobs),
+        prompt_logprobs(params.prompt_logprobs) {
     sampler.SkipDrawsOf(output.generated().size());
   }
 
@@ -65,6 +66,8 @@ struct Engine::RequestState {
   sampling::Sampler sampler;
   OutputProcessor output;
   bool want_logprobs;
+  int32_t prompt_logprobs;             // alternatives per prompt position; -1: none wanted
+  int64_t prompt_logprobs_sent = 0;    // prompt positions 1.. this one have gone out
   // Whether this request's admission (queue wait, prompt tokens) and first token were counted
   // already: by the copy a replacement takes the place of, or, for a request migrated with
   // tokens streamed elsewhere, by the replica it came from. Not counted twice.
@@ -92,12 +95,15 @@ Engine::Engine(const EngineOptions& options, model::LlamaModel& model, model::Kv
       scheduler_(options.scheduler, kv_, clock),
       default_seed_(std::random_device{}()) {
   // Size every step buffer for the largest step up front, so steps never allocate.
-  if (!options.workspace) model_.Reserve(options.scheduler.max_batch_tokens, options.scheduler.max_seqs);
+  const auto max_rows = static_cast<size_t>(options.scheduler.max_logit_rows());
+  if (!options.workspace) model_.Reserve(options.scheduler.max_batch_tokens, static_cast<int64_t>(max_rows));
   const auto max_seqs = static_cast<size_t>(options.scheduler.max_seqs);
   for (StepBatch& b : batches_) {
     b.steps.reserve(max_seqs);
     b.ids.reserve(max_seqs);
     b.sampling.reserve(max_seqs);
+    b.sample_rows.reserve(max_seqs);
+    b.prompt_chunks.reserve(max_seqs);
     b.row_sampling.reserve(max_seqs);
   }
   sampled_.reserve(max_seqs);
@@ -119,7 +125,7 @@ Engine::Engine(const EngineOptions& options, model::LlamaModel& model, model::Kv
     return p;
   };
   logits_.reset(static_cast<float*>(page_aligned(
-      max_seqs * static_cast<size_t>(model.config().n_vocab) * sizeof(float), &logits_bytes_)));
+      max_rows * static_cast<size_t>(model.config().n_vocab) * sizeof(float), &logits_bytes_)));
   device_tokens_.reset(
       static_cast<int32_t*>(page_aligned(max_seqs * sizeof(int32_t), &device_tokens_bytes_)));
   if (!backend.host_memory()) {
@@ -195,6 +201,7 @@ Status Engine::Add(EngineRequest r) {
   state->arrival_ns = r.received_ns != 0 ? r.received_ns : clock_.NowNanos();
   sched::SequenceRequest seq{r.id,     std::move(r.prompt), std::move(r.generated), r.priority,
                              r.slo_ms, clock_.NowMillis(), r.replaces_copy};
+  seq.prompt_logprobs = r.sampling.prompt_logprobs >= 0;
   BMAD_RETURN_IF_ERROR(scheduler_.Add(std::move(seq)));
   requests_.emplace(state->id, std::move(state));
   UpdateGauges();
@@ -275,16 +282,26 @@ void Engine::PrepareBatch(StepBatch& batch) {
   batch.steps.clear();
   batch.ids.clear();
   batch.sampling.clear();
+  batch.sample_rows.clear();
+  batch.prompt_chunks.clear();
+  int64_t rows = 0;  // the logits come back in step order, each chunk's logit_rows
   for (const sched::ScheduledChunk& c : batch.plan.chunks) {
     batch.ids.push_back(c.seq_id);
     const sched::Sequence* seq = scheduler_.Find(c.seq_id);
     batch.steps.push_back({std::span<const int32_t>(seq->tokens).subspan(static_cast<size_t>(c.start),
                                                                          static_cast<size_t>(c.num_tokens)),
-                           static_cast<int32_t>(c.start), scheduler_.BlockTable(c.seq_id), c.samples});
-    if (c.samples) batch.sampling.push_back(&c);
+                           static_cast<int32_t>(c.start), scheduler_.BlockTable(c.seq_id),
+                           static_cast<int32_t>(c.logit_rows)});
+    if (c.prompt_logits) batch.prompt_chunks.emplace_back(&c, rows);
+    rows += c.logit_rows;
+    if (c.samples) {
+      batch.sampling.push_back(&c);
+      batch.sample_rows.push_back(rows - 1);  // its last token's
+    }
   }
+  // Only a step of one row per sampling sequence is drawn on the device.
   batch.sampled_on_device =
-      sample_on_device_ && std::all_of(batch.sampling.begin(), batch.sampling.end(),
+      sample_on_device_ && batch.prompt_chunks.empty() && std::all_of(batch.sampling.begin(), batch.sampling.end(),
                                        [&](const sched::ScheduledChunk* c) {
                                          const RequestState& r = *requests_.at(c->seq_id);
                                          return r.sampler.device_samplable(r.output.generated().size());
@@ -382,7 +399,8 @@ void Engine::Sample(const StepBatch& batch, std::vector<RequestOutput>* outputs)
     backend_.ParallelForOnHost(static_cast<int64_t>(n), [&](int64_t i) {
       RequestState* r = sampling_rows_[static_cast<size_t>(i)];
       if (r == nullptr) return;
-      const std::span<const float> row(logits_.get() + i * vocab, static_cast<size_t>(vocab));
+      const int64_t at = batch.sample_rows[static_cast<size_t>(i)];
+      const std::span<const float> row(logits_.get() + at * vocab, static_cast<size_t>(vocab));
       host_draws_[static_cast<size_t>(i)] = r->sampler.Sample(row, r->prompt, r->output.generated());
     });
   }
@@ -448,6 +466,60 @@ void Engine::Sample(const StepBatch& batch, std::vector<RequestOutput>* outputs)
   }
 }
 
+void Engine::ScorePrompts(const StepBatch& batch, std::vector<RequestOutput>* outputs) {
+  const int64_t vocab = model_.config().n_vocab;
+  for (const auto& [chunk, first_row] : batch.prompt_chunks) {
+    const uint64_t id = chunk->seq_id;
+    const sched::Sequence* seq = scheduler_.Find(id);
+    auto found = requests_.find(id);
+    if (found == requests_.end() || seq == nullptr || seq->launched_step != batch.plan.step) continue;  // gone
+    RequestState& r = *found->second;
+    if (r.prompt_logprobs < 0) continue;
+    // Row j holds the logits after position start + j: the distribution of the token at
+    // start + j + 1. Positions already sent (before a preemption) are not sent again.
+    const auto prompt_len = static_cast<int64_t>(r.prompt.size());
+    const int64_t first = std::max(r.prompt_logprobs_sent + 1, chunk->start + 1);
+    const int64_t last = std::min(chunk->start + chunk->num_tokens, prompt_len - 1);
+    if (first > last) continue;
+    RequestOutput out;
+    out.id = id;
+    out.token_offset = static_cast<int64_t>(r.output.generated().size());
+    out.prompt_logprob_offset = first;
+    Status failed;
+    for (int64_t p = first; p <= last && failed.ok(); ++p) {
+      const int64_t row = first_row + (p - 1 - chunk->start);
+      const std::span<const float> logits(logits_.get() + row * vocab, static_cast<size_t>(vocab));
+      Result<sampling::PromptTokenLogprob> scored =
+          prompt_scorer_.Score(logits, r.prompt[static_cast<size_t>(p)], static_cast<size_t>(r.prompt_logprobs));
+      if (!scored.ok()) {
+        failed = scored.status();
+        break;
+      }
+      out.prompt_logprobs.push_back(scored->logprob);
+      out.prompt_ranks.push_back(scored->rank);
+      for (const auto& [token, logprob] : scored->top) {
+        out.prompt_top_token_ids.push_back(token);
+        out.prompt_top_logprobs.push_back(logprob);
+      }
+    }
+    if (!failed.ok()) {
+      // The model gave no distribution: the request cannot go on (as a failed draw).
+      RequestOutput error;
+      error.id = id;
+      error.finished = true;
+      error.reason = proto::FinishReason::kError;
+      error.error = failed.ToString();
+      FinishMetrics(r, error.reason);
+      outputs->push_back(std::move(error));
+      scheduler_.Remove(id);
+      Forget(id);
+      continue;
+    }
+    r.prompt_logprobs_sent = last;
+    outputs->push_back(std::move(out));
+  }
+}
+
 void Engine::Forget(uint64_t id) {
   requests_.erase(id);
   if (options_.executor) options_.executor->Release(id);
@@ -495,6 +567,7 @@ Status Engine::Step(std::vector<RequestOutput>* outputs) {
   }
   const size_t first_output = outputs->size();
   if (executed.ok()) {
+    ScorePrompts(now, outputs);
     Sample(now, outputs);
     scheduler_.OnTokensSampled(sampled_);
     for (size_t i = first_output; i < outputs->size(); ++i) {

@@ -5,6 +5,8 @@
 //   Prepare   each chunk becomes a model::SequenceStep (tokens, positions, block table)
 //   Launch    the forward pass over the whole batch is issued
 //   Wait      ... and its logits come back
+//   Score     prompt positions computed with their logits get their log-probabilities (a
+//             request's prompt_logprobs)
 //   Sample    each sequence that reached its last known token samples its next one
 //   Update    the scheduler records the new tokens; finished ones release their blocks
 //   Emit      detokenized text (stop strings held back) goes out as RequestOutputs
@@ -44,6 +46,7 @@
 #include "worker/model/kv_cache.h"
 #include "worker/model/llama/llama_model.h"
 #include "worker/model/tokenizer/tokenizer.h"
+#include "worker/sampling/prompt_logprob.h"
 #include "worker/sampling/sampler.h"
 #include "worker/scheduler/scheduler.h"
 
@@ -84,6 +87,13 @@ struct RequestOutput {
   int64_t stop_token_id = -1;  // a kStop finish by a stop_token_ids entry: that id
   int64_t token_offset = 0;  // index in the whole output of token_ids[0]
   proto::Usage usage;        // on the last output
+  // With sampling.prompt_logprobs: the prompt positions computed since the last output, from
+  // prompt_logprob_offset on (proto::TokenChunk's layout). An output may carry only these.
+  int64_t prompt_logprob_offset = 0;
+  std::vector<float> prompt_logprobs;
+  std::vector<uint32_t> prompt_ranks;
+  std::vector<int32_t> prompt_top_token_ids;
+  std::vector<float> prompt_top_logprobs;
 };
 
 // Where the engine's steps spent their time since it was made (non-empty steps only): the
@@ -165,6 +175,10 @@ class Engine {
     std::vector<model::SequenceStep> steps;
     std::vector<uint64_t> ids;
     std::vector<const sched::ScheduledChunk*> sampling;  // into plan.chunks
+    std::vector<int64_t> sample_rows;  // per entry of `sampling`: its row of the logits
+    // Chunks computing prompt positions with their logits (ScheduledChunk::prompt_logits), and
+    // the row of their first token.
+    std::vector<std::pair<const sched::ScheduledChunk*, int64_t>> prompt_chunks;
     bool sampled_on_device = false;  // every sequence that samples is drawn on the device
                                      // (row_sampling): only the ids come back
     std::vector<kernels::RowSampling> row_sampling;  // one per entry of `sampling`
@@ -180,6 +194,7 @@ class Engine {
   void DropGoneChunks(StepBatch& batch);
   void Forget(uint64_t id);
   void Sample(const StepBatch& batch, std::vector<RequestOutput>* outputs);
+  void ScorePrompts(const StepBatch& batch, std::vector<RequestOutput>* outputs);
   void UpdateGauges();
   float Utilization(int64_t now) const;
   void FinishMetrics(const RequestState& r, proto::FinishReason reason);
@@ -217,6 +232,7 @@ class Engine {
   std::vector<sched::SampledToken> sampled_;
   std::vector<RequestState*> sampling_rows_;                  // Sample(): each row's request
   std::vector<Result<sampling::SampleResult>> host_draws_;    // Sample(): each row's host draw
+  sampling::PromptLogprobScorer prompt_scorer_;
   std::vector<uint64_t> last_samples_;  // sequences whose sample in the launched step is their last
   StepTiming call_timing_;              // this Step() call's, kept if a step completes in it
   int64_t returned_in_flight_at_ = 0;   // when Step() last returned with a step on the device

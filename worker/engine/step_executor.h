@@ -14,8 +14,8 @@ namespace bmad::engine {
 class StepExecutor {
  public:
   virtual ~StepExecutor() = default;
-  // Computes one step; writes the logits of every sequence with want_logits, in step order, to
-  // `logits` ([that count, n_vocab]). ids[i] names steps[i]'s sequence. kInvalidArgument or
+  // Computes one step; writes each sequence's logit_rows rows of logits, in step order, to
+  // `logits` ([their sum, n_vocab]). ids[i] names steps[i]'s sequence. kInvalidArgument or
   // kOutOfRange: the step is malformed (its requests fail; the replica goes on). Any other
   // error: the replica can compute no more (a rank failed) and must stop.
   virtual Status Execute(std::span<const model::SequenceStep> steps,

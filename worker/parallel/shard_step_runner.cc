@@ -11,6 +11,8 @@ namespace {
 
 constexpr int kHiddenTag = 1;
 constexpr int kLogitsTag = 2;
+// What bounds the rows of logits a step has.
+constexpr const char* kRowSettings = "scheduler.max_seqs + scheduler.max_prompt_logprob_tokens";
 
 int64_t CountTokens(std::span<const model::SequenceStep> steps) {
   int64_t n = 0;
@@ -19,7 +21,9 @@ int64_t CountTokens(std::span<const model::SequenceStep> steps) {
 }
 
 int64_t CountLogits(std::span<const model::SequenceStep> steps) {
-  return std::count_if(steps.begin(), steps.end(), [](const auto& s) { return s.want_logits; });
+  int64_t rows = 0;
+  for (const model::SequenceStep& s : steps) rows += s.logit_rows;
+  return rows;
 }
 
 }  // namespace
@@ -43,11 +47,11 @@ Status ShardStepRunner::CheckMessageSizes(const ShardStepContext& context) {
   if (shard.pp > 1) {
     BMAD_RETURN_IF_ERROR(check(context.max_tokens, mc.n_embd, kBytes, "scheduler.max_batch_tokens",
                                "a pipeline stage's hand-off"));
-    BMAD_RETURN_IF_ERROR(check(context.max_seqs, mc.n_vocab, kBytes, "scheduler.max_seqs",
+    BMAD_RETURN_IF_ERROR(check(context.max_logit_rows, mc.n_vocab, kBytes, kRowSettings,
                                "the last stage's logits"));
   }
   if (shard.tp > 1) {
-    BMAD_RETURN_IF_ERROR(check(context.max_seqs, shard.vocab_stride, kBytes, "scheduler.max_seqs",
+    BMAD_RETURN_IF_ERROR(check(context.max_logit_rows, shard.vocab_stride, kBytes, kRowSettings,
                                "a tp rank's slice of the logits"));
     // The model's all-reduces of a step's hidden states go over MPI unless over the device's
     // communicator (NCCL counts in size_t).
@@ -63,7 +67,7 @@ ShardStepRunner::ShardStepRunner(const ShardStepContext& context)
     : c_(context), shard_(context.model->shard()), tp_group_(context.tp_device ? context.tp_device : context.tp, context.tp_device != nullptr) {
   const model::LlamaConfig& mc = c_.model->config();
   const auto tokens = static_cast<size_t>(c_.max_tokens);
-  const auto seqs = static_cast<size_t>(c_.max_seqs);
+  const auto seqs = static_cast<size_t>(c_.max_logit_rows);
   if (!shard_.first_stage()) hidden_in_.resize(tokens * static_cast<size_t>(mc.n_embd));
   if (!shard_.last_stage()) hidden_out_.resize(tokens * static_cast<size_t>(mc.n_embd));
   if (shard_.last_stage()) {

@@ -33,7 +33,9 @@ struct ShardStepContext {
   Communicator* pp = nullptr;  // this tp rank's line through the stages (needed when pp > 1)
   int64_t micro_batches = 0;   // 0: pp
   int64_t max_tokens = 0;      // per step (scheduler.max_batch_tokens)
-  int64_t max_seqs = 0;        // per step (scheduler.max_seqs)
+  // Rows of logits per step: scheduler.max_seqs + scheduler.max_prompt_logprob_tokens
+  // (SchedulerConfig::max_logit_rows).
+  int64_t max_logit_rows = 0;
 };
 
 class ShardStepRunner {
@@ -41,7 +43,7 @@ class ShardStepRunner {
   explicit ShardStepRunner(const ShardStepContext& context);
 
   // Whether the largest messages a step can need (a pipeline hand-off of max_tokens hidden
-  // states, the logits of max_seqs sequences, a tp rank's vocabulary slice of them, a host
+  // states, max_logit_rows rows of logits, a tp rank's vocabulary slice of them, a host
   // all-reduce of max_tokens hidden states) fit one MPI message (MPI counts in int: at most
   // 2^31 - 1 bytes, or floats for an all-reduce). kInvalidArgument naming the setting to lower
   // otherwise: checked at start-up, so that no step fails for its size later.

@@ -72,7 +72,8 @@ std::string EncodeStepPlan(const StepPlan& plan) {
   for (const PlanSequence& s : plan.sequences) {
     w.Put(s.seq_id);
     w.Put(s.start_pos);
-    w.Put(static_cast<uint8_t>((s.want_logits ? 1 : 0) | (s.reset_table ? 2 : 0)));
+    w.Put(static_cast<uint8_t>(s.reset_table ? 2 : 0));
+    w.Put(s.logit_rows);
     w.PutList(s.tokens);
     w.PutList(s.new_blocks);
   }
@@ -95,11 +96,11 @@ Result<StepPlan> DecodeStepPlan(std::string_view bytes) {
   for (uint32_t i = 0; i < n; ++i) {
     PlanSequence s;
     uint8_t flags = 0;
-    if (!r.Get(&s.seq_id) || !r.Get(&s.start_pos) || !r.Get(&flags) || !r.GetList(&s.tokens) ||
-        !r.GetList(&s.new_blocks)) {
+    if (!r.Get(&s.seq_id) || !r.Get(&s.start_pos) || !r.Get(&flags) || !r.Get(&s.logit_rows) ||
+        !r.GetList(&s.tokens) || !r.GetList(&s.new_blocks)) {
       return bad("truncated sequence");
     }
-    s.want_logits = (flags & 1) != 0;
+    if (s.logit_rows < 0) return bad("negative rows of logits");
     s.reset_table = (flags & 2) != 0;
     plan.sequences.push_back(std::move(s));
   }
@@ -119,7 +120,7 @@ StepPlan StepPlanBuilder::Build(std::span<const model::SequenceStep> steps,
     PlanSequence s;
     s.seq_id = ids[i];
     s.start_pos = st.start_pos;
-    s.want_logits = st.want_logits;
+    s.logit_rows = st.logit_rows;
     s.tokens.assign(st.tokens.begin(), st.tokens.end());
     std::vector<int32_t>& held = sent_[s.seq_id];
     // The ranks' copy is still a prefix of the table: send what was appended. Otherwise the
@@ -165,7 +166,7 @@ Status StepPlanMirror::Apply(const StepPlan& plan, std::vector<model::SequenceSt
   }
   // Spans only once every table has its final size for this step.
   for (const PlanSequence& s : plan.sequences) {
-    steps->push_back({s.tokens, s.start_pos, tables_.at(s.seq_id), s.want_logits});
+    steps->push_back({s.tokens, s.start_pos, tables_.at(s.seq_id), s.logit_rows});
   }
   return Status::Ok();
 }

@@ -23,7 +23,7 @@ namespace bmad::parallel {
 struct PlanSequence {
   uint64_t seq_id = 0;
   int32_t start_pos = 0;
-  bool want_logits = false;
+  int32_t logit_rows = 0;            // model::SequenceStep::logit_rows
   bool reset_table = false;          // new_blocks is the whole table, not an addition
   std::vector<int32_t> tokens;       // computed this step
   std::vector<int32_t> new_blocks;   // appended to the ranks' copy of the block table

@@ -4,11 +4,28 @@
 
 namespace bmad::sched {
 
+namespace {
+
+// The tokens a sequence may find cached blocks for: all of them, except while its prompt's
+// log-probabilities are pending, when only blocks before the first position whose logits are
+// still needed may be reused (StartSequence reuses blocks of all but the span's last token).
+std::span<const int32_t> ReusableSpan(const Sequence& seq) {
+  const std::span<const int32_t> all(seq.tokens);
+  if (!seq.prompt_logits_pending()) return all;
+  return all.first(static_cast<size_t>(std::min<int64_t>(seq.prompt_logprobs_done + 1, seq.tokens.size())));
+}
+
+}  // namespace
+
 Scheduler::Scheduler(const SchedulerConfig& config, kv::KvBlockManager& kv, const Clock& clock)
     : config_(config), kv_(kv), clock_(clock) {}
 
 Status Scheduler::Add(SequenceRequest r) {
   if (r.prompt.empty()) return InvalidArgument("request " + std::to_string(r.id) + " has an empty prompt");
+  if (r.prompt_logprobs && config_.max_prompt_logprob_tokens == 0) {
+    return InvalidArgument("request " + std::to_string(r.id) + " asks for its prompt's log-probabilities, which "
+                           "scheduler.max_prompt_logprob_tokens 0 turns off");
+  }
   if (sequences_.count(r.id)) {
     return InvalidArgument("request " + std::to_string(r.id) + " is already scheduled");
   }
@@ -22,6 +39,7 @@ Status Scheduler::Add(SequenceRequest r) {
   seq->tokens = std::move(r.prompt);
   seq->tokens.insert(seq->tokens.end(), r.generated.begin(), r.generated.end());
   seq->priority = r.priority;
+  seq->prompt_logprobs = r.prompt_logprobs;
   seq->arrival_ms = r.arrival_ms;
   seq->waiting_since_ms = r.arrival_ms;
   seq->deadline_ms = r.arrival_ms + (r.slo_ms > 0 ? r.slo_ms : config_.default_slo_ms);
@@ -122,7 +140,27 @@ void Scheduler::Unplan(uint64_t id, SchedulerOutput* out, int64_t* budget, int64
   if (chunk == out->chunks.end()) return;
   *budget += chunk->num_tokens;
   *slots += 1;
+  if (chunk->prompt_logits) prompt_rows_left_ += chunk->num_tokens;
   out->chunks.erase(chunk);
+}
+
+std::optional<ScheduledChunk> Scheduler::ChunkFor(const Sequence& seq, int64_t n) const {
+  ScheduledChunk c{seq.id, seq.num_computed, n, false};
+  if (seq.prompt_logits_pending()) {
+    if (prompt_rows_left_ <= 0) return std::nullopt;
+    c.num_tokens = std::min(n, prompt_rows_left_);
+    c.prompt_logits = true;
+  }
+  c.samples = c.start + c.num_tokens == static_cast<int64_t>(seq.tokens.size());
+  c.logit_rows = c.prompt_logits ? c.num_tokens : (c.samples ? 1 : 0);
+  return c;
+}
+
+void Scheduler::Plan(const ScheduledChunk& chunk, SchedulerOutput* out, int64_t* budget, int64_t* slots) {
+  out->chunks.push_back(chunk);
+  *budget -= chunk.num_tokens;
+  *slots -= 1;
+  if (chunk.prompt_logits) prompt_rows_left_ -= chunk.num_tokens;
 }
 
 void Scheduler::ScheduleRunning(SchedulerOutput* out, int64_t* budget, int64_t* slots,
@@ -138,7 +176,9 @@ void Scheduler::ScheduleRunning(SchedulerOutput* out, int64_t* budget, int64_t* 
     if (seq->state != SequenceState::kRunning) continue;  // preempted earlier in this loop
     if (seq->remaining() <= 0) continue;  // nothing to compute (cannot happen; be safe)
     if (*budget <= 0 || *slots <= 0) break;
-    const int64_t n = std::min(seq->remaining(), *budget);
+    const std::optional<ScheduledChunk> chunk = ChunkFor(*seq, std::min(seq->remaining(), *budget));
+    if (!chunk) continue;  // its prompt's rows wait for the next step
+    const int64_t n = chunk->num_tokens;
     bool fits = kv_.Reserve(seq->id, seq->num_computed + n);
     while (!fits) {
       // Victims: every running sequence, this one included. One already given a chunk this
@@ -156,18 +196,16 @@ void Scheduler::ScheduleRunning(SchedulerOutput* out, int64_t* budget, int64_t* 
       fits = kv_.Reserve(seq->id, seq->num_computed + n);
     }
     if (!fits) continue;
-    out->chunks.push_back({seq->id, seq->num_computed, n, seq->num_computed + n ==
-                                                              static_cast<int64_t>(seq->tokens.size())});
-    *budget -= n;
-    *slots -= 1;
+    Plan(*chunk, out, budget, slots);
   }
 }
 
 bool Scheduler::WaitsForSharedPrefix(const Sequence& seq) const {
   if (!kv_.prefix_caching()) return false;
   const int64_t block = kv_.block_size();
-  // Its last token is always computed (its logits are needed), so only blocks before it count.
-  const int64_t reusable = static_cast<int64_t>(seq.tokens.size()) - 1;
+  // Its last token is always computed (its logits are needed), so only blocks before it count;
+  // nor, while its prompt's log-probabilities are pending, blocks past those computed.
+  const int64_t reusable = static_cast<int64_t>(ReusableSpan(seq).size()) - 1;
   if (reusable < block) return false;
   for (const Sequence* r : running_) {
     const int64_t computed_blocks = r->num_computed / block;  // registered already
@@ -193,12 +231,14 @@ void Scheduler::AdmitWaiting(SchedulerOutput* out, int64_t* budget, int64_t* slo
       ++shared_prefix_waits_total_;
       continue;
     }
+    if (seq->prompt_logits_pending() && prompt_rows_left_ <= 0) continue;  // its rows, next step
     Result<int64_t> reused = kv_.StartSequence(
-        seq->id, seq->tokens,
+        seq->id, ReusableSpan(*seq),
         seq->preemptions > 0 ? kv::KvBlockManager::PrefixQuery::kRecompute : kv::KvBlockManager::PrefixQuery::kCount);
     if (!reused.ok()) break;  // cannot happen for a waiting sequence; stop admitting to be safe
     seq->num_computed = *reused;
-    const int64_t n = std::min(seq->remaining(), *budget);
+    const ScheduledChunk chunk = *ChunkFor(*seq, std::min(seq->remaining(), *budget));
+    const int64_t n = chunk.num_tokens;
     if (!kv_.Reserve(seq->id, seq->num_computed + n)) {
       kv_.CancelStart(seq->id);  // its reused prefix blocks go back to the cache
       seq->num_computed = 0;
@@ -210,10 +250,7 @@ void Scheduler::AdmitWaiting(SchedulerOutput* out, int64_t* budget, int64_t* slo
     seq->state = SequenceState::kRunning;
     seq->admitted_order = next_admission_++;
     running_.push_back(seq);
-    out->chunks.push_back({seq->id, seq->num_computed, n,
-                           seq->num_computed + n == static_cast<int64_t>(seq->tokens.size())});
-    *budget -= n;
-    *slots -= 1;
+    Plan(chunk, out, budget, slots);
     ++admitted;
   }
   if (admitted > 0) {
@@ -229,6 +266,7 @@ SchedulerOutput Scheduler::Schedule() {
   const int64_t now_ms = clock_.NowMillis();
   int64_t budget = config_.max_batch_tokens;
   int64_t slots = config_.max_seqs;
+  prompt_rows_left_ = config_.max_prompt_logprob_tokens;
   if (config_.policy == SchedulerPolicy::kStatic && static_batch_members_ == 0) {
     // The previous batch has completely finished: the next is the first max_seqs waiting.
     SortWaiting(now_ms);
@@ -270,6 +308,10 @@ void Scheduler::OnStepLaunched(const SchedulerOutput& output, std::span<const ui
     if (seq->state != SequenceState::kRunning || seq->num_computed != c.start) continue;
     seq->num_computed += c.num_tokens;
     seq->launched_step = output.step;
+    if (c.prompt_logits) {
+      seq->prompt_logprobs_done = std::max(seq->prompt_logprobs_done,
+                                           std::min(seq->num_computed, seq->num_prompt_tokens - 1));
+    }
     // Hashes only the blocks filled by computed tokens, never the pending one after them.
     kv_.MarkComputed(seq->id, seq->tokens, seq->num_computed);
     const bool last = std::find(last_samples.begin(), last_samples.end(), c.seq_id) != last_samples.end();

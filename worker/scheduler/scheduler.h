@@ -34,6 +34,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -52,6 +53,11 @@ struct ScheduledChunk {
   int64_t start = 0;       // position of the first token computed
   int64_t num_tokens = 0;
   bool samples = false;    // reaches the last known token: a new token is sampled after it
+  // Rows of logits the step returns for it, from its last token back: 1 when it samples; its
+  // whole chunk when it computes prompt positions whose log-probabilities are wanted
+  // (prompt_logits; the last row then also samples, if it does).
+  int64_t logit_rows = 0;
+  bool prompt_logits = false;
 };
 
 struct SchedulerOutput {
@@ -130,6 +136,11 @@ class Scheduler {
   void Preempt(Sequence* seq, SchedulerOutput* out, int64_t now_ms);
   // Takes back the chunk `id` was given in the step being planned, if any.
   void Unplan(uint64_t id, SchedulerOutput* out, int64_t* budget, int64_t* slots);
+  // The chunk `seq` gets from `start` with up to `n` tokens (n > 0), within the step's budget of
+  // prompt log-probability rows (prompt_rows_left_); nullopt when that budget is spent.
+  std::optional<ScheduledChunk> ChunkFor(const Sequence& seq, int64_t n) const;
+  // Takes a planned chunk's share of the step's budgets.
+  void Plan(const ScheduledChunk& chunk, SchedulerOutput* out, int64_t* budget, int64_t* slots);
   void ScheduleRunning(SchedulerOutput* out, int64_t* budget, int64_t* slots, int64_t now_ms);
   void AdmitWaiting(SchedulerOutput* out, int64_t* budget, int64_t* slots, int64_t now_ms);
   // Whether a running sequence will compute, in this step or a later one, full blocks that
@@ -150,6 +161,7 @@ class Scheduler {
   uint64_t step_ = 0;
   uint64_t preemptions_total_ = 0;
   uint64_t shared_prefix_waits_total_ = 0;
+  int64_t prompt_rows_left_ = 0;  // in the step being planned (scheduler.max_prompt_logprob_tokens)
 };
 
 }  // namespace bmad::sched

@@ -17,6 +17,10 @@ struct SequenceRequest {
   // Takes the place of a copy of itself that was just removed (the coordinator gave the request
   // back): admitted past max_waiting, as that copy was.
   bool replaces_copy = false;
+  // The prompt's own log-probabilities are wanted: every prompt position is computed with its
+  // logits (no prefix-cache reuse before them), in chunks of at most
+  // scheduler.max_prompt_logprob_tokens.
+  bool prompt_logprobs = false;
 };
 
 enum class SequenceState { kWaiting, kRunning };
@@ -50,8 +54,14 @@ struct Sequence {
   // engine knew it would end there): planning the next step while that one runs, they are free
   // for the others. Running still, with nothing to compute, until its token is sampled.
   bool kv_released = false;
+  bool prompt_logprobs = false;      // SequenceRequest's
+  // Prompt positions (counted from 1: position 0 has no log-probability) whose logits a launched
+  // step computed. Kept across preemptions: a recompute may reuse cached blocks below them.
+  int64_t prompt_logprobs_done = 0;
 
   int64_t remaining() const { return static_cast<int64_t>(tokens.size()) - num_computed; }
+  // Prompt positions whose logits are still to be computed.
+  bool prompt_logits_pending() const { return prompt_logprobs && prompt_logprobs_done < num_prompt_tokens - 1; }
   bool decoding() const { return remaining() == 1 && num_computed > 0; }
 };
 

@@ -96,7 +96,7 @@ Result<std::unique_ptr<Replica>> Replica::Create(const ServerConfig& c, metrics:
 
   // One arena for weights, KV blocks, step activations and kernel scratch.
   ReplicaMemorySizes sizes = SizeReplicaMemory(*r->model_, c.scheduler.max_batch_tokens,
-                                               c.scheduler.max_seqs, c.cache.block_size);
+                                               c.scheduler.max_logit_rows(), c.cache.block_size);
   const size_t block_bytes = sizes.kv_block_bytes;
   size_t arena_bytes = static_cast<size_t>(c.worker.arena_bytes);
   if (on_device && arena_bytes == 0) {
@@ -165,7 +165,7 @@ Result<std::unique_ptr<Replica>> Replica::Create(const ServerConfig& c, metrics:
     sc.pp = rank.comms->pp.get();
     sc.micro_batches = c.parallel.micro_batches;
     sc.max_tokens = c.scheduler.max_batch_tokens;
-    sc.max_seqs = c.scheduler.max_seqs;
+    sc.max_logit_rows = c.scheduler.max_logit_rows();
     BMAD_RETURN_IF_ERROR(parallel::ShardStepRunner::CheckMessageSizes(sc));
     r->runner_ = std::make_unique<parallel::ShardStepRunner>(sc);
     if (leader) {
@@ -190,12 +190,13 @@ Result<std::unique_ptr<Replica>> Replica::Create(const ServerConfig& c, metrics:
     r->engine_ = std::make_unique<engine::Engine>(eo, *r->model_, *r->cache_, *r->tokenizer_,
                                                   *r->backend_, clock, r->metrics_.get());
   } catch (const std::bad_alloc&) {
-    // The engine sizes its step buffers up front; the largest, the logits of every sequence of
-    // a step, grows with max_seqs times the vocabulary.
+    // The engine sizes its step buffers up front; the largest, the logits of a step, grows with
+    // its rows (every sequence's, and the prompt positions') times the vocabulary.
     return ResourceExhausted("cannot allocate the engine's step buffers for scheduler.max_seqs " +
-                             std::to_string(c.scheduler.max_seqs) + " (logits of " +
+                             std::to_string(c.scheduler.max_seqs) + " + max_prompt_logprob_tokens " +
+                             std::to_string(c.scheduler.max_prompt_logprob_tokens) + " rows of logits (" +
                              std::to_string(r->model_->config().n_vocab) +
-                             " floats per sequence); lower scheduler.max_seqs");
+                             " floats each); lower them");
   }
   return r;
 }

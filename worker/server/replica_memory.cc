@@ -20,12 +20,12 @@ size_t ReplicaMemorySizes::Total() const {
 }
 
 ReplicaMemorySizes SizeReplicaMemory(const model::LlamaModel& model, int64_t max_tokens,
-                                     int64_t max_seqs, int64_t block_size) {
+                                     int64_t max_rows, int64_t block_size) {
   const model::LlamaConfig& c = model.config();
   ReplicaMemorySizes sizes;
   sizes.weights_bytes = model.PreparedWeightBytes();
   sizes.kv_block_bytes = model.CacheShape(1, block_size).BytesPerBlock();
-  sizes.workspace_bytes = model.WorkspaceBytes(max_tokens, max_seqs);
+  sizes.workspace_bytes = model.WorkspaceBytes(max_tokens, max_rows);
   // The backends' per-thread tiles and attention buffers grow to a few rows of the widest
   // activation per token.
   const int64_t widest = std::max({c.n_embd, c.n_ff, c.q_dim()});

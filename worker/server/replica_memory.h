@@ -32,9 +32,10 @@ struct ReplicaMemorySizes {
 };
 
 // What a replica of `model` needs besides its KV blocks (kv_blocks is left 0) to run steps of
-// up to `max_tokens` tokens and `max_seqs` sequences over `block_size`-token blocks.
+// up to `max_tokens` tokens and `max_rows` sequences and rows of logits over `block_size`-token
+// blocks.
 ReplicaMemorySizes SizeReplicaMemory(const model::LlamaModel& model, int64_t max_tokens,
-                                     int64_t max_seqs, int64_t block_size);
+                                     int64_t max_rows, int64_t block_size);
 
 class ReplicaMemory {
  public:

@@ -245,6 +245,11 @@ void WorkerServer::Impl::SendOutput(engine::RequestOutput& out) {
     chunk.stop_string = out.stop_string;
     chunk.stop_token_id = out.stop_token_id;
     chunk.usage = out.usage;
+    chunk.prompt_logprob_offset = static_cast<uint32_t>(out.prompt_logprob_offset);
+    chunk.prompt_logprobs = std::move(out.prompt_logprobs);
+    chunk.prompt_ranks = std::move(out.prompt_ranks);
+    chunk.prompt_top_token_ids.assign(out.prompt_top_token_ids.begin(), out.prompt_top_token_ids.end());
+    chunk.prompt_top_logprobs = std::move(out.prompt_top_logprobs);
     Send(chunk);
   }
   if (out.finished) served.erase(out.id);

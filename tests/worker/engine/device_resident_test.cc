@@ -296,7 +296,7 @@ TEST(DeviceResidentTest, DeviceArenaIsAShareOfFreeMemoryAndTheCacheTakesTheRest)
   std::unique_ptr<model::LlamaModel> unprepared =
       std::move(model::LlamaModel::Open(c.model.path, b)).value();
   const ReplicaMemorySizes others = SizeReplicaMemory(
-      *unprepared, c.scheduler.max_batch_tokens, c.scheduler.max_seqs, c.cache.block_size);
+      *unprepared, c.scheduler.max_batch_tokens, c.scheduler.max_logit_rows(), c.cache.block_size);
   const size_t arena = kFreeDeviceBytes / 2;
   EXPECT_EQ(r->num_blocks(), static_cast<int64_t>((arena - others.Total()) / others.kv_block_bytes));
   EXPECT_GT(r->num_blocks(), 1000);  // stories260K's blocks are small
@@ -309,7 +309,7 @@ TEST(DeviceResidentTest, DeviceArenaIsAShareOfFreeMemoryAndTheCacheTakesTheRest)
   ASSERT_TRUE(r);
   EXPECT_EQ(r->num_blocks(), 2 * 8 * 32 + 1);
   const ReplicaMemorySizes others8 = SizeReplicaMemory(
-      *unprepared, c.scheduler.max_batch_tokens, c.scheduler.max_seqs, c.cache.block_size);
+      *unprepared, c.scheduler.max_batch_tokens, c.scheduler.max_logit_rows(), c.cache.block_size);
   EXPECT_EQ(r->memory_capacity(), others8.Total() + (2 * 8 * 32 + 1) * others8.kv_block_bytes);
 
   // An explicit block count wins.

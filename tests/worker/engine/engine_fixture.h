@@ -38,7 +38,7 @@ struct Fixture {
     sizes.weights_bytes = model->PreparedWeightBytes();
     sizes.kv_block_bytes = model->CacheShape(1, 16).BytesPerBlock();
     sizes.kv_blocks = num_blocks;
-    sizes.workspace_bytes = model->WorkspaceBytes(max_batch_tokens, 8);
+    sizes.workspace_bytes = model->WorkspaceBytes(max_batch_tokens, options.scheduler.max_logit_rows());
     sizes.scratch_bytes = 8 << 20;
     memory = std::move(worker::ReplicaMemory::Create(sizes, 0)).value();
     backend->SetMemoryHooks(memory->BackendHooks());

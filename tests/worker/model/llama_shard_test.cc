@@ -160,7 +160,7 @@ class ShardedRunner {
     int64_t n_tokens = 0, n_logits = 0;
     for (const SequenceStep& s : steps) {
       n_tokens += static_cast<int64_t>(s.tokens.size());
-      n_logits += s.want_logits ? 1 : 0;
+      n_logits += s.logit_rows;
     }
     const int64_t stride = ranks_[0].model->shard().vocab_stride;
     std::vector<float> hidden_in, hidden_out(static_cast<size_t>(n_tokens * c.n_embd));

@@ -47,7 +47,7 @@ TEST(ShardStepRunnerMpiTest, AMalformedStepIsRefusedByEveryStageAndTheNextOneRun
   context.cache = &cache;
   context.pp = world->get();
   context.max_tokens = 64;
-  context.max_seqs = 4;
+  context.max_logit_rows = 4;
   ShardStepRunner runner(context);
 
   const int32_t vocab = static_cast<int32_t>((*model)->config().n_vocab);

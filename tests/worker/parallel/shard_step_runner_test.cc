@@ -45,7 +45,7 @@ TEST_F(ShardStepRunnerTest, PipelineMessagesAboveMpisLimitAreRefused) {
   ShardStepContext c;
   c.model = model.get();
   c.max_tokens = 8'388'607;
-  c.max_seqs = 1'048'575;
+  c.max_logit_rows = 1'048'575;
   EXPECT_TRUE(ShardStepRunner::CheckMessageSizes(c).ok());
 
   c.max_tokens = 8'388'608;
@@ -54,10 +54,10 @@ TEST_F(ShardStepRunnerTest, PipelineMessagesAboveMpisLimitAreRefused) {
   EXPECT_THAT(s.message(), HasSubstr("lower scheduler.max_batch_tokens to at most 8388607"));
 
   c.max_tokens = 8'388'607;
-  c.max_seqs = 1'048'576;
+  c.max_logit_rows = 1'048'576;
   s = ShardStepRunner::CheckMessageSizes(c);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("lower scheduler.max_seqs to at most 1048575"));
+  EXPECT_THAT(s.message(), HasSubstr("lower scheduler.max_seqs + scheduler.max_prompt_logprob_tokens to at most 1048575"));
 }
 
 // A tp rank gathers its vocabulary slice (512 / 2 = 256 wide) of every sampled row.
@@ -67,9 +67,9 @@ TEST_F(ShardStepRunnerTest, TensorParallelLogitSlicesAboveMpisLimitAreRefused) {
   ShardStepContext c;
   c.model = model.get();
   c.max_tokens = 1024;
-  c.max_seqs = 2'097'151;
+  c.max_logit_rows = 2'097'151;
   EXPECT_TRUE(ShardStepRunner::CheckMessageSizes(c).ok());
-  c.max_seqs = 2'097'152;
+  c.max_logit_rows = 2'097'152;
   const Status s = ShardStepRunner::CheckMessageSizes(c);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("a tp rank's slice of the logits"));
@@ -83,7 +83,7 @@ TEST_F(ShardStepRunnerTest, TensorParallelAllReducesAboveMpisLimitAreRefused) {
   ASSERT_NE(model, nullptr);
   ShardStepContext c;
   c.model = model.get();
-  c.max_seqs = 1;
+  c.max_logit_rows = 1;
   c.max_tokens = 33'554'431;
   EXPECT_TRUE(ShardStepRunner::CheckMessageSizes(c).ok());
   c.max_tokens = 33'554'432;

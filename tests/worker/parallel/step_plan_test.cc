@@ -20,7 +20,7 @@ bool SameSteps(const std::vector<SequenceStep>& a, const std::vector<SequenceSte
     if (!std::equal(a[i].tokens.begin(), a[i].tokens.end(), b[i].tokens.begin(), b[i].tokens.end()) ||
         !std::equal(a[i].block_table.begin(), a[i].block_table.end(), b[i].block_table.begin(),
                     b[i].block_table.end()) ||
-        a[i].start_pos != b[i].start_pos || a[i].want_logits != b[i].want_logits) {
+        a[i].start_pos != b[i].start_pos || a[i].logit_rows != b[i].logit_rows) {
       return false;
     }
   }
@@ -32,8 +32,8 @@ TEST(StepPlanTest, EncodingRoundTrips) {
   plan.kind = StepPlan::Kind::kStep;
   plan.step_id = 42;
   plan.released = {7, 9};
-  plan.sequences.push_back({3, 17, true, false, {5, 6, 7}, {11}});
-  plan.sequences.push_back({4, 0, false, true, {1}, {1, 2, 3}});
+  plan.sequences.push_back({3, 17, 3, false, {5, 6, 7}, {11}});
+  plan.sequences.push_back({4, 0, 0, true, {1}, {1, 2, 3}});
   auto back = DecodeStepPlan(EncodeStepPlan(plan));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->step_id, 42u);
@@ -41,7 +41,8 @@ TEST(StepPlanTest, EncodingRoundTrips) {
   ASSERT_EQ(back->sequences.size(), 2u);
   EXPECT_EQ(back->sequences[0].tokens, (std::vector<int32_t>{5, 6, 7}));
   EXPECT_EQ(back->sequences[0].new_blocks, (std::vector<int32_t>{11}));
-  EXPECT_TRUE(back->sequences[0].want_logits);
+  EXPECT_EQ(back->sequences[0].logit_rows, 3);
+  EXPECT_EQ(back->sequences[1].logit_rows, 0);
   EXPECT_FALSE(back->sequences[0].reset_table);
   EXPECT_TRUE(back->sequences[1].reset_table);
   EXPECT_EQ(back->sequences[1].start_pos, 0);
@@ -57,7 +58,7 @@ TEST(StepPlanTest, EncodingRoundTrips) {
 
 TEST(StepPlanTest, MalformedBytesAreErrors) {
   StepPlan plan;
-  plan.sequences.push_back({3, 17, true, false, {5, 6, 7}, {11}});
+  plan.sequences.push_back({3, 17, 3, false, {5, 6, 7}, {11}});
   const std::string bytes = EncodeStepPlan(plan);
   for (size_t cut = 0; cut < bytes.size(); ++cut) {
     auto r = DecodeStepPlan(std::string_view(bytes).substr(0, cut));

@@ -98,17 +98,17 @@ kernels::WeightMatrix LlamaModel::EmbeddingUpload() const {
   return t;
 }
 
-size_t LlamaModel::WorkspaceBytes(int64_t max_tokens, int64_t max_seqs) const {
+size_t LlamaModel::WorkspaceBytes(int64_t max_tokens, int64_t max_rows) const {
   const LlamaConfig& c = config_;
   const int64_t q = shard_.n_head * c.head_dim, kv = shard_.n_kv_head * c.head_dim;
   const auto t = static_cast<size_t>(max_tokens);
   const size_t floats = t * static_cast<size_t>(4 * c.n_embd + 2 * q + 2 * kv + 2 * shard_.n_ff) +
-                        static_cast<size_t>(max_seqs * c.n_embd);
+                        static_cast<size_t>(max_rows * c.n_embd);
   // A device backend's logits are computed on the device, then copied to the caller.
   const size_t device_logits =
-      backend_.host_memory() ? 0 : static_cast<size_t>(max_seqs * shard_.vocab_stride);
+      backend_.host_memory() ? 0 : static_cast<size_t>(max_rows * shard_.vocab_stride);
   // ... and their argmax for greedy steps.
-  const size_t device_ids = backend_.host_memory() ? 0 : static_cast<size_t>(max_seqs);
+  const size_t device_ids = backend_.host_memory() ? 0 : static_cast<size_t>(max_rows);
   // Each of the 14 buffers is 64-byte aligned.
   return (floats + device_logits) * sizeof(float) + (2 * t + device_ids) * sizeof(int32_t) + 14 * 64;
 }
@@ -137,7 +137,7 @@ void LlamaModel::Grow(std::vector<float>& buffer, size_t floats) {
   }
 }
 
-void LlamaModel::Reserve(int64_t max_tokens, int64_t max_seqs) {
+void LlamaModel::Reserve(int64_t max_tokens, int64_t max_rows) {
   const auto t = static_cast<size_t>(max_tokens);
   const LlamaConfig& c = config_;
   const auto q = static_cast<size_t>(shard_.n_head * c.head_dim);
@@ -151,15 +151,15 @@ void LlamaModel::Reserve(int64_t max_tokens, int64_t max_seqs) {
   Grow(own_proj_, t * c.n_embd);
   Grow(own_gate_, t * static_cast<size_t>(shard_.n_ff));
   Grow(own_up_, t * static_cast<size_t>(shard_.n_ff));
-  Grow(own_last_, static_cast<size_t>(max_seqs) * c.n_embd);
+  Grow(own_last_, static_cast<size_t>(max_rows) * c.n_embd);
   if (own_ids_.size() < t) {
     own_ids_.resize(t);
     own_positions_.resize(t);
     ++workspace_allocations_;
   }
-  if (prefill_seqs_.capacity() < static_cast<size_t>(max_seqs)) {
-    prefill_seqs_.reserve(static_cast<size_t>(max_seqs));
-    decode_seqs_.reserve(static_cast<size_t>(max_seqs));
+  if (prefill_seqs_.capacity() < static_cast<size_t>(max_rows)) {
+    prefill_seqs_.reserve(static_cast<size_t>(max_rows));
+    decode_seqs_.reserve(static_cast<size_t>(max_rows));
     ++workspace_allocations_;
   }
 }
@@ -181,7 +181,7 @@ void LlamaModel::BindOwnBuffers() {
   positions_ = own_positions_.data();
 }
 
-Status LlamaModel::BindWorkspace(memory::BumpAllocator& ws, int64_t n, int64_t n_seqs) {
+Status LlamaModel::BindWorkspace(memory::BumpAllocator& ws, int64_t n, int64_t n_rows) {
   const LlamaConfig& c = config_;
   auto floats = [&](int64_t count) {
     return static_cast<float*>(ws.Allocate(static_cast<size_t>(count) * sizeof(float)));
@@ -196,7 +196,7 @@ Status LlamaModel::BindWorkspace(memory::BumpAllocator& ws, int64_t n, int64_t n
   proj_ = floats(n * c.n_embd);
   gate_ = floats(n * shard_.n_ff);
   up_ = floats(n * shard_.n_ff);
-  last_ = floats(n_seqs * c.n_embd);
+  last_ = floats(n_rows * c.n_embd);
   if (backend_.host_memory()) {
     ids_ = static_cast<int32_t*>(ws.Allocate(static_cast<size_t>(n) * sizeof(int32_t)));
     positions_ = static_cast<int32_t*>(ws.Allocate(static_cast<size_t>(n) * sizeof(int32_t)));
@@ -212,8 +212,8 @@ Status LlamaModel::BindWorkspace(memory::BumpAllocator& ws, int64_t n, int64_t n
   }
   ids_ = own_ids_.data();
   positions_ = own_positions_.data();
-  device_logits_ = floats(n_seqs * shard_.vocab_stride);
-  device_ids_ = static_cast<int32_t*>(ws.Allocate(static_cast<size_t>(n_seqs) * sizeof(int32_t)));
+  device_logits_ = floats(n_rows * shard_.vocab_stride);
+  device_ids_ = static_cast<int32_t*>(ws.Allocate(static_cast<size_t>(n_rows) * sizeof(int32_t)));
   return BoundOrExhausted({x_, h_, q_, k_, v_, attn_, proj_, gate_, up_, last_, device_logits_, device_ids_});
 }
 
@@ -238,6 +238,10 @@ Status LlamaModel::Validate(std::span<const SequenceStep> steps, const KvCache& 
     const std::string which = "step sequence " + std::to_string(s);
     if (st.tokens.empty()) return InvalidArgument(which + " has no tokens");
     if (st.start_pos < 0) return InvalidArgument(which + " has a negative position");
+    if (st.logit_rows < 0 || static_cast<size_t>(st.logit_rows) > st.tokens.size()) {
+      return InvalidArgument(which + " asks for " + std::to_string(st.logit_rows) + " rows of logits from " +
+                             std::to_string(st.tokens.size()) + " tokens");
+    }
     const int64_t end = int64_t{st.start_pos} + static_cast<int64_t>(st.tokens.size());
     if (end > config_.n_ctx_train) {
       return OutOfRange(which + " reaches position " + std::to_string(end) +
@@ -422,7 +426,11 @@ Status LlamaModel::LaunchSampledForward(std::span<const SequenceStep> steps, con
                                         int32_t* sampled_ids, memory::BumpAllocator* workspace) {
   if (sampled_ids == nullptr) return InvalidArgument("LaunchSampledForward needs somewhere for the ids");
   size_t sampling = 0;
-  for (const SequenceStep& s : steps) sampling += s.want_logits ? 1 : 0;
+  for (const SequenceStep& s : steps) {
+    if (s.logit_rows > 1) return InvalidArgument("LaunchSampledForward draws one token per sequence, not " +
+                                                 std::to_string(s.logit_rows) + " rows");
+    sampling += static_cast<size_t>(s.logit_rows);
+  }
   if (row_sampling.size() != sampling) {
     return InvalidArgument("LaunchSampledForward: " + std::to_string(row_sampling.size()) +
                            " rows of sampling parameters for " + std::to_string(sampling) +
@@ -450,17 +458,22 @@ Status LlamaModel::ForwardShard(std::span<const SequenceStep> steps, const KvCac
   if (shard_.tp > 1 && group == nullptr) {
     return FailedPrecondition("a tensor-parallel shard needs its group (" + shard_.Describe() + ")");
   }
-  int64_t n = 0;
-  for (const SequenceStep& s : steps) n += static_cast<int64_t>(s.tokens.size());
+  int64_t n = 0, logit_rows = 0;
+  for (const SequenceStep& s : steps) {
+    n += static_cast<int64_t>(s.tokens.size());
+    logit_rows += s.logit_rows;
+  }
+  // Sized for the step's sequences too (its attention lists), and never empty.
+  const int64_t n_rows = std::max<int64_t>(logit_rows, static_cast<int64_t>(steps.size()));
   if (!backend_.host_memory() && workspace == nullptr) {
     return FailedPrecondition("the " + std::string(backend_.name()) +
                               " backend computes in device memory: a step needs a workspace "
                               "carved from the device arena");
   }
   if (workspace) {
-    BMAD_RETURN_IF_ERROR(BindWorkspace(*workspace, n, static_cast<int64_t>(steps.size())));
+    BMAD_RETURN_IF_ERROR(BindWorkspace(*workspace, n, n_rows));
   } else {
-    Reserve(n, static_cast<int64_t>(steps.size()));
+    Reserve(n, n_rows);
     BindOwnBuffers();
   }
 
@@ -490,15 +503,15 @@ Status LlamaModel::ForwardShard(std::span<const SequenceStep> steps, const KvCac
     return backend_.CopyToHost(io.output_hidden, x_, row_bytes * static_cast<size_t>(n));
   }
 
-  // Logits only for the last token of the sequences that sample this step.
+  // Logits only for each sequence's last logit_rows tokens.
   int64_t n_logits = 0;
   row = 0;
   for (const SequenceStep& s : steps) {
     row += static_cast<int64_t>(s.tokens.size());
-    if (!s.want_logits) continue;
-    BMAD_RETURN_IF_ERROR(
-        backend_.CopyOnDevice(last_ + n_logits * c.n_embd, x_ + (row - 1) * c.n_embd, row_bytes));
-    ++n_logits;
+    if (s.logit_rows == 0) continue;
+    BMAD_RETURN_IF_ERROR(backend_.CopyOnDevice(last_ + n_logits * c.n_embd, x_ + (row - s.logit_rows) * c.n_embd,
+                                               row_bytes * static_cast<size_t>(s.logit_rows)));
+    n_logits += s.logit_rows;
   }
   if (n_logits == 0) return io.finish_later ? Status::Ok() : backend_.Synchronize();
   backend_.RmsNorm(last_, weights_.output_norm, n_logits, c.n_embd, c.rms_eps, last_);

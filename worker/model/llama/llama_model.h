@@ -26,7 +26,10 @@ struct SequenceStep {
   std::span<const int32_t> tokens;       // tokens computed this step (a prompt chunk, or one)
   int32_t start_pos = 0;                 // position of tokens[0]; earlier positions are cached
   std::span<const int32_t> block_table;  // the sequence's blocks, covering every position
-  bool want_logits = false;              // return logits for the last token
+  // Logits are returned for the last `logit_rows` tokens (0 to tokens.size()): 1 for a
+  // sequence that samples after this step, its whole chunk for one whose prompt's
+  // log-probabilities are wanted.
+  int32_t logit_rows = 0;
 };
 
 // Which shard of the model this process computes (parallel.tp / parallel.pp in the config).
@@ -51,8 +54,8 @@ class TensorParallelGroup {
 struct ShardIo {
   const float* input_hidden = nullptr;  // not the first stage: [tokens, n_embd] from the stage before
   float* output_hidden = nullptr;       // not the last stage: [tokens, n_embd] for the stage after
-  // The last stage: [sampling sequences, shard.vocab_stride], this rank's vocabulary slice; the
-  // padding past the slice is zeroed.
+  // The last stage: [logits rows, shard.vocab_stride] (SequenceStep::logit_rows, in step
+  // order), this rank's vocabulary slice; the padding past the slice is zeroed.
   float* logits = nullptr;
   // The last stage of the whole model only: return once the copy of the logits is issued
   // (Backend::CopyToHostAsync); they are in `logits` after FinishForward.
@@ -61,7 +64,7 @@ struct ShardIo {
   // (Backend::SampleRows, -1 for a row the host sampler would refuse), computed where the logits
   // are; only these ids cross to the host. `logits` is then unused.
   int32_t* sampled_ids = nullptr;
-  std::span<const kernels::RowSampling> row_sampling;  // one per sampling sequence
+  std::span<const kernels::RowSampling> row_sampling;  // one per row of logits
 };
 
 class LlamaModel {
@@ -81,9 +84,9 @@ class LlamaModel {
   size_t PreparedWeightBytes() const;
   void PrepareWeights();
 
-  // Bytes a step of `max_tokens` tokens and `max_seqs` sequences takes from a workspace
-  // allocator (Forward's `workspace`).
-  size_t WorkspaceBytes(int64_t max_tokens, int64_t max_seqs) const;
+  // Bytes a step of `max_tokens` tokens and `max_rows` sequences and rows of logits (the larger
+  // bound) takes from a workspace allocator (Forward's `workspace`).
+  size_t WorkspaceBytes(int64_t max_tokens, int64_t max_rows) const;
 
   const LlamaConfig& config() const { return config_; }
   const LlamaShard& shard() const { return shard_; }
@@ -93,12 +96,12 @@ class LlamaModel {
   // The KV cache shape this model needs for `num_blocks` blocks of `block_size` tokens.
   KvCacheShape CacheShape(int64_t num_blocks, int64_t block_size) const;
 
-  // Sizes the step workspace for up to `max_tokens` tokens and `max_seqs` sequences per step, so
-  // steps within those bounds allocate nothing.
-  void Reserve(int64_t max_tokens, int64_t max_seqs);
+  // Sizes the step workspace for up to `max_tokens` tokens and `max_rows` sequences and rows of
+  // logits per step, so steps within those bounds allocate nothing.
+  void Reserve(int64_t max_tokens, int64_t max_rows);
 
-  // Computes one step and writes the logits of every sequence with want_logits, in step order,
-  // to `logits` ([that count, n_vocab]). kInvalidArgument for a malformed step (token id out of
+  // Computes one step and writes the logits rows of every sequence (SequenceStep::logit_rows),
+  // in step order, to `logits` ([their sum, n_vocab]). kInvalidArgument for a malformed step (token id out of
   // range, position past the context, block table too short or naming a block outside the cache).
   // With a `workspace`, the step's activations are carved from it (the caller resets it between
   // steps); without one the model keeps its own buffers (Reserve).
@@ -123,8 +126,8 @@ class LlamaModel {
   Status LaunchForward(std::span<const SequenceStep> steps, const KvCache& cache, float* logits,
                        memory::BumpAllocator* workspace = nullptr);
   // The same, drawing each sampling sequence's token where the logits are: `sampled_ids` gets
-  // the token drawn by `row_sampling` (one per sequence with want_logits, in step order;
-  // ShardIo::sampled_ids) instead of its logits.
+  // the token drawn by `row_sampling` (one per sequence with logit_rows 1, in step order;
+  // ShardIo::sampled_ids) instead of its logits. Every logit_rows must be 0 or 1.
   Status LaunchSampledForward(std::span<const SequenceStep> steps, const KvCache& cache,
                               std::span<const kernels::RowSampling> row_sampling,
                               int32_t* sampled_ids, memory::BumpAllocator* workspace);
@@ -154,7 +157,7 @@ class LlamaModel {
              LlamaWeights weights, kernels::Backend& backend);
   void Grow(std::vector<float>& buffer, size_t floats);
   void BindOwnBuffers();
-  Status BindWorkspace(memory::BumpAllocator& workspace, int64_t n_tokens, int64_t n_seqs);
+  Status BindWorkspace(memory::BumpAllocator& workspace, int64_t n_tokens, int64_t n_rows);
   static Status BoundOrExhausted(std::initializer_list<const void*> buffers);
   Status Embed(int64_t n_tokens, TensorParallelGroup* group);
   Status AllReduce(TensorParallelGroup* group, float* data, int64_t count);
