@@ -1,5 +1,7 @@
 #include "common/proto/messages.h"
 
+#include <algorithm>
+
 namespace bmad::proto {
 
 std::string_view FinishReasonName(FinishReason reason) {
@@ -31,6 +33,30 @@ std::string_view MessageName(const Message& message) {
       "heartbeat_ack"};
   static_assert(std::size(kNames) == std::variant_size_v<Message>);
   return kNames[message.index()];
+}
+
+void AppendPromptLogprobs(TokenChunk& into, const TokenChunk& from) {
+  if (from.prompt_logprobs.empty()) return;
+  if (into.prompt_logprobs.empty()) into.prompt_logprob_offset = from.prompt_logprob_offset;
+  into.prompt_logprobs.insert(into.prompt_logprobs.end(), from.prompt_logprobs.begin(), from.prompt_logprobs.end());
+  into.prompt_ranks.insert(into.prompt_ranks.end(), from.prompt_ranks.begin(), from.prompt_ranks.end());
+  into.prompt_top_token_ids.insert(into.prompt_top_token_ids.end(), from.prompt_top_token_ids.begin(),
+                                   from.prompt_top_token_ids.end());
+  into.prompt_top_logprobs.insert(into.prompt_top_logprobs.end(), from.prompt_top_logprobs.begin(),
+                                  from.prompt_top_logprobs.end());
+}
+
+void DropPromptLogprobsBefore(TokenChunk& chunk, uint32_t first) {
+  const size_t count = chunk.prompt_logprobs.size();
+  if (count == 0 || chunk.prompt_logprob_offset >= first) return;
+  const size_t drop = std::min<size_t>(first - chunk.prompt_logprob_offset, count);
+  const size_t per = chunk.prompt_top_token_ids.size() / count;  // alternatives per position
+  const auto cut = [](auto& list, size_t n) { list.erase(list.begin(), list.begin() + static_cast<long>(std::min(n, list.size()))); };
+  cut(chunk.prompt_logprobs, drop);
+  cut(chunk.prompt_ranks, drop);
+  cut(chunk.prompt_top_token_ids, drop * per);
+  cut(chunk.prompt_top_logprobs, drop * per);
+  chunk.prompt_logprob_offset = chunk.prompt_logprobs.empty() ? 0 : first;
 }
 
 }  // namespace bmad::proto

@@ -317,6 +317,12 @@ struct StepPlan {
   friend bool operator==(const StepPlan&, const StepPlan&) = default;
 };
 
+// Prompt log-probabilities (TokenChunk's prompt_* fields) carried from one chunk to another:
+// `from`'s appended to `into`'s (into's offset set when it has none); and those of positions
+// before `first` dropped (the rest keep their order).
+void AppendPromptLogprobs(TokenChunk& into, const TokenChunk& from);
+void DropPromptLogprobsBefore(TokenChunk& chunk, uint32_t first);
+
 using Message = std::variant<Submit, Cancel, Accepted, TokenChunk, ErrorMessage, StatusQuery,
                              ClusterStatus, Register, RegisterAck, Heartbeat, Assign, WorkerCancel,
                              Drain, Shutdown, StepPlan, HeartbeatAck>;

@@ -458,12 +458,27 @@ Status ReadChoiceShape(const JsonFields& body, bool chat, CompletionRequest& req
   }
   BMAD_ASSIGN_OR_RETURN(const std::optional<bool> echo, body.Bool("echo"));
   request.echo = echo.value_or(false);
-  // Completions: the echoed prompt comes with its tokens' log-probabilities when logprobs is
-  // set (vLLM takes them as prompt_logprobs), which this server does not compute.
-  if (!chat && request.echo && request.sampling.logprobs) {
-    return InvalidArgument("'echo' together with 'logprobs' is not supported: the echoed prompt would "
-                           "need its tokens' log-probabilities, which this server does not compute");
+  return Status::Ok();
+}
+
+// The prompt's own log-probabilities: vLLM's prompt_logprobs (N alternatives per position),
+// and completions' echo with logprobs (the echoed prompt's tokens lead the logprobs, the first
+// with null, as vLLM and OpenAI's legacy API give them). Neither while streaming, as vLLM.
+Status ReadPromptScoring(const JsonFields& body, bool chat, CompletionRequest& request) {
+  BMAD_ASSIGN_OR_RETURN(const std::optional<int64_t> n,
+                        body.Integer("prompt_logprobs", 0, kMaxLogprobs,
+                                     "an integer in [0, " + std::to_string(kMaxLogprobs) + "]"));
+  request.vllm_prompt_logprobs = n ? static_cast<int32_t>(*n) : -1;
+  request.echo_logprobs = !chat && request.echo && request.sampling.logprobs;
+  if (!n && !request.echo_logprobs) return Status::Ok();
+  if (request.stream) {
+    return InvalidArgument(n ? "'prompt_logprobs' is not available with 'stream': the prompt's "
+                               "log-probabilities come with the whole response"
+                             : "'echo' with 'logprobs' is not available with 'stream': the echoed "
+                               "prompt's log-probabilities come with the whole response");
   }
+  const int64_t alternatives = std::max<int64_t>(n.value_or(0), request.echo_logprobs ? request.top_logprobs : 0);
+  request.sampling.prompt_logprobs = static_cast<int32_t>(alternatives);
   return Status::Ok();
 }
 
@@ -550,7 +565,7 @@ Status RejectUnsupported(const JsonFields& body, bool chat) {
            (v.is_string() && v.get_ref<const std::string&>().empty());
   };
   for (const std::string_view key : {"guided_grammar", "guided_whitespace_pattern", "chat_template",
-                                     "prompt_logprobs", "logits_processors", "prompt_embeds", "documents"}) {
+                                     "logits_processors", "prompt_embeds", "documents"}) {
     if (const Json* value = body.Find(key); value != nullptr && !neutral(*value)) {
       return InvalidArgument(Quoted(key) + " is not supported");
     }
@@ -594,7 +609,19 @@ Result<CompletionRequest> ReadRequest(const Json& json, bool chat, const Request
     request.add_special_tokens = add_special.value_or(true);
   }
 
-  BMAD_ASSIGN_OR_RETURN(request.max_tokens, ReadMaxTokens(body, "max_tokens", limits));
+  // max_tokens 0 with echo (completions) asks for the prompt alone, as OpenAI's legacy API
+  // took it: one token is generated and left out of the response, as vLLM does.
+  if (const Json* max = body.Find("max_tokens"); !chat && max != nullptr && AsInteger(*max) == 0) {
+    BMAD_ASSIGN_OR_RETURN(const std::optional<bool> echo, body.Bool("echo"));
+    if (!echo.value_or(false)) {
+      return InvalidArgument("'max_tokens' must be a positive integer, got 0 (0 is taken only with "
+                             "'echo': the prompt alone)");
+    }
+    request.echo_only = true;
+    request.max_tokens = 1;
+  } else {
+    BMAD_ASSIGN_OR_RETURN(request.max_tokens, ReadMaxTokens(body, "max_tokens", limits));
+  }
   if (chat) {
     // OpenAI's newer name; it wins when a client sends both.
     BMAD_ASSIGN_OR_RETURN(const std::optional<uint32_t> max_completion_tokens,
@@ -627,6 +654,7 @@ Result<CompletionRequest> ReadRequest(const Json& json, bool chat, const Request
   BMAD_RETURN_IF_ERROR(ReadLogprobs(body, chat, request));
   BMAD_RETURN_IF_ERROR(ReadChoiceShape(body, chat, request));
   BMAD_RETURN_IF_ERROR(ReadStreaming(body, request));
+  BMAD_RETURN_IF_ERROR(ReadPromptScoring(body, chat, request));
   BMAD_RETURN_IF_ERROR(ReadSchedulingHints(body, limits, request));
   BMAD_ASSIGN_OR_RETURN(const std::string constraint_field, internal::ReadOutputConstraint(body, request.sampling));
   BMAD_RETURN_IF_ERROR(RejectUnsupported(body, chat));

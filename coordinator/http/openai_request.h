@@ -30,9 +30,12 @@
 //                      add_generation_prompt true.
 //   chat_template_kwargs  chat, vLLM's: an object; only enable_thinking (boolean) is read
 //                      (ChatPromptOptions), any other key is refused
-//   echo               boolean: completions, each choice's text starts with its prompt's text
-//                      (not with logprobs, whose prompt part this server does not compute);
-//                      chat, as vLLM, the final message's content when that is the assistant's
+//   echo               boolean: completions, each choice's text starts with its prompt's text,
+//                      and with logprobs (not streamed) the prompt's tokens lead its logprobs,
+//                      the first with null; max_tokens 0 then means the prompt alone. Chat, as
+//                      vLLM: the final message's content when that is the assistant's
+//   prompt_logprobs    vLLM's: integer in [0, 20], not with stream; every prompt token's
+//                      log-probability, rank and that many alternatives (the first: null)
 //   temperature [0, 2] default 1; top_p (0, 1] default 1; top_k integer >= -1 (-1 and 0: off);
 //   min_p [0, 1]; repetition_penalty > 0; presence_penalty, frequency_penalty [-2, 2];
 //   seed               any 64-bit signed integer
@@ -83,7 +86,7 @@
 // (other than "none"); so are vLLM's extensions that would change the output or its form:
 // use_beam_search (true), skip_special_tokens and spaces_between_special_tokens (false),
 // guided_grammar and guided_whitespace_pattern (and their structured_outputs forms),
-// chat_template, prompt_logprobs, logits_processors, prompt_embeds and documents, and
+// chat_template, logits_processors, prompt_embeds and documents, and
 // OpenAI's audio, web_search_options, reasoning_effort and prediction (anything but null or
 // empty), and modalities other than ["text"].
 //
@@ -157,6 +160,15 @@ struct CompletionRequest {
   // Completions: each choice's text starts with its prompt's text. Chat: with the final
   // message's content when that is the assistant's (vLLM's rule).
   bool echo = false;
+  // Completions: echo with logprobs; the echoed prompt's tokens lead each choice's logprobs
+  // (sampling.prompt_logprobs asks the replicas for them).
+  bool echo_logprobs = false;
+  // Completions: max_tokens 0 with echo, the prompt alone; max_tokens is 1, and that token is
+  // left out of the response (its text, logprobs and usage).
+  bool echo_only = false;
+  // vLLM's prompt_logprobs: its alternatives per position; -1: not asked (sampling.prompt_logprobs
+  // asks the replicas for the most either this or echo wants).
+  int32_t vllm_prompt_logprobs = -1;
 
   // Every sampling parameter; sampling.max_tokens equals *max_tokens when that is set. When it
   // is not (chat without max_tokens), sampling.max_tokens is 0, which the workers reject, so a

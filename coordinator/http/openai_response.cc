@@ -120,6 +120,13 @@ Json CompletionLogprobsJson(const ResponseContext& context, const ChoiceOutput& 
     // only in such bytes are one key below, not keys that JSON would write twice.
     const std::string token = TokenName(context, t, /*valid_utf8=*/true);
     tokens.push_back(token);
+    text_offset.push_back(offset);
+    offset += CodePoints(t.token);  // the raw piece: its partial characters join the next's in the text
+    if (t.absent) {  // an echoed prompt's first token: nothing came before it
+      token_logprobs.push_back(nullptr);
+      top_logprobs.push_back(nullptr);
+      continue;
+    }
     token_logprobs.push_back(LogprobValue(t.logprob));
     // The chosen token and its alternatives; OpenAI: "up to logprobs+1 elements". A piece
     // that two ids share is listed once, with the higher log-probability (the first seen).
@@ -129,8 +136,6 @@ Json CompletionLogprobsJson(const ResponseContext& context, const ChoiceOutput& 
       if (!top.contains(alternative)) top[alternative] = LogprobValue(a.logprob);
     }
     top_logprobs.push_back(std::move(top));
-    text_offset.push_back(offset);
-    offset += CodePoints(t.token);  // the raw piece: its partial characters join the next's in the text
   }
   return Json{{"tokens", std::move(tokens)},
               {"token_logprobs", std::move(token_logprobs)},
@@ -168,12 +173,33 @@ Json Envelope(const ResponseContext& context, bool chat, std::string_view object
               {"model", context.model}};
 }
 
+// vLLM's prompt_logprobs: [null, {"<id>": {"logprob", "rank", "decoded_token"}, ...}, ...].
+Json PromptLogprobsJson(const ChoiceOutput& output) {
+  Json positions = Json::array();
+  for (const PromptPositionLogprobs& p : output.prompt_logprobs) {
+    if (p.absent) {
+      positions.push_back(nullptr);
+      continue;
+    }
+    Json candidates = Json::object();
+    for (const PromptPositionLogprobs::Candidate& c : p.candidates) {
+      candidates[std::to_string(c.id)] = Json{{"logprob", LogprobValue(c.logprob)},
+                                              {"rank", c.rank},
+                                              {"decoded_token", tokenizer::ToValidUtf8(c.decoded)}};
+    }
+    positions.push_back(std::move(candidates));
+  }
+  return positions;
+}
+
 Json CompletionChoice(const ResponseContext& context, const ChoiceOutput& output) {
-  return Json{{"index", output.index},
+  Json choice{{"index", output.index},
               {"text", output.text},
               {"logprobs", context.logprobs ? CompletionLogprobsJson(context, output) : Json(nullptr)},
               {"finish_reason", FinishReasonJson(output.finish_reason)},
               {"stop_reason", StopReasonJson(output)}};
+  if (context.prompt_logprobs) choice["prompt_logprobs"] = PromptLogprobsJson(output);
+  return choice;
 }
 
 Json ChatChoice(const ResponseContext& context, const ChoiceOutput& output,
@@ -300,6 +326,9 @@ std::string RenderChatCompletion(const ResponseContext& context, std::span<const
   for (const ChoiceOutput& output : outputs) {
     Json message{{"role", "assistant"}, {"content", output.text}};
     response["choices"].push_back(ChatChoice(context, output, "message", std::move(message)));
+  }
+  if (context.prompt_logprobs) {
+    response["prompt_logprobs"] = outputs.empty() ? Json(nullptr) : PromptLogprobsJson(outputs.front());
   }
   response["usage"] = UsageJson(usage);
   return Dump(response);

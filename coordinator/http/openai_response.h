@@ -75,6 +75,22 @@ struct TokenLogprob {
   // `top` is empty.
   std::vector<TokenLogprob> top;
   int64_t id = -1;  // the token id; -1: unknown (then the text stands for it, as without tokens_as_ids)
+  // The echoed prompt's first token, which has no log-probability: null, and null alternatives.
+  bool absent = false;
+};
+
+// One prompt position in vLLM's prompt_logprobs: null for the first (`absent`), else the
+// prompt's token and the alternatives it is not among, each keyed by its id:
+// {"<id>": {"logprob", "rank", "decoded_token"}, ...}.
+struct PromptPositionLogprobs {
+  bool absent = false;
+  struct Candidate {
+    int64_t id = 0;
+    float logprob = 0.0f;
+    uint32_t rank = 0;
+    std::string decoded;  // the token's text (part of a character becomes U+FFFD)
+  };
+  std::vector<Candidate> candidates;
 };
 
 // One choice's output: all of it (non-streaming), or the part one chunk carries (streaming).
@@ -93,6 +109,9 @@ struct ChoiceOutput {
   // Streamed, with continuous_usage_stats: this choice's usage so far (its prompt, the tokens
   // generated up to and including this chunk's), as the chunk's "usage" instead of null.
   std::optional<proto::Usage> usage_so_far;
+  // vLLM's prompt_logprobs, when the request asked for them (ResponseContext::prompt_logprobs):
+  // one entry per prompt token.
+  std::vector<PromptPositionLogprobs> prompt_logprobs;
 };
 
 // What every rendering of one response needs from its request.
@@ -107,6 +126,9 @@ struct ResponseContext {
   // vLLM's return_tokens_as_token_ids: logprobs name each token (and alternative) "token_id:N"
   // instead of its text; chat's "bytes" and completions' text_offset still follow the text.
   bool tokens_as_ids = false;
+  // vLLM's prompt_logprobs were asked for: completions' choices carry "prompt_logprobs", a chat
+  // response carries its first choice's at the top level (every choice has the same prompt).
+  bool prompt_logprobs = false;
 };
 
 // finish_reason: "stop", "length", or bmad's "cancelled" and "error" (proto::FinishReasonName);

@@ -68,4 +68,97 @@ const std::string& EchoTextOf(const std::vector<std::string>& echo_texts, uint32
   return prompt < echo_texts.size() ? echo_texts[prompt] : kNone;
 }
 
+namespace {
+
+// Position p's entry in `scored` (p >= 1), as an index into its lists; -1 when absent.
+int64_t EntryOf(const proto::TokenChunk& scored, size_t position) {
+  const size_t offset = scored.prompt_logprob_offset;
+  if (offset == 0 || position < offset || position - offset >= scored.prompt_logprobs.size()) return -1;
+  return static_cast<int64_t>(position - offset);
+}
+
+size_t AlternativesPerEntry(const proto::TokenChunk& scored) {
+  return scored.prompt_logprobs.empty() ? 0 : scored.prompt_top_token_ids.size() / scored.prompt_logprobs.size();
+}
+
+}  // namespace
+
+std::vector<http::TokenLogprob> EchoedPromptLogprobs(const std::vector<uint32_t>& prompt,
+                                                     const proto::TokenChunk& scored, uint32_t alternatives,
+                                                     const tokenizer::Tokenizer& tok) {
+  std::vector<http::TokenLogprob> out;
+  const size_t per = AlternativesPerEntry(scored);
+  const size_t text_start = !prompt.empty() && static_cast<int32_t>(prompt[0]) == tok.bos() ? 1 : 0;
+  const auto piece = [&](uint32_t id, size_t position) {
+    return position == text_start ? std::string(tok.SequenceStartPiece(static_cast<int32_t>(id)))
+                                  : tok.TokenPiece(static_cast<int32_t>(id));
+  };
+  for (size_t p = 0; p < prompt.size(); ++p) {
+    http::TokenLogprob t;
+    t.token = piece(prompt[p], p);
+    t.id = prompt[p];
+    if (p == 0) {
+      t.absent = true;
+      out.push_back(std::move(t));
+      continue;
+    }
+    const int64_t e = EntryOf(scored, p);
+    if (e < 0) continue;
+    t.logprob = scored.prompt_logprobs[static_cast<size_t>(e)];
+    for (size_t j = 0; j < std::min<size_t>(per, alternatives); ++j) {
+      const size_t k = static_cast<size_t>(e) * per + j;
+      const uint32_t id = scored.prompt_top_token_ids[k];
+      t.top.push_back({piece(id, p), scored.prompt_top_logprobs[k], {}, id});
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::vector<http::PromptPositionLogprobs> VllmPromptLogprobs(const std::vector<uint32_t>& prompt,
+                                                             const proto::TokenChunk& scored,
+                                                             uint32_t alternatives,
+                                                             const tokenizer::Tokenizer& tok) {
+  std::vector<http::PromptPositionLogprobs> out(prompt.size());
+  const size_t per = AlternativesPerEntry(scored);
+  if (!out.empty()) out[0].absent = true;
+  for (size_t p = 1; p < prompt.size(); ++p) {
+    const int64_t e = EntryOf(scored, p);
+    if (e < 0) {
+      out[p].absent = true;
+      continue;
+    }
+    const auto index = static_cast<size_t>(e);
+    out[p].candidates.push_back({prompt[p], scored.prompt_logprobs[index], scored.prompt_ranks[index],
+                                 tok.TokenPiece(static_cast<int32_t>(prompt[p]))});
+    for (size_t j = 0; j < std::min<size_t>(per, alternatives); ++j) {
+      const size_t k = index * per + j;
+      const uint32_t id = scored.prompt_top_token_ids[k];
+      if (id == prompt[p]) continue;
+      out[p].candidates.push_back({id, scored.prompt_top_logprobs[k], static_cast<uint32_t>(j + 1),
+                                   tok.TokenPiece(static_cast<int32_t>(id))});
+    }
+  }
+  return out;
+}
+
+void AddPromptLogprobs(const PromptScoring& scoring, uint32_t per_prompt, const std::vector<proto::TokenChunk>& scored,
+                       const tokenizer::Tokenizer& tok, std::vector<http::ChoiceOutput>& outputs) {
+  if (scoring.prompt_ids.empty()) return;
+  for (size_t i = 0; i < outputs.size() && i < scored.size(); ++i) {
+    const size_t prompt_index = i / std::max<uint32_t>(per_prompt, 1);
+    if (prompt_index >= scoring.prompt_ids.size()) break;
+    const std::vector<uint32_t>& prompt = scoring.prompt_ids[prompt_index];
+    if (scoring.echo_logprobs) {
+      std::vector<http::TokenLogprob> all = EchoedPromptLogprobs(prompt, scored[i], scoring.echo_alternatives, tok);
+      all.insert(all.end(), outputs[i].logprobs.begin(), outputs[i].logprobs.end());
+      outputs[i].logprobs = std::move(all);
+    }
+    if (scoring.vllm_alternatives >= 0) {
+      outputs[i].prompt_logprobs =
+          VllmPromptLogprobs(prompt, scored[i], static_cast<uint32_t>(scoring.vllm_alternatives), tok);
+    }
+  }
+}
+
 }  // namespace bmad::coord

@@ -38,4 +38,36 @@ std::vector<std::string> EchoTexts(const http::CompletionRequest& cr,
 // EchoTexts' text for choice `choice` (prompt by prompt, `per_prompt` each); "" when none.
 const std::string& EchoTextOf(const std::vector<std::string>& echo_texts, uint32_t per_prompt, uint32_t choice);
 
+// What a completions response shows of each prompt besides its text.
+struct PromptScoring {
+  std::vector<std::vector<uint32_t>> prompt_ids;  // per prompt, when its log-probabilities are shown
+  bool echo_logprobs = false;      // echo with logprobs: the prompt's tokens lead the logprobs
+  bool echo_only = false;          // max_tokens 0 with echo: the generated token is left out
+  uint32_t echo_alternatives = 0;  // echo's alternatives per position (logprobs N)
+  int32_t vllm_alternatives = -1;  // vLLM's prompt_logprobs; -1: not asked
+};
+
+// Adds to each choice (prompt by prompt, `per_prompt` each) its prompt's log-probabilities as
+// `scoring` asks, from `scored[i]` (choice i's prompt_* fields, all its chunks'): the echoed
+// prompt's tokens before its logprobs, and vLLM's prompt_logprobs.
+void AddPromptLogprobs(const PromptScoring& scoring, uint32_t per_prompt, const std::vector<proto::TokenChunk>& scored,
+                       const tokenizer::Tokenizer& tok, std::vector<http::ChoiceOutput>& outputs);
+
+// The echoed prompt's tokens as logprobs entries (completions' echo with logprobs): the first
+// without a log-probability (absent), each later one with its own and its `alternatives` most
+// likely alternatives, from `scored` (prompt positions from 1, TokenChunk's prompt_* fields;
+// positions it lacks are left out). Pieces as the echoed text has them: the text's first
+// token without the space the vocabulary puts before a text.
+std::vector<http::TokenLogprob> EchoedPromptLogprobs(const std::vector<uint32_t>& prompt,
+                                                     const proto::TokenChunk& scored, uint32_t alternatives,
+                                                     const tokenizer::Tokenizer& tok);
+
+// vLLM's prompt_logprobs of `prompt` from `scored`: null for the first token, then each token
+// with its rank, and its `alternatives` most likely alternatives (ranked 1, 2, ...) it is not
+// among.
+std::vector<http::PromptPositionLogprobs> VllmPromptLogprobs(const std::vector<uint32_t>& prompt,
+                                                             const proto::TokenChunk& scored,
+                                                             uint32_t alternatives,
+                                                             const tokenizer::Tokenizer& tok);
+
 }  // namespace bmad::coord

@@ -124,6 +124,10 @@ Result<std::unique_ptr<CoordRequest>> CoordinatorServer::Core::Prepare(SubmitInp
                       std::to_string(in.sampling.max_tokens) + ") exceed the context: " + context_is);
   }
   BMAD_RETURN_IF_ERROR(sampling::ValidateSamplingParams(in.sampling, tokenizer_->vocab_size()));
+  if (in.sampling.prompt_logprobs >= 0 && config_.scheduler.max_prompt_logprob_tokens == 0) {
+    return InvalidArgument("'prompt_logprobs': the prompt's log-probabilities are turned off here "
+                           "(scheduler.max_prompt_logprob_tokens is 0)");
+  }
   BMAD_RETURN_IF_ERROR(CheckAssignFits(prompt_len, in.sampling));
   r->client_request_id = std::move(in.client_request_id);
   r->arrival_ns = in.received_ns;
@@ -399,6 +403,7 @@ bool CoordinatorServer::Core::Deliver(CoordRequest* r, proto::TokenChunk chunk) 
     r->pending_top_ids.insert(r->pending_top_ids.end(), chunk.top_token_ids.begin(), chunk.top_token_ids.end());
     r->pending_top_logprobs.insert(r->pending_top_logprobs.end(), chunk.top_logprobs.begin(),
                                    chunk.top_logprobs.end());
+    proto::AppendPromptLogprobs(r->pending_prompt, chunk);
     return true;
   }
   if (!r->stream) {
@@ -414,6 +419,12 @@ bool CoordinatorServer::Core::Deliver(CoordRequest* r, proto::TokenChunk chunk) 
     chunk.top_logprobs = std::move(top_lp);
     chunk.token_ids = r->streamed_tokens;
     chunk.token_offset = 0;
+    proto::AppendPromptLogprobs(r->pending_prompt, chunk);
+    chunk.prompt_logprob_offset = r->pending_prompt.prompt_logprob_offset;
+    chunk.prompt_logprobs = std::move(r->pending_prompt.prompt_logprobs);
+    chunk.prompt_ranks = std::move(r->pending_prompt.prompt_ranks);
+    chunk.prompt_top_token_ids = std::move(r->pending_prompt.prompt_top_token_ids);
+    chunk.prompt_top_logprobs = std::move(r->pending_prompt.prompt_top_logprobs);
   }
   chunk.sequence = r->next_client_sequence++;
   return proto::SendMessage(*client_socket_, chunk, r->client_routing_id).ok();
@@ -468,6 +479,23 @@ void CoordinatorServer::Core::OnChunk(const std::string& replica_id, proto::Toke
     chunk.token_ids.erase(chunk.token_ids.begin(), chunk.token_ids.begin() + static_cast<long>(std::min(skip, chunk.token_ids.size())));
     if (chunk.logprobs.size() >= skip) chunk.logprobs.erase(chunk.logprobs.begin(), chunk.logprobs.begin() + static_cast<long>(skip));
     chunk.token_offset = static_cast<uint32_t>(have);
+  }
+  // Prompt log-probabilities come in prompt order; those the client has (a migrated request's
+  // new replica scores the prompt again) are dropped, and a gap is lost output, as above.
+  if (!chunk.prompt_logprobs.empty()) {
+    const uint32_t next = r->prompt_logprobs_sent + 1;
+    if (chunk.prompt_logprob_offset > next) {
+      TakeBackLost(r, "prompt log-probabilities " + std::to_string(next) + " to " +
+                          std::to_string(chunk.prompt_logprob_offset - 1) + " never arrived");
+      DispatchQueued();
+      return;
+    }
+    proto::DropPromptLogprobsBefore(chunk, next);
+    if (!chunk.prompt_logprobs.empty()) {
+      r->prompt_logprobs_sent = chunk.prompt_logprob_offset + static_cast<uint32_t>(chunk.prompt_logprobs.size()) - 1;
+    } else if (chunk.token_ids.empty() && chunk.text.empty() && chunk.finish_reason == proto::FinishReason::kNone) {
+      return;  // nothing new
+    }
   }
   const int64_t now = clock_.NowNanos();
   if (!chunk.token_ids.empty()) {

@@ -487,6 +487,12 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
     }
   }
   std::vector<std::string> echo_texts = EchoTexts(cr, *prompts, core_.tokenizer());
+  PromptScoring scoring;
+  scoring.echo_logprobs = cr.echo_logprobs;
+  scoring.echo_only = cr.echo_only;
+  scoring.echo_alternatives = cr.top_logprobs;
+  scoring.vllm_alternatives = cr.vllm_prompt_logprobs;
+  if (cr.echo_logprobs || cr.vllm_prompt_logprobs >= 0) scoring.prompt_ids = *prompts;
   std::vector<SubmitInput> inputs;
   for (std::vector<uint32_t>& prompt : *prompts) {
     SubmitInput& in = inputs.emplace_back();
@@ -505,6 +511,7 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
   if (!accepted) return;
   accepted->starts_text = std::move(starts_text);
   accepted->echo_texts = std::move(echo_texts);
+  accepted->scoring = std::move(scoring);
   http::ResponseContext ctx;
   ctx.request_id = ResponseId(accepted->request_ids.front());
   ctx.created_unix_s = UnixMillis() / 1000;
@@ -513,6 +520,7 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
   ctx.include_usage = cr.stream && cr.include_usage;
   ctx.continuous_usage = ctx.include_usage && cr.continuous_usage;
   ctx.tokens_as_ids = cr.return_tokens_as_token_ids;
+  ctx.prompt_logprobs = cr.vllm_prompt_logprobs >= 0;
   auto client = std::make_shared<HttpConnection>(req.local_addr, req.local_port, req.remote_addr,
                                                    req.remote_port);
   if (cr.stream) {
@@ -575,6 +583,8 @@ void HttpFrontend::AnswerWhole(AcceptedCompletion accepted, const http::Response
                                httplib::Response& res) {
   http::ResponseChoices choices(std::move(accepted.request_ids), accepted.choices_per_prompt);
   std::vector<http::ChoiceOutput> outputs(choices.size());
+  const PromptScoring& scoring = accepted.scoring;
+  std::vector<proto::TokenChunk> scored(scoring.prompt_ids.empty() ? 0 : choices.size());  // prompt_* fields
   for (uint32_t i = 0; i < outputs.size(); ++i) {
     outputs[i].index = i;
     outputs[i].text = EchoTextOf(accepted.echo_texts, accepted.choices_per_prompt, i);
@@ -598,15 +608,22 @@ void HttpFrontend::AnswerWhole(AcceptedCompletion accepted, const http::Response
     http::ChoiceOutput part = ChoiceFromChunk(e->chunk, tok, ctx.logprobs, 0,
                                               StartsText(accepted.starts_text, accepted.choices_per_prompt, *index));
     http::ChoiceOutput& all = outputs[*index];
-    all.text += part.text;
-    all.logprobs.insert(all.logprobs.end(), part.logprobs.begin(), part.logprobs.end());
+    if (!scored.empty()) proto::AppendPromptLogprobs(scored[*index], e->chunk);
+    if (!scoring.echo_only) {  // else the one token generated is left out
+      all.text += part.text;
+      all.logprobs.insert(all.logprobs.end(), part.logprobs.begin(), part.logprobs.end());
+    }
     if (e->chunk.finish_reason != proto::FinishReason::kNone) {
       all.finish_reason = e->chunk.finish_reason;
       all.stop_string = part.stop_string;
       all.stop_token_id = part.stop_token_id;
-      choices.Finish(*index, e->chunk.usage);
+      proto::Usage usage = e->chunk.usage;
+      if (scoring.echo_only) usage.completion_tokens = 0;
+      choices.Finish(*index, usage);
     }
   }
+  // The prompt's log-probabilities, once every position has come.
+  AddPromptLogprobs(scoring, accepted.choices_per_prompt, scored, tok, outputs);
   res.set_content(chat ? http::RenderChatCompletion(ctx, outputs, choices.usage())
                        : http::RenderCompletion(ctx, outputs, choices.usage()),
                   "application/json");
@@ -650,6 +667,7 @@ void HttpFrontend::AnswerStreaming(AcceptedCompletion accepted, const http::Resp
           starts_text(std::move(accepted.starts_text)),
           echo_texts(std::move(accepted.echo_texts)),
           echoed(choices.size(), false),
+          echo_only(accepted.scoring.echo_only),
           per_prompt(accepted.choices_per_prompt) {}
     // Choice i's usage so far, for continuous_usage_stats.
     proto::Usage UsageSoFar(uint32_t i) const {
@@ -668,6 +686,7 @@ void HttpFrontend::AnswerStreaming(AcceptedCompletion accepted, const http::Resp
     std::vector<bool> starts_text;           // AcceptedCompletion's
     std::vector<std::string> echo_texts;     // AcceptedCompletion's
     std::vector<bool> echoed;                // per choice: its echo text has been sent
+    bool echo_only;                          // max_tokens 0 with echo: generated output left out
     uint32_t per_prompt;
     bool roles_sent = false;
     std::chrono::steady_clock::time_point last_write;
@@ -734,6 +753,12 @@ void HttpFrontend::AnswerStreaming(AcceptedCompletion accepted, const http::Resp
             ChoiceFromChunk(e->chunk, tok, ctx.logprobs, state->token_chars[*index],
                             StartsText(state->starts_text, state->per_prompt, *index));
         out.index = *index;
+        if (state->echo_only) {  // the one token generated is left out, and not counted
+          out.text.clear();
+          out.logprobs.clear();
+          e->chunk.token_ids.clear();
+          e->chunk.usage.completion_tokens = 0;
+        }
         if (!chat && !state->echoed[*index]) {  // completions' echo: the prompt's text, first
           state->echoed[*index] = true;
           out.text = EchoTextOf(state->echo_texts, state->per_prompt, *index) + out.text;

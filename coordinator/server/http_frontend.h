@@ -18,6 +18,7 @@
 #include "common/status.h"
 #include "coordinator/http/openai_request.h"
 #include "coordinator/http/openai_response.h"
+#include "coordinator/server/choice_output.h"
 #include "coordinator/server/coordinator_server.h"
 #include "coordinator/server/submit_input.h"
 
@@ -64,6 +65,7 @@ class HttpFrontend {
     std::vector<bool> starts_text;
     // Per prompt, with echo: the text each of its choices starts with (EchoTexts).
     std::vector<std::string> echo_texts;
+    PromptScoring scoring;  // completions: what the response shows of the prompt besides its text
   };
   // Hands the prompts (each with `choices_per_prompt` choices) to the event loop and waits until
   // it accepts them all; when it refuses them or does not answer, answers `res` with the error

@@ -51,6 +51,10 @@ struct CoordRequest {
   std::vector<float> pending_logprobs;
   std::vector<uint32_t> pending_top_ids;  // their alternatives (top_logprobs), token after token
   std::vector<float> pending_top_logprobs;
+  proto::TokenChunk pending_prompt;  // ... and the prompt log-probabilities (its prompt_* fields)
+  // With sampling.prompt_logprobs: prompt positions 1 to this one have been delivered (a
+  // migrated request's new replica scores them again: they are dropped).
+  uint32_t prompt_logprobs_sent = 0;
   uint32_t next_client_sequence = 0;
   uint32_t migrations = 0;
   uint32_t assignment = 0;       // the number of its latest Assign (proto::Assign::assignment)

@@ -194,5 +194,35 @@ TEST(ParseCompletionRequest, EchoContinueFinalMessageAndChatTemplateKwargs) {
   EXPECT_FALSE(chat("{" + answer + R"(, "chat_template_kwargs": {}})").enable_thinking);
 }
 
+// The prompt's own log-probabilities: vLLM's prompt_logprobs, completions' echo with logprobs
+// (and max_tokens 0 with echo, the prompt alone); the replicas are asked for the most
+// alternatives either wants.
+TEST(ParseCompletionRequest, PromptLogprobsAndEchoWithLogprobs) {
+  const RequestLimits limits = TestLimits();
+  auto completion = [&](const std::string& body) { return Ok(ParseCompletionRequest(body, false, limits)); };
+  const CompletionRequest plain = completion(R"({"prompt": "x", "logprobs": 2})");
+  EXPECT_EQ(plain.sampling.prompt_logprobs, -1);
+  EXPECT_FALSE(plain.echo_logprobs);
+  const CompletionRequest echoed = completion(R"({"prompt": "x", "echo": true, "logprobs": 2})");
+  EXPECT_TRUE(echoed.echo_logprobs);
+  EXPECT_EQ(echoed.sampling.prompt_logprobs, 2);
+  EXPECT_EQ(echoed.vllm_prompt_logprobs, -1);
+  const CompletionRequest both = completion(R"({"prompt": "x", "echo": true, "logprobs": 1, "prompt_logprobs": 3})");
+  EXPECT_EQ(both.sampling.prompt_logprobs, 3);
+  EXPECT_EQ(both.vllm_prompt_logprobs, 3);
+  const CompletionRequest vllm = completion(R"({"prompt": "x", "prompt_logprobs": 0})");
+  EXPECT_EQ(vllm.sampling.prompt_logprobs, 0);
+  EXPECT_EQ(vllm.vllm_prompt_logprobs, 0);
+  EXPECT_EQ(Ok(ParseCompletionRequest(R"({"messages": [{"role": "user", "content": "x"}], "prompt_logprobs": 1})",
+                                      true, limits))
+                .sampling.prompt_logprobs,
+            1);
+  // max_tokens 0 with echo: one token generated, left out of the response.
+  const CompletionRequest only = completion(R"({"prompt": "x", "echo": true, "max_tokens": 0, "logprobs": 1})");
+  EXPECT_TRUE(only.echo_only);
+  EXPECT_EQ(only.sampling.max_tokens, 1u);
+  EXPECT_FALSE(completion(R"({"prompt": "x", "echo": true})").echo_only);
+}
+
 }  // namespace
 }  // namespace bmad::http

@@ -177,6 +177,45 @@ TEST(RenderCompletion, LogprobsInTheLegacyShape) {
   EXPECT_EQ(logprobs["text_offset"], Json({0, 2, 7}));  // characters, not bytes
 }
 
+// An echoed prompt's first token has no log-probability: null, and null alternatives; its
+// text still counts in the offsets.
+TEST(RenderCompletion, AnEchoedPromptsFirstTokenIsNull) {
+  ResponseContext context = Context();
+  context.logprobs = true;
+  ChoiceOutput output;
+  output.text = "Hi there";
+  TokenLogprob first{"Hi", 0.0f};
+  first.absent = true;
+  output.logprobs = {first, {" there", -0.5f, {{" here", -1.0f}}}};
+  const Json logprobs = Parse(RenderCompletion(context, output, SomeUsage()))["choices"][0]["logprobs"];
+  EXPECT_EQ(logprobs["tokens"], Json({"Hi", " there"}));
+  EXPECT_EQ(logprobs["token_logprobs"], Json({nullptr, -0.5}));
+  EXPECT_EQ(logprobs["top_logprobs"], Json({nullptr, Json{{" there", -0.5}, {" here", -1.0}}}));
+  EXPECT_EQ(logprobs["text_offset"], Json({0, 2}));
+}
+
+// vLLM's prompt_logprobs: in each completions choice, at the top of a chat response.
+TEST(RenderCompletion, VllmsPromptLogprobs) {
+  ResponseContext context = Context();
+  context.prompt_logprobs = true;
+  ChoiceOutput output;
+  output.text = "x";
+  PromptPositionLogprobs first;
+  first.absent = true;
+  PromptPositionLogprobs second;
+  second.candidates = {{42, -0.5f, 2, " cat"}, {7, -std::numeric_limits<float>::infinity(), 1, "\xF0"}};
+  output.prompt_logprobs = {first, second};
+  const Json expected = Json::parse(R"([null, {"42": {"logprob": -0.5, "rank": 2, "decoded_token": " cat"},
+                                               "7": {"logprob": -9999.0, "rank": 1, "decoded_token": "\ufffd"}}])");
+  const Json choice = Parse(RenderCompletion(context, output, SomeUsage()))["choices"][0];
+  EXPECT_EQ(choice["prompt_logprobs"], expected);
+  const Json chat = Parse(RenderChatCompletion(context, output, SomeUsage()));
+  EXPECT_EQ(chat["prompt_logprobs"], expected);
+  EXPECT_FALSE(chat["choices"][0].contains("prompt_logprobs"));
+  // Not asked: no such field.
+  EXPECT_FALSE(Parse(RenderCompletion(Context(), output, SomeUsage()))["choices"][0].contains("prompt_logprobs"));
+}
+
 TEST(RenderCompletion, TopLogprobsListTheChosenTokenAndItsAlternatives) {
   ResponseContext context = Context();
   context.logprobs = true;
