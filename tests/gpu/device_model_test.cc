@@ -34,7 +34,7 @@ void CheckSameLogits(const std::string& file) {
   testing::GuardedDeviceBackend* device = guarded.get();
   DeviceModelOptions o;
   o.max_tokens = 64;
-  o.max_seqs = 4;
+  o.max_seqs = 16;  // rows of logits: sequence 0's whole first chunk below
   o.num_blocks = 16;
   o.block_size = 4;
   Result<std::unique_ptr<DeviceModel>> dev = DeviceModel::Load(path, std::move(guarded), o);
@@ -43,6 +43,8 @@ void CheckSameLogits(const std::string& file) {
   model::KvCache cache((*ref)->CacheShape(o.num_blocks, o.block_size));
 
   // Two sequences with ragged prompts; sequence 1's prompt arrives in two chunks; then both decode.
+  // Sequence 0's prompt is scored: its first chunk returns a row of logits per token (the
+  // device copies them all out), the last of which it samples from.
   std::vector<Seq> seqs(2);
   seqs[0].tokens = {1, 403, 407, 261, 378, 5, 17, 99, 3};
   seqs[1].tokens = {1, 42, 7, 300, 11, 12, 13};
@@ -55,9 +57,11 @@ void CheckSameLogits(const std::string& file) {
       Seq& q = seqs[s];
       const int64_t take = step < 2 ? chunks[static_cast<size_t>(step)][s] : 1;
       if (take == 0) continue;
+      const bool samples = q.done + take == static_cast<int64_t>(q.tokens.size());
+      const int32_t rows = step == 0 && s == 0 ? static_cast<int32_t>(take) : (samples ? 1 : 0);
       steps.push_back({std::span<const int32_t>(q.tokens).subspan(static_cast<size_t>(q.done),
                                                                   static_cast<size_t>(take)),
-                       q.done, q.table, q.done + take == static_cast<int64_t>(q.tokens.size())});
+                       q.done, q.table, rows});
     }
     int64_t want_rows = 0;
     for (const model::SequenceStep& s : steps) want_rows += s.logit_rows;
@@ -70,16 +74,17 @@ void CheckSameLogits(const std::string& file) {
     ASSERT_EQ(std::vector<float>(got->begin(), got->end()), want) << "step " << step;
     const std::vector<int32_t> next = (*dev)->Greedy();
     // Advance: computed positions, and the greedy token for sequences that sampled.
-    size_t row = 0;
+    size_t row = 0, step_index = 0;
     for (size_t s = 0; s < seqs.size(); ++s) {
       const int64_t take = step < 2 ? chunks[static_cast<size_t>(step)][s] : 1;
       if (take == 0) continue;
+      row += static_cast<size_t>(steps[step_index++].logit_rows);
       seqs[s].done += static_cast<int32_t>(take);
       if (seqs[s].done == static_cast<int32_t>(seqs[s].tokens.size())) {
-        const float* lr = want.data() + row * static_cast<size_t>(vocab);
-        EXPECT_EQ(next[row], std::max_element(lr, lr + vocab) - lr);
-        seqs[s].tokens.push_back(next[row]);
-        ++row;
+        const size_t sampled = row - 1;  // its last row
+        const float* lr = want.data() + sampled * static_cast<size_t>(vocab);
+        EXPECT_EQ(next[sampled], std::max_element(lr, lr + vocab) - lr);
+        seqs[s].tokens.push_back(next[sampled]);
       }
     }
   }
