@@ -107,6 +107,9 @@ Engine::Engine(const EngineOptions& options, model::LlamaModel& model, model::Kv
     b.row_sampling.reserve(max_seqs);
   }
   sampled_.reserve(max_seqs);
+  score_jobs_.reserve(max_rows);
+  scored_chunks_.reserve(max_seqs);
+  score_results_.reserve(max_rows);
   last_samples_.reserve(max_seqs);
   sampling_rows_.reserve(max_seqs);
   host_draws_.reserve(max_seqs);
@@ -467,30 +470,44 @@ void Engine::Sample(const StepBatch& batch, std::vector<RequestOutput>* outputs)
 }
 
 void Engine::ScorePrompts(const StepBatch& batch, std::vector<RequestOutput>* outputs) {
+  if (batch.prompt_chunks.empty()) return;
   const int64_t vocab = model_.config().n_vocab;
+  // Every position to score, each a pass over its row of the vocabulary: spread over the
+  // backend's host threads as the draws are (on the CPU, the compute threads, idle between
+  // steps), then gathered per request in order.
+  scored_chunks_.clear();
+  score_jobs_.clear();
   for (const auto& [chunk, first_row] : batch.prompt_chunks) {
-    const uint64_t id = chunk->seq_id;
-    const sched::Sequence* seq = scheduler_.Find(id);
-    auto found = requests_.find(id);
+    const sched::Sequence* seq = scheduler_.Find(chunk->seq_id);
+    auto found = requests_.find(chunk->seq_id);
     if (found == requests_.end() || seq == nullptr || seq->launched_step != batch.plan.step) continue;  // gone
     RequestState& r = *found->second;
     if (r.prompt_logprobs < 0) continue;
     // Row j holds the logits after position start + j: the distribution of the token at
     // start + j + 1. Positions already sent (before a preemption) are not sent again.
-    const auto prompt_len = static_cast<int64_t>(r.prompt.size());
     const int64_t first = std::max(r.prompt_logprobs_sent + 1, chunk->start + 1);
-    const int64_t last = std::min(chunk->start + chunk->num_tokens, prompt_len - 1);
+    const int64_t last = std::min(chunk->start + chunk->num_tokens, static_cast<int64_t>(r.prompt.size()) - 1);
     if (first > last) continue;
+    scored_chunks_.push_back({&r, first, last, score_jobs_.size()});
+    for (int64_t p = first; p <= last; ++p) score_jobs_.push_back({&r, first_row + (p - 1 - chunk->start), p});
+  }
+  score_results_.assign(score_jobs_.size(), sampling::PromptTokenLogprob{});
+  backend_.ParallelForOnHost(static_cast<int64_t>(score_jobs_.size()), [&](int64_t j) {
+    thread_local sampling::PromptLogprobScorer scorer;  // its scratch, per host thread
+    const ScoreJob& job = score_jobs_[static_cast<size_t>(j)];
+    const std::span<const float> logits(logits_.get() + job.row * vocab, static_cast<size_t>(vocab));
+    score_results_[static_cast<size_t>(j)] = scorer.Score(
+        logits, job.request->prompt[static_cast<size_t>(job.position)], static_cast<size_t>(job.request->prompt_logprobs));
+  });
+  for (const ScoredChunk& c : scored_chunks_) {
+    RequestState& r = *c.request;
     RequestOutput out;
-    out.id = id;
+    out.id = r.id;
     out.token_offset = static_cast<int64_t>(r.output.generated().size());
-    out.prompt_logprob_offset = first;
+    out.prompt_logprob_offset = c.first;
     Status failed;
-    for (int64_t p = first; p <= last && failed.ok(); ++p) {
-      const int64_t row = first_row + (p - 1 - chunk->start);
-      const std::span<const float> logits(logits_.get() + row * vocab, static_cast<size_t>(vocab));
-      Result<sampling::PromptTokenLogprob> scored =
-          prompt_scorer_.Score(logits, r.prompt[static_cast<size_t>(p)], static_cast<size_t>(r.prompt_logprobs));
+    for (size_t j = c.job; j < c.job + static_cast<size_t>(c.last - c.first + 1) && failed.ok(); ++j) {
+      const Result<sampling::PromptTokenLogprob>& scored = score_results_[j];
       if (!scored.ok()) {
         failed = scored.status();
         break;
@@ -504,6 +521,7 @@ void Engine::ScorePrompts(const StepBatch& batch, std::vector<RequestOutput>* ou
     }
     if (!failed.ok()) {
       // The model gave no distribution: the request cannot go on (as a failed draw).
+      const uint64_t id = r.id;
       RequestOutput error;
       error.id = id;
       error.finished = true;
@@ -515,7 +533,7 @@ void Engine::ScorePrompts(const StepBatch& batch, std::vector<RequestOutput>* ou
       Forget(id);
       continue;
     }
-    r.prompt_logprobs_sent = last;
+    r.prompt_logprobs_sent = c.last;
     outputs->push_back(std::move(out));
   }
 }

@@ -232,7 +232,20 @@ class Engine {
   std::vector<sched::SampledToken> sampled_;
   std::vector<RequestState*> sampling_rows_;                  // Sample(): each row's request
   std::vector<Result<sampling::SampleResult>> host_draws_;    // Sample(): each row's host draw
-  sampling::PromptLogprobScorer prompt_scorer_;
+  // ScorePrompts(): each prompt position to score, and each request's run of them.
+  struct ScoreJob {
+    RequestState* request;
+    int64_t row;       // of the logits
+    int64_t position;  // in the prompt
+  };
+  struct ScoredChunk {
+    RequestState* request;
+    int64_t first, last;  // prompt positions scored
+    size_t job;           // the first one's entry in score_jobs_
+  };
+  std::vector<ScoreJob> score_jobs_;
+  std::vector<ScoredChunk> scored_chunks_;
+  std::vector<Result<sampling::PromptTokenLogprob>> score_results_;
   std::vector<uint64_t> last_samples_;  // sequences whose sample in the launched step is their last
   StepTiming call_timing_;              // this Step() call's, kept if a step completes in it
   int64_t returned_in_flight_at_ = 0;   // when Step() last returned with a step on the device
