@@ -12,6 +12,7 @@
 # another file instead (docs/benchmarks.md also gives the Q8_0 one, synth'd with --dtype q8_0).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source tests/bench/bench_lib.sh
 ROUNDS=${1:-2}
 BIN=${BMAD_BIN:-build/bin}
 LLAMA=${LLAMA_CPP_BIN:?set LLAMA_CPP_BIN to llama.cpp/build/bin}
@@ -25,19 +26,9 @@ if [ ! -f "$MODEL" ]; then
     --vocab-from ../shared/models/llama-2-tiny-random.gguf --dtype f16 --text-only >/dev/null
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
-# free_ports N: N distinct free ports on 127.0.0.1 (all held at once while picked, so no two are
-# the same).
-free_ports() {
-  python3 -c 'import socket, sys
-ss = [socket.socket() for _ in range(int(sys.argv[1]))]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in ss))' "$1"
-}
 work=$(mktemp -d)
 pids=()
-stop_all() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done; pids=(); }
 trap 'stop_all; rm -rf "$work"' EXIT
-wait_ready() { for _ in $(seq 600); do curl -sf "$1" >/dev/null 2>&1 && return 0; sleep 0.1; done; echo "not ready: $1" >&2; return 1; }
 summary() {  # the JSON line of bench http -> "tok/s ttft_mean ttft_p99" (ms)
   python3 -c 'import json,sys; j=json.loads(sys.argv[1]); n=lambda v: float("nan") if v is None else v; print("%.1f %.0f %.0f %d" % (j["output_tokens_per_s"], n(j["ttft_ms"]["mean"]), n(j["ttft_ms"]["p99"]), j.get("failed", 0)))' "$1"
 }
@@ -54,22 +45,8 @@ run_llama() {
 }
 
 run_bmad() {
-  local http cm wm client worker
-  read -r http cm wm client worker <<<"$(free_ports 5)"
-  cat >"$work/bmad.yaml" <<EOF
-model: {path: $MODEL}
-coordinator: {client_endpoint: "tcp://127.0.0.1:$client", worker_endpoint: "tcp://127.0.0.1:$worker", http_port: $http}
-worker: {threads: $THREADS}
-cache: {kv_bytes: 256MiB}
-metrics: {coordinator_port: $cm, worker_port: $wm}
-EOF
-  "$BIN/bmad-coordinator" --config "$work/bmad.yaml" >"$work/coord.log" 2>&1 &
-  pids+=($!)
-  mpirun -np 1 --bind-to none "$BIN/bmad-worker" --config "$work/bmad.yaml" --set worker.replica_id=r0 \
-    >"$work/worker.log" 2>&1 &
-  pids+=($!)
-  wait_ready "http://127.0.0.1:$http/ready"
-  "$BIN/bmad" bench http --url "http://127.0.0.1:$http" "${WORKLOAD[@]}" 2>/dev/null | tail -n 1
+  start_bmad "$work" "$MODEL" "$THREADS"
+  "$BIN/bmad" bench http --url "$BMAD_URL" "${WORKLOAD[@]}" 2>/dev/null | tail -n 1
   stop_all
 }
 

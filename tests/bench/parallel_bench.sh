@@ -12,6 +12,7 @@
 # drawn below it).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source tests/bench/bench_lib.sh
 BIN=${BMAD_BIN:-build/bin}
 MODELS=${BMAD_BENCH_MODELS:-/tmp/bmad-bench-models}
 MODEL=${1:-$MODELS/synth-134m-f16.gguf}
@@ -29,14 +30,6 @@ fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export OMPI_MCA_btl=self,vader OPENBLAS_NUM_THREADS=1
 
-# free_ports N: N distinct free ports on 127.0.0.1 (all held at once while picked, so no two are
-# the same).
-free_ports() {
-  python3 -c 'import socket, sys
-ss = [socket.socket() for _ in range(int(sys.argv[1]))]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in ss))' "$1"
-}
 work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; sleep 1; rm -rf "$work"; }

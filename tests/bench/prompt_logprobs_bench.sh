@@ -11,6 +11,7 @@
 # Model: the 134M synthetic Llama (F16) of serve_sweep.sh, in $BMAD_BENCH_MODELS.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source tests/bench/bench_lib.sh
 BIN=${BMAD_BIN:-build/bin}
 MODELS=${BMAD_BENCH_MODELS:-/tmp/bmad-bench-models}
 MODEL=${MODEL:-$MODELS/synth-134m-f16.gguf}
@@ -25,17 +26,9 @@ if [ ! -f "$MODEL" ]; then
     --vocab-from ../shared/models/llama-2-tiny-random.gguf --dtype f16 >/dev/null
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
-free_ports() {
-  python3 -c 'import socket, sys
-ss = [socket.socket() for _ in range(int(sys.argv[1]))]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in ss))' "$1"
-}
 work=$(mktemp -d)
 pids=()
-stop_all() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done; pids=(); }
 trap 'stop_all; rm -rf "$work"' EXIT
-wait_ready() { for _ in $(seq 600); do curl -sf "$1" >/dev/null 2>&1 && return 0; sleep 0.1; done; echo "not ready: $1" >&2; return 1; }
 
 # drive URL MODE SEED: REQUESTS requests of PROMPT_LEN random ids (seeded: both modes send the
 # same prompts), CONCURRENCY at a time, each bounded to 600 s; prints "seconds prompt_tokens failed".
@@ -69,24 +62,11 @@ PY
 echo "| max_prompt_logprob_tokens | requests | prompt tokens | plain s | plain prompt tok/s | scored s | scored prompt tok/s | scored / plain | failed |"
 echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for rows in $ROWS; do
-  read -r http cm wm client worker <<<"$(free_ports 5)"
-  cat >"$work/bmad.yaml" <<EOF
-model: {path: $MODEL}
-coordinator: {client_endpoint: "tcp://127.0.0.1:$client", worker_endpoint: "tcp://127.0.0.1:$worker", http_port: $http}
-worker: {threads: $THREADS}
-scheduler: {max_batch_tokens: 512, max_prompt_logprob_tokens: $rows}
-cache: {kv_bytes: 256MiB}
-metrics: {coordinator_port: $cm, worker_port: $wm}
-EOF
-  "$BIN/bmad-coordinator" --config "$work/bmad.yaml" >"$work/coord.log" 2>&1 &
-  pids+=($!)
-  mpirun -np 1 --bind-to none "$BIN/bmad-worker" --config "$work/bmad.yaml" --set worker.replica_id=r0 \
-    >"$work/worker.log" 2>&1 &
-  pids+=($!)
-  wait_ready "http://127.0.0.1:$http/ready"
-  drive "http://127.0.0.1:$http" plain 7 >/dev/null  # warm-up
-  read -r p_s p_tokens p_fail <<<"$(drive "http://127.0.0.1:$http" plain 1)"
-  read -r s_s s_tokens s_fail <<<"$(drive "http://127.0.0.1:$http" scored 1)"
+  start_bmad "$work" "$MODEL" "$THREADS" "scheduler: {max_batch_tokens: 512, max_prompt_logprob_tokens: $rows}"
+  url=$BMAD_URL
+  drive "$url" plain 7 >/dev/null  # warm-up
+  read -r p_s p_tokens p_fail <<<"$(drive "$url" plain 1)"
+  read -r s_s s_tokens s_fail <<<"$(drive "$url" scored 1)"
   python3 -c "
 p_s, s_s, tokens = $p_s, $s_s, $p_tokens
 print('| $rows | $REQUESTS | %d | %.2f | %.0f | %.2f | %.0f | %.2f | %d |' % (tokens, p_s, tokens / p_s, s_s, $s_tokens / s_s, ($s_tokens / s_s) / (tokens / p_s), $p_fail + $s_fail))"

@@ -18,11 +18,6 @@ namespace {
 
 using json = nlohmann::json;
 
-json Parsed(const HttpResult& r) {
-  EXPECT_EQ(r.status, 200) << r.body;
-  return r.status == 200 ? json::parse(r.body) : json::object();
-}
-
 // "token_id:N" (return_tokens_as_token_ids) as N.
 int64_t IdOf(const json& token) { return std::stoll(token.get<std::string>().substr(9)); }
 
@@ -33,17 +28,17 @@ void ScoreAContinuation(int port, const std::string& where) {
   // The reference: 8 greedy tokens, each with its log-probability, named by id.
   json generate = {{"prompt", prompt},       {"max_tokens", 8}, {"temperature", 0},
                    {"logprobs", 0},           {"return_tokens_as_token_ids", true}};
-  const json reference = Parsed(Post(port, "/v1/completions", generate.dump()))["choices"][0];
+  const json reference = ParsedOk(Post(port, "/v1/completions", generate.dump()))["choices"][0];
   const json& generated = reference["logprobs"]["tokens"];
   ASSERT_EQ(generated.size(), 8u) << reference;
-  std::vector<int64_t> ids = Parsed(Post(port, "/tokenize", json({{"prompt", prompt}}).dump()))["tokens"];
+  std::vector<int64_t> ids = ParsedOk(Post(port, "/tokenize", json({{"prompt", prompt}}).dump()))["tokens"];
   const size_t context = ids.size();
   for (const json& t : generated) ids.push_back(IdOf(t));
 
   // Context and continuation as token ids, echo with logprobs, one more token generated.
   json score = {{"prompt", ids}, {"max_tokens", 1}, {"temperature", 0}, {"echo", true}, {"logprobs", 1},
                 {"return_tokens_as_token_ids", true}};
-  const json choice = Parsed(Post(port, "/v1/completions", score.dump()))["choices"][0];
+  const json choice = ParsedOk(Post(port, "/v1/completions", score.dump()))["choices"][0];
   const json& lp = choice["logprobs"];
   ASSERT_EQ(lp["tokens"].size(), ids.size() + 1) << choice;  // the prompt, then the new token
   EXPECT_TRUE(lp["token_logprobs"][0].is_null());
@@ -60,7 +55,7 @@ void ScoreAContinuation(int port, const std::string& where) {
 
   // max_tokens 0: the prompt alone, nothing generated in the response or its usage.
   score["max_tokens"] = 0;
-  const json only = Parsed(Post(port, "/v1/completions", score.dump()));
+  const json only = ParsedOk(Post(port, "/v1/completions", score.dump()));
   EXPECT_EQ(only["choices"][0]["logprobs"]["tokens"].size(), ids.size()) << only;
   EXPECT_EQ(only["usage"]["completion_tokens"], 0) << only;
   EXPECT_EQ(only["usage"]["prompt_tokens"], ids.size()) << only;
@@ -69,7 +64,7 @@ void ScoreAContinuation(int port, const std::string& where) {
 
   // vLLM's prompt_logprobs: null, then each token keyed by id with its rank.
   json vllm = {{"prompt", ids}, {"max_tokens", 1}, {"temperature", 0}, {"prompt_logprobs", 2}};
-  const json answered = Parsed(Post(port, "/v1/completions", vllm.dump()));
+  const json answered = ParsedOk(Post(port, "/v1/completions", vllm.dump()));
   const json& positions = answered["choices"][0]["prompt_logprobs"];
   ASSERT_EQ(positions.size(), ids.size()) << answered;
   EXPECT_TRUE(positions[0].is_null());
@@ -94,8 +89,8 @@ TEST(OpenAiPromptLogprobsTest, EchoWithLogprobsScoresAContinuationAsTheModelGene
   // Chat: the whole prompt's at the top level, one per token the template gave.
   const json messages = {{{"role", "user"}, {"content", "Tell me a story."}}};
   json chat = {{"messages", messages}, {"max_tokens", 2}, {"prompt_logprobs", 0}};
-  const json reply = Parsed(Post(port, "/v1/chat/completions", chat.dump()));
-  const size_t count = Parsed(Post(port, "/tokenize", json({{"messages", messages}}).dump()))["count"];
+  const json reply = ParsedOk(Post(port, "/v1/chat/completions", chat.dump()));
+  const size_t count = ParsedOk(Post(port, "/tokenize", json({{"messages", messages}}).dump()))["count"];
   ASSERT_TRUE(reply.contains("prompt_logprobs")) << reply;
   EXPECT_EQ(reply["prompt_logprobs"].size(), count);
   // Streaming cannot carry them (as vLLM); a class of its own is not needed.

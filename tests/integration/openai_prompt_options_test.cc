@@ -18,11 +18,6 @@ namespace {
 
 using json = nlohmann::json;
 
-json Parsed(const HttpResult& r) {
-  EXPECT_EQ(r.status, 200) << r.body;
-  return r.status == 200 ? json::parse(r.body) : json::object();
-}
-
 TEST(OpenAiPromptOptionsTest, CompletionsEchoStartsEachChoiceWithItsPrompt) {
   LocalCluster cluster({StoriesModelPath(), 1, 0});
   std::string error;
@@ -36,13 +31,13 @@ TEST(OpenAiPromptOptionsTest, CompletionsEchoStartsEachChoiceWithItsPrompt) {
   json echoed = Completion(prompt, 8, false);
   echoed["echo"] = true;
   echoed["n"] = 2;
-  const json whole = Parsed(Post(port, "/v1/completions", echoed.dump()));
+  const json whole = ParsedOk(Post(port, "/v1/completions", echoed.dump()));
   ASSERT_EQ(whole["choices"].size(), 2u) << whole;
   for (const json& choice : whole["choices"]) EXPECT_EQ(choice["text"], prompt + completion) << whole;
   // Echo bills nothing more: the prompt once, the 8 generated tokens per choice.
   json plain = Completion(prompt, 8, false);
   plain["n"] = 2;
-  EXPECT_EQ(whole["usage"], Parsed(Post(port, "/v1/completions", plain.dump()))["usage"]);
+  EXPECT_EQ(whole["usage"], ParsedOk(Post(port, "/v1/completions", plain.dump()))["usage"]);
   echoed["stream"] = true;
   const StreamResult streamed = Stream(port, echoed);
   EXPECT_TRUE(streamed.done) << streamed.error;
@@ -50,11 +45,11 @@ TEST(OpenAiPromptOptionsTest, CompletionsEchoStartsEachChoiceWithItsPrompt) {
   for (const auto& [index, text] : streamed.texts) EXPECT_EQ(text, prompt + completion) << index;
 
   // Token ids echo as the text they decode to (the BOS has none); a batch echoes each prompt.
-  const json tokens = Parsed(Post(port, "/tokenize", json({{"prompt", prompt}}).dump()))["tokens"];
+  const json tokens = ParsedOk(Post(port, "/tokenize", json({{"prompt", prompt}}).dump()))["tokens"];
   json by_ids = {{"prompt", tokens}, {"max_tokens", 8}, {"temperature", 0}, {"echo", true}};
-  EXPECT_EQ(Parsed(Post(port, "/v1/completions", by_ids.dump()))["choices"][0]["text"], prompt + completion);
+  EXPECT_EQ(ParsedOk(Post(port, "/v1/completions", by_ids.dump()))["choices"][0]["text"], prompt + completion);
   json batch = {{"prompt", {prompt, "The cat"}}, {"max_tokens", 4}, {"temperature", 0}, {"echo", true}};
-  const json answered = Parsed(Post(port, "/v1/completions", batch.dump()));
+  const json answered = ParsedOk(Post(port, "/v1/completions", batch.dump()));
   ASSERT_EQ(answered["choices"].size(), 2u) << answered;
   EXPECT_TRUE(answered["choices"][0]["text"].get<std::string>().starts_with(prompt + ",")) << answered;
   EXPECT_TRUE(answered["choices"][1]["text"].get<std::string>().starts_with("The cat")) << answered;
@@ -78,15 +73,15 @@ TEST(OpenAiPromptOptionsTest, ContinueFinalMessageLeavesTheAnswerOpenAndEchoRepe
   // The prompt is the conversation cut right after the answer so far (ChatML, no <|im_end|>).
   const std::string open_text =
       "<|im_start|>user\nTell me a story.<|im_end|>\n<|im_start|>assistant\nOnce upon a time";
-  const json counted = Parsed(Post(port, "/tokenize", chat.dump()));
-  EXPECT_EQ(counted["tokens"], Parsed(Post(port, "/tokenize", json({{"prompt", open_text}}).dump()))["tokens"]);
+  const json counted = ParsedOk(Post(port, "/tokenize", chat.dump()));
+  EXPECT_EQ(counted["tokens"], ParsedOk(Post(port, "/tokenize", json({{"prompt", open_text}}).dump()))["tokens"]);
   // The model continues that text: the same tokens as a completion of it.
   const std::string continuation = Answer(port, Completion(open_text, 8, false)).text;
-  const json answer = Parsed(Post(port, "/v1/chat/completions", chat.dump()));
+  const json answer = ParsedOk(Post(port, "/v1/chat/completions", chat.dump()));
   EXPECT_EQ(answer["choices"][0]["message"]["content"], continuation) << answer;
   // With echo (vLLM's rule for chat) the reply starts with the final message's content.
   chat["echo"] = true;
-  const json echoed = Parsed(Post(port, "/v1/chat/completions", chat.dump()));
+  const json echoed = ParsedOk(Post(port, "/v1/chat/completions", chat.dump()));
   EXPECT_EQ(echoed["choices"][0]["message"]["content"], "Once upon a time" + continuation) << echoed;
   chat["stream"] = true;
   const StreamResult streamed = StreamCompletion(port, "/v1/chat/completions", chat);
@@ -115,8 +110,8 @@ TEST(OpenAiPromptOptionsTest, ChatTemplateKwargsTakeEnableThinkingOnly) {
   // This model's template has no thinking switch: the prompt is unchanged, as a Jinja template
   // that never reads the variable leaves it.
   json off = {{"messages", messages}, {"chat_template_kwargs", {{"enable_thinking", false}}}};
-  EXPECT_EQ(Parsed(Post(port, "/tokenize", off.dump()))["tokens"],
-            Parsed(Post(port, "/tokenize", json({{"messages", messages}}).dump()))["tokens"]);
+  EXPECT_EQ(ParsedOk(Post(port, "/tokenize", off.dump()))["tokens"],
+            ParsedOk(Post(port, "/tokenize", json({{"messages", messages}}).dump()))["tokens"]);
   off["max_tokens"] = 2;
   EXPECT_EQ(Post(port, "/v1/chat/completions", off.dump()).status, 200);
   // Any other variable is refused by name: a built-in template cannot read it.

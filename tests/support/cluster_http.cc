@@ -17,6 +17,11 @@ StreamResult Stream(int port, const nlohmann::json& body, std::atomic<int>* even
   return StreamCompletion(port, "/v1/completions", body, events_seen, stop_after_events);
 }
 
+nlohmann::json ParsedOk(const HttpResult& r) {
+  EXPECT_EQ(r.status, 200) << r.body;
+  return r.status == 200 ? nlohmann::json::parse(r.body) : nlohmann::json::object();
+}
+
 CompletionAnswer Answer(int port, const nlohmann::json& body) {
   if (body.value("stream", false)) {
     StreamResult s = Stream(port, body);

@@ -19,6 +19,9 @@ struct HttpResult {
 // POSTs `body` (JSON) to 127.0.0.1:port/path.
 HttpResult Post(int port, const std::string& path, const std::string& body);
 
+// The body of a 200 answer, parsed; a test failure (and an empty object) for any other.
+nlohmann::json ParsedOk(const HttpResult& r);
+
 using StreamResult = SseCompletion;
 
 // A streamed /v1/completions request (see StreamCompletion).

@@ -7,24 +7,13 @@
 #include <string>
 #include <vector>
 
-#include "tests/support/paths.h"
-#include "worker/model/gguf/gguf_file.h"
+#include "tests/worker/tokenizer/vocabulary_fixtures.h"
 
 namespace bmad::coord {
 namespace {
 
-std::optional<tokenizer::Tokenizer> EchoTestTokenizer() {
-  auto file = gguf::GgufFile::Open(testing::SharedModelsDir() + "/stories260K.gguf");
-  if (!file.ok()) {
-    ADD_FAILURE() << file.status().ToString();
-    return std::nullopt;
-  }
-  auto tok = tokenizer::LoadTokenizer(**file);
-  if (!tok.ok()) {
-    ADD_FAILURE() << tok.status().ToString();
-    return std::nullopt;
-  }
-  return std::move(*tok);
+const tokenizer::Tokenizer* EchoTestTokenizer() {
+  return &tokenizer::testing::SharedTokenizer(tokenizer::testing::kStoriesFile);
 }
 
 std::vector<uint32_t> Tokens(const tokenizer::Tokenizer& tok, const std::string& text) {
@@ -33,7 +22,7 @@ std::vector<uint32_t> Tokens(const tokenizer::Tokenizer& tok, const std::string&
 }
 
 TEST(EchoTexts, CompletionsEchoTheTextGivenOrTheTokensDecodedWithoutTheBos) {
-  const std::optional<tokenizer::Tokenizer> loaded = EchoTestTokenizer();
+  const tokenizer::Tokenizer* loaded = EchoTestTokenizer();
   ASSERT_TRUE(loaded);
   const tokenizer::Tokenizer& tok = *loaded;
   http::CompletionRequest cr;
@@ -58,7 +47,7 @@ TEST(EchoTexts, CompletionsEchoTheTextGivenOrTheTokensDecodedWithoutTheBos) {
 }
 
 TEST(EchoTexts, ChatEchoesTheFinalMessageOnlyWhenItIsTheAssistants) {
-  const std::optional<tokenizer::Tokenizer> loaded = EchoTestTokenizer();
+  const tokenizer::Tokenizer* loaded = EchoTestTokenizer();
   ASSERT_TRUE(loaded);
   http::CompletionRequest cr;
   cr.chat = true;
@@ -70,7 +59,7 @@ TEST(EchoTexts, ChatEchoesTheFinalMessageOnlyWhenItIsTheAssistants) {
 }
 
 TEST(PromptLogprobsForTheResponse, EchoedTokensAndVllmsListFromTheScoredPositions) {
-  const std::optional<tokenizer::Tokenizer> loaded = EchoTestTokenizer();
+  const tokenizer::Tokenizer* loaded = EchoTestTokenizer();
   ASSERT_TRUE(loaded);
   const tokenizer::Tokenizer& tok = *loaded;
   const std::vector<uint32_t> prompt = Tokens(tok, "Once upon a time");  // BOS first

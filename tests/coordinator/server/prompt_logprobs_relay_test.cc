@@ -36,6 +36,25 @@ proto::TokenChunk ScoredPositions(uint64_t id, uint32_t assignment, uint32_t fir
   return chunk;
 }
 
+// Submits a 6-token prompt (token ids 1..6) asking for its log-probabilities with `alternatives`;
+// the coordinator's request id (0 when not accepted).
+uint64_t SubmitScored(zmq::socket_t& client, const std::string& client_id, int32_t alternatives, bool stream) {
+  proto::Submit s;
+  s.client_request_id = client_id;
+  s.prompt_is_tokens = true;
+  s.prompt_tokens = {1, 2, 3, 4, 5, 6};
+  s.sampling.max_tokens = 4;
+  s.sampling.prompt_logprobs = alternatives;
+  s.stream = stream;
+  EXPECT_TRUE(proto::SendMessage(client, s).ok());
+  auto accepted = proto::ReceiveMessage(client, false);
+  if (!accepted || !accepted->message.ok() || !std::holds_alternative<proto::Accepted>(*accepted->message)) {
+    ADD_FAILURE() << "not accepted";
+    return 0;
+  }
+  return std::get<proto::Accepted>(*accepted->message).request_id;
+}
+
 proto::TokenChunk ReceiveClientChunk(zmq::socket_t& client) {
   auto in = proto::ReceiveMessage(client, false);
   EXPECT_TRUE(in && in->message.ok());
@@ -46,16 +65,7 @@ proto::TokenChunk ReceiveClientChunk(zmq::socket_t& client) {
 TEST_F(ReplicaLossTest, PromptLogprobsReachTheClientOnceInOrderAcrossAMigration) {
   auto a = Replica("a");
   ASSERT_TRUE(a->Register());
-  proto::Submit s;
-  s.client_request_id = "scored";
-  s.prompt_is_tokens = true;
-  s.prompt_tokens = {1, 2, 3, 4, 5, 6};
-  s.sampling.max_tokens = 4;
-  s.sampling.prompt_logprobs = 1;
-  ASSERT_TRUE(proto::SendMessage(client_, s).ok());
-  auto accepted = proto::ReceiveMessage(client_, false);
-  ASSERT_TRUE(accepted && accepted->message.ok() && std::holds_alternative<proto::Accepted>(*accepted->message));
-  const uint64_t id = std::get<proto::Accepted>(*accepted->message).request_id;
+  const uint64_t id = SubmitScored(client_, "scored", 1, /*stream=*/true);
   a->Receive(2s);
   ASSERT_EQ(a->Assigned(), std::vector<uint64_t>{id});
   const proto::Assign first = AssignReceivedBy(*a);
@@ -100,16 +110,7 @@ TEST_F(ReplicaLossTest, PromptLogprobsReachTheClientOnceInOrderAcrossAMigration)
 TEST_F(ReplicaLossTest, AGapInThePromptLogprobsSendsTheRequestAgain) {
   auto a = Replica("a");
   ASSERT_TRUE(a->Register());
-  proto::Submit s;
-  s.client_request_id = "gap";
-  s.prompt_is_tokens = true;
-  s.prompt_tokens = {1, 2, 3, 4, 5, 6};
-  s.sampling.max_tokens = 4;
-  s.sampling.prompt_logprobs = 0;
-  ASSERT_TRUE(proto::SendMessage(client_, s).ok());
-  auto accepted = proto::ReceiveMessage(client_, false);
-  ASSERT_TRUE(accepted && accepted->message.ok());
-  const uint64_t id = std::get<proto::Accepted>(*accepted->message).request_id;
+  const uint64_t id = SubmitScored(client_, "gap", 0, /*stream=*/true);
   a->Receive(2s);
   const proto::Assign first = AssignReceivedBy(*a);
   a->Send(ScoredPositions(id, first.assignment, 3, 2));  // positions 1 and 2 never came
@@ -123,17 +124,7 @@ TEST_F(ReplicaLossTest, AGapInThePromptLogprobsSendsTheRequestAgain) {
 TEST_F(ReplicaLossTest, ANonStreamingClientGetsThePromptLogprobsWithItsOneChunk) {
   auto a = Replica("a");
   ASSERT_TRUE(a->Register());
-  proto::Submit s;
-  s.client_request_id = "whole";
-  s.prompt_is_tokens = true;
-  s.prompt_tokens = {1, 2, 3, 4};
-  s.sampling.max_tokens = 4;
-  s.sampling.prompt_logprobs = 1;
-  s.stream = false;
-  ASSERT_TRUE(proto::SendMessage(client_, s).ok());
-  auto accepted = proto::ReceiveMessage(client_, false);
-  ASSERT_TRUE(accepted && accepted->message.ok());
-  const uint64_t id = std::get<proto::Accepted>(*accepted->message).request_id;
+  const uint64_t id = SubmitScored(client_, "whole", 1, /*stream=*/false);
   a->Receive(2s);
   const proto::Assign assign = AssignReceivedBy(*a);
   a->Send(ScoredPositions(id, assign.assignment, 1, 2));
