@@ -440,9 +440,8 @@ Result<std::optional<int64_t>> ReadTruncatePromptTokens(const JsonFields& body, 
 }
 
 // n choices (each generated as its own request); best_of may only repeat n, since ranking
-// candidates by likelihood is not done; echo (completions) asks for the prompt, which the
-// response lacks.
-Status ReadChoiceShape(const JsonFields& body, bool chat, CompletionRequest& request) {
+// candidates by likelihood is not done; echo (both endpoints, CompletionRequest::echo).
+Status ReadChoiceShape(const JsonFields& body, CompletionRequest& request) {
   BMAD_ASSIGN_OR_RETURN(const std::optional<int64_t> n,
                         body.Integer("n", 1, kMaxChoices,
                                      "an integer in [1, " + std::to_string(kMaxChoices) + "]"));
@@ -652,7 +651,7 @@ Result<CompletionRequest> ReadRequest(const Json& json, bool chat, const Request
                                      "an integer in [0, 4294967295]"));
   request.sampling.min_tokens = static_cast<uint32_t>(min_tokens.value_or(0));
   BMAD_RETURN_IF_ERROR(ReadLogprobs(body, chat, request));
-  BMAD_RETURN_IF_ERROR(ReadChoiceShape(body, chat, request));
+  BMAD_RETURN_IF_ERROR(ReadChoiceShape(body, request));
   BMAD_RETURN_IF_ERROR(ReadStreaming(body, request));
   BMAD_RETURN_IF_ERROR(ReadPromptScoring(body, chat, request));
   BMAD_RETURN_IF_ERROR(ReadSchedulingHints(body, limits, request));
