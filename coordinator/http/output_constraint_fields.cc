@@ -146,14 +146,10 @@ Status AddStructuredOutputs(const JsonFields& body, Found& found) {
     return InvalidArgument("'structured_outputs.disable_any_whitespace' is not supported except as "
                            "false: JSON output may hold whitespace between its tokens");
   }
-  BMAD_ASSIGN_OR_RETURN(const std::optional<bool> no_additional,
-                        fields.Bool("disable_additional_properties"));
-  if (no_additional.value_or(false)) {
-    return InvalidArgument("'structured_outputs.disable_additional_properties' is not supported "
-                           "except as false: an object's declared properties are the only ones "
-                           "written; give an object that declares none \"additionalProperties\": "
-                           "false in the schema");
-  }
+  // vLLM adds "additionalProperties": false to each object that declares properties and says
+  // nothing of others. Such an object here never gets a key it does not declare, with the flag
+  // or without it (json_schema.h), so both values give what vLLM gives with it set.
+  BMAD_RETURN_IF_ERROR(fields.Bool("disable_additional_properties").status());
   BMAD_RETURN_IF_ERROR(AddSchema(fields.Name("json"), fields.Find("json"), found));
   BMAD_RETURN_IF_ERROR(AddRegex(fields.Name("regex"), fields.Find("regex"), found));
   BMAD_RETURN_IF_ERROR(AddChoice(fields.Name("choice"), fields.Find("choice"), found));

@@ -10,6 +10,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "tests/coordinator/http/parse_request.h"
 
@@ -126,6 +127,17 @@ TEST(ParseCompletionRequest, StructuredOutputsNameTheSameConstraints) {
         Ok(ParseCompletionRequest(R"({"prompt": "x", "structured_outputs": )" + empty + "}", false, TestLimits()));
     EXPECT_EQ(none.sampling.response_format, proto::ResponseFormat::kText) << empty;
   }
+  // disable_additional_properties: an object that declares properties never gets another key,
+  // so the schema passes to the worker as sent, with the flag or without it.
+  for (const char* flag : {"true", "false"}) {
+    const std::string schema = R"({"type": "object", "properties": {"a": {"type": "integer"}}})";
+    const CompletionRequest strict = Ok(ParseCompletionRequest(
+        R"({"prompt": "x", "structured_outputs": {"json": )" + schema + R"(, "disable_additional_properties": )" +
+            flag + "}}",
+        false, TestLimits()));
+    EXPECT_EQ(strict.sampling.response_format, proto::ResponseFormat::kJsonSchema) << flag;
+    EXPECT_EQ(nlohmann::json::parse(strict.sampling.json_schema), nlohmann::json::parse(schema)) << flag;
+  }
   ExpectRejected({
       {R"({"prompt": "x", "structured_outputs": {"regex": "a", "choice": ["a"]}})", false,
        {"'structured_outputs.choice' cannot be used with 'structured_outputs.regex': give one constraint"}},
@@ -153,8 +165,8 @@ TEST(ParseCompletionRequest, StructuredOutputsNameTheSameConstraints) {
        {"'structured_outputs.whitespace_pattern' is not supported"}},
       {R"({"prompt": "x", "structured_outputs": {"json": {}, "disable_any_whitespace": true}})", false,
        {"'structured_outputs.disable_any_whitespace' is not supported except as false"}},
-      {R"({"prompt": "x", "structured_outputs": {"json": {}, "disable_additional_properties": true}})", false,
-       {"'structured_outputs.disable_additional_properties' is not supported except as false"}},
+      {R"({"prompt": "x", "structured_outputs": {"json": {}, "disable_additional_properties": "yes"}})", false,
+       {"'structured_outputs.disable_additional_properties' must be a boolean"}},
       {R"({"prompt": "x", "structured_outputs": {"json": {}, "disable_fallback": 1}})", false,
        {"'structured_outputs.disable_fallback' must be a boolean"}},
       {R"({"prompt": "x", "structured_outputs": {"regexp": "a"}})", false,
