@@ -145,18 +145,21 @@ std::vector<http::PromptPositionLogprobs> VllmPromptLogprobs(const std::vector<u
 void AddPromptLogprobs(const PromptScoring& scoring, uint32_t per_prompt, const std::vector<proto::TokenChunk>& scored,
                        const tokenizer::Tokenizer& tok, std::vector<http::ChoiceOutput>& outputs) {
   if (scoring.prompt_ids.empty()) return;
+  const size_t choices_per_prompt = std::max<uint32_t>(per_prompt, 1);
   for (size_t i = 0; i < outputs.size() && i < scored.size(); ++i) {
-    const size_t prompt_index = i / std::max<uint32_t>(per_prompt, 1);
+    const size_t prompt_index = i / choices_per_prompt;
     if (prompt_index >= scoring.prompt_ids.size()) break;
     const std::vector<uint32_t>& prompt = scoring.prompt_ids[prompt_index];
+    // A prompt's first choice alone scores it (CoordinatorServer::Core::AcceptChoices).
+    const proto::TokenChunk& prompt_scored = scored[prompt_index * choices_per_prompt];
     if (scoring.echo_logprobs) {
-      std::vector<http::TokenLogprob> all = EchoedPromptLogprobs(prompt, scored[i], scoring.echo_alternatives, tok);
+      std::vector<http::TokenLogprob> all = EchoedPromptLogprobs(prompt, prompt_scored, scoring.echo_alternatives, tok);
       all.insert(all.end(), outputs[i].logprobs.begin(), outputs[i].logprobs.end());
       outputs[i].logprobs = std::move(all);
     }
     if (scoring.vllm_alternatives >= 0) {
       outputs[i].prompt_logprobs =
-          VllmPromptLogprobs(prompt, scored[i], static_cast<uint32_t>(scoring.vllm_alternatives), tok);
+          VllmPromptLogprobs(prompt, prompt_scored, static_cast<uint32_t>(scoring.vllm_alternatives), tok);
     }
   }
 }

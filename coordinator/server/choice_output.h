@@ -48,8 +48,9 @@ struct PromptScoring {
 };
 
 // Adds to each choice (prompt by prompt, `per_prompt` each) its prompt's log-probabilities as
-// `scoring` asks, from `scored[i]` (choice i's prompt_* fields, all its chunks'): the echoed
-// prompt's tokens before its logprobs, and vLLM's prompt_logprobs.
+// `scoring` asks, from `scored[i]` (choice i's prompt_* fields, all its chunks') of the prompt's
+// first choice, the one that scores it: the echoed prompt's tokens before its logprobs, and
+// vLLM's prompt_logprobs.
 void AddPromptLogprobs(const PromptScoring& scoring, uint32_t per_prompt, const std::vector<proto::TokenChunk>& scored,
                        const tokenizer::Tokenizer& tok, std::vector<http::ChoiceOutput>& outputs);
 

@@ -233,6 +233,10 @@ Status CoordinatorServer::Core::AcceptChoices(std::vector<SubmitInput> inputs,
       auto choice = i + 1 < n ? std::make_unique<CoordRequest>(*prompt) : std::move(prompt);
       // Distinct choices that the same seed reproduces (vLLM numbers its choices' seeds so too).
       if (choice->sampling.has_seed) choice->sampling.seed += i;
+      // The prompt's log-probabilities are the same for every choice: the first scores it, the
+      // others prefill it as usual (and may reuse its cached blocks). The response shows the
+      // first's for all (AddPromptLogprobs).
+      if (i > 0) choice->sampling.prompt_logprobs = -1;
       Result<CoordRequest*> r = Admit(std::move(choice), "", http);
       if (!r.ok()) {
         // Only a full queue can refuse here (the room was checked for more than one): the rest

@@ -78,6 +78,21 @@ void ScoreAContinuation(int port, const std::string& where) {
   for (size_t k = 0; k < generated.size(); ++k) {
     EXPECT_EQ(positions[context + k][std::to_string(ids[context + k])]["rank"], 1) << k;
   }
+
+  // Several choices: the first scores the prompt, and each shows the same (echo too).
+  json several = {{"prompt", ids}, {"max_tokens", 1}, {"n", 3}, {"prompt_logprobs", 2}, {"echo", true},
+                  {"logprobs", 1}, {"return_tokens_as_token_ids", true}};
+  const json choices = ParsedOk(Post(port, "/v1/completions", several.dump()))["choices"];
+  ASSERT_EQ(choices.size(), 3u) << choices;
+  for (const json& c : choices) {
+    ASSERT_EQ(c["prompt_logprobs"].size(), ids.size()) << c;
+    for (size_t p = 1; p < ids.size(); ++p) {
+      const std::string id = std::to_string(ids[p]);
+      EXPECT_NEAR(c["prompt_logprobs"][p][id]["logprob"].get<double>(), positions[p][id]["logprob"].get<double>(),
+                  1e-4) << p;
+      EXPECT_NEAR(c["logprobs"]["token_logprobs"][p].get<double>(), lp["token_logprobs"][p].get<double>(), 1e-4) << p;
+    }
+  }
 }
 
 TEST(OpenAiPromptLogprobsTest, EchoWithLogprobsScoresAContinuationAsTheModelGeneratedIt) {

@@ -3,7 +3,11 @@
 // dropped. An in-process coordinator on 127.0.0.1 with fake replicas and a socket client.
 #include <gtest/gtest.h>
 
+#include <httplib.h>
+
 #include <chrono>
+#include <nlohmann/json.hpp>
+#include <thread>
 #include <vector>
 
 #include "tests/coordinator/server/replica_loss_fixture.h"
@@ -141,6 +145,52 @@ TEST_F(ReplicaLossTest, ANonStreamingClientGetsThePromptLogprobsWithItsOneChunk)
   EXPECT_EQ(got.prompt_logprobs, (std::vector<float>{-1, -2, -3}));
   EXPECT_EQ(got.prompt_top_token_ids, (std::vector<uint32_t>{101, 102, 103}));
   EXPECT_EQ(got.token_ids, (std::vector<uint32_t>{9}));
+}
+
+TEST_F(ReplicaLossTest, WithSeveralChoicesOnlyThePromptsFirstScoresItAndEveryChoiceShowsIt) {
+  auto a = Replica("a");
+  ASSERT_TRUE(a->Register());
+  std::string body;
+  std::jthread post([&] {
+    httplib::Client http("127.0.0.1", server_->http_port());
+    http.set_read_timeout(10, 0);
+    auto res = http.Post("/v1/completions",
+                         R"({"prompt": [1, 2, 3, 4, 5, 6], "n": 3, "max_tokens": 1, "prompt_logprobs": 1})",
+                         "application/json");
+    if (res && res->status == 200) body = res->body;
+  });
+  for (int i = 0; i < 50 && a->Assigned().size() < 3; ++i) a->Receive(100ms);
+  ASSERT_EQ(a->Assigned().size(), 3u);
+  int scoring = 0;
+  for (const proto::Message& m : a->received()) {
+    const auto* assign = std::get_if<proto::Assign>(&m);
+    if (assign == nullptr) continue;
+    proto::TokenChunk last;
+    if (assign->sampling.prompt_logprobs >= 0) {
+      ++scoring;
+      EXPECT_EQ(assign->sampling.prompt_logprobs, 1);
+      last = ScoredPositions(assign->request_id, assign->assignment, 1, 5);
+    }
+    last.request_id = assign->request_id;
+    last.assignment = assign->assignment;
+    last.token_ids = {9};
+    last.text = "z";
+    last.finish_reason = proto::FinishReason::kLength;
+    a->Send(last);
+  }
+  EXPECT_EQ(scoring, 1) << "each choice scored the same prompt";
+  post.join();
+  ASSERT_FALSE(body.empty()) << "no answer";
+  const nlohmann::json response = nlohmann::json::parse(body);
+  ASSERT_EQ(response["choices"].size(), 3u) << body;
+  for (const nlohmann::json& choice : response["choices"]) {
+    const nlohmann::json& positions = choice["prompt_logprobs"];
+    ASSERT_EQ(positions.size(), 6u) << body;
+    EXPECT_TRUE(positions[0].is_null());
+    for (int p = 1; p < 6; ++p) {
+      EXPECT_FLOAT_EQ(positions[p][std::to_string(p + 1)]["logprob"].get<float>(), -static_cast<float>(p)) << body;
+    }
+  }
 }
 
 }  // namespace
