@@ -346,7 +346,7 @@ void CoordinatorServer::Core::DispatchQueued() {
   // dispatches the queue again from inside this loop, which may dispatch, fail and free the
   // requests listed here.
   std::vector<uint64_t> queued;
-  for (const CoordRequest* r : requests_.Queued()) queued.push_back(r->id);
+  for (const CoordRequest* r : requests_.Queued(now)) queued.push_back(r->id);
   // A request no replica can take (none live, accepting, with room in its pool and the context
   // it needs) tells the same of every later one of its pool that needs as much context: those
   // wait for the next pass without a pick each. A deep queue while every replica drains (a

@@ -68,7 +68,8 @@ CoordinatorServer::Core::Core(const ServerConfig& config, const CoordinatorRunOp
       replicas_(config.coordinator, clock_, model_name_),
       router_(config.router),
       requests_(config.coordinator.max_queued_per_priority, config.coordinator.priority_classes,
-                config.scheduler.policy == SchedulerPolicy::kContinuous, config.scheduler.priority_decay),
+                config.scheduler.policy == SchedulerPolicy::kContinuous, config.scheduler.priority_decay,
+                config.scheduler.default_slo_ms),
       last_assignment_(static_cast<uint32_t>(std::random_device{}())) {}
 
 CoordinatorServer::Core::~Core() {

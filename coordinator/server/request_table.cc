@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <random>
+#include <utility>
+
+#include "common/effective_priority.h"
 
 namespace bmad::coord {
 
@@ -18,10 +21,11 @@ std::string_view RequestStateName(RequestState state) {
 }
 
 RequestTable::RequestTable(int64_t max_per_priority, int64_t priority_classes, bool by_priority,
-                           double priority_decay)
+                           double priority_decay, int64_t default_slo_ms)
     : max_per_priority_(max_per_priority),
       by_priority_(by_priority),
       priority_decay_(priority_decay),
+      default_slo_ms_(default_slo_ms),
       per_class_(static_cast<size_t>(priority_classes), 0),
       next_id_(RandomFirstId()) {}
 
@@ -98,10 +102,24 @@ void RequestTable::SetState(CoordRequest* r, RequestState state) {
   r->state = state;
 }
 
-std::vector<CoordRequest*> RequestTable::Queued() {
+std::vector<CoordRequest*> RequestTable::Queued(int64_t now_ns) {
   std::vector<CoordRequest*> out;
   out.reserve(queue_.size());
   for (const auto& [key, arrival, id] : queue_) out.push_back(requests_.at(id).get());
+  if (!by_priority_) return out;
+  // The set's order is the effective priority's without deadline pressure, which grows with
+  // time at a rate of its own per request: ranked afresh (ties keep the set's order: arrival).
+  const int64_t now_ms = now_ns / 1'000'000;
+  std::vector<std::pair<double, CoordRequest*>> ranked;
+  ranked.reserve(out.size());
+  for (CoordRequest* r : out) {
+    const int64_t arrival_ms = r->arrival_ns / 1'000'000;
+    const int64_t slo_ms = r->slo_ms > 0 ? int64_t{r->slo_ms} : default_slo_ms_;
+    const WaitingRequest waiting{r->priority, now_ms - arrival_ms, arrival_ms, arrival_ms + slo_ms};
+    ranked.emplace_back(EffectivePriority(waiting, now_ms, priority_decay_), r);
+  }
+  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (size_t i = 0; i < ranked.size(); ++i) out[i] = ranked[i].second;
   return out;
 }
 

@@ -85,10 +85,12 @@ struct CoordRequest {
 
 class RequestTable {
  public:
-  // The queue is offered as the replicas' scheduler admits: by priority with `priority_decay`
-  // (scheduler.priority_decay) when `by_priority` (policy continuous), else by arrival.
+  // The queue is offered as the replicas' scheduler admits: by effective priority with
+  // `priority_decay` (scheduler.priority_decay) and deadlines `default_slo_ms` after arrival for
+  // requests that carry none (scheduler.default_slo_ms) when `by_priority` (policy continuous),
+  // else by arrival.
   RequestTable(int64_t max_per_priority, int64_t priority_classes, bool by_priority = false,
-               double priority_decay = 0);
+               double priority_decay = 0, int64_t default_slo_ms = 5000);
 
   // kResourceExhausted ("overloaded") when the request's class is full, kInvalidArgument for a
   // priority outside [0, classes).
@@ -104,12 +106,17 @@ class RequestTable {
   std::vector<CoordRequest*> OnReplica(const std::string& replica_id);
   // Moves a request to another state; the queue's order follows. A request is admitted queued.
   void SetState(CoordRequest* r, RequestState state);
-  // The queued requests in the order they are offered: the order a replica's scheduler admits
-  // its waiting ones, less deadline pressure. By priority: class 0 first, a second of waiting
-  // worth `priority_decay` of a class (nothing waits forever behind a stream of urgent
-  // arrivals); then by arrival. A request a replica refused, or that lost its replica, keeps
-  // its place.
-  std::vector<CoordRequest*> Queued();
+  // The queued requests in the order they are offered at `now_ns` (the clock arrival_ns is on):
+  // the order a replica's scheduler admits its waiting ones in, less its max-wait guard. By
+  // priority: by effective priority (common/effective_priority.h), its time waited counted from
+  // arrival: class 0 first, a second of waiting worth `priority_decay` of a class (nothing waits
+  // forever behind a stream of urgent arrivals), and up to one class more as the deadline nears,
+  // one more per second past it; ties by arrival. A request a replica refused, or that lost its
+  // replica, keeps its place. (The guard, which puts whatever waited max_wait_ms first, oldest
+  // first, is left to the replicas: a coordinator queue is there because every replica is full,
+  // and its requests have mostly waited that long, so the guard would make it first come, first
+  // served, classes and deadlines ignored.)
+  std::vector<CoordRequest*> Queued(int64_t now_ns);
   size_t queued() const { return queue_.size(); }
   std::vector<CoordRequest*> All();
   size_t size() const { return requests_.size(); }
@@ -122,13 +129,15 @@ class RequestTable {
 
  private:
   static uint64_t RandomFirstId();
-  // (class + priority_decay x arrival seconds, arrival, id): ascending is the offer order.
+  // (class + priority_decay x arrival seconds, arrival, id): ascending is the offer order, less
+  // deadline pressure (which Queued adds: it changes with time).
   using QueueKey = std::tuple<double, int64_t, uint64_t>;
   QueueKey KeyOf(const CoordRequest& r) const;
 
   int64_t max_per_priority_;
   bool by_priority_;
   double priority_decay_;
+  int64_t default_slo_ms_;
   std::vector<int64_t> per_class_;
   std::unordered_map<uint64_t, std::unique_ptr<CoordRequest>> requests_;
   std::set<QueueKey> queue_;  // the queued requests

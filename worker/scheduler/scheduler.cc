@@ -1,6 +1,9 @@
 #include "worker/scheduler/scheduler.h"
 
 #include <algorithm>
+#include <cstdint>
+
+#include "common/effective_priority.h"
 
 namespace bmad::sched {
 
@@ -57,18 +60,12 @@ bool Scheduler::Starving(const Sequence& seq, int64_t now_ms) const {
 }
 
 double Scheduler::EffectivePriority(const Sequence& seq, int64_t now_ms) const {
-  // Ranks the waiting (PickVictim ranks the running by what does not drift). Class first (one
-  // class is worth one second of aging at priority_decay 1), then waiting time, then how close
-  // the deadline is: the share of the SLO gone (0 to 1 at the deadline), then one more per
-  // second past it. Past the deadline it grows by the second, not by the SLO: a 1 ms SLO would
-  // otherwise gain a class every millisecond, and any client could outrank every class.
+  // Ranks the waiting (PickVictim ranks the running by what does not drift), by the rule the
+  // coordinator's queue follows too (common/effective_priority.h).
   int64_t waited_ms = seq.waited_before_ms;
   if (seq.state == SequenceState::kWaiting) waited_ms += now_ms - seq.waiting_since_ms;
-  const double waited_s = static_cast<double>(waited_ms) / 1000.0;
-  const double slo = std::max<double>(1.0, static_cast<double>(seq.deadline_ms - seq.arrival_ms));
-  const double gone = std::clamp(1.0 - static_cast<double>(seq.deadline_ms - now_ms) / slo, 0.0, 1.0);
-  const double overdue_s = static_cast<double>(std::max<int64_t>(0, now_ms - seq.deadline_ms)) / 1000.0;
-  return -static_cast<double>(seq.priority) + config_.priority_decay * waited_s + gone + overdue_s;
+  return bmad::EffectivePriority({seq.priority, waited_ms, seq.arrival_ms, seq.deadline_ms}, now_ms,
+                                 config_.priority_decay);
 }
 
 void Scheduler::SortWaiting(int64_t now_ms) {
