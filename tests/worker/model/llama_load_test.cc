@@ -302,6 +302,8 @@ TEST(LlamaLoadTest, OptionalKeysOfTheWrongTypeOrNotFiniteAreRefused) {
        "rope.scaling.factor must be a finite positive number with a finite inverse, got -1"},
       {[](auto& w) { w.SetUint64("llama.context_length", uint64_t{1} << 40); },
        "context_length 1099511627776 is more than 2147483647 tokens"},
+      // It only names the model, but a number there is a broken file all the same.
+      {[](auto& w) { w.SetUint32("general.name", 7); }, "metadata key 'general.name' is"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const std::string path = WriteVariant("key" + std::to_string(i), [&](gguf::GgufWriter& w, const gguf::TensorInfo* t) {

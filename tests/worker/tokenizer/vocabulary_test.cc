@@ -183,6 +183,10 @@ TEST(VocabularyTest, WrongKeyTypeIsInvalidArgument) {
                     [](gguf::GgufWriter& w) { w.SetUint32("tokenizer.ggml.add_bos_token", 1); });
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("tokenizer.ggml.add_bos_token"));
+  // It only names the model (and picks Phi-3's attributes), but a number there is a broken file.
+  s = LoadRewritten({}, [](gguf::GgufWriter& w) { w.SetUint32("general.name", 3); });
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("general.name"));
 }
 
 TEST(VocabularyTest, DuplicateTextIsDataLoss) {

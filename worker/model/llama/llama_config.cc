@@ -63,7 +63,9 @@ Result<LlamaConfig> ReadLlamaConfig(const gguf::GgufFile& file) {
     return Unimplemented(file.path() + ": architecture " + QuotedText(c.architecture) +
                          " is not supported (bmad runs Llama-family models: llama, mistral)");
   }
-  if (auto name = file.GetString("general.name"); name.ok()) c.name = std::string(*name);
+  // Optional, but of the wrong type the file is broken (llama.cpp refuses it too).
+  BMAD_ASSIGN_OR_RETURN(const std::string_view name, Optional(file.GetString("general.name"), std::string_view()));
+  c.name = std::string(name);
   const std::string p = c.architecture + ".";
   // Mixtral and its kind call themselves llama too; without this they fail on a missing
   // feed-forward tensor, which says nothing about why.

@@ -325,8 +325,10 @@ Result<Vocabulary> LoadVocabulary(const gguf::GgufFile& file) {
 
   ApplyWellKnownTexts(v);
   if (file.Has("general.name")) {
+    // Of the wrong type the file is broken, as the model's loader says too (llama_config.cc).
     Result<std::string_view> name = file.GetString("general.name");
-    if (name.ok()) ApplyPhi3Attributes(v, *name);
+    if (!name.ok()) return name.status();
+    ApplyPhi3Attributes(v, *name);
   }
 
   if (Status s = ValidateVocabulary(v); !s.ok()) return DataLoss(file.path() + ": " + s.message());
