@@ -216,6 +216,10 @@ int RunBenchHttpCommand(const std::vector<std::string>& args) {
   flags.AddString("api-key", &o.api_key, "Bearer token for servers that want one.");
   flags.AddInt("report-split-at", &o.report_split_at,
                "Also report latencies for prompts below N tokens and for the rest (0: off).");
+  flags.AddDouble("urgent-share", &o.urgent_share,
+                  "Share of requests sent with slo_ms --urgent-slo-ms, reported apart (0: off).", 0, 1);
+  flags.AddInt("urgent-slo-ms", &o.urgent_slo_ms, "The urgent requests' slo_ms (bmad's deadline).", 1,
+               std::numeric_limits<uint32_t>::max());
   std::vector<std::string> positional;
   Status s = flags.Parse(args, &positional);
   if (flags.help_requested()) {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <random>
 #include <thread>
@@ -44,6 +45,7 @@ struct PlannedRequest {
   double arrival_s = 0;  // open loop only
   int64_t prompt_len = 0;
   int64_t output_len = 0;
+  int64_t slo_ms = 0;    // > 0: sent with slo_ms (BenchHttpOptions::urgent_share)
 };
 
 // Each request's prompt comes from its own generator, so bodies are built when sent (no
@@ -76,6 +78,13 @@ std::string RequestBody(const BenchHttpOptions& o, const std::string& model,
   return CompletionsRequestBody(model, prompt, p.output_len);
 }
 
+std::string WithSlo(std::string body, int64_t slo_ms) {
+  if (slo_ms <= 0) return body;
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(body);
+  j["slo_ms"] = slo_ms;
+  return j.dump();
+}
+
 std::vector<PlannedRequest> PlanWorkload(const BenchHttpOptions& o,
                                          const tools::LengthDistribution& prompt_len,
                                          const tools::LengthDistribution& output_len) {
@@ -93,6 +102,12 @@ std::vector<PlannedRequest> PlanWorkload(const BenchHttpOptions& o,
   // gap would be idle time counted in the duration, not the server's.
   const double first = plan.empty() ? 0 : plan.front().arrival_s;
   for (PlannedRequest& p : plan) p.arrival_s -= first;
+  // Drawn from a generator of their own: the arrivals and lengths are those of a run without.
+  if (o.urgent_share > 0) {
+    std::mt19937_64 urgent_rng(o.seed ^ 0x5eed0f5105ULL);
+    std::bernoulli_distribution urgent(o.urgent_share);
+    for (PlannedRequest& p : plan) p.slo_ms = urgent(urgent_rng) ? o.urgent_slo_ms : 0;
+  }
   return plan;
 }
 
@@ -133,6 +148,16 @@ Status ValidateBenchHttpOptions(const BenchHttpOptions& o) {
   if (o.report_split_at < 0 || o.report_split_at > kMaxPromptTokens) {
     return InvalidArgument("--report-split-at must be between 0 (off) and " +
                            std::to_string(kMaxPromptTokens));
+  }
+  if (!(o.urgent_share >= 0 && o.urgent_share <= 1)) {
+    return InvalidArgument("--urgent-share must be between 0 (off) and 1");
+  }
+  if (o.urgent_slo_ms < 0 || o.urgent_slo_ms > int64_t{std::numeric_limits<uint32_t>::max()}) {
+    return InvalidArgument("--urgent-slo-ms must be between 1 and " +
+                           std::to_string(std::numeric_limits<uint32_t>::max()));
+  }
+  if ((o.urgent_share > 0) != (o.urgent_slo_ms > 0)) {
+    return InvalidArgument("give --urgent-share and --urgent-slo-ms together");
   }
   return Status::Ok();
 }
@@ -194,10 +219,21 @@ class BenchRun {
     r.requests = static_cast<int64_t>(plan_.size());
     std::vector<double> ttft, itl, tpot, e2e;
     std::vector<double> split_ttft[2], split_e2e[2];  // [0] short prompts, [1] long
+    std::vector<double> slo_ttft[2], slo_e2e[2];      // [0] urgent, [1] relaxed
     std::map<std::string, int64_t> errors;
     for (size_t i = 0; i < plan_.size(); ++i) {
       const StreamOutcome& out = outcomes_[i];
       r.held_back += held_back_[i] ? 1 : 0;
+      const bool urgent = plan_[i].slo_ms > 0;
+      if (o_.urgent_share > 0) {
+        (urgent ? r.urgent_sent : r.relaxed_sent) += 1;
+        if (out.ok) {
+          (urgent ? r.urgent : r.relaxed).succeeded += 1;
+          slo_e2e[urgent ? 0 : 1].push_back(out.e2e_s);
+          if (out.ttft_s >= 0) slo_ttft[urgent ? 0 : 1].push_back(out.ttft_s);
+          if (urgent && out.e2e_s * 1000 <= static_cast<double>(plan_[i].slo_ms)) ++r.urgent_within_slo;
+        }
+      }
       r.duration_s = std::max(r.duration_s, start_offsets_s_[i] + out.e2e_s);
       if (!out.ok) {
         ++r.failed;
@@ -228,6 +264,10 @@ class BenchRun {
     r.short_prompts.e2e_s = tools::LatencySummary::Of(std::move(split_e2e[0]));
     r.long_prompts.ttft_s = tools::LatencySummary::Of(std::move(split_ttft[1]));
     r.long_prompts.e2e_s = tools::LatencySummary::Of(std::move(split_e2e[1]));
+    r.urgent.ttft_s = tools::LatencySummary::Of(std::move(slo_ttft[0]));
+    r.urgent.e2e_s = tools::LatencySummary::Of(std::move(slo_e2e[0]));
+    r.relaxed.ttft_s = tools::LatencySummary::Of(std::move(slo_ttft[1]));
+    r.relaxed.e2e_s = tools::LatencySummary::Of(std::move(slo_e2e[1]));
     if (r.duration_s > 0) {
       r.requests_per_s = static_cast<double>(r.succeeded) / r.duration_s;
       r.output_tokens_per_s = static_cast<double>(r.output_tokens) / r.duration_s;
@@ -258,7 +298,7 @@ class BenchRun {
     start_offsets_s_[i] = Elapsed();
     StreamRequest request;
     request.path = std::string(ApiPath(o_.api));
-    request.body = RequestBody(o_, model_, plan_[i], i);
+    request.body = WithSlo(RequestBody(o_, model_, plan_[i], i), plan_[i].slo_ms);
     request.api_key = o_.api_key;
     request.timeout_s = o_.timeout_s;
     outcomes_[i] = RunStreamRequest(target_, request, &watchdog_);
@@ -398,6 +438,17 @@ std::string BenchHttpReport::Text(const BenchHttpOptions& o) const {
       row("  end-to-end latency ms", c.e2e_s);
     }
   }
+  if (o.urgent_share > 0) {
+    add("urgent (slo_ms %lld): %lld sent, %lld succeeded, %lld within it\n",
+        static_cast<long long>(o.urgent_slo_ms), static_cast<long long>(urgent_sent),
+        static_cast<long long>(urgent.succeeded), static_cast<long long>(urgent_within_slo));
+    row("  time to first token ms", urgent.ttft_s);
+    row("  end-to-end latency ms", urgent.e2e_s);
+    add("others: %lld sent, %lld succeeded\n", static_cast<long long>(relaxed_sent),
+        static_cast<long long>(relaxed.succeeded));
+    row("  time to first token ms", relaxed.ttft_s);
+    row("  end-to-end latency ms", relaxed.e2e_s);
+  }
   add("errors: %lld\n", static_cast<long long>(failed));
   for (const auto& [message, count] : errors) {
     add("  %6lld x ", static_cast<long long>(count));
@@ -444,6 +495,20 @@ std::string BenchHttpReport::Json(const BenchHttpOptions& o) const {
       part["ttft_ms"] = ordered_json::parse(c.ttft_s.Json(1000));
       part["e2e_ms"] = ordered_json::parse(c.e2e_s.Json(1000));
       j[is_short ? "short_prompts" : "long_prompts"] = std::move(part);
+    }
+  }
+  if (o.urgent_share > 0) {
+    j["urgent_share"] = o.urgent_share;
+    j["urgent_slo_ms"] = o.urgent_slo_ms;
+    for (const bool is_urgent : {true, false}) {
+      const PromptClass& c = is_urgent ? urgent : relaxed;
+      ordered_json part;
+      part["sent"] = is_urgent ? urgent_sent : relaxed_sent;
+      part["succeeded"] = c.succeeded;
+      if (is_urgent) part["within_slo"] = urgent_within_slo;
+      part["ttft_ms"] = ordered_json::parse(c.ttft_s.Json(1000));
+      part["e2e_ms"] = ordered_json::parse(c.e2e_s.Json(1000));
+      j[is_urgent ? "urgent" : "relaxed"] = std::move(part);
     }
   }
   ordered_json error_list = ordered_json::array();

@@ -45,6 +45,11 @@ struct BenchHttpOptions {
   int64_t report_split_at = 0;              // > 0: also report latencies separately for
                                             // prompts shorter than this many tokens and for
                                             // the rest (as planned: the tokens sent)
+  // > 0: this share of the requests (drawn apart from the workload, which stays the same) carry
+  // `slo_ms: urgent_slo_ms` (bmad's deadline; other servers ignore it), and their latencies and
+  // how many ended within it are reported apart from the others'.
+  double urgent_share = 0;
+  int64_t urgent_slo_ms = 0;
   // Open loop: requests in flight at most (a thread each); an arrival beyond it waits for one to
   // end, and is reported as held back (its latencies count from when it was sent).
   int64_t open_loop_max_in_flight = 4096;
@@ -97,6 +102,13 @@ struct BenchHttpReport {
   };
   PromptClass short_prompts;
   PromptClass long_prompts;
+  // With options.urgent_share > 0: the requests that carried urgent_slo_ms and the others (all
+  // sent, failed ones too), and how many urgent ones succeeded within it, end to end.
+  PromptClass urgent;
+  PromptClass relaxed;
+  int64_t urgent_sent = 0;
+  int64_t relaxed_sent = 0;
+  int64_t urgent_within_slo = 0;
 
   // Human-readable lines (ends with a newline).
   std::string Text(const BenchHttpOptions& options) const;

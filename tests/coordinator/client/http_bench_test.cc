@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "coordinator/client/http_stream_request.h"
@@ -314,6 +315,54 @@ TEST(HttpBenchTest, ReportSplitAtSeparatesShortAndLongPrompts) {
   EXPECT_FALSE(json::parse(r.Json(o)).contains("short_prompts"));
 }
 
+TEST(HttpBenchTest, UrgentShareSendsSloMsAndReportsThoseRequestsApart) {
+  FakeOpenAiServer server;
+  BenchHttpOptions o = Closed(server, "steady", 20, 4);
+  o.prompt_len = "4-40";
+  RunOk(o);  // the same workload without: bodies 0..19
+  o.urgent_share = 0.3;
+  o.urgent_slo_ms = 60000;
+  const BenchHttpReport r = RunOk(o);
+  const auto bodies = server.bodies();
+  ASSERT_EQ(bodies.size(), 40u);
+  // Closed loop with 4 workers sends in any order: compare the prompts as a set.
+  std::multiset<std::string> without, with;
+  int64_t urgent_sent = 0;
+  for (size_t i = 0; i < 40; ++i) {
+    json b = json::parse(bodies[i]);
+    if (i >= 20 && b.contains("slo_ms")) {
+      EXPECT_EQ(b["slo_ms"], 60000);
+      ++urgent_sent;
+    }
+    EXPECT_TRUE(i >= 20 || !b.contains("slo_ms"));
+    b.erase("slo_ms");
+    (i < 20 ? without : with).insert(b.dump());
+  }
+  EXPECT_EQ(without, with) << "the urgent draw changed the workload";
+  ASSERT_GT(urgent_sent, 0) << "seed 1 draws some";
+  ASSERT_LT(urgent_sent, 20);
+  EXPECT_EQ(r.urgent_sent, urgent_sent);
+  EXPECT_EQ(r.relaxed_sent, 20 - urgent_sent);
+  EXPECT_EQ(r.urgent.succeeded, urgent_sent);
+  EXPECT_EQ(r.urgent_within_slo, urgent_sent) << "a minute is plenty";
+  EXPECT_EQ(r.urgent.e2e_s.count, static_cast<size_t>(urgent_sent));
+  EXPECT_EQ(r.relaxed.ttft_s.count, static_cast<size_t>(20 - urgent_sent));
+  const std::string text = r.Text(o);
+  const std::string line = "urgent (slo_ms 60000): " + std::to_string(urgent_sent) + " sent, " +
+                           std::to_string(urgent_sent) + " succeeded, " + std::to_string(urgent_sent) + " within it";
+  EXPECT_NE(text.find(line), std::string::npos) << text;
+  const json j = json::parse(r.Json(o));
+  EXPECT_EQ(j["urgent"]["within_slo"], urgent_sent);
+  EXPECT_EQ(j["relaxed"]["sent"], 20 - urgent_sent);
+  EXPECT_FALSE(j["relaxed"].contains("within_slo"));
+
+  // Within: by the end-to-end latency. 1 ms cannot be met (the server waits 40 ms).
+  o.urgent_slo_ms = 1;
+  const BenchHttpReport missed = RunOk(o);
+  EXPECT_EQ(missed.urgent.succeeded, urgent_sent);
+  EXPECT_EQ(missed.urgent_within_slo, 0);
+}
+
 TEST(HttpBenchTest, OptionsAreValidated) {
   BenchHttpOptions o;
   o.url = "http://127.0.0.1:1";
@@ -368,6 +417,18 @@ TEST(HttpBenchTest, OptionsAreValidated) {
   bad = o;
   bad.report_split_at = -1;
   fails(bad, "--report-split-at");
+  bad = o;
+  bad.urgent_share = 1.5;
+  bad.urgent_slo_ms = 100;
+  fails(bad, "--urgent-share must be between 0 (off) and 1");
+  bad.urgent_share = std::nan("");
+  fails(bad, "--urgent-share must be between 0 (off) and 1");
+  bad = o;
+  bad.urgent_share = 0.5;
+  fails(bad, "give --urgent-share and --urgent-slo-ms together");
+  bad = o;
+  bad.urgent_slo_ms = 100;
+  fails(bad, "give --urgent-share and --urgent-slo-ms together");
 }
 
 TEST(HttpTargetTest, ParsesBaseUrls) {
