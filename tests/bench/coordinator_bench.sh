@@ -12,10 +12,14 @@
 #      long requests' time to first token reported separately (bench http --report-split-at).
 #   d. overload fairness: replicas with short queues (scheduler.max_waiting 2) offered ~1.1x what
 #      they serve, the coordinator's queue timeout 5 s: how many requests fail it, and the
-#      latency tail; and a replica that takes one request a step (max_waiting 1) at 3/4 load. With --baseline-bin DIR, DIR's bmad-coordinator runs the same case first
-#      (a build of an earlier commit), for a ratio measured in one run.
+#      latency tail; and a replica that takes one request a step (max_waiting 1) at 3/4 load.
+#   e. deadlines in the coordinator's queue: the replicas of d offered ~1.1x what they serve, a
+#      fifth of the requests with slo_ms 1000 (bench http --urgent-share): how many of those end
+#      within it, and both groups' latencies.
+#   With --baseline-bin DIR, DIR's bmad-coordinator runs cases d and e first (a build of an
+#   earlier commit), for a ratio measured in one run.
 #
-#   tests/bench/coordinator_bench.sh [--quick] [--only a|b|c|d]... [--model FILE] [--baseline-bin DIR]
+#   tests/bench/coordinator_bench.sh [--quick] [--only a|b|c|d|e]... [--model FILE] [--baseline-bin DIR]
 #
 # --quick runs each case with a quarter of the requests (a smoke test). Every process gets a
 # --max-run-ms bound and every bench a `timeout`; everything started is stopped on exit. The full
@@ -34,11 +38,11 @@ while [ $# -gt 0 ]; do
     --only) ONLY="$ONLY $2"; shift ;;
     --model) MODEL=$2; shift ;;
     --baseline-bin) BASELINE_BIN=$2; shift ;;
-    *) echo "usage: $0 [--quick] [--only a|b|c|d]... [--model FILE] [--baseline-bin DIR]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--quick] [--only a|b|c|d|e]... [--model FILE] [--baseline-bin DIR]" >&2; exit 2 ;;
   esac
   shift
 done
-[ -n "$ONLY" ] || ONLY="a b c d"
+[ -n "$ONLY" ] || ONLY="a b c d e"
 if [ -n "$BASELINE_BIN" ] && [ ! -x "$BASELINE_BIN/bmad-coordinator" ]; then
   echo "missing $BASELINE_BIN/bmad-coordinator" >&2; exit 1
 fi
@@ -391,6 +395,40 @@ if [[ " $ONLY " == *" d "* ]]; then
     t=d2-$which
     echo "| $which | $(j $t .succeeded) | $(j $t .failed) | $(f1 "$(j $t .ttft_ms.p50)") |" \
       "$(f1 "$(j $t .ttft_ms.p99)") | $(f1 "$(j $t .e2e_ms.p99)") | ${routed_d2[$which]} |"
+  done
+  echo
+fi
+
+# ---------------------------------------------------------------------------------------------
+if [[ " $ONLY " == *" e "* ]]; then
+  E_REQ=$((720 / SCALE))
+  E_RATE=28
+  e_runs="current"
+  [ -n "$BASELINE_BIN" ] && e_runs="baseline current"
+  for which in $e_runs; do
+    if [ "$which" = baseline ]; then coordinator=$BASELINE_BIN/bmad-coordinator; else coordinator=$BIN/bmad-coordinator; fi
+    COORDINATOR=$coordinator MAX_WAITING=2 \
+      start_cluster "e-$which" 200 "{policy: weighted, long_tail: false}" "r-0 normal 10 0 0 4" "r-1 normal 10 0 0 4"
+    bench "e-$which" 150 --requests "$E_REQ" --rate "$E_RATE" --prompt-len 16 --output-len 32 --seed 5 \
+      --urgent-share 0.2 --urgent-slo-ms 1000
+    stop_all
+  done
+  echo "## e. Deadlines in the coordinator's queue"
+  echo
+  echo "The replicas of d (two, 4 sequences per 10 ms step, \`scheduler.max_waiting\` 2: 25"
+  echo "requests/s of 32 output tokens between them). Poisson arrivals at $E_RATE requests/s (about"
+  echo "1.1x), $E_REQ requests, prompts of 16 tokens, same seed; a fifth of them (drawn apart) carry"
+  echo "\`slo_ms: 1000\`, the others the default (\`scheduler.default_slo_ms\` 5000), all of one class."
+  echo "The queue grows by about 3 requests a second; nothing times out (60 s)."
+  [ -n "$BASELINE_BIN" ] && echo "baseline: \`$BASELINE_BIN/bmad-coordinator\`; current: \`$BIN/bmad-coordinator\`."
+  echo
+  echo "| coordinator | urgent sent | urgent within 1000 ms | urgent TTFT p50 ms | urgent e2e p50 ms | urgent e2e p99 ms | others e2e p50 ms | others e2e p99 ms | output tok/s | failed |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  for which in $e_runs; do
+    t=e-$which
+    echo "| $which | $(j $t .urgent.sent) | $(j $t .urgent.within_slo) | $(f1 "$(j $t .urgent.ttft_ms.p50)") |" \
+      "$(f1 "$(j $t .urgent.e2e_ms.p50)") | $(f1 "$(j $t .urgent.e2e_ms.p99)") | $(f1 "$(j $t .relaxed.e2e_ms.p50)") |" \
+      "$(f1 "$(j $t .relaxed.e2e_ms.p99)") | $(f1 "$(j $t .output_tokens_per_s)") | $(j $t .failed) |"
   done
   echo
 fi
