@@ -23,7 +23,7 @@
 #
 # --quick runs each case with a quarter of the requests (a smoke test). Every process gets a
 # --max-run-ms bound and every bench a `timeout`; everything started is stopped on exit. The full
-# run takes about 4 minutes on 2 cores. Needs build/bin/{bmad,bmad-coordinator,bmad-fake-worker,
+# run takes about 5 minutes on 2 cores. Needs build/bin/{bmad,bmad-coordinator,bmad-fake-worker,
 # bmad_router_bench} (BMAD_BIN overrides the directory) and jq.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
