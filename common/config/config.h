@@ -19,9 +19,9 @@ namespace bmad {
 
 // The names model.chat_template takes (empty: the model's own). coordinator/http/chat_template.cc
 // implements each; its test keeps the two lists the same.
-inline constexpr std::array<std::string_view, 12> kChatTemplateNames = {
-    "chatml", "llama2", "llama3", "llama3.1", "mistral", "mistral-v3", "mistral-legacy", "zephyr", "phi3", "gemma",
-    "deepseek-r1", "plain"};
+inline constexpr std::array<std::string_view, 13> kChatTemplateNames = {
+    "chatml", "llama2", "llama3", "llama3.1", "mistral", "mistral-v3", "mistral-legacy", "mistral-v7-tekken", "zephyr",
+    "phi3", "gemma", "deepseek-r1", "plain"};
 
 enum class RouterPolicy { kWeighted, kRoundRobin, kLeastLoaded };
 enum class ReplicaPool { kNormal, kLongTail };

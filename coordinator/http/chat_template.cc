@@ -17,7 +17,7 @@ struct NamedTemplate {
   ChatTemplate chat_template;
 };
 
-constexpr std::array<NamedTemplate, 12> kTemplates = {{
+constexpr std::array<NamedTemplate, 13> kTemplates = {{
     {"chatml", ChatTemplate::kChatML},
     {"llama2", ChatTemplate::kLlama2},
     {"llama3", ChatTemplate::kLlama3},
@@ -25,6 +25,7 @@ constexpr std::array<NamedTemplate, 12> kTemplates = {{
     {"mistral", ChatTemplate::kMistral},
     {"mistral-v3", ChatTemplate::kMistralV3},
     {"mistral-legacy", ChatTemplate::kMistralLegacy},
+    {"mistral-v7-tekken", ChatTemplate::kMistralV7Tekken},
     {"zephyr", ChatTemplate::kZephyr},
     {"phi3", ChatTemplate::kPhi3},
     {"gemma", ChatTemplate::kGemma},
@@ -35,89 +36,6 @@ constexpr std::array<NamedTemplate, 12> kTemplates = {{
 // Llama-3.1's reference values (its template on Hugging Face and in its GGUF conversions).
 constexpr std::string_view kLlama31KnowledgeCutoff = "December 2023";
 constexpr std::string_view kLlama31Date = "26 Jul 2024";
-
-bool Contains(std::string_view text, std::string_view marker) {
-  return text.find(marker) != std::string_view::npos;
-}
-
-// The Jinja string literal whose opening quote (' or ") is at `open`, with its escapes resolved
-// (\n, \t, \r, \\, \', \"); nullopt when `open` is not a quote or the literal never closes.
-std::optional<std::string> ReadJinjaString(std::string_view jinja, size_t open) {
-  if (open >= jinja.size() || (jinja[open] != '\'' && jinja[open] != '"')) return std::nullopt;
-  const char quote = jinja[open];
-  std::string value;
-  for (size_t i = open + 1; i < jinja.size(); ++i) {
-    const char c = jinja[i];
-    if (c == quote) return value;
-    if (c != '\\' || i + 1 == jinja.size()) {
-      value += c;
-      continue;
-    }
-    const char escaped = jinja[++i];
-    switch (escaped) {
-      case 'n': value += '\n'; break;
-      case 't': value += '\t'; break;
-      case 'r': value += '\r'; break;
-      case '\\': case '\'': case '"': value += escaped; break;
-      default: value += '\\'; value += escaped; break;  // Python keeps unknown escapes
-    }
-  }
-  return std::nullopt;
-}
-
-// The literal assigned by the first `<name> = "..."` in the template whose value is not empty
-// (Jinja `{% set name = "..." %}`), e.g. date_string; nullopt when there is none.
-std::optional<std::string> AssignedLiteral(std::string_view jinja, std::string_view name) {
-  const std::string assignment = std::string(name) + " = ";
-  for (size_t at = jinja.find(assignment); at != std::string_view::npos;
-       at = jinja.find(assignment, at + 1)) {
-    std::optional<std::string> value = ReadJinjaString(jinja, at + assignment.size());
-    if (value && !value->empty()) return value;
-  }
-  return std::nullopt;
-}
-
-// ChatML's fixed system prompt: the body of a literal that writes a whole system turn, as
-// Qwen2's '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n'. A literal that only
-// opens the turn (the caller's system message follows it) is not one.
-std::optional<std::string> ChatMLDefaultSystem(std::string_view jinja) {
-  constexpr std::string_view kOpen = "<|im_start|>system\n";
-  constexpr std::string_view kClose = "<|im_end|>";
-  for (size_t at = jinja.find("<|im_start|>system"); at != std::string_view::npos;
-       at = jinja.find("<|im_start|>system", at + 1)) {
-    if (at == 0) continue;
-    const std::optional<std::string> literal = ReadJinjaString(jinja, at - 1);
-    if (!literal || !literal->starts_with(kOpen)) continue;
-    const size_t close = literal->find(kClose, kOpen.size());
-    if (close == std::string::npos) continue;
-    return literal->substr(kOpen.size(), close - kOpen.size());
-  }
-  return std::nullopt;
-}
-
-// Llama-3.1's values as its template states them. The cutoff is the text after "Cutting
-// Knowledge Date: " up to the end of its line (an escaped or a real newline) or its literal.
-ChatFormat Llama31Format(std::string_view jinja) {
-  ChatFormat format(ChatTemplate::kLlama31);
-  constexpr std::string_view kCutoff = "Cutting Knowledge Date: ";
-  if (const size_t at = jinja.find(kCutoff); at != std::string_view::npos) {
-    const size_t begin = at + kCutoff.size();
-    const size_t end = jinja.find_first_of("\\\n'\"", begin);
-    if (end != std::string_view::npos && end > begin) {
-      format.knowledge_cutoff = std::string(jinja.substr(begin, end - begin));
-    }
-  }
-  // A template that can call strftime_now prefers it to its fallback literal.
-  if (Contains(jinja, "strftime_now")) {
-    format.date.clear();
-  } else if (std::optional<std::string> date = AssignedLiteral(jinja, "date_string")) {
-    format.date = std::move(*date);
-  }
-  if (std::optional<std::string> system = AssignedLiteral(jinja, "system_message")) {
-    format.default_system = std::move(*system);
-  }
-  return format;
-}
 
 // Bytes of the whitespace character (as Python's str.isspace() has it: what Jinja's `| trim` and
 // str.strip() remove) that begins at text[i]; 0 when none does.
@@ -464,6 +382,48 @@ ChatText RenderMistral(const ChatMessage* system, Messages turns, const MistralL
   return out;
 }
 
+// "2026-12-02": strftime's "%Y-%m-%d" of `when` in UTC.
+std::string IsoDateString(std::chrono::system_clock::time_point when) {
+  const std::chrono::year_month_day day{std::chrono::floor<std::chrono::days>(when)};
+  const auto two = [](unsigned v) { return std::string(v < 10 ? "0" : "") + std::to_string(v); };
+  return std::to_string(static_cast<int>(day.year())) + "-" + two(static_cast<unsigned>(day.month())) + "-" +
+         two(static_cast<unsigned>(day.day()));
+}
+
+ChatText RenderMistralV7Tekken(const ChatFormat& format, Messages messages,
+                               std::chrono::system_clock::time_point now) {
+  ChatText out;
+  const bool given = messages[0].role == ChatRole::kSystem;
+  if (!given && !format.default_system.empty()) {
+    // The template's own text, with the request's date where it calls strftime_now.
+    std::string system;
+    size_t from = 0;
+    const std::string date = IsoDateString(now);
+    for (const size_t at : format.default_system_date_at) {
+      const size_t to = std::min(at, format.default_system.size());
+      system.append(format.default_system, from, to - from);
+      system += date;
+      from = to;
+    }
+    system.append(format.default_system, std::min(from, format.default_system.size()));
+    out += "[SYSTEM_PROMPT]";
+    out += system;
+    out += "[/SYSTEM_PROMPT]";
+  }
+  for (const ChatMessage& m : messages) {
+    if (m.role == ChatRole::kAssistant) {
+      out.Client(m.content);
+      out += format.eos_text;
+      continue;
+    }
+    const bool system = m.role == ChatRole::kSystem;
+    out += system ? "[SYSTEM_PROMPT]" : "[INST]";
+    out.Client(m.content);
+    out += system ? "[/SYSTEM_PROMPT]" : "[/INST]";
+  }
+  return out;
+}
+
 ChatText RenderDeepSeekR1(const ChatFormat& format, Messages messages, bool add_generation_prompt) {
   ChatText out;
   // The last system message's content, once, before the conversation.
@@ -549,68 +509,6 @@ std::string KnownChatTemplateNames() {
   return known;
 }
 
-std::optional<ChatTemplate> DetectChatTemplate(std::string_view jinja) {
-  if (Contains(jinja, "<|im_start|>")) return ChatTemplate::kChatML;
-  if (Contains(jinja, "<|start_header_id|>")) {
-    return Contains(jinja, "Cutting Knowledge Date") ? ChatTemplate::kLlama31 : ChatTemplate::kLlama3;
-  }
-  if (Contains(jinja, "<start_of_turn>")) return ChatTemplate::kGemma;
-  if (Contains(jinja, "<\uFF5CUser\uFF5C>") && Contains(jinja, "<\uFF5CAssistant\uFF5C>")) return ChatTemplate::kDeepSeekR1;
-  if (Contains(jinja, "[INST]")) {
-    if (Contains(jinja, "<<SYS>>")) return ChatTemplate::kLlama2;
-    if (Contains(jinja, "[AVAILABLE_TOOLS]") || Contains(jinja, "loop.last and system_message")) {
-      return ChatTemplate::kMistralV3;
-    }
-    if (Contains(jinja, "'[INST] '") && !Contains(jinja, "system")) return ChatTemplate::kMistralLegacy;
-    return ChatTemplate::kMistral;
-  }
-  if (Contains(jinja, "<|user|>")) {
-    return Contains(jinja, "<|end|>") ? ChatTemplate::kPhi3 : ChatTemplate::kZephyr;
-  }
-  return std::nullopt;
-}
-
-std::optional<ChatFormat> DetectChatFormat(std::string_view jinja) {
-  const std::optional<ChatTemplate> detected = DetectChatTemplate(jinja);
-  if (!detected) return std::nullopt;
-  if (*detected == ChatTemplate::kLlama31) return Llama31Format(jinja);
-  ChatFormat format(*detected);
-  if (*detected == ChatTemplate::kChatML) {
-    if (std::optional<std::string> system = ChatMLDefaultSystem(jinja)) {
-      format.default_system = std::move(*system);
-    }
-    format.reasoning_turns = Contains(jinja, "</think>") && Contains(jinja, "last_query_index");
-    format.thinking_switch = Contains(jinja, "enable_thinking");
-  }
-  if (*detected == ChatTemplate::kMistralV3) {
-    // The "tekken" templates (Mistral-Nemo, Ministral, Pixtral) write v3's turns without the
-    // space after [INST]; some of them write the assistant's content as it is, with no space.
-    format.mistral_tight_user = !Contains(jinja, "\"[INST] \"") && !Contains(jinja, "'[INST] '");
-    format.mistral_stripped_assistant = Contains(jinja, "|trim + eos_token") || Contains(jinja, "| trim + eos_token");
-  }
-  if (*detected == ChatTemplate::kMistralLegacy && Contains(jinja, "eos_token + ' '")) {
-    format.mistral_after_eos = " ";  // Mistral-7B-Instruct v0.1's (not Mixtral's, nor v0.2's)
-  }
-  if (*detected == ChatTemplate::kDeepSeekR1) {
-    // The first R1 templates opened the answer bare; later ones open a reasoning block.
-    format.opens_think = Contains(jinja, "<\uFF5CAssistant\uFF5C><think>");
-  }
-  return format;
-}
-
-Result<ChatFormat> ChooseChatFormat(std::string_view configured_name, std::string_view jinja,
-                                    bool* detected) {
-  if (detected != nullptr) *detected = false;
-  if (!configured_name.empty()) {
-    BMAD_ASSIGN_OR_RETURN(ChatTemplate t, ChatTemplateByName(configured_name));
-    return ChatFormat(t);
-  }
-  std::optional<ChatFormat> format = DetectChatFormat(jinja);
-  if (!format) return ChatFormat(kDefaultChatTemplate);
-  if (detected != nullptr) *detected = true;
-  return std::move(*format);
-}
-
 std::string ChatDateString(std::chrono::system_clock::time_point when) {
   static constexpr std::array<const char*, 12> kMonths = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
                                                           "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
@@ -675,6 +573,7 @@ Result<ChatText> Render(const ChatFormat& format, std::span<const ChatMessage> m
     case ChatTemplate::kMistral: return RenderMistral(system, turns, kMistralV1Layout);
     case ChatTemplate::kMistralV3: return RenderMistral(system, turns, MistralV3Layout(format));
     case ChatTemplate::kMistralLegacy: return RenderMistral(system, turns, MistralLegacyLayout(format));
+    case ChatTemplate::kMistralV7Tekken: return RenderMistralV7Tekken(format, messages, now);
     case ChatTemplate::kZephyr: {
       ChatText out = RenderPipeTagged(messages, format.eos_text, /*skip_empty_system=*/false);
       if (add_generation_prompt) out += "<|assistant|>\n";

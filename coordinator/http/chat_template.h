@@ -80,6 +80,14 @@ enum class ChatTemplate {
   //   "[INST] s\n\nu1 [/INST]a1</s>[INST] u2 [/INST]"   (v0.1's: "</s> [INST]")
   //   [gen] nothing
   kMistralLegacy,
+  // (mistral-v7-tekken) Mistral Small 3 and 3.1 ("v7 tekken"). Any roles, any order, contents as
+  // they are. A system block always opens the text: the first message's content when it is a
+  // system message, else the template's default system message (ChatFormat::default_system;
+  // none by name, as llama.cpp's built-in one), left out when that is empty. A later system
+  // message gets a block where it stands.
+  //   "[SYSTEM_PROMPT]s[/SYSTEM_PROMPT][INST]u1[/INST]a1</s>[INST]u2[/INST]"
+  //   [gen] nothing
+  kMistralV7Tekken,
   // (zephyr) HuggingFaceH4 Zephyr, TinyLlama-Chat. Any roles, any order; each turn ends with the
   // model's end-of-sentence token (ChatFormat::eos_text; "</s>" in these models).
   //   <|system|>\ns</s>\n<|user|>\nu</s>\n<|assistant|>\na</s>\n
@@ -122,8 +130,12 @@ struct ChatFormat {
   ChatTemplate chat_template = kDefaultChatTemplate;
   // The system prompt written when the conversation does not open with a system message; empty
   // for none. chatml: Qwen2 and Qwen2.5 write theirs ("You are Qwen, created by Alibaba Cloud.
-  // You are a helpful assistant."); llama3.1: some tool-calling variants.
+  // You are a helpful assistant."); llama3.1: some tool-calling variants; mistral-v7-tekken:
+  // Mistral Small 3's.
   std::string default_system;
+  // mistral-v7-tekken: offsets in default_system where the request's date goes ("2026-12-02",
+  // UTC: strftime_now("%Y-%m-%d") in Mistral Small 3.1's), in ascending order.
+  std::vector<size_t> default_system_date_at;
   // chatml: Qwen3's rule for reasoning in assistant turns. A turn before the last user message
   // loses its "<think>...</think>" part (the content after the last "</think>" is kept); a turn
   // after it keeps the reasoning as "<think>\nr\n</think>\n\n" before its content, and when it
@@ -156,8 +168,8 @@ struct ChatFormat {
   friend bool operator==(const ChatFormat&, const ChatFormat&) = default;
 };
 
-// "chatml", "llama2", "llama3", "llama3.1", "mistral", "mistral-v3", "mistral-legacy", "zephyr",
-// "phi3", "gemma", "deepseek-r1" or "plain".
+// "chatml", "llama2", "llama3", "llama3.1", "mistral", "mistral-v3", "mistral-legacy",
+// "mistral-v7-tekken", "zephyr", "phi3", "gemma", "deepseek-r1" or "plain".
 std::string_view ChatTemplateName(ChatTemplate chat_template);
 
 // The template of that name (exactly as ChatTemplateName spells it); kInvalidArgument naming
@@ -165,35 +177,6 @@ std::string_view ChatTemplateName(ChatTemplate chat_template);
 Result<ChatTemplate> ChatTemplateByName(std::string_view name);
 // Every name ChatTemplateByName takes, comma-separated.
 std::string KnownChatTemplateNames();
-
-// Recognises a GGUF `tokenizer.chat_template` (Jinja text) by its marker tokens:
-//   <|im_start|>                      chatml
-//   <|start_header_id|> with "Cutting Knowledge Date"   llama3.1
-//   <|start_header_id|>               llama3
-//   <start_of_turn>                   gemma
-//   <｜User｜> with <｜Assistant｜>    deepseek-r1
-//   [INST] with <<SYS>>               llama2
-//   [INST] with [AVAILABLE_TOOLS], or "loop.last and system_message"    mistral-v3
-//   [INST] with '[INST] ' and no "system"                              mistral-legacy
-//   other [INST]                      mistral
-//   <|user|> with <|end|>             phi3
-//   <|user|> without <|end|>          zephyr
-// checked in that order (a template naming several formats gets the first). Empty or
-// unrecognised text gives nullopt (the caller falls back to kDefaultChatTemplate, and says so).
-std::optional<ChatTemplate> DetectChatTemplate(std::string_view jinja_from_gguf);
-
-// DetectChatTemplate, plus the fixed text read from the template's string literals: chatml's
-// default system prompt (a literal holding "<|im_start|>system\n...<|im_end|>") and its
-// reasoning rule (a template that splits on "</think>" around ns.last_query_index); llama3.1's
-// knowledge cutoff, date ("date_string" literal; none when the template calls strftime_now) and
-// default system message ("system_message" literal). What is not found keeps its reference value.
-std::optional<ChatFormat> DetectChatFormat(std::string_view jinja_from_gguf);
-
-// The format chat requests use: `configured_name` when set (its reference values; an unknown
-// name is kInvalidArgument), else the model's template when DetectChatFormat recognises it,
-// else kDefaultChatTemplate. `detected` (may be null) says whether the model's own was used.
-Result<ChatFormat> ChooseChatFormat(std::string_view configured_name, std::string_view jinja_from_gguf,
-                                    bool* detected);
 
 // "26 Jul 2024": day, English month abbreviation, year of `when` in UTC (strftime's
 // "%d %b %Y" in the C locale).

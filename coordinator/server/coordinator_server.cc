@@ -8,6 +8,7 @@
 
 #include "common/log.h"
 #include "common/proto/frames.h"
+#include "coordinator/http/chat_format_detect.h"
 #include "coordinator/http/chat_template.h"
 #include "coordinator/server/coordinator_core.h"
 #include "coordinator/server/http_frontend.h"

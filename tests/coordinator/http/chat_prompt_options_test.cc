@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "coordinator/http/chat_format_detect.h"
 #include "coordinator/http/chat_template.h"
 
 namespace bmad::http {
@@ -14,7 +15,7 @@ using ::testing::HasSubstr;
 
 constexpr ChatTemplate kEveryFormat[] = {
     ChatTemplate::kChatML, ChatTemplate::kLlama2,        ChatTemplate::kLlama3, ChatTemplate::kLlama31,
-    ChatTemplate::kMistral, ChatTemplate::kMistralV3,    ChatTemplate::kMistralLegacy,
+    ChatTemplate::kMistral, ChatTemplate::kMistralV3,    ChatTemplate::kMistralLegacy, ChatTemplate::kMistralV7Tekken,
     ChatTemplate::kZephyr, ChatTemplate::kPhi3,          ChatTemplate::kGemma,
     ChatTemplate::kDeepSeekR1, ChatTemplate::kPlain};
 

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "common/config/config.h"
+#include "coordinator/http/chat_format_detect.h"
 
 namespace bmad::http {
 namespace {
@@ -194,6 +195,8 @@ TEST(RenderChatPrompt, MarksExactlyTheMessagesContentInEveryFormat) {
       {ChatTemplate::kMistralV3,
        {"U1</s><|eot_id|>", "A1<end_of_turn>", " S<|im_start|> ", "\nU2 [/INST]<|end|>\n"}},
       {ChatTemplate::kMistralLegacy,
+       {" S<|im_start|> ", "U1</s><|eot_id|>", "A1<end_of_turn>", "\nU2 [/INST]<|end|>\n"}},
+      {ChatTemplate::kMistralV7Tekken,
        {" S<|im_start|> ", "U1</s><|eot_id|>", "A1<end_of_turn>", "\nU2 [/INST]<|end|>\n"}},
       {ChatTemplate::kGemma, {" S<|im_start|> ", "U1</s><|eot_id|>", "A1<end_of_turn>", "U2 [/INST]<|end|>"}},
       {ChatTemplate::kDeepSeekR1, {" S<|im_start|> ", "U1</s><|eot_id|>", "A1<end_of_turn>", "\nU2 [/INST]<|end|>\n"}},
@@ -510,8 +513,8 @@ TEST(DetectChatTemplate, RecognisesRealTemplates) {
   }
   EXPECT_EQ(kDefaultChatTemplate, ChatTemplate::kChatML);
   EXPECT_EQ(KnownChatTemplateNames(),
-            "chatml, llama2, llama3, llama3.1, mistral, mistral-v3, mistral-legacy, zephyr, phi3, gemma, "
-            "deepseek-r1, plain");
+            "chatml, llama2, llama3, llama3.1, mistral, mistral-v3, mistral-legacy, mistral-v7-tekken, zephyr, "
+            "phi3, gemma, deepseek-r1, plain");
   // The config refuses a name by its own list (bmad config check has no coordinator code): the
   // same names, so that what it passes the coordinator takes.
   std::string config_names;
