@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 namespace bmad {
@@ -18,9 +19,16 @@ using BlockHash = uint64_t;
 // The parent of a sequence's first block.
 inline constexpr BlockHash kRootBlockHash = 0x6a09e667f3bcc908ull;
 
+// The parent of the first block of a sequence with vLLM's `cache_salt`: kRootBlockHash for none
+// (empty), else a value from the salt's bytes, so that equal prompts with different salts share
+// no block. Not cryptographic: a client that does not know a salt cannot aim at its chain, which
+// is what isolation needs; a 64-bit collision is as unlikely as between two prompts.
+BlockHash RootBlockHash(std::string_view cache_salt);
+
 BlockHash HashBlock(BlockHash parent, std::span<const int32_t> tokens);
 
-// Hashes of the full blocks of `tokens` (a trailing partial block has none).
-std::vector<BlockHash> HashFullBlocks(std::span<const int32_t> tokens, int64_t block_size);
+// Hashes of the full blocks of `tokens` (a trailing partial block has none), chained from `root`.
+std::vector<BlockHash> HashFullBlocks(std::span<const int32_t> tokens, int64_t block_size,
+                                      BlockHash root = kRootBlockHash);
 
 }  // namespace bmad

@@ -9,7 +9,7 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("bmad::wire");
 
-const protocolVersion :UInt16 = 10;  # proto::kProtocolVersion (codec.cc checks they agree)
+const protocolVersion :UInt16 = 11;  # proto::kProtocolVersion (codec.cc checks they agree)
 
 enum FinishReason {
   none @0;        # more chunks follow
@@ -57,6 +57,8 @@ struct SamplingParams {
   regex @22 :Text;                    # with responseFormat regex: the pattern (sampling::RegexNfa)
   promptLogprobs @23 :Int32 = -1;     # the prompt's own log-probabilities, with this many
                                       # alternatives per position; -1: none
+  cacheSalt @24 :Text;                # vLLM's cache_salt: prefix-cache blocks are shared only
+                                      # among requests with the same salt (empty: none)
 }
 
 struct LogitBias {

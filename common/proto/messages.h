@@ -29,7 +29,10 @@ namespace bmad::proto {
 // 8: Submit.api_key, and error code 13 (kUnauthenticated), which a version 7 peer cannot read.
 // 9: SamplingParams.allowed_token_ids, bad_words and regex, and ResponseFormat regex (a version 8
 // replica would ignore the first two and refuse the format as unknown).
-inline constexpr uint16_t kProtocolVersion = 10;
+// 10: SamplingParams.prompt_logprobs and TokenChunk's prompt_* fields (a version 9 replica would
+// not score the prompt).
+// 11: SamplingParams.cache_salt (a version 10 replica would share its prefix cache across salts).
+inline constexpr uint16_t kProtocolVersion = 11;
 
 enum class FinishReason : uint8_t { kNone = 0, kStop, kLength, kCancelled, kError };
 std::string_view FinishReasonName(FinishReason reason);  // "stop", "length", ... ("" for none)
@@ -91,6 +94,10 @@ struct SamplingParams {
   // The prompt's own log-probabilities (vLLM's prompt_logprobs; echo with logprobs), with this
   // many alternatives per position (<= 20); -1: none.
   int32_t prompt_logprobs = -1;
+  // vLLM's cache_salt: the prompt's KV blocks are found in and added to the prefix cache only
+  // for requests with the same salt (block hashes start from RootBlockHash(cache_salt)); empty:
+  // the cache every request without a salt shares.
+  std::string cache_salt;
   friend bool operator==(const SamplingParams&, const SamplingParams&) = default;
 };
 

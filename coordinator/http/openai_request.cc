@@ -526,6 +526,18 @@ Status ReadSchedulingHints(const JsonFields& body, const RequestLimits& limits,
   return Status::Ok();
 }
 
+// vLLM's cache_salt: the request shares prefix-cache blocks only with requests of the same salt.
+// As vLLM, a given salt must be a non-empty string (null is none).
+Status ReadCacheSalt(const JsonFields& body, CompletionRequest& request) {
+  BMAD_ASSIGN_OR_RETURN(const std::optional<std::string> salt, body.String("cache_salt"));
+  if (!salt) return Status::Ok();
+  if (salt->empty()) {
+    return InvalidArgument("'cache_salt' must be a non-empty string when given (null for none)");
+  }
+  request.sampling.cache_salt = *salt;
+  return Status::Ok();
+}
+
 // OpenAI parameters whose effect this server cannot give: ignoring them would silently return
 // something other than what was asked for. Their neutral values (null, empty) pass.
 Status RejectUnsupported(const JsonFields& body, bool chat) {
@@ -655,6 +667,7 @@ Result<CompletionRequest> ReadRequest(const Json& json, bool chat, const Request
   BMAD_RETURN_IF_ERROR(ReadStreaming(body, request));
   BMAD_RETURN_IF_ERROR(ReadPromptScoring(body, chat, request));
   BMAD_RETURN_IF_ERROR(ReadSchedulingHints(body, limits, request));
+  BMAD_RETURN_IF_ERROR(ReadCacheSalt(body, request));
   BMAD_ASSIGN_OR_RETURN(const std::string constraint_field, internal::ReadOutputConstraint(body, request.sampling));
   BMAD_RETURN_IF_ERROR(RejectUnsupported(body, chat));
   // Read by nothing here (OpenAI's end-user id for abuse monitoring), but typed as OpenAI and

@@ -36,6 +36,8 @@
 //                      vLLM: the final message's content when that is the assistant's
 //   prompt_logprobs    vLLM's: integer in [0, 20], not with stream; every prompt token's
 //                      log-probability, rank and that many alternatives (the first: null)
+//   cache_salt         vLLM's: non-empty string of at most 1024 bytes; the prompt shares
+//                      prefix-cache blocks only with requests of the same salt
 //   temperature [0, 2] default 1; top_p (0, 1] default 1; top_k integer >= -1 (-1 and 0: off);
 //   min_p [0, 1]; repetition_penalty > 0; presence_penalty, frequency_penalty [-2, 2];
 //   seed               any 64-bit signed integer

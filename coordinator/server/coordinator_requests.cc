@@ -137,7 +137,8 @@ Result<std::unique_ptr<CoordRequest>> CoordinatorServer::Core::Prepare(SubmitInp
   r->priority = in.priority;
   r->slo_ms = in.slo_ms;
   const std::vector<int32_t> as_int(r->prompt.begin(), r->prompt.end());
-  r->block_hashes = HashFullBlocks(as_int, block_size_);
+  // Salted as the replicas salt theirs, so that routing by cached prefix sees what they can reuse.
+  r->block_hashes = HashFullBlocks(as_int, block_size_, RootBlockHash(r->sampling.cache_salt));
   return r;
 }
 

@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
+#include <string>
 
 namespace bmad {
 namespace {
@@ -28,6 +30,28 @@ TEST(BlockHashTest, StableAcrossBuildsAndProcesses) {
                                                           10485953746519333748ull}));
   EXPECT_EQ(HashFullBlocks(t, 4)[0], HashBlock(kRootBlockHash, t));
   EXPECT_EQ(HashFullBlocks(t, 0).size(), 0u);
+}
+
+TEST(BlockHashTest, ASaltStartsAChainOfItsOwn) {
+  const std::vector<int32_t> u = {1, 2, 3, 4, 5, 6, 7, 8};
+  EXPECT_EQ(RootBlockHash(""), kRootBlockHash);
+  EXPECT_EQ(HashFullBlocks(u, 4, RootBlockHash("")), HashFullBlocks(u, 4));
+  const BlockHash a = RootBlockHash("tenant-a");
+  EXPECT_EQ(a, RootBlockHash("tenant-a"));  // the same salt, the same chain (coordinator and workers)
+  EXPECT_NE(a, kRootBlockHash);
+  EXPECT_NE(a, RootBlockHash("tenant-b"));
+  const auto salted = HashFullBlocks(u, 4, a);
+  ASSERT_EQ(salted.size(), 2u);
+  EXPECT_EQ(salted[0], HashBlock(a, std::span(u).first(4)));
+  for (const BlockHash h : HashFullBlocks(u, 4)) EXPECT_EQ(std::count(salted.begin(), salted.end(), h), 0);
+  // Pinned, as the block hash: both sides of the protocol must agree.
+  EXPECT_EQ(RootBlockHash("tenant-a"), 5998893333972542704ull);
+  std::set<BlockHash> roots;
+  for (int i = 0; i < 20000; ++i) roots.insert(RootBlockHash("salt" + std::to_string(i)));
+  roots.insert(RootBlockHash(std::string(1, '\0')));
+  roots.insert(RootBlockHash(std::string(2, '\0')));
+  EXPECT_EQ(roots.size(), 20002u);
+  EXPECT_EQ(roots.count(kRootBlockHash), 0u);
 }
 
 TEST(BlockHashTest, FewCollisionsOnSimilarBlocks) {

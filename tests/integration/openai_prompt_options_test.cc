@@ -121,5 +121,30 @@ TEST(OpenAiPromptOptionsTest, ChatTemplateKwargsTakeEnableThinkingOnly) {
   EXPECT_EQ(json::parse(r.body)["error"]["param"], "chat_template_kwargs.tools") << r.body;
 }
 
+// vLLM's cache_salt: a prompt finds in the prefix cache only what requests with its own salt
+// left there (usage.prompt_tokens_details.cached_tokens says how much), on one replica.
+TEST(OpenAiPromptOptionsTest, CacheSaltKeepsEachSaltsPrefixCacheApart) {
+  LocalCluster cluster({StoriesModelPath(), 1, 0});
+  std::string error;
+  ASSERT_TRUE(cluster.Start(&error)) << error;
+  const int port = cluster.http_port();
+  std::vector<int> prompt;
+  for (int i = 0; i < 40; ++i) prompt.push_back(10 + i);  // two full blocks of 16 and 8 tokens
+  const auto cached = [&](const json& salt) {
+    json body = {{"prompt", prompt}, {"max_tokens", 1}, {"temperature", 0}};
+    if (!salt.is_null()) body["cache_salt"] = salt;
+    const json answer = ParsedOk(Post(port, "/v1/completions", body.dump()));
+    return answer["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>();
+  };
+  EXPECT_EQ(cached("tenant-a"), 0);
+  EXPECT_EQ(cached("tenant-a"), 32);  // its own blocks
+  EXPECT_EQ(cached("tenant-b"), 0);   // the same prompt under another salt
+  EXPECT_EQ(cached(nullptr), 0);      // or none
+  EXPECT_EQ(cached(nullptr), 32);
+  EXPECT_EQ(cached("tenant-b"), 32);
+  const HttpResult empty = Post(port, "/v1/completions", json({{"prompt", "x"}, {"cache_salt", ""}}).dump());
+  EXPECT_EQ(empty.status, 400) << empty.body;
+}
+
 }  // namespace
 }  // namespace bmad::testing

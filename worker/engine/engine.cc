@@ -6,6 +6,7 @@
 #include <optional>
 #include <random>
 
+#include "common/block_hash.h"
 #include "worker/memory/system_allocations.h"
 #include "worker/sampling/sampling_params_validation.h"
 
@@ -205,6 +206,7 @@ Status Engine::Add(EngineRequest r) {
   sched::SequenceRequest seq{r.id,     std::move(r.prompt), std::move(r.generated), r.priority,
                              r.slo_ms, clock_.NowMillis(), r.replaces_copy};
   seq.prompt_logprobs = r.sampling.prompt_logprobs >= 0;
+  seq.prefix_root = RootBlockHash(r.sampling.cache_salt);
   BMAD_RETURN_IF_ERROR(scheduler_.Add(std::move(seq)));
   requests_.emplace(state->id, std::move(state));
   UpdateGauges();

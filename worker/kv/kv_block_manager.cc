@@ -39,19 +39,21 @@ KvBlockManager::KvBlockManager(const KvBlockManagerOptions& options)
   for (BlockId block = 1; block < num_blocks_; ++block) uncached_free_.PushBack(block);
 }
 
-Result<int64_t> KvBlockManager::StartSequence(SeqId seq, std::span<const int32_t> tokens, PrefixQuery query) {
+Result<int64_t> KvBlockManager::StartSequence(SeqId seq, std::span<const int32_t> tokens, PrefixQuery query,
+                                              BlockHash root) {
   auto [it, inserted] = sequences_.try_emplace(seq);
   if (!inserted) {
     return FailedPrecondition("KV block manager: sequence " + std::to_string(seq) +
                               " is already started");
   }
   Sequence& sequence = it->second;
+  sequence.root = root;
   if (prefix_caching_) {
     // Stop one token short of the end: the last token's logits must come from the model, so at
     // least it is computed, and a prompt of exactly n full blocks reuses at most n - 1.
     const int64_t num_tokens = static_cast<int64_t>(tokens.size());
     const int64_t max_blocks = num_tokens == 0 ? 0 : (num_tokens - 1) / block_size_;
-    BlockHash parent_hash = kRootBlockHash;
+    BlockHash parent_hash = root;
     uint64_t parent_prefix_id = 0;
     for (int64_t i = 0; i < max_blocks; ++i) {
       const std::span<const int32_t> block_tokens = BlockTokens(tokens, i);
@@ -113,7 +115,7 @@ void KvBlockManager::MarkComputed(SeqId seq, std::span<const int32_t> tokens,
   const int64_t full_blocks =
       std::min<int64_t>(computed / block_size_, static_cast<int64_t>(sequence.table.size()));
   for (int64_t i = static_cast<int64_t>(sequence.hashes.size()); i < full_blocks; ++i) {
-    const BlockHash parent_hash = i == 0 ? kRootBlockHash : sequence.hashes[i - 1];
+    const BlockHash parent_hash = i == 0 ? sequence.root : sequence.hashes[i - 1];
     const uint64_t parent_prefix_id = i == 0 ? 0 : sequence.prefix_ids[i - 1];
     const std::span<const int32_t> block_tokens = BlockTokens(tokens, i);
     const BlockHash hash = hash_block_(parent_hash, block_tokens);

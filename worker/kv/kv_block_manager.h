@@ -79,10 +79,12 @@ class KvBlockManager {
   // and a hit of the reused ones (with it off, records nothing: there is no cache to hit). A
   // preempted sequence starting again passes kRecompute: its prompt was counted once already,
   // and its generated tokens are no prompt (vLLM counts recomputes apart too).
+  // `root` is the parent hash of its first block (RootBlockHash of its cache_salt): it finds,
+  // and later registers, only blocks of chains from the same root.
   // Errors: kFailedPrecondition when `seq` is already started (nothing changes).
   enum class PrefixQuery { kCount, kRecompute };
   Result<int64_t> StartSequence(SeqId seq, std::span<const int32_t> tokens,
-                                PrefixQuery query = PrefixQuery::kCount);
+                                PrefixQuery query = PrefixQuery::kCount, BlockHash root = kRootBlockHash);
 
   // Grows the table of `seq` so it covers `num_tokens` token slots (a table never shrinks),
   // taking uncached free blocks first, then evicting cached free blocks in LRU order. Returns
@@ -172,6 +174,7 @@ class KvBlockManager {
     // or a fresh id when a collision kept it out of the cache). Never longer than `table`.
     std::vector<BlockHash> hashes;
     std::vector<uint64_t> prefix_ids;
+    BlockHash root = kRootBlockHash;  // its first block's parent hash (StartSequence)
     int64_t held_tokens = 0;
     uint64_t queried_tokens = 0;  // the prefix query StartSequence recorded (CancelStart)
     uint64_t hit_tokens = 0;

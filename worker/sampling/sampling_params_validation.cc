@@ -123,6 +123,10 @@ Status ValidateSamplingParams(const proto::SamplingParams& params, int32_t vocab
   if (params.top_logprobs > 0 && !params.logprobs) {
     return InvalidArgument("'top_logprobs' needs 'logprobs'");
   }
+  if (params.cache_salt.size() > kMaxCacheSaltBytes) {
+    return InvalidArgument("'cache_salt' holds " + std::to_string(params.cache_salt.size()) + " bytes; at most " +
+                           std::to_string(kMaxCacheSaltBytes) + " are allowed");
+  }
   if (params.prompt_logprobs < -1 || params.prompt_logprobs > static_cast<int32_t>(kMaxTopLogprobs)) {
     return InvalidArgument("'prompt_logprobs' must be in [0, " + std::to_string(kMaxTopLogprobs) + "]; got " +
                            std::to_string(params.prompt_logprobs));

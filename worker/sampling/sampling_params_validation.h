@@ -40,6 +40,8 @@ inline constexpr size_t kMaxBadWordSequences = 128;
 inline constexpr size_t kMaxBadWordTokens = 64;
 // Bytes of a guided_regex pattern (guided_choice's alternation of its choices included).
 inline constexpr size_t kMaxRegexBytes = 16384;
+// vLLM's cache_salt: a tenant's name or key, not a document.
+inline constexpr size_t kMaxCacheSaltBytes = 1024;
 
 // OK, or kInvalidArgument whose message names the first bad field, e.g.
 // "'top_p' must be a finite number in (0, 1]; got nan". Checks:

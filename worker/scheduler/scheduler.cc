@@ -43,6 +43,7 @@ Status Scheduler::Add(SequenceRequest r) {
   seq->tokens.insert(seq->tokens.end(), r.generated.begin(), r.generated.end());
   seq->priority = r.priority;
   seq->prompt_logprobs = r.prompt_logprobs;
+  seq->prefix_root = r.prefix_root;
   seq->arrival_ms = r.arrival_ms;
   seq->waiting_since_ms = r.arrival_ms;
   seq->deadline_ms = r.arrival_ms + (r.slo_ms > 0 ? r.slo_ms : config_.default_slo_ms);
@@ -205,6 +206,7 @@ bool Scheduler::WaitsForSharedPrefix(const Sequence& seq) const {
   const int64_t reusable = static_cast<int64_t>(ReusableSpan(seq).size()) - 1;
   if (reusable < block) return false;
   for (const Sequence* r : running_) {
+    if (r->prefix_root != seq.prefix_root) continue;  // another cache_salt: nothing to share
     const int64_t computed_blocks = r->num_computed / block;  // registered already
     const int64_t limit = std::min<int64_t>(reusable, static_cast<int64_t>(r->tokens.size()));
     if (limit / block <= computed_blocks) continue;  // nothing it has yet to compute is shareable
@@ -231,7 +233,8 @@ void Scheduler::AdmitWaiting(SchedulerOutput* out, int64_t* budget, int64_t* slo
     if (seq->prompt_logits_pending() && prompt_rows_left_ <= 0) continue;  // its rows, next step
     Result<int64_t> reused = kv_.StartSequence(
         seq->id, ReusableSpan(*seq),
-        seq->preemptions > 0 ? kv::KvBlockManager::PrefixQuery::kRecompute : kv::KvBlockManager::PrefixQuery::kCount);
+        seq->preemptions > 0 ? kv::KvBlockManager::PrefixQuery::kRecompute : kv::KvBlockManager::PrefixQuery::kCount,
+        seq->prefix_root);
     if (!reused.ok()) break;  // cannot happen for a waiting sequence; stop admitting to be safe
     seq->num_computed = *reused;
     const ScheduledChunk chunk = *ChunkFor(*seq, std::min(seq->remaining(), *budget));

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/block_hash.h"
+
 namespace bmad::sched {
 
 struct SequenceRequest {
@@ -21,6 +23,9 @@ struct SequenceRequest {
   // logits (no prefix-cache reuse before them), in chunks of at most
   // scheduler.max_prompt_logprob_tokens.
   bool prompt_logprobs = false;
+  // Its prompt's block chain starts here (RootBlockHash of its cache_salt): it shares cached
+  // blocks only with requests of the same root.
+  BlockHash prefix_root = kRootBlockHash;
 };
 
 enum class SequenceState { kWaiting, kRunning };
@@ -55,6 +60,7 @@ struct Sequence {
   // for the others. Running still, with nothing to compute, until its token is sampled.
   bool kv_released = false;
   bool prompt_logprobs = false;      // SequenceRequest's
+  BlockHash prefix_root = kRootBlockHash;  // SequenceRequest's
   // Prompt positions (counted from 1: position 0 has no log-probability) whose logits a launched
   // step computed. Kept across preemptions: a recompute may reuse cached blocks below them.
   int64_t prompt_logprobs_done = 0;

@@ -236,5 +236,24 @@ TEST(ParseCompletionRequest, PromptLogprobsAndEchoWithLogprobs) {
   EXPECT_FALSE(completion(R"({"prompt": "x", "echo": true})").echo_only);
 }
 
+// cache_salt: a non-empty string (as vLLM), at most 1024 bytes, on both endpoints; null is none.
+TEST(ParseCompletionRequest, CacheSaltIsANonEmptyString) {
+  const RequestLimits limits = TestLimits();
+  EXPECT_EQ(Ok(ParseCompletionRequest(R"({"prompt": "x", "cache_salt": "tenant-a"})", false, limits)).sampling.cache_salt,
+            "tenant-a");
+  EXPECT_EQ(Ok(ParseCompletionRequest(R"({"messages": [{"role": "user", "content": "x"}], "cache_salt": "t"})", true,
+                                      limits))
+                .sampling.cache_salt,
+            "t");
+  EXPECT_EQ(Ok(ParseCompletionRequest(R"({"prompt": "x", "cache_salt": null})", false, limits)).sampling.cache_salt, "");
+  EXPECT_EQ(Ok(ParseCompletionRequest(R"({"prompt": "x"})", false, limits)).sampling.cache_salt, "");
+  ExpectRejected({
+      {R"({"prompt": "x", "cache_salt": ""})", false, {"'cache_salt' must be a non-empty string when given"}},
+      {R"({"prompt": "x", "cache_salt": 7})", false, {"'cache_salt' must be a string"}},
+      {R"({"prompt": "x", "cache_salt": ")" + std::string(1025, 's') + R"("})", false,
+       {"'cache_salt' holds 1025 bytes; at most 1024 are allowed"}},
+  });
+}
+
 }  // namespace
 }  // namespace bmad::http

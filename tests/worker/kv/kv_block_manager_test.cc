@@ -90,6 +90,34 @@ TEST(KvBlockManagerTest, ReusesASharedPrefixAcrossRequests) {
   EXPECT_INVARIANTS(manager);
 }
 
+// vLLM's cache_salt: a chain from another root shares nothing, even with the same tokens; one
+// from the same root shares as an unsalted one does.
+TEST(KvBlockManagerTest, AChainFromAnotherRootSharesNoBlock) {
+  KvBlockManager manager(Options(32, 4));
+  const Tokens prompt = Iota(100, 13);  // 3 full blocks and 1 token
+  const BlockHash tenant_a = RootBlockHash("a"), tenant_b = RootBlockHash("b");
+  ASSERT_TRUE(manager.StartSequence(1, prompt, KvBlockManager::PrefixQuery::kCount, tenant_a).ok());
+  ASSERT_TRUE(manager.Reserve(1, 13));
+  manager.MarkComputed(1, prompt, 13);
+  EXPECT_INVARIANTS(manager);
+  // Without a salt, or with another: nothing reused.
+  EXPECT_EQ(manager.StartSequence(2, prompt).value(), 0);
+  EXPECT_EQ(manager.StartSequence(3, prompt, KvBlockManager::PrefixQuery::kCount, tenant_b).value(), 0);
+  // The same salt: all 3 blocks, the very ones sequence 1 registered.
+  EXPECT_EQ(manager.StartSequence(4, prompt, KvBlockManager::PrefixQuery::kCount, tenant_a).value(), 12);
+  const Table first = TableOf(manager, 1);
+  EXPECT_EQ(TableOf(manager, 4), Table(first.begin(), first.begin() + 3));
+  // Sequence 2 (unsalted) computes the same tokens: its blocks are registered apart, and a later
+  // unsalted sequence finds those, not tenant a's.
+  ASSERT_TRUE(manager.Reserve(2, 13));
+  manager.MarkComputed(2, prompt, 13);
+  EXPECT_EQ(manager.StartSequence(5, prompt).value(), 12);
+  const Table unsalted = TableOf(manager, 2);
+  EXPECT_EQ(TableOf(manager, 5), Table(unsalted.begin(), unsalted.begin() + 3));
+  for (int i = 0; i < 3; ++i) EXPECT_NE(unsalted[i], first[i]);
+  EXPECT_INVARIANTS(manager);
+}
+
 TEST(KvBlockManagerTest, LeavesAtLeastOneTokenToCompute) {
   KvBlockManager manager(Options(32, 4));
   const Tokens a = Iota(1, 12);  // exactly 3 full blocks

@@ -169,6 +169,31 @@ TEST_F(SchedulerTest, ASharedPrefixIsWaitedForOnlyUntilItIsComputed) {
   EXPECT_EQ(kv_->GetStats().used_blocks, 0);
 }
 
+// vLLM's cache_salt: one prompt under two salts shares nothing, so neither waits for the other;
+// under one salt the second waits and reuses, as without salts.
+TEST_F(SchedulerTest, OnePromptUnderTwoSaltsIsComputedTwiceWithoutWaiting) {
+  Make(Config(64, 8), 32, 4);
+  SequenceRequest a = Request(1, 14, 1, 0), b = Request(2, 14, 1, 0), c = Request(3, 14, 1, 0);
+  a.prefix_root = RootBlockHash("tenant-a");
+  b.prefix_root = RootBlockHash("tenant-b");
+  c.prefix_root = RootBlockHash("tenant-a");
+  Add(a, 2);
+  Add(b, 2);
+  SchedulerOutput s1 = exec_.Step(*sched_);
+  ASSERT_EQ(s1.chunks.size(), 2u);  // side by side
+  EXPECT_EQ(ChunkOf(s1, 2)->num_tokens, 14);
+  EXPECT_EQ(sched_->stats().shared_prefix_waits_total, 0u);
+  RunToCompletion();
+  EXPECT_EQ(kv_->GetStats().prefix_hit_tokens, 0u);
+  // Tenant a again, after both finished: its own blocks, still cached, are reused.
+  Add(c, 1);
+  SchedulerOutput s2 = exec_.Step(*sched_);
+  ASSERT_EQ(s2.chunks.size(), 1u);
+  EXPECT_EQ(s2.chunks[0].start, 12);
+  RunToCompletion();
+  EXPECT_EQ(kv_->GetStats().prefix_hit_tokens, 12u);
+}
+
 // Without prefix caching there is nothing to wait for: both compute their prompts at once.
 TEST_F(SchedulerTest, WithoutPrefixCachingNobodyWaitsForAPrefix) {
   Make(Config(64, 8), 32, 4, /*prefix_caching=*/false);
