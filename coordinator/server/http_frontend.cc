@@ -24,6 +24,7 @@
 #include "coordinator/http/tokenize_api.h"
 #include "coordinator/server/api_keys.h"
 #include "coordinator/server/choice_output.h"
+#include "coordinator/server/completion_answer.h"
 #include "coordinator/server/coordinator_core.h"
 #include "coordinator/server/elastic_thread_pool.h"
 
@@ -34,11 +35,6 @@ using namespace std::chrono_literals;
 
 // How long a handler waits for the event loop to accept or refuse a request.
 constexpr auto kAcceptTimeout = 30s;
-// Once accepted, a request is waited for as long as its client is there: a queue may hold it for
-// minutes, and the event loop, not the handler, decides when it ends (it fails or migrates the
-// requests of a replica that dies). Between events the handler checks this often whether the
-// client has gone, and cancels the request if so.
-constexpr auto kClientCheckInterval = 1s;
 constexpr int kListenBacklog = 4096;
 
 // Every id of `tokens` (the request's field `field`) is in the model's vocabulary.
@@ -52,14 +48,6 @@ Status CheckInVocabulary(const std::vector<uint32_t>& tokens, const std::string&
     }
   }
   return Status::Ok();
-}
-
-void SendError(httplib::Response& res, const Status& s, uint32_t retry_after_ms = 0) {
-  res.status = http::HttpStatusFor(s.code());
-  if (retry_after_ms > 0) {
-    res.set_header("Retry-After", std::to_string(std::max<uint32_t>(1, (retry_after_ms + 999) / 1000)));
-  }
-  res.set_content(http::ErrorJson(s), "application/json");
 }
 
 // The id after "cmpl-" / "chatcmpl-": unique across coordinator restarts (the request ids
@@ -76,12 +64,6 @@ std::string ResponseId(uint64_t request_id) {
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(z));
   return std::string(hex) + "-" + std::to_string(request_id);
-}
-
-size_t CodePoints(std::string_view s) {
-  size_t n = 0;
-  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
-  return n;
 }
 
 }  // namespace
@@ -153,7 +135,7 @@ Status HttpFrontend::Start(const std::string& host, int port) {
   // The process answers, and its event loop turns (a wedged loop answers nothing else).
   const auto health = [this](const httplib::Request&, httplib::Response& res) {
     if (!core_.LoopTurning()) {
-      SendError(res, Unavailable("the coordinator's event loop has not turned for " +
+      SendHttpError(res, Unavailable("the coordinator's event loop has not turned for " +
                                  std::to_string(core_.loop_stall_limit_ms()) + " ms"));
       return;
     }
@@ -172,15 +154,15 @@ Status HttpFrontend::Start(const std::string& host, int port) {
   server_->Get("/ready", [this](const httplib::Request&, httplib::Response& res) {
     const size_t live = core_.live_replicas();
     if (core_.stopping()) {
-      SendError(res, Unavailable("the coordinator is shutting down"));
+      SendHttpError(res, Unavailable("the coordinator is shutting down"));
       return;
     }
     if (live == 0) {
-      SendError(res, Unavailable("no live replica yet"));
+      SendHttpError(res, Unavailable("no live replica yet"));
       return;
     }
     if (!core_.LoopTurning()) {
-      SendError(res, Unavailable("the coordinator's event loop has not turned for " +
+      SendHttpError(res, Unavailable("the coordinator's event loop has not turned for " +
                                  std::to_string(core_.loop_stall_limit_ms()) + " ms"));
       return;
     }
@@ -385,7 +367,7 @@ bool HttpFrontend::Authorized(const httplib::Request& req, httplib::Response& re
   } else {
     core_.CountUnauthenticatedOther();
   }
-  SendError(res, Unauthenticated(key.empty() ? "this server wants an API key: send 'Authorization: Bearer KEY'"
+  SendHttpError(res, Unauthenticated(key.empty() ? "this server wants an API key: send 'Authorization: Bearer KEY'"
                                              : "the API key is not one this server accepts"));
   res.set_header("WWW-Authenticate", "Bearer");  // RFC 6750
   return false;
@@ -393,7 +375,7 @@ bool HttpFrontend::Authorized(const httplib::Request& req, httplib::Response& re
 
 bool HttpFrontend::RefuseOtherModel(const std::string& model, httplib::Response& res) const {
   if (model.empty() || model == core_.model_name()) return false;
-  SendError(res, NotFound("model '" + model + "' does not exist; this cluster serves '" +
+  SendHttpError(res, NotFound("model '" + model + "' does not exist; this cluster serves '" +
                           core_.model_name() + "'"));
   return true;
 }
@@ -401,7 +383,7 @@ bool HttpFrontend::RefuseOtherModel(const std::string& model, httplib::Response&
 void HttpFrontend::HandleTokenize(const httplib::Request& req, httplib::Response& res) {
   Result<http::TokenizeRequest> parsed = http::ParseTokenizeRequest(req.body, Limits());
   if (!parsed.ok()) {
-    SendError(res, parsed.status());
+    SendHttpError(res, parsed.status());
     return;
   }
   if (RefuseOtherModel(parsed->prompt.model, res)) return;
@@ -411,13 +393,13 @@ void HttpFrontend::HandleTokenize(const httplib::Request& req, httplib::Response
       PromptTokens(parsed->prompt, parsed->prompt.chat || parsed->add_special_tokens,
                    /*refuse_oversized_text=*/false);
   if (!prompts.ok()) {
-    SendError(res, prompts.status());
+    SendHttpError(res, prompts.status());
     return;
   }
   const std::vector<uint32_t>& tokens = prompts->front();  // one prompt (ParseTokenizeRequest)
   // Token ids given as the prompt are checked as /v1/completions and /detokenize check them.
   if (Status s = CheckInVocabulary(tokens, "prompt", core_.tokenizer()); !s.ok()) {
-    SendError(res, s);
+    SendHttpError(res, s);
     return;
   }
   std::vector<std::string> pieces;
@@ -435,12 +417,12 @@ void HttpFrontend::HandleTokenize(const httplib::Request& req, httplib::Response
 void HttpFrontend::HandleDetokenize(const httplib::Request& req, httplib::Response& res) {
   Result<http::DetokenizeRequest> parsed = http::ParseDetokenizeRequest(req.body, Limits());
   if (!parsed.ok()) {
-    SendError(res, parsed.status());
+    SendHttpError(res, parsed.status());
     return;
   }
   if (RefuseOtherModel(parsed->model, res)) return;
   if (Status s = CheckInVocabulary(parsed->tokens, "tokens", core_.tokenizer()); !s.ok()) {
-    SendError(res, s);
+    SendHttpError(res, s);
     return;
   }
   const std::vector<int32_t> ids(parsed->tokens.begin(), parsed->tokens.end());
@@ -459,7 +441,7 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
   Result<http::CompletionRequest> parsed = http::ParseCompletionRequest(req.body, chat, Limits());
   if (!parsed.ok()) {
     core_.CountRefusedHttp(parsed.status());
-    SendError(res, parsed.status());
+    SendHttpError(res, parsed.status());
     return;
   }
   http::CompletionRequest& cr = *parsed;
@@ -469,13 +451,13 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
     // Each choice of each prompt is a request in the metrics, as the loop counts a batch.
     core_.CountRefusedHttp(prompts.status(),
                            cr.n * static_cast<uint32_t>(std::max<size_t>(1, cr.prompts.size())));
-    SendError(res, prompts.status());
+    SendHttpError(res, prompts.status());
     return;
   }
   Result<std::vector<std::vector<uint32_t>>> bad_words = BadWordSequences(cr.bad_words);
   if (!bad_words.ok()) {
     core_.CountRefusedHttp(bad_words.status(), cr.n * static_cast<uint32_t>(std::max<size_t>(1, prompts->size())));
-    SendError(res, bad_words.status());
+    SendHttpError(res, bad_words.status());
     return;
   }
   cr.sampling.bad_words = std::move(*bad_words);
@@ -531,7 +513,7 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
   }
 }
 
-std::optional<HttpFrontend::AcceptedCompletion> HttpFrontend::Submit(std::vector<SubmitInput> inputs,
+std::optional<AcceptedCompletion> HttpFrontend::Submit(std::vector<SubmitInput> inputs,
                                                                      uint32_t choices_per_prompt,
                                                                      httplib::Response& res) {
   const size_t num_requests = inputs.size() * choices_per_prompt;
@@ -555,19 +537,19 @@ std::optional<HttpFrontend::AcceptedCompletion> HttpFrontend::Submit(std::vector
     if (!e && core_.loop_done()) {
       // Posted after the event loop's last look at its inbox: nobody will answer.
       core_.CountRefusedHttp(Unavailable("shutting down"), static_cast<uint32_t>(num_requests));
-      SendError(res, Unavailable("the coordinator is shutting down"));
+      SendHttpError(res, Unavailable("the coordinator is shutting down"));
       return std::nullopt;
     }
     if (!e && std::chrono::steady_clock::now() >= give_up_at) {
       accepted.abandon();
-      SendError(res, DeadlineExceeded("the coordinator did not answer in time"));
+      SendHttpError(res, DeadlineExceeded("the coordinator did not answer in time"));
       return std::nullopt;
     }
     if (!e) continue;
     if (e->kind == StreamEvent::Kind::kError) {
       // All or none: any choice accepted before the error must not run on unseen.
       if (!accepted.request_ids.empty()) accepted.abandon();
-      SendError(res, e->status, e->retry_after_ms);
+      SendHttpError(res, e->status, e->retry_after_ms);
       return std::nullopt;
     }
     if (e->kind == StreamEvent::Kind::kAccepted) {
@@ -576,217 +558,6 @@ std::optional<HttpFrontend::AcceptedCompletion> HttpFrontend::Submit(std::vector
     }
   }
   return accepted;
-}
-
-void HttpFrontend::AnswerWhole(AcceptedCompletion accepted, const http::ResponseContext& ctx, bool chat,
-                               HttpConnection& client, const tokenizer::Tokenizer& tok,
-                               httplib::Response& res) {
-  http::ResponseChoices choices(std::move(accepted.request_ids), accepted.choices_per_prompt);
-  std::vector<http::ChoiceOutput> outputs(choices.size());
-  const PromptScoring& scoring = accepted.scoring;
-  std::vector<proto::TokenChunk> scored(scoring.prompt_ids.empty() ? 0 : choices.size());  // prompt_* fields
-  for (uint32_t i = 0; i < outputs.size(); ++i) {
-    outputs[i].index = i;
-    outputs[i].text = EchoTextOf(accepted.echo_texts, accepted.choices_per_prompt, i);
-  }
-  auto next_check = std::chrono::steady_clock::now() + kClientCheckInterval;
-  while (!choices.all_finished()) {
-    std::optional<StreamEvent> e = accepted.stream->Pop(kClientCheckInterval);
-    // Tokens may come without pause for minutes: check on a clock, not only when idle.
-    if (std::chrono::steady_clock::now() >= next_check) {
-      next_check = std::chrono::steady_clock::now() + kClientCheckInterval;
-      if (client.Gone()) return accepted.abandon();
-    }
-    if (!e) continue;
-    if (e->kind == StreamEvent::Kind::kError) {
-      accepted.abandon();  // the other choices, if any, are of no use without this one
-      SendError(res, e->status);
-      return;
-    }
-    const std::optional<uint32_t> index = choices.IndexOf(e->chunk.request_id);
-    if (e->kind != StreamEvent::Kind::kChunk || !index) continue;
-    http::ChoiceOutput part = ChoiceFromChunk(e->chunk, tok, ctx.logprobs, 0,
-                                              StartsText(accepted.starts_text, accepted.choices_per_prompt, *index));
-    http::ChoiceOutput& all = outputs[*index];
-    if (!scored.empty()) proto::AppendPromptLogprobs(scored[*index], e->chunk);
-    if (!scoring.echo_only) {  // else the one token generated is left out
-      all.text += part.text;
-      all.logprobs.insert(all.logprobs.end(), part.logprobs.begin(), part.logprobs.end());
-    }
-    if (e->chunk.finish_reason != proto::FinishReason::kNone) {
-      all.finish_reason = e->chunk.finish_reason;
-      all.stop_string = part.stop_string;
-      all.stop_token_id = part.stop_token_id;
-      proto::Usage usage = e->chunk.usage;
-      if (scoring.echo_only) usage.completion_tokens = 0;
-      choices.Finish(*index, usage);
-    }
-  }
-  // The prompt's log-probabilities, once every position has come.
-  AddPromptLogprobs(scoring, accepted.choices_per_prompt, scored, tok, outputs);
-  res.set_content(chat ? http::RenderChatCompletion(ctx, outputs, choices.usage())
-                       : http::RenderCompletion(ctx, outputs, choices.usage()),
-                  "application/json");
-}
-
-void HttpFrontend::AnswerStreaming(AcceptedCompletion accepted, const http::ResponseContext& ctx, bool chat,
-                                   std::shared_ptr<HttpConnection> client, const tokenizer::Tokenizer& tok,
-                                   std::chrono::milliseconds keepalive, httplib::Response& res) {
-  // SSE events as chunks come (each choice's role chunk first, for chat), then the usage chunk
-  // (if asked) and [DONE] once every choice has finished. httplib calls the provider again and
-  // again from this handler's thread until it says done or fails: the state lives outside it.
-  // A request that fails before anything is sent gets its own HTTP status (503 when the
-  // coordinator stops, what a replica's refusal says, a queue timeout shorter than the
-  // keep-alive interval), as one refused at the door does: clients and SDKs act on the status
-  // (retry on 429 and 503), which an error event inside a 200 stream hides. So the headers wait
-  // for the first event, but no longer than the first keep-alive is due (and not at all without
-  // keep-alives): a request queued longer then streams comments, and a failure after that is an
-  // event.
-  const auto accepted_at = std::chrono::steady_clock::now();
-  std::optional<StreamEvent> first;
-  while (!first && keepalive.count() > 0) {
-    const auto due = accepted_at + keepalive - std::chrono::steady_clock::now();
-    if (due <= std::chrono::steady_clock::duration::zero()) break;
-    const std::chrono::milliseconds wait =
-        std::min<std::chrono::milliseconds>(kClientCheckInterval, std::chrono::ceil<std::chrono::milliseconds>(due));
-    first = accepted.stream->Pop(wait);
-    if (first && first->kind == StreamEvent::Kind::kError) {
-      accepted.abandon();  // the other choices, if any
-      SendError(res, first->status, first->retry_after_ms);
-      return;
-    }
-    if (!first && client->Gone()) return accepted.abandon();
-  }
-  res.set_header("Cache-Control", "no-cache");
-  struct StreamState {
-    StreamState(AcceptedCompletion& accepted)
-        : choices(std::move(accepted.request_ids), accepted.choices_per_prompt),
-          token_chars(choices.size(), 0),
-          prompt_tokens(std::move(accepted.prompt_tokens)),
-          generated_tokens(choices.size(), 0),
-          starts_text(std::move(accepted.starts_text)),
-          echo_texts(std::move(accepted.echo_texts)),
-          echoed(choices.size(), false),
-          echo_only(accepted.scoring.echo_only),
-          per_prompt(accepted.choices_per_prompt) {}
-    // Choice i's usage so far, for continuous_usage_stats.
-    proto::Usage UsageSoFar(uint32_t i) const {
-      proto::Usage usage;
-      usage.prompt_tokens = i < prompt_tokens.size() ? prompt_tokens[i] : 0;
-      usage.completion_tokens = generated_tokens[i];
-      return usage;
-    }
-    http::ResponseChoices choices;
-    // Per choice, where the next token's logprobs.text_offset starts: the characters of the
-    // tokens already reported, counted as the whole response counts them (a stop string may
-    // hold text back for a while, or cut it, without moving the tokens' offsets).
-    std::vector<size_t> token_chars;
-    std::vector<uint32_t> prompt_tokens;     // per choice, AcceptedCompletion's
-    std::vector<uint32_t> generated_tokens;  // per choice, in the chunks read so far
-    std::vector<bool> starts_text;           // AcceptedCompletion's
-    std::vector<std::string> echo_texts;     // AcceptedCompletion's
-    std::vector<bool> echoed;                // per choice: its echo text has been sent
-    bool echo_only;                          // max_tokens 0 with echo: generated output left out
-    uint32_t per_prompt;
-    bool roles_sent = false;
-    std::chrono::steady_clock::time_point last_write;
-    std::optional<StreamEvent> pending;  // read before the headers went out
-  };
-  auto state = std::make_shared<StreamState>(accepted);
-  state->pending = std::move(first);
-  state->last_write = accepted_at;  // nothing yet: a keep-alive is due once the wait above ran out
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [stream = accepted.stream, abandon = accepted.abandon, client, ctx, chat, state, keepalive, &tok](
-          size_t, httplib::DataSink& sink) {
-        auto write = [&](const std::string& s) {
-          state->last_write = std::chrono::steady_clock::now();
-          return sink.write(s.data(), s.size());
-        };
-        auto give_up = [&] {
-          abandon();
-          return false;
-        };
-        if (chat && !state->roles_sent) {
-          state->roles_sent = true;
-          for (uint32_t i = 0; i < state->choices.size(); ++i) {
-            const std::optional<proto::Usage> usage =
-                ctx.continuous_usage ? std::optional(state->UsageSoFar(i)) : std::nullopt;
-            if (!write(http::RenderChatRoleChunk(ctx, i, usage))) return give_up();
-          }
-          // Chat's echo (vLLM's): each choice's content starts with the final message's.
-          for (uint32_t i = 0; i < state->choices.size(); ++i) {
-            http::ChoiceOutput echo;
-            echo.index = i;
-            echo.text = EchoTextOf(state->echo_texts, state->per_prompt, i);
-            if (ctx.continuous_usage) echo.usage_so_far = state->UsageSoFar(i);
-            if (!echo.text.empty() && !write(http::RenderChatChunk(ctx, echo))) return give_up();
-          }
-        }
-        // While nothing comes (queued, or a long prefill), a keep-alive comment now and then:
-        // a proxy's idle timeout would otherwise cut a stream that is only waiting its turn.
-        auto wait = [&]() -> std::chrono::milliseconds {
-          if (keepalive.count() == 0) return kClientCheckInterval;
-          const auto due = state->last_write + keepalive - std::chrono::steady_clock::now();
-          return std::clamp<std::chrono::milliseconds>(std::chrono::ceil<std::chrono::milliseconds>(due), 1ms,
-                                                       kClientCheckInterval);
-        };
-        std::optional<StreamEvent> e = std::move(state->pending);
-        state->pending.reset();
-        while (!e && !(e = stream->Pop(wait()))) {
-          if (client->Gone()) return give_up();
-          if (keepalive.count() > 0 && std::chrono::steady_clock::now() - state->last_write >= keepalive &&
-              !write(http::SseKeepAlive())) {
-            return give_up();
-          }
-        }
-        if (e->kind == StreamEvent::Kind::kError) {
-          abandon();  // the other choices, if any
-          write(http::SseEvent(http::ErrorJson(e->status)));
-          write(http::SseDone());
-          sink.done();
-          return true;
-        }
-        const std::optional<uint32_t> index = state->choices.IndexOf(e->chunk.request_id);
-        if (e->kind != StreamEvent::Kind::kChunk || !index) return true;
-        http::ChoiceOutput out =
-            ChoiceFromChunk(e->chunk, tok, ctx.logprobs, state->token_chars[*index],
-                            StartsText(state->starts_text, state->per_prompt, *index));
-        out.index = *index;
-        if (state->echo_only) {  // the one token generated is left out, and not counted
-          out.text.clear();
-          out.logprobs.clear();
-          e->chunk.token_ids.clear();
-          e->chunk.usage.completion_tokens = 0;
-        }
-        if (!chat && !state->echoed[*index]) {  // completions' echo: the prompt's text, first
-          state->echoed[*index] = true;
-          out.text = EchoTextOf(state->echo_texts, state->per_prompt, *index) + out.text;
-        }
-        for (const http::TokenLogprob& t : out.logprobs) state->token_chars[*index] += CodePoints(t.token);
-        state->generated_tokens[*index] += static_cast<uint32_t>(e->chunk.token_ids.size());
-        // The replica's count is the one the final usage adds up.
-        if (e->chunk.finish_reason != proto::FinishReason::kNone) {
-          state->generated_tokens[*index] = e->chunk.usage.completion_tokens;
-        }
-        if (ctx.continuous_usage) out.usage_so_far = state->UsageSoFar(*index);
-        if (!out.text.empty() || out.finish_reason != proto::FinishReason::kNone || !out.logprobs.empty()) {
-          const std::string event = chat ? http::RenderChatChunk(ctx, out) : http::RenderCompletionChunk(ctx, out);
-          if (!write(event)) return give_up();
-        }
-        if (e->chunk.finish_reason != proto::FinishReason::kNone) {
-          state->choices.Finish(*index, e->chunk.usage);
-          if (state->choices.all_finished()) {
-            if (ctx.include_usage) {
-              const proto::Usage usage = state->choices.usage();
-              write(chat ? http::RenderChatUsageChunk(ctx, usage) : http::RenderCompletionUsageChunk(ctx, usage));
-            }
-            write(http::SseDone());
-            sink.done();
-          }
-        }
-        return true;
-      });
 }
 
 }  // namespace bmad::coord

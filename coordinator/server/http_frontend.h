@@ -19,6 +19,7 @@
 #include "coordinator/http/openai_request.h"
 #include "coordinator/http/openai_response.h"
 #include "coordinator/server/choice_output.h"
+#include "coordinator/server/completion_answer.h"
 #include "coordinator/server/coordinator_server.h"
 #include "coordinator/server/submit_input.h"
 
@@ -51,35 +52,11 @@ class HttpFrontend {
 
  private:
   void HandleCompletion(const httplib::Request& req, httplib::Response& res, bool chat);
-  // A completion request the event loop accepted: its events, its requests' ids (prompt by
-  // prompt, choice by choice), and how to cancel them all.
-  struct AcceptedCompletion {
-    std::shared_ptr<HttpStream> stream;
-    std::vector<uint64_t> request_ids;
-    std::vector<uint32_t> prompt_tokens;  // of each request, as the coordinator counted them
-    uint32_t choices_per_prompt = 1;
-    std::function<void()> abandon;
-    // Per prompt, with logprobs asked for: the prompt decodes to no text, so the first token
-    // generated begins the text and loses its leading space there (Tokenizer::Decode's rule,
-    // which the worker's detokenizer follows): its logprob entry is written the same way.
-    std::vector<bool> starts_text;
-    // Per prompt, with echo: the text each of its choices starts with (EchoTexts).
-    std::vector<std::string> echo_texts;
-    PromptScoring scoring;  // completions: what the response shows of the prompt besides its text
-  };
   // Hands the prompts (each with `choices_per_prompt` choices) to the event loop and waits until
   // it accepts them all; when it refuses them or does not answer, answers `res` with the error
   // and returns nullopt.
   std::optional<AcceptedCompletion> Submit(std::vector<SubmitInput> inputs, uint32_t choices_per_prompt,
                                            httplib::Response& res);
-  // One JSON response once every choice has finished; cancels them all if the client goes.
-  static void AnswerWhole(AcceptedCompletion accepted, const http::ResponseContext& ctx, bool chat,
-                          HttpConnection& client, const tokenizer::Tokenizer& tok, httplib::Response& res);
-  // Server-sent events as the choices' chunks come, and a keep-alive comment after each
-  // `keepalive` without one (0: none); cancels them all if the client goes.
-  static void AnswerStreaming(AcceptedCompletion accepted, const http::ResponseContext& ctx, bool chat,
-                              std::shared_ptr<HttpConnection> client, const tokenizer::Tokenizer& tok,
-                              std::chrono::milliseconds keepalive, httplib::Response& res);
   void HandleModels(httplib::Response& res);
   void HandleModel(const std::string& id, httplib::Response& res);
   void HandleTokenize(const httplib::Request& req, httplib::Response& res);
