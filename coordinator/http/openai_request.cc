@@ -605,6 +605,8 @@ Result<CompletionRequest> ReadRequest(const Json& json, bool chat, const Request
   BMAD_ASSIGN_OR_RETURN(request.truncate_prompt_tokens, ReadTruncatePromptTokens(body, limits));
   BMAD_ASSIGN_OR_RETURN(const std::optional<bool> tokens_as_ids, body.Bool("return_tokens_as_token_ids"));
   request.return_tokens_as_token_ids = tokens_as_ids.value_or(false);
+  BMAD_ASSIGN_OR_RETURN(const std::optional<bool> token_ids, body.Bool("return_token_ids"));
+  request.return_token_ids = token_ids.value_or(false);
   // A token-id prompt longer than the context is cut to fit, not refused, when truncating.
   RequestLimits prompt_limits = limits;
   if (request.truncate_prompt_tokens) prompt_limits.max_model_len = 0;

@@ -79,6 +79,8 @@
 //   truncate_prompt_tokens  vLLM's: -1 or an integer in [1, limits.max_model_len]; the
 //                      prompt keeps only its last that many tokens
 //   return_tokens_as_token_ids  vLLM's: boolean; logprobs name tokens "token_id:N"
+//   return_token_ids   vLLM's: boolean; the response carries the prompt's token ids and each
+//                      choice's generated ones ("prompt_token_ids", "token_ids")
 //   allowed_token_ids  vLLM's: at most 262144 token ids; only they are generated
 //   bad_words          vLLM's: at most 64 strings of 1 to 128 bytes, not only whitespace; none
 //                      is generated (bad_words, as given here; the coordinator tokenizes them)
@@ -189,6 +191,8 @@ struct CompletionRequest {
   std::optional<int64_t> truncate_prompt_tokens;
   // vLLM's return_tokens_as_token_ids: logprobs name tokens "token_id:N".
   bool return_tokens_as_token_ids = false;
+  // vLLM's return_token_ids: the prompt's and the generated token ids in the response.
+  bool return_token_ids = false;
   // vLLM's bad_words, as given; the coordinator tokenizes them into sampling.bad_words.
   std::vector<std::string> bad_words;
 

@@ -199,16 +199,28 @@ Json CompletionChoice(const ResponseContext& context, const ChoiceOutput& output
               {"finish_reason", FinishReasonJson(output.finish_reason)},
               {"stop_reason", StopReasonJson(output)}};
   if (context.prompt_logprobs) choice["prompt_logprobs"] = PromptLogprobsJson(output);
+  if (context.return_token_ids) {
+    choice["prompt_token_ids"] = output.prompt_token_ids ? Json(*output.prompt_token_ids) : Json(nullptr);
+    choice["token_ids"] = output.token_ids;
+  }
   return choice;
 }
 
 Json ChatChoice(const ResponseContext& context, const ChoiceOutput& output,
                 std::string_view message_key, Json message) {
-  return Json{{"index", output.index},
+  Json choice{{"index", output.index},
               {message_key, std::move(message)},
               {"logprobs", context.logprobs ? ChatLogprobsJson(context, output) : Json(nullptr)},
               {"finish_reason", FinishReasonJson(output.finish_reason)},
               {"stop_reason", StopReasonJson(output)}};
+  if (context.return_token_ids) choice["token_ids"] = output.token_ids;
+  return choice;
+}
+
+// Chat's prompt_token_ids, at the top of a response or of a stream's role chunk.
+void AddChatPromptTokenIds(const ResponseContext& context, const std::optional<std::vector<uint32_t>>& ids,
+                           Json& response) {
+  if (context.return_token_ids) response["prompt_token_ids"] = ids ? Json(*ids) : Json(nullptr);
 }
 
 // A choice's usage so far (continuous_usage_stats), as vLLM sends it: the counts only, since
@@ -222,8 +234,10 @@ Json UsageSoFarJson(const proto::Usage& usage) {
 // A streamed chunk; OpenAI puts "usage": null in every chunk of an include_usage stream, vLLM
 // the choice's usage so far with continuous_usage_stats.
 std::string ChunkEvent(const ResponseContext& context, bool chat, Json choice,
-                       const std::optional<proto::Usage>& usage_so_far) {
+                       const std::optional<proto::Usage>& usage_so_far,
+                       const std::optional<std::vector<uint32_t>>* chat_prompt_token_ids = nullptr) {
   Json chunk = Envelope(context, chat, chat ? "chat.completion.chunk" : "text_completion");
+  if (chat_prompt_token_ids != nullptr) AddChatPromptTokenIds(context, *chat_prompt_token_ids, chunk);
   chunk["choices"] = Json::array({std::move(choice)});
   if (usage_so_far) {
     chunk["usage"] = UsageSoFarJson(*usage_so_far);
@@ -330,6 +344,7 @@ std::string RenderChatCompletion(const ResponseContext& context, std::span<const
   if (context.prompt_logprobs) {
     response["prompt_logprobs"] = outputs.empty() ? Json(nullptr) : PromptLogprobsJson(outputs.front());
   }
+  AddChatPromptTokenIds(context, outputs.empty() ? std::nullopt : outputs.front().prompt_token_ids, response);
   response["usage"] = UsageJson(usage);
   return Dump(response);
 }
@@ -357,12 +372,14 @@ std::string RenderCompletionChunk(const ResponseContext& context, const ChoiceOu
 }
 
 std::string RenderChatRoleChunk(const ResponseContext& context, uint32_t index,
-                                std::optional<proto::Usage> usage_so_far) {
+                                std::optional<proto::Usage> usage_so_far,
+                                const std::optional<std::vector<uint32_t>>& prompt_token_ids) {
   Json choice{{"index", index},
               {"delta", Json{{"role", "assistant"}, {"content", ""}}},
               {"logprobs", nullptr},
               {"finish_reason", nullptr}};
-  return ChunkEvent(context, true, std::move(choice), usage_so_far);
+  if (context.return_token_ids) choice["token_ids"] = Json::array();
+  return ChunkEvent(context, true, std::move(choice), usage_so_far, &prompt_token_ids);
 }
 
 std::string RenderChatChunk(const ResponseContext& context, const ChoiceOutput& output) {

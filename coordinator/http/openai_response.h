@@ -112,6 +112,10 @@ struct ChoiceOutput {
   // vLLM's prompt_logprobs, when the request asked for them (ResponseContext::prompt_logprobs):
   // one entry per prompt token.
   std::vector<PromptPositionLogprobs> prompt_logprobs;
+  // With ResponseContext::return_token_ids: the token ids generated (all of them, or this
+  // chunk's), and the prompt's (a whole answer's; a stream's first chunk of the choice).
+  std::vector<uint32_t> token_ids;
+  std::optional<std::vector<uint32_t>> prompt_token_ids;
 };
 
 // What every rendering of one response needs from its request.
@@ -129,6 +133,10 @@ struct ResponseContext {
   // vLLM's prompt_logprobs were asked for: completions' choices carry "prompt_logprobs", a chat
   // response carries its first choice's at the top level (every choice has the same prompt).
   bool prompt_logprobs = false;
+  // vLLM's return_token_ids: every choice carries "token_ids" (its generated ids, or a chunk's);
+  // completions' choices carry "prompt_token_ids" (null in a stream's later chunks), chat puts
+  // the first choice's at the top level (of a stream: its role chunks).
+  bool return_token_ids = false;
 };
 
 // finish_reason: "stop", "length", or bmad's "cancelled" and "error" (proto::FinishReasonName);
@@ -168,9 +176,11 @@ std::string SseKeepAlive();
 std::string RenderCompletionChunk(const ResponseContext& context, const ChoiceOutput& output);
 
 // The first "chat.completion.chunk" of choice `index`: delta {"role": "assistant", "content": ""};
-// `usage_so_far` as in ChoiceOutput (no tokens yet).
+// `usage_so_far` as in ChoiceOutput (no tokens yet); with return_token_ids, "prompt_token_ids"
+// at the top and "token_ids": [] in the choice.
 std::string RenderChatRoleChunk(const ResponseContext& context, uint32_t index = 0,
-                                std::optional<proto::Usage> usage_so_far = std::nullopt);
+                                std::optional<proto::Usage> usage_so_far = std::nullopt,
+                                const std::optional<std::vector<uint32_t>>& prompt_token_ids = std::nullopt);
 // A "chat.completion.chunk": delta {"content": text}, or delta {} when the chunk only finishes
 // (empty text with a finish reason).
 std::string RenderChatChunk(const ResponseContext& context, const ChoiceOutput& output);

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "common/http_connection.h"
 #include "coordinator/http/openai_response.h"
@@ -17,6 +18,15 @@ namespace bmad::coord {
 namespace {
 
 using namespace std::chrono_literals;
+
+// The token ids of choice `choice`'s prompt (prompt by prompt, `per_prompt` choices each), when
+// the request asked for them (return_token_ids: `per_prompt_ids` holds every prompt's).
+std::optional<std::vector<uint32_t>> PromptTokenIdsOf(const std::vector<std::vector<uint32_t>>& per_prompt_ids,
+                                                      uint32_t per_prompt, uint32_t choice) {
+  const uint32_t prompt = choice / std::max<uint32_t>(per_prompt, 1);
+  if (prompt >= per_prompt_ids.size()) return std::nullopt;
+  return per_prompt_ids[prompt];
+}
 
 size_t CodePoints(std::string_view s) {
   size_t n = 0;
@@ -44,6 +54,9 @@ void AnswerWhole(AcceptedCompletion accepted, const http::ResponseContext& ctx, 
   for (uint32_t i = 0; i < outputs.size(); ++i) {
     outputs[i].index = i;
     outputs[i].text = EchoTextOf(accepted.echo_texts, accepted.choices_per_prompt, i);
+    if (ctx.return_token_ids) {
+      outputs[i].prompt_token_ids = PromptTokenIdsOf(accepted.prompt_token_ids, accepted.choices_per_prompt, i);
+    }
   }
   auto next_check = std::chrono::steady_clock::now() + kClientCheckInterval;
   while (!choices.all_finished()) {
@@ -68,6 +81,9 @@ void AnswerWhole(AcceptedCompletion accepted, const http::ResponseContext& ctx, 
     if (!scoring.echo_only) {  // else the one token generated is left out
       all.text += part.text;
       all.logprobs.insert(all.logprobs.end(), part.logprobs.begin(), part.logprobs.end());
+      if (ctx.return_token_ids) {
+        all.token_ids.insert(all.token_ids.end(), e->chunk.token_ids.begin(), e->chunk.token_ids.end());
+      }
     }
     if (e->chunk.finish_reason != proto::FinishReason::kNone) {
       all.finish_reason = e->chunk.finish_reason;
@@ -123,8 +139,10 @@ void AnswerStreaming(AcceptedCompletion accepted, const http::ResponseContext& c
           starts_text(std::move(accepted.starts_text)),
           echo_texts(std::move(accepted.echo_texts)),
           echoed(choices.size(), false),
+          prompt_ids_sent(choices.size(), false),
           echo_only(accepted.scoring.echo_only),
-          per_prompt(accepted.choices_per_prompt) {}
+          per_prompt(accepted.choices_per_prompt),
+          prompt_token_ids(std::move(accepted.prompt_token_ids)) {}
     // Choice i's usage so far, for continuous_usage_stats.
     proto::Usage UsageSoFar(uint32_t i) const {
       proto::Usage usage;
@@ -142,8 +160,13 @@ void AnswerStreaming(AcceptedCompletion accepted, const http::ResponseContext& c
     std::vector<bool> starts_text;           // AcceptedCompletion's
     std::vector<std::string> echo_texts;     // AcceptedCompletion's
     std::vector<bool> echoed;                // per choice: its echo text has been sent
+    std::vector<bool> prompt_ids_sent;       // per choice: its prompt_token_ids went out (completions)
     bool echo_only;                          // max_tokens 0 with echo: generated output left out
     uint32_t per_prompt;
+    std::vector<std::vector<uint32_t>> prompt_token_ids;  // AcceptedCompletion's
+    std::optional<std::vector<uint32_t>> PromptTokenIdsOfChoice(uint32_t i) const {
+      return PromptTokenIdsOf(prompt_token_ids, per_prompt, i);
+    }
     bool roles_sent = false;
     std::chrono::steady_clock::time_point last_write;
     std::optional<StreamEvent> pending;  // read before the headers went out
@@ -168,7 +191,7 @@ void AnswerStreaming(AcceptedCompletion accepted, const http::ResponseContext& c
           for (uint32_t i = 0; i < state->choices.size(); ++i) {
             const std::optional<proto::Usage> usage =
                 ctx.continuous_usage ? std::optional(state->UsageSoFar(i)) : std::nullopt;
-            if (!write(http::RenderChatRoleChunk(ctx, i, usage))) return give_up();
+            if (!write(http::RenderChatRoleChunk(ctx, i, usage, state->PromptTokenIdsOfChoice(i)))) return give_up();
           }
           // Chat's echo (vLLM's): each choice's content starts with the final message's.
           for (uint32_t i = 0; i < state->choices.size(); ++i) {
@@ -219,6 +242,13 @@ void AnswerStreaming(AcceptedCompletion accepted, const http::ResponseContext& c
           state->echoed[*index] = true;
           out.text = EchoTextOf(state->echo_texts, state->per_prompt, *index) + out.text;
         }
+        if (ctx.return_token_ids) {
+          out.token_ids = e->chunk.token_ids;
+          if (!chat && !state->prompt_ids_sent[*index]) {  // completions: the choice's first chunk
+            state->prompt_ids_sent[*index] = true;
+            out.prompt_token_ids = state->PromptTokenIdsOfChoice(*index);
+          }
+        }
         for (const http::TokenLogprob& t : out.logprobs) state->token_chars[*index] += CodePoints(t.token);
         state->generated_tokens[*index] += static_cast<uint32_t>(e->chunk.token_ids.size());
         // The replica's count is the one the final usage adds up.
@@ -226,7 +256,10 @@ void AnswerStreaming(AcceptedCompletion accepted, const http::ResponseContext& c
           state->generated_tokens[*index] = e->chunk.usage.completion_tokens;
         }
         if (ctx.continuous_usage) out.usage_so_far = state->UsageSoFar(*index);
-        if (!out.text.empty() || out.finish_reason != proto::FinishReason::kNone || !out.logprobs.empty()) {
+        // With return_token_ids a chunk of tokens whose text is held back (a stop string may
+        // begin there) goes out too: its ids would be lost otherwise.
+        if (!out.text.empty() || out.finish_reason != proto::FinishReason::kNone || !out.logprobs.empty() ||
+            !out.token_ids.empty() || out.prompt_token_ids) {
           const std::string event = chat ? http::RenderChatChunk(ctx, out) : http::RenderCompletionChunk(ctx, out);
           if (!write(event)) return give_up();
         }

@@ -51,6 +51,8 @@ struct AcceptedCompletion {
   // Per prompt, with echo: the text each of its choices starts with (EchoTexts).
   std::vector<std::string> echo_texts;
   PromptScoring scoring;  // completions: what the response shows of the prompt besides its text
+  // Per prompt, with vLLM's return_token_ids: its token ids as the model sees them.
+  std::vector<std::vector<uint32_t>> prompt_token_ids;
 };
 
 // OpenAI's error object for `s` with its HTTP status, and Retry-After (whole seconds, at least

@@ -469,6 +469,8 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
     }
   }
   std::vector<std::string> echo_texts = EchoTexts(cr, *prompts, core_.tokenizer());
+  std::vector<std::vector<uint32_t>> prompt_token_ids;
+  if (cr.return_token_ids) prompt_token_ids = *prompts;  // as the model sees them (cut, with BOS)
   PromptScoring scoring;
   scoring.echo_logprobs = cr.echo_logprobs;
   scoring.echo_only = cr.echo_only;
@@ -494,6 +496,7 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
   accepted->starts_text = std::move(starts_text);
   accepted->echo_texts = std::move(echo_texts);
   accepted->scoring = std::move(scoring);
+  accepted->prompt_token_ids = std::move(prompt_token_ids);
   http::ResponseContext ctx;
   ctx.request_id = ResponseId(accepted->request_ids.front());
   ctx.created_unix_s = UnixMillis() / 1000;
@@ -503,6 +506,7 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
   ctx.continuous_usage = ctx.include_usage && cr.continuous_usage;
   ctx.tokens_as_ids = cr.return_tokens_as_token_ids;
   ctx.prompt_logprobs = cr.vllm_prompt_logprobs >= 0;
+  ctx.return_token_ids = cr.return_token_ids;
   auto client = std::make_shared<HttpConnection>(req.local_addr, req.local_port, req.remote_addr,
                                                    req.remote_port);
   if (cr.stream) {

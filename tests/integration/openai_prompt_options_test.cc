@@ -146,5 +146,56 @@ TEST(OpenAiPromptOptionsTest, CacheSaltKeepsEachSaltsPrefixCacheApart) {
   EXPECT_EQ(empty.status, 400) << empty.body;
 }
 
+// vLLM's return_token_ids: the prompt's ids as the model saw them (as /tokenize counts them) and
+// the ids generated, whole and streamed, on both endpoints.
+TEST(OpenAiPromptOptionsTest, ReturnTokenIdsGivesThePromptsAndTheGeneratedIds) {
+  LocalCluster cluster({StoriesModelPath(), 1, 0});
+  std::string error;
+  ASSERT_TRUE(cluster.Start(&error)) << error;
+  const int port = cluster.http_port();
+  const std::string prompt = "Once upon a time";
+  const json tokenized = ParsedOk(Post(port, "/tokenize", json({{"prompt", prompt}}).dump()))["tokens"];
+  // The reference: the generated ids as logprobs name them.
+  json body = Completion(prompt, 8, false);
+  body["logprobs"] = 0;
+  body["return_tokens_as_token_ids"] = true;
+  body["return_token_ids"] = true;
+  const json whole = ParsedOk(Post(port, "/v1/completions", body.dump()));
+  const json& choice = whole["choices"][0];
+  std::vector<int64_t> generated;
+  for (const json& t : choice["logprobs"]["tokens"]) generated.push_back(std::stoll(t.get<std::string>().substr(9)));
+  ASSERT_EQ(generated.size(), 8u) << whole;
+  EXPECT_EQ(choice["token_ids"], json(generated)) << whole;
+  EXPECT_EQ(choice["prompt_token_ids"], tokenized) << whole;
+
+  // Streamed: the same ids over the chunks, the prompt's once, in the first.
+  body["stream"] = true;
+  const SseCompletion streamed = StreamCompletion(port, "/v1/completions", body);
+  EXPECT_TRUE(streamed.done) << streamed.error;
+  EXPECT_EQ(streamed.token_ids.at(0), generated);
+  ASSERT_EQ(streamed.prompt_token_ids.at(0).size(), 1u);
+  EXPECT_EQ(streamed.prompt_token_ids.at(0)[0], tokenized);
+
+  // Chat: the prompt's at the top (the template's text tokenized), the choices' in each.
+  const json messages = {{{"role", "user"}, {"content", "Tell me a story."}}};
+  json chat = {{"messages", messages}, {"max_tokens", 6}, {"temperature", 0}, {"return_token_ids", true}, {"n", 2}};
+  const json chat_whole = ParsedOk(Post(port, "/v1/chat/completions", chat.dump()));
+  const json chat_prompt = ParsedOk(Post(port, "/tokenize", json({{"messages", messages}}).dump()))["tokens"];
+  EXPECT_EQ(chat_whole["prompt_token_ids"], chat_prompt) << chat_whole;
+  ASSERT_EQ(chat_whole["choices"].size(), 2u);
+  for (const json& c : chat_whole["choices"]) {
+    EXPECT_EQ(c["token_ids"].size(), chat_whole["usage"]["completion_tokens"].get<size_t>() / 2) << chat_whole;
+    EXPECT_EQ(c["token_ids"], chat_whole["choices"][0]["token_ids"]);  // greedy: the same
+  }
+  chat["stream"] = true;
+  const SseCompletion chat_streamed = StreamCompletion(port, "/v1/chat/completions", chat);
+  EXPECT_TRUE(chat_streamed.done) << chat_streamed.error;
+  for (int64_t i : {0, 1}) {
+    EXPECT_EQ(json(chat_streamed.token_ids.at(i)), chat_whole["choices"][0]["token_ids"]) << i;
+    ASSERT_EQ(chat_streamed.prompt_token_ids.at(i).size(), 1u) << i;  // in its role chunk only
+    EXPECT_EQ(chat_streamed.prompt_token_ids.at(i)[0], chat_prompt);
+  }
+}
+
 }  // namespace
 }  // namespace bmad::testing

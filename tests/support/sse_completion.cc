@@ -45,6 +45,14 @@ SseCompletion StreamCompletion(int port, const std::string& path, const nlohmann
           out.texts[index] += choice["delta"]["content"].get<std::string>();
         }
         if (choice.contains("delta") && choice["delta"].contains("role")) ++out.role_chunks[index];
+        if (choice.contains("token_ids") && choice["token_ids"].is_array()) {
+          for (const auto& id : choice["token_ids"]) out.token_ids[index].push_back(id.get<int64_t>());
+        }
+        for (const nlohmann::json* holder : {&choice, static_cast<const nlohmann::json*>(&j)}) {
+          if (holder->contains("prompt_token_ids") && !(*holder)["prompt_token_ids"].is_null()) {
+            out.prompt_token_ids[index].push_back((*holder)["prompt_token_ids"]);
+          }
+        }
         if (choice.contains("logprobs") && choice["logprobs"].is_object() &&
             choice["logprobs"].contains("text_offset")) {
           for (const auto& o : choice["logprobs"]["text_offset"]) out.text_offsets.push_back(o.get<int64_t>());

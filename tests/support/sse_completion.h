@@ -25,6 +25,10 @@ struct SseCompletion {
   std::map<int64_t, std::vector<nlohmann::json>> usage_so_far;
   std::string finish_reason;
   std::vector<int64_t> text_offsets;  // completions with logprobs: every token's, in order
+  // return_token_ids: every chunk's token_ids, concatenated, by choice; and each non-null
+  // prompt_token_ids seen (a completions choice's, or a chat chunk's top-level one), by choice.
+  std::map<int64_t, std::vector<int64_t>> token_ids;
+  std::map<int64_t, std::vector<nlohmann::json>> prompt_token_ids;
   std::string error;               // an error event's JSON, if any
   int events = 0;                  // data events other than [DONE]
   bool done = false;               // [DONE] arrived

@@ -255,5 +255,16 @@ TEST(ParseCompletionRequest, CacheSaltIsANonEmptyString) {
   });
 }
 
+// return_token_ids: a boolean on both endpoints.
+TEST(ParseCompletionRequest, ReturnTokenIdsIsABoolean) {
+  const RequestLimits limits = TestLimits();
+  EXPECT_TRUE(Ok(ParseCompletionRequest(R"({"prompt": "x", "return_token_ids": true})", false, limits)).return_token_ids);
+  EXPECT_TRUE(Ok(ParseCompletionRequest(R"({"messages": [{"role": "user", "content": "x"}], "return_token_ids": true})",
+                                        true, limits))
+                  .return_token_ids);
+  EXPECT_FALSE(Ok(ParseCompletionRequest(R"({"prompt": "x", "return_token_ids": null})", false, limits)).return_token_ids);
+  ExpectRejected({{R"({"prompt": "x", "return_token_ids": "yes"})", false, {"'return_token_ids' must be a boolean"}}});
+}
+
 }  // namespace
 }  // namespace bmad::http

@@ -216,6 +216,41 @@ TEST(RenderCompletion, VllmsPromptLogprobs) {
   EXPECT_FALSE(Parse(RenderCompletion(Context(), output, SomeUsage()))["choices"][0].contains("prompt_logprobs"));
 }
 
+// vLLM's return_token_ids: "token_ids" in every choice; "prompt_token_ids" in each completions
+// choice (null in a stream's later chunks), at the top of a chat response and of its role chunks.
+TEST(RenderCompletion, VllmsReturnTokenIds) {
+  ResponseContext context = Context();
+  context.return_token_ids = true;
+  ChoiceOutput output;
+  output.text = "x y";
+  output.token_ids = {7, 8};
+  output.prompt_token_ids = std::vector<uint32_t>{1, 300, 301};
+  const Json choice = Parse(RenderCompletion(context, output, SomeUsage()))["choices"][0];
+  EXPECT_EQ(choice["token_ids"], Json({7, 8}));
+  EXPECT_EQ(choice["prompt_token_ids"], Json({1, 300, 301}));
+  const Json chat = Parse(RenderChatCompletion(context, output, SomeUsage()));
+  EXPECT_EQ(chat["prompt_token_ids"], Json({1, 300, 301}));
+  EXPECT_EQ(chat["choices"][0]["token_ids"], Json({7, 8}));
+  EXPECT_FALSE(chat["choices"][0].contains("prompt_token_ids"));
+  // Streamed: a later completions chunk has null; chat's role chunk carries the prompt's.
+  ChoiceOutput later;
+  later.text = "z";
+  later.token_ids = {9};
+  const Json chunk = ParseEvent(RenderCompletionChunk(context, later))["choices"][0];
+  EXPECT_TRUE(chunk["prompt_token_ids"].is_null());
+  EXPECT_EQ(chunk["token_ids"], Json({9}));
+  const Json role = ParseEvent(RenderChatRoleChunk(context, 0, std::nullopt, std::vector<uint32_t>{1, 300}));
+  EXPECT_EQ(role["prompt_token_ids"], Json({1, 300}));
+  EXPECT_EQ(role["choices"][0]["token_ids"], Json::array());
+  EXPECT_EQ(ParseEvent(RenderChatChunk(context, later))["choices"][0]["token_ids"], Json({9}));
+  // Not asked: no such fields.
+  const Json plain = Parse(RenderChatCompletion(Context(), output, SomeUsage()));
+  EXPECT_FALSE(plain.contains("prompt_token_ids"));
+  EXPECT_FALSE(plain["choices"][0].contains("token_ids"));
+  EXPECT_FALSE(Parse(RenderCompletion(Context(), output, SomeUsage()))["choices"][0].contains("token_ids"));
+  EXPECT_FALSE(ParseEvent(RenderChatRoleChunk(Context())).contains("prompt_token_ids"));
+}
+
 TEST(RenderCompletion, TopLogprobsListTheChosenTokenAndItsAlternatives) {
   ResponseContext context = Context();
   context.logprobs = true;
