@@ -186,6 +186,9 @@ std::optional<ChatFormat> DetectChatFormat(std::string_view jinja) {
     }
     format.reasoning_turns = Contains(jinja, "</think>") && Contains(jinja, "last_query_index");
     format.thinking_switch = Contains(jinja, "enable_thinking");
+    // QwQ and Qwen3's Thinking-2507 models: the generation prompt opens the reasoning block.
+    format.opens_think = Contains(jinja, "<|im_start|>assistant\\n<think>\\n") ||
+                         Contains(jinja, "<|im_start|>assistant\n<think>\n");
   }
   if (*detected == ChatTemplate::kMistralV3) {
     // The "tekken" templates (Mistral-Nemo, Ministral, Pixtral) write v3's turns without the

@@ -32,7 +32,9 @@ std::optional<ChatTemplate> DetectChatTemplate(std::string_view jinja_from_gguf)
 
 // DetectChatTemplate, plus the fixed text read from the template's string literals: chatml's
 // default system prompt (a literal holding "<|im_start|>system\n...<|im_end|>") and its
-// reasoning rule (a template that splits on "</think>" around ns.last_query_index); llama3.1's
+// reasoning rule (a template that splits on "</think>" around ns.last_query_index) and whether its
+// generation prompt opens a reasoning block ("<|im_start|>assistant\n<think>\n": QwQ,
+// Qwen3-Thinking-2507); llama3.1's
 // knowledge cutoff, date ("date_string" literal; none when the template calls strftime_now) and
 // default system message ("system_message" literal); mistral-v7-tekken's default system message
 // ("default_system_message": literals joined by +, and `today` where the template sets it to

@@ -216,9 +216,12 @@ ChatText RenderChatMLWithDefaultSystem(const ChatFormat& format, Messages messag
   // Qwen3's hybrid templates: with enable_thinking false the answer opens with an empty
   // reasoning block.
   const bool no_thinking = add_generation_prompt && format.thinking_switch && options.enable_thinking == false;
+  // QwQ's and Qwen3-Thinking-2507's: the answer always opens in a reasoning block.
+  const bool opens_think = add_generation_prompt && format.opens_think && !no_thinking;
   if (!format.reasoning_turns) {
     out += RenderChatML(messages, add_generation_prompt);
     if (no_thinking) out += "<think>\n\n</think>\n\n";
+    if (opens_think) out += "<think>\n";
     return out;
   }
   // The template's last_query_index: the last user message, else the last message.
@@ -243,6 +246,7 @@ ChatText RenderChatMLWithDefaultSystem(const ChatFormat& format, Messages messag
   }
   if (add_generation_prompt) out += "<|im_start|>assistant\n";
   if (no_thinking) out += "<think>\n\n</think>\n\n";
+  if (opens_think) out += "<think>\n";
   return out;
 }
 

@@ -156,7 +156,8 @@ struct ChatFormat {
   // zephyr: the text its template's eos_token writes after every turn, the model's end-of-sentence
   // token (the coordinator sets it from the vocabulary).
   std::string eos_text = "</s>";
-  // deepseek-r1: the generation prompt opens a reasoning block ("<think>\n").
+  // deepseek-r1, chatml: the generation prompt opens a reasoning block ("<think>\n"): R1's
+  // later templates; QwQ's and Qwen3's Thinking-2507 models' ("<|im_start|>assistant\n<think>\n").
   bool opens_think = false;
   // llama3.1: the "Cutting Knowledge Date: " line's value ("December 2023").
   std::string knowledge_cutoff;
