@@ -12,8 +12,8 @@
 namespace bmad::http {
 namespace {
 
-// The end of Qwen3-4B-Thinking-2507's template as its tokenizer_config.json holds it (JSON
-// escapes resolved: a Jinja "\n" escape is a backslash and an n here), tools left out.
+// Qwen3-4B-Thinking-2507's template, abridged: its tools and reasoning_content branches left out
+// (JSON escapes resolved: a Jinja "\n" escape is a backslash and an n here).
 constexpr const char* kThinking2507 = R"J({%- set ns = namespace(multi_step_tool=true, last_query_index=messages|length - 1) %}
 {%- for message in messages %}
     {%- if message.content is string %}
