@@ -23,23 +23,14 @@
 #include "coordinator/server/coordinator_server.h"
 #include "coordinator/server/submit_input.h"
 
+// (httplib::Response, HttpConnection and the others AcceptedCompletion needs are declared in
+// completion_answer.h.)
 namespace httplib {
 class Server;
 class Request;
-class Response;
 }  // namespace httplib
 
-namespace bmad::tokenizer {
-class Tokenizer;
-}  // namespace bmad::tokenizer
-
-namespace bmad {
-class HttpConnection;
-}  // namespace bmad
-
 namespace bmad::coord {
-
-class HttpStream;
 
 class HttpFrontend {
  public:
