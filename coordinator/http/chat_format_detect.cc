@@ -175,10 +175,14 @@ std::optional<ChatFormat> DetectChatFormat(std::string_view jinja) {
   if (*detected == ChatTemplate::kLlama31) return Llama31Format(jinja);
   ChatFormat format(*detected);
   if (*detected == ChatTemplate::kMistralV7Tekken) {
-    std::optional<MistralDefaultSystem> system = ReadMistralDefaultSystem(jinja);
-    if (!system) return std::nullopt;
-    format.default_system = std::move(system->text);
-    format.default_system_date_at = std::move(system->date_at);
+    // A default this reader cannot evaluate: the format without it (the caller warns), which is
+    // nearer what the model was trained on than another format would be.
+    if (std::optional<MistralDefaultSystem> system = ReadMistralDefaultSystem(jinja)) {
+      format.default_system = std::move(system->text);
+      format.default_system_date_at = std::move(system->date_at);
+    } else {
+      format.default_system_unread = true;
+    }
   }
   if (*detected == ChatTemplate::kChatML) {
     if (std::optional<std::string> system = ChatMLDefaultSystem(jinja)) {

@@ -39,8 +39,8 @@ std::optional<ChatTemplate> DetectChatTemplate(std::string_view jinja_from_gguf)
 // default system message ("system_message" literal); mistral-v7-tekken's default system message
 // ("default_system_message": literals joined by +, and `today` where the template sets it to
 // strftime_now("%Y-%m-%d")). What is not found keeps its reference value. A mistral-v7-tekken
-// template whose default system message is some other expression is not recognised (nullopt):
-// its prompts would lack the text the model was trained with.
+// template whose default system message is some other expression gets none, and
+// ChatFormat::default_system_unread says so.
 std::optional<ChatFormat> DetectChatFormat(std::string_view jinja_from_gguf);
 
 // The format chat requests use: `configured_name` when set (its reference values; an unknown

@@ -80,7 +80,7 @@ enum class ChatTemplate {
   //   "[INST] s\n\nu1 [/INST]a1</s>[INST] u2 [/INST]"   (v0.1's: "</s> [INST]")
   //   [gen] nothing
   kMistralLegacy,
-  // (mistral-v7-tekken) Mistral Small 3 and 3.1 ("v7 tekken"). Any roles, any order, contents as
+  // (mistral-v7-tekken) Mistral Small 3 and its kind ("v7 tekken"). Any roles, any order, contents as
   // they are. A system block always opens the text: the first message's content when it is a
   // system message, else the template's default system message (ChatFormat::default_system;
   // none by name, as llama.cpp's built-in one), left out when that is empty. A later system
@@ -134,8 +134,11 @@ struct ChatFormat {
   // Mistral Small 3's.
   std::string default_system;
   // mistral-v7-tekken: offsets in default_system where the request's date goes ("2026-12-02",
-  // UTC: strftime_now("%Y-%m-%d") in Mistral Small 3.1's), in ascending order.
+  // UTC: where the template's default calls strftime_now("%Y-%m-%d")), in ascending order.
   std::vector<size_t> default_system_date_at;
+  // The model's template has a default system message this reader could not evaluate (an
+  // expression other than literals and the date): none is written (the coordinator warns).
+  bool default_system_unread = false;
   // chatml: Qwen3's rule for reasoning in assistant turns. A turn before the last user message
   // loses its "<think>...</think>" part (the content after the last "</think>" is kept); a turn
   // after it keeps the reasoning as "<think>\nr\n</think>\n\n" before its content, and when it

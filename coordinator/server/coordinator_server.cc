@@ -108,6 +108,12 @@ Status CoordinatorServer::Core::Start() {
     if (vocabulary.eos_id >= 0 && static_cast<size_t>(vocabulary.eos_id) < vocabulary.texts.size()) {
       chat_format_.eos_text = vocabulary.texts[static_cast<size_t>(vocabulary.eos_id)];
     }
+    if (chat_format_.default_system_unread) {
+      log::Warn(kLog, "the model's chat template has a default system message bmad cannot read; chat "
+                      "requests without a system message get none",
+                {{"chat_template", std::string(http::ChatTemplateName(chat_format_.chat_template))},
+                 {"hint", "send the system message the model expects"}});
+    }
     if (c.model.chat_template.empty() && !detected) {
       // A model's own format matters: prompts in another one degrade its answers quietly.
       const std::string fallback(http::ChatTemplateName(http::kDefaultChatTemplate));

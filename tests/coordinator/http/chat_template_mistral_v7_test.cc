@@ -1,4 +1,4 @@
-// Mistral-v7-tekken (Mistral Small 3 and 3.1): recognised from its template, its default system
+// Mistral-v7-tekken (Mistral Small 3 and its kind): recognised from its template, its default system
 // message read (with the request's date where the template calls strftime_now), rendered as the
 // reference template renders it.
 #include <chrono>
@@ -20,9 +20,11 @@ std::chrono::system_clock::time_point LateOn(int year, unsigned month, unsigned 
          std::chrono::hours{23};  // late in the day: the date is UTC's
 }
 
-// Mistral-Small-3.1-24B-Instruct-2503's template as its tokenizer_config.json holds it (JSON
-// escapes resolved: a Jinja "\n" escape is a backslash and an n here), text-only parts.
-constexpr const char* kSmall31 = R"J({%- set today = strftime_now("%Y-%m-%d") %}
+// A Mistral Small 3 template with a dated default system message, the shape of Small 3.1's
+// (literals joined by + around `today`, set from strftime_now), as third-party renderers carry
+// it; JSON escapes resolved (a Jinja "\n" escape is a backslash and an n here). Not checked
+// against the files Mistral published.
+constexpr const char* kSmall3Dated = R"J({%- set today = strftime_now("%Y-%m-%d") %}
 {%- set default_system_message = "You are Mistral Small 3, a Large Language Model (LLM) created by Mistral AI, a French startup headquartered in Paris.\nYour knowledge base was last updated on 2023-10-01. The current date is " + today + ".\n\nWhen you're not sure about some information, you say that you don't have the information and don't make up anything.\nIf the user's question is not clear, ambiguous, or does not provide enough context for you to accurately answer the question, you do not try to answer it right away and you rather ask the user to clarify their request (e.g. \"What are some good restaurants around me?\" => \"Where are you?\" or \"When is the next flight to Tokyo\" => \"Where do you travel from?\")" %}
 
 {{- bos_token }}
@@ -56,8 +58,8 @@ std::string Rendered(const ChatFormat& format, const std::vector<ChatMessage>& m
 }
 
 TEST(MistralV7Tekken, RecognisedWithItsDefaultSystemMessageAndTheRequestsDate) {
-  EXPECT_EQ(DetectChatTemplate(kSmall31), ChatTemplate::kMistralV7Tekken);
-  const std::optional<ChatFormat> format = DetectChatFormat(kSmall31);
+  EXPECT_EQ(DetectChatTemplate(kSmall3Dated), ChatTemplate::kMistralV7Tekken);
+  const std::optional<ChatFormat> format = DetectChatFormat(kSmall3Dated);
   ASSERT_TRUE(format.has_value());
   EXPECT_EQ(format->chat_template, ChatTemplate::kMistralV7Tekken);
   const std::string expected_system =
@@ -75,7 +77,7 @@ TEST(MistralV7Tekken, RecognisedWithItsDefaultSystemMessageAndTheRequestsDate) {
 }
 
 TEST(MistralV7Tekken, RendersTurnsAsTheReferenceTemplate) {
-  const std::optional<ChatFormat> format = DetectChatFormat(kSmall31);
+  const std::optional<ChatFormat> format = DetectChatFormat(kSmall3Dated);
   ASSERT_TRUE(format.has_value());
   // The caller's system message replaces the default; contents are kept as they are (no strip);
   // an assistant turn ends with the model's end-of-sentence token; nothing follows the last
@@ -108,7 +110,7 @@ TEST(MistralV7Tekken, RendersTurnsAsTheReferenceTemplate) {
 }
 
 TEST(MistralV7Tekken, DefaultSystemMessagesReadAsLiteralsOrNotRecognised) {
-  // Mistral-Small-24B-Instruct-2501's: one literal, no date.
+  // A default of one literal, no date.
   const std::string small3 =
       R"J({%- set default_system_message = "You are Mistral Small 3.\nBe kind." %})J"
       R"J({{- bos_token }}{{- '[SYSTEM_PROMPT]' + system_message + '[/SYSTEM_PROMPT]' }}{{- '[INST]' + message['content'] + '[/INST]' }})J";
@@ -126,8 +128,8 @@ TEST(MistralV7Tekken, DefaultSystemMessagesReadAsLiteralsOrNotRecognised) {
   format = DetectChatFormat(single);
   ASSERT_TRUE(format.has_value());
   EXPECT_EQ(Rendered(*format, {{ChatRole::kUser, "Hi"}}), "[SYSTEM_PROMPT]Day 2026-12-02.[/SYSTEM_PROMPT][INST]Hi[/INST]");
-  // An expression this reader cannot evaluate: not recognised, so the coordinator says so and
-  // falls back, rather than writing a system prompt the model was not trained with.
+  // An expression this reader cannot evaluate: the format without a default system message,
+  // marked so that the coordinator warns.
   for (const std::string unknown : {
            R"J({%- set default_system_message = "It is " + yesterday + "." %}[SYSTEM_PROMPT][INST])J",
            R"J({%- set default_system_message = "It is " + today + "." %}[SYSTEM_PROMPT][INST])J",  // today unset
@@ -135,8 +137,13 @@ TEST(MistralV7Tekken, DefaultSystemMessagesReadAsLiteralsOrNotRecognised) {
            R"J({%- set default_system_message = "Hi" | trim %}[SYSTEM_PROMPT][INST])J",
            R"J({%- set default_system_message = "never closed [SYSTEM_PROMPT][INST])J"}) {
     EXPECT_EQ(DetectChatTemplate(unknown), ChatTemplate::kMistralV7Tekken) << unknown;
-    EXPECT_FALSE(DetectChatFormat(unknown).has_value()) << unknown;
+    const std::optional<ChatFormat> unread = DetectChatFormat(unknown);
+    ASSERT_TRUE(unread.has_value()) << unknown;
+    EXPECT_EQ(unread->chat_template, ChatTemplate::kMistralV7Tekken);
+    EXPECT_TRUE(unread->default_system_unread) << unknown;
+    EXPECT_EQ(Rendered(*unread, {{ChatRole::kUser, "Hi"}}), "[INST]Hi[/INST]") << unknown;
   }
+  EXPECT_FALSE(DetectChatFormat(kSmall3Dated)->default_system_unread);
 }
 
 TEST(MistralV7Tekken, TheSpacedV7AndOtherMistralTemplatesAreNotIt) {
