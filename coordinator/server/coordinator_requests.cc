@@ -347,7 +347,10 @@ void CoordinatorServer::Core::DispatchQueued() {
   // dispatches the queue again from inside this loop, which may dispatch, fail and free the
   // requests listed here.
   std::vector<uint64_t> queued;
-  for (const CoordRequest* r : requests_.Queued(now)) queued.push_back(r->id);
+  // Every replica full, draining or dead: only deadlines to check, in any order (ranking a deep
+  // queue on every arrival, when nothing can be placed, would cost the loop for nothing).
+  const bool any_takes = replicas_.AnyTakesRequests();
+  for (const CoordRequest* r : requests_.Queued(now, /*ranked=*/any_takes)) queued.push_back(r->id);
   // A request no replica can take (none live, accepting, with room in its pool and the context
   // it needs) tells the same of every later one of its pool that needs as much context: those
   // wait for the next pass without a pick each. A deep queue while every replica drains (a
@@ -355,8 +358,7 @@ void CoordinatorServer::Core::DispatchQueued() {
   // loop. Kept per pool: a full normal pool says nothing of the long-tail one.
   std::optional<int64_t> unplaceable_from[2];
   const auto nothing_placeable = [&] { unplaceable_from[0] = unplaceable_from[1] = 0; };
-  // Every replica full, draining or dead: only deadlines to check.
-  if (!replicas_.AnyTakesRequests()) nothing_placeable();
+  if (!any_takes) nothing_placeable();
   for (uint64_t id : queued) {
     CoordRequest* r = requests_.Find(id);
     if (r == nullptr || r->state != RequestState::kQueued) continue;

@@ -102,24 +102,24 @@ void RequestTable::SetState(CoordRequest* r, RequestState state) {
   r->state = state;
 }
 
-std::vector<CoordRequest*> RequestTable::Queued(int64_t now_ns) {
+std::vector<CoordRequest*> RequestTable::Queued(int64_t now_ns, bool ranked) {
   std::vector<CoordRequest*> out;
   out.reserve(queue_.size());
   for (const auto& [key, arrival, id] : queue_) out.push_back(requests_.at(id).get());
-  if (!by_priority_) return out;
+  if (!by_priority_ || !ranked) return out;
   // The set's order is the effective priority's without deadline pressure, which grows with
   // time at a rate of its own per request: ranked afresh (ties keep the set's order: arrival).
   const int64_t now_ms = now_ns / 1'000'000;
-  std::vector<std::pair<double, CoordRequest*>> ranked;
-  ranked.reserve(out.size());
+  std::vector<std::pair<double, CoordRequest*>> by_rank;
+  by_rank.reserve(out.size());
   for (CoordRequest* r : out) {
     const int64_t arrival_ms = r->arrival_ns / 1'000'000;
     const int64_t slo_ms = r->slo_ms > 0 ? int64_t{r->slo_ms} : default_slo_ms_;
     const WaitingRequest waiting{r->priority, now_ms - arrival_ms, arrival_ms, arrival_ms + slo_ms};
-    ranked.emplace_back(EffectivePriority(waiting, now_ms, priority_decay_), r);
+    by_rank.emplace_back(EffectivePriority(waiting, now_ms, priority_decay_), r);
   }
-  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  for (size_t i = 0; i < ranked.size(); ++i) out[i] = ranked[i].second;
+  std::stable_sort(by_rank.begin(), by_rank.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (size_t i = 0; i < by_rank.size(); ++i) out[i] = by_rank[i].second;
   return out;
 }
 

@@ -116,7 +116,9 @@ class RequestTable {
   // first, is left to the replicas: a coordinator queue is there because every replica is full,
   // and its requests have mostly waited that long, so the guard would make it first come, first
   // served, classes and deadlines ignored.)
-  std::vector<CoordRequest*> Queued(int64_t now_ns);
+  // `ranked` false: the set's order (class and aging, arrival), without deadline pressure, for a
+  // pass that only checks queue deadlines.
+  std::vector<CoordRequest*> Queued(int64_t now_ns, bool ranked = true);
   size_t queued() const { return queue_.size(); }
   std::vector<CoordRequest*> All();
   size_t size() const { return requests_.size(); }

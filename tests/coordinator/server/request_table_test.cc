@@ -98,6 +98,11 @@ TEST_F(RequestTableTest, ByPriorityANearingDeadlineMovesARequestAhead) {
   // Past its deadline tight gains a class a second. At 12 s: tight -1 + 1.5 + 1 + 1 = 2.5,
   // relaxed -1 + 2 + 0.4 = 1.4, urgent 0 + 1 + 0.2 = 1.2.
   EXPECT_EQ(Order(table, 12.0), (std::vector<uint64_t>{tight, relaxed, urgent}));
+  // Unranked (a pass that only checks queue deadlines): class + arrival seconds alone, 11, 11.5
+  // and 11 (the tie by arrival).
+  std::vector<uint64_t> unranked;
+  for (const CoordRequest* r : table.Queued(12 * kSecond, /*ranked=*/false)) unranked.push_back(r->id);
+  EXPECT_EQ(unranked, (std::vector<uint64_t>{relaxed, urgent, tight}));
   // Refused by a replica and queued again: its place is the same.
   table.SetState(table.Find(tight), RequestState::kDispatched);
   EXPECT_EQ(Order(table, 12.0), (std::vector<uint64_t>{relaxed, urgent}));
