@@ -8,6 +8,8 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 
 #include "tests/support/paths.h"
@@ -316,6 +318,39 @@ TEST(GgufFileTest, RejectsTensorDataPastTheEnd) {
   EXPECT_EQ(Parse(far.str()).code(), StatusCode::kDataLoss);
 }
 
+// More after the last tensor than its padding: infos read as data. A tensor count one too low
+// (the shared model's, decremented) left every tensor read from the wrong bytes.
+TEST(GgufFileTest, RejectsDataAfterTheLastTensorsPadding) {
+  RawGguf trailing;
+  trailing.Header(3, 1, 0).Tensor("a", {16}, kF32, 0).PadTo(32).Zeros(64 + 32);
+  Status s = Parse(trailing.str());
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(), HasSubstr("32 bytes follow the data of the last of its 1 tensors"));
+  EXPECT_THAT(s.message(), HasSubstr("the header's tensor count is too low"));
+  // Padding short of the alignment passes, and so does a last tensor without its padding.
+  RawGguf padded;
+  padded.Header(3, 1, 0).Tensor("a", {15}, kF32, 0).PadTo(32).Zeros(64);  // 60 bytes, 4 of padding
+  EXPECT_TRUE(Parse(padded.str()).ok()) << Parse(padded.str()).ToString();
+  RawGguf unpadded;
+  unpadded.Header(3, 1, 0).Tensor("a", {15}, kF32, 0).PadTo(32).Zeros(60);
+  EXPECT_TRUE(Parse(unpadded.str()).ok()) << Parse(unpadded.str()).ToString();
+
+  // stories260K with its tensor count one too low.
+  std::string bytes;
+  {
+    std::ifstream in(ModelPath("stories260K.gguf"), std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  ASSERT_GT(bytes.size(), 24u);
+  uint64_t count = 0;
+  std::memcpy(&count, bytes.data() + 8, sizeof count);
+  --count;
+  std::memcpy(bytes.data() + 8, &count, sizeof count);
+  s = Parse(bytes);
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.ToString();
+  EXPECT_THAT(s.message(), HasSubstr("the header's tensor count is too low"));
+}
+
 TEST(GgufFileTest, RejectsTensorsThatShareData) {
   // A small file of tensors all pointing at one block would have the loader prepare each as
   // its own (a 6 MB file took 2 GB).
@@ -437,7 +472,7 @@ TEST(GgufFileTest, RejectsHugeArraysAndLongTensorNames) {
   name.Header(3, 1, 0).Tensor(std::string(64, 'n'), {8}, kF32, 0).PadTo(32).Zeros(64);
   EXPECT_THAT(Parse(name.str()).message(), HasSubstr("longer than 63 bytes"));
   RawGguf ok;
-  ok.Header(3, 1, 0).Tensor(std::string(63, 'n'), {8}, kF32, 0).PadTo(32).Zeros(64);
+  ok.Header(3, 1, 0).Tensor(std::string(63, 'n'), {8}, kF32, 0).PadTo(32).Zeros(32);
   EXPECT_TRUE(Parse(ok.str()).ok());
 }
 

@@ -385,6 +385,17 @@ Status GgufFile::Parse() {
                       "' (" + std::to_string(before.nbytes) + " bytes at " + std::to_string(before.offset) + ")");
     }
   }
+  // Writers end the file with the last tensor's data and its padding. More after it means tensor
+  // infos were read as data: a tensor count one too low puts the data section's start inside the
+  // last info, and every tensor would be read from the wrong bytes, silently.
+  uint64_t data_end = data_start;
+  for (const TensorInfo& t : tensors_) data_end = std::max(data_end, data_start + t.offset + t.nbytes);
+  if (size_ > data_end && size_ - data_end >= alignment_) {
+    return DataLoss(path_ + ": " + std::to_string(size_ - data_end) + " bytes follow the data of the last of its " +
+                    std::to_string(tensors_.size()) + " tensors (which ends at byte " + std::to_string(data_end) +
+                    "), more than its padding to " + std::to_string(alignment_) +
+                    ": the header's tensor count is too low, or the file holds data no tensor names");
+  }
   return Status::Ok();
 }
 
