@@ -59,6 +59,8 @@ struct SamplingParams {
                                       # alternatives per position; -1: none
   cacheSalt @24 :Text;                # vLLM's cache_salt: prefix-cache blocks are shared only
                                       # among requests with the same salt (empty: none)
+  disableAnyWhitespace @25 :Bool;     # vLLM's: a JSON response format's output has no
+                                      # whitespace outside its strings
 }
 
 struct LogitBias {

@@ -150,6 +150,7 @@ void Fill(wire::SamplingParams::Builder b, const SamplingParams& s) {
   b.setRegex(Txt(s.regex));
   b.setPromptLogprobs(s.prompt_logprobs);
   b.setCacheSalt(Txt(s.cache_salt));
+  b.setDisableAnyWhitespace(s.disable_any_whitespace);
   SetList(b.initAllowedTokenIds(static_cast<unsigned>(s.allowed_token_ids.size())), s.allowed_token_ids);
   auto bad_words = b.initBadWords(static_cast<unsigned>(s.bad_words.size()));
   for (size_t i = 0; i < s.bad_words.size(); ++i) {
@@ -363,6 +364,7 @@ SamplingParams Read(wire::SamplingParams::Reader r) {
   s.regex = GetText(r.getRegex());
   s.prompt_logprobs = r.getPromptLogprobs();
   s.cache_salt = GetText(r.getCacheSalt());
+  s.disable_any_whitespace = r.getDisableAnyWhitespace();
   s.allowed_token_ids = GetList<uint32_t>(r.getAllowedTokenIds());
   for (auto word : r.getBadWords()) s.bad_words.push_back(GetList<uint32_t>(word));
   return s;

@@ -31,7 +31,8 @@ namespace bmad::proto {
 // replica would ignore the first two and refuse the format as unknown).
 // 10: SamplingParams.prompt_logprobs and TokenChunk's prompt_* fields (a version 9 replica would
 // not score the prompt).
-// 11: SamplingParams.cache_salt (a version 10 replica would share its prefix cache across salts).
+// 11: SamplingParams.cache_salt (a version 10 replica would share its prefix cache across salts)
+// and disable_any_whitespace (it would write whitespace in JSON output).
 inline constexpr uint16_t kProtocolVersion = 11;
 
 enum class FinishReason : uint8_t { kNone = 0, kStop, kLength, kCancelled, kError };
@@ -98,6 +99,9 @@ struct SamplingParams {
   // for requests with the same salt (block hashes start from RootBlockHash(cache_salt)); empty:
   // the cache every request without a salt shares.
   std::string cache_salt;
+  // vLLM's disable_any_whitespace: with kJsonObject or kJsonSchema, no whitespace between the
+  // value's tokens (inside its strings it is text).
+  bool disable_any_whitespace = false;
   friend bool operator==(const SamplingParams&, const SamplingParams&) = default;
 };
 

@@ -113,7 +113,7 @@ Status AddResponseFormat(const JsonFields& body, Found& found) {
 
 // vLLM's StructuredOutputsParams. Its constraints are counted with the other fields' (two in
 // it are refused like two anywhere); its options must leave the output as this server makes it.
-Status AddStructuredOutputs(const JsonFields& body, Found& found) {
+Status AddStructuredOutputs(const JsonFields& body, Found& found, bool& compact) {
   const Json* spec = body.Find("structured_outputs");
   if (spec == nullptr || (spec->is_object() && spec->empty())) return Status::Ok();
   if (!spec->is_object()) return MustBe("structured_outputs", "an object", *spec);
@@ -141,11 +141,10 @@ Status AddStructuredOutputs(const JsonFields& body, Found& found) {
                            "takes up to a few whitespace bytes wherever JSON allows them");
   }
   BMAD_RETURN_IF_ERROR(fields.Bool("disable_fallback").status());  // one backend: nothing to fall back on
+  // Whitespace-free JSON (the schema's or JSON mode's, whichever constraint is given); a regex
+  // or a choice is its own text.
   BMAD_ASSIGN_OR_RETURN(const std::optional<bool> no_whitespace, fields.Bool("disable_any_whitespace"));
-  if (no_whitespace.value_or(false)) {
-    return InvalidArgument("'structured_outputs.disable_any_whitespace' is not supported except as "
-                           "false: JSON output may hold whitespace between its tokens");
-  }
+  compact = no_whitespace.value_or(false);
   // vLLM adds "additionalProperties": false to each object that declares properties and says
   // nothing of others. Such an object here never gets a key it does not declare, with the flag
   // or without it (json_schema.h), so both values give what vLLM gives with it set.
@@ -167,7 +166,8 @@ Result<std::string> ReadOutputConstraint(const JsonFields& body, proto::Sampling
   BMAD_RETURN_IF_ERROR(AddRegex("guided_regex", body.Find("guided_regex"), found));
   BMAD_RETURN_IF_ERROR(AddChoice("guided_choice", body.Find("guided_choice"), found));
   BMAD_RETURN_IF_ERROR(AddSchema("guided_json", body.Find("guided_json"), found));
-  BMAD_RETURN_IF_ERROR(AddStructuredOutputs(body, found));
+  bool compact = false;
+  BMAD_RETURN_IF_ERROR(AddStructuredOutputs(body, found, compact));
   BMAD_RETURN_IF_ERROR(AddResponseFormat(body, found));
   if (found.size() > 1) {
     const std::string& first = found[0].field;
@@ -183,6 +183,8 @@ Result<std::string> ReadOutputConstraint(const JsonFields& body, proto::Sampling
   sampling.response_format = c.format;
   if (c.format == proto::ResponseFormat::kJsonSchema) sampling.json_schema = std::move(c.text);
   if (c.format == proto::ResponseFormat::kRegex) sampling.regex = std::move(c.text);
+  sampling.disable_any_whitespace = compact && (c.format == proto::ResponseFormat::kJsonObject ||
+                                                c.format == proto::ResponseFormat::kJsonSchema);
   return c.value_field.empty() ? c.field : c.value_field;
 }
 

@@ -39,6 +39,7 @@ std::vector<Message> SampleMessages() {
   sampling.bad_words = {{261}, {378, 9, 1}, {}};
   sampling.prompt_logprobs = 1;
   sampling.cache_salt = "tenant-\xc3\xa9";
+  sampling.disable_any_whitespace = true;
 
   Submit text_submit{"c-1", "stories", false, "Once upon a time", {}, sampling, 0, 1500, true, "sk-test-1"};
   SamplingParams json_object;

@@ -572,6 +572,25 @@ TEST(OpenAiFeaturesTest, JsonSchemaResponsesAreValuesTheSchemaAllows) {
       EXPECT_EQ(SchemaViolation(json::parse(text), schema), "") << text;
     }
   }
+  // vLLM's disable_any_whitespace: the same schema, compact (the greedy text above has spaces).
+  for (const bool stream : {false, true}) {
+    json body = Completion("Once upon a time", 120, stream);
+    body["structured_outputs"] = {{"json", schema}, {"disable_any_whitespace", true}};
+    const auto [text, finish] = Answer(cluster.http_port(), body);
+    EXPECT_EQ(finish, "stop") << text;
+    ASSERT_EQ(JudgeJson(text), JsonVerdict::kWhole) << text;
+    EXPECT_EQ(SchemaViolation(json::parse(text), schema), "") << text;
+    bool in_string = false, escaped = false;
+    for (const char c : text) {
+      if (in_string) {
+        in_string = escaped || c != '"';
+        escaped = !escaped && c == '\\';
+        continue;
+      }
+      in_string = c == '"';
+      EXPECT_TRUE(c != ' ' && c != '\n' && c != '\t' && c != '\r') << "whitespace outside a string: " << text;
+    }
+  }
   // The order the body declares the properties in is the order they are written in.
   const std::string ordered = R"({"prompt": "Once upon a time", "max_tokens": 60, "temperature": 0,
       "response_format": {"type": "json_schema", "json_schema": {"name": "pair", "schema": {"type": "object",

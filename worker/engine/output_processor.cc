@@ -31,7 +31,8 @@ Result<std::optional<sampling::OutputConstraint>> MakeOutputConstraint(
     BMAD_ASSIGN_OR_RETURN(schema, sampling::JsonSchema::Compile(params.json_schema));
   }
   return std::optional(
-      sampling::OutputConstraint(sampling::JsonConstraint(texts, TokensThatEnd(tokenizer, params), std::move(schema))));
+      sampling::OutputConstraint(sampling::JsonConstraint(texts, TokensThatEnd(tokenizer, params), std::move(schema),
+                                                          params.disable_any_whitespace)));
 }
 
 OutputProcessor::OutputProcessor(const tokenizer::Tokenizer& tokenizer,

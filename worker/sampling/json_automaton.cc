@@ -38,7 +38,7 @@ bool JsonAutomaton::complete() const {
 }
 
 bool JsonAutomaton::Whitespace() {
-  if (whitespace_run_ >= kMaxWhitespaceRun) return false;
+  if (compact_ || whitespace_run_ >= kMaxWhitespaceRun) return false;
   ++whitespace_run_;
   return true;
 }

@@ -37,7 +37,10 @@ class JsonAutomaton {
   // A number's value stays below 10^kMaxDecimalMagnitude (DBL_MAX is about 1.8 x 10^308).
   static constexpr int32_t kMaxDecimalMagnitude = 308;
 
-  explicit JsonAutomaton(TopLevel top = TopLevel::kObject) : object_only_(top == TopLevel::kObject) {}
+  // `compact`: no whitespace between the tokens of the structure at all (vLLM's
+  // disable_any_whitespace); inside strings it is text as any other.
+  explicit JsonAutomaton(TopLevel top = TopLevel::kObject, bool compact = false)
+      : object_only_(top == TopLevel::kObject), compact_(compact) {}
 
   // Reads one byte. False when no JSON text within the limits begins with the bytes read so far
   // followed by this one; the automaton is then spent (probe a copy).
@@ -116,6 +119,7 @@ class JsonAutomaton {
   bool in_key_ = false;
   bool low_surrogate_next_ = false;  // a high surrogate escape was read: "\uDC00".."\uDFFF" next
   bool object_only_;
+  bool compact_;
 };
 
 }  // namespace bmad::sampling

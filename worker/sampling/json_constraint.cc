@@ -8,11 +8,12 @@
 namespace bmad::sampling {
 
 JsonConstraint::JsonConstraint(std::shared_ptr<const TokenTexts> texts, std::vector<int32_t> end_tokens,
-                               std::shared_ptr<const JsonSchema> schema)
+                               std::shared_ptr<const JsonSchema> schema, bool compact)
     : texts_(std::move(texts)),
       end_tokens_(std::move(end_tokens)),
       schema_(std::move(schema)),
-      automaton_(schema_.get()) {}
+      compact_(compact),
+      automaton_(schema_.get(), compact) {}
 
 
 bool JsonConstraint::Ends(int32_t token) const {
@@ -21,7 +22,7 @@ bool JsonConstraint::Ends(int32_t token) const {
 
 Status JsonConstraint::Sync(std::span<const int32_t> generated) {
   if (generated.size() < read_) {
-    automaton_ = SchemaAutomaton(schema_.get());
+    automaton_ = SchemaAutomaton(schema_.get(), compact_);
     read_ = 0;
     ended_ = false;
   }

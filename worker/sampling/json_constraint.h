@@ -33,8 +33,9 @@ class JsonConstraint {
  public:
   // `end_tokens`: what ends the output (engine::TokensThatEnd); allowed once the value is
   // complete, and only then.
+  // `compact`: no whitespace outside strings (vLLM's disable_any_whitespace).
   JsonConstraint(std::shared_ptr<const TokenTexts> texts, std::vector<int32_t> end_tokens,
-                 std::shared_ptr<const JsonSchema> schema = JsonSchema::AnyObject());
+                 std::shared_ptr<const JsonSchema> schema = JsonSchema::AnyObject(), bool compact = false);
 
   // Reads the output's tokens not read yet. Between calls the output only grows (a shorter one
   // is read again from its start). kInvalidArgument naming the token when one cannot continue
@@ -53,6 +54,7 @@ class JsonConstraint {
   std::shared_ptr<const TokenTexts> texts_;
   std::vector<int32_t> end_tokens_;
   std::shared_ptr<const JsonSchema> schema_;
+  bool compact_;
   SchemaAutomaton automaton_;  // reads *schema_ (shared, so copies of this read it too)
   size_t read_ = 0;     // output tokens read into the automaton
   bool ended_ = false;  // an end token was read: nothing follows it

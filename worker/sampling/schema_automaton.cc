@@ -16,6 +16,7 @@ bool StartsNumber(uint8_t b) { return b == '-' || IsDigit(b); }
 
 SchemaAutomaton& SchemaAutomaton::operator=(const SchemaAutomaton& other) {
   schema_ = other.schema_;
+  compact_ = other.compact_;
   std::copy_n(other.frames_.begin(), other.depth_, frames_.begin());
   depth_ = other.depth_;
   done_ = other.done_;
@@ -97,7 +98,8 @@ bool SchemaAutomaton::StartValue(uint16_t index, uint8_t byte) {
   magnitude_ = 0;
   string_chars_ = 0;
   json_ = JsonAutomaton(node.kind == Kind::kAnyObject ? JsonAutomaton::TopLevel::kObject
-                                                      : JsonAutomaton::TopLevel::kAnyValue);
+                                                      : JsonAutomaton::TopLevel::kAnyValue,
+                        compact_);
   return FeedLeaf(byte) == LeafResult::kTaken;
 }
 
@@ -257,6 +259,7 @@ void SchemaAutomaton::EndValue() {
 }
 
 bool SchemaAutomaton::Whitespace(Frame& f, uint8_t byte) {
+  if (compact_) return false;
   // f.whitespace: 0 none yet, 1 one space (the gap is full), 2 + n a newline and n indents.
   if (f.whitespace == 0 && (byte == ' ' || byte == '\n')) {
     f.whitespace = byte == ' ' ? 1 : 2;

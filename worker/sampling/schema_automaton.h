@@ -36,7 +36,8 @@ class SchemaAutomaton {
   static constexpr int kMaxNumberDigits = 16;
   static constexpr int kMaxExponentDigits = 3;
 
-  explicit SchemaAutomaton(const JsonSchema* schema) : schema_(schema) {}
+  // `compact`: no whitespace between the tokens of the structure (vLLM's disable_any_whitespace).
+  explicit SchemaAutomaton(const JsonSchema* schema, bool compact = false) : schema_(schema), compact_(compact) {}
   SchemaAutomaton(const SchemaAutomaton& other) { *this = other; }
   SchemaAutomaton& operator=(const SchemaAutomaton& other);
 
@@ -105,6 +106,7 @@ class SchemaAutomaton {
   bool Whitespace(Frame& f, uint8_t byte);
 
   const JsonSchema* schema_;
+  bool compact_ = false;
   std::array<Frame, JsonSchema::kMaxDepth> frames_;
   uint8_t depth_ = 0;
   bool done_ = false;

@@ -127,6 +127,17 @@ TEST(ParseCompletionRequest, StructuredOutputsNameTheSameConstraints) {
         Ok(ParseCompletionRequest(R"({"prompt": "x", "structured_outputs": )" + empty + "}", false, TestLimits()));
     EXPECT_EQ(none.sampling.response_format, proto::ResponseFormat::kText) << empty;
   }
+  // disable_any_whitespace: JSON without whitespace outside its strings, for a JSON constraint
+  // from any field (a regex or a choice is its own text).
+  const auto compact = [](const std::string& body) {
+    return Ok(ParseCompletionRequest(body, false, TestLimits())).sampling.disable_any_whitespace;
+  };
+  EXPECT_TRUE(compact(R"({"prompt": "x", "structured_outputs": {"json": {}, "disable_any_whitespace": true}})"));
+  EXPECT_TRUE(compact(R"({"prompt": "x", "structured_outputs": {"disable_any_whitespace": true},
+                         "response_format": {"type": "json_object"}})"));
+  EXPECT_FALSE(compact(R"({"prompt": "x", "structured_outputs": {"json": {}, "disable_any_whitespace": false}})"));
+  EXPECT_FALSE(compact(R"({"prompt": "x", "structured_outputs": {"regex": "a b", "disable_any_whitespace": true}})"));
+  EXPECT_FALSE(compact(R"({"prompt": "x", "response_format": {"type": "json_object"}})"));
   // disable_additional_properties: an object that declares properties never gets another key,
   // so the schema passes to the worker as sent, with the flag or without it.
   for (const char* flag : {"true", "false"}) {
@@ -163,8 +174,8 @@ TEST(ParseCompletionRequest, StructuredOutputsNameTheSameConstraints) {
        {"'structured_outputs.structural_tag' is not supported"}},
       {R"({"prompt": "x", "structured_outputs": {"json": {}, "whitespace_pattern": " ?"}})", false,
        {"'structured_outputs.whitespace_pattern' is not supported"}},
-      {R"({"prompt": "x", "structured_outputs": {"json": {}, "disable_any_whitespace": true}})", false,
-       {"'structured_outputs.disable_any_whitespace' is not supported except as false"}},
+      {R"({"prompt": "x", "structured_outputs": {"json": {}, "disable_any_whitespace": 1}})", false,
+       {"'structured_outputs.disable_any_whitespace' must be a boolean"}},
       {R"({"prompt": "x", "structured_outputs": {"json": {}, "disable_additional_properties": "yes"}})", false,
        {"'structured_outputs.disable_additional_properties' must be a boolean"}},
       {R"({"prompt": "x", "structured_outputs": {"json": {}, "disable_fallback": 1}})", false,

@@ -120,6 +120,22 @@ TEST(JsonAutomaton, NestingAndWhitespaceAreBounded) {
   EXPECT_TRUE(Whole("{\"" + run + run + "\":1}", TopLevel::kObject));
 }
 
+// vLLM's disable_any_whitespace: none between tokens; inside strings spaces are text.
+TEST(JsonAutomaton, CompactTakesNoWhitespaceOutsideStrings) {
+  const auto refused = [](std::string_view text) {
+    JsonAutomaton a(TopLevel::kObject, /*compact=*/true);
+    for (size_t i = 0; i < text.size(); ++i) {
+      if (!a.Feed(static_cast<uint8_t>(text[i]))) return i;
+    }
+    return a.complete() ? text.size() : text.size() + 1;
+  };
+  EXPECT_EQ(refused(R"({"a b":[1,"c d",{"e":null}]})"), 28u);
+  for (const std::string_view spaced : {R"({ "a":1})", R"({"a" :1})", R"({"a": 1})", R"({"a":1 })", "{\"a\":[1,\n2]}"}) {
+    EXPECT_LT(refused(spaced), spaced.size()) << spaced;
+  }
+  EXPECT_EQ(refused("{\"a\":1\t}"), 6u);
+}
+
 // Random JSON text: values nested a few deep, every kind of number, escape and character,
 // whitespace here and there.
 class RandomJson {

@@ -263,6 +263,29 @@ TEST(SchemaAutomaton, AcceptsValuesWrittenInItsFormByteByByte) {
   }
 }
 
+// vLLM's disable_any_whitespace: the schema's values without whitespace outside strings, in
+// its objects and arrays and in a free ({}) value inside it.
+TEST(SchemaAutomaton, CompactTakesNoWhitespaceOutsideStrings) {
+  auto schema = CompiledSchema(R"({"type":"object","properties":{"a":{"type":"array","items":{"type":"integer"}},
+                                  "b":{"type":"string"},"c":{}},"required":["a","b","c"]})");
+  ASSERT_TRUE(schema);
+  const auto accepts = [&](std::string_view text, bool compact) {
+    SchemaAutomaton a(schema.get(), compact);
+    return a.Feed(text) && a.complete();
+  };
+  EXPECT_TRUE(accepts(R"({"a":[1,2],"b":"x y","c":{"d":[true]}})", true));
+  for (const std::string_view spaced : {R"({ "a":[1,2],"b":"x","c":1})", R"({"a": [1,2],"b":"x","c":1})",
+                                        R"({"a":[1, 2],"b":"x","c":1})", R"({"a":[1,2],"b":"x","c":{"d": 1}})",
+                                        "{\"a\":[1,2],\n\"b\":\"x\",\"c\":1}"}) {
+    EXPECT_FALSE(accepts(spaced, true)) << spaced;
+    EXPECT_TRUE(accepts(spaced, false)) << spaced;
+  }
+  // Copies keep it.
+  SchemaAutomaton compact(schema.get(), true);
+  SchemaAutomaton copy = compact;
+  EXPECT_FALSE(copy.Feed(std::string_view("{ ")));
+}
+
 // The index of the first byte refused, or text.size() when none is.
 size_t FirstRefused(const JsonSchema& schema, std::string_view text, bool* complete = nullptr) {
   SchemaAutomaton a(&schema);
