@@ -201,7 +201,9 @@ std::optional<ChatFormat> DetectChatFormat(std::string_view jinja) {
     format.mistral_stripped_assistant = Contains(jinja, "|trim + eos_token") || Contains(jinja, "| trim + eos_token");
   }
   if (*detected == ChatTemplate::kMistralLegacy && Contains(jinja, "eos_token + ' '")) {
-    format.mistral_after_eos = " ";  // Mistral-7B-Instruct v0.1's (not Mixtral's, nor v0.2's)
+    // Mistral-7B-Instruct v0.1's (not Mixtral's, nor v0.2's). (assign: GCC 12 takes `= " "` here
+    // for a memcpy of 2^63 bytes, a -Wrestrict false positive.)
+    format.mistral_after_eos.assign(1, ' ');
   }
   if (*detected == ChatTemplate::kDeepSeekR1) {
     // The first R1 templates opened the answer bare; later ones open a reasoning block.
