@@ -386,12 +386,17 @@ ChatText RenderMistral(const ChatMessage* system, Messages turns, const MistralL
   return out;
 }
 
+// The UTC day of `when`, and a day or month number in two digits: strftime's %Y, %m, %d.
+std::chrono::year_month_day UtcDay(std::chrono::system_clock::time_point when) {
+  return std::chrono::year_month_day{std::chrono::floor<std::chrono::days>(when)};
+}
+std::string TwoDigits(unsigned value) { return std::string(value < 10 ? "0" : "") + std::to_string(value); }
+
 // "2026-12-02": strftime's "%Y-%m-%d" of `when` in UTC.
 std::string IsoDateString(std::chrono::system_clock::time_point when) {
-  const std::chrono::year_month_day day{std::chrono::floor<std::chrono::days>(when)};
-  const auto two = [](unsigned v) { return std::string(v < 10 ? "0" : "") + std::to_string(v); };
-  return std::to_string(static_cast<int>(day.year())) + "-" + two(static_cast<unsigned>(day.month())) + "-" +
-         two(static_cast<unsigned>(day.day()));
+  const std::chrono::year_month_day day = UtcDay(when);
+  return std::to_string(static_cast<int>(day.year())) + "-" + TwoDigits(static_cast<unsigned>(day.month())) + "-" +
+         TwoDigits(static_cast<unsigned>(day.day()));
 }
 
 ChatText RenderMistralV7Tekken(const ChatFormat& format, Messages messages,
@@ -516,11 +521,8 @@ std::string KnownChatTemplateNames() {
 std::string ChatDateString(std::chrono::system_clock::time_point when) {
   static constexpr std::array<const char*, 12> kMonths = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
                                                           "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
-  const std::chrono::year_month_day day{std::chrono::floor<std::chrono::days>(when)};
-  const unsigned d = static_cast<unsigned>(day.day());
-  std::string out;
-  if (d < 10) out += '0';
-  out += std::to_string(d);
+  const std::chrono::year_month_day day = UtcDay(when);
+  std::string out = TwoDigits(static_cast<unsigned>(day.day()));
   out += ' ';
   out += kMonths[static_cast<unsigned>(day.month()) - 1];
   out += ' ';

@@ -4,8 +4,12 @@
 
 namespace bmad::coord {
 
+uint32_t PromptOfChoice(uint32_t per_prompt, uint32_t choice) {
+  return choice / std::max<uint32_t>(per_prompt, 1);
+}
+
 bool StartsText(const std::vector<bool>& starts_text, uint32_t per_prompt, uint32_t choice) {
-  const uint32_t prompt = choice / std::max<uint32_t>(per_prompt, 1);
+  const uint32_t prompt = PromptOfChoice(per_prompt, choice);
   return prompt < starts_text.size() && starts_text[prompt];
 }
 
@@ -64,8 +68,15 @@ std::vector<std::string> EchoTexts(const http::CompletionRequest& cr,
 
 const std::string& EchoTextOf(const std::vector<std::string>& echo_texts, uint32_t per_prompt, uint32_t choice) {
   static const std::string kNone;
-  const uint32_t prompt = choice / std::max<uint32_t>(per_prompt, 1);
+  const uint32_t prompt = PromptOfChoice(per_prompt, choice);
   return prompt < echo_texts.size() ? echo_texts[prompt] : kNone;
+}
+
+std::optional<std::vector<uint32_t>> PromptTokenIdsOf(const std::vector<std::vector<uint32_t>>& per_prompt_ids,
+                                                      uint32_t per_prompt, uint32_t choice) {
+  const uint32_t prompt = PromptOfChoice(per_prompt, choice);
+  if (prompt >= per_prompt_ids.size()) return std::nullopt;
+  return per_prompt_ids[prompt];
 }
 
 namespace {

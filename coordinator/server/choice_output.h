@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,8 +36,17 @@ std::vector<std::string> EchoTexts(const http::CompletionRequest& cr,
                                    const std::vector<std::vector<uint32_t>>& prompts,
                                    const tokenizer::Tokenizer& tok);
 
+// The prompt choice `choice` belongs to: a request's choices go prompt by prompt, `per_prompt`
+// each.
+uint32_t PromptOfChoice(uint32_t per_prompt, uint32_t choice);
+
 // EchoTexts' text for choice `choice` (prompt by prompt, `per_prompt` each); "" when none.
 const std::string& EchoTextOf(const std::vector<std::string>& echo_texts, uint32_t per_prompt, uint32_t choice);
+
+// The token ids of choice `choice`'s prompt, when the request asked for them (vLLM's
+// return_token_ids: `per_prompt_ids` holds every prompt's); nullopt otherwise.
+std::optional<std::vector<uint32_t>> PromptTokenIdsOf(const std::vector<std::vector<uint32_t>>& per_prompt_ids,
+                                                      uint32_t per_prompt, uint32_t choice);
 
 // What a completions response shows of each prompt besides its text.
 struct PromptScoring {

@@ -19,15 +19,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// The token ids of choice `choice`'s prompt (prompt by prompt, `per_prompt` choices each), when
-// the request asked for them (return_token_ids: `per_prompt_ids` holds every prompt's).
-std::optional<std::vector<uint32_t>> PromptTokenIdsOf(const std::vector<std::vector<uint32_t>>& per_prompt_ids,
-                                                      uint32_t per_prompt, uint32_t choice) {
-  const uint32_t prompt = choice / std::max<uint32_t>(per_prompt, 1);
-  if (prompt >= per_prompt_ids.size()) return std::nullopt;
-  return per_prompt_ids[prompt];
-}
-
 size_t CodePoints(std::string_view s) {
   size_t n = 0;
   for (unsigned char c : s) n += (c & 0xC0) != 0x80;
