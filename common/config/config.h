@@ -23,6 +23,10 @@ inline constexpr std::array<std::string_view, 13> kChatTemplateNames = {
     "chatml", "llama2", "llama3", "llama3.1", "mistral", "mistral-v3", "mistral-legacy", "mistral-v7-tekken", "zephyr",
     "phi3", "gemma", "deepseek-r1", "plain"};
 
+// The names model.reasoning_parser takes (empty: none), vLLM's --reasoning-parser names; both
+// read a "<think>...</think>" block (coordinator/http/reasoning_split.h).
+inline constexpr std::array<std::string_view, 2> kReasoningParserNames = {"deepseek_r1", "qwen3"};
+
 enum class RouterPolicy { kWeighted, kRoundRobin, kLeastLoaded };
 enum class ReplicaPool { kNormal, kLongTail };
 enum class Backend { kCpu, kCuda };
@@ -116,6 +120,7 @@ struct ModelConfig {
   std::string name;               // served model id; empty: the file name without extension
   int64_t context_length = 0;     // 0: the model's own context length
   std::string chat_template;      // empty: the model's own when recognised, else the default
+  std::string reasoning_parser;   // empty: chat answers are all content; else reasoning apart
 
   // The id clients see (in /v1/models and every response), the same on coordinator and worker.
   std::string ServedName() const {

@@ -66,6 +66,13 @@ void VisitConfig(ServerConfig& c, Visitor& v) {
             "empty means the model's own when recognised, its date and default system prompt "
             "included, else chatml.",
             S{.one_of = kChatTemplateNames});
+    v.Field("reasoning_parser", c.model.reasoning_parser,
+            "Chat answers of reasoning models: empty leaves their reasoning block (`<think>` to "
+            "`</think>`) in the content; deepseek_r1 or qwen3 (vLLM's names; both read that "
+            "block, open from the start where the chat template's generation prompt opened it) "
+            "return it apart, as each message's `reasoning` and `reasoning_content` (not for "
+            "requests with an output constraint, whose whole answer is the constrained content).",
+            S{.one_of = kReasoningParserNames});
   });
 
   v.Section("coordinator", "The coordinator process: front doors and replica registry.", [&] {

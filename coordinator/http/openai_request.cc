@@ -490,6 +490,8 @@ Status ReadChatPromptOptions(const JsonFields& body, CompletionRequest& request)
   // vLLM's default for add_generation_prompt is true, and it refuses the two together; a client
   // that continues the final message asks for no new turn, so unset means false then.
   request.add_generation_prompt = add_generation_prompt.value_or(!request.continue_final_message);
+  BMAD_ASSIGN_OR_RETURN(const std::optional<bool> include_reasoning, body.Bool("include_reasoning"));
+  request.include_reasoning = include_reasoning.value_or(true);
   if (request.continue_final_message && request.add_generation_prompt) {
     return InvalidArgument("'continue_final_message' and 'add_generation_prompt' cannot both be true: "
                            "the one continues the final message, the other opens a new one");

@@ -30,6 +30,8 @@
 //                      add_generation_prompt true.
 //   chat_template_kwargs  chat, vLLM's: an object; only enable_thinking (boolean) is read
 //                      (ChatPromptOptions), any other key is refused
+//   include_reasoning  chat, vLLM's: boolean, default true; false leaves a reasoning model's
+//                      reasoning out of the answer (with model.reasoning_parser set)
 //   echo               boolean: completions, each choice's text starts with its prompt's text,
 //                      and with logprobs (not streamed) the prompt's tokens lead its logprobs,
 //                      the first with null; max_tokens 0 then means the prompt alone. Chat, as
@@ -160,6 +162,7 @@ struct CompletionRequest {
   bool add_generation_prompt = true;
   bool continue_final_message = false;
   std::optional<bool> enable_thinking;  // chat_template_kwargs.enable_thinking
+  bool include_reasoning = true;        // vLLM's: the reasoning a reasoning parser splits off is sent
 
   // Completions: each choice's text starts with its prompt's text. Chat: with the final
   // message's content when that is the assistant's (vLLM's rule).

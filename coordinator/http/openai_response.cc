@@ -339,6 +339,11 @@ std::string RenderChatCompletion(const ResponseContext& context, std::span<const
   response["choices"] = Json::array();
   for (const ChoiceOutput& output : outputs) {
     Json message{{"role", "assistant"}, {"content", output.text}};
+    if (context.reasoning) {
+      const Json reasoning = output.reasoning.empty() ? Json(nullptr) : Json(output.reasoning);
+      message["reasoning"] = reasoning;
+      message["reasoning_content"] = reasoning;
+    }
     response["choices"].push_back(ChatChoice(context, output, "message", std::move(message)));
   }
   if (context.prompt_logprobs) {
@@ -383,9 +388,14 @@ std::string RenderChatRoleChunk(const ResponseContext& context, uint32_t index,
 }
 
 std::string RenderChatChunk(const ResponseContext& context, const ChoiceOutput& output) {
-  const bool only_finishes =
-      output.text.empty() && output.finish_reason != proto::FinishReason::kNone;
-  Json delta = only_finishes ? Json::object() : Json{{"content", output.text}};
+  const bool has_reasoning = context.reasoning && !output.reasoning.empty();
+  Json delta = Json::object();
+  if (has_reasoning) {
+    delta["reasoning"] = output.reasoning;
+    delta["reasoning_content"] = output.reasoning;
+  }
+  const bool only_finishes = output.text.empty() && output.finish_reason != proto::FinishReason::kNone;
+  if (!output.text.empty() || (!only_finishes && !has_reasoning)) delta["content"] = output.text;
   return ChunkEvent(context, true, ChatChoice(context, output, "delta", std::move(delta)), output.usage_so_far);
 }
 

@@ -97,6 +97,9 @@ struct PromptPositionLogprobs {
 struct ChoiceOutput {
   uint32_t index = 0;  // "index": which of the request's n choices this is
   std::string text;
+  // Chat, with ResponseContext::reasoning: the reasoning split off the answer (all of it, or
+  // this chunk's); `text` is then the content alone.
+  std::string reasoning;
   std::vector<TokenLogprob> logprobs;  // the tokens of `text`, when the request asked
   proto::FinishReason finish_reason = proto::FinishReason::kNone;  // kNone: not finished
   // vLLM's "stop_reason" of a "stop" finish: the stop string hit, or the stop_token_ids entry
@@ -137,6 +140,11 @@ struct ResponseContext {
   // completions' choices carry "prompt_token_ids" (null in a stream's later chunks), chat puts
   // the first choice's at the top level (of a stream: its role chunks).
   bool return_token_ids = false;
+  // Chat, a reasoning parser's answer (model.reasoning_parser): every message carries
+  // "reasoning" (vLLM's name) and "reasoning_content" (its older one, DeepSeek's, SGLang's and
+  // llama.cpp's), the same text, null when there is none; a streamed delta carries both when
+  // its chunk has reasoning.
+  bool reasoning = false;
 };
 
 // finish_reason: "stop", "length", or bmad's "cancelled" and "error" (proto::FinishReasonName);
@@ -182,7 +190,8 @@ std::string RenderChatRoleChunk(const ResponseContext& context, uint32_t index =
                                 std::optional<proto::Usage> usage_so_far = std::nullopt,
                                 const std::optional<std::vector<uint32_t>>& prompt_token_ids = std::nullopt);
 // A "chat.completion.chunk": delta {"content": text}, or delta {} when the chunk only finishes
-// (empty text with a finish reason).
+// (empty text with a finish reason). With ResponseContext::reasoning and reasoning in the
+// chunk: delta {"reasoning", "reasoning_content"}, and "content" when it has text too.
 std::string RenderChatChunk(const ResponseContext& context, const ChoiceOutput& output);
 
 // The include_usage chunk after the finish: "choices": [] and the request's usage.

@@ -11,6 +11,7 @@
 
 #include "common/http_connection.h"
 #include "coordinator/http/openai_response.h"
+#include "coordinator/http/reasoning_split.h"
 #include "coordinator/http/response_choices.h"
 #include "coordinator/server/coordinator_core.h"
 
@@ -87,6 +88,17 @@ void AnswerWhole(AcceptedCompletion accepted, const http::ResponseContext& ctx, 
   }
   // The prompt's log-probabilities, once every position has come.
   AddPromptLogprobs(scoring, accepted.choices_per_prompt, scored, tok, outputs);
+  if (accepted.reasoning_opened) {
+    for (http::ChoiceOutput& output : outputs) {
+      // Chat's echo (the final message's content) is content, before the answer.
+      const size_t echoed = EchoTextOf(accepted.echo_texts, accepted.choices_per_prompt, output.index).size();
+      http::ReasoningSplit::Parts parts =
+          http::ReasoningSplit::Whole(*accepted.reasoning_opened, std::string_view(output.text).substr(echoed));
+      output.text.resize(echoed);
+      output.text += parts.content;
+      if (ctx.reasoning) output.reasoning = std::move(parts.reasoning);
+    }
+  }
   res.set_content(chat ? http::RenderChatCompletion(ctx, outputs, choices.usage())
                        : http::RenderCompletion(ctx, outputs, choices.usage()),
                   "application/json");
@@ -133,7 +145,9 @@ void AnswerStreaming(AcceptedCompletion accepted, const http::ResponseContext& c
           prompt_ids_sent(choices.size(), false),
           echo_only(accepted.scoring.echo_only),
           per_prompt(accepted.choices_per_prompt),
-          prompt_token_ids(std::move(accepted.prompt_token_ids)) {}
+          prompt_token_ids(std::move(accepted.prompt_token_ids)) {
+      if (accepted.reasoning_opened) splits.assign(choices.size(), http::ReasoningSplit(*accepted.reasoning_opened));
+    }
     // Choice i's usage so far, for continuous_usage_stats.
     proto::Usage UsageSoFar(uint32_t i) const {
       proto::Usage usage;
@@ -158,6 +172,7 @@ void AnswerStreaming(AcceptedCompletion accepted, const http::ResponseContext& c
     std::optional<std::vector<uint32_t>> PromptTokenIdsOfChoice(uint32_t i) const {
       return PromptTokenIdsOf(prompt_token_ids, per_prompt, i);
     }
+    std::vector<http::ReasoningSplit> splits;  // per choice, under a reasoning parser; else empty
     bool roles_sent = false;
     std::chrono::steady_clock::time_point last_write;
     std::optional<StreamEvent> pending;  // read before the headers went out
@@ -240,6 +255,16 @@ void AnswerStreaming(AcceptedCompletion accepted, const http::ResponseContext& c
             out.prompt_token_ids = state->PromptTokenIdsOfChoice(*index);
           }
         }
+        if (!state->splits.empty()) {  // the chunk's text as reasoning and content
+          http::ReasoningSplit::Parts parts = state->splits[*index].Add(out.text);
+          if (out.finish_reason != proto::FinishReason::kNone) {
+            http::ReasoningSplit::Parts rest = state->splits[*index].Finish();
+            parts.reasoning += rest.reasoning;
+            parts.content += rest.content;
+          }
+          out.text = std::move(parts.content);
+          if (ctx.reasoning) out.reasoning = std::move(parts.reasoning);
+        }
         for (const http::TokenLogprob& t : out.logprobs) state->token_chars[*index] += CodePoints(t.token);
         state->generated_tokens[*index] += static_cast<uint32_t>(e->chunk.token_ids.size());
         // The replica's count is the one the final usage adds up.
@@ -249,7 +274,8 @@ void AnswerStreaming(AcceptedCompletion accepted, const http::ResponseContext& c
         if (ctx.continuous_usage) out.usage_so_far = state->UsageSoFar(*index);
         // With return_token_ids a chunk of tokens whose text is held back (a stop string may
         // begin there) goes out too: its ids would be lost otherwise.
-        if (!out.text.empty() || out.finish_reason != proto::FinishReason::kNone || !out.logprobs.empty() ||
+        if (!out.text.empty() || !out.reasoning.empty() || out.finish_reason != proto::FinishReason::kNone ||
+            !out.logprobs.empty() ||
             !out.token_ids.empty() || out.prompt_token_ids) {
           const std::string event = chat ? http::RenderChatChunk(ctx, out) : http::RenderCompletionChunk(ctx, out);
           if (!write(event)) return give_up();

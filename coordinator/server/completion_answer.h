@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,10 @@ struct AcceptedCompletion {
   PromptScoring scoring;  // completions: what the response shows of the prompt besides its text
   // Per prompt, with vLLM's return_token_ids: its token ids as the model sees them.
   std::vector<std::vector<uint32_t>> prompt_token_ids;
+  // Chat under a reasoning parser: each answer's reasoning is split off its content
+  // (http::ReasoningSplit), and this says whether the prompt opened the block; nullopt: no
+  // split. The reasoning is sent with ResponseContext::reasoning, else left out.
+  std::optional<bool> reasoning_opened;
 };
 
 // OpenAI's error object for `s` with its HTTP status, and Retry-After (whole seconds, at least

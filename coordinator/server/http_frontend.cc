@@ -20,6 +20,7 @@
 #include "coordinator/http/chat_template.h"
 #include "coordinator/http/openai_request.h"
 #include "coordinator/http/openai_response.h"
+#include "coordinator/http/reasoning_split.h"
 #include "coordinator/http/response_choices.h"
 #include "coordinator/http/tokenize_api.h"
 #include "coordinator/server/api_keys.h"
@@ -276,7 +277,8 @@ void HttpFrontend::HandleModel(const std::string& id, httplib::Response& res) {
 
 Result<std::vector<std::vector<uint32_t>>> HttpFrontend::PromptTokens(http::CompletionRequest& cr,
                                                                       bool add_special,
-                                                                      bool refuse_oversized_text) const {
+                                                                      bool refuse_oversized_text,
+                                                                      bool* opens_reasoning) const {
   // Tokenized here, on the request's own thread: in the event loop a long prompt (megabytes
   // take seconds) would stall every other request's tokens meanwhile. A text too long for the
   // context is refused before it is tokenized, unless it is to be cut to fit.
@@ -293,6 +295,7 @@ Result<std::vector<std::vector<uint32_t>>> HttpFrontend::PromptTokens(http::Comp
     options.continue_final_message = cr.continue_final_message;
     options.enable_thinking = cr.enable_thinking;
     BMAD_ASSIGN_OR_RETURN(const http::ChatPrompt chat, http::RenderChatPrompt(core_.chat_format(), cr.messages, options));
+    if (opens_reasoning != nullptr) *opens_reasoning = http::PromptOpensReasoning(chat, cr.continue_final_message);
     if (refuse_oversized_text) BMAD_RETURN_IF_ERROR(core_.CheckPromptTextMayFit(chat.text.size()));
     // The template's special tokens are parsed, the messages' are text: a message cannot open
     // a turn of another role by spelling its marker.
@@ -445,8 +448,9 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
     return;
   }
   http::CompletionRequest& cr = *parsed;
-  Result<std::vector<std::vector<uint32_t>>> prompts =
-      PromptTokens(cr, /*add_special=*/cr.chat || cr.add_special_tokens, /*refuse_oversized_text=*/true);
+  bool opens_reasoning = false;
+  Result<std::vector<std::vector<uint32_t>>> prompts = PromptTokens(
+      cr, /*add_special=*/cr.chat || cr.add_special_tokens, /*refuse_oversized_text=*/true, &opens_reasoning);
   if (!prompts.ok()) {
     // Each choice of each prompt is a request in the metrics, as the loop counts a batch.
     core_.CountRefusedHttp(prompts.status(),
@@ -497,6 +501,11 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
   accepted->echo_texts = std::move(echo_texts);
   accepted->scoring = std::move(scoring);
   accepted->prompt_token_ids = std::move(prompt_token_ids);
+  // A constrained answer (JSON, a regex, a choice) is that from its first token: all content.
+  if (chat && !core_.config().model.reasoning_parser.empty() &&
+      cr.sampling.response_format == proto::ResponseFormat::kText) {
+    accepted->reasoning_opened = opens_reasoning;
+  }
   http::ResponseContext ctx;
   ctx.request_id = ResponseId(accepted->request_ids.front());
   ctx.created_unix_s = UnixMillis() / 1000;
@@ -507,6 +516,7 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
   ctx.tokens_as_ids = cr.return_tokens_as_token_ids;
   ctx.prompt_logprobs = cr.vllm_prompt_logprobs >= 0;
   ctx.return_token_ids = cr.return_token_ids;
+  ctx.reasoning = accepted->reasoning_opened.has_value() && cr.include_reasoning;
   auto client = std::make_shared<HttpConnection>(req.local_addr, req.local_port, req.remote_addr,
                                                    req.remote_port);
   if (cr.stream) {

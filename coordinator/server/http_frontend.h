@@ -60,9 +60,11 @@ class HttpFrontend {
   // `cr`. Errors: the chat template's; with `refuse_oversized_text`, a text too long in bytes
   // to fit the context in any tokenization (refused untokenized: the completion endpoints;
   // /tokenize counts whatever it is given). With truncate_prompt_tokens, each prompt is cut to
-  // its last tokens and no text is refused for its length.
+  // its last tokens and no text is refused for its length. `opens_reasoning`, when given: whether
+  // a chat prompt leaves a reasoning block open for the model (http::PromptOpensReasoning).
   Result<std::vector<std::vector<uint32_t>>> PromptTokens(http::CompletionRequest& cr, bool add_special,
-                                                          bool refuse_oversized_text) const;
+                                                          bool refuse_oversized_text,
+                                                          bool* opens_reasoning = nullptr) const;
   // vLLM's bad_words as token sequences: each word (leading whitespace dropped) as it would be
   // tokenized at the start of the output and after a space, each distinct sequence once.
   // kInvalidArgument naming a word of more than sampling::kMaxBadWordTokens tokens.

@@ -1,7 +1,7 @@
 // The request fields that shape the prompt or what the answer repeats of it, end to end on a
 // local cluster (bmad-coordinator and a bmad-worker replica under mpirun, 127.0.0.1,
 // stories260K, whose GGUF has no chat template: ChatML): completions' and chat's echo, vLLM's
-// continue_final_message and chat_template_kwargs.
+// continue_final_message and chat_template_kwargs; a reasoning parser's split of the answer.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -99,6 +99,46 @@ TEST(OpenAiPromptOptionsTest, ContinueFinalMessageLeavesTheAnswerOpenAndEchoRepe
   r = Post(port, "/v1/chat/completions", chat.dump());
   EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_NE(r.body.find("has role 'user'"), std::string::npos) << r.body;
+}
+
+// model.reasoning_parser: the real model writes no think block, so its answer is content, as
+// without the parser; a prefill that leaves "<think>" open makes the continuation reasoning.
+TEST(OpenAiPromptOptionsTest, ReasoningParserSplitsTheThinkBlockOff) {
+  LocalCluster cluster({StoriesModelPath(), 1, 0, {"model.reasoning_parser=qwen3"}});
+  std::string error;
+  ASSERT_TRUE(cluster.Start(&error)) << error;
+  const int port = cluster.http_port();
+  const json question = {{{"role", "user"}, {"content", "Tell me a story."}}};
+  const std::string turn = "<|im_start|>user\nTell me a story.<|im_end|>\n<|im_start|>assistant\n";
+  const std::string answer = Answer(port, Completion(turn, 8, false)).text;
+  ASSERT_FALSE(answer.empty());
+  json chat = {{"messages", question}, {"max_tokens", 8}, {"temperature", 0}};
+  const json plain = ParsedOk(Post(port, "/v1/chat/completions", chat.dump()));
+  EXPECT_EQ(plain["choices"][0]["message"]["content"], answer) << plain;
+  EXPECT_TRUE(plain["choices"][0]["message"]["reasoning"].is_null()) << plain;
+  EXPECT_TRUE(plain["choices"][0]["message"]["reasoning_content"].is_null()) << plain;
+
+  // The prefill opens the block: what the model adds is reasoning, whole and streamed.
+  const json prefilled = {question[0], {{"role", "assistant"}, {"content", "<think>\nOnce upon a time"}}};
+  const std::string continuation = Answer(port, Completion(turn + "<think>\nOnce upon a time", 8, false)).text;
+  ASSERT_FALSE(continuation.empty());
+  chat = {{"messages", prefilled}, {"continue_final_message", true}, {"max_tokens", 8}, {"temperature", 0}};
+  const json thinking = ParsedOk(Post(port, "/v1/chat/completions", chat.dump()));
+  EXPECT_EQ(thinking["choices"][0]["message"]["reasoning"], continuation) << thinking;
+  EXPECT_EQ(thinking["choices"][0]["message"]["content"], "") << thinking;
+  chat["stream"] = true;
+  const StreamResult streamed = StreamCompletion(port, "/v1/chat/completions", chat);
+  EXPECT_TRUE(streamed.done) << streamed.error;
+  ASSERT_EQ(streamed.reasonings.count(0), 1u);
+  EXPECT_EQ(streamed.reasonings.at(0), continuation);
+  EXPECT_TRUE(streamed.reasoning_content_alike);
+  EXPECT_EQ(streamed.text, "");
+  // include_reasoning false: the reasoning is left out.
+  chat["stream"] = false;
+  chat["include_reasoning"] = false;
+  const json without = ParsedOk(Post(port, "/v1/chat/completions", chat.dump()));
+  EXPECT_FALSE(without["choices"][0]["message"].contains("reasoning")) << without;
+  EXPECT_EQ(without["choices"][0]["message"]["content"], "") << without;
 }
 
 TEST(OpenAiPromptOptionsTest, ChatTemplateKwargsTakeEnableThinkingOnly) {

@@ -44,6 +44,13 @@ SseCompletion StreamCompletion(int port, const std::string& path, const nlohmann
           out.text += choice["delta"]["content"].get<std::string>();
           out.texts[index] += choice["delta"]["content"].get<std::string>();
         }
+        if (choice.contains("delta") && choice["delta"].contains("reasoning")) {
+          const nlohmann::json& delta = choice["delta"];
+          out.reasonings[index] += delta["reasoning"].get<std::string>();
+          out.reasoning_content_alike = out.reasoning_content_alike &&
+                                        delta.contains("reasoning_content") &&
+                                        delta["reasoning_content"] == delta["reasoning"];
+        }
         if (choice.contains("delta") && choice["delta"].contains("role")) ++out.role_chunks[index];
         if (choice.contains("token_ids") && choice["token_ids"].is_array()) {
           for (const auto& id : choice["token_ids"]) out.token_ids[index].push_back(id.get<int64_t>());

@@ -16,6 +16,10 @@ namespace bmad::testing {
 struct SseCompletion {
   std::string text;                // the choices' text, concatenated
   std::map<int64_t, std::string> texts;           // by choice index
+  // chat under a reasoning parser: each choice's "reasoning" deltas joined, and whether every
+  // delta's "reasoning_content" was the same text.
+  std::map<int64_t, std::string> reasonings;
+  bool reasoning_content_alike = true;
   std::map<int64_t, std::string> finish_reasons;  // by choice index
   std::map<int64_t, int> role_chunks;             // chat: role chunks seen, by choice index
   int usage_chunks = 0;            // chunks with a usage object and no choice (include_usage)

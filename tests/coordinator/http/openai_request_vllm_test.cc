@@ -215,6 +215,16 @@ TEST(ParseCompletionRequest, EchoContinueFinalMessageAndChatTemplateKwargs) {
   EXPECT_EQ(chat("{" + answer + R"(, "chat_template_kwargs": {"enable_thinking": true}})").enable_thinking, true);
   EXPECT_FALSE(chat("{" + answer + R"(, "chat_template_kwargs": {"enable_thinking": null}})").enable_thinking);
   EXPECT_FALSE(chat("{" + answer + R"(, "chat_template_kwargs": {}})").enable_thinking);
+
+  // include_reasoning (vLLM's): true unless false.
+  EXPECT_TRUE(plain.include_reasoning);
+  EXPECT_FALSE(chat("{" + answer + R"(, "include_reasoning": false})").include_reasoning);
+  EXPECT_TRUE(chat("{" + answer + R"(, "include_reasoning": null})").include_reasoning);
+  const Result<CompletionRequest> bad =
+      ParseCompletionRequest("{" + answer + R"(, "include_reasoning": "no"})", true, limits);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'include_reasoning' must be a boolean"), std::string::npos)
+      << bad.status().message();
 }
 
 // The prompt's own log-probabilities: vLLM's prompt_logprobs, completions' echo with logprobs

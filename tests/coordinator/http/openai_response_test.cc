@@ -322,6 +322,55 @@ TEST(RenderChatCompletion, HasOpenAIsFields) {
   ExpectUsage(json["usage"]);
 }
 
+// Under a reasoning parser the message carries the reasoning under vLLM's name and its older
+// one, null when the answer had none; without one, neither field.
+TEST(RenderChatCompletion, ReasoningApartFromContent) {
+  ResponseContext context = Context();
+  context.reasoning = true;
+  ChoiceOutput output;
+  output.reasoning = "2+2 is 4.";
+  output.text = "\n\nFour.";
+  const Json message = Parse(RenderChatCompletion(context, output, SomeUsage()))["choices"][0]["message"];
+  EXPECT_EQ(message, Json({{"role", "assistant"},
+                           {"content", "\n\nFour."},
+                           {"reasoning", "2+2 is 4."},
+                           {"reasoning_content", "2+2 is 4."}}));
+  output.reasoning.clear();
+  const Json none = Parse(RenderChatCompletion(context, output, SomeUsage()))["choices"][0]["message"];
+  EXPECT_TRUE(none["reasoning"].is_null());
+  EXPECT_TRUE(none["reasoning_content"].is_null());
+  context.reasoning = false;
+  output.reasoning = "dropped";
+  const Json off = Parse(RenderChatCompletion(context, output, SomeUsage()))["choices"][0]["message"];
+  EXPECT_FALSE(off.contains("reasoning"));
+  EXPECT_FALSE(off.contains("reasoning_content"));
+}
+
+TEST(RenderChatChunk, ReasoningDeltas) {
+  ResponseContext context = Context();
+  context.reasoning = true;
+  ChoiceOutput thinking;
+  thinking.reasoning = "Hmm";
+  EXPECT_EQ(ParseEvent(RenderChatChunk(context, thinking))["choices"][0]["delta"],
+            Json({{"reasoning", "Hmm"}, {"reasoning_content", "Hmm"}}));
+  ChoiceOutput both;  // the block closes inside the chunk
+  both.reasoning = ".";
+  both.text = "Yes";
+  EXPECT_EQ(ParseEvent(RenderChatChunk(context, both))["choices"][0]["delta"],
+            Json({{"reasoning", "."}, {"reasoning_content", "."}, {"content", "Yes"}}));
+  ChoiceOutput last;  // cut while thinking: the held-back end with the finish
+  last.reasoning = "</th";
+  last.finish_reason = proto::FinishReason::kLength;
+  const Json finish = ParseEvent(RenderChatChunk(context, last));
+  EXPECT_EQ(finish["choices"][0]["delta"], Json({{"reasoning", "</th"}, {"reasoning_content", "</th"}}));
+  EXPECT_EQ(finish["choices"][0]["finish_reason"], "length");
+  ChoiceOutput held;  // everything held back: a content delta, empty, as without a parser
+  EXPECT_EQ(ParseEvent(RenderChatChunk(context, held))["choices"][0]["delta"], Json({{"content", ""}}));
+  ChoiceOutput only_finishes;
+  only_finishes.finish_reason = proto::FinishReason::kStop;
+  EXPECT_EQ(ParseEvent(RenderChatChunk(context, only_finishes))["choices"][0]["delta"], Json::object());
+}
+
 TEST(RenderChatCompletion, LogprobsKeepExactBytesOfPartialCharacters) {
   ResponseContext context = Context();
   context.logprobs = true;

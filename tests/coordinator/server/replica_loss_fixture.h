@@ -31,6 +31,7 @@ class ReplicaLossTest : public ::testing::Test {
     // No test here is about the drain: requests its fake replicas left unfinished would hold the
     // teardown for the whole default.
     c.coordinator.drain_timeout_ms = 200;
+    Configure(c);
     CoordinatorRunOptions o;
     o.max_run_ms = 60000;
     auto server = CoordinatorServer::Create(c, o);
@@ -67,6 +68,8 @@ class ReplicaLossTest : public ::testing::Test {
     return std::get<proto::Accepted>(*in->message).request_id;
   }
   double Metric(const std::string& series) { return CoordinatorMetric(server_->http_port(), series); }
+  // A fixture's own settings, after the ones above.
+  virtual void Configure(ServerConfig&) {}
 
   int64_t queue_timeout_ms_ = 60000;
   // Long: a vanished replica is found by a failed send only.

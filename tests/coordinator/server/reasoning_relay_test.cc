@@ -1,0 +1,200 @@
+// A reasoning parser (model.reasoning_parser) on the chat endpoint: a replica's chunks, cut
+// anywhere, reach the client as "reasoning" and "content", whole and streamed. An in-process
+// coordinator on 127.0.0.1 with a fake replica, so the answer's text is the test's own.
+#include <gtest/gtest.h>
+
+#include <httplib.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/coordinator/server/replica_loss_fixture.h"
+#include "tests/support/process.h"
+
+namespace bmad::coord {
+namespace {
+
+using namespace std::chrono_literals;
+using ReplyJson = nlohmann::json;
+
+// The fixture under a format whose generation prompt opens the block (DeepSeek-R1's).
+class ReasoningRelayTest : public ReplicaLossTest {
+ protected:
+  void Configure(ServerConfig& c) override {
+    c.model.chat_template = chat_template_;
+    c.model.reasoning_parser = "deepseek_r1";
+  }
+
+  // Posts `body` to the chat endpoint from another thread, answers its one request with `pieces`
+  // (the last one finishing it) from a fresh replica, and returns the HTTP body.
+  std::string Answered(const ReplyJson& body, const std::vector<std::string>& pieces) {
+    auto replica = Replica("r" + std::to_string(++replicas_));
+    EXPECT_TRUE(replica->Register());
+    std::string answer;
+    std::thread client([&] {
+      httplib::Client http("127.0.0.1", server_->http_port());
+      http.set_read_timeout(20, 0);
+      auto res = http.Post("/v1/chat/completions", body.dump(), "application/json");
+      answer = res ? res->body : "no answer";
+      EXPECT_TRUE(res && res->status == 200) << answer;
+    });
+    EXPECT_TRUE(testing::WaitFor([&] {
+      replica->Receive(50ms);
+      return !replica->Assigned().empty();
+    }, 5s));
+    const proto::Assign* assign = LastAssign(*replica);
+    if (assign != nullptr) {
+      for (size_t i = 0; i < pieces.size(); ++i) {
+        proto::TokenChunk chunk;
+        chunk.request_id = assign->request_id;
+        chunk.assignment = assign->assignment;
+        chunk.sequence = static_cast<uint32_t>(i);
+        chunk.token_offset = static_cast<uint32_t>(i);
+        chunk.token_ids = {static_cast<uint32_t>(10 + i)};
+        chunk.text = pieces[i];
+        if (i + 1 == pieces.size()) {
+          chunk.finish_reason = proto::FinishReason::kStop;
+          chunk.usage.prompt_tokens = static_cast<uint32_t>(assign->prompt_tokens.size());
+          chunk.usage.completion_tokens = static_cast<uint32_t>(pieces.size());
+        }
+        replica->Send(chunk);
+      }
+    }
+    client.join();
+    return answer;
+  }
+
+  static ReplyJson Chat(bool stream) {
+    return {{"messages", {{{"role", "user"}, {"content", "What is 2+2?"}}}}, {"max_tokens", 16}, {"stream", stream}};
+  }
+
+  std::string chat_template_ = "deepseek-r1";
+  int replicas_ = 0;
+};
+
+// The pieces of the answer "Let me think.</think>\n\nIt is 4.", the closing marker cut in two.
+const std::vector<std::string> kThoughtThenAnswer = {"Let me th", "ink.</th", "ink>\n\nIt", " is 4."};
+
+// A stream's deltas: every "reasoning" joined, every "content" joined, and whether each delta
+// with reasoning had "reasoning_content" alike.
+struct ReasoningDeltas {
+  std::string reasoning, content;
+  bool alike = true;
+  int events = 0;
+};
+
+ReasoningDeltas ReadReasoningDeltas(const std::string& body) {
+  ReasoningDeltas s;
+  size_t at = 0;
+  while ((at = body.find("data: {", at)) != std::string::npos) {
+    const size_t end = body.find("\n\n", at);
+    const ReplyJson chunk = ReplyJson::parse(body.substr(at + 6, end - at - 6));
+    at = end;
+    ++s.events;
+    if (chunk["choices"].empty()) continue;
+    const ReplyJson& delta = chunk["choices"][0]["delta"];
+    if (delta.contains("reasoning")) {
+      s.reasoning += delta["reasoning"].get<std::string>();
+      s.alike = s.alike && delta["reasoning_content"] == delta["reasoning"];
+    }
+    if (delta.contains("content")) s.content += delta["content"].get<std::string>();
+  }
+  return s;
+}
+
+TEST_F(ReasoningRelayTest, WholeAnswerHasItsReasoningApart) {
+  const ReplyJson response = ReplyJson::parse(Answered(Chat(false), kThoughtThenAnswer));
+  const ReplyJson& message = response["choices"][0]["message"];
+  EXPECT_EQ(message["reasoning"], "Let me think.");
+  EXPECT_EQ(message["reasoning_content"], "Let me think.");
+  EXPECT_EQ(message["content"], "\n\nIt is 4.");
+  EXPECT_EQ(response["usage"]["completion_tokens"], 4);
+}
+
+TEST_F(ReasoningRelayTest, StreamedDeltasCarryReasoningThenContent) {
+  const std::string body = Answered(Chat(true), kThoughtThenAnswer);
+  const ReasoningDeltas s = ReadReasoningDeltas(body);
+  EXPECT_EQ(s.reasoning, "Let me think.");
+  EXPECT_EQ(s.content, "\n\nIt is 4.");
+  EXPECT_TRUE(s.alike);
+  EXPECT_EQ(body.find("</th"), std::string::npos) << "a marker's part reached the client: " << body;
+  EXPECT_NE(body.find("data: [DONE]"), std::string::npos);
+}
+
+TEST_F(ReasoningRelayTest, AnAnswerCutWhileThinkingIsAllReasoning) {
+  const ReplyJson whole = ReplyJson::parse(Answered(Chat(false), {"Hmm, ", "four </thi"}));
+  EXPECT_EQ(whole["choices"][0]["message"]["reasoning"], "Hmm, four </thi");
+  EXPECT_EQ(whole["choices"][0]["message"]["content"], "");
+  const ReasoningDeltas s = ReadReasoningDeltas(Answered(Chat(true), {"Hmm, ", "four </thi"}));
+  EXPECT_EQ(s.reasoning, "Hmm, four </thi");  // the held-back end comes with the finish
+  EXPECT_EQ(s.content, "");
+}
+
+TEST_F(ReasoningRelayTest, IncludeReasoningFalseLeavesItOut) {
+  ReplyJson body = Chat(false);
+  body["include_reasoning"] = false;
+  const ReplyJson response = ReplyJson::parse(Answered(body, kThoughtThenAnswer));
+  const ReplyJson& message = response["choices"][0]["message"];
+  EXPECT_FALSE(message.contains("reasoning"));
+  EXPECT_FALSE(message.contains("reasoning_content"));
+  EXPECT_EQ(message["content"], "\n\nIt is 4.");
+
+  body["stream"] = true;
+  const std::string streamed = Answered(body, kThoughtThenAnswer);
+  const ReasoningDeltas s = ReadReasoningDeltas(streamed);
+  EXPECT_EQ(s.reasoning, "");
+  EXPECT_EQ(s.content, "\n\nIt is 4.");
+  EXPECT_EQ(streamed.find("Let me"), std::string::npos) << streamed;
+}
+
+TEST_F(ReasoningRelayTest, AConstrainedAnswerIsAllContent) {
+  // JSON from the first token: no block to split off, whatever its text.
+  ReplyJson body = Chat(false);
+  body["response_format"] = {{"type", "json_object"}};
+  const ReplyJson response = ReplyJson::parse(Answered(body, {"{\"a\": \"</think>\"", "}"}));
+  const ReplyJson& message = response["choices"][0]["message"];
+  EXPECT_EQ(message["content"], "{\"a\": \"</think>\"}");
+  EXPECT_FALSE(message.contains("reasoning"));
+}
+
+TEST_F(ReasoningRelayTest, ChatEchoStaysContent) {
+  // continue_final_message with echo: the prefill is content; what the model adds is read as
+  // the answer (the prefill left no block open).
+  ReplyJson body = {{"messages",
+                {{{"role", "user"}, {"content", "Q"}}, {{"role", "assistant"}, {"content", "Sure: "}}}},
+               {"continue_final_message", true},
+               {"echo", true},
+               {"max_tokens", 8}};
+  const ReplyJson response = ReplyJson::parse(Answered(body, {"<think>x</think>", "4"}));
+  EXPECT_EQ(response["choices"][0]["message"]["content"], "Sure: 4");
+  EXPECT_EQ(response["choices"][0]["message"]["reasoning"], "x");
+}
+
+// ChatML without a block in the generation prompt (Qwen3's hybrid models): the answer opens
+// one itself, or is all content.
+class ReasoningRelayChatMLTest : public ReasoningRelayTest {
+ protected:
+  ReasoningRelayChatMLTest() { chat_template_ = "chatml"; }
+};
+
+TEST_F(ReasoningRelayChatMLTest, AnAnswerThatOpensTheBlockItself) {
+  const ReplyJson response = ReplyJson::parse(Answered(Chat(false), {"<thi", "nk>\nr\n</think>\n\n", "c"}));
+  EXPECT_EQ(response["choices"][0]["message"]["reasoning"], "\nr\n");
+  EXPECT_EQ(response["choices"][0]["message"]["content"], "\n\nc");
+}
+
+TEST_F(ReasoningRelayChatMLTest, AnAnswerWithoutABlockIsContentWithNullReasoning) {
+  const ReplyJson response = ReplyJson::parse(Answered(Chat(false), {"Just ", "four."}));
+  EXPECT_TRUE(response["choices"][0]["message"]["reasoning"].is_null());
+  EXPECT_TRUE(response["choices"][0]["message"]["reasoning_content"].is_null());
+  EXPECT_EQ(response["choices"][0]["message"]["content"], "Just four.");
+  const ReasoningDeltas s = ReadReasoningDeltas(Answered(Chat(true), {"Just ", "four."}));
+  EXPECT_EQ(s.reasoning, "");
+  EXPECT_EQ(s.content, "Just four.");
+}
+
+}  // namespace
+}  // namespace bmad::coord
