@@ -70,8 +70,8 @@ void VisitConfig(ServerConfig& c, Visitor& v) {
             "Chat answers of reasoning models: empty leaves their reasoning block (`<think>` to "
             "`</think>`) in the content; deepseek_r1 or qwen3 (vLLM's names; both read that "
             "block, open from the start where the chat template's generation prompt opened it) "
-            "return it apart, as each message's `reasoning` and `reasoning_content` (not for "
-            "requests with an output constraint, whose whole answer is the constrained content).",
+            "return it apart, as each message's `reasoning` and `reasoning_content`; an output "
+            "constraint (JSON, regex, choice) then applies after the block.",
             S{.one_of = kReasoningParserNames});
   });
 

@@ -9,7 +9,7 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("bmad::wire");
 
-const protocolVersion :UInt16 = 11;  # proto::kProtocolVersion (codec.cc checks they agree)
+const protocolVersion :UInt16 = 12;  # proto::kProtocolVersion (codec.cc checks they agree)
 
 enum FinishReason {
   none @0;        # more chunks follow
@@ -61,6 +61,10 @@ struct SamplingParams {
                                       # among requests with the same salt (empty: none)
   disableAnyWhitespace @25 :Bool;     # vLLM's: a JSON response format's output has no
                                       # whitespace outside its strings
+  reasoningEndToken @26 :Int32 = -1;  # >= 0: the response format applies after this token (a
+                                      # reasoning block's end); before it, no end of output
+  reasoningStartToken @27 :Int32 = -1; # >= 0, with reasoningEndToken: the block is not open yet;
+                                      # the first token may be this one, which opens it
 }
 
 struct LogitBias {

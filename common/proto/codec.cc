@@ -151,6 +151,8 @@ void Fill(wire::SamplingParams::Builder b, const SamplingParams& s) {
   b.setPromptLogprobs(s.prompt_logprobs);
   b.setCacheSalt(Txt(s.cache_salt));
   b.setDisableAnyWhitespace(s.disable_any_whitespace);
+  b.setReasoningEndToken(s.reasoning_end_token);
+  b.setReasoningStartToken(s.reasoning_start_token);
   SetList(b.initAllowedTokenIds(static_cast<unsigned>(s.allowed_token_ids.size())), s.allowed_token_ids);
   auto bad_words = b.initBadWords(static_cast<unsigned>(s.bad_words.size()));
   for (size_t i = 0; i < s.bad_words.size(); ++i) {
@@ -365,6 +367,8 @@ SamplingParams Read(wire::SamplingParams::Reader r) {
   s.prompt_logprobs = r.getPromptLogprobs();
   s.cache_salt = GetText(r.getCacheSalt());
   s.disable_any_whitespace = r.getDisableAnyWhitespace();
+  s.reasoning_end_token = r.getReasoningEndToken();
+  s.reasoning_start_token = r.getReasoningStartToken();
   s.allowed_token_ids = GetList<uint32_t>(r.getAllowedTokenIds());
   for (auto word : r.getBadWords()) s.bad_words.push_back(GetList<uint32_t>(word));
   return s;

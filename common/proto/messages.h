@@ -33,7 +33,9 @@ namespace bmad::proto {
 // not score the prompt).
 // 11: SamplingParams.cache_salt (a version 10 replica would share its prefix cache across salts)
 // and disable_any_whitespace (it would write whitespace in JSON output).
-inline constexpr uint16_t kProtocolVersion = 11;
+// 12: SamplingParams.reasoning_end_token and reasoning_start_token (a version 11 replica would
+// constrain a reasoning model's output from its first token).
+inline constexpr uint16_t kProtocolVersion = 12;
 
 enum class FinishReason : uint8_t { kNone = 0, kStop, kLength, kCancelled, kError };
 std::string_view FinishReasonName(FinishReason reason);  // "stop", "length", ... ("" for none)
@@ -102,6 +104,13 @@ struct SamplingParams {
   // vLLM's disable_any_whitespace: with kJsonObject or kJsonSchema, no whitespace between the
   // value's tokens (inside its strings it is text).
   bool disable_any_whitespace = false;
+  // A reasoning model under a response format (sampling::ReasoningGate): with
+  // reasoning_end_token >= 0 the format applies only after that token, the end of the model's
+  // reasoning block, and nothing ends the output before it. With reasoning_start_token >= 0 as
+  // well, the block is not open when the output starts: its first token may be that one, which
+  // opens it; any other first token begins the formatted output at once. -1: none.
+  int32_t reasoning_end_token = -1;
+  int32_t reasoning_start_token = -1;
   friend bool operator==(const SamplingParams&, const SamplingParams&) = default;
 };
 

@@ -67,9 +67,18 @@ std::string ResponseId(uint64_t request_id) {
   return std::string(hex) + "-" + std::to_string(request_id);
 }
 
+// The id of the one token whose text is `text`, or -1 when the vocabulary has none.
+int32_t SingleTokenId(const tokenizer::Tokenizer& tok, std::string_view text) {
+  const std::vector<int32_t> ids = tok.Encode(text, /*add_special=*/false, /*parse_special=*/true);
+  return ids.size() == 1 && tok.TokenPiece(ids[0]) == text ? ids[0] : -1;
+}
+
 }  // namespace
 
-HttpFrontend::HttpFrontend(CoordinatorServer::Core& core) : core_(core) {}
+HttpFrontend::HttpFrontend(CoordinatorServer::Core& core)
+    : core_(core),
+      think_start_token_(SingleTokenId(core.tokenizer(), "<think>")),
+      think_end_token_(SingleTokenId(core.tokenizer(), "</think>")) {}
 
 HttpFrontend::~HttpFrontend() { listener_.Stop(); }
 
@@ -481,6 +490,10 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
   scoring.echo_alternatives = cr.top_logprobs;
   scoring.vllm_alternatives = cr.vllm_prompt_logprobs;
   if (cr.echo_logprobs || cr.vllm_prompt_logprobs >= 0) scoring.prompt_ids = *prompts;
+  std::optional<bool> reasoning_opened;
+  if (chat && !core_.config().model.reasoning_parser.empty()) {
+    reasoning_opened = ReasoningSplitFor(opens_reasoning, cr.sampling);
+  }
   std::vector<SubmitInput> inputs;
   for (std::vector<uint32_t>& prompt : *prompts) {
     SubmitInput& in = inputs.emplace_back();
@@ -501,11 +514,7 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
   accepted->echo_texts = std::move(echo_texts);
   accepted->scoring = std::move(scoring);
   accepted->prompt_token_ids = std::move(prompt_token_ids);
-  // A constrained answer (JSON, a regex, a choice) is that from its first token: all content.
-  if (chat && !core_.config().model.reasoning_parser.empty() &&
-      cr.sampling.response_format == proto::ResponseFormat::kText) {
-    accepted->reasoning_opened = opens_reasoning;
-  }
+  accepted->reasoning_opened = reasoning_opened;
   http::ResponseContext ctx;
   ctx.request_id = ResponseId(accepted->request_ids.front());
   ctx.created_unix_s = UnixMillis() / 1000;
@@ -525,6 +534,14 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
   } else {
     AnswerWhole(std::move(*accepted), ctx, chat, *client, core_.tokenizer(), res);
   }
+}
+
+std::optional<bool> HttpFrontend::ReasoningSplitFor(bool opens, proto::SamplingParams& sampling) const {
+  if (sampling.response_format == proto::ResponseFormat::kText) return opens;
+  if (think_end_token_ < 0 || (!opens && think_start_token_ < 0)) return std::nullopt;
+  sampling.reasoning_end_token = think_end_token_;
+  sampling.reasoning_start_token = opens ? -1 : think_start_token_;
+  return opens;
 }
 
 std::optional<AcceptedCompletion> HttpFrontend::Submit(std::vector<SubmitInput> inputs,

@@ -69,6 +69,12 @@ class HttpFrontend {
   // tokenized at the start of the output and after a space, each distinct sequence once.
   // kInvalidArgument naming a word of more than sampling::kMaxBadWordTokens tokens.
   Result<std::vector<std::vector<uint32_t>>> BadWordSequences(const std::vector<std::string>& words) const;
+  // Under a reasoning parser (model.reasoning_parser), whether a chat answer is split into
+  // reasoning and content: nullopt for no split, else whether its prompt opened the block
+  // (`opens`). An answer under an output constraint is split only where the vocabulary has the
+  // block's markers as tokens: `sampling` then gets the reasoning gate, and the replica formats
+  // what follows the block; otherwise the constraint holds from the first token, all content.
+  std::optional<bool> ReasoningSplitFor(bool opens, proto::SamplingParams& sampling) const;
   // Keeps each prompt's last `keep` tokens (-1: the served context length); nullopt: all.
   void TruncatePrompts(std::optional<int64_t> keep, std::vector<std::vector<uint32_t>>& prompts) const;
   // Answers 404 model_not_found and returns true when `model` names another model than ours.
@@ -82,6 +88,9 @@ class HttpFrontend {
   HttpListenThread listener_;  // declared after the server: stopped before it is destroyed
   int port_ = 0;
   int64_t started_unix_s_ = 0;
+  // The reasoning block's markers, "<think>" and "</think>", where each is one token; else -1.
+  int32_t think_start_token_ = -1;
+  int32_t think_end_token_ = -1;
 };
 
 }  // namespace bmad::coord

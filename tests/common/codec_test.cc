@@ -40,6 +40,8 @@ std::vector<Message> SampleMessages() {
   sampling.prompt_logprobs = 1;
   sampling.cache_salt = "tenant-\xc3\xa9";
   sampling.disable_any_whitespace = true;
+  sampling.reasoning_end_token = 151668;
+  sampling.reasoning_start_token = 151667;
 
   Submit text_submit{"c-1", "stories", false, "Once upon a time", {}, sampling, 0, 1500, true, "sk-test-1"};
   SamplingParams json_object;

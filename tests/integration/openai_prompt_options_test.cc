@@ -12,6 +12,7 @@
 #include "tests/support/local_cluster.h"
 #include "tests/support/paths.h"
 #include "tests/support/sse_completion.h"
+#include "tests/worker/tokenizer/vocabulary_fixtures.h"
 
 namespace bmad::testing {
 namespace {
@@ -139,6 +140,53 @@ TEST(OpenAiPromptOptionsTest, ReasoningParserSplitsTheThinkBlockOff) {
   const json without = ParsedOk(Post(port, "/v1/chat/completions", chat.dump()));
   EXPECT_FALSE(without["choices"][0]["message"].contains("reasoning")) << without;
   EXPECT_EQ(without["choices"][0]["message"]["content"], "") << without;
+}
+
+// A constrained answer of a reasoning model reasons first: stories260K with "<think>" and
+// "</think>" as tokens 495 and 496 (user-defined, as in R1's GGUFs), under R1's format, whose
+// generation prompt opens the block. Until the block's end the replica applies no format, so
+// the output is the free one; a logit_bias that makes "</think>" the model's first choice closes
+// the block at once, and what follows is the JSON object.
+TEST(OpenAiPromptOptionsTest, AConstrainedAnswerReasonsFirstUnderAReasoningParser) {
+  const std::string model = MakeTempDir("think-model") + "/stories260K.gguf";
+  {
+    auto base = tokenizer::testing::OpenSharedModel(tokenizer::testing::kStoriesFile);
+    ASSERT_TRUE(base.ok()) << base.status().ToString();
+    const Status written = tokenizer::testing::WriteRewrittenModel(
+        **base, {{495, "<think>", tokenizer::TokenType::kUserDefined}, {496, "</think>", tokenizer::TokenType::kUserDefined}},
+        model);
+    ASSERT_TRUE(written.ok()) << written.ToString();
+  }
+  LocalCluster cluster({model, 1, 0, {"model.reasoning_parser=deepseek_r1", "model.chat_template=deepseek-r1"}});
+  std::string error;
+  ASSERT_TRUE(cluster.Start(&error)) << error;
+  const int port = cluster.http_port();
+  const json question = {{{"role", "user"}, {"content", "Tell me a story."}}};
+  json chat = {{"messages", question}, {"max_tokens", 12}, {"temperature", 0}};
+  const json free_answer = ParsedOk(Post(port, "/v1/chat/completions", chat.dump()));
+  const std::string thought = free_answer["choices"][0]["message"]["reasoning"].get<std::string>();
+  ASSERT_FALSE(thought.empty()) << free_answer;
+  ASSERT_EQ(thought.find("</think>"), std::string::npos) << "the case needs a block left open: " << free_answer;
+
+  // The same answer under JSON mode: the block never closes, so no format applied.
+  chat["response_format"] = {{"type", "json_object"}};
+  const json gated = ParsedOk(Post(port, "/v1/chat/completions", chat.dump()));
+  EXPECT_EQ(gated["choices"][0]["message"]["reasoning"], thought) << gated;
+  EXPECT_EQ(gated["choices"][0]["message"]["content"], "") << gated;
+  EXPECT_EQ(gated["choices"][0]["finish_reason"], "length") << gated;
+
+  // "</think>" first: the block closes, and the rest is formatted.
+  chat["logit_bias"] = {{"496", 100}};
+  chat["max_tokens"] = 24;
+  const json formatted = ParsedOk(Post(port, "/v1/chat/completions", chat.dump()));
+  EXPECT_TRUE(formatted["choices"][0]["message"]["reasoning"].is_null()) << formatted;
+  const std::string content = formatted["choices"][0]["message"]["content"].get<std::string>();
+  EXPECT_TRUE(content.starts_with("{")) << formatted;
+  chat["stream"] = true;
+  const StreamResult streamed = StreamCompletion(port, "/v1/chat/completions", chat);
+  EXPECT_TRUE(streamed.done) << streamed.error;
+  EXPECT_EQ(streamed.text, content);
+  EXPECT_TRUE(streamed.reasonings.empty());
 }
 
 TEST(OpenAiPromptOptionsTest, ChatTemplateKwargsTakeEnableThinkingOnly) {

@@ -21,10 +21,16 @@ Result<std::optional<sampling::OutputConstraint>> MakeOutputConstraint(
     for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) pieces[static_cast<size_t>(id)] = tokenizer.TokenPiece(id);
     texts = std::make_shared<const sampling::TokenTexts>(pieces);
   }
+  sampling::ReasoningGate gate;
+  if (params.reasoning_end_token >= 0) {
+    gate.end_token = params.reasoning_end_token;
+    gate.start_token = params.reasoning_start_token;
+    gate.ending_tokens = TokensThatEnd(tokenizer, params);
+  }
   if (params.response_format == proto::ResponseFormat::kRegex) {
     BMAD_ASSIGN_OR_RETURN(std::shared_ptr<const sampling::RegexNfa> pattern, sampling::RegexNfa::Compile(params.regex));
     return std::optional(sampling::OutputConstraint(
-        sampling::RegexConstraint(texts, TokensThatEnd(tokenizer, params), std::move(pattern))));
+        sampling::RegexConstraint(texts, TokensThatEnd(tokenizer, params), std::move(pattern)), gate));
   }
   std::shared_ptr<const sampling::JsonSchema> schema = sampling::JsonSchema::AnyObject();
   if (params.response_format == proto::ResponseFormat::kJsonSchema) {
@@ -32,7 +38,8 @@ Result<std::optional<sampling::OutputConstraint>> MakeOutputConstraint(
   }
   return std::optional(
       sampling::OutputConstraint(sampling::JsonConstraint(texts, TokensThatEnd(tokenizer, params), std::move(schema),
-                                                          params.disable_any_whitespace)));
+                                                          params.disable_any_whitespace),
+                                 std::move(gate)));
 }
 
 OutputProcessor::OutputProcessor(const tokenizer::Tokenizer& tokenizer,

@@ -30,7 +30,8 @@ std::vector<int32_t> TokensThatEnd(const tokenizer::Tokenizer& tokenizer,
                                    const proto::SamplingParams& params);
 
 // What the parameters hold the output to (response_format json_object, json_schema or regex),
-// for the sequence's Sampler; nullopt for free text. `texts` keeps the vocabulary's texts between
+// for the sequence's Sampler, behind the reasoning gate the parameters' reasoning_* tokens set;
+// nullopt for free text. `texts` keeps the vocabulary's texts between
 // calls: built on the first call that needs them. kInvalidArgument for a schema JsonSchema or a
 // pattern RegexNfa refuses (ValidateSamplingParams refuses them first).
 Result<std::optional<sampling::OutputConstraint>> MakeOutputConstraint(

@@ -82,6 +82,27 @@ Status ValidateTokenBans(const proto::SamplingParams& params, int32_t vocab_size
   return Status::Ok();
 }
 
+// The reasoning block's tokens: ids in the vocabulary, distinct, a start only with an end, and
+// both only with a response format, which is what they gate.
+Status ValidateReasoningGate(const proto::SamplingParams& params, int32_t vocab_size) {
+  const int32_t end = params.reasoning_end_token;
+  const int32_t start = params.reasoning_start_token;
+  for (const auto& [id, field] : {std::pair{end, "'reasoning_end_token'"}, std::pair{start, "'reasoning_start_token'"}}) {
+    if (id < -1) return InvalidArgument(std::string(field) + " is " + std::to_string(id) + "; -1 means none");
+    if (id >= 0) BMAD_RETURN_IF_ERROR(CheckTokenId(field, static_cast<uint32_t>(id), vocab_size));
+  }
+  if (start >= 0 && end < 0) {
+    return InvalidArgument("'reasoning_start_token' is set without 'reasoning_end_token', the block's end");
+  }
+  if (start >= 0 && start == end) {
+    return InvalidArgument("'reasoning_start_token' and 'reasoning_end_token' are both " + std::to_string(end));
+  }
+  if (end >= 0 && params.response_format == proto::ResponseFormat::kText) {
+    return InvalidArgument("'reasoning_end_token' is set, but response_format is \"text\": it delays a format");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ValidateSamplingParams(const proto::SamplingParams& params, int32_t vocab_size,
@@ -185,6 +206,7 @@ Status ValidateSamplingParams(const proto::SamplingParams& params, int32_t vocab
     return InvalidArgument("'regex' is set, but response_format is \"" +
                            std::string(proto::ResponseFormatName(params.response_format)) + "\", not \"regex\"");
   }
+  BMAD_RETURN_IF_ERROR(ValidateReasoningGate(params, vocab_size));
   if (params.response_format == proto::ResponseFormat::kJsonSchema) {
     const std::string_view field = constraint_field.empty() ? "response_format.json_schema.schema" : constraint_field;
     Result<std::shared_ptr<const JsonSchema>> schema = JsonSchema::Compile(params.json_schema);

@@ -66,6 +66,8 @@ inline constexpr size_t kMaxCacheSaltBytes = 1024;
 //   regex               with regex only: at most 16384 bytes, a pattern RegexNfa::Compile takes
 //                       (its error under `constraint_field`, default "regex")
 //   response_format     json_object, json_schema, regex: neither min_tokens nor ignore_eos
+//   reasoning_end_token, reasoning_start_token  -1 or in [0, vocab_size), distinct; a start only
+//                       with an end, an end only with a response format other than text
 // `vocab_size` must be positive (kInvalidArgument otherwise).
 Status ValidateSamplingParams(const proto::SamplingParams& params, int32_t vocab_size,
                               std::string_view constraint_field = {});

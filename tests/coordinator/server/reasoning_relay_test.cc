@@ -6,13 +6,16 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "tests/coordinator/server/replica_loss_fixture.h"
+#include "tests/support/paths.h"
 #include "tests/support/process.h"
+#include "tests/worker/tokenizer/vocabulary_fixtures.h"
 
 namespace bmad::coord {
 namespace {
@@ -46,6 +49,8 @@ class ReasoningRelayTest : public ReplicaLossTest {
       return !replica->Assigned().empty();
     }, 5s));
     const proto::Assign* assign = LastAssign(*replica);
+    last_assign_.reset();
+    if (assign != nullptr) last_assign_ = *assign;
     if (assign != nullptr) {
       for (size_t i = 0; i < pieces.size(); ++i) {
         proto::TokenChunk chunk;
@@ -73,6 +78,7 @@ class ReasoningRelayTest : public ReplicaLossTest {
 
   std::string chat_template_ = "deepseek-r1";
   int replicas_ = 0;
+  std::optional<proto::Assign> last_assign_;  // the last request's, as its replica received it
 };
 
 // The pieces of the answer "Let me think.</think>\n\nIt is 4.", the closing marker cut in two.
@@ -171,6 +177,82 @@ TEST_F(ReasoningRelayTest, ChatEchoStaysContent) {
   const ReplyJson response = ReplyJson::parse(Answered(body, {"<think>x</think>", "4"}));
   EXPECT_EQ(response["choices"][0]["message"]["content"], "Sure: 4");
   EXPECT_EQ(response["choices"][0]["message"]["reasoning"], "x");
+}
+
+// A vocabulary with the block's markers as tokens (stories260K's, "<think>" and "</think>" at
+// 495 and 496, user-defined as in Qwen3's and R1's GGUFs): a constrained answer may reason
+// first, the replica told where its format starts.
+constexpr uint32_t kThinkOpenId = 495;
+constexpr uint32_t kThinkCloseId = 496;
+
+std::string ThinkVocabularyModel() {
+  static const std::string path = [] {
+    // The file name is the served model's id, which the fake replicas register as.
+    const std::string file = bmad::testing::MakeTempDir("think-vocabulary") + "/stories260K.gguf";
+    auto base = tokenizer::testing::OpenSharedModel(tokenizer::testing::kStoriesFile);
+    EXPECT_TRUE(base.ok()) << base.status().ToString();
+    const Status written = tokenizer::testing::WriteRewrittenModel(
+        **base, {{kThinkOpenId, "<think>", tokenizer::TokenType::kUserDefined},
+                 {kThinkCloseId, "</think>", tokenizer::TokenType::kUserDefined}},
+        file);
+    EXPECT_TRUE(written.ok()) << written.ToString();
+    return file;
+  }();
+  return path;
+}
+
+class ReasoningGateRelayTest : public ReasoningRelayTest {
+ protected:
+  void Configure(ServerConfig& c) override {
+    ReasoningRelayTest::Configure(c);
+    c.model.path = ThinkVocabularyModel();
+  }
+};
+
+TEST_F(ReasoningGateRelayTest, AConstrainedAnswerReasonsFirstThenIsFormatted) {
+  ReplyJson body = Chat(false);
+  body["response_format"] = {{"type", "json_object"}};
+  // R1's generation prompt opened the block: the format waits for its end, from the start.
+  const ReplyJson response = ReplyJson::parse(Answered(body, {"Two and two.", "</think>", "{\"a\": 4}"}));
+  ASSERT_TRUE(last_assign_.has_value());
+  EXPECT_EQ(last_assign_->sampling.reasoning_end_token, static_cast<int32_t>(kThinkCloseId));
+  EXPECT_EQ(last_assign_->sampling.reasoning_start_token, -1);
+  const ReplyJson& message = response["choices"][0]["message"];
+  EXPECT_EQ(message["reasoning"], "Two and two.");
+  EXPECT_EQ(message["content"], "{\"a\": 4}");
+
+  // Streamed alike.
+  body["stream"] = true;
+  const ReasoningDeltas s = ReadReasoningDeltas(Answered(body, {"Two", " and two.</think>", "{}"}));
+  EXPECT_EQ(s.reasoning, "Two and two.");
+  EXPECT_EQ(s.content, "{}");
+}
+
+TEST_F(ReasoningGateRelayTest, AnUnconstrainedAnswerHasNoGate) {
+  const ReplyJson response = ReplyJson::parse(Answered(Chat(false), {"r</think>c"}));
+  ASSERT_TRUE(last_assign_.has_value());
+  EXPECT_EQ(last_assign_->sampling.reasoning_end_token, -1);
+  EXPECT_EQ(response["choices"][0]["message"]["reasoning"], "r");
+}
+
+class ReasoningGateChatMLRelayTest : public ReasoningGateRelayTest {
+ protected:
+  ReasoningGateChatMLRelayTest() { chat_template_ = "chatml"; }
+};
+
+TEST_F(ReasoningGateChatMLRelayTest, TheFirstTokenMayOpenTheBlock) {
+  ReplyJson body = Chat(false);
+  body["response_format"] = {{"type", "json_object"}};
+  const ReplyJson thought = ReplyJson::parse(Answered(body, {"<think>", "hm", "</think>", "{}"}));
+  ASSERT_TRUE(last_assign_.has_value());
+  EXPECT_EQ(last_assign_->sampling.reasoning_end_token, static_cast<int32_t>(kThinkCloseId));
+  EXPECT_EQ(last_assign_->sampling.reasoning_start_token, static_cast<int32_t>(kThinkOpenId));
+  EXPECT_EQ(thought["choices"][0]["message"]["reasoning"], "hm");
+  EXPECT_EQ(thought["choices"][0]["message"]["content"], "{}");
+  // The replica let the format start at once: all content.
+  const ReplyJson direct = ReplyJson::parse(Answered(body, {"{}"}));
+  EXPECT_TRUE(direct["choices"][0]["message"]["reasoning"].is_null());
+  EXPECT_EQ(direct["choices"][0]["message"]["content"], "{}");
 }
 
 // ChatML without a block in the generation prompt (Qwen3's hybrid models): the answer opens

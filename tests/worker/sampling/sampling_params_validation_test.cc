@@ -173,6 +173,34 @@ TEST(ValidateSamplingParams, RejectsEachBadFieldNamingItAndItsRange) {
          p.json_schema = "{}";
        },
        {"'json_schema' is set, but response_format is \"json_object\", not \"json_schema\""}},
+      {"reasoning end token outside the vocabulary",
+       [](auto& p) {
+         p.response_format = proto::ResponseFormat::kJsonObject;
+         p.reasoning_end_token = kVocab;
+       },
+       {"'reasoning_end_token' is 32000, outside the vocabulary"}},
+      {"reasoning start token below -1",
+       [](auto& p) {
+         p.response_format = proto::ResponseFormat::kJsonObject;
+         p.reasoning_end_token = 5;
+         p.reasoning_start_token = -2;
+       },
+       {"'reasoning_start_token' is -2; -1 means none"}},
+      {"reasoning start without an end",
+       [](auto& p) {
+         p.response_format = proto::ResponseFormat::kJsonObject;
+         p.reasoning_start_token = 5;
+       },
+       {"'reasoning_start_token' is set without 'reasoning_end_token'"}},
+      {"reasoning start and end the same token",
+       [](auto& p) {
+         p.response_format = proto::ResponseFormat::kJsonObject;
+         p.reasoning_end_token = 5;
+         p.reasoning_start_token = 5;
+       },
+       {"'reasoning_start_token' and 'reasoning_end_token' are both 5"}},
+      {"a reasoning gate without a format", [](auto& p) { p.reasoning_end_token = 5; },
+       {"'reasoning_end_token' is set, but response_format is \"text\""}},
   };
   for (const Case& c : cases) ExpectRejected(c);
 }
@@ -212,6 +240,12 @@ TEST(ValidateSamplingParams, AcceptsTheBoundaries) {
       },
       [](auto& p) {
         for (uint32_t i = 0; i < kMaxLogitBias; ++i) p.logit_bias.push_back({i, 0.5f});
+      },
+      [](auto& p) {
+        p.response_format = proto::ResponseFormat::kRegex;
+        p.regex = "a+";
+        p.reasoning_end_token = kVocab - 1;
+        p.reasoning_start_token = 0;
       },
   };
   for (size_t i = 0; i < mutations.size(); ++i) {

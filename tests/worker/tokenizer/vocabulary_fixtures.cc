@@ -28,10 +28,11 @@ const Tokenizer& SharedTokenizer(const std::string& file_name) {
   return *slot;
 }
 
-Result<std::unique_ptr<gguf::GgufFile>> RewriteVocabulary(
-    const gguf::GgufFile& base, const std::vector<TokenEdit>& edits,
-    const std::function<void(gguf::GgufWriter&)>& more) {
-  gguf::GgufWriter writer;
+namespace {
+
+// `base`'s metadata with `edits` applied, then `more`, in `writer`.
+Status FillRewrittenVocabulary(const gguf::GgufFile& base, const std::vector<TokenEdit>& edits,
+                               const std::function<void(gguf::GgufWriter&)>& more, gguf::GgufWriter& writer) {
   for (const auto& [key, value] : base.metadata()) {
     BMAD_RETURN_IF_ERROR(writer.SetValue(key, value));
   }
@@ -50,8 +51,29 @@ Result<std::unique_ptr<gguf::GgufFile>> RewriteVocabulary(
     writer.SetInt32Array("tokenizer.ggml.token_type", types);
   }
   if (more) more(writer);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<gguf::GgufFile>> RewriteVocabulary(
+    const gguf::GgufFile& base, const std::vector<TokenEdit>& edits,
+    const std::function<void(gguf::GgufWriter&)>& more) {
+  gguf::GgufWriter writer;
+  BMAD_RETURN_IF_ERROR(FillRewrittenVocabulary(base, edits, more, writer));
   BMAD_ASSIGN_OR_RETURN(std::string bytes, writer.WriteToString());
   return gguf::GgufFile::FromBytes(std::move(bytes), "rewritten-" + base.path());
+}
+
+Status WriteRewrittenModel(const gguf::GgufFile& base, const std::vector<TokenEdit>& edits,
+                           const std::string& path) {
+  gguf::GgufWriter writer;
+  BMAD_RETURN_IF_ERROR(FillRewrittenVocabulary(base, edits, {}, writer));
+  for (const gguf::TensorInfo& t : base.tensors()) {
+    BMAD_RETURN_IF_ERROR(writer.AddTensor(t.name, t.shape, static_cast<gguf::TensorType>(t.type),
+                                          std::vector<uint8_t>(t.data, t.data + t.nbytes)));
+  }
+  return writer.WriteFile(path);
 }
 
 std::vector<TokenEdit> SpecialTokenEdits() {
