@@ -23,8 +23,8 @@ inline constexpr std::array<std::string_view, 13> kChatTemplateNames = {
     "chatml", "llama2", "llama3", "llama3.1", "mistral", "mistral-v3", "mistral-legacy", "mistral-v7-tekken", "zephyr",
     "phi3", "gemma", "deepseek-r1", "plain"};
 
-// The names model.reasoning_parser takes (empty: none), vLLM's --reasoning-parser names; both
-// read a "<think>...</think>" block (coordinator/http/reasoning_split.h).
+// The names model.reasoning_parser takes (empty: none), vLLM's --reasoning-parser names for the
+// "<think>...</think>" block (coordinator/http/reasoning_split.h).
 inline constexpr std::array<std::string_view, 2> kReasoningParserNames = {"deepseek_r1", "qwen3"};
 
 enum class RouterPolicy { kWeighted, kRoundRobin, kLeastLoaded };

@@ -68,10 +68,11 @@ void VisitConfig(ServerConfig& c, Visitor& v) {
             S{.one_of = kChatTemplateNames});
     v.Field("reasoning_parser", c.model.reasoning_parser,
             "Chat answers of reasoning models: empty leaves their reasoning block (`<think>` to "
-            "`</think>`) in the content; deepseek_r1 or qwen3 (vLLM's names; both read that "
-            "block, open from the start where the chat template's generation prompt opened it) "
-            "return it apart, as each message's `reasoning` and `reasoning_content`; an output "
-            "constraint (JSON, regex, choice) then applies after the block.",
+            "`</think>`) in the content; deepseek_r1 or qwen3 (vLLM's names) return it apart, as "
+            "each message's `reasoning` and `reasoning_content`. deepseek_r1 takes every answer "
+            "to start inside the block; qwen3 only where the chat template's generation prompt "
+            "opened it, else the answer may open it. An output constraint (JSON, regex, choice) "
+            "then applies after the block.",
             S{.one_of = kReasoningParserNames});
   });
 

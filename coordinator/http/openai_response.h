@@ -140,10 +140,10 @@ struct ResponseContext {
   // completions' choices carry "prompt_token_ids" (null in a stream's later chunks), chat puts
   // the first choice's at the top level (of a stream: its role chunks).
   bool return_token_ids = false;
-  // Chat, a reasoning parser's answer (model.reasoning_parser): every message carries
-  // "reasoning" (vLLM's name) and "reasoning_content" (its older one, DeepSeek's, SGLang's and
-  // llama.cpp's), the same text, null when there is none; a streamed delta carries both when
-  // its chunk has reasoning.
+  // Chat under a reasoning parser (model.reasoning_parser): every message carries "reasoning"
+  // (vLLM's name) and "reasoning_content" (its older one, DeepSeek's, SGLang's and llama.cpp's),
+  // the same text, null when there is none (or it was not asked for); a streamed delta carries
+  // both when its chunk has reasoning.
   bool reasoning = false;
 };
 

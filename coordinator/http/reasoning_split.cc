@@ -38,13 +38,15 @@ bool PromptOpensReasoning(const ChatPrompt& prompt, bool continues_final_message
   return OpensBlock(std::string_view(prompt.text).substr(std::min(from, prompt.text.size())));
 }
 
-ReasoningSplit::ReasoningSplit(bool opened) : state_(opened ? State::kReasoning : State::kMayOpen) {}
+ReasoningSplit::ReasoningSplit(ReasoningStart start) : start_(start) {}
 
 ReasoningSplit::Parts ReasoningSplit::Add(std::string_view text) {
   Parts parts;
   held_ += text;
-  if (state_ == State::kMayOpen) {
-    const size_t start = std::find_if_not(held_.begin(), held_.end(), IsSpace) - held_.begin();
+  if (state_ == State::kBeforeMarker) {
+    const size_t start = start_ == ReasoningStart::kMayOpenAtOnce
+                             ? 0
+                             : std::find_if_not(held_.begin(), held_.end(), IsSpace) - held_.begin();
     const std::string_view rest = std::string_view(held_).substr(start);
     if (rest.starts_with(kOpen)) {
       held_.erase(0, start + kOpen.size());  // the whitespace before the marker goes with it
@@ -52,7 +54,7 @@ ReasoningSplit::Parts ReasoningSplit::Add(std::string_view text) {
     } else if (kOpen.starts_with(rest)) {
       return parts;  // whitespace, or the marker's start: wait for more
     } else {
-      state_ = State::kContent;
+      state_ = start_ == ReasoningStart::kOpen ? State::kReasoning : State::kContent;
     }
   }
   if (state_ == State::kReasoning) {
@@ -74,13 +76,15 @@ ReasoningSplit::Parts ReasoningSplit::Add(std::string_view text) {
 
 ReasoningSplit::Parts ReasoningSplit::Finish() {
   Parts parts;
-  (state_ == State::kReasoning ? parts.reasoning : parts.content) = std::move(held_);
+  const bool reasoning =
+      state_ == State::kReasoning || (state_ == State::kBeforeMarker && start_ == ReasoningStart::kOpen);
+  (reasoning ? parts.reasoning : parts.content) = std::move(held_);
   held_.clear();
   return parts;
 }
 
-ReasoningSplit::Parts ReasoningSplit::Whole(bool opened, std::string_view answer) {
-  ReasoningSplit split(opened);
+ReasoningSplit::Parts ReasoningSplit::Whole(ReasoningStart start, std::string_view answer) {
+  ReasoningSplit split(start);
   Parts parts = split.Add(answer);
   Parts rest = split.Finish();
   parts.reasoning += rest.reasoning;

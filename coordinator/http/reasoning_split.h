@@ -4,11 +4,13 @@
 // are in neither; nothing is stripped (Qwen3's reasoning starts and ends with "\n", its content
 // opens with "\n\n", as under vLLM).
 //
-// The block is open from the start when the prompt opened it (DeepSeek-R1's later templates,
-// QwQ's and Qwen3-Thinking-2507's generation prompts end with "<think>\n"): then everything up
-// to "</think>" is reasoning, and an answer cut before it (max_tokens) is all reasoning.
-// Otherwise the answer may open one itself (Qwen3's hybrid models write "<think>" first, after
-// whitespace at most); an answer that does not is all content.
+// How the answer starts (ReasoningStart): inside the block when the prompt opened it (DeepSeek-R1's
+// later templates, QwQ's and Qwen3-Thinking-2507's generation prompts end with "<think>\n"), or
+// as vLLM's deepseek_r1 parser assumes of every answer; then everything up to "</think>" is
+// reasoning, an answer cut before it (max_tokens) all reasoning, and a "<think>" the model
+// writes again at the start is dropped. Otherwise the answer may open the block itself (Qwen3's
+// hybrid models write "<think>" first, after whitespace at most); an answer that does not is all
+// content.
 //
 // Text comes as the stream's chunks come; whatever may still turn out to be part of a marker
 // ("</thi" at a chunk's end) is held back until the next chunk or the end tells.
@@ -28,10 +30,16 @@ namespace bmad::http {
 // prompt continues its final message (continue_final_message), in that message's text too.
 bool PromptOpensReasoning(const ChatPrompt& prompt, bool continues_final_message);
 
+enum class ReasoningStart {
+  kOpen,           // the answer starts inside the block
+  kMayOpen,        // the answer may open the block: "<think>" first, after whitespace at most
+  kMayOpenAtOnce,  // the same, "<think>" its very first text (what a replica's ReasoningGate
+                   // takes for an opening: the marker as the first token)
+};
+
 class ReasoningSplit {
  public:
-  // `opened`: the prompt opened the block (PromptOpensReasoning).
-  explicit ReasoningSplit(bool opened);
+  explicit ReasoningSplit(ReasoningStart start);
 
   struct Parts {
     std::string reasoning;
@@ -45,15 +53,16 @@ class ReasoningSplit {
   Parts Finish();
 
   // A whole answer's parts.
-  static Parts Whole(bool opened, std::string_view answer);
+  static Parts Whole(ReasoningStart start, std::string_view answer);
 
  private:
   enum class State {
-    kMayOpen,    // nothing but whitespace yet; "<think>" would open the block
-    kReasoning,  // inside the block, until "</think>"
-    kContent,    // after the block, or an answer that opened none: all content from here
+    kBeforeMarker,  // nothing yet but what may lead to "<think>" (see start_)
+    kReasoning,     // inside the block, until "</think>"
+    kContent,       // after the block, or an answer that opened none: all content from here
   };
-  State state_;
+  ReasoningStart start_;
+  State state_ = State::kBeforeMarker;
   std::string held_;
 };
 

@@ -88,15 +88,15 @@ void AnswerWhole(AcceptedCompletion accepted, const http::ResponseContext& ctx, 
   }
   // The prompt's log-probabilities, once every position has come.
   AddPromptLogprobs(scoring, accepted.choices_per_prompt, scored, tok, outputs);
-  if (accepted.reasoning_opened) {
+  if (accepted.reasoning_start) {
     for (http::ChoiceOutput& output : outputs) {
       // Chat's echo (the final message's content) is content, before the answer.
       const size_t echoed = EchoTextOf(accepted.echo_texts, accepted.choices_per_prompt, output.index).size();
       http::ReasoningSplit::Parts parts =
-          http::ReasoningSplit::Whole(*accepted.reasoning_opened, std::string_view(output.text).substr(echoed));
+          http::ReasoningSplit::Whole(*accepted.reasoning_start, std::string_view(output.text).substr(echoed));
       output.text.resize(echoed);
       output.text += parts.content;
-      if (ctx.reasoning) output.reasoning = std::move(parts.reasoning);
+      if (accepted.include_reasoning) output.reasoning = std::move(parts.reasoning);
     }
   }
   res.set_content(chat ? http::RenderChatCompletion(ctx, outputs, choices.usage())
@@ -145,8 +145,9 @@ void AnswerStreaming(AcceptedCompletion accepted, const http::ResponseContext& c
           prompt_ids_sent(choices.size(), false),
           echo_only(accepted.scoring.echo_only),
           per_prompt(accepted.choices_per_prompt),
-          prompt_token_ids(std::move(accepted.prompt_token_ids)) {
-      if (accepted.reasoning_opened) splits.assign(choices.size(), http::ReasoningSplit(*accepted.reasoning_opened));
+          prompt_token_ids(std::move(accepted.prompt_token_ids)),
+          include_reasoning(accepted.include_reasoning) {
+      if (accepted.reasoning_start) splits.assign(choices.size(), http::ReasoningSplit(*accepted.reasoning_start));
     }
     // Choice i's usage so far, for continuous_usage_stats.
     proto::Usage UsageSoFar(uint32_t i) const {
@@ -173,6 +174,7 @@ void AnswerStreaming(AcceptedCompletion accepted, const http::ResponseContext& c
       return PromptTokenIdsOf(prompt_token_ids, per_prompt, i);
     }
     std::vector<http::ReasoningSplit> splits;  // per choice, under a reasoning parser; else empty
+    bool include_reasoning = true;             // AcceptedCompletion's
     bool roles_sent = false;
     std::chrono::steady_clock::time_point last_write;
     std::optional<StreamEvent> pending;  // read before the headers went out
@@ -263,7 +265,7 @@ void AnswerStreaming(AcceptedCompletion accepted, const http::ResponseContext& c
             parts.content += rest.content;
           }
           out.text = std::move(parts.content);
-          if (ctx.reasoning) out.reasoning = std::move(parts.reasoning);
+          if (state->include_reasoning) out.reasoning = std::move(parts.reasoning);
         }
         for (const http::TokenLogprob& t : out.logprobs) state->token_chars[*index] += CodePoints(t.token);
         state->generated_tokens[*index] += static_cast<uint32_t>(e->chunk.token_ids.size());

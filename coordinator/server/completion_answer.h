@@ -13,6 +13,7 @@
 
 #include "common/status.h"
 #include "coordinator/http/openai_response.h"
+#include "coordinator/http/reasoning_split.h"
 #include "coordinator/server/choice_output.h"
 
 namespace httplib {
@@ -55,9 +56,10 @@ struct AcceptedCompletion {
   // Per prompt, with vLLM's return_token_ids: its token ids as the model sees them.
   std::vector<std::vector<uint32_t>> prompt_token_ids;
   // Chat under a reasoning parser: each answer's reasoning is split off its content
-  // (http::ReasoningSplit), and this says whether the prompt opened the block; nullopt: no
-  // split. The reasoning is sent with ResponseContext::reasoning, else left out.
-  std::optional<bool> reasoning_opened;
+  // (http::ReasoningSplit), which starts as this says; nullopt: no split, all content. The
+  // reasoning is sent with include_reasoning (vLLM's request field), else left out.
+  std::optional<http::ReasoningStart> reasoning_start;
+  bool include_reasoning = true;
 };
 
 // OpenAI's error object for `s` with its HTTP status, and Retry-After (whole seconds, at least

@@ -490,9 +490,13 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
   scoring.echo_alternatives = cr.top_logprobs;
   scoring.vllm_alternatives = cr.vllm_prompt_logprobs;
   if (cr.echo_logprobs || cr.vllm_prompt_logprobs >= 0) scoring.prompt_ids = *prompts;
-  std::optional<bool> reasoning_opened;
-  if (chat && !core_.config().model.reasoning_parser.empty()) {
-    reasoning_opened = ReasoningSplitFor(opens_reasoning, cr.sampling);
+  const bool reasoning_parser = chat && !core_.config().model.reasoning_parser.empty();
+  std::optional<http::ReasoningStart> reasoning_start;
+  if (reasoning_parser) {
+    // vLLM's deepseek_r1 parser takes every answer to start inside the block.
+    const bool opens = opens_reasoning || core_.config().model.reasoning_parser == "deepseek_r1";
+    const bool thinking_off = core_.chat_format().thinking_switch && cr.enable_thinking == false;
+    reasoning_start = ReasoningStartFor(opens, !thinking_off, cr.sampling);
   }
   std::vector<SubmitInput> inputs;
   for (std::vector<uint32_t>& prompt : *prompts) {
@@ -514,7 +518,8 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
   accepted->echo_texts = std::move(echo_texts);
   accepted->scoring = std::move(scoring);
   accepted->prompt_token_ids = std::move(prompt_token_ids);
-  accepted->reasoning_opened = reasoning_opened;
+  accepted->reasoning_start = reasoning_start;
+  accepted->include_reasoning = cr.include_reasoning;
   http::ResponseContext ctx;
   ctx.request_id = ResponseId(accepted->request_ids.front());
   ctx.created_unix_s = UnixMillis() / 1000;
@@ -525,7 +530,7 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
   ctx.tokens_as_ids = cr.return_tokens_as_token_ids;
   ctx.prompt_logprobs = cr.vllm_prompt_logprobs >= 0;
   ctx.return_token_ids = cr.return_token_ids;
-  ctx.reasoning = accepted->reasoning_opened.has_value() && cr.include_reasoning;
+  ctx.reasoning = reasoning_parser;
   auto client = std::make_shared<HttpConnection>(req.local_addr, req.local_port, req.remote_addr,
                                                    req.remote_port);
   if (cr.stream) {
@@ -536,12 +541,21 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
   }
 }
 
-std::optional<bool> HttpFrontend::ReasoningSplitFor(bool opens, proto::SamplingParams& sampling) const {
-  if (sampling.response_format == proto::ResponseFormat::kText) return opens;
-  if (think_end_token_ < 0 || (!opens && think_start_token_ < 0)) return std::nullopt;
+std::optional<http::ReasoningStart> HttpFrontend::ReasoningStartFor(bool opens, bool may_open,
+                                                                    proto::SamplingParams& sampling) const {
+  if (sampling.response_format == proto::ResponseFormat::kText) {
+    return opens ? http::ReasoningStart::kOpen : http::ReasoningStart::kMayOpen;
+  }
+  if (think_end_token_ < 0) return std::nullopt;
+  if (opens) {
+    sampling.reasoning_end_token = think_end_token_;
+    return http::ReasoningStart::kOpen;
+  }
+  if (!may_open || think_start_token_ < 0) return std::nullopt;
   sampling.reasoning_end_token = think_end_token_;
-  sampling.reasoning_start_token = opens ? -1 : think_start_token_;
-  return opens;
+  sampling.reasoning_start_token = think_start_token_;
+  // The replica opens the block only for the marker as the first token: so does the split.
+  return http::ReasoningStart::kMayOpenAtOnce;
 }
 
 std::optional<AcceptedCompletion> HttpFrontend::Submit(std::vector<SubmitInput> inputs,

@@ -69,12 +69,15 @@ class HttpFrontend {
   // tokenized at the start of the output and after a space, each distinct sequence once.
   // kInvalidArgument naming a word of more than sampling::kMaxBadWordTokens tokens.
   Result<std::vector<std::vector<uint32_t>>> BadWordSequences(const std::vector<std::string>& words) const;
-  // Under a reasoning parser (model.reasoning_parser), whether a chat answer is split into
-  // reasoning and content: nullopt for no split, else whether its prompt opened the block
-  // (`opens`). An answer under an output constraint is split only where the vocabulary has the
-  // block's markers as tokens: `sampling` then gets the reasoning gate, and the replica formats
-  // what follows the block; otherwise the constraint holds from the first token, all content.
-  std::optional<bool> ReasoningSplitFor(bool opens, proto::SamplingParams& sampling) const;
+  // Under a reasoning parser (model.reasoning_parser), how a chat answer is split into reasoning
+  // and content (nullopt: not at all, all content): `opens`, the block is open from the start
+  // (the prompt opened it, or the deepseek_r1 parser assumes so); `may_open`, else the answer
+  // may open it (not when the request turned a template's thinking off). An answer under an
+  // output constraint is split only where the vocabulary has the block's markers as tokens:
+  // `sampling` then gets the reasoning gate, and the replica formats what follows the block;
+  // otherwise the constraint holds from the first token, all content.
+  std::optional<http::ReasoningStart> ReasoningStartFor(bool opens, bool may_open,
+                                                        proto::SamplingParams& sampling) const;
   // Keeps each prompt's last `keep` tokens (-1: the served context length); nullopt: all.
   void TruncatePrompts(std::optional<int64_t> keep, std::vector<std::vector<uint32_t>>& prompts) const;
   // Answers 404 model_not_found and returns true when `model` names another model than ours.

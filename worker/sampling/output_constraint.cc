@@ -42,10 +42,14 @@ Status OutputConstraint::Mask(std::span<float> scores) {
       }
       return Status::Ok();
     case Phase::kFirstToken: {
-      // The format's first token, or the one that opens the block.
-      const float opening = in_range(gate_.start_token) ? scores[static_cast<size_t>(gate_.start_token)] : kBanned;
+      // The format's first token, or the one that opens the block (unless it would end the
+      // output: a stop token).
+      const bool may_open = in_range(gate_.start_token) &&
+                            std::find(gate_.ending_tokens.begin(), gate_.ending_tokens.end(), gate_.start_token) ==
+                                gate_.ending_tokens.end();
+      const float opening = may_open ? scores[static_cast<size_t>(gate_.start_token)] : kBanned;
       BMAD_RETURN_IF_ERROR(std::visit([&](auto& c) { return c.Mask(scores); }, held_));
-      if (in_range(gate_.start_token)) scores[static_cast<size_t>(gate_.start_token)] = opening;
+      if (may_open) scores[static_cast<size_t>(gate_.start_token)] = opening;
       return Status::Ok();
     }
     case Phase::kFormatted:

@@ -4,6 +4,7 @@
 #include "worker/sampling/json_schema.h"
 #include "worker/sampling/regex_nfa.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -100,6 +101,28 @@ Status ValidateReasoningGate(const proto::SamplingParams& params, int32_t vocab_
   if (end >= 0 && params.response_format == proto::ResponseFormat::kText) {
     return InvalidArgument("'reasoning_end_token' is set, but response_format is \"text\": it delays a format");
   }
+  if (end < 0) return Status::Ok();
+  // A block that can be open must be able to close, or the format would never begin.
+  auto stops_at = [&](int32_t id) {
+    return std::find(params.stop_token_ids.begin(), params.stop_token_ids.end(), static_cast<uint32_t>(id)) !=
+           params.stop_token_ids.end();
+  };
+  // The field that keeps `id` from ever being drawn, or "".
+  auto banned_by = [&](int32_t id) -> std::string {
+    const auto& allowed = params.allowed_token_ids;
+    if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), static_cast<uint32_t>(id)) == allowed.end()) {
+      return "'allowed_token_ids' leaves out";
+    }
+    const bool bad = std::any_of(params.bad_words.begin(), params.bad_words.end(), [&](const auto& word) {
+      return word.size() == 1 && word[0] == static_cast<uint32_t>(id);
+    });
+    return bad ? "'bad_words' bans" : "";
+  };
+  if (start >= 0 && (stops_at(start) || !banned_by(start).empty())) return Status::Ok();  // no block can open
+  const std::string why = " the token that ends the model's reasoning (" + std::to_string(end) +
+                          "), after which the response format applies: the formatted output could never begin";
+  if (stops_at(end)) return InvalidArgument("'stop_token_ids' holds" + why);
+  if (const std::string field = banned_by(end); !field.empty()) return InvalidArgument(field + why);
   return Status::Ok();
 }
 

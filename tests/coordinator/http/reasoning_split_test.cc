@@ -13,9 +13,13 @@
 namespace bmad::http {
 namespace {
 
+constexpr ReasoningStart kOpen = ReasoningStart::kOpen;
+constexpr ReasoningStart kMayOpen = ReasoningStart::kMayOpen;
+constexpr ReasoningStart kAtOnce = ReasoningStart::kMayOpenAtOnce;
+
 // The answer fed in the given pieces, then finished: every part joined.
-ReasoningSplit::Parts SplitPieces(bool opened, const std::vector<std::string_view>& pieces) {
-  ReasoningSplit split(opened);
+ReasoningSplit::Parts SplitPieces(ReasoningStart start, const std::vector<std::string_view>& pieces) {
+  ReasoningSplit split(start);
   ReasoningSplit::Parts all;
   auto take = [&](ReasoningSplit::Parts p) {
     all.reasoning += p.reasoning;
@@ -27,16 +31,16 @@ ReasoningSplit::Parts SplitPieces(bool opened, const std::vector<std::string_vie
 }
 
 // The answer fed one byte at a time: the same parts as whole.
-ReasoningSplit::Parts SplitBytes(bool opened, std::string_view answer) {
+ReasoningSplit::Parts SplitBytes(ReasoningStart start, std::string_view answer) {
   std::vector<std::string_view> bytes;
   for (size_t i = 0; i < answer.size(); ++i) bytes.push_back(answer.substr(i, 1));
-  return SplitPieces(opened, bytes);
+  return SplitPieces(start, bytes);
 }
 
 TEST(ReasoningSplitTest, AnswerThatOpensTheBlockItself) {
   // Qwen3's hybrid models, thinking: the block first, the markers in neither part.
   const std::string answer = "<think>\nFirst, 2+2.\n</think>\n\nIt is 4.";
-  for (const auto& parts : {SplitPieces(false, {answer}), SplitBytes(false, answer)}) {
+  for (const auto& parts : {SplitPieces(kMayOpen, {answer}), SplitBytes(kMayOpen, answer)}) {
     EXPECT_EQ(parts.reasoning, "\nFirst, 2+2.\n");
     EXPECT_EQ(parts.content, "\n\nIt is 4.");
   }
@@ -45,7 +49,7 @@ TEST(ReasoningSplitTest, AnswerThatOpensTheBlockItself) {
 TEST(ReasoningSplitTest, PromptThatOpenedTheBlock) {
   // R1's and QwQ's generation prompts end with "<think>\n": the answer starts inside it.
   const std::string answer = "Let me see.\n</think>\n\nYes.";
-  for (const auto& parts : {SplitPieces(true, {answer}), SplitBytes(true, answer)}) {
+  for (const auto& parts : {SplitPieces(kOpen, {answer}), SplitBytes(kOpen, answer)}) {
     EXPECT_EQ(parts.reasoning, "Let me see.\n");
     EXPECT_EQ(parts.content, "\n\nYes.");
   }
@@ -53,34 +57,55 @@ TEST(ReasoningSplitTest, PromptThatOpenedTheBlock) {
 
 TEST(ReasoningSplitTest, BlockNeverClosedIsAllReasoning) {
   // Cut by max_tokens while thinking; the held-back "</th" is reasoning text at the end.
-  EXPECT_EQ(SplitPieces(true, {"Still thinking </th"}).reasoning, "Still thinking </th");
-  EXPECT_EQ(SplitPieces(true, {"Still thinking </th"}).content, "");
-  EXPECT_EQ(SplitPieces(false, {"<think>half", " a thought"}).reasoning, "half a thought");
+  EXPECT_EQ(SplitPieces(kOpen, {"Still thinking </th"}).reasoning, "Still thinking </th");
+  EXPECT_EQ(SplitPieces(kOpen, {"Still thinking </th"}).content, "");
+  EXPECT_EQ(SplitPieces(kMayOpen, {"<think>half", " a thought"}).reasoning, "half a thought");
 }
 
 TEST(ReasoningSplitTest, AnswerWithoutBlockIsAllContent) {
-  for (const auto& parts : {SplitPieces(false, {"Hello there."}), SplitBytes(false, "Hello there.")}) {
+  for (const auto& parts : {SplitPieces(kMayOpen, {"Hello there."}), SplitBytes(kMayOpen, "Hello there.")}) {
     EXPECT_EQ(parts.reasoning, "");
     EXPECT_EQ(parts.content, "Hello there.");
   }
   // Leading whitespace stays with content that opens no block.
-  EXPECT_EQ(SplitBytes(false, "\n\n Hi").content, "\n\n Hi");
+  EXPECT_EQ(SplitBytes(kMayOpen, "\n\n Hi").content, "\n\n Hi");
   // A "<think>" later in the content is content.
-  EXPECT_EQ(SplitBytes(false, "Say <think> and </think>.").content, "Say <think> and </think>.");
+  EXPECT_EQ(SplitBytes(kMayOpen, "Say <think> and </think>.").content, "Say <think> and </think>.");
   // The marker's start alone at the end is content.
-  EXPECT_EQ(SplitPieces(false, {"<thi"}).content, "<thi");
-  EXPECT_EQ(SplitPieces(false, {"<thin", "g>"}).content, "<thing>");
-  EXPECT_EQ(SplitPieces(false, {}).content, "");
+  EXPECT_EQ(SplitPieces(kMayOpen, {"<thi"}).content, "<thi");
+  EXPECT_EQ(SplitPieces(kMayOpen, {"<thin", "g>"}).content, "<thing>");
+  EXPECT_EQ(SplitPieces(kMayOpen, {}).content, "");
+}
+
+TEST(ReasoningSplitTest, AMarkerWrittenAgainInsideAnOpenBlockIsDropped) {
+  // As vLLM's deepseek_r1 parser drops it: the prompt opened the block, the model opens it again.
+  for (const auto& parts : {SplitPieces(kOpen, {"<think>\nHm.</think>A"}), SplitBytes(kOpen, " <think>Hm.</think>A")}) {
+    EXPECT_EQ(parts.reasoning.substr(parts.reasoning.find_first_not_of('\n')), "Hm.");
+    EXPECT_EQ(parts.content, "A");
+  }
+  // Whitespace without the marker stays reasoning, and so does an end that looked like one.
+  EXPECT_EQ(SplitPieces(kOpen, {"\n", "x</think>"}).reasoning, "\nx");
+  EXPECT_EQ(SplitPieces(kOpen, {" <thi"}).reasoning, " <thi");
+  EXPECT_EQ(SplitPieces(kOpen, {"<", "/think>c"}).content, "c");
+}
+
+TEST(ReasoningSplitTest, AtOnceTheMarkerMustBeTheVeryFirstText) {
+  // What a replica's gate takes for an opening: the marker as the first token.
+  EXPECT_EQ(SplitBytes(kAtOnce, "<think>r</think>{}").reasoning, "r");
+  EXPECT_EQ(SplitBytes(kAtOnce, "<think>r</think>{}").content, "{}");
+  const ReasoningSplit::Parts spaced = SplitBytes(kAtOnce, "\n<think>r</think>{}");
+  EXPECT_EQ(spaced.reasoning, "");
+  EXPECT_EQ(spaced.content, "\n<think>r</think>{}");
 }
 
 TEST(ReasoningSplitTest, WhitespaceBeforeTheOpeningMarkerGoesWithIt) {
-  const ReasoningSplit::Parts parts = SplitPieces(false, {"\n ", "<think>", "r", "</think>", "c"});
+  const ReasoningSplit::Parts parts = SplitPieces(kMayOpen, {"\n ", "<think>", "r", "</think>", "c"});
   EXPECT_EQ(parts.reasoning, "r");
   EXPECT_EQ(parts.content, "c");
 }
 
 TEST(ReasoningSplitTest, PiecesComeOutAsSoonAsTheyAreKnown) {
-  ReasoningSplit split(true);
+  ReasoningSplit split(kOpen);
   ReasoningSplit::Parts p = split.Add("abc</");
   EXPECT_EQ(p.reasoning, "abc");  // "</" may begin the marker: held back
   EXPECT_EQ(p.content, "");
@@ -99,7 +124,7 @@ TEST(ReasoningSplitTest, PiecesComeOutAsSoonAsTheyAreKnown) {
 }
 
 TEST(ReasoningSplitTest, ReasoningAndContentInOnePiece) {
-  ReasoningSplit split(false);
+  ReasoningSplit split(kMayOpen);
   EXPECT_EQ(split.Add("").content, "");
   const ReasoningSplit::Parts p = split.Add("<think>a</think>b");
   EXPECT_EQ(p.reasoning, "a");
@@ -109,7 +134,7 @@ TEST(ReasoningSplitTest, ReasoningAndContentInOnePiece) {
 TEST(ReasoningSplitTest, MultiByteCharactersAreNeverCut) {
   // Held-back text is an ASCII marker's start, so a UTF-8 character stays whole.
   const std::string answer = "<think>d\xC3\xA9j\xC3\xA0</think>\xE2\x9C\x93";
-  const ReasoningSplit::Parts parts = SplitBytes(false, answer);
+  const ReasoningSplit::Parts parts = SplitBytes(kMayOpen, answer);
   EXPECT_EQ(parts.reasoning, "d\xC3\xA9j\xC3\xA0");
   EXPECT_EQ(parts.content, "\xE2\x9C\x93");
 }

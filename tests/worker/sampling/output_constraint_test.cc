@@ -79,6 +79,16 @@ TEST(OutputConstraintGate, TheFirstTokenMayOpenTheBlock) {
   EXPECT_TRUE(direct.complete());
 }
 
+TEST(OutputConstraintGate, AnOpeningMarkerThatWouldEndTheOutputIsNotOffered) {
+  // The marker is a stop token: drawn, it would end the output before the format.
+  ReasoningGate gate;
+  gate.end_token = kThinkClose;
+  gate.start_token = kThinkOpen;
+  gate.ending_tokens = {kEndOfOutput, kThinkOpen};
+  OutputConstraint c(JsonConstraint(std::make_shared<const TokenTexts>(kGateTexts), {kEndOfOutput, kThinkOpen}), gate);
+  EXPECT_EQ(AllowedAfter(c, {}), (std::set<int32_t>{3}));
+}
+
 TEST(OutputConstraintGate, WithoutAGateTheFormatHoldsFromTheStart) {
   OutputConstraint c(JsonConstraint(std::make_shared<const TokenTexts>(kGateTexts), {kEndOfOutput}));
   EXPECT_EQ(AllowedAfter(c, {}), (std::set<int32_t>{3}));

@@ -201,6 +201,28 @@ TEST(ValidateSamplingParams, RejectsEachBadFieldNamingItAndItsRange) {
        {"'reasoning_start_token' and 'reasoning_end_token' are both 5"}},
       {"a reasoning gate without a format", [](auto& p) { p.reasoning_end_token = 5; },
        {"'reasoning_end_token' is set, but response_format is \"text\""}},
+      {"a stop token that ends the block",
+       [](auto& p) {
+         p.response_format = proto::ResponseFormat::kJsonObject;
+         p.reasoning_end_token = 5;
+         p.stop_token_ids = {9, 5};
+       },
+       {"'stop_token_ids' holds the token that ends the model's reasoning (5)", "could never begin"}},
+      {"allowed tokens without the block's end",
+       [](auto& p) {
+         p.response_format = proto::ResponseFormat::kJsonObject;
+         p.reasoning_end_token = 5;
+         p.reasoning_start_token = 4;
+         p.allowed_token_ids = {3, 4};
+       },
+       {"'allowed_token_ids' leaves out the token that ends the model's reasoning (5)"}},
+      {"a bad word that is the block's end",
+       [](auto& p) {
+         p.response_format = proto::ResponseFormat::kJsonObject;
+         p.reasoning_end_token = 5;
+         p.bad_words = {{7, 8}, {5}};
+       },
+       {"'bad_words' bans the token that ends the model's reasoning (5)"}},
   };
   for (const Case& c : cases) ExpectRejected(c);
 }
@@ -246,6 +268,18 @@ TEST(ValidateSamplingParams, AcceptsTheBoundaries) {
         p.regex = "a+";
         p.reasoning_end_token = kVocab - 1;
         p.reasoning_start_token = 0;
+      },
+      [](auto& p) {  // the block cannot open, so its end does not matter
+        p.response_format = proto::ResponseFormat::kJsonObject;
+        p.reasoning_end_token = 5;
+        p.reasoning_start_token = 4;
+        p.stop_token_ids = {4, 5};
+      },
+      [](auto& p) {
+        p.response_format = proto::ResponseFormat::kJsonObject;
+        p.reasoning_end_token = 5;
+        p.allowed_token_ids = {3, 5};
+        p.bad_words = {{5, 5}};
       },
   };
   for (size_t i = 0; i < mutations.size(); ++i) {
