@@ -2,6 +2,7 @@
 // a live replica), stream (forward chunks, dropping any the client already has), and end
 // (finish, fail, cancel), or migrate when the replica dies.
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <unordered_map>
 
@@ -39,10 +40,15 @@ Status AboutBatchPrompt(const Status& why, size_t p) {
 // for an Assign: a replica counts the deadline from when it takes the request, so time spent
 // queued here, waiting after refusals, or on a lost replica before a migration would
 // otherwise start over. 1 once overdue (the most urgent); 0 when the request set none.
-uint32_t RemainingSloMs(const CoordRequest& r, int64_t now_ns) {
-  if (r.slo_ms == 0) return 0;  // the replica's default, from when it takes the request
+// What is left of the request's deadline: its slo_ms, or for one without, `default_slo_ms`
+// (scheduler.default_slo_ms), counted from its arrival here as the queue ranks it, so that the
+// replica's scheduler does not give back the time it waited. 0 for a request without one that
+// has not waited: the replica's own default, counted from now, is the same deadline.
+uint32_t RemainingSloMs(const CoordRequest& r, int64_t now_ns, int64_t default_slo_ms) {
   const int64_t waited_ms = std::max<int64_t>(0, (now_ns - r.arrival_ns) / 1'000'000);
-  return static_cast<uint32_t>(std::max<int64_t>(1, int64_t{r.slo_ms} - waited_ms));
+  if (r.slo_ms == 0 && waited_ms == 0) return 0;
+  const int64_t slo_ms = r.slo_ms > 0 ? int64_t{r.slo_ms} : default_slo_ms;
+  return static_cast<uint32_t>(std::clamp<int64_t>(slo_ms - waited_ms, 1, std::numeric_limits<uint32_t>::max()));
 }
 
 }  // namespace
@@ -280,7 +286,7 @@ bool CoordinatorServer::Core::Dispatch(CoordRequest* r) {
   a.generated_tokens = r->streamed_tokens;
   a.sampling = r->sampling;
   a.priority = r->priority;
-  a.slo_ms = RemainingSloMs(*r, clock_.NowNanos());
+  a.slo_ms = RemainingSloMs(*r, clock_.NowNanos(), config_.scheduler.default_slo_ms);
   a.arrival_unix_ms = static_cast<uint64_t>(UnixMillis());
   a.assignment = ++last_assignment_;
   ReplicaState* replica = replicas_.Find(chosen.id);
