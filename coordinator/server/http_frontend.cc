@@ -493,9 +493,12 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
   const bool reasoning_parser = chat && !core_.config().model.reasoning_parser.empty();
   std::optional<http::ReasoningStart> reasoning_start;
   if (reasoning_parser) {
-    // vLLM's deepseek_r1 parser takes every answer to start inside the block.
-    const bool opens = opens_reasoning || core_.config().model.reasoning_parser == "deepseek_r1";
+    // vLLM's deepseek_r1 parser takes every answer to start inside the block, except where the
+    // request turned the template's thinking off (its prompt then holds an empty block): a
+    // constrained answer would wait for a block's end that never comes.
     const bool thinking_off = core_.chat_format().thinking_switch && cr.enable_thinking == false;
+    const bool opens =
+        opens_reasoning || (!thinking_off && core_.config().model.reasoning_parser == "deepseek_r1");
     reasoning_start = ReasoningStartFor(opens, !thinking_off, cr.sampling);
   }
   std::vector<SubmitInput> inputs;

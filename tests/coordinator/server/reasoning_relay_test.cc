@@ -192,20 +192,21 @@ TEST_F(ReasoningRelayTest, ChatEchoStaysContent) {
 constexpr uint32_t kThinkOpenId = 495;
 constexpr uint32_t kThinkCloseId = 496;
 
-std::string ThinkVocabularyModel() {
-  static const std::string path = [] {
-    // The file name is the served model's id, which the fake replicas register as.
-    const std::string file = bmad::testing::MakeTempDir("think-vocabulary") + "/stories260K.gguf";
-    auto base = tokenizer::testing::OpenSharedModel(tokenizer::testing::kStoriesFile);
-    EXPECT_TRUE(base.ok()) << base.status().ToString();
-    const Status written = tokenizer::testing::WriteRewrittenModel(
-        **base, {{kThinkOpenId, "<think>", tokenizer::TokenType::kUserDefined},
-                 {kThinkCloseId, "</think>", tokenizer::TokenType::kUserDefined}},
-        file);
-    EXPECT_TRUE(written.ok()) << written.ToString();
-    return file;
-  }();
-  return path;
+// Such a model, with `chat_template` as its own when not empty.
+std::string ThinkVocabularyModel(const std::string& chat_template = "") {
+  // The file name is the served model's id, which the fake replicas register as.
+  const std::string file = bmad::testing::MakeTempDir("think-vocabulary") + "/stories260K.gguf";
+  auto base = tokenizer::testing::OpenSharedModel(tokenizer::testing::kStoriesFile);
+  EXPECT_TRUE(base.ok()) << base.status().ToString();
+  const Status written = tokenizer::testing::WriteRewrittenModel(
+      **base,
+      {{kThinkOpenId, "<think>", tokenizer::TokenType::kUserDefined},
+       {kThinkCloseId, "</think>", tokenizer::TokenType::kUserDefined}},
+      file, [&](gguf::GgufWriter& w) {
+        if (!chat_template.empty()) w.SetString("tokenizer.chat_template", chat_template);
+      });
+  EXPECT_TRUE(written.ok()) << written.ToString();
+  return file;
 }
 
 class ReasoningGateRelayTest : public ReasoningRelayTest {
@@ -315,6 +316,45 @@ TEST_F(ReasoningRelayR1OnChatMLTest, TextBeforeTheBlocksEndIsReasoning) {
   const ReplyJson response = ReplyJson::parse(Answered(Chat(false), {"abc</think>", "xyz"}));
   EXPECT_EQ(response["choices"][0]["message"]["reasoning"], "abc");
   EXPECT_EQ(response["choices"][0]["message"]["content"], "xyz");
+}
+
+// A Qwen3 hybrid template (its switch, enable_thinking) under deepseek_r1: every answer starts in
+// the block, unless the request turned thinking off, whose prompt then holds an empty one.
+constexpr const char* kHybridTemplate =
+    "{%- set ns = namespace(last_query_index=messages|length - 1) %}{{- '<|im_start|>' }}"
+    "{%- if '</think>' in content %}{%- endif %}{%- if add_generation_prompt %}"
+    "{{- '<|im_start|>assistant\\n' }}{%- if enable_thinking is defined and enable_thinking is false %}"
+    "{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}{%- endif %}";
+
+class ReasoningGateHybridRelayTest : public ReasoningRelayTest {
+ protected:
+  void Configure(ServerConfig& c) override {
+    ReasoningRelayTest::Configure(c);
+    c.model.chat_template = "";  // the model's own
+    c.model.path = ThinkVocabularyModel(kHybridTemplate);
+  }
+};
+
+TEST_F(ReasoningGateHybridRelayTest, ThinkingTurnedOffLeavesNoBlockToWaitFor) {
+  ReplyJson body = Chat(false);
+  body["response_format"] = {{"type", "json_object"}};
+  const ReplyJson thought = ReplyJson::parse(Answered(body, {"r", "</think>", "{}"}));
+  ASSERT_TRUE(last_assign_.has_value());
+  EXPECT_EQ(last_assign_->sampling.reasoning_end_token, static_cast<int32_t>(kThinkCloseId));
+  EXPECT_EQ(last_assign_->sampling.reasoning_start_token, -1);  // deepseek_r1: open from the start
+  EXPECT_EQ(thought["choices"][0]["message"]["reasoning"], "r");
+
+  body["chat_template_kwargs"] = {{"enable_thinking", false}};
+  const ReplyJson direct = ReplyJson::parse(Answered(body, {"{}"}));
+  ASSERT_TRUE(last_assign_.has_value());
+  EXPECT_EQ(last_assign_->sampling.reasoning_end_token, -1);  // the format holds from the start
+  EXPECT_EQ(last_assign_->sampling.reasoning_start_token, -1);
+  EXPECT_TRUE(direct["choices"][0]["message"]["reasoning"].is_null());
+  EXPECT_EQ(direct["choices"][0]["message"]["content"], "{}");
+  // Free text with thinking off: content, unless the model opens a block after all.
+  body.erase("response_format");
+  const ReplyJson plain = ReplyJson::parse(Answered(body, {"Hi."}));
+  EXPECT_EQ(plain["choices"][0]["message"]["content"], "Hi.");
 }
 
 }  // namespace

@@ -66,9 +66,9 @@ Result<std::unique_ptr<gguf::GgufFile>> RewriteVocabulary(
 }
 
 Status WriteRewrittenModel(const gguf::GgufFile& base, const std::vector<TokenEdit>& edits,
-                           const std::string& path) {
+                           const std::string& path, const std::function<void(gguf::GgufWriter&)>& more) {
   gguf::GgufWriter writer;
-  BMAD_RETURN_IF_ERROR(FillRewrittenVocabulary(base, edits, {}, writer));
+  BMAD_RETURN_IF_ERROR(FillRewrittenVocabulary(base, edits, more, writer));
   for (const gguf::TensorInfo& t : base.tensors()) {
     BMAD_RETURN_IF_ERROR(writer.AddTensor(t.name, t.shape, static_cast<gguf::TensorType>(t.type),
                                           std::vector<uint8_t>(t.data, t.data + t.nbytes)));

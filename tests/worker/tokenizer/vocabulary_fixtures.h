@@ -36,9 +36,10 @@ Result<std::unique_ptr<gguf::GgufFile>> RewriteVocabulary(
     const gguf::GgufFile& base, const std::vector<TokenEdit>& edits,
     const std::function<void(gguf::GgufWriter&)>& more = {});
 
-// `base` with `edits` applied to its vocabulary, tensors and all, as a GGUF file at `path`.
+// `base` with `edits` applied to its vocabulary, then `more` to its metadata, tensors and all,
+// as a GGUF file at `path`.
 Status WriteRewrittenModel(const gguf::GgufFile& base, const std::vector<TokenEdit>& edits,
-                           const std::string& path);
+                           const std::string& path, const std::function<void(gguf::GgufWriter&)>& more = {});
 
 // stories260K with special tokens of every kind (user-defined "<tool>", "<tool_call>", "ab"; a
 // control "<ctl>"; "<|im_end|>" and "<|fim_pad|>" typed normal; an empty text at 511).
