@@ -8,25 +8,31 @@ namespace bmad::sampling {
 Status OutputConstraint::Sync(std::span<const int32_t> generated) {
   std::span<const int32_t> formatted = generated;
   if (gate_.end_token >= 0) {
-    size_t block_from = 0;  // where the block's text starts: its end is looked for from there
-    if (gate_.start_token >= 0) {
+    // A shorter output is read again from its start; a longer one from where the last read
+    // stopped: the block's end is looked for in each token once, not in every step's output.
+    if (generated.size() < scanned_ || (formatted_from_ && generated.size() < *formatted_from_)) {
+      scanned_ = 0;
+      formatted_from_.reset();
+    }
+    if (!formatted_from_ && gate_.start_token >= 0) {
       if (generated.empty()) {
         phase_ = Phase::kFirstToken;
         return Status::Ok();
       }
-      block_from = 1;
+      if (generated.front() != gate_.start_token) formatted_from_ = 0;  // no block: formatted at once
+      scanned_ = std::max<size_t>(scanned_, 1);  // the block's end comes after its opening
     }
-    if (gate_.start_token >= 0 && generated.front() != gate_.start_token) {
-      formatted = generated;  // no block: formatted from the first token
-    } else {
-      const auto end = std::find(generated.begin() + static_cast<ptrdiff_t>(block_from), generated.end(),
+    if (!formatted_from_) {
+      const auto end = std::find(generated.begin() + static_cast<ptrdiff_t>(scanned_), generated.end(),
                                  gate_.end_token);
+      scanned_ = generated.size();
       if (end == generated.end()) {
         phase_ = Phase::kReasoning;
         return Status::Ok();
       }
-      formatted = generated.subspan(static_cast<size_t>(end - generated.begin()) + 1);
+      formatted_from_ = static_cast<size_t>(end - generated.begin()) + 1;
     }
+    formatted = generated.subspan(*formatted_from_);
   }
   phase_ = Phase::kFormatted;
   return std::visit([&](auto& c) { return c.Sync(formatted); }, held_);

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <utility>
 #include <variant>
@@ -64,6 +65,10 @@ class OutputConstraint {
   std::variant<JsonConstraint, RegexConstraint> held_;
   ReasoningGate gate_;
   Phase phase_;
+  // Of the output read so far: how many tokens were searched for the block's end, and where
+  // the formatted part starts once known.
+  size_t scanned_ = 0;
+  std::optional<size_t> formatted_from_;
 };
 
 }  // namespace bmad::sampling

@@ -78,6 +78,12 @@ class ReasoningRelayTest : public ReplicaLossTest {
     return answer;
   }
 
+  // ChatML (no block in its generation prompt) under the qwen3 parser, which reads the prompt.
+  void ServeChatMLUnderQwen3() {
+    chat_template_ = "chatml";
+    reasoning_parser_ = "qwen3";
+  }
+
   static ReplyJson Chat(bool stream) {
     return {{"messages", {{{"role", "user"}, {"content", "What is 2+2?"}}}}, {"max_tokens", 16}, {"stream", stream}};
   }
@@ -259,10 +265,7 @@ TEST_F(ReasoningGateRelayTest, AStopTokenThatEndsTheBlockIsRefused) {
 
 class ReasoningGateChatMLRelayTest : public ReasoningGateRelayTest {
  protected:
-  ReasoningGateChatMLRelayTest() {
-    chat_template_ = "chatml";
-    reasoning_parser_ = "qwen3";
-  }
+  ReasoningGateChatMLRelayTest() { ServeChatMLUnderQwen3(); }
 };
 
 TEST_F(ReasoningGateChatMLRelayTest, TheFirstTokenMayOpenTheBlock) {
@@ -284,10 +287,7 @@ TEST_F(ReasoningGateChatMLRelayTest, TheFirstTokenMayOpenTheBlock) {
 // one itself, or is all content.
 class ReasoningRelayChatMLTest : public ReasoningRelayTest {
  protected:
-  ReasoningRelayChatMLTest() {
-    chat_template_ = "chatml";
-    reasoning_parser_ = "qwen3";
-  }
+  ReasoningRelayChatMLTest() { ServeChatMLUnderQwen3(); }
 };
 
 TEST_F(ReasoningRelayChatMLTest, AnAnswerThatOpensTheBlockItself) {
