@@ -500,22 +500,73 @@ class JsonSchemaCompiler {
       table.fill(JsonSchema::kNoNode);
       if (one_of_.contains(index)) BMAD_RETURN_IF_ERROR(CheckOneOf(index));
       visiting_ = {index};
+      std::vector<uint16_t> objects;  // the alternatives that start with '{'
       for (size_t i = 0; i < alts.size(); ++i) {
         BMAD_ASSIGN_OR_RETURN(const std::bitset<256> bytes, FirstBytes(alts[i]));
+        if (bytes.test('{')) objects.push_back(alts[i]);
         for (int b = 0; b < 256; ++b) {
           if (!bytes.test(static_cast<size_t>(b))) continue;
-          if (table[static_cast<size_t>(b)] != JsonSchema::kNoNode) {
+          if (table[static_cast<size_t>(b)] != JsonSchema::kNoNode && b != '{') {
             return InvalidArgument(Where(paths_[index]) + ": two alternatives can both start with '" +
-                                   std::string(1, static_cast<char>(b)) +
-                                   "'; only alternatives that differ in their first byte (different "
-                                   "JSON types) are supported");
+                                   std::string(1, static_cast<char>(b)) + "'; " + std::string(kUnionRule));
           }
           table[static_cast<size_t>(b)] = alts[i];
         }
       }
+      if (objects.size() > 1) {
+        BMAD_ASSIGN_OR_RETURN(table['{'], TaggedUnion(index, objects));
+      }
       schema_->nodes_[index].by_first_byte = table;
     }
     return Status::Ok();
+  }
+
+  static constexpr std::string_view kUnionRule =
+      "only alternatives that differ in their first byte (different JSON types), or objects that each "
+      "open with the same required property set to a different constant string, are supported";
+
+  // Objects among a union's alternatives (`objects`, two or more) that each open with the same
+  // required property, set to a different constant string ("const", or an "enum" of one): a
+  // tagged union. Its node reads that property and goes on as the alternative its value names.
+  Result<uint16_t> TaggedUnion(uint16_t union_index, const std::vector<uint16_t>& objects) {
+    const auto refuse = [&](std::string_view why) {
+      return InvalidArgument(Where(paths_[union_index]) + ": two alternatives can both start with '{' (" +
+                             std::string(why) + "); " + std::string(kUnionRule));
+    };
+    std::string key;
+    std::vector<std::pair<std::string, uint16_t>> tags;  // the tag's JSON text, its alternative
+    for (const uint16_t alt : objects) {
+      const Node& object = schema_->nodes_[alt];
+      if (object.kind != Kind::kObject) return refuse("one is not an object with properties");
+      if (object.properties.empty() || !object.properties[0].required) {
+        return refuse("an object's first property is not required");
+      }
+      const JsonSchema::Property& first = object.properties[0];
+      const Node& value = schema_->nodes_[first.node];
+      if (value.kind != Kind::kLiterals || value.literals.size() != 1 || value.literals[0][0] != '"') {
+        return refuse("an object's first property is not one constant string");
+      }
+      if (!key.empty() && first.key != key) return refuse("the objects' first properties differ");
+      key = first.key;
+      tags.emplace_back(value.literals[0], alt);
+    }
+    std::sort(tags.begin(), tags.end());
+    for (size_t i = 1; i < tags.size(); ++i) {
+      if (tags[i].first == tags[i - 1].first) return refuse("two objects have the tag " + tags[i].first);
+    }
+    Node literal;
+    literal.kind = Kind::kLiterals;
+    Node tagged;
+    tagged.kind = Kind::kObject;
+    for (auto& [text, alt] : tags) {
+      literal.literals.push_back(text);
+      tagged.tagged.push_back(alt);
+    }
+    const std::string path = paths_[union_index];  // a copy: storing nodes grows paths_
+    BMAD_ASSIGN_OR_RETURN(const uint16_t literal_index, Store(std::move(literal), path));
+    tagged.properties.push_back({key, literal_index, true});
+    tagged.next_required = {0, 1};
+    return Store(std::move(tagged), path);
   }
 
   // Alternatives that differ in their first byte hold oneOf's "exactly one" only when each
@@ -550,7 +601,10 @@ class JsonSchemaCompiler {
       for (size_t i = 0; i < nodes.size(); ++i) {
         Node& n = nodes[i];
         int d = 0;
-        if (n.kind == Kind::kObject) {
+        if (n.kind == Kind::kObject && !n.tagged.empty()) {
+          // Whichever alternative the tag names must fit where the object starts.
+          for (const uint16_t alt : n.tagged) d = std::max(d, nodes[alt].min_depth);
+        } else if (n.kind == Kind::kObject) {
           for (const JsonSchema::Property& p : n.properties) {
             if (p.required) d = std::max(d, nodes[p.node].min_depth);
           }

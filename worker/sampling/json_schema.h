@@ -19,9 +19,11 @@
 //   enum, const       the values as compact JSON, an object's keys in the order given
 //   anyOf, oneOf      alternatives that differ in their first byte (their JSON types, or literals
 //                     other than strings that start differently, as true and null): the first
-//                     byte of the value picks one. oneOf's alternatives each need a "type" (or
-//                     enum/const), so that "exactly one" holds too. allOf of one schema is that
-//                     schema
+//                     byte of the value picks one. Objects among them may share it when each
+//                     opens with the same required property set to a different constant string
+//                     (a tagged union, {"name": "f", ...} | {"name": "g", ...}): that value picks
+//                     one. oneOf's alternatives each need a "type" (or enum/const), so that
+//                     "exactly one" holds too. allOf of one schema is that schema
 //   no "type"         the type the keywords describe (properties, required or
 //                     additionalProperties: an object; items, minItems or maxItems: an array;
 //                     minLength or maxLength: a string; a bound: an integer), else any value
@@ -100,6 +102,10 @@ class JsonSchema {
     int64_t maximum = kLargestInteger;
     std::vector<std::string> literals;  // sorted, distinct
     std::array<uint16_t, 256> by_first_byte{};
+    // kObject of a tagged union (anyOf/oneOf objects told apart by a constant first property):
+    // its one property is that tag, and once its value (literal i of the property's node) is
+    // read the object goes on as tagged[i], from that alternative's second property.
+    std::vector<uint16_t> tagged;
     // The fewest of the schema's containers an instance needs, itself included.
     int min_depth = 0;
 

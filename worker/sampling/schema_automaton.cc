@@ -251,7 +251,10 @@ void SchemaAutomaton::EndValue() {
   Frame& f = frames_[depth_ - 1];
   f.whitespace = 0;
   f.phase = Phase::kAfter;
-  if (schema_->node(f.node).kind == Kind::kObject) {
+  const JsonSchema::Node& node = schema_->node(f.node);
+  if (node.kind == Kind::kObject) {
+    // A tagged union's tag (a literal, the value just read) names the alternative that goes on.
+    if (!node.tagged.empty()) f.node = node.tagged[literal_low_];
     f.next = static_cast<uint16_t>(f.property + 1);
   } else {
     ++f.items;

@@ -216,6 +216,33 @@ TEST(JsonSchema, SharedAlternativesAreWalkedOnce) {
               HasSubstr("two alternatives can both start with '\"'"));
 }
 
+// Objects among a union's alternatives share their first byte: they are taken only as a tagged
+// union, each opening with the same required property set to its own constant string.
+TEST(JsonSchema, TaggedUnionsOfObjects) {
+  auto tagged = CompiledSchema(R"({"anyOf":[{"type":"object","properties":{"t":{"const":"a"},"x":{}},"required":["t"]},
+                                            {"properties":{"t":{"enum":["b"]}},"required":["t"]},{"type":"string"}]})");
+  ASSERT_TRUE(tagged);
+  const uint16_t object = tagged->Resolve(tagged->root(), '{');
+  ASSERT_NE(object, JsonSchema::kNoNode);
+  const JsonSchema::Node& node = tagged->node(object);
+  EXPECT_EQ(node.kind, Kind::kObject);
+  ASSERT_EQ(node.properties.size(), 1u);
+  EXPECT_EQ(node.properties[0].key, "\"t\"");
+  EXPECT_EQ(tagged->node(node.properties[0].node).literals, (std::vector<std::string>{"\"a\"", "\"b\""}));
+  EXPECT_EQ(node.tagged.size(), 2u);
+  const std::string a = R"({"type":"object","properties":{"t":{"const":"a"}},"required":["t"]})";
+  auto both = [&](const std::string& other) { return R"({"anyOf":[)" + a + "," + other + "]}"; };
+  EXPECT_THAT(Refusal(both(R"({"type":"object","properties":{"t":{"const":"b"}}})")),
+              HasSubstr("at /anyOf: two alternatives can both start with '{' (an object's first property is not "
+                        "required); only alternatives that differ in their first byte"));
+  EXPECT_THAT(Refusal(both(R"({"type":"object","properties":{"u":{"const":"b"}},"required":["u"]})")),
+              HasSubstr("(the objects' first properties differ)"));
+  EXPECT_THAT(Refusal(both(a)), HasSubstr("(two objects have the tag \"a\")"));
+  EXPECT_THAT(Refusal(both(R"({"type":"object","properties":{"t":{"const":1}},"required":["t"]})")),
+              HasSubstr("(an object's first property is not one constant string)"));
+  EXPECT_THAT(Refusal(both(R"({"type":"object"})")), HasSubstr("(one is not an object with properties)"));
+}
+
 // A schema with no "type" stands for the type its keywords describe; under oneOf that is not
 // enough, since JSON Schema lets every value of another type through it.
 TEST(JsonSchema, KeywordsWithoutATypeDescribeOneType) {

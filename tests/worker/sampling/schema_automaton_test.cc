@@ -62,6 +62,19 @@ const std::vector<std::string> kSchemas = {
           "small":{"type":["integer","null"],"minimum":-5,"maximum":5.5},"id":{"minLength":1},
           "big":{"minimum":1000000000000}},
         "required":["code","age","delta","id"]})",
+    // Tagged unions: tool_choice "required"'s list of calls (tags that begin one another), and
+    // oneOf objects told apart by "kind" beside another type.
+    R"({"type":"array","minItems":1,"items":{"anyOf":[
+          {"type":"object","properties":{"name":{"const":"get_weather"},"arguments":{"type":"object",
+            "properties":{"city":{"type":"string"},"days":{"type":"integer","minimum":1,"maximum":7}},"required":["city"]}},
+           "required":["name","arguments"]},
+          {"type":"object","properties":{"name":{"const":"get"},"arguments":{"type":"object","additionalProperties":false}},
+           "required":["name","arguments"]},
+          {"type":"object","properties":{"name":{"enum":["get_time"]},"arguments":{"type":"array","items":{"type":"integer"}}},
+           "required":["name"]}]}})",
+    R"({"oneOf":[{"type":"object","properties":{"kind":{"const":"circle"},"r":{"type":"number"}},"required":["kind","r"]},
+                 {"type":"object","properties":{"kind":{"const":"dot"}},"required":["kind"]},
+                 {"type":"null"}]})",
 };
 
 std::vector<uint8_t> Accepted(const SchemaAutomaton& a) {
