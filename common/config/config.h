@@ -27,6 +27,10 @@ inline constexpr std::array<std::string_view, 13> kChatTemplateNames = {
 // "<think>...</think>" block (coordinator/http/reasoning_split.h).
 inline constexpr std::array<std::string_view, 2> kReasoningParserNames = {"deepseek_r1", "qwen3"};
 
+// The names model.tool_call_parser takes (empty: none), vLLM's --tool-call-parser names for the
+// tool call layouts bmad reads (coordinator/http/tool_call_split.h).
+inline constexpr std::array<std::string_view, 1> kToolCallParserNames = {"hermes"};
+
 enum class RouterPolicy { kWeighted, kRoundRobin, kLeastLoaded };
 enum class ReplicaPool { kNormal, kLongTail };
 enum class Backend { kCpu, kCuda };
@@ -121,6 +125,7 @@ struct ModelConfig {
   int64_t context_length = 0;     // 0: the model's own context length
   std::string chat_template;      // empty: the model's own when recognised, else the default
   std::string reasoning_parser;   // empty: chat answers are all content; else reasoning apart
+  std::string tool_call_parser;   // empty: tool_choice "auto" is refused; else calls are read
 
   // The id clients see (in /v1/models and every response), the same on coordinator and worker.
   std::string ServedName() const {

@@ -74,6 +74,13 @@ void VisitConfig(ServerConfig& c, Visitor& v) {
             "opened it, else the answer may open it. An output constraint (JSON, regex, choice) "
             "then applies after the block.",
             S{.one_of = kReasoningParserNames});
+    v.Field("tool_call_parser", c.model.tool_call_parser,
+            "Chat tool calling with tool_choice \"auto\" (the default when a request gives tools): "
+            "hermes (vLLM's name) reads the model's `<tool_call>{...}</tool_call>` blocks into the "
+            "answer's `tool_calls`, as Qwen2.5, Qwen3 and QwQ write them; needs a chat template that "
+            "renders tools (chatml, Qwen's layout). Empty refuses \"auto\"; tool_choice \"none\", "
+            "\"required\" and a named function need no parser.",
+            S{.one_of = kToolCallParserNames});
   });
 
   v.Section("coordinator", "The coordinator process: front doors and replica registry.", [&] {

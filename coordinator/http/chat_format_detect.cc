@@ -190,6 +190,10 @@ std::optional<ChatFormat> DetectChatFormat(std::string_view jinja) {
     }
     format.reasoning_turns = Contains(jinja, "</think>") && Contains(jinja, "last_query_index");
     format.thinking_switch = Contains(jinja, "enable_thinking");
+    // Qwen2.5's, Qwen3's and QwQ's tool layout (ChatTemplate::kChatML), recognised by its
+    // instructions; other chatml templates get no tools rather than a layout they do not read.
+    format.tools = Contains(jinja, "You may call one or more functions to assist with the user query.") &&
+                   Contains(jinja, "<tool_call>") && Contains(jinja, "tool_response");
     // QwQ and Qwen3's Thinking-2507 models: the generation prompt opens the reasoning block.
     format.opens_think = Contains(jinja, "<|im_start|>assistant\\n<think>\\n") ||
                          Contains(jinja, "<|im_start|>assistant\n<think>\n");

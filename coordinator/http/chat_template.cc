@@ -160,19 +160,6 @@ bool RequiresAlternation(ChatTemplate chat_template) {
 // from a user message; the others take every message in order.
 using Messages = std::span<const ChatMessage>;
 
-ChatText RenderChatML(Messages messages, bool add_generation_prompt) {
-  ChatText out;
-  for (const ChatMessage& m : messages) {
-    out += "<|im_start|>";
-    out += ChatRoleName(m.role);
-    out += '\n';
-    out.Client(m.content);
-    out += "<|im_end|>\n";
-  }
-  if (add_generation_prompt) out += "<|im_start|>assistant\n";
-  return out;
-}
-
 std::string_view StripNewlines(std::string_view text, bool front, bool back) {
   while (front && !text.empty() && text.front() == '\n') text.remove_prefix(1);
   while (back && !text.empty() && text.back() == '\n') text.remove_suffix(1);
@@ -182,8 +169,9 @@ std::string_view StripNewlines(std::string_view text, bool front, bool back) {
 // An assistant turn's content under Qwen3's reasoning rule (ChatFormat::reasoning_turns), as its
 // template splits it: the reasoning is what precedes the first "</think>", after its last
 // "<think>"; the answer is what follows the last "</think>". The block's markers are the
-// template's text, the reasoning and the answer the client's.
-void AppendReasoningTurn(ChatText& out, std::string_view content, bool after_last_query, bool last) {
+// template's text, the reasoning and the answer the client's. Returns whether the answer (the
+// template's `content` after the split) is non-empty.
+bool AppendReasoningTurn(ChatText& out, std::string_view content, bool after_last_query, bool last) {
   std::string_view reasoning;
   const size_t first_close = content.find("</think>");
   if (first_close != std::string_view::npos) {
@@ -196,57 +184,117 @@ void AppendReasoningTurn(ChatText& out, std::string_view content, bool after_las
   }
   if (!after_last_query || (!last && reasoning.empty())) {
     out.Client(content);
-    return;
+    return !content.empty();
   }
   out += "<think>\n";
   out.Client(StripNewlines(reasoning, true, true));
   out += "\n</think>\n\n";
   out.Client(StripNewlines(content, true, false));
+  return !content.empty();
+}
+
+// Qwen2.5's and Qwen3's tool instructions, around the tools' JSON lines.
+constexpr std::string_view kChatMLToolsHead =
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided "
+    "with function signatures within <tools></tools> XML tags:\n<tools>";
+constexpr std::string_view kChatMLToolsTail =
+    "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+    "<args-json-object>}\n</tool_call><|im_end|>\n";
+
+// The system turn that lists the tools; returns whether it holds the first message (a system
+// message), which the turns then skip.
+bool AppendChatMLTools(ChatText& out, const ChatFormat& format, Messages messages,
+                       std::span<const std::string> tools) {
+  out += "<|im_start|>system\n";
+  const bool system_first = messages[0].role == ChatRole::kSystem;
+  if (system_first) {
+    out.Client(messages[0].content);
+    out += "\n\n";
+  } else if (!format.default_system.empty()) {
+    out += format.default_system;  // Qwen2.5's; Qwen3 has none
+    out += "\n\n";
+  }
+  out += kChatMLToolsHead;
+  for (const std::string& tool : tools) {
+    out += '\n';
+    out.Client(tool);
+  }
+  out += kChatMLToolsTail;
+  return system_first;
+}
+
+// An assistant turn's tool calls, after its content (`has_content`: non-empty).
+void AppendChatMLToolCalls(ChatText& out, std::span<const ChatToolCall> calls, bool has_content) {
+  for (size_t i = 0; i < calls.size(); ++i) {
+    if (i > 0 || has_content) out += '\n';
+    out += "<tool_call>\n{\"name\": \"";
+    out.Client(calls[i].name);
+    out += "\", \"arguments\": ";
+    out.Client(calls[i].arguments);
+    out += "}\n</tool_call>";
+  }
+}
+
+// Qwen3's last_query_index: the last user message that is not a tool result the client wrapped
+// itself ("<tool_response>...</tool_response>"), else the last message.
+size_t LastQuery(Messages messages) {
+  for (size_t i = messages.size(); i-- > 0;) {
+    const std::string_view content = messages[i].content;
+    if (messages[i].role == ChatRole::kUser &&
+        !(content.starts_with("<tool_response>") && content.ends_with("</tool_response>"))) {
+      return i;
+    }
+  }
+  return messages.size() - 1;
 }
 
 ChatText RenderChatMLWithDefaultSystem(const ChatFormat& format, Messages messages,
                                        const ChatPromptOptions& options) {
   const bool add_generation_prompt = options.add_generation_prompt;
   ChatText out;
-  if (!format.default_system.empty() && messages[0].role != ChatRole::kSystem) {
+  size_t first = 0;  // the first message the turns write
+  if (!options.tools.empty()) {
+    first = AppendChatMLTools(out, format, messages, options.tools) ? 1 : 0;
+  } else if (!format.default_system.empty() && messages[0].role != ChatRole::kSystem) {
     out += "<|im_start|>system\n";
     out += format.default_system;  // the model's template's own text
     out += "<|im_end|>\n";
   }
-  // Qwen3's hybrid templates: with enable_thinking false the answer opens with an empty
-  // reasoning block.
-  const bool no_thinking = add_generation_prompt && format.thinking_switch && options.enable_thinking == false;
-  // QwQ's and Qwen3-Thinking-2507's: the answer always opens in a reasoning block.
-  const bool opens_think = add_generation_prompt && format.opens_think && !no_thinking;
-  if (!format.reasoning_turns) {
-    out += RenderChatML(messages, add_generation_prompt);
-    if (no_thinking) out += "<think>\n\n</think>\n\n";
-    if (opens_think) out += "<think>\n";
-    return out;
-  }
-  // The template's last_query_index: the last user message, else the last message.
-  size_t last_query = messages.size() - 1;
-  for (size_t i = messages.size(); i-- > 0;) {
-    if (messages[i].role == ChatRole::kUser) {
-      last_query = i;
-      break;
-    }
-  }
-  for (size_t i = 0; i < messages.size(); ++i) {
+  const size_t last_query = LastQuery(messages);
+  for (size_t i = first; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
+    if (m.role == ChatRole::kTool) {  // consecutive results share one user turn
+      if (i == 0 || messages[i - 1].role != ChatRole::kTool) out += "<|im_start|>user";
+      out += "\n<tool_response>\n";
+      out.Client(m.content);
+      out += "\n</tool_response>";
+      if (i + 1 == messages.size() || messages[i + 1].role != ChatRole::kTool) out += "<|im_end|>\n";
+      continue;
+    }
     out += "<|im_start|>";
     out += ChatRoleName(m.role);
     out += '\n';
     if (m.role == ChatRole::kAssistant) {
-      AppendReasoningTurn(out, m.content, i > last_query, i + 1 == messages.size());
+      bool has_content = !m.content.empty();
+      if (format.reasoning_turns) {
+        has_content = AppendReasoningTurn(out, m.content, i > last_query, i + 1 == messages.size());
+      } else {
+        out.Client(m.content);
+      }
+      AppendChatMLToolCalls(out, m.tool_calls, has_content);
     } else {
       out.Client(m.content);
     }
     out += "<|im_end|>\n";
   }
   if (add_generation_prompt) out += "<|im_start|>assistant\n";
+  // Qwen3's hybrid templates: with enable_thinking false the answer opens with an empty
+  // reasoning block.
+  const bool no_thinking = add_generation_prompt && format.thinking_switch && options.enable_thinking == false;
   if (no_thinking) out += "<think>\n\n</think>\n\n";
-  if (opens_think) out += "<think>\n";
+  // QwQ's and Qwen3-Thinking-2507's: the answer always opens in a reasoning block.
+  if (add_generation_prompt && format.opens_think && !no_thinking) out += "<think>\n";
   return out;
 }
 
@@ -307,6 +355,7 @@ ChatText RenderPlain(Messages messages, bool add_generation_prompt) {
       case ChatRole::kSystem: out += "System: "; break;
       case ChatRole::kUser: out += "User: "; break;
       case ChatRole::kAssistant: out += "Assistant: "; break;
+      case ChatRole::kTool: out += "Tool: "; break;  // not reached: only formats with tools take them
     }
     out.Client(m.content);
     out += '\n';
@@ -484,6 +533,7 @@ ChatFormat::ChatFormat(ChatTemplate t) : chat_template(t) {
     date = kLlama31Date;
   }
   opens_think = t == ChatTemplate::kDeepSeekR1;
+  tools = t == ChatTemplate::kChatML;  // as Qwen2.5's template writes them
 }
 
 std::string_view ChatRoleName(ChatRole role) {
@@ -491,6 +541,7 @@ std::string_view ChatRoleName(ChatRole role) {
     case ChatRole::kSystem: return "system";
     case ChatRole::kUser: return "user";
     case ChatRole::kAssistant: return "assistant";
+    case ChatRole::kTool: return "tool";
   }
   return "user";
 }
@@ -560,6 +611,31 @@ Status ValidateChatMessages(ChatTemplate chat_template, std::span<const ChatMess
 
 namespace {
 
+// Tools, tool calls and tool results only where the format writes them; a continued final
+// message only when it holds no tool calls (the continuation would follow them).
+Status CheckToolsFit(const ChatFormat& format, Messages messages, const ChatPromptOptions& options) {
+  const std::string where =
+      format.chat_template == ChatTemplate::kChatML
+          ? "the model's chat template (chatml) is not one whose tool layout bmad knows (Qwen2.5's, Qwen3's)"
+          : "bmad renders tools in the chatml chat template only (as Qwen2.5 and Qwen3 write them), and this "
+            "model's is " + std::string(ChatTemplateName(format.chat_template));
+  if (!format.tools && !options.tools.empty()) return InvalidArgument("'tools' cannot be given to the model: " + where);
+  for (size_t i = 0; i < messages.size(); ++i) {
+    if (format.tools) break;
+    if (messages[i].role == ChatRole::kTool) {
+      return InvalidArgument(MessageName(i) + " has role 'tool', which cannot be given to the model: " + where);
+    }
+    if (!messages[i].tool_calls.empty()) {
+      return InvalidArgument(MessageName(i) + " has tool_calls, which cannot be given to the model: " + where);
+    }
+  }
+  if (options.continue_final_message && !messages.back().tool_calls.empty()) {
+    return InvalidArgument("'continue_final_message': the final message, " + MessageName(messages.size() - 1) +
+                           ", has tool_calls; only an answer's content can be continued");
+  }
+  return Status::Ok();
+}
+
 Result<ChatText> Render(const ChatFormat& format, std::span<const ChatMessage> messages,
                         const ChatPromptOptions& options, std::chrono::system_clock::time_point now) {
   const ChatTemplate chat_template = format.chat_template;
@@ -601,6 +677,8 @@ Result<ChatText> Render(const ChatFormat& format, std::span<const ChatMessage> m
 
 Result<ChatPrompt> RenderChatPrompt(const ChatFormat& format, std::span<const ChatMessage> messages,
                                     const ChatPromptOptions& options, std::chrono::system_clock::time_point now) {
+  if (messages.empty()) return InvalidArgument("'messages' must be a non-empty array");
+  BMAD_RETURN_IF_ERROR(CheckToolsFit(format, messages, options));
   BMAD_RETURN_IF_ERROR(ValidateChatMessages(format.chat_template, messages));
   if (!options.continue_final_message) {
     BMAD_ASSIGN_OR_RETURN(ChatText text, Render(format, messages, options, now));

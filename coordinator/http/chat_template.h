@@ -26,14 +26,25 @@
 
 namespace bmad::http {
 
-enum class ChatRole { kSystem, kUser, kAssistant };
+// kTool: a tool's result (OpenAI's role "tool"), which only formats with tools write
+// (ChatFormat::tools).
+enum class ChatRole { kSystem, kUser, kAssistant, kTool };
 
-// "system", "user" or "assistant".
+// "system", "user", "assistant" or "tool".
 std::string_view ChatRoleName(ChatRole role);
+
+// A tool call an assistant turn made, as the template writes it back.
+struct ChatToolCall {
+  std::string name;
+  // Its arguments as JSON text in the template's layout (`tojson`: Python's json.dumps).
+  std::string arguments;
+  friend bool operator==(const ChatToolCall&, const ChatToolCall&) = default;
+};
 
 struct ChatMessage {
   ChatRole role = ChatRole::kUser;
   std::string content;
+  std::vector<ChatToolCall> tool_calls;  // assistant only
   friend bool operator==(const ChatMessage&, const ChatMessage&) = default;
 };
 
@@ -43,6 +54,15 @@ enum class ChatTemplate {
   // (chatml) Qwen, Yi, Hermes, many fine-tunes. Any roles, any order.
   //   <|im_start|>system\ns<|im_end|>\n<|im_start|>user\nu<|im_end|>\n...
   //   [gen] <|im_start|>assistant\n
+  // With tools (ChatPromptOptions::tools), as Qwen2.5's and Qwen3's templates write them: the
+  // system turn (the first message's content, else the default system prompt, then "\n\n"; or
+  // neither) goes on with "# Tools\n\nYou may call one or more functions ... <tools>", each
+  // tool's JSON on its own line, and "</tools>\n\nFor each function call, return a json object
+  // ... </tool_call>". An assistant turn's tool calls follow its content, each
+  //   <tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>
+  // after a "\n" (none before the first when the content is empty). Consecutive tool results
+  // share one user turn: <|im_start|>user\n<tool_response>\nr1\n</tool_response>\n
+  // <tool_response>\nr2\n</tool_response><|im_end|>\n
   kChatML,
   // (llama2) Llama-2-chat. System only first, folded into the first user turn; then
   // user/assistant alternate, starting with user. Contents are stripped of outer whitespace.
@@ -162,6 +182,9 @@ struct ChatFormat {
   // deepseek-r1, chatml: the generation prompt opens a reasoning block ("<think>\n"): R1's
   // later templates; QwQ's and Qwen3's Thinking-2507 models' ("<|im_start|>assistant\n<think>\n").
   bool opens_think = false;
+  // chatml: the template renders tools, tool calls and tool results (Qwen2.5's, Qwen3's and
+  // QwQ's write "<tools>" and "<tool_call>"); the built-in chatml does.
+  bool tools = false;
   // llama3.1: the "Cutting Knowledge Date: " line's value ("December 2023").
   std::string knowledge_cutoff;
   // llama3.1: the "Today Date: " line's value. Empty means the date of each request (UTC,
@@ -219,6 +242,10 @@ struct ChatPromptOptions {
   // chat_template_kwargs' enable_thinking; only a format with a thinking_switch reads it, as a
   // Jinja template ignores a variable it does not use.
   std::optional<bool> enable_thinking;
+  // The request's tools, each as the JSON text the template writes (`tojson` of
+  // {"type": "function", "function": {...}}); empty: none. Only a format with ChatFormat::tools
+  // takes them, or messages with tool calls or tool results.
+  std::vector<std::string> tools;
 };
 
 // The prompt for `messages` (see each format above), closed as `options` say. `now` dates a

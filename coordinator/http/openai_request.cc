@@ -7,6 +7,7 @@
 
 #include "coordinator/http/json_fields.h"
 #include "coordinator/http/output_constraint_fields.h"
+#include "coordinator/http/tool_fields.h"
 
 namespace bmad::http {
 namespace {
@@ -110,16 +111,17 @@ Result<ChatRole> ReadRole(const JsonFields& message) {
   const std::string name = message.Name("role");
   const Json* role = message.Find("role");
   if (role == nullptr) return InvalidArgument(Quoted(name) + " is required");
-  constexpr std::string_view kRoles = "one of 'system', 'developer', 'user', 'assistant'";
+  constexpr std::string_view kRoles = "one of 'system', 'developer', 'user', 'assistant', 'tool'";
   if (!role->is_string()) return MustBe(name, kRoles, *role);
   const std::string& text = role->get_ref<const std::string&>();
   // OpenAI's "developer" is the system message under a new name (o1 and later models).
   if (text == "system" || text == "developer") return ChatRole::kSystem;
   if (text == "user") return ChatRole::kUser;
   if (text == "assistant") return ChatRole::kAssistant;
-  if (text == "tool" || text == "function") {
-    return InvalidArgument(Quoted(name) + " '" + text +
-                           "' is not supported: this server runs no tools");
+  if (text == "tool") return ChatRole::kTool;
+  if (text == "function") {
+    return InvalidArgument(Quoted(name) + " 'function' (OpenAI's deprecated function calling) is not supported; "
+                           "send tool results with role 'tool'");
   }
   return MustBe(name, kRoles, *role);
 }
@@ -129,8 +131,8 @@ Result<std::string> ReadContent(const JsonFields& message, ChatRole role) {
   const std::string name = message.Name("content");
   const Json* content = message.Find("content");
   if (content == nullptr) {
-    // OpenAI allows an assistant turn without content (one that made tool calls, which are
-    // refused above): an empty turn.
+    // OpenAI allows an assistant turn without content (one that made tool calls): an empty
+    // turn.
     if (role == ChatRole::kAssistant) return std::string();
     return InvalidArgument(Quoted(name) + " is required");
   }
@@ -179,14 +181,16 @@ Result<std::vector<ChatMessage>> ReadMessages(const JsonFields& body, const Requ
     const JsonFields message(message_json, name + ".");
     ChatMessage m;
     BMAD_ASSIGN_OR_RETURN(m.role, ReadRole(message));
-    // An earlier turn's tool calls: the template would render the turn without them, a prompt
-    // the client did not send.
-    for (const std::string_view key : {"tool_calls", "function_call"}) {
-      const Json* calls = message.Find(key);
-      if (calls != nullptr && !calls->is_null() && !(calls->is_array() && calls->empty())) {
-        return InvalidArgument(Quoted(message.Name(key)) + " is not supported: this server runs no tools");
-      }
+    if (const Json* call = message.Find("function_call"); call != nullptr) {
+      return InvalidArgument(Quoted(message.Name("function_call")) +
+                             " (OpenAI's deprecated function calling) is not supported; send 'tool_calls'");
     }
+    if (m.role == ChatRole::kAssistant) {
+      BMAD_ASSIGN_OR_RETURN(m.tool_calls, internal::ReadToolCalls(message));
+    } else if (const Json* calls = message.Find("tool_calls"); calls != nullptr && !(calls->is_array() && calls->empty())) {
+      return InvalidArgument(Quoted(message.Name("tool_calls")) + " is allowed only in an assistant message");
+    }
+    if (m.role == ChatRole::kTool) BMAD_RETURN_IF_ERROR(message.String("tool_call_id").status());
     BMAD_ASSIGN_OR_RETURN(m.content, ReadContent(message, m.role));
     content_bytes += m.content.size();
     if (content_bytes > limits.max_prompt_bytes) {
@@ -546,15 +550,18 @@ Status RejectUnsupported(const JsonFields& body, bool chat) {
   if (const Json* suffix = body.Find("suffix"); !chat && suffix != nullptr && *suffix != "") {
     return InvalidArgument("'suffix' is not supported");
   }
-  for (const std::string_view key : {"tools", "functions"}) {
-    if (const Json* tools = body.Find(key); tools != nullptr && !tools->empty()) {
-      return InvalidArgument(Quoted(key) + " is not supported: this server runs no tools");
-    }
+  // OpenAI's deprecated function calling; tools replace it.
+  if (const Json* functions = body.Find("functions"); functions != nullptr && !functions->empty()) {
+    return InvalidArgument("'functions' (OpenAI's deprecated function calling) is not supported; send 'tools'");
   }
-  for (const std::string_view key : {"tool_choice", "function_call"}) {
-    if (const Json* choice = body.Find(key); choice != nullptr && !choice->is_null() && *choice != "none") {
-      return InvalidArgument(Quoted(key) + " is only allowed when tools are given, and this server "
-                             "runs no tools");
+  if (const Json* call = body.Find("function_call"); call != nullptr && *call != "none") {
+    return InvalidArgument("'function_call' (OpenAI's deprecated function calling) is not supported; send "
+                           "'tool_choice'");
+  }
+  // Tools are chat's (ReadTools).
+  for (const std::string_view key : {"tools", "tool_choice"}) {
+    if (const Json* value = body.Find(key); !chat && value != nullptr && !value->empty() && *value != "none") {
+      return InvalidArgument(Quoted(key) + " is a chat completions parameter; /v1/completions takes no tools");
     }
   }
   // vLLM's extensions that change what is generated: refused rather than ignored, so that a
@@ -672,7 +679,11 @@ Result<CompletionRequest> ReadRequest(const Json& json, bool chat, const Request
   BMAD_RETURN_IF_ERROR(ReadPromptScoring(body, chat, request));
   BMAD_RETURN_IF_ERROR(ReadSchedulingHints(body, limits, request));
   BMAD_RETURN_IF_ERROR(ReadCacheSalt(body, request));
-  BMAD_ASSIGN_OR_RETURN(const std::string constraint_field, internal::ReadOutputConstraint(body, request.sampling));
+  BMAD_ASSIGN_OR_RETURN(std::string constraint_field, internal::ReadOutputConstraint(body, request.sampling));
+  if (chat) {
+    BMAD_ASSIGN_OR_RETURN(const std::string tools_field, internal::ReadTools(body, constraint_field, request));
+    if (!tools_field.empty()) constraint_field = tools_field;
+  }
   BMAD_RETURN_IF_ERROR(RejectUnsupported(body, chat));
   // Read by nothing here (OpenAI's end-user id for abuse monitoring), but typed as OpenAI and
   // vLLM type it: a client sending a number learns it now, not from another server later.

@@ -19,10 +19,13 @@
 //   add_special_tokens completions, boolean, default true (vLLM's): the tokenizer's BOS before
 //                      each text prompt. (Chat prompts are the template's; the field is ignored.)
 //   messages           chat only, required: a non-empty array of {role, content}. role: system,
-//                      developer (taken as system), user, assistant; tool and function are
-//                      rejected (this server runs no tools). content: a string, or an array of
+//                      developer (taken as system), user, assistant, tool (a tool's result; its
+//                      tool_call_id, when given, a string); function is rejected (OpenAI's
+//                      deprecated function calling). content: a string, or an array of
 //                      {"type": "text", "text": ...} parts joined with "\n"; an assistant's may
-//                      be null or absent (taken as "").
+//                      be null or absent (taken as ""). An assistant's tool_calls: see
+//                      tool_fields.h.
+//   tools, tool_choice, parallel_tool_calls  chat only: tool calling (tool_fields.h)
 //   add_generation_prompt  chat, boolean, default true (vLLM's extension; default false with
 //                      continue_final_message)
 //   continue_final_message  chat, vLLM's: boolean; the final (assistant) message is left open
@@ -88,8 +91,9 @@
 //                      is generated (bad_words, as given here; the coordinator tokenizes them)
 // Parameters OpenAI defines but this server cannot honour are rejected rather than silently
 // ignored when set to anything but their neutral value: suffix (non-empty), response_format
-// (another type), tools and functions (non-empty), tool_choice and function_call
-// (other than "none"); so are vLLM's extensions that would change the output or its form:
+// (another type), OpenAI's deprecated functions (non-empty) and function_call (other than
+// "none"), and tools and tool_choice on completions; so are vLLM's extensions that would change
+// the output or its form:
 // use_beam_search (true), skip_special_tokens and spaces_between_special_tokens (false),
 // guided_grammar and guided_whitespace_pattern (and their structured_outputs forms),
 // chat_template, logits_processors, prompt_embeds and documents, and
@@ -146,6 +150,24 @@ struct CompletionPrompt {
   std::vector<uint32_t> tokens;  // ids are not checked against the vocabulary here
 };
 
+// Chat's tool_choice: how the answer may call the request's tools.
+enum class ToolChoice {
+  kNone,      // never: the answer is content (the tools are still in the prompt, as vLLM does)
+  kAuto,      // when the model writes a call (the server's tool call parser finds it)
+  kRequired,  // at least one call: the answer is held to a JSON list of calls
+  kFunction,  // the named function: the answer is held to its parameters' schema
+};
+
+// Chat's tools (OpenAI's "tools", "tool_choice", "parallel_tool_calls").
+struct RequestTools {
+  // Each tool as the chat template writes it (ChatPromptOptions::tools), in the request's order.
+  std::vector<std::string> rendered;
+  std::vector<std::string> names;  // each tool's function name
+  ToolChoice choice = ToolChoice::kNone;
+  std::string function;             // kFunction: its name
+  bool parallel_calls = true;       // false: one call at most
+};
+
 struct CompletionRequest {
   bool chat = false;  // /v1/chat/completions rather than /v1/completions
   std::string model;  // "" when the client named none
@@ -163,6 +185,7 @@ struct CompletionRequest {
   bool continue_final_message = false;
   std::optional<bool> enable_thinking;  // chat_template_kwargs.enable_thinking
   bool include_reasoning = true;        // vLLM's: the reasoning a reasoning parser splits off is sent
+  RequestTools tools;                   // none unless the request gave some
 
   // Completions: each choice's text starts with its prompt's text. Chat: with the final
   // message's content when that is the assistant's (vLLM's rule).

@@ -206,12 +206,34 @@ Json CompletionChoice(const ResponseContext& context, const ChoiceOutput& output
   return choice;
 }
 
+// Chat's tool_calls: whole calls in a message, or pieces in a delta (a piece without an id
+// carries only more of its call's arguments).
+Json ToolCallsJson(std::span<const ToolCallPiece> calls, bool delta) {
+  Json list = Json::array();
+  for (const ToolCallPiece& call : calls) {
+    Json function = Json::object();
+    Json entry = Json::object();
+    if (delta) entry["index"] = call.index;
+    if (!call.id.empty()) {
+      entry["id"] = call.id;
+      entry["type"] = "function";
+      function["name"] = call.name;
+    }
+    function["arguments"] = call.arguments;
+    entry["function"] = std::move(function);
+    list.push_back(std::move(entry));
+  }
+  return list;
+}
+
 Json ChatChoice(const ResponseContext& context, const ChoiceOutput& output,
                 std::string_view message_key, Json message) {
   Json choice{{"index", output.index},
               {message_key, std::move(message)},
               {"logprobs", context.logprobs ? ChatLogprobsJson(context, output) : Json(nullptr)},
-              {"finish_reason", FinishReasonJson(output.finish_reason)},
+              {"finish_reason", output.tool_calls_finish && output.finish_reason == proto::FinishReason::kStop
+                                    ? Json("tool_calls")
+                                    : FinishReasonJson(output.finish_reason)},
               {"stop_reason", StopReasonJson(output)}};
   if (context.return_token_ids) choice["token_ids"] = output.token_ids;
   return choice;
@@ -338,12 +360,15 @@ std::string RenderChatCompletion(const ResponseContext& context, std::span<const
   Json response = Envelope(context, true, "chat.completion");
   response["choices"] = Json::array();
   for (const ChoiceOutput& output : outputs) {
-    Json message{{"role", "assistant"}, {"content", output.text}};
+    // With tool calls and nothing else, content is null (as OpenAI sends it).
+    Json message{{"role", "assistant"},
+                 {"content", output.text.empty() && !output.tool_calls.empty() ? Json(nullptr) : Json(output.text)}};
     if (context.reasoning) {
       const Json reasoning = output.reasoning.empty() ? Json(nullptr) : Json(output.reasoning);
       message["reasoning"] = reasoning;
       message["reasoning_content"] = reasoning;
     }
+    if (!output.tool_calls.empty()) message["tool_calls"] = ToolCallsJson(output.tool_calls, false);
     response["choices"].push_back(ChatChoice(context, output, "message", std::move(message)));
   }
   if (context.prompt_logprobs) {
@@ -395,7 +420,10 @@ std::string RenderChatChunk(const ResponseContext& context, const ChoiceOutput& 
     delta["reasoning_content"] = output.reasoning;
   }
   const bool only_finishes = output.text.empty() && output.finish_reason != proto::FinishReason::kNone;
-  if (!output.text.empty() || (!only_finishes && !has_reasoning)) delta["content"] = output.text;
+  if (!output.text.empty() || (!only_finishes && !has_reasoning && output.tool_calls.empty())) {
+    delta["content"] = output.text;
+  }
+  if (!output.tool_calls.empty()) delta["tool_calls"] = ToolCallsJson(output.tool_calls, true);
   return ChunkEvent(context, true, ChatChoice(context, output, "delta", std::move(delta)), output.usage_so_far);
 }
 

@@ -31,6 +31,7 @@
 
 #include "common/proto/messages.h"
 #include "common/status.h"
+#include "coordinator/http/tool_call_split.h"
 
 namespace bmad::http {
 
@@ -100,6 +101,11 @@ struct ChoiceOutput {
   // Chat, with ResponseContext::reasoning: the reasoning split off the answer (all of it, or
   // this chunk's); `text` is then the content alone.
   std::string reasoning;
+  // Chat: the tool calls split off the answer (whole calls), or this chunk's pieces of them
+  // (ToolCallSplit); `text` is then the content alone, null in a message with calls and no
+  // content. tool_calls_finish: a "stop" finish is sent as "tool_calls" (the answer called tools).
+  std::vector<ToolCallPiece> tool_calls;
+  bool tool_calls_finish = false;
   std::vector<TokenLogprob> logprobs;  // the tokens of `text`, when the request asked
   proto::FinishReason finish_reason = proto::FinishReason::kNone;  // kNone: not finished
   // vLLM's "stop_reason" of a "stop" finish: the stop string hit, or the stop_token_ids entry
@@ -162,7 +168,8 @@ std::string RenderCompletion(const ResponseContext& context, const ChoiceOutput&
                              const proto::Usage& usage);
 
 // {"id": "chatcmpl-...", "object": "chat.completion", "created", "model",
-//  "choices": [{"index", "message": {"role": "assistant", "content"}, "logprobs": null or
+//  "choices": [{"index", "message": {"role": "assistant", "content", and "tool_calls" when the
+//  answer called tools: [{"id", "type": "function", "function": {"name", "arguments"}}]}, "logprobs": null or
 //  {"content": [{token, logprob, bytes, top_logprobs: [...]}]}, "finish_reason"}, ...], "usage"}
 std::string RenderChatCompletion(const ResponseContext& context, std::span<const ChoiceOutput> outputs,
                                  const proto::Usage& usage);
@@ -191,7 +198,10 @@ std::string RenderChatRoleChunk(const ResponseContext& context, uint32_t index =
                                 const std::optional<std::vector<uint32_t>>& prompt_token_ids = std::nullopt);
 // A "chat.completion.chunk": delta {"content": text}, or delta {} when the chunk only finishes
 // (empty text with a finish reason). With ResponseContext::reasoning and reasoning in the
-// chunk: delta {"reasoning", "reasoning_content"}, and "content" when it has text too.
+// chunk: delta {"reasoning", "reasoning_content"}, and "content" when it has text too. With
+// tool calls: delta {"tool_calls": [{"index", "id", "type": "function", "function": {"name",
+// "arguments"}}]} (a call's later pieces: index and function.arguments only), and "content"
+// when it has text too.
 std::string RenderChatChunk(const ResponseContext& context, const ChoiceOutput& output);
 
 // The include_usage chunk after the finish: "choices": [] and the request's usage.

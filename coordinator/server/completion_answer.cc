@@ -88,15 +88,25 @@ void AnswerWhole(AcceptedCompletion accepted, const http::ResponseContext& ctx, 
   }
   // The prompt's log-probabilities, once every position has come.
   AddPromptLogprobs(scoring, accepted.choices_per_prompt, scored, tok, outputs);
-  if (accepted.reasoning_start) {
+  if (accepted.reasoning_start || accepted.tool_format) {
     for (http::ChoiceOutput& output : outputs) {
       // Chat's echo (the final message's content) is content, before the answer.
       const size_t echoed = EchoTextOf(accepted.echo_texts, accepted.choices_per_prompt, output.index).size();
-      http::ReasoningSplit::Parts parts =
-          http::ReasoningSplit::Whole(*accepted.reasoning_start, std::string_view(output.text).substr(echoed));
+      std::string content = output.text.substr(echoed);
       output.text.resize(echoed);
-      output.text += parts.content;
-      if (accepted.include_reasoning) output.reasoning = std::move(parts.reasoning);
+      if (accepted.reasoning_start) {
+        http::ReasoningSplit::Parts parts = http::ReasoningSplit::Whole(*accepted.reasoning_start, content);
+        content = std::move(parts.content);
+        if (accepted.include_reasoning) output.reasoning = std::move(parts.reasoning);
+      }
+      if (accepted.tool_format) {
+        http::ToolCallSplit::Parts parts = http::ToolCallSplit::Whole(*accepted.tool_format, content,
+                                                                      accepted.tool_function, accepted.parallel_tool_calls);
+        content = std::move(parts.content);
+        output.tool_calls = std::move(parts.calls);
+        output.tool_calls_finish = *accepted.tool_format != http::ToolCallFormat::kFunction && !output.tool_calls.empty();
+      }
+      output.text += content;
     }
   }
   res.set_content(chat ? http::RenderChatCompletion(ctx, outputs, choices.usage())
@@ -148,6 +158,11 @@ void AnswerStreaming(AcceptedCompletion accepted, const http::ResponseContext& c
           prompt_token_ids(std::move(accepted.prompt_token_ids)),
           include_reasoning(accepted.include_reasoning) {
       if (accepted.reasoning_start) splits.assign(choices.size(), http::ReasoningSplit(*accepted.reasoning_start));
+      if (accepted.tool_format) {
+        calls_finish = *accepted.tool_format != http::ToolCallFormat::kFunction;
+        tool_splits.assign(choices.size(), http::ToolCallSplit(*accepted.tool_format, accepted.tool_function,
+                                                               accepted.parallel_tool_calls));
+      }
     }
     // Choice i's usage so far, for continuous_usage_stats.
     proto::Usage UsageSoFar(uint32_t i) const {
@@ -175,6 +190,8 @@ void AnswerStreaming(AcceptedCompletion accepted, const http::ResponseContext& c
     }
     std::vector<http::ReasoningSplit> splits;  // per choice, under a reasoning parser; else empty
     bool include_reasoning = true;             // AcceptedCompletion's
+    std::vector<http::ToolCallSplit> tool_splits;  // per choice, when tool calls are read; else empty
+    bool calls_finish = false;  // an answer with calls finishes as "tool_calls" (not a named function's)
     bool roles_sent = false;
     std::chrono::steady_clock::time_point last_write;
     std::optional<StreamEvent> pending;  // read before the headers went out
@@ -267,6 +284,18 @@ void AnswerStreaming(AcceptedCompletion accepted, const http::ResponseContext& c
           out.text = std::move(parts.content);
           if (state->include_reasoning) out.reasoning = std::move(parts.reasoning);
         }
+        if (!state->tool_splits.empty()) {  // the content's text as content and tool calls
+          http::ToolCallSplit& split = state->tool_splits[*index];
+          http::ToolCallSplit::Parts parts = split.Add(out.text);
+          if (out.finish_reason != proto::FinishReason::kNone) {
+            http::ToolCallSplit::Parts rest = split.Finish();
+            parts.content += rest.content;
+            parts.calls.insert(parts.calls.end(), rest.calls.begin(), rest.calls.end());
+            out.tool_calls_finish = split.called() && state->calls_finish;
+          }
+          out.text = std::move(parts.content);
+          out.tool_calls = std::move(parts.calls);
+        }
         for (const http::TokenLogprob& t : out.logprobs) state->token_chars[*index] += CodePoints(t.token);
         state->generated_tokens[*index] += static_cast<uint32_t>(e->chunk.token_ids.size());
         // The replica's count is the one the final usage adds up.
@@ -276,7 +305,8 @@ void AnswerStreaming(AcceptedCompletion accepted, const http::ResponseContext& c
         if (ctx.continuous_usage) out.usage_so_far = state->UsageSoFar(*index);
         // With return_token_ids a chunk of tokens whose text is held back (a stop string may
         // begin there) goes out too: its ids would be lost otherwise.
-        if (!out.text.empty() || !out.reasoning.empty() || out.finish_reason != proto::FinishReason::kNone ||
+        if (!out.text.empty() || !out.reasoning.empty() || !out.tool_calls.empty() ||
+            out.finish_reason != proto::FinishReason::kNone ||
             !out.logprobs.empty() ||
             !out.token_ids.empty() || out.prompt_token_ids) {
           const std::string event = chat ? http::RenderChatChunk(ctx, out) : http::RenderCompletionChunk(ctx, out);

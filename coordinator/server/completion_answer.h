@@ -14,6 +14,7 @@
 #include "common/status.h"
 #include "coordinator/http/openai_response.h"
 #include "coordinator/http/reasoning_split.h"
+#include "coordinator/http/tool_call_split.h"
 #include "coordinator/server/choice_output.h"
 
 namespace httplib {
@@ -60,6 +61,11 @@ struct AcceptedCompletion {
   // reasoning is sent with include_reasoning (vLLM's request field), else left out.
   std::optional<http::ReasoningStart> reasoning_start;
   bool include_reasoning = true;
+  // Chat with tools: each answer's content (after its reasoning) has its tool calls split off
+  // (http::ToolCallSplit) in this format; nullopt: no calls are read (tool_choice "none").
+  std::optional<http::ToolCallFormat> tool_format;
+  std::string tool_function;  // kFunction: the function's name
+  bool parallel_tool_calls = true;
 };
 
 // OpenAI's error object for `s` with its HTTP status, and Retry-After (whole seconds, at least

@@ -108,6 +108,13 @@ Status CoordinatorServer::Core::Start() {
     if (vocabulary.eos_id >= 0 && static_cast<size_t>(vocabulary.eos_id) < vocabulary.texts.size()) {
       chat_format_.eos_text = vocabulary.texts[static_cast<size_t>(vocabulary.eos_id)];
     }
+    if (!c.model.tool_call_parser.empty() && !chat_format_.tools) {
+      return InvalidArgument("model.tool_call_parser " + c.model.tool_call_parser + " needs a chat template that "
+                             "renders tools, and this model's (" +
+                             std::string(http::ChatTemplateName(chat_format_.chat_template)) +
+                             ") does not in a layout bmad knows: tools are rendered for chatml templates with "
+                             "Qwen2.5's and Qwen3's tool layout (or model.chat_template chatml)");
+    }
     if (chat_format_.default_system_unread) {
       log::Warn(kLog, "the model's chat template has a default system message bmad cannot read; chat "
                       "requests without a system message get none",

@@ -303,6 +303,7 @@ Result<std::vector<std::vector<uint32_t>>> HttpFrontend::PromptTokens(http::Comp
     options.add_generation_prompt = cr.add_generation_prompt;
     options.continue_final_message = cr.continue_final_message;
     options.enable_thinking = cr.enable_thinking;
+    options.tools = cr.tools.rendered;
     BMAD_ASSIGN_OR_RETURN(const http::ChatPrompt chat, http::RenderChatPrompt(core_.chat_format(), cr.messages, options));
     if (opens_reasoning != nullptr) *opens_reasoning = http::PromptOpensReasoning(chat, cr.continue_final_message);
     if (refuse_oversized_text) BMAD_RETURN_IF_ERROR(core_.CheckPromptTextMayFit(chat.text.size()));
@@ -457,6 +458,12 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
     return;
   }
   http::CompletionRequest& cr = *parsed;
+  Result<std::optional<http::ToolCallFormat>> tool_format = ToolCallFormatFor(cr.tools);
+  if (!tool_format.ok()) {
+    core_.CountRefusedHttp(tool_format.status(), cr.n);
+    SendHttpError(res, tool_format.status());
+    return;
+  }
   bool opens_reasoning = false;
   Result<std::vector<std::vector<uint32_t>>> prompts = PromptTokens(
       cr, /*add_special=*/cr.chat || cr.add_special_tokens, /*refuse_oversized_text=*/true, &opens_reasoning);
@@ -523,6 +530,9 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
   accepted->prompt_token_ids = std::move(prompt_token_ids);
   accepted->reasoning_start = reasoning_start;
   accepted->include_reasoning = cr.include_reasoning;
+  accepted->tool_format = *tool_format;
+  accepted->tool_function = cr.tools.function;
+  accepted->parallel_tool_calls = cr.tools.parallel_calls;
   http::ResponseContext ctx;
   ctx.request_id = ResponseId(accepted->request_ids.front());
   ctx.created_unix_s = UnixMillis() / 1000;
@@ -542,6 +552,21 @@ void HttpFrontend::HandleCompletion(const httplib::Request& req, httplib::Respon
   } else {
     AnswerWhole(std::move(*accepted), ctx, chat, *client, core_.tokenizer(), res);
   }
+}
+
+Result<std::optional<http::ToolCallFormat>> HttpFrontend::ToolCallFormatFor(const http::RequestTools& tools) const {
+  switch (tools.choice) {
+    case http::ToolChoice::kNone: return std::optional<http::ToolCallFormat>();
+    case http::ToolChoice::kRequired: return std::optional(http::ToolCallFormat::kRequired);
+    case http::ToolChoice::kFunction: return std::optional(http::ToolCallFormat::kFunction);
+    case http::ToolChoice::kAuto: break;
+  }
+  if (core_.config().model.tool_call_parser.empty()) {
+    return InvalidArgument("'tool_choice' \"auto\" (the default when 'tools' are given) needs a tool call "
+                           "parser, and this server has none (model.tool_call_parser); send tool_choice "
+                           "\"none\", \"required\" or a named function");
+  }
+  return std::optional(http::ToolCallFormat::kHermes);  // the one parser (config::kToolCallParserNames)
 }
 
 std::optional<http::ReasoningStart> HttpFrontend::ReasoningStartFor(bool opens, bool may_open,

@@ -69,6 +69,9 @@ class HttpFrontend {
   // tokenized at the start of the output and after a space, each distinct sequence once.
   // kInvalidArgument naming a word of more than sampling::kMaxBadWordTokens tokens.
   Result<std::vector<std::vector<uint32_t>>> BadWordSequences(const std::vector<std::string>& words) const;
+  // How a chat answer's tool calls are read, as its tool_choice asks: none for "none", the
+  // server's parser (model.tool_call_parser) for "auto", whose absence is kInvalidArgument.
+  Result<std::optional<http::ToolCallFormat>> ToolCallFormatFor(const http::RequestTools& tools) const;
   // Under a reasoning parser (model.reasoning_parser), how a chat answer is split into reasoning
   // and content (nullopt: not at all, all content): `opens`, the block is open from the start
   // (the prompt opened it, or the deepseek_r1 parser assumes so); `may_open`, else the answer

@@ -51,6 +51,22 @@ SseCompletion StreamCompletion(int port, const std::string& path, const nlohmann
                                         delta.contains("reasoning_content") &&
                                         delta["reasoning_content"] == delta["reasoning"];
         }
+        if (choice.contains("delta") && choice["delta"].contains("tool_calls")) {
+          // A call's first piece holds its id, type and name; later ones more of its arguments.
+          std::vector<nlohmann::json>& calls = out.tool_calls[index];
+          for (const nlohmann::json& piece : choice["delta"]["tool_calls"]) {
+            const size_t call = piece["index"].get<size_t>();
+            if (call == calls.size()) {
+              calls.push_back(piece);
+              calls.back().erase("index");
+            } else if (call < calls.size()) {
+              calls[call]["function"]["arguments"] = calls[call]["function"]["arguments"].get<std::string>() +
+                                                     piece["function"]["arguments"].get<std::string>();
+            } else {
+              out.tool_calls_in_order = false;
+            }
+          }
+        }
         if (choice.contains("delta") && choice["delta"].contains("role")) ++out.role_chunks[index];
         if (choice.contains("token_ids") && choice["token_ids"].is_array()) {
           for (const auto& id : choice["token_ids"]) out.token_ids[index].push_back(id.get<int64_t>());

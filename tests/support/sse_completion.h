@@ -20,6 +20,10 @@ struct SseCompletion {
   // delta's "reasoning_content" was the same text.
   std::map<int64_t, std::string> reasonings;
   bool reasoning_content_alike = true;
+  // chat with tools: each choice's calls, their pieces joined ({"id", "type", "function": {"name",
+  // "arguments"}}), and whether every piece came for a call begun or the next one.
+  std::map<int64_t, std::vector<nlohmann::json>> tool_calls;
+  bool tool_calls_in_order = true;
   std::map<int64_t, std::string> finish_reasons;  // by choice index
   std::map<int64_t, int> role_chunks;             // chat: role chunks seen, by choice index
   int usage_chunks = 0;            // chunks with a usage object and no choice (include_usage)

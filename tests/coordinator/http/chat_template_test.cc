@@ -692,12 +692,14 @@ TEST(DetectChatFormat, ReadsQwensDefaultSystemPromptAndReasoningRule) {
   EXPECT_EQ(qwen3->chat_template, ChatTemplate::kChatML);
   EXPECT_TRUE(qwen3->reasoning_turns);
   EXPECT_EQ(qwen3->default_system, "");
-  // Plain ChatML (Hermes): no default.
+  // Plain ChatML (Hermes): no default, and no tools (its template renders none).
   const std::optional<ChatFormat> plain = DetectChatFormat(
       "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + "
       "'<|im_end|>' + '\\n' }}{%- endfor %}");
   ASSERT_TRUE(plain.has_value());
-  EXPECT_EQ(*plain, ChatFormat(ChatTemplate::kChatML));
+  ChatFormat chatml_without_tools(ChatTemplate::kChatML);
+  chatml_without_tools.tools = false;
+  EXPECT_EQ(*plain, chatml_without_tools);
 }
 
 TEST(ChooseChatFormat, ConfiguredNameThenTheModelsOwnThenChatML) {

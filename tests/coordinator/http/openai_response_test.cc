@@ -346,6 +346,53 @@ TEST(RenderChatCompletion, ReasoningApartFromContent) {
   EXPECT_FALSE(off.contains("reasoning_content"));
 }
 
+// Tool calls: whole in a message (content null when there is none, finish "tool_calls"), in
+// pieces in deltas (the first with id, type and name, the later ones arguments only).
+TEST(RenderChatCompletion, ToolCalls) {
+  ChoiceOutput output;
+  output.finish_reason = proto::FinishReason::kStop;
+  output.tool_calls = {{0, "call_a", "get_weather", R"({"city": "Oslo"})"}, {1, "call_b", "get_time", "{}"}};
+  output.tool_calls_finish = true;
+  const Json choice = Parse(RenderChatCompletion(Context(), output, SomeUsage()))["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls");
+  EXPECT_EQ(choice["message"],
+            Json::parse(R"({"role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_a", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}},
+                {"id": "call_b", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}]})"));
+  // Content beside the calls; a named function's call finishes as "stop"; a cut one as "length".
+  output.text = "Checking.";
+  output.tool_calls_finish = false;
+  const Json named = Parse(RenderChatCompletion(Context(), output, SomeUsage()))["choices"][0];
+  EXPECT_EQ(named["message"]["content"], "Checking.");
+  EXPECT_EQ(named["finish_reason"], "stop");
+  output.tool_calls_finish = true;
+  output.finish_reason = proto::FinishReason::kLength;
+  EXPECT_EQ(Parse(RenderChatCompletion(Context(), output, SomeUsage()))["choices"][0]["finish_reason"], "length");
+  // No calls: no tool_calls key, content a string as before.
+  ChoiceOutput plain;
+  const Json message = Parse(RenderChatCompletion(Context(), plain, SomeUsage()))["choices"][0]["message"];
+  EXPECT_FALSE(message.contains("tool_calls"));
+  EXPECT_EQ(message["content"], "");
+}
+
+TEST(RenderChatChunk, ToolCallDeltas) {
+  ChoiceOutput first;
+  first.tool_calls = {{0, "call_a", "get_weather", R"({"ci)"}};
+  EXPECT_EQ(ParseEvent(RenderChatChunk(Context(), first))["choices"][0]["delta"],
+            Json::parse(R"({"tool_calls": [{"index": 0, "id": "call_a", "type": "function",
+                                            "function": {"name": "get_weather", "arguments": "{\"ci"}}]})"));
+  ChoiceOutput more;
+  more.tool_calls = {{0, "", "", R"(ty": 1})"}};
+  EXPECT_EQ(ParseEvent(RenderChatChunk(Context(), more))["choices"][0]["delta"],
+            Json::parse(R"({"tool_calls": [{"index": 0, "function": {"arguments": "ty\": 1}"}}]})"));
+  ChoiceOutput last;
+  last.finish_reason = proto::FinishReason::kStop;
+  last.tool_calls_finish = true;
+  const Json choice = ParseEvent(RenderChatChunk(Context(), last))["choices"][0];
+  EXPECT_EQ(choice["delta"], Json::object());
+  EXPECT_EQ(choice["finish_reason"], "tool_calls");
+}
+
 TEST(RenderChatChunk, ReasoningDeltas) {
   ResponseContext context = Context();
   context.reasoning = true;

@@ -14,14 +14,14 @@ FakeReplica::FakeReplica(zmq::context_t& context, const std::string& worker_endp
   socket_->connect(worker_endpoint);
 }
 
-bool FakeReplica::Register(uint32_t context_length, ReplicaPool pool) {
+bool FakeReplica::Register(uint32_t context_length, ReplicaPool pool, const std::string& model_name) {
   proto::ReplicaInfo info;
   info.replica_id = replica_id_;
   info.pool = pool;
   info.kv_blocks = 64;
   info.block_size = 16;
   info.max_seqs = 8;
-  info.model_name = "stories260K";
+  info.model_name = model_name;
   info.context_length = context_length;
   Send(proto::Register{info, incarnation_});
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);

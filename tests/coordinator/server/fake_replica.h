@@ -19,10 +19,11 @@ class FakeReplica {
   FakeReplica(zmq::context_t& context, const std::string& worker_endpoint, std::string replica_id,
               uint64_t incarnation = 1);
 
-  // Registers (model stories260K, 64 blocks of 16, 8 sequences, the given context length and
-  // pool) and waits for the answer: true when accepted within 10 s; false when refused, or
-  // answered with an error (received() has it).
-  bool Register(uint32_t context_length = 512, ReplicaPool pool = ReplicaPool::kNormal);
+  // Registers (64 blocks of 16, 8 sequences, the given context length, pool and model name) and
+  // waits for the answer: true when accepted within 10 s; false when refused, or answered with an
+  // error (received() has it).
+  bool Register(uint32_t context_length = 512, ReplicaPool pool = ReplicaPool::kNormal,
+                const std::string& model_name = "stories260K");
   // Reads what has arrived, waiting up to `wait` for the first message; keeps it all in received().
   void Receive(std::chrono::milliseconds wait);
   // The ids of the requests assigned to it so far.

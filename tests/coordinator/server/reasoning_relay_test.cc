@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "tests/coordinator/server/replica_loss_fixture.h"
+#include "tests/coordinator/server/chat_relay_fixture.h"
 #include "tests/support/paths.h"
 #include "tests/support/process.h"
 #include "tests/worker/tokenizer/vocabulary_fixtures.h"
@@ -24,58 +24,11 @@ using namespace std::chrono_literals;
 using ReplyJson = nlohmann::json;
 
 // The fixture under a format whose generation prompt opens the block (DeepSeek-R1's).
-class ReasoningRelayTest : public ReplicaLossTest {
+class ReasoningRelayTest : public ChatRelayTest {
  protected:
   void Configure(ServerConfig& c) override {
     c.model.chat_template = chat_template_;
     c.model.reasoning_parser = reasoning_parser_;
-  }
-
-  // Posts `body` to the chat endpoint from another thread, answers its one request with `pieces`
-  // (the last one finishing it) from the test's one replica, and returns the HTTP body. (One
-  // replica for all: a replica object gone is still live to the coordinator, which would offer
-  // it the next request.)
-  std::string Answered(const ReplyJson& body, const std::vector<std::string>& pieces) {
-    if (!replica_) {
-      replica_ = Replica("r");
-      EXPECT_TRUE(replica_->Register());
-    }
-    FakeReplica* replica = replica_.get();
-    const size_t assigned_before = replica->Assigned().size();
-    std::string answer;
-    std::thread client([&] {
-      httplib::Client http("127.0.0.1", server_->http_port());
-      http.set_read_timeout(20, 0);
-      auto res = http.Post("/v1/chat/completions", body.dump(), "application/json");
-      answer = res ? res->body : "no answer";
-      EXPECT_TRUE(res && res->status == 200) << answer;
-    });
-    EXPECT_TRUE(testing::WaitFor([&] {
-      replica->Receive(50ms);
-      return replica->Assigned().size() > assigned_before;
-    }, 5s));
-    const proto::Assign* assign = LastAssign(*replica);
-    last_assign_.reset();
-    if (assign != nullptr) last_assign_ = *assign;
-    if (assign != nullptr) {
-      for (size_t i = 0; i < pieces.size(); ++i) {
-        proto::TokenChunk chunk;
-        chunk.request_id = assign->request_id;
-        chunk.assignment = assign->assignment;
-        chunk.sequence = static_cast<uint32_t>(i);
-        chunk.token_offset = static_cast<uint32_t>(i);
-        chunk.token_ids = {static_cast<uint32_t>(10 + i)};
-        chunk.text = pieces[i];
-        if (i + 1 == pieces.size()) {
-          chunk.finish_reason = proto::FinishReason::kStop;
-          chunk.usage.prompt_tokens = static_cast<uint32_t>(assign->prompt_tokens.size());
-          chunk.usage.completion_tokens = static_cast<uint32_t>(pieces.size());
-        }
-        replica->Send(chunk);
-      }
-    }
-    client.join();
-    return answer;
   }
 
   // ChatML (no block in its generation prompt) under the qwen3 parser, which reads the prompt.
@@ -90,8 +43,6 @@ class ReasoningRelayTest : public ReplicaLossTest {
 
   std::string chat_template_ = "deepseek-r1";
   std::string reasoning_parser_ = "deepseek_r1";
-  std::unique_ptr<FakeReplica> replica_;
-  std::optional<proto::Assign> last_assign_;  // the last request's, as its replica received it
 };
 
 // The pieces of the answer "Let me think.</think>\n\nIt is 4.", the closing marker cut in two.
