@@ -602,8 +602,10 @@ class JsonSchemaCompiler {
         Node& n = nodes[i];
         int d = 0;
         if (n.kind == Kind::kObject && !n.tagged.empty()) {
-          // Whichever alternative the tag names must fit where the object starts.
-          for (const uint16_t alt : n.tagged) d = std::max(d, nodes[alt].min_depth);
+          // As a union's: the shallowest alternative (the automaton offers only the tags whose
+          // alternatives fit where the object is).
+          d = kUnbounded;
+          for (const uint16_t alt : n.tagged) d = std::min(d, nodes[alt].min_depth);
         } else if (n.kind == Kind::kObject) {
           for (const JsonSchema::Property& p : n.properties) {
             if (p.required) d = std::max(d, nodes[p.node].min_depth);

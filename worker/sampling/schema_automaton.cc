@@ -59,6 +59,18 @@ bool SchemaAutomaton::Fits(uint16_t index, int extra) const {
   return depth_ + extra + schema_->node(index).min_depth <= JsonSchema::kMaxDepth;
 }
 
+bool SchemaAutomaton::TagFits(uint32_t low, uint32_t high) const {
+  if (depth_ == 0) return true;
+  const Frame& f = frames_[depth_ - 1];
+  const JsonSchema::Node& object = schema_->node(f.node);
+  if (object.tagged.empty() || f.phase != Phase::kValue) return true;
+  // The object's frame is open already: each alternative's depth counts it too.
+  for (uint32_t i = low; i < high; ++i) {
+    if (Fits(object.tagged[i], -1)) return true;
+  }
+  return false;
+}
+
 bool SchemaAutomaton::StartValue(uint16_t index, uint8_t byte) {
   const uint16_t chosen = schema_->Resolve(index, byte);
   if (chosen == JsonSchema::kNoNode || !Fits(chosen)) return false;
@@ -151,7 +163,7 @@ SchemaAutomaton::LeafResult SchemaAutomaton::FeedLeaf(uint8_t byte) {
       };
       const uint32_t low = first_at_least(byte);
       const uint32_t high = first_at_least(byte + 1);
-      if (low < high) {
+      if (low < high && TagFits(low, high)) {
         literal_low_ = low;
         literal_high_ = high;
         ++matched_;

@@ -101,6 +101,9 @@ class SchemaAutomaton {
   void EndValue();
   // The value of node `index` can still be written below the open containers (and `extra` more).
   bool Fits(uint16_t index, int extra = 0) const;
+  // Reading a tagged union's tag, literals [low, high) of it still match: whether one of them
+  // names an alternative that fits below the open containers (always true for other literals).
+  bool TagFits(uint32_t low, uint32_t high) const;
   // Object: the properties whose key may come next (bit i: property i).
   uint64_t KeyCandidates(const Frame& f) const;
   bool Whitespace(Frame& f, uint8_t byte);

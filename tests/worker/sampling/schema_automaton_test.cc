@@ -502,6 +502,37 @@ TEST(SchemaAutomaton, StopsOpeningContainersAtTheDepthLimit) {
   EXPECT_FALSE(SchemaAutomaton(t).Feed("{"));
 }
 
+// A tagged union offers only the tags whose alternatives fit: one that needs more containers
+// than are left, or admits no finite value, is never begun (it would be a dead end).
+TEST(SchemaAutomaton, TaggedUnionOffersOnlyTagsThatFit) {
+  // 32 objects nested, each required (the innermost, any object, is read as one value).
+  std::string deep = R"({"type":"object"})";
+  for (int i = 0; i < JsonSchema::kMaxDepth; ++i) {
+    deep = R"({"type":"object","properties":{"y":)" + deep + R"(},"required":["y"]})";
+  }
+  const std::string schema =
+      R"({"$defs":{"Loop":{"type":"object","properties":{"t":{"const":"c"},"next":{"$ref":"#/$defs/Loop"}},"required":["t","next"]}},
+          "anyOf":[{"type":"object","properties":{"t":{"const":"a"}},"required":["t"]},
+                   {"type":"object","properties":{"t":{"const":"b"},"x":)" + deep + R"(},"required":["t","x"]},
+                   {"$ref":"#/$defs/Loop"}]})";
+  auto tagged = CompiledSchema(schema);
+  ASSERT_TRUE(tagged);
+  SchemaAutomaton a(tagged.get());
+  ASSERT_TRUE(a.Feed(R"({"t":")"));
+  EXPECT_EQ(Accepted(a), std::vector<uint8_t>({'a'}));  // "b" needs 33 containers, "c" never ends
+  EXPECT_TRUE(a.Feed(R"(a"})"));
+  EXPECT_TRUE(a.complete());
+  // With room, "b" is offered: the same union one level down.
+  auto shallow = CompiledSchema(R"({"anyOf":[{"type":"object","properties":{"t":{"const":"a"}},"required":["t"]},
+                                             {"type":"object","properties":{"t":{"const":"b"},"x":{"type":"object"}},"required":["t","x"]}]})");
+  ASSERT_TRUE(shallow);
+  SchemaAutomaton b(shallow.get());
+  ASSERT_TRUE(b.Feed(R"({"t":")"));
+  EXPECT_EQ(Accepted(b), std::vector<uint8_t>({'a', 'b'}));
+  EXPECT_TRUE(b.Feed(R"(b","x":{}})"));
+  EXPECT_TRUE(b.complete());
+}
+
 TEST(SchemaAutomaton, AnyObjectIsJsonMode) {
   // JsonSchema::AnyObject accepts what JsonAutomaton's object mode does, on hand-picked texts.
   auto any = JsonSchema::AnyObject();
