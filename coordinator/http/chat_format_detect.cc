@@ -193,7 +193,12 @@ std::optional<ChatFormat> DetectChatFormat(std::string_view jinja) {
     // Qwen2.5's, Qwen3's and QwQ's tool layout (ChatTemplate::kChatML), recognised by its
     // instructions; other chatml templates get no tools rather than a layout they do not read.
     format.tools = Contains(jinja, "You may call one or more functions to assist with the user query.") &&
-                   Contains(jinja, "<tool_call>") && Contains(jinja, "tool_response");
+                   Contains(jinja, "For each function call, return a json object with function name and arguments "
+                                   "within <tool_call></tool_call> XML tags") &&
+                   Contains(jinja, "tool_response");
+    format.tools_after_blank_line = Contains(jinja, "\\n\\n# Tools") || Contains(jinja, "\n\n# Tools");
+    // QwQ's: every assistant turn split on "</think>" (Qwen3's rule, reasoning_turns, is another).
+    format.strips_reasoning = !format.reasoning_turns && Contains(jinja, "split('</think>')[-1]");
     // QwQ and Qwen3's Thinking-2507 models: the generation prompt opens the reasoning block.
     format.opens_think = Contains(jinja, "<|im_start|>assistant\\n<think>\\n") ||
                          Contains(jinja, "<|im_start|>assistant\n<think>\n");

@@ -214,6 +214,8 @@ bool AppendChatMLTools(ChatText& out, const ChatFormat& format, Messages message
   } else if (!format.default_system.empty()) {
     out += format.default_system;  // Qwen2.5's; Qwen3 has none
     out += "\n\n";
+  } else if (format.tools_after_blank_line) {
+    out += "\n\n";  // QwQ's: an empty default
   }
   out += kChatMLToolsHead;
   for (const std::string& tool : tools) {
@@ -279,6 +281,14 @@ ChatText RenderChatMLWithDefaultSystem(const ChatFormat& format, Messages messag
       bool has_content = !m.content.empty();
       if (format.reasoning_turns) {
         has_content = AppendReasoningTurn(out, m.content, i > last_query, i + 1 == messages.size());
+      } else if (format.strips_reasoning) {
+        // QwQ's: the answer after the reasoning; its test for a newline before the tool calls
+        // reads the whole content.
+        std::string_view answer = m.content;
+        if (const size_t close = answer.rfind("</think>"); close != std::string_view::npos) {
+          answer = StripNewlines(answer.substr(close + 8), true, false);
+        }
+        out.Client(answer);
       } else {
         out.Client(m.content);
       }

@@ -183,8 +183,15 @@ struct ChatFormat {
   // later templates; QwQ's and Qwen3's Thinking-2507 models' ("<|im_start|>assistant\n<think>\n").
   bool opens_think = false;
   // chatml: the template renders tools, tool calls and tool results (Qwen2.5's, Qwen3's and
-  // QwQ's write "<tools>" and "<tool_call>"); the built-in chatml does.
+  // QwQ's write "<tools>" and "<tool_call>"); the built-in chatml does, as Qwen3's does.
   bool tools = false;
+  // chatml with tools: the tool instructions always follow a blank line, after the system
+  // message, the default system prompt or nothing (Qwen2.5's and QwQ's "\n\n# Tools"); else
+  // the blank line only follows a system message or a default prompt (Qwen3's).
+  bool tools_after_blank_line = false;
+  // chatml: QwQ's rule for assistant turns: each keeps only what follows its last "</think>",
+  // less the newlines in front (Qwen3's reasoning_turns rule is another).
+  bool strips_reasoning = false;
   // llama3.1: the "Cutting Knowledge Date: " line's value ("December 2023").
   std::string knowledge_cutoff;
   // llama3.1: the "Today Date: " line's value. Empty means the date of each request (UTC,

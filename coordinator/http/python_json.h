@@ -14,9 +14,9 @@
 namespace bmad::http::internal {
 
 // Strings escape '"', '\\' and control characters (\n, \t, ... and \u00XX, lowercase) as both
-// writers do. Numbers are nlohmann's shortest round-trip form, which is Python's for integers
-// and for most doubles (Python writes 1e+16 where nlohmann writes 1e+16 too, but 1e16 read as
-// an integer stays 10000000000000000 in both).
+// writers do. Integers are written as they are; decimals (a JSON number with a fraction or an
+// exponent) as Python's repr writes a float: "100.0" for 1e2, "1e+16", "1.5e-05". An integer
+// past 64 bits is read as a decimal (1.8446744073709552e+19), where Python keeps every digit.
 std::string PythonJsonDumps(const Json& value);
 
 }  // namespace bmad::http::internal

@@ -92,13 +92,15 @@ ToolCallSplit::Parts ToolCallSplit::Finish() {
   switch (format_) {
     case ToolCallFormat::kHermes:
       if (in_block_) {
-        if (!HermesCall(held_, out)) {
-          out.content += kOpen;
-          out.content += held_;
-        }
+        // Cut before its end (the end token, max_tokens): a call if it holds a whole one,
+        // maybe with part of "</tool_call>" after it.
+        const std::string_view body = std::string_view(held_).substr(0, held_.size() - PartialMarkerAtEnd(held_, kClose));
+        EndBlock(body, /*closed=*/false, out);
         in_block_ = false;
-      } else if (!after_block_ || std::any_of(held_.begin(), held_.end(), [](char c) { return !IsSpace(c); })) {
-        out.content += held_;
+      } else if (std::any_of(held_.begin(), held_.end(), [](char c) { return !IsSpace(c); })) {
+        AddContent(held_, out);
+      } else if (!after_call_) {
+        out.content += held_;  // the answer's own trailing whitespace
       }
       break;
     case ToolCallFormat::kFunction:
@@ -118,39 +120,63 @@ ToolCallSplit::Parts ToolCallSplit::Finish() {
 void ToolCallSplit::AddHermes(Parts& out) {
   while (true) {
     if (in_block_) {
-      const size_t close = held_.find(kClose);
-      if (close == std::string::npos) return;  // the block's text is held until it closes
+      // Only the text not searched before, and a marker that may straddle it.
+      const size_t from = close_searched_ >= kClose.size() ? close_searched_ - (kClose.size() - 1) : 0;
+      const size_t close = held_.find(kClose, from);
+      if (close == std::string::npos) {  // the block's text is held until it closes
+        close_searched_ = held_.size();
+        return;
+      }
       const std::string body = held_.substr(0, close);
       held_.erase(0, close + kClose.size());
       in_block_ = false;
-      after_block_ = true;
-      if (!HermesCall(body, out)) {
-        out.content += kOpen;
-        out.content += body;
-        out.content += kClose;
-      }
+      close_searched_ = 0;
+      EndBlock(body, /*closed=*/true, out);
       continue;
     }
-    if (after_block_) {  // whitespace after a block is dropped
-      const auto text = std::find_if(held_.begin(), held_.end(), [](char c) { return !IsSpace(c); });
-      held_.erase(held_.begin(), text);
-      if (held_.empty()) return;
-      after_block_ = false;
-    }
     const size_t open = held_.find(kOpen);
-    // Content up to the block, or up to what may begin one, less the whitespace before it
-    // (dropped before a block, held back otherwise).
+    // Text up to the block, or up to what may begin one; the whitespace before that is held
+    // (dropped before a call, kept before anything else).
     const size_t end = open != std::string::npos ? open : held_.size() - PartialMarkerAtEnd(held_, kOpen);
     size_t text_end = end;
     while (text_end > 0 && IsSpace(held_[text_end - 1])) --text_end;
-    out.content.append(held_, 0, text_end);
+    if (text_end > 0) AddContent(std::string_view(held_).substr(0, text_end), out);
     if (open == std::string::npos) {
       held_.erase(0, text_end);
       return;
     }
+    space_before_block_ = held_.substr(text_end, open - text_end);
     held_.erase(0, open + kOpen.size());
     in_block_ = true;
   }
+}
+
+void ToolCallSplit::AddContent(std::string_view text, Parts& out) {
+  if (after_call_) {
+    // Whitespace between a call and more text separates that text from the content before
+    // the call; with no content before, it is dropped.
+    if (!content_sent_) {
+      while (!text.empty() && IsSpace(text.front())) text.remove_prefix(1);
+    }
+    after_call_ = false;
+  }
+  out.content += text;
+  content_sent_ = content_sent_ || std::any_of(text.begin(), text.end(), [](char c) { return !IsSpace(c); });
+}
+
+void ToolCallSplit::EndBlock(std::string_view body, bool closed, Parts& out) {
+  if (HermesCall(body, out)) {
+    space_before_block_.clear();
+    after_call_ = true;
+    return;
+  }
+  // Not a call: the text as the model wrote it, the whitespace before it included.
+  std::string text = std::move(space_before_block_);
+  space_before_block_.clear();
+  text += kOpen;
+  text += closed ? body : std::string_view(held_);
+  if (closed) text += kClose;
+  AddContent(text, out);
 }
 
 bool ToolCallSplit::HermesCall(std::string_view body, Parts& out) {

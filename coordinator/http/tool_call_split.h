@@ -3,11 +3,13 @@
 //   kHermes    tool_choice "auto" under model.tool_call_parser "hermes" (Qwen2.5, Qwen3, QwQ,
 //              Hermes): each "<tool_call>{"name": ..., "arguments": {...}}</tool_call>" block is
 //              a call, its arguments written back as JSON text (Python's json.dumps layout, as
-//              vLLM writes them). The content is the text outside the blocks, less the
-//              whitespace next to a block. A block whose JSON is not a call (no "name" string)
-//              stays in the content as the model wrote it; so does an unclosed one at the end,
-//              unless what it holds is a whole call. Without parallel calls only the first call
-//              is kept (vLLM's rule), and later blocks are dropped.
+//              vLLM writes them). The content is the text outside the calls, less the
+//              whitespace next to them (whitespace between a call and text after it stays when
+//              content came before the call: it separates the two). A block whose JSON is not a
+//              call (no "name" string) stays in the content as the model wrote it, with the
+//              whitespace around it; so does an unclosed one at the end, unless what it holds
+//              is a whole call (part of "</tool_call>" after it is allowed). Without parallel
+//              calls only the first call is kept (vLLM's rule), and later ones are dropped.
 //   kFunction  tool_choice naming a function: the whole answer is that call's arguments (the
 //              replica held it to the function's parameters), streamed as it comes.
 //   kRequired  tool_choice "required": the answer is a JSON list [{"name", "arguments"}, ...]
@@ -65,6 +67,12 @@ class ToolCallSplit {
 
  private:
   void AddHermes(Parts& out);
+  // Content outside the blocks (after a call, its leading whitespace only separates it from
+  // earlier content).
+  void AddContent(std::string_view text, Parts& out);
+  // A hermes block has ended (`closed`: at its marker, else with the answer): a call, or
+  // content as written.
+  void EndBlock(std::string_view body, bool closed, Parts& out);
   // A call from a hermes block's text, appended to `out`; false when the text is not one.
   bool HermesCall(std::string_view body, Parts& out);
   void FinishRequired(Parts& out);
@@ -73,8 +81,12 @@ class ToolCallSplit {
   std::string function_;
   bool parallel_calls_;
   std::string held_;         // text not yet known to be content or a call
-  bool in_block_ = false;    // kHermes: inside a <tool_call> block
-  bool after_block_ = false; // kHermes: a block ended, and only whitespace came since
+  // kHermes:
+  bool in_block_ = false;           // inside a <tool_call> block
+  size_t close_searched_ = 0;       // in a block: bytes of held_ searched for its end
+  std::string space_before_block_;  // the whitespace before the block
+  bool after_call_ = false;         // a call came last (whitespace since is held)
+  bool content_sent_ = false;       // content other than whitespace has been sent
   uint32_t calls_ = 0;       // calls begun
 };
 

@@ -128,19 +128,33 @@ Status ReadToolChoice(const JsonFields& body, const std::vector<Tool>& tools, Re
   return Status::Ok();
 }
 
-// Every "$ref" into the schema's own document ("#..."), rewritten for the schema placed at JSON
-// pointer `at` of a larger one.
-void RebaseRefs(Json& schema, const std::string& at) {
-  if (schema.is_array()) {
-    for (Json& item : schema) RebaseRefs(item, at);
-    return;
-  }
+// A tool's parameters as a part of tool_choice "required"'s schema, placed at JSON pointer `at`:
+// its references into itself ("#...") follow it there, a root "$id" goes (only a document's
+// root may have one), and so do the annotations the compiler ignores (descriptions, titles,
+// examples), which would only count against its size limit. Only schema positions are walked: a
+// "$ref" key inside a const or enum value is data.
+void EmbedSchema(Json& schema, const std::string& at, bool root) {
   if (!schema.is_object()) return;
-  for (auto& [key, value] : schema.items()) {
-    if (key == "$ref" && value.is_string() && value.get_ref<const std::string&>().starts_with("#")) {
-      value = "#" + at + value.get<std::string>().substr(1);
-    } else {
-      RebaseRefs(value, at);
+  if (root) schema.erase("$id");
+  for (const char* annotation :
+       {"title", "description", "examples", "default", "$comment", "deprecated", "readOnly", "writeOnly"}) {
+    schema.erase(annotation);
+  }
+  if (const auto ref = schema.find("$ref"); ref != schema.end() && ref->is_string()) {
+    const std::string& target = ref->get_ref<const std::string&>();
+    if (target.starts_with("#")) *ref = "#" + at + target.substr(1);
+  }
+  for (const char* map : {"properties", "$defs", "definitions"}) {
+    if (const auto found = schema.find(map); found != schema.end() && found->is_object()) {
+      for (auto& [key, value] : found->items()) EmbedSchema(value, at, false);
+    }
+  }
+  for (const char* one : {"items", "additionalProperties"}) {
+    if (const auto found = schema.find(one); found != schema.end()) EmbedSchema(*found, at, false);
+  }
+  for (const char* list : {"anyOf", "oneOf", "allOf"}) {
+    if (const auto found = schema.find(list); found != schema.end() && found->is_array()) {
+      for (Json& alternative : *found) EmbedSchema(alternative, at, false);
     }
   }
 }
@@ -153,7 +167,7 @@ Json RequiredSchema(const std::vector<Tool>& tools, bool parallel_calls) {
     Json parameters = tools[i].parameters;
     const std::string at = tools.size() == 1 ? "/items/properties/arguments"
                                              : "/items/anyOf/" + std::to_string(i) + "/properties/arguments";
-    RebaseRefs(parameters, at);
+    EmbedSchema(parameters, at, /*root=*/true);
     alternatives.push_back(Json{{"type", "object"},
                                 {"properties", Json{{"name", Json{{"const", tools[i].name}}},
                                                     {"arguments", std::move(parameters)}}},
@@ -214,6 +228,13 @@ Result<std::string> ReadTools(const JsonFields& body, const std::string& constra
     return field;
   }
   request.sampling.json_schema = RequiredSchema(tools, out.parallel_calls).dump();
+  if (request.sampling.json_schema.size() > sampling::JsonSchema::kMaxTextBytes) {
+    return InvalidArgument("'tools': tool_choice \"required\" holds the answer to every tool's parameters at once, "
+                           "a schema of " + std::to_string(request.sampling.json_schema.size()) +
+                           " bytes without their descriptions; at most " +
+                           std::to_string(sampling::JsonSchema::kMaxTextBytes) +
+                           " are supported (send fewer tools, or name the function)");
+  }
   return std::string("tools");
 }
 

@@ -182,6 +182,45 @@ TEST(ChatTemplateToolsTest, QwenTemplatesAreRecognisedWithTheirTools) {
   EXPECT_FALSE(plain->tools);
 }
 
+TEST(ChatTemplateToolsTest, QwqLayout) {
+  // QwQ-32B's template, abridged to the parts the reader looks at: an empty default before the
+  // tools' blank line, and every assistant turn cut after its reasoning.
+  const std::string qwq = R"J({%- if tools %}
+    {{- '<|im_start|>system\n' }}
+    {%- if messages[0]['role'] == 'system' %}{{- messages[0]['content'] }}{%- else %}{{- '' }}{%- endif %}
+    {{- "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>" }}
+    {%- for tool in tools %}{{- "\n" }}{{- tool | tojson }}{%- endfor %}
+    {{- "\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n" }}
+{%- endif %}
+{%- for message in messages %}
+    {%- if message.role == "assistant" and not message.tool_calls %}
+        {%- set content = message.content.split('</think>')[-1].lstrip('\n') %}
+    {%- elif message.role == "tool" %}{{- '\n<tool_response>\n' }}{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n<think>\n' }}{%- endif %})J";
+  const std::optional<ChatFormat> format = DetectChatFormat(qwq);
+  ASSERT_TRUE(format);
+  EXPECT_TRUE(format->tools);
+  EXPECT_TRUE(format->tools_after_blank_line);
+  EXPECT_TRUE(format->strips_reasoning);
+  EXPECT_TRUE(format->opens_think);
+  const std::vector<ChatMessage> messages = {
+      Turn(ChatRole::kUser, "Time?"),
+      Turn(ChatRole::kAssistant, "<think>\nneed it\n</think>", {{"get_time", "{}"}}),
+      Turn(ChatRole::kTool, "12:00"),
+      Turn(ChatRole::kAssistant, "<think>\nok\n</think>\n\nIt is noon."),
+      Turn(ChatRole::kUser, "Thanks"),
+  };
+  EXPECT_EQ(RenderWithTools(*format, messages, {kTool}),
+            std::string("<|im_start|>system\n\n\n") + kToolsHead + "\n" + kTool + kToolsTail +
+                "<|im_start|>user\nTime?<|im_end|>\n"
+                "<|im_start|>assistant\n\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call><|im_end|>\n"
+                "<|im_start|>user\n<tool_response>\n12:00\n</tool_response><|im_end|>\n"
+                "<|im_start|>assistant\nIt is noon.<|im_end|>\n"
+                "<|im_start|>user\nThanks<|im_end|>\n"
+                "<|im_start|>assistant\n<think>\n");
+}
+
 TEST(PythonJsonDumpsTest, WritesAsJsonDumpsDoes) {
   using internal::Json;
   using internal::PythonJsonDumps;
@@ -190,7 +229,9 @@ TEST(PythonJsonDumpsTest, WritesAsJsonDumpsDoes) {
   // Non-ASCII as it is (ensure_ascii=False); quotes, backslashes and control characters escaped.
   EXPECT_EQ(PythonJsonDumps(Json::parse(R"({"city": "Zürich \"Z\" \\ \n\t\u0001"})")),
             "{\"city\": \"Zürich \\\"Z\\\" \\\\ \\n\\t\\u0001\"}");
-  EXPECT_EQ(PythonJsonDumps(Json::parse("[-3, 1e+20, 0.1]")), "[-3, 1e+20, 0.1]");
+  // Decimals as Python's repr writes floats.
+  EXPECT_EQ(PythonJsonDumps(Json::parse("[-3, 1e+20, 0.1, 1e2, 1e15, 1e16, 1.5e-5, 0.0001, -0.0, 123.456, 2.5e300]")),
+            "[-3, 1e+20, 0.1, 100.0, 1000000000000000.0, 1e+16, 1.5e-05, 0.0001, -0.0, 123.456, 2.5e+300]");
 }
 
 }  // namespace

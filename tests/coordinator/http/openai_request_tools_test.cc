@@ -95,6 +95,32 @@ TEST(ParseToolsTest, RequiredKeepsReferencesIntoEachToolsParameters) {
   const nlohmann::json schema = nlohmann::json::parse(r.sampling.json_schema);
   EXPECT_EQ(schema["items"]["anyOf"][0]["properties"]["arguments"]["properties"]["p"]["$ref"],
             "#/items/anyOf/0/properties/arguments/$defs/P");
+  // Data is not a schema: a "$ref" key in a const stays. A root $id goes (only the document's
+  // root may have one), and so do descriptions (the size limit counts what is enforced).
+  const std::string data_tool =
+      R"({"type": "function", "function": {"name": "g", "parameters": {"$id": "https://x/y", "type": "object",
+          "description": "d", "properties": {"c": {"const": {"$ref": "#/x"}, "description": "e"}}, "required": ["c"]}}})";
+  const CompletionRequest data = Ok(Chat(R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required", "tools": [)" +
+                                         data_tool + "]}"));
+  const nlohmann::json arguments = nlohmann::json::parse(data.sampling.json_schema)["items"]["properties"]["arguments"];
+  EXPECT_EQ(arguments, nlohmann::json::parse(R"({"type": "object", "properties": {"c": {"const": {"$ref": "#/x"}}},
+                                                  "required": ["c"]})"));
+}
+
+TEST(ParseToolsTest, RequiredSchemaHasABound) {
+  std::string tools;
+  const std::string wide = R"({"type": "object", "properties": {)" + [] {
+    std::string p;
+    for (int i = 0; i < 60; ++i) p += (i ? ", " : "") + ("\"p" + std::to_string(i) + "\": {\"type\": \"string\", \"maxLength\": 5}");
+    return p;
+  }() + "}}";
+  for (int i = 0; i < 40; ++i) {
+    tools += (i ? ", " : "") + std::string(R"({"function": {"name": "f)") + std::to_string(i) + R"(", "parameters": )" + wide + "}}";
+  }
+  ExpectRejected({{R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required", "tools": [)" + tools + "]}",
+                   true,
+                   {"'tools': tool_choice \"required\" holds the answer to every tool's parameters at once, a schema of",
+                    "at most 65536 are supported (send fewer tools, or name the function)"}}});
 }
 
 TEST(ParseToolsTest, EarlierTurnsToolCallsAndResults) {

@@ -99,9 +99,9 @@ TEST(ToolCallSplitTest, BlockThatIsNoCallStaysInTheContent) {
   // Not JSON, JSON without a name, a name that is no string: the model's text, as written.
   for (const std::string block : {"<tool_call>\nnot json\n</tool_call>", "<tool_call>{\"arguments\": {}}</tool_call>",
                                   "<tool_call>{\"name\": 3}</tool_call>", "<tool_call>[1, 2]</tool_call>"}) {
-    const std::string answer = "Hi " + block;
+    const std::string answer = "Hi \n" + block + "\n  x";
     for (const auto& parts : {FeedPieces(kHermes, {answer}), FeedBytes(kHermes, answer)}) {
-      EXPECT_EQ(parts.content, "Hi" + block) << block;  // the space before a block is dropped
+      EXPECT_EQ(parts.content, answer) << block;  // the whitespace around it too
       EXPECT_TRUE(parts.calls.empty());
     }
   }
@@ -113,10 +113,24 @@ TEST(ToolCallSplitTest, UnclosedBlockAtTheEnd) {
   ASSERT_EQ(whole.calls.size(), 1u);
   EXPECT_EQ(whole.calls[0].arguments, "{\"a\": true}");
   EXPECT_EQ(whole.content, "");
+  // Cut inside its end marker: still the call.
+  const ToolCallSplit::Parts in_marker = FeedBytes(kHermes, "<tool_call>\n{\"name\": \"f\"}\n</to");
+  ASSERT_EQ(in_marker.calls.size(), 1u);
+  EXPECT_EQ(in_marker.content, "");
   // Cut inside the JSON (max_tokens): the text as written.
   const ToolCallSplit::Parts cut = FeedBytes(kHermes, "Ok <tool_call>\n{\"name\": \"f\", \"argu");
   EXPECT_TRUE(cut.calls.empty());
-  EXPECT_EQ(cut.content, "Ok<tool_call>\n{\"name\": \"f\", \"argu");
+  EXPECT_EQ(cut.content, "Ok <tool_call>\n{\"name\": \"f\", \"argu");
+}
+
+TEST(ToolCallSplitTest, TextOnBothSidesOfCallsStaysApart) {
+  // Whitespace between calls goes; between content and content across calls, it stays.
+  const std::string call = "<tool_call>{\"name\": \"f\"}</tool_call>";
+  const std::string answer = "Hello\n" + call + "\n" + call + "\nbye\n";
+  for (const auto& parts : {FeedPieces(kHermes, {answer}), FeedBytes(kHermes, answer)}) {
+    EXPECT_EQ(parts.content, "Hello\nbye\n");
+    EXPECT_EQ(parts.calls.size(), 2u);
+  }
 }
 
 TEST(ToolCallSplitTest, WithoutParallelCallsOnlyTheFirstIsKept) {
