@@ -286,9 +286,9 @@ ChatText RenderChatMLWithDefaultSystem(const ChatFormat& format, Messages messag
         // reads the whole content.
         std::string_view answer = m.content;
         if (const size_t close = answer.rfind("</think>"); close != std::string_view::npos) {
-          answer = StripNewlines(answer.substr(close + 8), true, false);
+          answer = answer.substr(close + 8);
         }
-        out.Client(answer);
+        out.Client(StripNewlines(answer, true, false));
       } else {
         out.Client(m.content);
       }

@@ -46,6 +46,38 @@ Result<const Json*> FunctionObject(const JsonFields& fields) {
   return function;
 }
 
+// A tool's parameters as a part of a larger schema, placed at JSON pointer `at` (tool_choice
+// "required"'s list; "" for a schema of its own): its references into itself ("#...") follow it
+// there, a root "$id" goes when `root` (only a document's root may have one), and so do the
+// annotations the compiler ignores (descriptions, titles, examples), which would only count
+// against its size limit. Only schema positions are walked: a
+// "$ref" key inside a const or enum value is data.
+void EmbedSchema(Json& schema, const std::string& at, bool root) {
+  if (!schema.is_object()) return;
+  if (root) schema.erase("$id");
+  for (const char* annotation :
+       {"title", "description", "examples", "default", "$comment", "deprecated", "readOnly", "writeOnly"}) {
+    schema.erase(annotation);
+  }
+  if (const auto ref = schema.find("$ref"); ref != schema.end() && ref->is_string()) {
+    const std::string& target = ref->get_ref<const std::string&>();
+    if (target.starts_with("#")) *ref = "#" + at + target.substr(1);
+  }
+  for (const char* map : {"properties", "$defs", "definitions"}) {
+    if (const auto found = schema.find(map); found != schema.end() && found->is_object()) {
+      for (auto& [key, value] : found->items()) EmbedSchema(value, at, false);
+    }
+  }
+  for (const char* one : {"items", "additionalProperties"}) {
+    if (const auto found = schema.find(one); found != schema.end()) EmbedSchema(*found, at, false);
+  }
+  for (const char* list : {"anyOf", "oneOf", "allOf"}) {
+    if (const auto found = schema.find(list); found != schema.end() && found->is_array()) {
+      for (Json& alternative : *found) EmbedSchema(alternative, at, false);
+    }
+  }
+}
+
 struct Tool {
   std::string name;
   Json parameters;  // the schema its arguments follow
@@ -68,8 +100,11 @@ Result<Tool> ReadTool(const Json& entry, const std::string& name, std::string& r
   if (parameters != nullptr && !parameters->is_object()) {
     return MustBe(function.Name("parameters"), "an object (a JSON Schema)", *parameters);
   }
-  // OpenAI: "Omitting parameters defines a function with an empty parameter list."
+  // OpenAI: "Omitting parameters defines a function with an empty parameter list." The
+  // schema a call is held to leaves out the annotations the compiler ignores (descriptions
+  // would count against its size limit).
   out.parameters = parameters != nullptr ? *parameters : Json{{"type", "object"}, {"additionalProperties", false}};
+  EmbedSchema(out.parameters, "", /*root=*/false);
   Json shown{{"name", out.name},
              {"description", description ? Json(*description) : Json(nullptr)},
              {"parameters", parameters != nullptr ? *parameters : Json(nullptr)}};
@@ -126,37 +161,6 @@ Status ReadToolChoice(const JsonFields& body, const std::vector<Tool>& tools, Re
     return InvalidArgument("'tool_choice.function.name' \"" + out.function + "\" is not one of the request's tools");
   }
   return Status::Ok();
-}
-
-// A tool's parameters as a part of tool_choice "required"'s schema, placed at JSON pointer `at`:
-// its references into itself ("#...") follow it there, a root "$id" goes (only a document's
-// root may have one), and so do the annotations the compiler ignores (descriptions, titles,
-// examples), which would only count against its size limit. Only schema positions are walked: a
-// "$ref" key inside a const or enum value is data.
-void EmbedSchema(Json& schema, const std::string& at, bool root) {
-  if (!schema.is_object()) return;
-  if (root) schema.erase("$id");
-  for (const char* annotation :
-       {"title", "description", "examples", "default", "$comment", "deprecated", "readOnly", "writeOnly"}) {
-    schema.erase(annotation);
-  }
-  if (const auto ref = schema.find("$ref"); ref != schema.end() && ref->is_string()) {
-    const std::string& target = ref->get_ref<const std::string&>();
-    if (target.starts_with("#")) *ref = "#" + at + target.substr(1);
-  }
-  for (const char* map : {"properties", "$defs", "definitions"}) {
-    if (const auto found = schema.find(map); found != schema.end() && found->is_object()) {
-      for (auto& [key, value] : found->items()) EmbedSchema(value, at, false);
-    }
-  }
-  for (const char* one : {"items", "additionalProperties"}) {
-    if (const auto found = schema.find(one); found != schema.end()) EmbedSchema(*found, at, false);
-  }
-  for (const char* list : {"anyOf", "oneOf", "allOf"}) {
-    if (const auto found = schema.find(list); found != schema.end() && found->is_array()) {
-      for (Json& alternative : *found) EmbedSchema(alternative, at, false);
-    }
-  }
 }
 
 // The schema of tool_choice "required": [{"name": N, "arguments": N's parameters}, ...], the

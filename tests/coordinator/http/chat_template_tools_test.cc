@@ -210,6 +210,8 @@ TEST(ChatTemplateToolsTest, QwqLayout) {
       Turn(ChatRole::kTool, "12:00"),
       Turn(ChatRole::kAssistant, "<think>\nok\n</think>\n\nIt is noon."),
       Turn(ChatRole::kUser, "Thanks"),
+      Turn(ChatRole::kAssistant, "\nWelcome."),  // lstrip('\n') with no reasoning too
+      Turn(ChatRole::kUser, "Bye"),
   };
   EXPECT_EQ(RenderWithTools(*format, messages, {kTool}),
             std::string("<|im_start|>system\n\n\n") + kToolsHead + "\n" + kTool + kToolsTail +
@@ -218,6 +220,8 @@ TEST(ChatTemplateToolsTest, QwqLayout) {
                 "<|im_start|>user\n<tool_response>\n12:00\n</tool_response><|im_end|>\n"
                 "<|im_start|>assistant\nIt is noon.<|im_end|>\n"
                 "<|im_start|>user\nThanks<|im_end|>\n"
+                "<|im_start|>assistant\nWelcome.<|im_end|>\n"
+                "<|im_start|>user\nBye<|im_end|>\n"
                 "<|im_start|>assistant\n<think>\n");
 }
 

@@ -107,6 +107,18 @@ TEST(ParseToolsTest, RequiredKeepsReferencesIntoEachToolsParameters) {
                                                   "required": ["c"]})"));
 }
 
+TEST(ParseToolsTest, DescriptionsDoNotCountAgainstTheSchemaLimit) {
+  // A 70,000-byte description: rendered for the model, left out of the schema the call is held to.
+  const std::string tool = R"({"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+      "properties": {"q": {"type": "string", "description": ")" + std::string(70000, 'd') + R"("}}}}})";
+  for (const std::string choice : {R"("required")", R"({"type": "function", "function": {"name": "f"}})"}) {
+    const CompletionRequest r = Ok(Chat(R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": )" + choice +
+                                        R"(, "tools": [)" + tool + "]}"));
+    EXPECT_LT(r.sampling.json_schema.size(), 1000u) << choice;
+    EXPECT_GT(r.tools.rendered[0].size(), 70000u);
+  }
+}
+
 TEST(ParseToolsTest, RequiredSchemaHasABound) {
   std::string tools;
   const std::string wide = R"({"type": "object", "properties": {)" + [] {
