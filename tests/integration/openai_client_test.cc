@@ -1,5 +1,6 @@
 // The official `openai` npm client (installed from the npm registry into the build tree on first
-// run, at the versions of package-lock.json) against a real cluster that wants an API key: models, completions, chat, streaming, errors.
+// run, at the versions of package-lock.json) against a real cluster that wants an API key: models, completions, chat, streaming, errors;
+// and its tool calling helpers against a cluster with a tool call parser.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -15,16 +16,13 @@ namespace {
 
 using namespace std::chrono_literals;
 
-TEST(OpenAiClientTest, OfficialClientWorksAgainstTheCluster) {
+// The client's scripts and the client itself in the build tree: `dir` on success.
+void InstallClient(const std::string& dir) {
   const std::string source = std::string(BMAD_SOURCE_DIR) + "/tests/integration/openai_client";
-  const std::string dir = std::string(BMAD_BINARY_DIR) + "/openai_client";
   std::filesystem::create_directories(dir);
-  std::filesystem::copy_file(source + "/package.json", dir + "/package.json",
-                             std::filesystem::copy_options::overwrite_existing);
-  std::filesystem::copy_file(source + "/package-lock.json", dir + "/package-lock.json",
-                             std::filesystem::copy_options::overwrite_existing);
-  std::filesystem::copy_file(source + "/test.mjs", dir + "/test.mjs",
-                             std::filesystem::copy_options::overwrite_existing);
+  for (const char* file : {"package.json", "package-lock.json", "test.mjs", "tools.mjs"}) {
+    std::filesystem::copy_file(source + "/" + file, dir + "/" + file, std::filesystem::copy_options::overwrite_existing);
+  }
   if (!std::filesystem::exists(dir + "/node_modules/openai/package.json")) {
     // `npm ci`: exactly the versions of the lockfile, so that a new release of the client or of
     // one of its dependencies cannot change what this test runs.
@@ -36,6 +34,12 @@ TEST(OpenAiClientTest, OfficialClientWorksAgainstTheCluster) {
     ASSERT_TRUE(status.has_value()) << "npm install timed out";
     ASSERT_EQ(*status, 0) << npm.ReadLog();
   }
+}
+
+TEST(OpenAiClientTest, OfficialClientWorksAgainstTheCluster) {
+  const std::string dir = std::string(BMAD_BINARY_DIR) + "/openai_client";
+  InstallClient(dir);
+  if (HasFatalFailure()) return;
 
   tools::LocalGenerateOptions local;
   local.model_path = SharedModelsDir() + "/stories260K.gguf";
@@ -78,6 +82,24 @@ TEST(OpenAiClientTest, OfficialClientWorksAgainstTheCluster) {
   const auto [bare_status, bare_out] = generate({{"BMAD_API_KEY", ""}}, "bare.log");
   EXPECT_EQ(bare_status, 1) << bare_out;
   EXPECT_NE(bare_out.find("UNAUTHENTICATED: this coordinator wants an API key"), std::string::npos) << bare_out;
+}
+
+// Tool calling through the client's own helpers (runTools, the stream accumulator), on a model
+// with the Llama-2 vocabulary and a 4096-token context (tool prompts outgrow stories260K's 512).
+TEST(OpenAiClientTest, OfficialClientCallsTools) {
+  const std::string dir = std::string(BMAD_BINARY_DIR) + "/openai_client";
+  InstallClient(dir);
+  if (HasFatalFailure()) return;
+  LocalCluster cluster({SharedModelsDir() + "/llama-2-tiny-random.gguf", 1, 0, {"model.tool_call_parser=hermes"}});
+  std::string error;
+  ASSERT_TRUE(cluster.Start(&error)) << error;
+  ChildProcess node;
+  ASSERT_TRUE(node.Start({"node", dir + "/tools.mjs"}, dir + "/tools.log", {{"BMAD_BASE_URL", cluster.http_url()}}))
+      << node.error();
+  auto status = node.Wait(120s);
+  ASSERT_TRUE(status.has_value()) << "the node client hung:\n" << node.ReadLog();
+  EXPECT_EQ(*status, 0) << node.ReadLog();
+  EXPECT_NE(node.ReadLog().find("openai client tools: OK"), std::string::npos) << node.ReadLog();
 }
 
 }  // namespace
