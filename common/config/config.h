@@ -29,7 +29,7 @@ inline constexpr std::array<std::string_view, 2> kReasoningParserNames = {"deeps
 
 // The names model.tool_call_parser takes (empty: none), vLLM's --tool-call-parser names for the
 // tool call layouts bmad reads (coordinator/http/tool_call_split.h).
-inline constexpr std::array<std::string_view, 1> kToolCallParserNames = {"hermes"};
+inline constexpr std::array<std::string_view, 2> kToolCallParserNames = {"hermes", "llama3_json"};
 
 enum class RouterPolicy { kWeighted, kRoundRobin, kLeastLoaded };
 enum class ReplicaPool { kNormal, kLongTail };

@@ -75,11 +75,12 @@ void VisitConfig(ServerConfig& c, Visitor& v) {
             "then applies after the block.",
             S{.one_of = kReasoningParserNames});
     v.Field("tool_call_parser", c.model.tool_call_parser,
-            "Chat tool calling with tool_choice \"auto\" (the default when a request gives tools): "
-            "hermes (vLLM's name) reads the model's `<tool_call>{...}</tool_call>` blocks into the "
-            "answer's `tool_calls`, as Qwen2.5, Qwen3 and QwQ write them; needs a chat template that "
-            "renders tools (chatml, Qwen's layout). Empty refuses \"auto\"; tool_choice \"none\", "
-            "\"required\" and a named function need no parser.",
+            "Chat tool calling with tool_choice \"auto\" (the default when a request gives tools), "
+            "vLLM's names: hermes reads the model's `<tool_call>{...}</tool_call>` blocks into the "
+            "answer's `tool_calls`, as Qwen2.5, Qwen3 and QwQ write them (chat template chatml with "
+            "Qwen's tool layout); llama3_json reads an answer of JSON calls, as Llama 3.1 to 3.3 write "
+            "them (chat template llama3.1 with Meta's tool layout). Empty refuses \"auto\"; "
+            "tool_choice \"none\", \"required\" and a named function need no parser.",
             S{.one_of = kToolCallParserNames});
   });
 

@@ -93,6 +93,9 @@ ChatFormat Llama31Format(std::string_view jinja) {
   if (std::optional<std::string> system = AssignedLiteral(jinja, "system_message")) {
     format.default_system = std::move(*system);
   }
+  // Meta's tool layout (tools in the first user message, JSON calls, ipython results).
+  format.tools = Contains(jinja, "Given the following functions, please respond with a JSON for a function call") &&
+                 Contains(jinja, "ipython");
   return format;
 }
 

@@ -9,7 +9,16 @@
 #include <utility>
 #include <vector>
 
+#include "coordinator/http/chat_text.h"
+#include "coordinator/http/chat_tool_turns.h"
+
 namespace bmad::http {
+
+using internal::ChatText;
+using internal::MessageName;
+using internal::Strip;
+using internal::StripNewlines;
+
 namespace {
 
 struct NamedTemplate {
@@ -37,116 +46,6 @@ constexpr std::array<NamedTemplate, 13> kTemplates = {{
 constexpr std::string_view kLlama31KnowledgeCutoff = "December 2023";
 constexpr std::string_view kLlama31Date = "26 Jul 2024";
 
-// Bytes of the whitespace character (as Python's str.isspace() has it: what Jinja's `| trim` and
-// str.strip() remove) that begins at text[i]; 0 when none does.
-size_t WhitespaceAt(std::string_view text, size_t i) {
-  const auto byte = [&](size_t k) { return i + k < text.size() ? static_cast<uint8_t>(text[i + k]) : 0; };
-  const uint8_t b0 = byte(0);
-  if ((b0 >= 0x09 && b0 <= 0x0D) || (b0 >= 0x1C && b0 <= 0x20)) return 1;
-  if (b0 == 0xC2 && (byte(1) == 0x85 || byte(1) == 0xA0)) return 2;                 // U+0085, U+00A0
-  if (b0 == 0xE1 && byte(1) == 0x9A && byte(2) == 0x80) return 3;                   // U+1680
-  if (b0 == 0xE2 && byte(1) == 0x80) {  // U+2000-200A, U+2028, U+2029, U+202F
-    const uint8_t b2 = byte(2);
-    if ((b2 >= 0x80 && b2 <= 0x8A) || b2 == 0xA8 || b2 == 0xA9 || b2 == 0xAF) return 3;
-  }
-  if (b0 == 0xE2 && byte(1) == 0x81 && byte(2) == 0x9F) return 3;                   // U+205F
-  if (b0 == 0xE3 && byte(1) == 0x80 && byte(2) == 0x80) return 3;                   // U+3000
-  return 0;
-}
-
-// Jinja's `| trim`, Python's str.strip(): Unicode whitespace off both ends, whole characters.
-std::string_view Strip(std::string_view text) {
-  size_t begin = 0;
-  while (begin < text.size()) {
-    const size_t n = WhitespaceAt(text, begin);
-    if (n == 0) break;
-    begin += n;
-  }
-  size_t end = text.size();
-  while (end > begin) {
-    size_t n = 0;
-    for (size_t len = 1; len <= 3 && len <= end - begin && n == 0; ++len) {
-      if (WhitespaceAt(text, end - len) == len) n = len;
-    }
-    if (n == 0) break;
-    end -= n;
-  }
-  return text.substr(begin, end - begin);
-}
-
-// A prompt being written: template text with `+=`, a client's message with Client(), so that
-// the spans of client text are known (ChatPrompt::client_spans).
-class ChatText {
- public:
-  ChatText& operator+=(std::string_view s) {
-    prompt_.text += s;
-    return *this;
-  }
-  ChatText& operator+=(char c) {
-    prompt_.text += c;
-    return *this;
-  }
-  void Client(std::string_view s) {
-    AddSpan(prompt_.text.size(), s.size());
-    if (!s.empty()) last_client_ = {s.data(), prompt_.text.size(), prompt_.text.size() + s.size()};
-    prompt_.text += s;
-  }
-  // `other` appended, its client spans with it.
-  ChatText& operator+=(const ChatText& other) {
-    AppendRange(other, 0, other.prompt_.text.size());
-    return *this;
-  }
-  // `other` stripped of outer whitespace (Strip), its client spans cut to what remains.
-  void AppendStripped(const ChatText& other) {
-    const std::string& t = other.prompt_.text;
-    const std::string_view kept = Strip(t);
-    AppendRange(other, kept.empty() ? 0 : static_cast<size_t>(kept.data() - t.data()), kept.size());
-  }
-  ChatPrompt Take() && { return std::move(prompt_); }
-  // Ends the text right after the client text written last, if that came from `content` (a
-  // message's own string): false, and nothing changed, otherwise.
-  bool CutAfterLastClientTextOf(std::string_view content) {
-    const char* from = last_client_.source;
-    if (from == nullptr || from < content.data() || from >= content.data() + content.size()) return false;
-    prompt_.text.resize(last_client_.end);
-    return true;
-  }
-
- private:
-  void AppendRange(const ChatText& other, size_t begin, size_t length) {
-    const size_t shift = prompt_.text.size();
-    prompt_.text.append(other.prompt_.text, begin, length);
-    for (const ChatPrompt::Span& s : other.prompt_.client_spans) {
-      const size_t b = std::max(s.begin, begin);
-      const size_t e = std::min(s.begin + s.length, begin + length);
-      if (b < e) AddSpan(b - begin + shift, e - b);
-    }
-    const LastClient& last = other.last_client_;
-    const size_t b = std::max(last.begin, begin), e = std::min(last.end, begin + length);
-    if (last.source != nullptr && b < e) last_client_ = {last.source + (b - last.begin), b - begin + shift, e - begin + shift};
-  }
-  // A client span at `at`, merged with the last one when adjacent; empty ones are none.
-  void AddSpan(size_t at, size_t length) {
-    if (length == 0) return;
-    auto& spans = prompt_.client_spans;
-    if (!spans.empty() && spans.back().begin + spans.back().length == at) {
-      spans.back().length += length;
-    } else {
-      spans.push_back({at, length});
-    }
-  }
-
-  ChatPrompt prompt_;
-  // The client text written last (in text order): where it came from, and [begin, end) in the
-  // text; for continue_final_message, which needs to know that it is the final message's.
-  struct LastClient {
-    const char* source = nullptr;
-    size_t begin = 0, end = 0;
-  };
-  LastClient last_client_;
-};
-
-std::string MessageName(size_t index) { return "'messages[" + std::to_string(index) + "]'"; }
 
 // Formats that take a system message only first and then strictly alternate user/assistant.
 bool RequiresAlternation(ChatTemplate chat_template) {
@@ -159,12 +58,6 @@ bool RequiresAlternation(ChatTemplate chat_template) {
 // (`system`, null when there is none) from the user/assistant `turns`, validated to alternate
 // from a user message; the others take every message in order.
 using Messages = std::span<const ChatMessage>;
-
-std::string_view StripNewlines(std::string_view text, bool front, bool back) {
-  while (front && !text.empty() && text.front() == '\n') text.remove_prefix(1);
-  while (back && !text.empty() && text.back() == '\n') text.remove_suffix(1);
-  return text;
-}
 
 // An assistant turn's content under Qwen3's reasoning rule (ChatFormat::reasoning_turns), as its
 // template splits it: the reasoning is what precedes the first "</think>", after its last
@@ -193,51 +86,6 @@ bool AppendReasoningTurn(ChatText& out, std::string_view content, bool after_las
   return !content.empty();
 }
 
-// Qwen2.5's and Qwen3's tool instructions, around the tools' JSON lines.
-constexpr std::string_view kChatMLToolsHead =
-    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided "
-    "with function signatures within <tools></tools> XML tags:\n<tools>";
-constexpr std::string_view kChatMLToolsTail =
-    "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
-    "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
-    "<args-json-object>}\n</tool_call><|im_end|>\n";
-
-// The system turn that lists the tools; returns whether it holds the first message (a system
-// message), which the turns then skip.
-bool AppendChatMLTools(ChatText& out, const ChatFormat& format, Messages messages,
-                       std::span<const std::string> tools) {
-  out += "<|im_start|>system\n";
-  const bool system_first = messages[0].role == ChatRole::kSystem;
-  if (system_first) {
-    out.Client(messages[0].content);
-    out += "\n\n";
-  } else if (!format.default_system.empty()) {
-    out += format.default_system;  // Qwen2.5's; Qwen3 has none
-    out += "\n\n";
-  } else if (format.tools_after_blank_line) {
-    out += "\n\n";  // QwQ's: an empty default
-  }
-  out += kChatMLToolsHead;
-  for (const std::string& tool : tools) {
-    out += '\n';
-    out.Client(tool);
-  }
-  out += kChatMLToolsTail;
-  return system_first;
-}
-
-// An assistant turn's tool calls, after its content (`has_content`: non-empty).
-void AppendChatMLToolCalls(ChatText& out, std::span<const ChatToolCall> calls, bool has_content) {
-  for (size_t i = 0; i < calls.size(); ++i) {
-    if (i > 0 || has_content) out += '\n';
-    out += "<tool_call>\n{\"name\": \"";
-    out.Client(calls[i].name);
-    out += "\", \"arguments\": ";
-    out.Client(calls[i].arguments);
-    out += "}\n</tool_call>";
-  }
-}
-
 // Qwen3's last_query_index: the last user message that is not a tool result the client wrapped
 // itself ("<tool_response>...</tool_response>"), else the last message.
 size_t LastQuery(Messages messages) {
@@ -257,7 +105,7 @@ ChatText RenderChatMLWithDefaultSystem(const ChatFormat& format, Messages messag
   ChatText out;
   size_t first = 0;  // the first message the turns write
   if (!options.tools.empty()) {
-    first = AppendChatMLTools(out, format, messages, options.tools) ? 1 : 0;
+    first = internal::AppendChatMLTools(out, format, messages, options.tools) ? 1 : 0;
   } else if (!format.default_system.empty() && messages[0].role != ChatRole::kSystem) {
     out += "<|im_start|>system\n";
     out += format.default_system;  // the model's template's own text
@@ -292,7 +140,7 @@ ChatText RenderChatMLWithDefaultSystem(const ChatFormat& format, Messages messag
       } else {
         out.Client(m.content);
       }
-      AppendChatMLToolCalls(out, m.tool_calls, has_content);
+      internal::AppendChatMLToolCalls(out, m.tool_calls, has_content);
     } else {
       out.Client(m.content);
     }
@@ -322,11 +170,15 @@ ChatText RenderLlama3(Messages messages, bool add_generation_prompt) {
 }
 
 // The system block always comes first; a leading system message is its last part, and the
-// remaining messages follow as llama3 writes them.
-ChatText RenderLlama31(const ChatFormat& format, Messages messages, bool add_generation_prompt,
+// remaining messages follow as llama3 writes them. With tools, the system block opens with
+// "Environment: ipython" and the next message holds them (chat_tool_turns.h); tool calls and
+// tool results have turns of their own.
+ChatText RenderLlama31(const ChatFormat& format, Messages messages, const ChatPromptOptions& options,
                        std::chrono::system_clock::time_point now) {
   ChatText out;
-  out += "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: ";
+  out += "<|start_header_id|>system<|end_header_id|>\n\n";
+  if (!options.tools.empty()) out += "Environment: ipython\n";
+  out += "Cutting Knowledge Date: ";
   out += format.knowledge_cutoff;
   out += "\nToday Date: ";
   out += format.date.empty() ? ChatDateString(now) : format.date;
@@ -338,7 +190,20 @@ ChatText RenderLlama31(const ChatFormat& format, Messages messages, bool add_gen
     out += format.default_system;
   }
   out += "<|eot_id|>";
-  out += RenderLlama3(messages, add_generation_prompt);
+  if (!options.tools.empty()) {  // CheckToolsFit: a message follows
+    internal::AppendLlama31ToolsTurn(out, options.tools, Strip(messages[0].content));
+    messages = messages.subspan(1);
+  }
+  for (const ChatMessage& m : messages) {
+    if (m.role == ChatRole::kTool) {
+      internal::AppendLlama31ToolResult(out, m.content);
+    } else if (!m.tool_calls.empty()) {
+      internal::AppendLlama31ToolCall(out, m.tool_calls[0]);  // CheckToolsFit: one
+    } else {
+      out += RenderLlama3(std::span(&m, 1), false);
+    }
+  }
+  if (options.add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
   return out;
 }
 
@@ -543,7 +408,8 @@ ChatFormat::ChatFormat(ChatTemplate t) : chat_template(t) {
     date = kLlama31Date;
   }
   opens_think = t == ChatTemplate::kDeepSeekR1;
-  tools = t == ChatTemplate::kChatML;  // as Qwen2.5's template writes them
+  // As Qwen3's and Llama 3.1's templates write them.
+  tools = t == ChatTemplate::kChatML || t == ChatTemplate::kLlama31;
 }
 
 std::string_view ChatRoleName(ChatRole role) {
@@ -625,10 +491,12 @@ namespace {
 // message only when it holds no tool calls (the continuation would follow them).
 Status CheckToolsFit(const ChatFormat& format, Messages messages, const ChatPromptOptions& options) {
   const std::string where =
-      format.chat_template == ChatTemplate::kChatML
-          ? "the model's chat template (chatml) is not one whose tool layout bmad knows (Qwen2.5's, Qwen3's)"
-          : "bmad renders tools in the chatml chat template only (as Qwen2.5 and Qwen3 write them), and this "
-            "model's is " + std::string(ChatTemplateName(format.chat_template));
+      format.chat_template == ChatTemplate::kChatML || format.chat_template == ChatTemplate::kLlama31
+          ? "the model's chat template (" + std::string(ChatTemplateName(format.chat_template)) +
+                ") is not one whose tool layout bmad knows (Qwen2.5's, Qwen3's; Llama 3.1's)"
+          : "bmad renders tools in the chatml chat template (as Qwen2.5 and Qwen3 write them) and llama3.1's "
+            "(as Llama 3.1 to 3.3 write them), and this model's is " +
+                std::string(ChatTemplateName(format.chat_template));
   if (!format.tools && !options.tools.empty()) return InvalidArgument("'tools' cannot be given to the model: " + where);
   for (size_t i = 0; i < messages.size(); ++i) {
     if (format.tools) break;
@@ -637,6 +505,25 @@ Status CheckToolsFit(const ChatFormat& format, Messages messages, const ChatProm
     }
     if (!messages[i].tool_calls.empty()) {
       return InvalidArgument(MessageName(i) + " has tool_calls, which cannot be given to the model: " + where);
+    }
+  }
+  if (format.chat_template == ChatTemplate::kLlama31) {
+    // Llama 3.1's template calls one tool per turn, and puts the tools into the message after
+    // the system message, as a user turn.
+    for (size_t i = 0; i < messages.size(); ++i) {
+      if (messages[i].tool_calls.size() > 1) {
+        return InvalidArgument(MessageName(i) + " has " + std::to_string(messages[i].tool_calls.size()) +
+                               " tool_calls; the llama3.1 chat template takes one per assistant message");
+      }
+    }
+    const size_t first = messages[0].role == ChatRole::kSystem ? 1 : 0;
+    if (!options.tools.empty() && first == messages.size()) {
+      return InvalidArgument("'tools': the llama3.1 chat template writes the tools into the first message after the "
+                             "system message, and there is none");
+    }
+    if (!options.tools.empty() && (messages[first].role == ChatRole::kTool || !messages[first].tool_calls.empty())) {
+      return InvalidArgument(MessageName(first) + ": the llama3.1 chat template writes the tools into the first message "
+                             "after the system message, as a user turn, and this one is a tool result or has tool_calls");
     }
   }
   if (options.continue_final_message && !messages.back().tool_calls.empty()) {
@@ -661,7 +548,7 @@ Result<ChatText> Render(const ChatFormat& format, std::span<const ChatMessage> m
     case ChatTemplate::kChatML: return RenderChatMLWithDefaultSystem(format, messages, options);
     case ChatTemplate::kLlama2: return RenderLlama2(system, turns);
     case ChatTemplate::kLlama3: return RenderLlama3(messages, add_generation_prompt);
-    case ChatTemplate::kLlama31: return RenderLlama31(format, messages, add_generation_prompt, now);
+    case ChatTemplate::kLlama31: return RenderLlama31(format, messages, options, now);
     case ChatTemplate::kMistral: return RenderMistral(system, turns, kMistralV1Layout);
     case ChatTemplate::kMistralV3: return RenderMistral(system, turns, MistralV3Layout(format));
     case ChatTemplate::kMistralLegacy: return RenderMistral(system, turns, MistralLegacyLayout(format));

@@ -55,27 +55,41 @@ std::string PythonFloat(double value) {
   return out;
 }
 
-void Write(const Json& value, std::string& out) {
-  if (value.is_object()) {
-    out += '{';
-    bool first = true;
-    for (const auto& [key, item] : value.items()) {
-      if (!first) out += ", ";
-      first = false;
-      out += Json(key).dump();
-      out += ": ";
-      Write(item, out);
-    }
-    out += '}';
+// `indent` < 0: one line, ", " between items; else each item on its own line, `indent` spaces
+// deeper per level, "," at line ends (Python's separators when indent is given).
+void Write(const Json& value, std::string& out, int indent, int level) {
+  const bool container = value.is_object() || value.is_array();
+  if (container && value.empty()) {
+    out += value.is_object() ? "{}" : "[]";
     return;
   }
-  if (value.is_array()) {
-    out += '[';
-    for (size_t i = 0; i < value.size(); ++i) {
-      if (i > 0) out += ", ";
-      Write(value[i], out);
+  if (container) {
+    const auto line = [&](int depth) {
+      out += '\n';
+      out.append(static_cast<size_t>(indent * depth), ' ');
+    };
+    out += value.is_object() ? '{' : '[';
+    bool first = true;
+    const auto next = [&] {
+      if (!first) out += indent < 0 ? ", " : ",";
+      first = false;
+      if (indent >= 0) line(level + 1);
+    };
+    if (value.is_object()) {
+      for (const auto& [key, item] : value.items()) {
+        next();
+        out += Json(key).dump();
+        out += ": ";
+        Write(item, out, indent, level + 1);
+      }
+    } else {
+      for (const Json& item : value) {
+        next();
+        Write(item, out, indent, level + 1);
+      }
     }
-    out += ']';
+    if (indent >= 0) line(level);
+    out += value.is_object() ? '}' : ']';
     return;
   }
   if (value.is_number_float()) {
@@ -90,9 +104,9 @@ void Write(const Json& value, std::string& out) {
 
 }  // namespace
 
-std::string PythonJsonDumps(const Json& value) {
+std::string PythonJsonDumps(const Json& value, int indent) {
   std::string out;
-  Write(value, out);
+  Write(value, out, indent, 0);
   return out;
 }
 

@@ -17,6 +17,8 @@ namespace bmad::http::internal {
 // writers do. Integers are written as they are; decimals (a JSON number with a fraction or an
 // exponent) as Python's repr writes a float: "100.0" for 1e2, "1e+16", "1.5e-05". An integer
 // past 64 bits is read as a decimal (1.8446744073709552e+19), where Python keeps every digit.
-std::string PythonJsonDumps(const Json& value);
+// `indent` >= 0: json.dumps(value, indent=indent)'s layout (tojson(indent=4) in Llama 3.1's
+// template): each item on its own line, "," at line ends, empty containers as {} and [].
+std::string PythonJsonDumps(const Json& value, int indent = -1);
 
 }  // namespace bmad::http::internal

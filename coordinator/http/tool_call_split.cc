@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <random>
+#include <vector>
 #include <utility>
 
 #include "common/json_nesting.h"
@@ -38,14 +39,16 @@ std::string NewCallId() {
   return id;
 }
 
-// A call object {"name": string, "arguments": value}: its name and its arguments' JSON text
-// ({} when absent); false when `call` is not one.
-bool ReadCall(const Json& call, std::string& name, std::string& arguments) {
+// A call object {"name": string, "arguments": value} (or `arguments_key`: Llama's "parameters",
+// when "arguments" is absent): its name and its arguments' JSON text ({} when absent); false
+// when `call` is not one.
+bool ReadCall(const Json& call, std::string& name, std::string& arguments, const char* arguments_key = "arguments") {
   if (!call.is_object()) return false;
   const auto found = call.find("name");
   if (found == call.end() || !found->is_string() || found->get_ref<const std::string&>().empty()) return false;
   name = found->get<std::string>();
-  const auto args = call.find("arguments");
+  auto args = call.find("arguments");
+  if (args == call.end()) args = call.find(arguments_key);
   arguments = args == call.end() ? "{}" : internal::PythonJsonDumps(*args);
   return true;
 }
@@ -57,6 +60,34 @@ std::optional<Json> ParseModelJson(std::string_view text) {
   Json parsed = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded()) return std::nullopt;
   return parsed;
+}
+
+// Where the JSON object `text` opens with ends (past its '}'), strings and nesting respected;
+// npos when it does not end in `text`.
+size_t JsonObjectEnd(std::string_view text) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if ((c == '}' || c == ']') && --depth == 0) {
+      return i + 1;
+    }
+  }
+  return std::string_view::npos;
 }
 
 }  // namespace
@@ -79,6 +110,10 @@ ToolCallSplit::Parts ToolCallSplit::Add(std::string_view text) {
       } else {
         out.calls.push_back({0, "", "", std::string(text)});
       }
+      break;
+    case ToolCallFormat::kLlama3Json:
+      held_ += text;
+      AddLlama3Json(out);
       break;
     case ToolCallFormat::kRequired:
       held_ += text;
@@ -109,12 +144,65 @@ ToolCallSplit::Parts ToolCallSplit::Finish() {
         calls_ = 1;
       }
       break;
+    case ToolCallFormat::kLlama3Json:
+      FinishLlama3Json(out);
+      break;
     case ToolCallFormat::kRequired:
       FinishRequired(out);
       break;
   }
   held_.clear();
   return out;
+}
+
+void ToolCallSplit::AddLlama3Json(Parts& out) {
+  if (llama3_answer_ == Llama3Answer::kUndecided) {
+    const auto first = std::find_if(held_.begin(), held_.end(), [](char c) { return !IsSpace(c); });
+    if (first == held_.end()) return;  // only whitespace yet
+    llama3_answer_ = *first == '{' ? Llama3Answer::kCalls : Llama3Answer::kContent;
+  }
+  if (llama3_answer_ == Llama3Answer::kContent) {
+    out.content += held_;
+    held_.clear();
+  }
+}
+
+void ToolCallSplit::FinishLlama3Json(Parts& out) {
+  if (llama3_answer_ != Llama3Answer::kCalls) {
+    out.content += held_;
+    return;
+  }
+  // Objects separated by ';' (vLLM's "; "), whitespace around them.
+  std::vector<ToolCallPiece> calls;
+  std::string_view rest = held_;
+  const auto skip_space = [&] {
+    while (!rest.empty() && IsSpace(rest.front())) rest.remove_prefix(1);
+  };
+  skip_space();
+  bool whole = true;
+  while (whole && !rest.empty()) {
+    const size_t end = JsonObjectEnd(rest);
+    const std::optional<Json> call = end == std::string_view::npos ? std::nullopt : ParseModelJson(rest.substr(0, end));
+    std::string name, arguments;
+    whole = call && ReadCall(*call, name, arguments, "parameters");
+    if (!whole) break;
+    if (parallel_calls_ || calls.empty()) {
+      calls.push_back({static_cast<uint32_t>(calls.size()), NewCallId(), std::move(name), std::move(arguments)});
+    }
+    rest.remove_prefix(end);
+    skip_space();
+    if (rest.empty()) break;
+    whole = rest.front() == ';';
+    rest.remove_prefix(1);
+    skip_space();
+    whole = whole && !rest.empty();
+  }
+  if (!whole || calls.empty()) {  // not all calls: the answer as written
+    out.content += held_;
+    return;
+  }
+  calls_ = static_cast<uint32_t>(calls.size());
+  out.calls = std::move(calls);
 }
 
 void ToolCallSplit::AddHermes(Parts& out) {

@@ -10,6 +10,11 @@
 //              whitespace around it; so does an unclosed one at the end, unless what it holds
 //              is a whole call (part of "</tool_call>" after it is allowed). Without parallel
 //              calls only the first call is kept (vLLM's rule), and later ones are dropped.
+//   kLlama3Json  tool_choice "auto" under model.tool_call_parser "llama3_json" (Llama 3.1 to
+//              3.3): an answer that starts (after whitespace) with "{" is calls, JSON objects
+//              {"name": ..., "parameters": {...}} ("arguments" is taken too) separated by ";",
+//              held until the end; when it is not all calls, it is content as written (vLLM's
+//              rule). Any other answer is content, streamed as it comes.
 //   kFunction  tool_choice naming a function: the whole answer is that call's arguments (the
 //              replica held it to the function's parameters), streamed as it comes.
 //   kRequired  tool_choice "required": the answer is a JSON list [{"name", "arguments"}, ...]
@@ -31,7 +36,7 @@
 
 namespace bmad::http {
 
-enum class ToolCallFormat { kHermes, kFunction, kRequired };
+enum class ToolCallFormat { kHermes, kLlama3Json, kFunction, kRequired };
 
 // A tool call, or a piece of one.
 struct ToolCallPiece {
@@ -76,6 +81,8 @@ class ToolCallSplit {
   // A call from a hermes block's text, appended to `out`; false when the text is not one.
   bool HermesCall(std::string_view body, Parts& out);
   void FinishRequired(Parts& out);
+  void AddLlama3Json(Parts& out);
+  void FinishLlama3Json(Parts& out);
 
   ToolCallFormat format_;
   std::string function_;
@@ -87,6 +94,9 @@ class ToolCallSplit {
   std::string space_before_block_;  // the whitespace before the block
   bool after_call_ = false;         // a call came last (whitespace since is held)
   bool content_sent_ = false;       // content other than whitespace has been sent
+  // kLlama3Json: what the answer is, once its first character other than whitespace came.
+  enum class Llama3Answer { kUndecided, kCalls, kContent };
+  Llama3Answer llama3_answer_ = Llama3Answer::kUndecided;
   uint32_t calls_ = 0;       // calls begun
 };
 

@@ -108,12 +108,17 @@ Status CoordinatorServer::Core::Start() {
     if (vocabulary.eos_id >= 0 && static_cast<size_t>(vocabulary.eos_id) < vocabulary.texts.size()) {
       chat_format_.eos_text = vocabulary.texts[static_cast<size_t>(vocabulary.eos_id)];
     }
-    if (!c.model.tool_call_parser.empty() && !chat_format_.tools) {
-      return InvalidArgument("model.tool_call_parser " + c.model.tool_call_parser + " needs a chat template that "
-                             "renders tools, and this model's (" +
-                             std::string(http::ChatTemplateName(chat_format_.chat_template)) +
-                             ") does not in a layout bmad knows: tools are rendered for chatml templates with "
-                             "Qwen2.5's and Qwen3's tool layout (or model.chat_template chatml)");
+    // Each parser reads the calls of one tool layout: its template must be the one in use.
+    const http::ChatTemplate parser_template =
+        c.model.tool_call_parser == "llama3_json" ? http::ChatTemplate::kLlama31 : http::ChatTemplate::kChatML;
+    if (!c.model.tool_call_parser.empty() && (!chat_format_.tools || chat_format_.chat_template != parser_template)) {
+      return InvalidArgument("model.tool_call_parser " + c.model.tool_call_parser + " reads the calls of the " +
+                             std::string(http::ChatTemplateName(parser_template)) +
+                             " chat template's tool layout, and this model's template (" +
+                             std::string(http::ChatTemplateName(chat_format_.chat_template)) + ") " +
+                             (chat_format_.tools ? "is another" : "renders no tools in a layout bmad knows") +
+                             ": hermes goes with chatml templates in Qwen2.5's and Qwen3's layout, llama3_json with "
+                             "Llama 3.1's (or set model.chat_template)");
     }
     if (chat_format_.default_system_unread) {
       log::Warn(kLog, "the model's chat template has a default system message bmad cannot read; chat "

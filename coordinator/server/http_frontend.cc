@@ -566,7 +566,8 @@ Result<std::optional<http::ToolCallFormat>> HttpFrontend::ToolCallFormatFor(cons
                            "parser, and this server has none (model.tool_call_parser); send tool_choice "
                            "\"none\", \"required\" or a named function");
   }
-  return std::optional(http::ToolCallFormat::kHermes);  // the one parser (config::kToolCallParserNames)
+  return std::optional(core_.config().model.tool_call_parser == "llama3_json" ? http::ToolCallFormat::kLlama3Json
+                                                                             : http::ToolCallFormat::kHermes);
 }
 
 std::optional<http::ReasoningStart> HttpFrontend::ReasoningStartFor(bool opens, bool may_open,

@@ -146,5 +146,42 @@ TEST(OpenAiToolsTest, ToolChoicesOnARealReplica) {
   EXPECT_GT(with_tools["count"].get<int>(), without["count"].get<int>() + 100);
 }
 
+// Llama 3.1's layout (model.chat_template llama3.1) under the llama3_json parser: the model's
+// JSON calls (held to one with guided_choice) become tool_calls, whole and streamed; a named
+// function is served the same way as under chatml.
+TEST(OpenAiToolsTest, Llama31LayoutOnARealReplica) {
+  LocalCluster cluster({SharedModelsDir() + "/llama-2-tiny-random.gguf", 1, 0,
+                        {"model.tool_call_parser=llama3_json", "model.chat_template=llama3.1"}});
+  std::string error;
+  ASSERT_TRUE(cluster.Start(&error)) << error;
+  const int port = cluster.http_port();
+  const std::string calls = R"({"name": "get_time", "parameters": {}}; {"name": "get_weather", "parameters": {"city": "Oslo"}})";
+  const json automatic = Question({{"guided_choice", {calls}}});
+  const json read = ParsedOk(Post(port, "/v1/chat/completions", automatic.dump()));
+  ASSERT_EQ(read["choices"][0]["finish_reason"], "tool_calls") << read;
+  ASSERT_EQ(read["choices"][0]["message"]["tool_calls"].size(), 2u) << read;
+  EXPECT_EQ(read["choices"][0]["message"]["tool_calls"][1]["function"],
+            json({{"name", "get_weather"}, {"arguments", "{\"city\": \"Oslo\"}"}}));
+  json streamed_body = automatic;
+  streamed_body["stream"] = true;
+  const SseCompletion streamed = StreamCompletion(port, "/v1/chat/completions", streamed_body);
+  EXPECT_TRUE(streamed.done) << streamed.error;
+  ASSERT_EQ(streamed.tool_calls.count(0), 1u);
+  ASSERT_EQ(streamed.tool_calls.at(0).size(), 2u);
+  EXPECT_EQ(streamed.tool_calls.at(0)[0]["function"]["name"], "get_time");
+  EXPECT_EQ(streamed.finish_reasons.at(0), "tool_calls");
+  const json named = Question({{"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}},
+                               {"seed", 3}});
+  const json answer = ParsedOk(Post(port, "/v1/chat/completions", named.dump()));
+  ASSERT_EQ(answer["choices"][0]["message"]["tool_calls"].size(), 1u) << answer;
+  ExpectValidCall(answer["choices"][0]["message"]["tool_calls"][0]);
+  // A conversation with a call and its result.
+  json conversation = Question({{"tool_choice", "none"}, {"max_tokens", 4}});
+  conversation["messages"].push_back(json::parse(R"({"role": "assistant", "content": null, "tool_calls": [
+      {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]})"));
+  conversation["messages"].push_back(json::parse(R"({"role": "tool", "tool_call_id": "call_1", "content": "-3 C"})"));
+  ParsedOk(Post(port, "/v1/chat/completions", conversation.dump()));
+}
+
 }  // namespace
 }  // namespace bmad::testing

@@ -554,6 +554,9 @@ std::string Llama31Jinja(const std::string& date_logic, const std::string& defau
 {{- "Today Date: " + date_string + "\n\n" }}
 {{- system_message }}
 {{- "<|eot_id|>" }}
+{%- if tools_in_user_message and not tools is none %}
+    {{- "Given the following functions, please respond with a JSON for a function call " }}
+{%- endif %}
 {%- for message in messages %}
     {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' }}
 {%- endfor %}

@@ -137,7 +137,8 @@ TEST(ChatTemplateToolsTest, FormatsWithoutToolsRefuseThem) {
   with_tools.tools = {kTool};
   for (const ChatTemplate t : {ChatTemplate::kLlama3, ChatTemplate::kMistralV3, ChatTemplate::kGemma}) {
     EXPECT_THAT(RenderChatPrompt(ChatFormat(t), plain, with_tools).status().message(),
-                HasSubstr("'tools' cannot be given to the model: bmad renders tools in the chatml chat template only"));
+                HasSubstr("'tools' cannot be given to the model: bmad renders tools in the chatml chat template (as "
+                          "Qwen2.5 and Qwen3 write them) and llama3.1's"));
     EXPECT_THAT(RenderChatPrompt(ChatFormat(t), with_result, ChatPromptOptions{}).status().message(),
                 HasSubstr("'messages[1]' has role 'tool', which cannot be given to the model"));
     EXPECT_THAT(RenderChatPrompt(ChatFormat(t), with_call, ChatPromptOptions{}).status().message(),
@@ -225,6 +226,66 @@ TEST(ChatTemplateToolsTest, QwqLayout) {
                 "<|im_start|>assistant\n<think>\n");
 }
 
+TEST(ChatTemplateToolsTest, Llama31Layout) {
+  // Meta's Llama 3.1 template (tools_in_user_message, its default) for this conversation.
+  const std::vector<ChatMessage> messages = {
+      Turn(ChatRole::kSystem, " You are helpful. "),
+      Turn(ChatRole::kUser, "Weather in Oslo?\n"),
+      Turn(ChatRole::kAssistant, "ignored", {{"get_weather", R"({"city": "Oslo"})"}}),
+      Turn(ChatRole::kTool, R"({"temp": -3})"),
+      Turn(ChatRole::kUser, "Thanks"),
+  };
+  const std::string indented =
+      "{\n    \"type\": \"function\",\n    \"function\": {\n        \"name\": \"get_weather\",\n"
+      "        \"description\": null,\n        \"parameters\": null\n    }\n}";
+  EXPECT_EQ(RenderWithTools(ChatFormat(ChatTemplate::kLlama31), messages, {kTool}),
+            "<|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython\nCutting Knowledge Date: December 2023\n"
+            "Today Date: 26 Jul 2024\n\nYou are helpful.<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nGiven the following functions, please respond with a JSON for a "
+            "function call with its proper arguments that best answers the given prompt.\n\nRespond in the format "
+            "{\"name\": function name, \"parameters\": dictionary of argument name and its value}.Do not use "
+            "variables.\n\n" + indented + "\n\nWeather in Oslo?<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"get_weather\", \"parameters\": "
+            "{\"city\": \"Oslo\"}}<|eot_id|>"
+            "<|start_header_id|>ipython<|end_header_id|>\n\n\"{\\\"temp\\\": -3}\"<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nThanks<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  // Without tools: no environment line, the first message as it is.
+  const std::string plain = RenderWithTools(ChatFormat(ChatTemplate::kLlama31), {Turn(ChatRole::kUser, "Hi")}, {});
+  EXPECT_EQ(plain.find("Environment"), std::string::npos);
+  // Llama 3.1 calls one tool a turn, and needs a message to put the tools in.
+  ChatPromptOptions with_tools;
+  with_tools.tools = {kTool};
+  const std::vector<ChatMessage> two_calls = {Turn(ChatRole::kUser, "x"),
+                                              Turn(ChatRole::kAssistant, "", {{"f", "{}"}, {"g", "{}"}})};
+  EXPECT_THAT(RenderChatPrompt(ChatFormat(ChatTemplate::kLlama31), two_calls, ChatPromptOptions{}).status().message(),
+              HasSubstr("'messages[1]' has 2 tool_calls; the llama3.1 chat template takes one per assistant message"));
+  const std::vector<ChatMessage> system_only = {Turn(ChatRole::kSystem, "s")};
+  const std::vector<ChatMessage> result_first = {Turn(ChatRole::kTool, "r")};
+  EXPECT_THAT(RenderChatPrompt(ChatFormat(ChatTemplate::kLlama31), system_only, with_tools)
+                  .status()
+                  .message(),
+              HasSubstr("'tools': the llama3.1 chat template writes the tools into the first message after the system "
+                        "message, and there is none"));
+  EXPECT_THAT(RenderChatPrompt(ChatFormat(ChatTemplate::kLlama31), result_first, with_tools)
+                  .status()
+                  .message(),
+              HasSubstr("'messages[0]': the llama3.1 chat template writes the tools into the first message"));
+  // Recognised from Meta's template (abridged); Llama 3's has no tools.
+  const std::optional<ChatFormat> meta = DetectChatFormat(
+      "{{- \"<|start_header_id|>system<|end_header_id|>\\n\\n\" }}{{- \"Environment: ipython\\n\" }}"
+      "{{- \"Cutting Knowledge Date: December 2023\\n\" }}{{- \"Given the following functions, please respond "
+      "with a JSON for a function call \" }}{{- \"<|start_header_id|>ipython<|end_header_id|>\\n\\n\" }}");
+  ASSERT_TRUE(meta);
+  EXPECT_EQ(meta->chat_template, ChatTemplate::kLlama31);
+  EXPECT_TRUE(meta->tools);
+  const std::optional<ChatFormat> llama3 = DetectChatFormat(
+      "{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' + "
+      "message['content'] | trim + '<|eot_id|>' }}{% endfor %}");
+  ASSERT_TRUE(llama3);
+  EXPECT_FALSE(llama3->tools);
+}
+
 TEST(PythonJsonDumpsTest, WritesAsJsonDumpsDoes) {
   using internal::Json;
   using internal::PythonJsonDumps;
@@ -233,6 +294,9 @@ TEST(PythonJsonDumpsTest, WritesAsJsonDumpsDoes) {
   // Non-ASCII as it is (ensure_ascii=False); quotes, backslashes and control characters escaped.
   EXPECT_EQ(PythonJsonDumps(Json::parse(R"({"city": "Zürich \"Z\" \\ \n\t\u0001"})")),
             "{\"city\": \"Zürich \\\"Z\\\" \\\\ \\n\\t\\u0001\"}");
+  // json.dumps(indent=4)'s layout.
+  EXPECT_EQ(PythonJsonDumps(Json::parse(R"({"a": [1, {}], "b": {"c": []}})"), 4),
+            "{\n    \"a\": [\n        1,\n        {}\n    ],\n    \"b\": {\n        \"c\": []\n    }\n}");
   // Decimals as Python's repr writes floats.
   EXPECT_EQ(PythonJsonDumps(Json::parse("[-3, 1e+20, 0.1, 1e2, 1e15, 1e16, 1.5e-5, 0.0001, -0.0, 123.456, 2.5e300]")),
             "[-3, 1e+20, 0.1, 100.0, 1000000000000000.0, 1e+16, 1.5e-05, 0.0001, -0.0, 123.456, 2.5e+300]");

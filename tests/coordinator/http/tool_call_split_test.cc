@@ -168,6 +168,46 @@ TEST(ToolCallSplitTest, DeeplyNestedArgumentsAreNoCall) {
   EXPECT_EQ(parts.content, answer);
 }
 
+TEST(ToolCallSplitTest, Llama3JsonAnswerOfCalls) {
+  constexpr ToolCallFormat kLlama = ToolCallFormat::kLlama3Json;
+  // Llama 3.1's calls: "parameters" (or "arguments"), several separated by "; ".
+  const std::string answer =
+      "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\", \"note\": \"a } in a string\"}}; "
+      "{\"name\": \"get_time\", \"arguments\": {}}";
+  for (const auto& parts : {FeedPieces(kLlama, {answer}), FeedBytes(kLlama, answer)}) {
+    EXPECT_EQ(parts.content, "");
+    ASSERT_EQ(parts.calls.size(), 2u);
+    EXPECT_EQ(parts.calls[0].name, "get_weather");
+    EXPECT_EQ(parts.calls[0].arguments, "{\"city\": \"Oslo\", \"note\": \"a } in a string\"}");
+    EXPECT_EQ(parts.calls[1].name, "get_time");
+    EXPECT_EQ(parts.calls[1].arguments, "{}");
+  }
+  const ToolCallSplit::Parts one = FeedPieces(kLlama, {answer}, /*parallel_calls=*/false);
+  EXPECT_EQ(one.calls.size(), 1u);
+  // Leading whitespace is allowed; nothing is sent until the end.
+  ToolCallSplit split(kLlama);
+  EXPECT_TRUE(split.Add("\n{\"name\": \"f\", ").calls.empty());
+  EXPECT_EQ(split.Add("\"parameters\": {}}").content, "");
+  EXPECT_EQ(split.Finish().calls.size(), 1u);
+}
+
+TEST(ToolCallSplitTest, Llama3JsonOtherAnswersAreContent) {
+  constexpr ToolCallFormat kLlama = ToolCallFormat::kLlama3Json;
+  // Not starting with '{': content, streamed as it comes.
+  ToolCallSplit prose(kLlama);
+  EXPECT_EQ(prose.Add("  ").content, "");
+  EXPECT_EQ(prose.Add("It is {sunny}.").content, "  It is {sunny}.");
+  EXPECT_EQ(prose.Add(" Bye").content, " Bye");
+  EXPECT_TRUE(prose.Finish().calls.empty());
+  // JSON that is not all calls: the answer as written (vLLM's rule).
+  for (const std::string answer : {"{\"name\": \"f\"} and more", "{\"city\": \"Oslo\"}", "{\"name\": \"f\"}; ",
+                                   "{\"name\": \"f\", \"parameters\": {", "{}"}) {
+    const ToolCallSplit::Parts parts = FeedBytes(kLlama, answer);
+    EXPECT_TRUE(parts.calls.empty()) << answer;
+    EXPECT_EQ(parts.content, answer);
+  }
+}
+
 TEST(ToolCallSplitTest, NamedFunctionStreamsItsArguments) {
   ToolCallSplit split(ToolCallFormat::kFunction, "get_weather");
   ToolCallSplit::Parts first = split.Add("{\"city\": ");

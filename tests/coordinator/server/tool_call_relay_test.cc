@@ -168,6 +168,41 @@ TEST_F(ToolCallRelayTest, RequiredListBecomesCalls) {
   EXPECT_EQ(choice["message"]["tool_calls"][1]["function"]["arguments"], "{\"city\": \"X\"}");
 }
 
+// Llama 3.1's layout under the llama3_json parser: the tools in the first user message, an
+// answer of JSON calls.
+class ToolCallLlamaRelayTest : public ToolCallRelayTest {
+ protected:
+  void Configure(ServerConfig& c) override {
+    tool_call_parser_ = "llama3_json";
+    ToolCallRelayTest::Configure(c);
+    c.model.chat_template = "llama3.1";
+  }
+};
+
+TEST_F(ToolCallLlamaRelayTest, AnswerOfJsonCallsIsCalls) {
+  const std::vector<std::string> pieces = {"{\"name\": \"get_we", "ather\", \"parameters\": {\"city\": ", "\"Oslo\"}}"};
+  const nlohmann::json response = nlohmann::json::parse(Answered(ToolsBody(false), pieces));
+  const std::string prompt = PromptText();
+  EXPECT_NE(prompt.find("Environment: ipython\nCutting Knowledge Date"), std::string::npos) << prompt;
+  EXPECT_NE(prompt.find("Given the following functions, please respond with a JSON"), std::string::npos) << prompt;
+  const nlohmann::json& choice = response["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls");
+  EXPECT_TRUE(choice["message"]["content"].is_null());
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u);
+  EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["arguments"], "{\"city\": \"Oslo\"}");
+  const StreamedCalls s = ReadStreamedCalls(Answered(ToolsBody(true), pieces));
+  ASSERT_EQ(s.calls.size(), 1u);
+  EXPECT_EQ(s.calls[0]["function"]["arguments"], "{\"city\": \"Oslo\"}");
+  EXPECT_EQ(s.content, "");
+  EXPECT_EQ(s.finish_reason, "tool_calls");
+  // Prose is content, as it comes.
+  const StreamedCalls prose = ReadStreamedCalls(Answered(ToolsBody(true), {"It is ", "sunny."}));
+  EXPECT_EQ(prose.content, "It is sunny.");
+  EXPECT_TRUE(prose.calls.empty());
+  EXPECT_EQ(prose.finish_reason, "stop");
+}
+
 // Without a parser, "auto" (the default with tools) is refused; the other choices are served.
 class ToolCallNoParserTest : public ToolCallRelayTest {
  protected:
@@ -195,10 +230,17 @@ TEST(ToolCallParserConfigTest, NeedsATemplateThatRendersTools) {
   c.model.chat_template = "llama3";
   auto server = CoordinatorServer::Create(c, CoordinatorRunOptions{});
   ASSERT_FALSE(server.ok());
-  EXPECT_NE(server.status().message().find("model.tool_call_parser hermes needs a chat template that renders "
-                                           "tools, and this model's (llama3) does not"),
+  EXPECT_NE(server.status().message().find("model.tool_call_parser hermes reads the calls of the chatml chat "
+                                           "template's tool layout, and this model's template (llama3) renders no "
+                                           "tools in a layout bmad knows"),
             std::string::npos)
       << server.status().ToString();
+  // A parser of another layout than the template's.
+  c.model.chat_template = "llama3.1";
+  auto mismatched = CoordinatorServer::Create(c, CoordinatorRunOptions{});
+  ASSERT_FALSE(mismatched.ok());
+  EXPECT_NE(mismatched.status().message().find("and this model's template (llama3.1) is another"), std::string::npos)
+      << mismatched.status().ToString();
 }
 
 }  // namespace
