@@ -172,37 +172,36 @@ void ToolCallSplit::FinishLlama3Json(Parts& out) {
     out.content += held_;
     return;
   }
-  // Objects separated by ';' (vLLM's "; "), whitespace around them.
+  // The run of calls the answer opens with, separated by ';' (vLLM's "; ") or whitespace; what
+  // follows it is content.
   std::vector<ToolCallPiece> calls;
   std::string_view rest = held_;
   const auto skip_space = [&] {
     while (!rest.empty() && IsSpace(rest.front())) rest.remove_prefix(1);
   };
   skip_space();
-  bool whole = true;
-  while (whole && !rest.empty()) {
+  while (!rest.empty() && rest.front() == '{') {
     const size_t end = JsonObjectEnd(rest);
     const std::optional<Json> call = end == std::string_view::npos ? std::nullopt : ParseModelJson(rest.substr(0, end));
     std::string name, arguments;
-    whole = call && ReadCall(*call, name, arguments, "parameters");
-    if (!whole) break;
+    if (!call || !ReadCall(*call, name, arguments, "parameters")) break;
     if (parallel_calls_ || calls.empty()) {
       calls.push_back({static_cast<uint32_t>(calls.size()), NewCallId(), std::move(name), std::move(arguments)});
     }
     rest.remove_prefix(end);
     skip_space();
-    if (rest.empty()) break;
-    whole = rest.front() == ';';
-    rest.remove_prefix(1);
-    skip_space();
-    whole = whole && !rest.empty();
+    if (!rest.empty() && rest.front() == ';') {
+      rest.remove_prefix(1);
+      skip_space();
+    }
   }
-  if (!whole || calls.empty()) {  // not all calls: the answer as written
+  if (calls.empty()) {  // JSON that is no call (an answer in JSON mode): content as written
     out.content += held_;
     return;
   }
   calls_ = static_cast<uint32_t>(calls.size());
   out.calls = std::move(calls);
+  out.content += rest;
 }
 
 void ToolCallSplit::AddHermes(Parts& out) {

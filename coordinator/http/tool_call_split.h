@@ -11,10 +11,11 @@
 //              is a whole call (part of "</tool_call>" after it is allowed). Without parallel
 //              calls only the first call is kept (vLLM's rule), and later ones are dropped.
 //   kLlama3Json  tool_choice "auto" under model.tool_call_parser "llama3_json" (Llama 3.1 to
-//              3.3): an answer that starts (after whitespace) with "{" is calls, JSON objects
-//              {"name": ..., "parameters": {...}} ("arguments" is taken too) separated by ";",
-//              held until the end; when it is not all calls, it is content as written (vLLM's
-//              rule). Any other answer is content, streamed as it comes.
+//              3.3): an answer that starts (after whitespace) with "{" is held until the end and
+//              read as a run of calls, JSON objects {"name": ..., "parameters": {...}}
+//              ("arguments" is taken too) separated by ";" or whitespace; the text after the
+//              run is content (vLLM drops it). When the first object is no call, the answer is
+//              content as written. Any other answer is content, streamed as it comes.
 //   kFunction  tool_choice naming a function: the whole answer is that call's arguments (the
 //              replica held it to the function's parameters), streamed as it comes.
 //   kRequired  tool_choice "required": the answer is a JSON list [{"name", "arguments"}, ...]

@@ -199,13 +199,24 @@ TEST(ToolCallSplitTest, Llama3JsonOtherAnswersAreContent) {
   EXPECT_EQ(prose.Add("It is {sunny}.").content, "  It is {sunny}.");
   EXPECT_EQ(prose.Add(" Bye").content, " Bye");
   EXPECT_TRUE(prose.Finish().calls.empty());
-  // JSON that is not all calls: the answer as written (vLLM's rule).
-  for (const std::string answer : {"{\"name\": \"f\"} and more", "{\"city\": \"Oslo\"}", "{\"name\": \"f\"}; ",
-                                   "{\"name\": \"f\", \"parameters\": {", "{}"}) {
+  // JSON that opens with no call (JSON mode, a cut call): the answer as written.
+  for (const std::string answer : {"{\"city\": \"Oslo\"}", "{\"name\": \"f\", \"parameters\": {", "{}", "{\"name\": 3}"}) {
     const ToolCallSplit::Parts parts = FeedBytes(kLlama, answer);
     EXPECT_TRUE(parts.calls.empty()) << answer;
     EXPECT_EQ(parts.content, answer);
   }
+  // A run of calls, then other text: the calls, and the text as content (vLLM drops it).
+  const std::string call = "{\"name\": \"f\", \"parameters\": {\"a\": 1}}";
+  const std::vector<std::pair<std::string, std::string>> runs = {
+      {call + " ; ", ""}, {call + ";", ""}, {call + " I called the tool.", "I called the tool."},
+      {call + "; " + call + "; {\"x\": 1}", "{\"x\": 1}"}};
+  for (const auto& [answer, content] : runs) {
+    const ToolCallSplit::Parts parts = FeedBytes(kLlama, answer);
+    EXPECT_FALSE(parts.calls.empty()) << answer;
+    EXPECT_EQ(parts.content, content) << answer;
+  }
+  // Calls on lines of their own.
+  EXPECT_EQ(FeedBytes(kLlama, call + "\n" + call).calls.size(), 2u);
 }
 
 TEST(ToolCallSplitTest, NamedFunctionStreamsItsArguments) {
