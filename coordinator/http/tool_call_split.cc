@@ -62,34 +62,6 @@ std::optional<Json> ParseModelJson(std::string_view text) {
   return parsed;
 }
 
-// Where the JSON object `text` opens with ends (past its '}'), strings and nesting respected;
-// npos when it does not end in `text`.
-size_t JsonObjectEnd(std::string_view text) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      ++depth;
-    } else if ((c == '}' || c == ']') && --depth == 0) {
-      return i + 1;
-    }
-  }
-  return std::string_view::npos;
-}
-
 }  // namespace
 
 ToolCallSplit::ToolCallSplit(ToolCallFormat format, std::string function, bool parallel_calls)
@@ -181,7 +153,7 @@ void ToolCallSplit::FinishLlama3Json(Parts& out) {
   };
   skip_space();
   while (!rest.empty() && rest.front() == '{') {
-    const size_t end = JsonObjectEnd(rest);
+    const size_t end = JsonContainerEnd(rest);
     const std::optional<Json> call = end == std::string_view::npos ? std::nullopt : ParseModelJson(rest.substr(0, end));
     std::string name, arguments;
     if (!call || !ReadCall(*call, name, arguments, "parameters")) break;

@@ -1,5 +1,6 @@
 // JsonNestingDepth: brackets count outside strings only (escaped quotes do not end a string),
-// and text that is not JSON, or is cut short, is measured as far as it goes.
+// and text that is not JSON, or is cut short, is measured as far as it goes. JsonContainerEnd:
+// where the first container closes, by the same rules.
 #include "common/json_nesting.h"
 
 #include <gtest/gtest.h>
@@ -22,6 +23,13 @@ TEST(JsonNestingDepth, MeasuresTextThatIsNotJson) {
   EXPECT_EQ(JsonNestingDepth(std::string(30000, '[')), 30000u);
   EXPECT_EQ(JsonNestingDepth("]]]}[["), 2u);  // closers with nothing open are skipped
   EXPECT_EQ(JsonNestingDepth(R"(["unclosed [[[)"), 1u);
+}
+
+TEST(JsonContainerEnd, FindsWhereTheFirstContainerCloses) {
+  EXPECT_EQ(JsonContainerEnd(R"({"a": [1, "}"]}; {"b": 2})"), 15u);
+  EXPECT_EQ(JsonContainerEnd(R"(["\"]", {}] tail)"), 11u);  // \" stays in the string
+  EXPECT_EQ(JsonContainerEnd(R"({"a": [1)"), std::string_view::npos);
+  EXPECT_EQ(JsonContainerEnd("no container"), std::string_view::npos);
 }
 
 }  // namespace
