@@ -50,8 +50,8 @@ Result<const Json*> FunctionObject(const JsonFields& fields) {
 // "required"'s list; "" for a schema of its own): its references into itself ("#...") follow it
 // there, a root "$id" goes when `root` (only a document's root may have one), and so do the
 // annotations the compiler ignores (descriptions, titles, examples), which would only count
-// against its size limit. Only schema positions are walked: a
-// "$ref" key inside a const or enum value is data.
+// against its size limit. Only schema positions are walked: a "$ref" key inside a const or enum
+// value is data.
 void EmbedSchema(Json& schema, const std::string& at, bool root) {
   if (!schema.is_object()) return;
   if (root) schema.erase("$id");
@@ -217,19 +217,22 @@ Result<std::string> ReadTools(const JsonFields& body, const std::string& constra
     return InvalidArgument(Quoted(constraint_field) + " cannot be combined with 'tool_choice' " + ChoiceText(out) +
                            ", which holds the answer to the tools' calls");
   }
-  // Each tool's schema alone first, so that an error names the tool it is in.
-  std::string field;
-  for (size_t i = 0; i < tools.size(); ++i) {
-    if (out.choice == ToolChoice::kFunction && tools[i].name != out.function) continue;
-    field = "tools[" + std::to_string(i) + "].function.parameters";
-    Result<std::shared_ptr<const sampling::JsonSchema>> schema = sampling::JsonSchema::Compile(tools[i].parameters.dump());
-    if (!schema.ok()) return InvalidArgument(Quoted(field) + " " + schema.status().message());
-  }
   request.sampling.response_format = proto::ResponseFormat::kJsonSchema;
   if (out.choice == ToolChoice::kFunction) {
+    // The function's schema is the constraint itself: the request's validation compiles it, and
+    // an error names the field returned.
     const auto tool = std::find_if(tools.begin(), tools.end(), [&](const Tool& t) { return t.name == out.function; });
     request.sampling.json_schema = tool->parameters.dump();
-    return field;
+    return "tools[" + std::to_string(tool - tools.begin()) + "].function.parameters";
+  }
+  // "required" joins every tool's schema: each is compiled alone first, so that an error names
+  // the tool it is in.
+  for (size_t i = 0; i < tools.size(); ++i) {
+    Result<std::shared_ptr<const sampling::JsonSchema>> schema = sampling::JsonSchema::Compile(tools[i].parameters.dump());
+    if (!schema.ok()) {
+      return InvalidArgument(Quoted("tools[" + std::to_string(i) + "].function.parameters") + " " +
+                             schema.status().message());
+    }
   }
   request.sampling.json_schema = RequiredSchema(tools, out.parallel_calls).dump();
   if (request.sampling.json_schema.size() > sampling::JsonSchema::kMaxTextBytes) {

@@ -195,6 +195,10 @@ TEST(ParseToolsTest, MalformedToolFieldsAreRefusedByName) {
            {"zip": {"type": "string", "pattern": "[0-9]+"}}}}}], "tool_choice": "required"})",
        true,
        {"'tools[0].function.parameters' at /properties/zip: keyword 'pattern' is not supported"}},
+      {m + R"("tools": [)" + tool + R"(, {"function": {"name": "g", "parameters": {"type": "object", "properties":
+           {"zip": {"type": "string", "pattern": "[0-9]+"}}}}}], "tool_choice": {"type": "function", "function": {"name": "g"}}})",
+       true,
+       {"'tools[1].function.parameters' at /properties/zip: keyword 'pattern' is not supported"}},
       {R"({"messages": [{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "{"}}]}]})", true,
        {"'messages[0].tool_calls[0].function.arguments' must be the JSON text of an object"}},
       {R"({"messages": [{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "[1]"}}]}]})", true,
