@@ -78,6 +78,13 @@ struct MemoryHooks {
   std::function<void(void* p)> free_scratch;
 };
 
+// Whether the backend named `backend` ("cpu", "reference", "cuda") multiplies weights of
+// `type`: the CUDA backend has no K-quant kernels yet. Asked without a device too (bmad model
+// check); Backend::HasWeightType answers from it.
+inline bool BackendHasWeightType(std::string_view backend, WeightType type) {
+  return backend != "cuda" || !IsKQuant(type);
+}
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -120,6 +127,9 @@ class Backend {
   // vector as 1 x n), in the backend's memory with its layout unchanged, from allocate_weights.
   // Host backends read it where it is; UploadedBytes is what UploadRows takes.
   virtual PreparedWeight UploadRows(const WeightMatrix& w) { return PreparedWeight{w, nullptr}; }
+  // Whether MatMul and Embedding take weights of `type`. The model loader asks before it uses a
+  // file, so a type the backend lacks is refused with the tensor's name, never computed wrong.
+  virtual bool HasWeightType(WeightType type) const { return BackendHasWeightType(name(), type); }
   virtual size_t UploadedBytes(const WeightMatrix& w) const {
     (void)w;
     return 0;
@@ -183,8 +193,9 @@ class Backend {
 
   // y = x · Wᵀ.                                  x: [m, w.cols]   y: [m, w.rows]
   // w is kRows or what PrepareMatMulWeight returned. As in llama.cpp, F16 weights multiply
-  // F16-rounded activations and Q8_0 weights activations rounded to Q8_0 (RoundToQ8_0 in
-  // kernels/q8_0.h); F32 accumulation. For prepared weights the result of each row of y does
+  // F16-rounded activations, Q8_0 weights activations rounded to Q8_0 (RoundToQ8_0 in
+  // kernels/q8_0.h), and Q4_K and Q6_K weights activations rounded to Q8_K (RoundToQ8_K in
+  // kernels/k_quants.h); F32 accumulation. For prepared weights the result of each row of y does
   // not depend on m (batch invariance).
   virtual void MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y) = 0;
 

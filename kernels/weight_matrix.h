@@ -9,7 +9,11 @@
 
 namespace bmad::kernels {
 
-enum class WeightType { kF32, kF16, kQ8_0 };
+// kQ4_K and kQ6_K: kernels/k_quants.h (rows only: the CPU backend does not pack them).
+enum class WeightType { kF32, kF16, kQ8_0, kQ4_K, kQ6_K };
+
+// Whether rows of `type` are made of K-quant super-blocks (256 elements each).
+inline bool IsKQuant(WeightType type) { return type == WeightType::kQ4_K || type == WeightType::kQ6_K; }
 
 // How the bytes are laid out.
 //  kRows:     row r is a contiguous run of `cols` elements (GGUF's layout).
@@ -18,7 +22,9 @@ enum class WeightType { kF32, kF16, kQ8_0 };
 enum class WeightLayout { kRows, kPanels16 };
 
 std::string_view WeightTypeName(WeightType type);
-// Bytes of one row of `cols` elements (Q8_0: cols must be a multiple of 32).
+// Elements per block of `type`: 1 for F32 and F16, 32 for Q8_0, 256 for Q4_K and Q6_K.
+int64_t BlockElements(WeightType type);
+// Bytes of one row of `cols` elements (cols a multiple of BlockElements(type)).
 size_t RowBytes(WeightType type, int64_t cols);
 
 struct WeightMatrix {

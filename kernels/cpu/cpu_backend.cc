@@ -65,12 +65,13 @@ void CpuBackend::SetMemoryHooks(MemoryHooks hooks) {
 }
 
 size_t CpuBackend::PreparedBytes(const WeightMatrix& w) const {
-  if (w.layout == WeightLayout::kPanels16) return 0;
+  if (w.layout == WeightLayout::kPanels16 || !cpu::Packable(w.type)) return 0;
   return cpu::PanelBytes(w.type, w.cols) * static_cast<size_t>(cpu::PanelCount(w.rows));
 }
 
 PreparedWeight CpuBackend::PrepareMatMulWeight(const WeightMatrix& w) {
-  if (w.layout == WeightLayout::kPanels16) return {w, nullptr};
+  // K-quants are multiplied where they are mapped.
+  if (w.layout == WeightLayout::kPanels16 || !cpu::Packable(w.type)) return {w, nullptr};
   auto packed = std::make_shared<cpu::PackedWeights>(cpu::PackWeights(w, hooks_.allocate_weights));
   const WeightMatrix view = packed->view;
   return {view, std::shared_ptr<const void>(packed, packed->storage.get())};

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "kernels/cpu/packed_weights.h"
+#include "kernels/k_quants.h"
 #include "kernels/q8_0.h"
 
 namespace bmad::kernels::cpu {
@@ -46,9 +47,17 @@ void MatMulEngine::RunShared(const float* x, int64_t m, std::span<const WeightMa
     shared = shared && w->layout == w0.layout && w->type == w0.type && w->cols == w0.cols;
   }
   if (!shared) {
+    // K-quant products of one input share its rounding to Q8_K (a layer's Q, K and V).
+    const ActivationBlockQ8_K* xq = nullptr;
     for (size_t i = 0; i < ws.size(); ++i) {
       const WeightMatrix& w = *ws[i];
       if (w.rows <= 0) continue;
+      if (IsKQuant(w.type)) {
+        if (xq == nullptr) xq = QuantizeQ8K(x, m, w.cols);
+        RunKQuant(xq, m, w, ys[i]);
+        continue;
+      }
+      xq = nullptr;  // the products below may reuse (or grow) the scratch it lives in
       if (w.layout == WeightLayout::kPanels16) {
         RunShared(x, m, ws.subspan(i, 1), ys.subspan(i, 1));
       } else if (sgemm_for_rows_layout_ && m >= kSgemmMinRows) {
@@ -84,6 +93,13 @@ const float* MatMulEngine::RoundedInput(const float* x, int64_t m, const WeightM
     float* rounded = scratch_.Get(pool_.size(), static_cast<size_t>(m * k));
     ForRowBlocks(m, k, [&](int64_t r0, int64_t rows) {
       RoundToQ8_0(x + r0 * k, rows * k, rounded + r0 * k);
+    });
+    return rounded;
+  }
+  if (IsKQuant(w.type)) {
+    float* rounded = scratch_.Get(pool_.size(), static_cast<size_t>(m * k));
+    ForRowBlocks(m, k, [&](int64_t r0, int64_t rows) {
+      RoundToQ8_K(x + r0 * k, rows * k, rounded + r0 * k);
     });
     return rounded;
   }
@@ -226,6 +242,30 @@ void MatMulEngine::RunSgemm(const float* x, int64_t m, const WeightMatrix& w, fl
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m),
                   static_cast<int>(rows), static_cast<int>(k), 1.0f, x, static_cast<int>(k), buf,
                   static_cast<int>(k), 0.0f, y + r0, static_cast<int>(n));
+    }
+  });
+}
+
+const ActivationBlockQ8_K* MatMulEngine::QuantizeQ8K(const float* x, int64_t m, int64_t k) {
+  const int64_t blocks = k / kQK_K;
+  const size_t bytes = static_cast<size_t>(m * blocks) * sizeof(ActivationBlockQ8_K);
+  auto* xq = reinterpret_cast<ActivationBlockQ8_K*>(scratch_.Get(pool_.size(), (bytes + 3) / 4));
+  // A prefill chunk's many rows in parallel.
+  ForRowBlocks(m, k, [&](int64_t r0, int64_t rows) {
+    simd_.quantize_q8_k_rows(x + r0 * k, rows, k, xq + r0 * blocks);
+  });
+  return xq;
+}
+
+void MatMulEngine::RunKQuant(const ActivationBlockQ8_K* xq, int64_t m, const WeightMatrix& w,
+                             float* y) {
+  const int64_t n = w.rows;
+  const int64_t tasks = (n + kRowsPerTask - 1) / kRowsPerTask;
+  pool_.ParallelFor(tasks, 1, [&](int64_t begin, int64_t end, int) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t r0 = t * kRowsPerTask;
+      simd_.kquant_dot_rows(w.type, w.Row(r0), w.row_bytes, std::min(kRowsPerTask, n - r0), xq, m,
+                            w.cols, y + r0, n);
     }
   });
 }

@@ -1,5 +1,6 @@
-// y = x · Wᵀ on the CPU for F32, F16 and Q8_0 weights (see Backend::MatMul for the contract:
-// F16 products take F16-rounded activations, Q8_0 products Q8_0-rounded ones).
+// y = x · Wᵀ on the CPU for F32, F16, Q8_0, Q4_K and Q6_K weights (see Backend::MatMul for the
+// contract: F16 products take F16-rounded activations, Q8_0 products Q8_0-rounded ones, K-quant
+// products Q8_K-rounded ones).
 //
 // Packed weights (the normal case, see packed_weights.h): groups of 12 panels (192 outputs) are
 // handed to the threads; each multiplies its panels by every activation row with register tiles
@@ -63,6 +64,10 @@ class MatMulEngine {
                    std::span<float* const> ys);
   void RunSgemm(const float* x, int64_t m, const WeightMatrix& w, float* y);
   void RunDot(const float* x, int64_t m, const WeightMatrix& w, float* y);
+  // Q4_K and Q6_K (always row layout): x rounded to Q8_K once (into the last scratch slot),
+  // then integer products per super-block (SimdKernels::kquant_dot_rows).
+  const ActivationBlockQ8_K* QuantizeQ8K(const float* x, int64_t m, int64_t k);
+  void RunKQuant(const ActivationBlockQ8_K* xq, int64_t m, const WeightMatrix& w, float* y);
 
   ThreadPool& pool_;
   const SimdKernels& simd_;

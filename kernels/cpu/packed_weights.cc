@@ -19,6 +19,8 @@ size_t PanelBytes(WeightType type, int64_t cols) {
     case WeightType::kF32: return static_cast<size_t>(cols) * kPanelRows * 4;
     case WeightType::kF16: return static_cast<size_t>(cols) * kPanelRows * 2;
     case WeightType::kQ8_0: return static_cast<size_t>(cols / kQ8_0Block) * kPanelQ8BlockBytes;
+    case WeightType::kQ4_K:
+    case WeightType::kQ6_K: return 0;  // not Packable
   }
   return 0;
 }
@@ -59,6 +61,8 @@ PackedWeights PackWeights(const WeightMatrix& w, const std::function<void*(size_
         }
         break;
       }
+      case WeightType::kQ4_K:
+      case WeightType::kQ6_K: break;  // not Packable: PanelBytes is 0
     }
   }
   out.view = WeightMatrix{w.type, WeightLayout::kPanels16, data, w.rows, w.cols, panel};
@@ -86,6 +90,8 @@ float PackedElement(const WeightMatrix& w, int64_t r, int64_t c) {
       const int q = static_cast<int>(pb[PanelQ8ValueOffset(c % kQ8_0Block, lane)]) - 128;
       return scale * static_cast<float>(q);
     }
+    case WeightType::kQ4_K:
+    case WeightType::kQ6_K: break;  // never packed
   }
   return 0;
 }

@@ -33,6 +33,11 @@ inline constexpr size_t PanelQ8ValueOffset(int64_t j, int64_t lane) {
   return kPanelRows * sizeof(float) + static_cast<size_t>((j / 4) * 64 + lane * 4 + j % 4);
 }
 
+// Whether the CPU backend packs weights of `type` into panels. K-quants stay in rows: their
+// integer kernels read each super-block whole (kernels/cpu/kquant_dot_vnni.cc).
+inline bool Packable(WeightType type) { return !IsKQuant(type); }
+
+// Bytes of one panel of a Packable type (0 for the others).
 size_t PanelBytes(WeightType type, int64_t cols);
 inline int64_t PanelCount(int64_t rows) { return (rows + kPanelRows - 1) / kPanelRows; }
 
@@ -42,7 +47,7 @@ struct PackedWeights {
   WeightMatrix view;  // layout kPanels16; row_bytes holds the panel stride
 };
 
-// Packs a kRows matrix. Q8_0 needs cols % 32 == 0 (as GGUF guarantees). `allocate`, when set,
+// Packs a kRows matrix of a Packable type. Q8_0 needs cols % 32 == 0 (as GGUF guarantees). `allocate`, when set,
 // provides the memory (64-byte aligned, owned by the caller: never freed here); otherwise it
 // comes from the system allocator and is freed with the PackedWeights.
 PackedWeights PackWeights(const WeightMatrix& rows_layout,

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/k_quants.h"
 #include "kernels/weight_matrix.h"
 
 namespace bmad::kernels::cpu {
@@ -82,6 +83,18 @@ using QuantizeQ8RowsFn = void (*)(const float* x, int64_t m, int64_t k, uint8_t*
 using PanelGemmQ8Fn = void (*)(const uint8_t* panels, size_t panel_stride, int64_t rows,
                                const uint8_t* xq, int64_t cols, int64_t k, float* y, int64_t ldy);
 
+// y[c * ldy + r] for c in [0, cols), r in [0, rows): the product of row r of Q4_K or Q6_K
+// weights (rows w_stride bytes apart, k inputs) with activation row c, given as k / 256 Q8_K
+// blocks per row, rows one after another (QuantizeActivationRowQ8_K). Exactly what DotQ4_KQ8_K
+// and DotQ6_KQ8_K compute, in every implementation.
+using KQuantDotRowsFn = void (*)(WeightType type, const uint8_t* w, size_t w_stride, int64_t rows,
+                                 const ActivationBlockQ8_K* xq, int64_t cols, int64_t k, float* y,
+                                 int64_t ldy);
+
+// QuantizeActivationRowQ8_K (kernels/k_quants.h) over m rows of k inputs (k a multiple of 256):
+// k / 256 blocks per row, rows one after another; the same blocks, bit for bit.
+using QuantizeQ8KRowsFn = void (*)(const float* x, int64_t m, int64_t k, ActivationBlockQ8_K* out);
+
 struct SimdKernels {
   const char* isa;
   DotRowsFn dot_rows;
@@ -96,12 +109,21 @@ struct SimdKernels {
   // go through panel_gemm with the activations rounded to Q8_0 as floats (same values).
   QuantizeQ8RowsFn quantize_q8_rows = nullptr;
   PanelGemmQ8Fn panel_gemm_q8 = nullptr;
+  // Q4_K and Q6_K products (integers on AVX-512 VNNI; portable loops elsewhere).
+  KQuantDotRowsFn kquant_dot_rows = nullptr;
+  QuantizeQ8KRowsFn quantize_q8_k_rows = nullptr;
 };
 
 // The best kernels this CPU supports (AVX-512 when present, else portable C++).
 const SimdKernels& BestSimdKernels();
 // The portable kernels (tests compare both).
 const SimdKernels& ScalarSimdKernels();
+// The portable Q8_K rounding of activations.
+void QuantizeQ8KRowsScalar(const float* x, int64_t m, int64_t k, ActivationBlockQ8_K* out);
+// The portable K-quant products (also those of AVX-512 without VNNI).
+void KQuantDotRowsScalar(WeightType type, const uint8_t* w, size_t w_stride, int64_t rows,
+                         const ActivationBlockQ8_K* xq, int64_t cols, int64_t k, float* y,
+                         int64_t ldy);
 // nullptr when the CPU lacks AVX-512F/BW/VL/DQ, F16C and FMA. With VNNI as well, Q8_0 products
 // are integer ones unless `allow_vnni` is false (tests compare both).
 const SimdKernels* Avx512SimdKernels(bool allow_vnni = true);

@@ -5,6 +5,8 @@
 #include <cpuid.h>
 #include <immintrin.h>
 
+#include <cstring>
+
 #include <cstdint>
 
 #include "kernels/cpu/simd_kernels.h"
@@ -113,6 +115,11 @@ void DotRowsAvx512(WeightType type, const uint8_t* w, size_t w_stride, int64_t r
     case WeightType::kF32: DotRowsTyped<LoadF32>(w, w_stride, rows, x, ldx, cols, k, y, ldy); break;
     case WeightType::kF16: DotRowsTyped<LoadF16>(w, w_stride, rows, x, ldx, cols, k, y, ldy); break;
     case WeightType::kQ8_0: DotRowsTyped<LoadQ8>(w, w_stride, rows, x, ldx, cols, k, y, ldy); break;
+    case WeightType::kQ4_K:
+    case WeightType::kQ6_K:
+      // K-quant products take the integer path (kquant_dot_rows); this float one is for tests.
+      ScalarSimdKernels().dot_rows(type, w, w_stride, rows, x, ldx, cols, k, y, ldy);
+      break;
   }
 }
 
@@ -227,6 +234,8 @@ void PanelGemmAvx512(WeightType type, const uint8_t* panels, size_t stride, int6
     case WeightType::kF32: PanelGemmTyped<PanelF32>(panels, stride, rows, x, ldx, cols, k, y, ldy); break;
     case WeightType::kF16: PanelGemmTyped<PanelF16>(panels, stride, rows, x, ldx, cols, k, y, ldy); break;
     case WeightType::kQ8_0: PanelGemmTyped<PanelQ8>(panels, stride, rows, x, ldx, cols, k, y, ldy); break;
+    case WeightType::kQ4_K:
+    case WeightType::kQ6_K: break;  // never packed (PackWeights keeps them in rows)
   }
 }
 
@@ -244,6 +253,49 @@ void DequantRowAvx512(WeightType type, const uint8_t* row, int64_t n, float* out
     case WeightType::kQ8_0:
       for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, LoadQ8::Load(row, i));
       break;
+    case WeightType::kQ4_K:
+    case WeightType::kQ6_K:
+      // Only embedding rows are dequantized (products take kquant_dot_rows).
+      ScalarSimdKernels().dequant_row(type, row, n, out);
+      break;
+  }
+}
+
+// QuantizeActivationRowQ8_K, 16 values at a time (see simd_kernels.h).
+void QuantizeQ8KRowsAvx512(const float* x, int64_t m, int64_t k, ActivationBlockQ8_K* out) {
+  const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
+  for (int64_t b = 0; b < m * k / kQK_K; ++b) {
+    const float* xb = x + b * kQK_K;
+    ActivationBlockQ8_K& o = out[b];
+    // The largest magnitude (NaN skipped: max_ps returns its second operand when one is NaN),
+    // then the first value of that magnitude, whose sign sets the scale's.
+    __m512 amax_v = _mm512_setzero_ps();
+    for (int j = 0; j < kQK_K; j += 16) amax_v = _mm512_max_ps(_mm512_and_ps(_mm512_loadu_ps(xb + j), abs_mask), amax_v);
+    const float amax = _mm512_reduce_max_ps(amax_v);
+    if (amax == 0.0f) {
+      std::memset(&o, 0, sizeof(o));
+      continue;
+    }
+    float max = 0.0f;
+    for (int j = 0; j < kQK_K; j += 16) {
+      const __m512 v = _mm512_loadu_ps(xb + j);
+      const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_and_ps(v, abs_mask), _mm512_set1_ps(amax), _CMP_EQ_OQ);
+      if (hit != 0) {
+        max = xb[j + __builtin_ctz(hit)];
+        break;
+      }
+    }
+    const float iscale = -127.0f / max;
+    const __m512 scale = _mm512_set1_ps(iscale);
+    for (int j = 0; j < kQK_K; j += 16) {
+      const __m512 r = _mm512_mul_ps(scale, _mm512_loadu_ps(xb + j));
+      const __mmask16 ordered = _mm512_cmp_ps_mask(r, r, _CMP_ORD_Q);
+      const __m512 clamped = _mm512_min_ps(_mm512_max_ps(r, _mm512_set1_ps(-127.0f)), _mm512_set1_ps(127.0f));
+      const __m512i q = _mm512_maskz_cvtps_epi32(ordered, _mm512_roundscale_ps(clamped, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(o.q + j), _mm512_cvtsepi32_epi8(q));
+      o.bsums[j / 16] = static_cast<int16_t>(_mm512_reduce_add_epi32(q));
+    }
+    o.d = 1.0f / iscale;
   }
 }
 
@@ -621,13 +673,16 @@ const SimdKernels kAvx512Kernels{"avx512",        DotRowsAvx512,     PanelGemmAv
                                  DequantRowAvx512,
                                  RoundHalfAvx512, FloatToHalfAvx512,
                                  DotAvx512,       AttendRowsAvx512,
-                                 SwiGluAvx512};
+                                 SwiGluAvx512,    nullptr,
+                                 nullptr,         KQuantDotRowsScalar,
+                                 QuantizeQ8KRowsAvx512};
 const SimdKernels kAvx512VnniKernels{"avx512-vnni",   DotRowsAvx512,     PanelGemmAvx512,
                                      DequantRowAvx512,
                                      RoundHalfAvx512, FloatToHalfAvx512,
                                      DotAvx512,       AttendRowsAvx512,  SwiGluAvx512,
                                      QuantizeQ8RowsVnni,
-                                     PanelGemmQ8Vnni};
+                                     PanelGemmQ8Vnni,     KQuantDotRowsVnni,
+                                     QuantizeQ8KRowsAvx512};
 
 }  // namespace
 

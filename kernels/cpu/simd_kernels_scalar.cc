@@ -6,6 +6,7 @@
 #include "common/half.h"
 #include "kernels/cpu/packed_weights.h"
 #include "kernels/cpu/simd_kernels.h"
+#include "kernels/k_quants.h"
 #include "kernels/q8_0.h"
 
 namespace bmad::kernels::cpu {
@@ -22,6 +23,12 @@ void DequantRowScalar(WeightType type, const uint8_t* row, int64_t n, float* out
     case WeightType::kQ8_0:
       DequantizeRowQ8_0(reinterpret_cast<const BlockQ8_0*>(row), n, out);
       break;
+    case WeightType::kQ4_K:
+      DequantizeRowQ4_K(reinterpret_cast<const BlockQ4_K*>(row), n, out);
+      break;
+    case WeightType::kQ6_K:
+      DequantizeRowQ6_K(reinterpret_cast<const BlockQ6_K*>(row), n, out);
+      break;
   }
 }
 
@@ -34,10 +41,8 @@ void DotRowsScalar(WeightType type, const uint8_t* w, size_t w_stride, int64_t r
       float acc = 0.0f;
       for (int64_t k0 = 0; k0 < k; k0 += 4096) {
         const int64_t n = std::min<int64_t>(4096, k - k0);
-        // Q8_0 blocks are 32 wide and 4096 is a multiple of 32, so chunks stay block-aligned.
-        const size_t offset = type == WeightType::kQ8_0
-                                  ? static_cast<size_t>(k0 / kQ8_0Block) * sizeof(BlockQ8_0)
-                                  : static_cast<size_t>(k0) * (type == WeightType::kF16 ? 2 : 4);
+        // Blocks are at most 256 wide and 4096 is a multiple of 256: chunks stay block-aligned.
+        const size_t offset = RowBytes(type, k0);
         DequantRowScalar(type, wr + offset, n, row);
         for (int64_t i = 0; i < n; ++i) acc += row[i] * x[c * ldx + k0 + i];
       }
@@ -126,12 +131,32 @@ void SwiGluScalar(const float* gate, const float* up, int64_t n, float* out) {
 
 }  // namespace
 
+void KQuantDotRowsScalar(WeightType type, const uint8_t* w, size_t w_stride, int64_t rows,
+                         const ActivationBlockQ8_K* xq, int64_t cols, int64_t k, float* y,
+                         int64_t ldy) {
+  const int64_t nb = k / kQK_K;
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* row = w + static_cast<size_t>(r) * w_stride;
+    for (int64_t c = 0; c < cols; ++c) {
+      y[c * ldy + r] = type == WeightType::kQ4_K
+                           ? DotQ4_KQ8_K(reinterpret_cast<const BlockQ4_K*>(row), xq + c * nb, nb)
+                           : DotQ6_KQ8_K(reinterpret_cast<const BlockQ6_K*>(row), xq + c * nb, nb);
+    }
+  }
+}
+
+void QuantizeQ8KRowsScalar(const float* x, int64_t m, int64_t k, ActivationBlockQ8_K* out) {
+  QuantizeActivationRowQ8_K(x, m * k, out);
+}
+
 const SimdKernels& ScalarSimdKernels() {
   static const SimdKernels kKernels{"scalar",         DotRowsScalar,     PanelGemmScalar,
                                     DequantRowScalar,
                                     RoundHalfScalar,  FloatToHalfScalar,
                                     DotScalar,        AttendRowsScalar,
-                                    SwiGluScalar};
+                                    SwiGluScalar,     nullptr,
+                                    nullptr,          KQuantDotRowsScalar,
+                                    QuantizeQ8KRowsScalar};
   return kKernels;
 }
 

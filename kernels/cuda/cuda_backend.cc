@@ -367,6 +367,9 @@ void CudaBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w, float
     if (w.layout != WeightLayout::kRows) {
       return InvalidArgument("the CUDA backend reads weights in row layout, not the CPU's panels");
     }
+    if (!HasWeightType(w.type)) {
+      return Unimplemented("the CUDA backend has no " + std::string(WeightTypeName(w.type)) + " products");
+    }
     BMAD_RETURN_IF_ERROR(CheckDevicePointers("MatMul", {x, w.data, y}));
     if (w.type == WeightType::kQ8_0) {
       auto* xq = static_cast<float*>(

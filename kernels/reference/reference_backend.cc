@@ -5,6 +5,7 @@
 
 #include "common/half.h"
 #include "kernels/cpu/packed_weights.h"
+#include "kernels/k_quants.h"
 #include "kernels/q8_0.h"
 
 namespace bmad::kernels {
@@ -26,6 +27,12 @@ void DequantizeRow(const WeightMatrix& w, int64_t r, float* out) {
       break;
     case WeightType::kQ8_0:
       DequantizeRowQ8_0(reinterpret_cast<const BlockQ8_0*>(row), w.cols, out);
+      break;
+    case WeightType::kQ4_K:
+      DequantizeRowQ4_K(reinterpret_cast<const BlockQ4_K*>(row), w.cols, out);
+      break;
+    case WeightType::kQ6_K:
+      DequantizeRowQ6_K(reinterpret_cast<const BlockQ6_K*>(row), w.cols, out);
       break;
   }
 }
@@ -73,6 +80,8 @@ void ReferenceBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w, 
     for (float& v : xs) v = RoundToHalf(v);
   } else if (w.type == WeightType::kQ8_0) {
     RoundToQ8_0(xs.data(), static_cast<int64_t>(xs.size()), xs.data());
+  } else if (IsKQuant(w.type)) {
+    RoundToQ8_K(xs.data(), static_cast<int64_t>(xs.size()), xs.data());
   }
   for (int64_t r = 0; r < w.rows; ++r) {
     DequantizeRow(w, r, row.data());

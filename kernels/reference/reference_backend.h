@@ -7,7 +7,7 @@
 
 namespace bmad::kernels {
 
-class ReferenceBackend final : public Backend {
+class ReferenceBackend : public Backend {
  public:
   std::string_view name() const override { return "reference"; }
   PreparedWeight PrepareMatMulWeight(const WeightMatrix& w) override { return {w, nullptr}; }

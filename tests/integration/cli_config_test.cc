@@ -229,8 +229,8 @@ TEST(CliModelCheck, SaysWhetherTheModelServesUnderTheConfig) {
   CliRun not_model = RunBmad({"model", "check", "--config", config, "--set", "model.path=" + dir + "/text.gguf"}, dir);
   EXPECT_EQ(not_model.status, 1) << not_model.output;
   EXPECT_NE(not_model.output.find("not a GGUF file"), std::string::npos) << not_model.output;
-  // A tensor of a type bmad does not compute with (bf16 here; q4_K in most published GGUFs):
-  // the file opens, and every rank would refuse it.
+  // A tensor of a type bmad does not compute with (bf16 here): the file opens, and every rank
+  // would refuse it.
   {
     auto src = gguf::GgufFile::Open(SharedModelsDir() + "/stories260K.gguf");
     ASSERT_TRUE(src.ok());
@@ -247,8 +247,24 @@ TEST(CliModelCheck, SaysWhetherTheModelServesUnderTheConfig) {
   }
   CliRun bf16 = RunBmad({"model", "check", "--config", config, "--set", "model.path=" + dir + "/bf16.gguf"}, dir);
   EXPECT_EQ(bf16.status, 1) << bf16.output;
-  EXPECT_NE(bf16.output.find("tensor 'output.weight' has type bf16; bmad computes with f32, f16 and q8_0 weights"),
+  EXPECT_NE(bf16.output.find("tensor 'output.weight' has type bf16; bmad computes with f32, f16, q8_0, q4_K and "
+                             "q6_K weights"),
             std::string::npos) << bf16.output;
+  // A Q4_K_M file serves on the CPU; the CUDA backend has no K-quant products, and says so
+  // before a GPU is involved.
+  CliRun synth = RunBmad({"model", "synth", "--out", dir + "/q4_k_m.gguf", "--layers", "1", "--dim", "256", "--heads",
+                          "2", "--ffn", "256", "--vocab", "300", "--dtype", "q4_k_m"},
+                         dir);
+  ASSERT_EQ(synth.status, 0) << synth.output;
+  const std::string k_model = "model.path=" + dir + "/q4_k_m.gguf";
+  CliRun k_cpu = RunBmad({"model", "check", "--config", config, "--set", k_model}, dir);
+  EXPECT_EQ(k_cpu.status, 0) << k_cpu.output;
+  CliRun k_cuda = RunBmad({"model", "check", "--config", config, "--set", k_model, "--set", "worker.backend=cuda"}, dir);
+  EXPECT_EQ(k_cuda.status, 1) << k_cuda.output;
+  EXPECT_NE(k_cuda.output.find("tensor 'token_embd.weight' has type q4_K, which the cuda backend does not compute "
+                               "with (it takes f32, f16 and q8_0); serve this file on the cpu backend, or convert it "
+                               "to q8_0"),
+            std::string::npos) << k_cuda.output;
   // A vocabulary one token short of the embedding's rows: every rank would refuse it (the check
   // passed it, so cluster.sh start stopped a running cluster for it).
   {

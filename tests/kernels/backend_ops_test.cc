@@ -21,6 +21,7 @@
 
 #include "common/half.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/k_quants.h"
 #include "kernels/q8_0.h"
 #include "kernels/reference/reference_backend.h"
 #include "tests/support/llama3_rope_factors.h"
@@ -69,6 +70,8 @@ OwnedWeights MakeWeights(WeightType type, int64_t rows, int64_t cols, uint64_t s
         for (int64_t c = 0; c < cols; ++c) reinterpret_cast<uint16_t*>(row)[c] = FloatToHalf(src[c]);
         break;
       case WeightType::kQ8_0: QuantizeRowQ8_0(src, cols, reinterpret_cast<BlockQ8_0*>(row)); break;
+      case WeightType::kQ4_K: QuantizeRowQ4_K(src, cols, reinterpret_cast<BlockQ4_K*>(row)); break;
+      case WeightType::kQ6_K: QuantizeRowQ6_K(src, cols, reinterpret_cast<BlockQ6_K*>(row)); break;
     }
   }
   w.view = MakeWeightMatrix(type, w.bytes.data(), rows, cols);
@@ -109,11 +112,13 @@ TEST_P(BackendOpsTest, MatMulAllTypesAndShapes) {
   const Shape shapes[] = {{1, 1, 8},    {1, 17, 64},   {2, 5, 96},    {3, 130, 32},
                           {5, 64, 172}, {7, 33, 768},  {16, 70, 64},  {31, 9, 160},
                           {32, 40, 64}, {33, 129, 96}, {70, 300, 32}, {1, 1000, 768},
-                          {300, 33, 160}};  // m x k large enough to round activations in parallel
+                          {300, 33, 160},  // m x k large enough to round activations in parallel
+                          {2, 70, 256},   {17, 65, 512}, {300, 20, 256}};
   uint64_t seed = 1;
-  for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kQ8_0}) {
+  for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kQ8_0, WeightType::kQ4_K,
+                          WeightType::kQ6_K}) {
     for (const Shape& s : shapes) {
-      if (type == WeightType::kQ8_0 && s.k % kQ8_0Block != 0) continue;
+      if (s.k % BlockElements(type) != 0) continue;
       OwnedWeights w = MakeWeights(type, s.n, s.k, ++seed);
       const std::vector<float> x = RandomFloats(static_cast<size_t>(s.m * s.k), ++seed);
       std::vector<float> got(static_cast<size_t>(s.m * s.n), -7.0f), want(got.size());
@@ -224,11 +229,41 @@ TEST_P(BackendOpsTest, MatMulsEqualsEachMatMulAlone) {
   }
 }
 
+// K-quant weights stay in rows (the CPU backend does not pack them), and each output is still
+// bit-identical whatever the number of rows multiplied with it, threads included.
+TEST_P(BackendOpsTest, KQuantMatMulIsBatchInvariant) {
+  const int64_t k = 512, max_m = 40;
+  uint64_t seed = 900;
+  for (WeightType type : {WeightType::kQ4_K, WeightType::kQ6_K}) {
+    for (int64_t n : {1, 63, 64, 65, 200}) {
+      OwnedWeights w = MakeWeights(type, n, k, ++seed);
+      PreparedWeight prepared = cpu_->PrepareMatMulWeight(w.view);
+      ASSERT_EQ(prepared.view.layout, WeightLayout::kRows);
+      ASSERT_EQ(prepared.view.data, w.view.data);
+      EXPECT_EQ(cpu_->PreparedBytes(w.view), 0u);
+      const std::vector<float> x = RandomFloats(static_cast<size_t>(max_m * k), ++seed);
+      std::vector<float> all(static_cast<size_t>(max_m * n));
+      cpu_->MatMul(x.data(), max_m, prepared.view, all.data());
+      for (int64_t m : {1, 2, 15, 16, 17, 37}) {
+        std::vector<float> part(static_cast<size_t>(m * n));
+        const int64_t first = std::min<int64_t>(3, max_m - m);
+        cpu_->MatMul(x.data() + first * k, m, prepared.view, part.data());
+        for (int64_t i = 0; i < m * n; ++i) {
+          ASSERT_EQ(part[static_cast<size_t>(i)], all[static_cast<size_t>(first * n + i)])
+              << WeightTypeName(type) << " n=" << n << " m=" << m << " at " << i;
+        }
+      }
+    }
+  }
+}
+
 TEST_P(BackendOpsTest, EmbeddingNormRopeSwiGluSoftmaxArgmax) {
-  for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kQ8_0}) {
-    OwnedWeights table = MakeWeights(type, 50, 64, 3);
+  for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kQ8_0, WeightType::kQ4_K,
+                          WeightType::kQ6_K}) {
+    const int64_t cols = IsKQuant(type) ? 512 : 64;
+    OwnedWeights table = MakeWeights(type, 50, cols, 3);
     const std::vector<int32_t> ids = {0, 49, 7, 7, 23};
-    std::vector<float> got(ids.size() * 64), want(got.size());
+    std::vector<float> got(ids.size() * static_cast<size_t>(cols)), want(got.size());
     cpu_->Embedding(table.view, ids, got.data());
     ref_.Embedding(table.view, ids, want.data());
     ExpectClose(got, want, 0, "embedding");

@@ -5,6 +5,7 @@
 
 #include "common/cli/flags.h"
 #include "common/config/config_loader.h"
+#include "kernels/backend.h"
 #include "worker/model/gguf/gguf_file.h"
 #include "worker/model/llama/llama_config.h"
 #include "worker/model/llama/llama_shard.h"
@@ -24,6 +25,9 @@ Result<std::string> CheckModelServes(const ServerConfig& c) {
   BMAD_ASSIGN_OR_RETURN(const int64_t context,
                         model::ContextLengthToServe(llama, c.model.context_length, c.model.path));
   BMAD_RETURN_IF_ERROR(model::CheckLlamaSplit(*file, llama, c.parallel.tp, c.parallel.pp, c.parallel.stage_layers));
+  const std::string_view backend = c.worker.backend == Backend::kCuda ? "cuda" : "cpu";
+  BMAD_RETURN_IF_ERROR(model::CheckBackendWeightTypes(
+      *file, backend, [&](kernels::WeightType type) { return kernels::BackendHasWeightType(backend, type); }));
   return std::to_string(llama.n_layer) + " layers, " + std::to_string(llama.n_head) + " heads (" +
          std::to_string(llama.n_head_kv) + " KV), vocabulary " + std::to_string(llama.n_vocab) + ", context " +
          std::to_string(context) + "; split over tp " + std::to_string(c.parallel.tp) + " x pp " +

@@ -13,6 +13,7 @@
 #include "worker/model/gguf/gguf_file.h"
 #include "worker/model/gguf/gguf_writer.h"
 #include "worker/model/llama/llama_model.h"
+#include "worker/model/synth/model_synth.h"
 
 namespace bmad::model {
 namespace {
@@ -207,10 +208,41 @@ TEST(LlamaLoadTest, UnsupportedTensorType) {
   });
   Status s2 = LoadError(path2);
   EXPECT_EQ(s2.code(), StatusCode::kUnimplemented);
-  EXPECT_NE(s2.message().find("tensor 'output.weight' has type bf16; bmad computes with f32, f16 "
-                              "and q8_0 weights"),
+  EXPECT_NE(s2.message().find("tensor 'output.weight' has type bf16; bmad computes with f32, f16, "
+                              "q8_0, q4_K and q6_K weights"),
             std::string::npos)
       << s2.message();
+}
+
+// A backend without K-quant products (the CUDA backend's HasWeightType) refuses a Q4_K_M file
+// by its first such tensor, before mapping anything; the CPU backend loads it.
+TEST(LlamaLoadTest, ABackendWithoutTheWeightTypeRefusesTheFile) {
+  class NoKQuantBackend : public kernels::ReferenceBackend {
+   public:
+    std::string_view name() const override { return "no-k-quant"; }
+    bool HasWeightType(kernels::WeightType type) const override { return !kernels::IsKQuant(type); }
+  };
+  synth::SynthSpec spec;
+  spec.layers = 1;
+  spec.dim = 256;
+  spec.heads = 2;
+  spec.kv_heads = 2;
+  spec.ffn = 256;
+  spec.vocab = 300;
+  spec.ctx = 64;
+  spec.dtype = synth::SynthDtype::kQ4_K_M;
+  const std::string path = testing::MakeTempDir("bmad-load-") + "/q4_k_m.gguf";
+  ASSERT_TRUE(synth::SynthesizeModel(spec, path).ok());
+  NoKQuantBackend without;
+  const Status s = LlamaModel::Load(path, without).status();
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(s.message().find("tensor 'token_embd.weight' has type q4_K, which the no-k-quant backend "
+                             "does not compute with (it takes f32, f16 and q8_0); serve this file on the "
+                             "cpu backend, or convert it to q8_0"),
+            std::string::npos)
+      << s.message();
+  kernels::CpuBackend cpu;
+  EXPECT_TRUE(LlamaModel::Load(path, cpu).ok());
 }
 
 TEST(LlamaLoadTest, MixtureOfExpertsIsNamed) {

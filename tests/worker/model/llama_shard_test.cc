@@ -412,6 +412,19 @@ TEST(LlamaShardTest, TheSplitCheckRefusesWhatLoadingRefuses) {
   const std::string q8 = testing::MakeTempDir("bmad-split-") + "/q8.gguf";
   const Status synthesized = synth::SynthesizeModel(spec, q8);
   ASSERT_TRUE(synthesized.ok()) << synthesized.ToString();
+  // K-quants split at whole 256-column super-blocks: width 256 over 2 ranks cuts attn_output's
+  // super-blocks in half; width 512 and ffn 1024 split between them.
+  spec.dtype = synth::SynthDtype::kQ4_K_M;
+  spec.dim = 256;
+  spec.ffn = 768;
+  const std::string k_cut = testing::MakeTempDir("bmad-split-") + "/q4_k_m-cut.gguf";
+  ASSERT_TRUE(synth::SynthesizeModel(spec, k_cut).ok());
+  spec.dim = 512;
+  spec.heads = 4;
+  spec.kv_heads = 4;
+  spec.ffn = 1024;
+  const std::string k_whole = testing::MakeTempDir("bmad-split-") + "/q4_k_m.gguf";
+  ASSERT_TRUE(synth::SynthesizeModel(spec, k_whole).ok());
   struct Case {
     std::string path;
     int64_t tp, pp;
@@ -427,6 +440,11 @@ TEST(LlamaShardTest, TheSplitCheckRefusesWhatLoadingRefuses) {
       {q8, 1, 2, {}, ""},
       {q8, 2, 1, {}, "q8_0 tensor 'blk.0.ffn_down.weight' would be cut into slices of 688 columns for 2 "
                      "tensor-parallel ranks (parallel.tp)"},
+      {k_cut, 1, 2, {}, ""},
+      {k_cut, 2, 1, {}, "q4_K tensor 'blk.0.attn_output.weight' would be cut into slices of 128 columns "
+                        "for 2 tensor-parallel ranks (parallel.tp); q4_K weights split only at multiples "
+                        "of 256 columns"},
+      {k_whole, 2, 1, {}, ""},
   };
   kernels::CpuBackend backend;
   for (const Case& c : cases) {

@@ -13,6 +13,7 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::Open(const std::string& path,
                                                      const ModelPlacement& placement) {
   BMAD_ASSIGN_OR_RETURN(std::unique_ptr<gguf::GgufFile> file, gguf::GgufFile::Open(path));
   BMAD_ASSIGN_OR_RETURN(LlamaConfig config, ReadLlamaConfig(*file));
+  BMAD_RETURN_IF_ERROR(CheckBackendWeightTypes(*file, backend));
   LlamaShard shard = WholeModel(config);
   if (placement.tp != 1 || placement.pp != 1 || !placement.stage_layers.empty()) {
     Result<LlamaShard> made = MakeLlamaShard(config, placement.tp, placement.tp_rank, placement.pp,

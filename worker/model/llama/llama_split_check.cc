@@ -1,17 +1,19 @@
 #include "worker/model/llama/llama_split_check.h"
 
-#include "kernels/q8_0.h"
+#include <optional>
+
 #include "worker/model/llama/llama_shard.h"
 
 namespace bmad::model {
 
-Status CheckColumnSlice(const std::string& name, uint32_t type, int64_t begin, int64_t count, int64_t tp) {
-  if (type != static_cast<uint32_t>(gguf::TensorType::kQ8_0)) return Status::Ok();
-  if (begin % kernels::kQ8_0Block == 0 && count % kernels::kQ8_0Block == 0) return Status::Ok();
-  return InvalidArgument("cannot split the model: q8_0 tensor '" + name + "' would be cut into slices of " +
-                         std::to_string(count) + " columns for " + std::to_string(tp) +
-                         " tensor-parallel ranks (parallel.tp); q8_0 weights split only at multiples "
-                         "of 32 columns (use another parallel.tp, or an f16 model)");
+Status CheckColumnSlice(const std::string& name, std::string_view type_name, int64_t block_elements,
+                        int64_t begin, int64_t count, int64_t tp) {
+  if (begin % block_elements == 0 && count % block_elements == 0) return Status::Ok();
+  return InvalidArgument("cannot split the model: " + std::string(type_name) + " tensor '" + name +
+                         "' would be cut into slices of " + std::to_string(count) + " columns for " +
+                         std::to_string(tp) + " tensor-parallel ranks (parallel.tp); " + std::string(type_name) +
+                         " weights split only at multiples of " + std::to_string(block_elements) +
+                         " columns (use another parallel.tp, or an f16 model)");
 }
 
 Status CheckLlamaSplit(const gguf::GgufFile& file, const LlamaConfig& c, int64_t tp, int64_t pp,
@@ -30,7 +32,10 @@ Status CheckLlamaSplit(const gguf::GgufFile& file, const LlamaConfig& c, int64_t
         for (const auto& s : sliced) {
           const gguf::TensorInfo* t = file.FindTensor(s.name);
           if (t == nullptr) continue;  // missing: the weights loader says so
-          BMAD_RETURN_IF_ERROR(CheckColumnSlice(s.name, t->type, s.begin, s.count, tp));
+          const std::optional<gguf::TensorTypeTraits> traits = gguf::GetTensorTypeTraits(t->type);
+          if (!traits) continue;  // an unknown type: the weights loader says so
+          BMAD_RETURN_IF_ERROR(
+              CheckColumnSlice(s.name, traits->name, traits->block_elements, s.begin, s.count, tp));
         }
       }
     }

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,18 +33,14 @@ class Mapper {
   // A matrix of `rows` outputs by `cols` inputs (GGUF shape [cols, rows]).
   Result<kernels::WeightMatrix> Matrix(const std::string& name, int64_t rows, int64_t cols) {
     BMAD_ASSIGN_OR_RETURN(const gguf::TensorInfo* t, Find(name, {cols, rows}));
-    kernels::WeightType type;
-    switch (static_cast<gguf::TensorType>(t->type)) {
-      case gguf::TensorType::kF32: type = kernels::WeightType::kF32; break;
-      case gguf::TensorType::kF16: type = kernels::WeightType::kF16; break;
-      case gguf::TensorType::kQ8_0: type = kernels::WeightType::kQ8_0; break;
-      default:
-        return Unimplemented(file_.path() + ": tensor '" + name + "' has type " +
-                             std::string(t->type_name()) +
-                             "; bmad computes with f32, f16 and q8_0 weights");
+    const std::optional<kernels::WeightType> type = MatrixWeightType(t->type);
+    if (!type) {
+      return Unimplemented(file_.path() + ": tensor '" + name + "' has type " +
+                           std::string(t->type_name()) +
+                           "; bmad computes with f32, f16, q8_0, q4_K and q6_K weights");
     }
     weights_->bytes += t->nbytes;
-    return kernels::MakeWeightMatrix(type, t->data, rows, cols);
+    return kernels::MakeWeightMatrix(*type, t->data, rows, cols);
   }
 
   Result<const float*> Vector(const std::string& name, int64_t n) {
@@ -71,10 +69,8 @@ class Mapper {
 Result<kernels::WeightMatrix> CopyColumns(const kernels::WeightMatrix& m, int64_t begin,
                                           int64_t count, const std::string& name, LlamaWeights* w) {
   if (begin == 0 && count == m.cols) return m;
-  if (m.type == kernels::WeightType::kQ8_0) {
-    BMAD_RETURN_IF_ERROR(CheckColumnSlice(name, static_cast<uint32_t>(gguf::TensorType::kQ8_0), begin, count,
-                                          m.cols / count));
-  }
+  BMAD_RETURN_IF_ERROR(CheckColumnSlice(name, kernels::WeightTypeName(m.type), kernels::BlockElements(m.type),
+                                        begin, count, m.cols / count));
   const size_t row_bytes = kernels::RowBytes(m.type, count);
   const size_t offset = kernels::RowBytes(m.type, begin);
   auto data = std::make_unique<uint8_t[]>(row_bytes * static_cast<size_t>(m.rows));
@@ -123,6 +119,36 @@ Status CheckEveryTensorIsUsed(const gguf::GgufFile& file, const LlamaConfig& c) 
 }
 
 }  // namespace
+
+std::optional<kernels::WeightType> MatrixWeightType(uint32_t gguf_type) {
+  switch (static_cast<gguf::TensorType>(gguf_type)) {
+    case gguf::TensorType::kF32: return kernels::WeightType::kF32;
+    case gguf::TensorType::kF16: return kernels::WeightType::kF16;
+    case gguf::TensorType::kQ8_0: return kernels::WeightType::kQ8_0;
+    case gguf::TensorType::kQ4_K: return kernels::WeightType::kQ4_K;
+    case gguf::TensorType::kQ6_K: return kernels::WeightType::kQ6_K;
+    default: return std::nullopt;
+  }
+}
+
+Status CheckBackendWeightTypes(const gguf::GgufFile& file, std::string_view backend,
+                               const std::function<bool(kernels::WeightType)>& has_type) {
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    if (t.shape.size() != 2) continue;  // norm vectors: converted to F32 on the host
+    const std::optional<kernels::WeightType> type = MatrixWeightType(t.type);
+    if (!type || has_type(*type)) continue;  // unknown types: the mapper names them
+    return Unimplemented(file.path() + ": tensor '" + t.name + "' has type " + std::string(t.type_name()) +
+                         ", which the " + std::string(backend) +
+                         " backend does not compute with (it takes f32, f16 and q8_0); serve this file "
+                         "on the cpu backend, or convert it to q8_0");
+  }
+  return Status::Ok();
+}
+
+Status CheckBackendWeightTypes(const gguf::GgufFile& file, const kernels::Backend& backend) {
+  return CheckBackendWeightTypes(file, backend.name(),
+                                 [&](kernels::WeightType type) { return backend.HasWeightType(type); });
+}
 
 Result<LlamaWeights> MapLlamaWeights(const gguf::GgufFile& file, const LlamaConfig& c,
                                      const LlamaShard& shard) {

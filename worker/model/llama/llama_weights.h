@@ -1,9 +1,12 @@
 // Views of a Llama model's weights inside a mapped GGUF file, checked for shape and type.
-// Matrices stay where they are in the file (F32, F16 or Q8_0 used in place); only norm vectors
+// Matrices stay where they are in the file (F32, F16, Q8_0, Q4_K or Q6_K used in place); only norm vectors
 // stored in F16 are converted (to F32) and owned here.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <optional>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -39,6 +42,17 @@ struct LlamaWeights {
   std::vector<std::shared_ptr<const void>> prepared;  // backend-prepared matrices
   size_t bytes = 0;                              // weight bytes this shard references
 };
+
+// The kernels' type of a matrix stored as GGUF type `gguf_type`; nullopt for types bmad does
+// not compute with.
+std::optional<kernels::WeightType> MatrixWeightType(uint32_t gguf_type);
+
+// kUnimplemented naming the first matrix of the file whose type `backend` lacks
+// (Backend::HasWeightType): the CUDA backend has no K-quant products. The second form asks by
+// the backend's name and `has_type` (BackendHasWeightType), without one.
+Status CheckBackendWeightTypes(const gguf::GgufFile& file, const kernels::Backend& backend);
+Status CheckBackendWeightTypes(const gguf::GgufFile& file, std::string_view backend,
+                               const std::function<bool(kernels::WeightType)>& has_type);
 
 // Maps every tensor the shard needs, slicing for tensor parallelism (row slices stay in the
 // file's memory; column slices, of the attention output and down projections, are copied, so a

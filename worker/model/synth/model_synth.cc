@@ -15,24 +15,33 @@ namespace {
 
 using gguf::TensorType;
 
-TensorType MatrixType(SynthDtype dtype) {
-  switch (dtype) {
-    case SynthDtype::kF32: return TensorType::kF32;
-    case SynthDtype::kF16: return TensorType::kF16;
-    case SynthDtype::kQ8_0: return TensorType::kQ8_0;
-  }
-  return TensorType::kF32;
+// Whether llama.cpp's Q4_K_M gives layer i of n more bits (its use_more_bits).
+bool UseMoreBits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+// The layer of "blk.N.<name>", or -1.
+int64_t LayerOf(std::string_view tensor) {
+  if (!tensor.starts_with("blk.")) return -1;
+  int64_t layer = 0;
+  for (size_t i = 4; i < tensor.size() && tensor[i] != '.'; ++i) layer = layer * 10 + (tensor[i] - '0');
+  return layer;
 }
 
-// general.file_type (llama.cpp's LLAMA_FTYPE_ALL_F32, MOSTLY_F16, MOSTLY_Q8_0).
+// general.file_type (llama.cpp's LLAMA_FTYPE_ALL_F32, MOSTLY_F16, MOSTLY_Q8_0, MOSTLY_Q4_K_S,
+// MOSTLY_Q6_K, MOSTLY_Q4_K_M).
 uint32_t FileType(SynthDtype dtype) {
   switch (dtype) {
     case SynthDtype::kF32: return 0;
     case SynthDtype::kF16: return 1;
     case SynthDtype::kQ8_0: return 7;
+    case SynthDtype::kQ4_K: return 14;
+    case SynthDtype::kQ6_K: return 18;
+    case SynthDtype::kQ4_K_M: return 15;
   }
   return 0;
 }
+
+constexpr SynthDtype kAllDtypes[] = {SynthDtype::kF32,  SynthDtype::kF16,  SynthDtype::kQ8_0,
+                                     SynthDtype::kQ4_K, SynthDtype::kQ6_K, SynthDtype::kQ4_K_M};
 
 Status CheckRange(const char* field, int64_t value, int64_t lo, int64_t hi) {
   if (value < lo || value > hi) {
@@ -54,7 +63,7 @@ Status CheckParameterCount(const SynthSpec& spec, int64_t vocab) {
 // A weight matrix of ggml shape [in, out] with random values of standard deviation `stddev`.
 Status AddMatrix(gguf::GgufWriter& writer, const std::string& name, int64_t in, int64_t out,
                  float stddev, const SynthSpec& spec) {
-  const TensorType type = MatrixType(spec.dtype);
+  const TensorType type = SynthMatrixType(spec.dtype, name, spec.layers);
   const RandomMatrixSpec matrix{TensorSeed(spec.seed, name), in, out, stddev};
   return writer.AddTensor(name, {in, out}, type, [matrix, type](std::span<uint8_t> bytes) {
     return EncodeRandomMatrix(matrix, type, bytes);
@@ -62,11 +71,11 @@ Status AddMatrix(gguf::GgufWriter& writer, const std::string& name, int64_t in, 
 }
 
 // The output matrix, with the rows of `zero_rows` (token ids) set to zero: a zero row in every
-// encoding (F32, F16, and Q8_0 blocks with a zero scale) is all zero bytes.
+// encoding (F32, F16, and Q8_0 and K-quant blocks with zero scales) is all zero bytes.
 Status AddOutputMatrix(gguf::GgufWriter& writer, int64_t in, int64_t vocab, float stddev,
                        const SynthSpec& spec, std::vector<int64_t> zero_rows) {
   const std::string name = "output.weight";
-  const TensorType type = MatrixType(spec.dtype);
+  const TensorType type = SynthMatrixType(spec.dtype, name, spec.layers);
   const RandomMatrixSpec matrix{TensorSeed(spec.seed, name), in, vocab, stddev};
   return writer.AddTensor(name, {in, vocab}, type,
                           [matrix, type, rows = std::move(zero_rows)](std::span<uint8_t> bytes) {
@@ -104,15 +113,36 @@ std::string_view SynthDtypeName(SynthDtype dtype) {
     case SynthDtype::kF32: return "f32";
     case SynthDtype::kF16: return "f16";
     case SynthDtype::kQ8_0: return "q8_0";
+    case SynthDtype::kQ4_K: return "q4_k";
+    case SynthDtype::kQ6_K: return "q6_k";
+    case SynthDtype::kQ4_K_M: return "q4_k_m";
   }
   return "?";
 }
 
 Result<SynthDtype> ParseSynthDtype(std::string_view name) {
-  for (SynthDtype d : {SynthDtype::kF32, SynthDtype::kF16, SynthDtype::kQ8_0}) {
+  for (SynthDtype d : kAllDtypes) {
     if (name == SynthDtypeName(d)) return d;
   }
-  return InvalidArgument("unknown dtype '" + std::string(name) + "' (expected f32, f16 or q8_0)");
+  return InvalidArgument("unknown dtype '" + std::string(name) +
+                         "' (expected f32, f16, q8_0, q4_k, q6_k or q4_k_m)");
+}
+
+TensorType SynthMatrixType(SynthDtype dtype, std::string_view tensor, int64_t layers) {
+  switch (dtype) {
+    case SynthDtype::kF32: return TensorType::kF32;
+    case SynthDtype::kF16: return TensorType::kF16;
+    case SynthDtype::kQ8_0: return TensorType::kQ8_0;
+    case SynthDtype::kQ4_K: return TensorType::kQ4_K;
+    case SynthDtype::kQ6_K: return TensorType::kQ6_K;
+    case SynthDtype::kQ4_K_M: {
+      if (tensor == "output.weight") return TensorType::kQ6_K;
+      const bool more_bits_kind = tensor.ends_with(".attn_v.weight") || tensor.ends_with(".ffn_down.weight");
+      const int64_t layer = LayerOf(tensor);
+      return more_bits_kind && layer >= 0 && UseMoreBits(layer, layers) ? TensorType::kQ6_K : TensorType::kQ4_K;
+    }
+  }
+  return TensorType::kF32;
 }
 
 Status ValidateSynthSpec(const SynthSpec& spec) {
@@ -135,9 +165,13 @@ Status ValidateSynthSpec(const SynthSpec& spec) {
     return InvalidArgument("the head dimension dim/heads = " + std::to_string(head_dim) +
                            " must be even (RoPE rotates pairs)");
   }
-  if (spec.dtype == SynthDtype::kQ8_0 && (spec.dim % 32 != 0 || spec.ffn % 32 != 0)) {
-    return InvalidArgument("q8_0 needs dim and ffn to be multiples of 32, got dim " +
-                           std::to_string(spec.dim) + " and ffn " + std::to_string(spec.ffn));
+  const int64_t block = spec.dtype == SynthDtype::kQ8_0 ? 32
+                        : spec.dtype == SynthDtype::kF32 || spec.dtype == SynthDtype::kF16 ? 1
+                                                                                              : 256;
+  if (spec.dim % block != 0 || spec.ffn % block != 0) {
+    return InvalidArgument(std::string(SynthDtypeName(spec.dtype)) + " needs dim and ffn to be multiples of " +
+                           std::to_string(block) + ", got dim " + std::to_string(spec.dim) + " and ffn " +
+                           std::to_string(spec.ffn));
   }
   if (spec.vocab_from.empty()) {
     BMAD_RETURN_IF_ERROR(CheckRange("vocab", spec.vocab, kMinGeneratedVocabulary, kMaxVocabulary));

@@ -16,10 +16,11 @@
 
 namespace bmad::synth {
 
-// The type of every matrix, embedding and output included.
-enum class SynthDtype { kF32, kF16, kQ8_0 };
+// The type of every matrix, embedding and output included; kQ4_K_M mixes Q4_K and Q6_K as
+// llama.cpp's Q4_K_M preset does for a Llama model (SynthMatrixType).
+enum class SynthDtype { kF32, kF16, kQ8_0, kQ4_K, kQ6_K, kQ4_K_M };
 
-std::string_view SynthDtypeName(SynthDtype dtype);  // "f32", "f16", "q8_0"
+std::string_view SynthDtypeName(SynthDtype dtype);  // "f32", "f16", "q8_0", "q4_k", "q6_k", "q4_k_m"
 // kInvalidArgument naming the accepted names.
 Result<SynthDtype> ParseSynthDtype(std::string_view name);
 
@@ -52,12 +53,19 @@ inline constexpr int64_t kMaxContext = int64_t{1} << 24;
 inline constexpr int64_t kMaxParameters = int64_t{1} << 36;
 
 // Checks the shape: positive sizes under the limits, dim divisible by heads, heads by kv_heads,
-// an even head dimension (RoPE rotates pairs), dim and ffn multiples of 32 for Q8_0, a vocab
+// an even head dimension (RoPE rotates pairs), dim and ffn multiples of 32 for Q8_0 (256 for
+// the K-quants), a vocab
 // of at least 259 when generated. kInvalidArgument naming the field.
 Status ValidateSynthSpec(const SynthSpec& spec);
 
 // Weights in the model (all tensors) for a vocabulary of `vocab` tokens.
 int64_t SynthParameterCount(const SynthSpec& spec, int64_t vocab);
+
+// The GGUF type of matrix `tensor` (its name, e.g. "blk.3.attn_v.weight") of a model of
+// `layers` layers. For kQ4_K_M, llama.cpp's choice for Llama: Q6_K for output.weight, and for
+// attn_v and ffn_down in the layers that get more bits (the first and last eighth, and every
+// third between); Q4_K for the rest.
+gguf::TensorType SynthMatrixType(SynthDtype dtype, std::string_view tensor, int64_t layers);
 
 // Sets the model's metadata and adds its tensors to `writer`; the weights are generated when
 // the writer writes. Validates the spec; reads vocab_from (kNotFound, kDataLoss, ... from

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/half.h"
+#include "kernels/k_quants.h"
 #include "kernels/q8_0.h"
 
 namespace bmad::synth {
@@ -68,8 +69,16 @@ Status EncodeRandomMatrix(const RandomMatrixSpec& spec, gguf::TensorType type,
       }
       row_bytes = cols / kernels::kQ8_0Block * sizeof(kernels::BlockQ8_0);
       break;
+    case gguf::TensorType::kQ4_K:
+    case gguf::TensorType::kQ6_K:
+      if (cols % kernels::kQK_K != 0) {
+        return InvalidArgument(what + ": Q4_K and Q6_K rows must be a multiple of 256");
+      }
+      row_bytes = cols / kernels::kQK_K *
+                  (type == gguf::TensorType::kQ4_K ? sizeof(kernels::BlockQ4_K) : sizeof(kernels::BlockQ6_K));
+      break;
     default:
-      return InvalidArgument(what + ": can only be written as f32, f16 or q8_0");
+      return InvalidArgument(what + ": can only be written as f32, f16, q8_0, q4_K or q6_K");
   }
   if (out.size() != row_bytes * static_cast<size_t>(spec.rows)) {
     return InvalidArgument(what + ": output holds " + std::to_string(out.size()) +
@@ -90,9 +99,13 @@ Status EncodeRandomMatrix(const RandomMatrixSpec& spec, gguf::TensorType type,
     } else if (type == gguf::TensorType::kF16) {
       for (size_t i = 0; i < cols; ++i) halves[i] = FloatToHalf(row[i]);
       std::memcpy(dst, halves.data(), row_bytes);
-    } else {
+    } else if (type == gguf::TensorType::kQ8_0) {
       kernels::QuantizeRowQ8_0(row.data(), spec.cols, blocks.data());
       std::memcpy(dst, blocks.data(), row_bytes);
+    } else if (type == gguf::TensorType::kQ4_K) {
+      kernels::QuantizeRowQ4_K(row.data(), spec.cols, reinterpret_cast<kernels::BlockQ4_K*>(dst));
+    } else {
+      kernels::QuantizeRowQ6_K(row.data(), spec.cols, reinterpret_cast<kernels::BlockQ6_K*>(dst));
     }
   }
   return Status::Ok();

@@ -1,0 +1,273 @@
+#include "kernels/k_quants.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "common/half.h"
+
+namespace bmad::kernels {
+namespace {
+
+// The 256 values of a Q4_K block's nibbles, in element order (0..15).
+void UnpackQ4_K(const BlockQ4_K& b, uint8_t* q) {
+  for (int c = 0; c < 4; ++c) {
+    for (int l = 0; l < 32; ++l) {
+      q[64 * c + l] = b.qs[32 * c + l] & 0xF;
+      q[64 * c + 32 + l] = b.qs[32 * c + l] >> 4;
+    }
+  }
+}
+
+// The 256 values of a Q6_K block, in element order, with the 32 offset taken off (-32..31).
+void UnpackQ6_K(const BlockQ6_K& b, int8_t* q) {
+  for (int h = 0; h < 2; ++h) {
+    const uint8_t* ql = b.ql + 64 * h;
+    const uint8_t* qh = b.qh + 32 * h;
+    int8_t* out = q + 128 * h;
+    for (int l = 0; l < 32; ++l) {
+      out[l] = static_cast<int8_t>(((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
+      out[l + 32] = static_cast<int8_t>(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
+      out[l + 64] = static_cast<int8_t>(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+      out[l + 96] = static_cast<int8_t>(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+    }
+  }
+}
+
+int RoundClamp(float v, int lo, int hi) {
+  if (!(v == v)) return lo;  // NaN
+  return static_cast<int>(std::nearbyint(std::clamp(v, static_cast<float>(lo), static_cast<float>(hi))));
+}
+
+}  // namespace
+
+void DequantizeRowQ4_K(const BlockQ4_K* in, int64_t n, float* y) {
+  uint8_t q[kQK_K];
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const float d = HalfToFloat(in[b].d);
+    const float dmin = HalfToFloat(in[b].dmin);
+    UnpackQ4_K(in[b], q);
+    for (int j = 0; j < 8; ++j) {
+      int sc, m;
+      Q4_KScaleMin(in[b].scales, j, &sc, &m);
+      const float ds = d * static_cast<float>(sc);
+      const float ms = dmin * static_cast<float>(m);
+      for (int l = 0; l < 32; ++l) y[b * kQK_K + 32 * j + l] = ds * static_cast<float>(q[32 * j + l]) - ms;
+    }
+  }
+}
+
+void DequantizeRowQ6_K(const BlockQ6_K* in, int64_t n, float* y) {
+  int8_t q[kQK_K];
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const float d = HalfToFloat(in[b].d);
+    UnpackQ6_K(in[b], q);
+    for (int g = 0; g < 16; ++g) {
+      const float ds = d * static_cast<float>(in[b].scales[g]);
+      for (int l = 0; l < 16; ++l) y[b * kQK_K + 16 * g + l] = ds * static_cast<float>(q[16 * g + l]);
+    }
+  }
+}
+
+void QuantizeActivationRowQ8_K(const float* x, int64_t n, ActivationBlockQ8_K* out) {
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const float* xb = x + b * kQK_K;
+    ActivationBlockQ8_K& o = out[b];
+    float max = 0.0f, amax = 0.0f;
+    for (int j = 0; j < kQK_K; ++j) {
+      const float a = std::fabs(xb[j]);
+      if (a > amax) {
+        amax = a;
+        max = xb[j];
+      }
+    }
+    if (amax == 0.0f) {
+      o.d = 0.0f;
+      std::memset(o.q, 0, sizeof(o.q));
+      std::memset(o.bsums, 0, sizeof(o.bsums));
+      continue;
+    }
+    const float iscale = -127.0f / max;
+    for (int j = 0; j < kQK_K; ++j) {
+      const float r = iscale * xb[j];  // NaN (from a NaN or infinite input) gives 0
+      o.q[j] = r == r ? static_cast<int8_t>(RoundClamp(r, -127, 127)) : 0;
+    }
+    for (int g = 0; g < kQK_K / 16; ++g) {
+      int sum = 0;
+      for (int l = 0; l < 16; ++l) sum += o.q[16 * g + l];
+      o.bsums[g] = static_cast<int16_t>(sum);
+    }
+    o.d = 1.0f / iscale;
+  }
+}
+
+void RoundToQ8_K(const float* x, int64_t n, float* out) {
+  ActivationBlockQ8_K a;
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    QuantizeActivationRowQ8_K(x + b * kQK_K, kQK_K, &a);
+    for (int j = 0; j < kQK_K; ++j) out[b * kQK_K + j] = a.d * static_cast<float>(a.q[j]);
+  }
+}
+
+namespace {
+
+// The halving tree of DotQ4_KQ8_K's contract over n (a power of two) lanes; v is clobbered.
+float LaneSum(float* v, int n) {
+  for (int half = n / 2; half >= 1; half /= 2) {
+    for (int i = 0; i < half; ++i) v[i] = v[i] + v[i + half];
+  }
+  return v[0];
+}
+
+// Lane i of the integer sums: elements 64z + 4i .. 64z + 4i + 3 for z = 0..3, times the
+// scale of their sub-block (scale_of(element)).
+template <class Value, class ScaleOf>
+void IntegerLanes(const Value* q, const int8_t* a, ScaleOf scale_of, int32_t lanes[16]) {
+  for (int i = 0; i < 16; ++i) {
+    int32_t sum = 0;
+    for (int z = 0; z < 4; ++z) {
+      const int e = 64 * z + 4 * i;
+      int32_t dot = 0;
+      for (int b = 0; b < 4; ++b) dot += int32_t(q[e + b]) * a[e + b];
+      sum += scale_of(e) * dot;
+    }
+    lanes[i] = sum;
+  }
+}
+
+}  // namespace
+
+void UnpackQ4_KScales(const uint8_t* scales, uint8_t sc[8], uint8_t m[8]) {
+  uint32_t w[3];
+  std::memcpy(w, scales, 12);
+  // Bytes 0-3: scales 0-3 (low 6 bits) and the top bits of scales 4-7; bytes 4-7 likewise for
+  // the mins; bytes 8-11: the low 4 bits of scales 4-7 (low nibble) and of mins 4-7 (high).
+  const uint32_t out[4] = {w[0] & 0x3F3F3F3Fu, (w[2] & 0x0F0F0F0Fu) | ((w[0] >> 2) & 0x30303030u),
+                           w[1] & 0x3F3F3F3Fu, ((w[2] >> 4) & 0x0F0F0F0Fu) | ((w[1] >> 2) & 0x30303030u)};
+  std::memcpy(sc, out, 8);
+  std::memcpy(m, out + 2, 8);
+}
+
+float DotQ4_KQ8_K(const BlockQ4_K* w, const ActivationBlockQ8_K* a, int64_t blocks) {
+  float acc[16] = {}, acc_min[8] = {};
+  uint8_t q[kQK_K], sc[8], m[8];
+  int32_t lanes[16];
+  for (int64_t s = 0; s < blocks; ++s) {
+    UnpackQ4_K(w[s], q);
+    UnpackQ4_KScales(w[s].scales, sc, m);
+    IntegerLanes(q, a[s].q, [&](int e) { return int32_t(sc[e / 32]); }, lanes);
+    const float d = a[s].d * HalfToFloat(w[s].d);
+    const float dmin = -(a[s].d * HalfToFloat(w[s].dmin));
+    for (int i = 0; i < 16; ++i) acc[i] = std::fma(d, static_cast<float>(lanes[i]), acc[i]);
+    for (int j = 0; j < 8; ++j) {
+      const int32_t mins = int32_t(m[j]) * (a[s].bsums[2 * j] + a[s].bsums[2 * j + 1]);
+      acc_min[j] = std::fma(dmin, static_cast<float>(mins), acc_min[j]);
+    }
+  }
+  return LaneSum(acc, 16) + LaneSum(acc_min, 8);
+}
+
+float DotQ6_KQ8_K(const BlockQ6_K* w, const ActivationBlockQ8_K* a, int64_t blocks) {
+  float acc[16] = {}, acc_offset[8] = {};
+  int8_t q[kQK_K];
+  int32_t lanes[16];
+  for (int64_t s = 0; s < blocks; ++s) {
+    UnpackQ6_K(w[s], q);
+    uint8_t biased[kQK_K];  // the stored 0..63 values, as the vector kernel multiplies them
+    for (int e = 0; e < kQK_K; ++e) biased[e] = static_cast<uint8_t>(q[e] + 32);
+    const int8_t* sc = w[s].scales;
+    IntegerLanes(biased, a[s].q, [&](int e) { return int32_t(sc[e / 16]); }, lanes);
+    const float d = a[s].d * HalfToFloat(w[s].d);
+    for (int i = 0; i < 16; ++i) acc[i] = std::fma(d, static_cast<float>(lanes[i]), acc[i]);
+    for (int j = 0; j < 8; ++j) {
+      const int32_t offset = int32_t(sc[2 * j]) * a[s].bsums[2 * j] + int32_t(sc[2 * j + 1]) * a[s].bsums[2 * j + 1];
+      acc_offset[j] = std::fma(-32.0f * d, static_cast<float>(offset), acc_offset[j]);
+    }
+  }
+  return LaneSum(acc, 16) + LaneSum(acc_offset, 8);
+}
+
+void QuantizeRowQ4_K(const float* x, int64_t n, BlockQ4_K* out) {
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const float* xb = x + b * kQK_K;
+    BlockQ4_K& o = out[b];
+    float scale[8], min[8];  // per sub-block: step and (positive) offset, before rounding
+    float max_scale = 0.0f, max_min = 0.0f;
+    for (int j = 0; j < 8; ++j) {
+      float lo = 0.0f, hi = -INFINITY;
+      for (int l = 0; l < 32; ++l) {
+        lo = std::min(lo, xb[32 * j + l]);
+        hi = std::max(hi, xb[32 * j + l]);
+      }
+      scale[j] = std::max(hi - lo, 0.0f) / 15.0f;
+      min[j] = -lo;
+      max_scale = std::max(max_scale, scale[j]);
+      max_min = std::max(max_min, min[j]);
+    }
+    o.d = FloatToHalf(max_scale / 63.0f);
+    o.dmin = FloatToHalf(max_min / 63.0f);
+    const float d = HalfToFloat(o.d), dmin = HalfToFloat(o.dmin);
+    int sc[8], m[8];
+    for (int j = 0; j < 8; ++j) {
+      sc[j] = d > 0.0f ? RoundClamp(scale[j] / d, 0, 63) : 0;
+      m[j] = dmin > 0.0f ? RoundClamp(min[j] / dmin, 0, 63) : 0;
+    }
+    std::memset(o.scales, 0, sizeof(o.scales));
+    for (int j = 0; j < 4; ++j) {
+      o.scales[j] = static_cast<uint8_t>(sc[j] | ((sc[j + 4] >> 4) << 6));
+      o.scales[j + 4] = static_cast<uint8_t>(m[j] | ((m[j + 4] >> 4) << 6));
+      o.scales[j + 8] = static_cast<uint8_t>((sc[j + 4] & 0xF) | ((m[j + 4] & 0xF) << 4));
+    }
+    uint8_t q[kQK_K];
+    for (int j = 0; j < 8; ++j) {
+      const float ds = d * static_cast<float>(sc[j]);
+      const float ms = dmin * static_cast<float>(m[j]);
+      for (int l = 0; l < 32; ++l) {
+        q[32 * j + l] = ds > 0.0f ? static_cast<uint8_t>(RoundClamp((xb[32 * j + l] + ms) / ds, 0, 15)) : 0;
+      }
+    }
+    for (int c = 0; c < 4; ++c) {
+      for (int l = 0; l < 32; ++l) {
+        o.qs[32 * c + l] = static_cast<uint8_t>(q[64 * c + l] | (q[64 * c + 32 + l] << 4));
+      }
+    }
+  }
+}
+
+void QuantizeRowQ6_K(const float* x, int64_t n, BlockQ6_K* out) {
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const float* xb = x + b * kQK_K;
+    BlockQ6_K& o = out[b];
+    float scale[16];
+    float max_scale = 0.0f;
+    for (int g = 0; g < 16; ++g) {
+      float amax = 0.0f;
+      for (int l = 0; l < 16; ++l) amax = std::max(amax, std::fabs(xb[16 * g + l]));
+      scale[g] = amax / 31.0f;
+      max_scale = std::max(max_scale, scale[g]);
+    }
+    o.d = FloatToHalf(max_scale / 127.0f);
+    const float d = HalfToFloat(o.d);
+    int8_t q[kQK_K];
+    for (int g = 0; g < 16; ++g) {
+      o.scales[g] = static_cast<int8_t>(d > 0.0f ? RoundClamp(scale[g] / d, -128, 127) : 0);
+      const float ds = d * static_cast<float>(o.scales[g]);
+      for (int l = 0; l < 16; ++l) {
+        q[16 * g + l] = static_cast<int8_t>(ds > 0.0f ? RoundClamp(xb[16 * g + l] / ds, -32, 31) : 0);
+      }
+    }
+    for (int h = 0; h < 2; ++h) {
+      uint8_t* ql = o.ql + 64 * h;
+      uint8_t* qh = o.qh + 32 * h;
+      const int8_t* v = q + 128 * h;
+      for (int l = 0; l < 32; ++l) {
+        const int q0 = v[l] + 32, q1 = v[l + 32] + 32, q2 = v[l + 64] + 32, q3 = v[l + 96] + 32;
+        ql[l] = static_cast<uint8_t>((q0 & 0xF) | ((q2 & 0xF) << 4));
+        ql[l + 32] = static_cast<uint8_t>((q1 & 0xF) | ((q3 & 0xF) << 4));
+        qh[l] = static_cast<uint8_t>((q0 >> 4) | ((q1 >> 4) << 2) | ((q2 >> 4) << 4) | ((q3 >> 4) << 6));
+      }
+    }
+  }
+}
+
+}  // namespace bmad::kernels
