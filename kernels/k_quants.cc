@@ -19,6 +19,16 @@ void UnpackQ4_K(const BlockQ4_K& b, uint8_t* q) {
   }
 }
 
+// The 256 values of a Q5_K block, in element order (0..31).
+void UnpackQ5_K(const BlockQ5_K& b, uint8_t* q) {
+  for (int c = 0; c < 4; ++c) {
+    for (int l = 0; l < 32; ++l) {
+      q[64 * c + l] = static_cast<uint8_t>((b.qs[32 * c + l] & 0xF) | (((b.qh[l] >> (2 * c)) & 1) << 4));
+      q[64 * c + 32 + l] = static_cast<uint8_t>((b.qs[32 * c + l] >> 4) | (((b.qh[l] >> (2 * c + 1)) & 1) << 4));
+    }
+  }
+}
+
 // The 256 values of a Q6_K block, in element order, with the 32 offset taken off (-32..31).
 void UnpackQ6_K(const BlockQ6_K& b, int8_t* q) {
   for (int h = 0; h < 2; ++h) {
@@ -41,12 +51,16 @@ int RoundClamp(float v, int lo, int hi) {
 
 }  // namespace
 
-void DequantizeRowQ4_K(const BlockQ4_K* in, int64_t n, float* y) {
+namespace {
+
+// Q4_K and Q5_K: w = d * sc * q - dmin * m per sub-block of 32.
+template <class Block, void (*Unpack)(const Block&, uint8_t*)>
+void DequantizeScaledMin(const Block* in, int64_t n, float* y) {
   uint8_t q[kQK_K];
   for (int64_t b = 0; b < n / kQK_K; ++b) {
     const float d = HalfToFloat(in[b].d);
     const float dmin = HalfToFloat(in[b].dmin);
-    UnpackQ4_K(in[b], q);
+    Unpack(in[b], q);
     for (int j = 0; j < 8; ++j) {
       int sc, m;
       Q4_KScaleMin(in[b].scales, j, &sc, &m);
@@ -56,6 +70,11 @@ void DequantizeRowQ4_K(const BlockQ4_K* in, int64_t n, float* y) {
     }
   }
 }
+
+}  // namespace
+
+void DequantizeRowQ4_K(const BlockQ4_K* in, int64_t n, float* y) { DequantizeScaledMin<BlockQ4_K, UnpackQ4_K>(in, n, y); }
+void DequantizeRowQ5_K(const BlockQ5_K* in, int64_t n, float* y) { DequantizeScaledMin<BlockQ5_K, UnpackQ5_K>(in, n, y); }
 
 void DequantizeRowQ6_K(const BlockQ6_K* in, int64_t n, float* y) {
   int8_t q[kQK_K];
@@ -148,12 +167,15 @@ void UnpackQ4_KScales(const uint8_t* scales, uint8_t sc[8], uint8_t m[8]) {
   std::memcpy(m, out + 2, 8);
 }
 
-float DotQ4_KQ8_K(const BlockQ4_K* w, const ActivationBlockQ8_K* a, int64_t blocks) {
+namespace {
+
+template <class Block, void (*Unpack)(const Block&, uint8_t*)>
+float DotScaledMinQ8_K(const Block* w, const ActivationBlockQ8_K* a, int64_t blocks) {
   float acc[16] = {}, acc_min[8] = {};
   uint8_t q[kQK_K], sc[8], m[8];
   int32_t lanes[16];
   for (int64_t s = 0; s < blocks; ++s) {
-    UnpackQ4_K(w[s], q);
+    Unpack(w[s], q);
     UnpackQ4_KScales(w[s].scales, sc, m);
     IntegerLanes(q, a[s].q, [&](int e) { return int32_t(sc[e / 32]); }, lanes);
     const float d = a[s].d * HalfToFloat(w[s].d);
@@ -165,6 +187,16 @@ float DotQ4_KQ8_K(const BlockQ4_K* w, const ActivationBlockQ8_K* a, int64_t bloc
     }
   }
   return LaneSum(acc, 16) + LaneSum(acc_min, 8);
+}
+
+}  // namespace
+
+float DotQ4_KQ8_K(const BlockQ4_K* w, const ActivationBlockQ8_K* a, int64_t blocks) {
+  return DotScaledMinQ8_K<BlockQ4_K, UnpackQ4_K>(w, a, blocks);
+}
+
+float DotQ5_KQ8_K(const BlockQ5_K* w, const ActivationBlockQ8_K* a, int64_t blocks) {
+  return DotScaledMinQ8_K<BlockQ5_K, UnpackQ5_K>(w, a, blocks);
 }
 
 float DotQ6_KQ8_K(const BlockQ6_K* w, const ActivationBlockQ8_K* a, int64_t blocks) {
@@ -187,48 +219,75 @@ float DotQ6_KQ8_K(const BlockQ6_K* w, const ActivationBlockQ8_K* a, int64_t bloc
   return LaneSum(acc, 16) + LaneSum(acc_offset, 8);
 }
 
+namespace {
+
+// Q4_K (levels 15) and Q5_K (31): per sub-block of 32, the range of its values (with 0 in it)
+// over `levels` steps; the scales and mins rounded to 6 bits under F16 super-scales. Writes d,
+// dmin and scales of `o`, and the values (0..levels) to q.
+template <class Block>
+void QuantizeScaledMin(const float* xb, int levels, Block& o, uint8_t* q) {
+  float scale[8], min[8];  // per sub-block: step and (positive) offset, before rounding
+  float max_scale = 0.0f, max_min = 0.0f;
+  for (int j = 0; j < 8; ++j) {
+    float lo = 0.0f, hi = -INFINITY;
+    for (int l = 0; l < 32; ++l) {
+      lo = std::min(lo, xb[32 * j + l]);
+      hi = std::max(hi, xb[32 * j + l]);
+    }
+    scale[j] = std::max(hi - lo, 0.0f) / static_cast<float>(levels);
+    min[j] = -lo;
+    max_scale = std::max(max_scale, scale[j]);
+    max_min = std::max(max_min, min[j]);
+  }
+  o.d = FloatToHalf(max_scale / 63.0f);
+  o.dmin = FloatToHalf(max_min / 63.0f);
+  const float d = HalfToFloat(o.d), dmin = HalfToFloat(o.dmin);
+  int sc[8], m[8];
+  for (int j = 0; j < 8; ++j) {
+    sc[j] = d > 0.0f ? RoundClamp(scale[j] / d, 0, 63) : 0;
+    m[j] = dmin > 0.0f ? RoundClamp(min[j] / dmin, 0, 63) : 0;
+  }
+  std::memset(o.scales, 0, sizeof(o.scales));
+  for (int j = 0; j < 4; ++j) {
+    o.scales[j] = static_cast<uint8_t>(sc[j] | ((sc[j + 4] >> 4) << 6));
+    o.scales[j + 4] = static_cast<uint8_t>(m[j] | ((m[j + 4] >> 4) << 6));
+    o.scales[j + 8] = static_cast<uint8_t>((sc[j + 4] & 0xF) | ((m[j + 4] & 0xF) << 4));
+  }
+  for (int j = 0; j < 8; ++j) {
+    const float ds = d * static_cast<float>(sc[j]);
+    const float ms = dmin * static_cast<float>(m[j]);
+    for (int l = 0; l < 32; ++l) {
+      q[32 * j + l] = ds > 0.0f ? static_cast<uint8_t>(RoundClamp((xb[32 * j + l] + ms) / ds, 0, levels)) : 0;
+    }
+  }
+}
+
+}  // namespace
+
 void QuantizeRowQ4_K(const float* x, int64_t n, BlockQ4_K* out) {
+  uint8_t q[kQK_K];
   for (int64_t b = 0; b < n / kQK_K; ++b) {
-    const float* xb = x + b * kQK_K;
     BlockQ4_K& o = out[b];
-    float scale[8], min[8];  // per sub-block: step and (positive) offset, before rounding
-    float max_scale = 0.0f, max_min = 0.0f;
-    for (int j = 0; j < 8; ++j) {
-      float lo = 0.0f, hi = -INFINITY;
-      for (int l = 0; l < 32; ++l) {
-        lo = std::min(lo, xb[32 * j + l]);
-        hi = std::max(hi, xb[32 * j + l]);
-      }
-      scale[j] = std::max(hi - lo, 0.0f) / 15.0f;
-      min[j] = -lo;
-      max_scale = std::max(max_scale, scale[j]);
-      max_min = std::max(max_min, min[j]);
-    }
-    o.d = FloatToHalf(max_scale / 63.0f);
-    o.dmin = FloatToHalf(max_min / 63.0f);
-    const float d = HalfToFloat(o.d), dmin = HalfToFloat(o.dmin);
-    int sc[8], m[8];
-    for (int j = 0; j < 8; ++j) {
-      sc[j] = d > 0.0f ? RoundClamp(scale[j] / d, 0, 63) : 0;
-      m[j] = dmin > 0.0f ? RoundClamp(min[j] / dmin, 0, 63) : 0;
-    }
-    std::memset(o.scales, 0, sizeof(o.scales));
-    for (int j = 0; j < 4; ++j) {
-      o.scales[j] = static_cast<uint8_t>(sc[j] | ((sc[j + 4] >> 4) << 6));
-      o.scales[j + 4] = static_cast<uint8_t>(m[j] | ((m[j + 4] >> 4) << 6));
-      o.scales[j + 8] = static_cast<uint8_t>((sc[j + 4] & 0xF) | ((m[j + 4] & 0xF) << 4));
-    }
-    uint8_t q[kQK_K];
-    for (int j = 0; j < 8; ++j) {
-      const float ds = d * static_cast<float>(sc[j]);
-      const float ms = dmin * static_cast<float>(m[j]);
-      for (int l = 0; l < 32; ++l) {
-        q[32 * j + l] = ds > 0.0f ? static_cast<uint8_t>(RoundClamp((xb[32 * j + l] + ms) / ds, 0, 15)) : 0;
-      }
-    }
+    QuantizeScaledMin(x + b * kQK_K, 15, o, q);
     for (int c = 0; c < 4; ++c) {
       for (int l = 0; l < 32; ++l) {
         o.qs[32 * c + l] = static_cast<uint8_t>(q[64 * c + l] | (q[64 * c + 32 + l] << 4));
+      }
+    }
+  }
+}
+
+void QuantizeRowQ5_K(const float* x, int64_t n, BlockQ5_K* out) {
+  uint8_t q[kQK_K];
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    BlockQ5_K& o = out[b];
+    QuantizeScaledMin(x + b * kQK_K, 31, o, q);
+    std::memset(o.qh, 0, sizeof(o.qh));
+    for (int c = 0; c < 4; ++c) {
+      for (int l = 0; l < 32; ++l) {
+        const int lo = q[64 * c + l], hi = q[64 * c + 32 + l];
+        o.qs[32 * c + l] = static_cast<uint8_t>((lo & 0xF) | ((hi & 0xF) << 4));
+        o.qh[l] = static_cast<uint8_t>(o.qh[l] | ((lo >> 4) << (2 * c)) | ((hi >> 4) << (2 * c + 1)));
       }
     }
   }

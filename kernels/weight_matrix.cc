@@ -11,6 +11,7 @@ std::string_view WeightTypeName(WeightType type) {
     case WeightType::kF16: return "f16";
     case WeightType::kQ8_0: return "q8_0";
     case WeightType::kQ4_K: return "q4_K";
+    case WeightType::kQ5_K: return "q5_K";
     case WeightType::kQ6_K: return "q6_K";
   }
   return "?";
@@ -22,6 +23,7 @@ size_t RowBytes(WeightType type, int64_t cols) {
     case WeightType::kF16: return static_cast<size_t>(cols) * 2;
     case WeightType::kQ8_0: return static_cast<size_t>(cols / kQ8_0Block) * sizeof(BlockQ8_0);
     case WeightType::kQ4_K: return static_cast<size_t>(cols / kQK_K) * sizeof(BlockQ4_K);
+    case WeightType::kQ5_K: return static_cast<size_t>(cols / kQK_K) * sizeof(BlockQ5_K);
     case WeightType::kQ6_K: return static_cast<size_t>(cols / kQK_K) * sizeof(BlockQ6_K);
   }
   return 0;
@@ -33,6 +35,7 @@ int64_t BlockElements(WeightType type) {
     case WeightType::kF16: return 1;
     case WeightType::kQ8_0: return kQ8_0Block;
     case WeightType::kQ4_K:
+    case WeightType::kQ5_K:
     case WeightType::kQ6_K: return kQK_K;
   }
   return 1;

@@ -9,11 +9,13 @@
 
 namespace bmad::kernels {
 
-// kQ4_K and kQ6_K: kernels/k_quants.h (rows only: the CPU backend does not pack them).
-enum class WeightType { kF32, kF16, kQ8_0, kQ4_K, kQ6_K };
+// kQ4_K, kQ5_K and kQ6_K: kernels/k_quants.h (rows only: the CPU backend does not pack them).
+enum class WeightType { kF32, kF16, kQ8_0, kQ4_K, kQ6_K, kQ5_K };
 
 // Whether rows of `type` are made of K-quant super-blocks (256 elements each).
-inline bool IsKQuant(WeightType type) { return type == WeightType::kQ4_K || type == WeightType::kQ6_K; }
+inline bool IsKQuant(WeightType type) {
+  return type == WeightType::kQ4_K || type == WeightType::kQ5_K || type == WeightType::kQ6_K;
+}
 
 // How the bytes are laid out.
 //  kRows:     row r is a contiguous run of `cols` elements (GGUF's layout).
@@ -22,7 +24,7 @@ inline bool IsKQuant(WeightType type) { return type == WeightType::kQ4_K || type
 enum class WeightLayout { kRows, kPanels16 };
 
 std::string_view WeightTypeName(WeightType type);
-// Elements per block of `type`: 1 for F32 and F16, 32 for Q8_0, 256 for Q4_K and Q6_K.
+// Elements per block of `type`: 1 for F32 and F16, 32 for Q8_0, 256 for the K-quants.
 int64_t BlockElements(WeightType type);
 // Bytes of one row of `cols` elements (cols a multiple of BlockElements(type)).
 size_t RowBytes(WeightType type, int64_t cols);

@@ -1,4 +1,4 @@
-// Integer products of Q4_K and Q6_K weights with Q8_K activations on AVX-512 VNNI (built with
+// Integer products of Q4_K, Q5_K and Q6_K weights with Q8_K activations on AVX-512 VNNI (built with
 // VNNI flags, called only after the runtime check in simd_kernels_avx512.cc).
 //
 // Each weight super-block is unpacked once per tile of activation rows: its 256 values become
@@ -12,6 +12,8 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
+#include <type_traits>
 
 #include "common/half.h"
 #include "kernels/cpu/simd_kernels_vnni.h"
@@ -68,32 +70,46 @@ struct Accumulators {
 };
 
 // UnpackQ4_KScales in a register: bytes 0-7 the scales, 8-15 the mins. The 16 bytes loaded run
-// 4 bytes into qs (ignored), inside the block.
-__m128i ScalesAndMins(const BlockQ4_K& b) {
-  const __m128i w = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));  // words w0 w1 w2 .
-  const __m128i a = _mm_shuffle_epi32(w, _MM_SHUFFLE(2, 1, 2, 0));                  // w0 w2 w1 w2
-  const __m128i top = _mm_shuffle_epi32(w, _MM_SHUFFLE(1, 1, 0, 0));                // w0 w0 w1 w1
+// 4 bytes past the 12 packed ones (into qs or qh, ignored), inside the block.
+__m128i ScalesAndMins(const uint8_t* scales) {
+  const __m128i w = _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales));  // words w0 w1 w2 .
+  const __m128i a = _mm_shuffle_epi32(w, _MM_SHUFFLE(2, 1, 2, 0));                // w0 w2 w1 w2
+  const __m128i top = _mm_shuffle_epi32(w, _MM_SHUFFLE(1, 1, 0, 0));              // w0 w0 w1 w1
   const __m128i low = _mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)),
                                     _mm_setr_epi32(0x3F3F3F3F, 0x0F0F0F0F, 0x3F3F3F3F, 0x0F0F0F0F));
   const __m128i high = _mm_and_si128(_mm_srli_epi32(top, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
   return _mm_or_si128(low, high);
 }
 
-struct UnpackedQ4_K {
-  __m512i q[4];      // vector z: elements 64z .. 64z + 63 (0..15 each)
+// Q4_K and Q5_K (w = d * sc * q - dmin * m): Q5_K adds a fifth bit to each value from qh.
+template <class Block>
+struct UnpackedScaledMin {
+  static constexpr bool kFifthBit = std::is_same_v<Block, BlockQ5_K>;
+  __m512i q[4];      // vector z: elements 64z .. 64z + 63 (0..15, or 0..31 with the fifth bit)
   __m512i scale[4];  // int32 lanes 0-7: sub-block 2z's scale, 8-15: 2z + 1's (SpreadScales)
   __m256i mins;      // int16, for activation sum g: sub-block g / 2's min
   float d, dmin;
 
-  explicit UnpackedQ4_K(const BlockQ4_K& b) {
+  explicit UnpackedScaledMin(const Block& b) {
     const __m256i low = _mm256_set1_epi8(0x0F);
+    __m512i fifth;
+    if constexpr (kFifthBit) {
+      fifth = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh)));
+    }
     for (int z = 0; z < 4; ++z) {
       const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * z));
       const __m256i lo = _mm256_and_si256(v, low);
       const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
       q[z] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+      if constexpr (kFifthBit) {
+        // qh byte l: bit 2z is element 64z + l's fifth bit, bit 2z + 1 element 64z + 32 + l's.
+        const __m512i shift = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(2 * z)),
+                                                 _mm256_set1_epi16(static_cast<int16_t>(2 * z + 1)), 1);
+        const __m512i bit = _mm512_and_si512(_mm512_srlv_epi16(fifth, shift), _mm512_set1_epi8(1));
+        q[z] = _mm512_or_si512(q[z], _mm512_slli_epi16(bit, 4));
+      }
     }
-    const __m128i bytes = ScalesAndMins(b);
+    const __m128i bytes = ScalesAndMins(b.scales);
     for (int z = 0; z < 4; ++z) {
       const char lo = static_cast<char>(2 * z), hi = static_cast<char>(2 * z + 1);
       scale[z] = SpreadScales(bytes, _mm_setr_epi8(lo, lo, lo, lo, lo, lo, lo, lo, hi, hi, hi, hi, hi, hi, hi, hi), false);
@@ -176,7 +192,9 @@ void KQuantDotRowsVnni(WeightType type, const uint8_t* w, size_t w_stride, int64
                        const ActivationBlockQ8_K* xq, int64_t cols, int64_t k, float* y,
                        int64_t ldy) {
   if (type == WeightType::kQ4_K) {
-    DotRows<BlockQ4_K, UnpackedQ4_K>(w, w_stride, rows, xq, cols, k, y, ldy);
+    DotRows<BlockQ4_K, UnpackedScaledMin<BlockQ4_K>>(w, w_stride, rows, xq, cols, k, y, ldy);
+  } else if (type == WeightType::kQ5_K) {
+    DotRows<BlockQ5_K, UnpackedScaledMin<BlockQ5_K>>(w, w_stride, rows, xq, cols, k, y, ldy);
   } else {
     DotRows<BlockQ6_K, UnpackedQ6_K>(w, w_stride, rows, xq, cols, k, y, ldy);
   }

@@ -20,6 +20,7 @@ size_t PanelBytes(WeightType type, int64_t cols) {
     case WeightType::kF16: return static_cast<size_t>(cols) * kPanelRows * 2;
     case WeightType::kQ8_0: return static_cast<size_t>(cols / kQ8_0Block) * kPanelQ8BlockBytes;
     case WeightType::kQ4_K:
+    case WeightType::kQ5_K:
     case WeightType::kQ6_K: return 0;  // not Packable
   }
   return 0;
@@ -62,6 +63,7 @@ PackedWeights PackWeights(const WeightMatrix& w, const std::function<void*(size_
         break;
       }
       case WeightType::kQ4_K:
+      case WeightType::kQ5_K:
       case WeightType::kQ6_K: break;  // not Packable: PanelBytes is 0
     }
   }
@@ -91,6 +93,7 @@ float PackedElement(const WeightMatrix& w, int64_t r, int64_t c) {
       return scale * static_cast<float>(q);
     }
     case WeightType::kQ4_K:
+    case WeightType::kQ5_K:
     case WeightType::kQ6_K: break;  // never packed
   }
   return 0;

@@ -116,6 +116,7 @@ void DotRowsAvx512(WeightType type, const uint8_t* w, size_t w_stride, int64_t r
     case WeightType::kF16: DotRowsTyped<LoadF16>(w, w_stride, rows, x, ldx, cols, k, y, ldy); break;
     case WeightType::kQ8_0: DotRowsTyped<LoadQ8>(w, w_stride, rows, x, ldx, cols, k, y, ldy); break;
     case WeightType::kQ4_K:
+    case WeightType::kQ5_K:
     case WeightType::kQ6_K:
       // K-quant products take the integer path (kquant_dot_rows); this float one is for tests.
       ScalarSimdKernels().dot_rows(type, w, w_stride, rows, x, ldx, cols, k, y, ldy);
@@ -235,6 +236,7 @@ void PanelGemmAvx512(WeightType type, const uint8_t* panels, size_t stride, int6
     case WeightType::kF16: PanelGemmTyped<PanelF16>(panels, stride, rows, x, ldx, cols, k, y, ldy); break;
     case WeightType::kQ8_0: PanelGemmTyped<PanelQ8>(panels, stride, rows, x, ldx, cols, k, y, ldy); break;
     case WeightType::kQ4_K:
+    case WeightType::kQ5_K:
     case WeightType::kQ6_K: break;  // never packed (PackWeights keeps them in rows)
   }
 }
@@ -254,6 +256,7 @@ void DequantRowAvx512(WeightType type, const uint8_t* row, int64_t n, float* out
       for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, LoadQ8::Load(row, i));
       break;
     case WeightType::kQ4_K:
+    case WeightType::kQ5_K:
     case WeightType::kQ6_K:
       // Only embedding rows are dequantized (products take kquant_dot_rows).
       ScalarSimdKernels().dequant_row(type, row, n, out);

@@ -26,6 +26,9 @@ void DequantRowScalar(WeightType type, const uint8_t* row, int64_t n, float* out
     case WeightType::kQ4_K:
       DequantizeRowQ4_K(reinterpret_cast<const BlockQ4_K*>(row), n, out);
       break;
+    case WeightType::kQ5_K:
+      DequantizeRowQ5_K(reinterpret_cast<const BlockQ5_K*>(row), n, out);
+      break;
     case WeightType::kQ6_K:
       DequantizeRowQ6_K(reinterpret_cast<const BlockQ6_K*>(row), n, out);
       break;
@@ -138,9 +141,10 @@ void KQuantDotRowsScalar(WeightType type, const uint8_t* w, size_t w_stride, int
   for (int64_t r = 0; r < rows; ++r) {
     const uint8_t* row = w + static_cast<size_t>(r) * w_stride;
     for (int64_t c = 0; c < cols; ++c) {
-      y[c * ldy + r] = type == WeightType::kQ4_K
-                           ? DotQ4_KQ8_K(reinterpret_cast<const BlockQ4_K*>(row), xq + c * nb, nb)
-                           : DotQ6_KQ8_K(reinterpret_cast<const BlockQ6_K*>(row), xq + c * nb, nb);
+      const ActivationBlockQ8_K* x = xq + c * nb;
+      y[c * ldy + r] = type == WeightType::kQ4_K   ? DotQ4_KQ8_K(reinterpret_cast<const BlockQ4_K*>(row), x, nb)
+                       : type == WeightType::kQ5_K ? DotQ5_KQ8_K(reinterpret_cast<const BlockQ5_K*>(row), x, nb)
+                                                   : DotQ6_KQ8_K(reinterpret_cast<const BlockQ6_K*>(row), x, nb);
     }
   }
 }

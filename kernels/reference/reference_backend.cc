@@ -31,6 +31,9 @@ void DequantizeRow(const WeightMatrix& w, int64_t r, float* out) {
     case WeightType::kQ4_K:
       DequantizeRowQ4_K(reinterpret_cast<const BlockQ4_K*>(row), w.cols, out);
       break;
+    case WeightType::kQ5_K:
+      DequantizeRowQ5_K(reinterpret_cast<const BlockQ5_K*>(row), w.cols, out);
+      break;
     case WeightType::kQ6_K:
       DequantizeRowQ6_K(reinterpret_cast<const BlockQ6_K*>(row), w.cols, out);
       break;

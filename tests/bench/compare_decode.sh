@@ -9,8 +9,9 @@
 # are anonymous memory that transparent huge pages can back, as bmad's arena is).
 #
 # Models: the 134M synthetic Llama (12 layers, width 768, 12 heads, FFN 2048, Llama-2
-# vocabulary) in F16 and Q8_0, written with `bmad model synth` into $BMAD_BENCH_MODELS
-# (default /tmp/bmad-bench-models) if missing. llama.cpp is not part of bmad: build its
+# vocabulary) in each of DTYPES (default "f16 q8_0"; also q4_k_m, q5_k_m: llama.cpp's Q4_K_M /
+# Q5_K_M mix of K-quants), written with `bmad model synth` into $BMAD_BENCH_MODELS (default
+# /tmp/bmad-bench-models) if missing. llama.cpp is not part of bmad: build its
 # llama-batched-bench yourself (see docs/benchmarks.md).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -23,8 +24,9 @@ BIN=${BMAD_BIN:-build/bin}
 LLAMA=${LLAMA_CPP_BIN:?set LLAMA_CPP_BIN to llama.cpp/build/bin}
 MODELS=${BMAD_BENCH_MODELS:-/tmp/bmad-bench-models}
 VOCAB=${BMAD_VOCAB_FROM:-../shared/models/llama-2-tiny-random.gguf}
+DTYPES=${DTYPES:-f16 q8_0}
 mkdir -p "$MODELS"
-for dtype in f16 q8_0; do
+for dtype in $DTYPES; do
   f="$MODELS/synth-134m-$dtype.gguf"
   [ -f "$f" ] || "$BIN/bmad" model synth --out "$f" --layers 12 --dim 768 --heads 12 --ffn 2048 \
     --vocab-from "$VOCAB" --dtype "$dtype" >/dev/null
@@ -35,7 +37,7 @@ trap 'rm -rf "$work"' EXIT
 IFS=, read -ra batch_list <<<"$BATCHES"
 max_batch=0  # llama-batched-bench's context must hold the largest batch, wherever it is listed
 for b in "${batch_list[@]}"; do (( b > max_batch )) && max_batch=$b; done
-for dtype in f16 q8_0; do
+for dtype in $DTYPES; do
   model="$MODELS/synth-134m-$dtype.gguf"
   for round in $(seq "$ROUNDS"); do
     "$BIN/bmad" bench decode --model "$model" --batch "$BATCHES" --prompt-len "$PP" \
@@ -49,7 +51,7 @@ done
 median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 echo "| model | batch | bmad prefill tok/s | llama.cpp prefill tok/s | bmad decode tok/s | llama.cpp decode tok/s | decode ratio |"
 echo "|---|---:|---:|---:|---:|---:|---:|"
-for dtype in f16 q8_0; do
+for dtype in $DTYPES; do
   for b in "${batch_list[@]}"; do
     bp=$(cat "$work"/bmad-$dtype-*.json | grep -o "{\"batch\":$b,[^}]*}" | sed 's/.*"prefill_tokens_per_second":\([0-9.]*\).*/\1/' | median)
     bd=$(cat "$work"/bmad-$dtype-*.json | grep -o "{\"batch\":$b,[^}]*}" | sed 's/.*"decode_tokens_per_second":\([0-9.]*\).*/\1/' | median)

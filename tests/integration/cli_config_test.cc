@@ -247,8 +247,8 @@ TEST(CliModelCheck, SaysWhetherTheModelServesUnderTheConfig) {
   }
   CliRun bf16 = RunBmad({"model", "check", "--config", config, "--set", "model.path=" + dir + "/bf16.gguf"}, dir);
   EXPECT_EQ(bf16.status, 1) << bf16.output;
-  EXPECT_NE(bf16.output.find("tensor 'output.weight' has type bf16; bmad computes with f32, f16, q8_0, q4_K and "
-                             "q6_K weights"),
+  EXPECT_NE(bf16.output.find("tensor 'output.weight' has type bf16; bmad computes with f32, f16, q8_0, q4_K, "
+                             "q5_K and q6_K weights"),
             std::string::npos) << bf16.output;
   // A Q4_K_M file serves on the CPU; the CUDA backend has no K-quant products, and says so
   // before a GPU is involved.

@@ -1,6 +1,6 @@
 // Tensor and pipeline parallelism with real `mpirun` ranks on 127.0.0.1 (oversubscribed):
 // tp=2, pp=2 and tp=2 × pp=2 replicas give the greedy text one rank gives, with log
-// probabilities that agree, for stories260K and a grouped-query synthetic model; a model that
+// probabilities that agree, for stories260K, a grouped-query synthetic model and a Q4_K_M one; a model that
 // cannot be split is refused at start-up with the reason; killing one rank of a tp=2 replica
 // brings its leader down within parallel.step_timeout_ms, and the coordinator migrates the
 // replica's requests to the other replica without losing a token.
@@ -115,6 +115,68 @@ void CheckSplitsMatchOneRank(const std::string& model, double tolerance) {
 // and 2e-3 for stories260K, whose logits reach 18 (see llama_shard_test.cc).
 TEST(ParallelTest, GqaModelSplitsMatchOneRank) { CheckSplitsMatchOneRank(GqaModel(), 1e-4); }
 TEST(ParallelTest, StoriesSplitsMatchOneRank) { CheckSplitsMatchOneRank(StoriesModelPath(), 2e-3); }
+json PostJson(int port, const std::string& path, const json& body) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(120, 0);
+  auto res = c.Post(path, body.dump(), "application/json");
+  if (!res || res->status != 200) {
+    ADD_FAILURE() << path << " failed: " << (res ? res->body : "no response");
+    return json::object();
+  }
+  return json::parse(res->body);
+}
+
+// Q4_K_M (Q4_K and Q6_K). A pipeline split computes exactly what one rank computes: the same
+// text and log probabilities. A tensor-parallel split adds the halves of the row-parallel
+// products (attention output, down projection) in another order; where that moves a value
+// across a Q8_K rounding boundary of the next product (K-quant products round their input to 8
+// bits, as llama.cpp's do), later logits move by a step's worth, and on a random model the
+// greedy text can part from one rank's after a few tokens. So tp is held to scoring one rank's
+// continuation, fed as token ids with echo: each token's log probability within 0.05 of one
+// rank's (ranks slicing a super-block wrong would be off by whole units).
+TEST(ParallelTest, KQuantModelSplitsMatchOneRank) {
+  const std::string model = SynthModel("q4_k_m.gguf", {"--layers", "4", "--dim", "512", "--heads", "4", "--ffn",
+                                                       "1024", "--vocab-from", TinyRandomModelPath(), "--dtype",
+                                                       "q4_k_m", "--seed", "5"});
+  constexpr int kTokens = 24;
+  const std::string prompt = "Once upon a time";
+  json reference;
+  std::vector<int64_t> ids;
+  {
+    LocalCluster one({model, 1, 0});
+    std::string error;
+    ASSERT_TRUE(one.Start(&error)) << error;
+    reference = Complete(one.http_port(), prompt, kTokens);
+    ids = PostJson(one.http_port(), "/tokenize", {{"prompt", prompt}})["tokens"].get<std::vector<int64_t>>();
+    const json named = PostJson(one.http_port(), "/v1/completions",
+                                {{"prompt", prompt}, {"max_tokens", kTokens}, {"temperature", 0}, {"ignore_eos", true},
+                                 {"logprobs", 0}, {"return_tokens_as_token_ids", true}});
+    for (const json& t : named["choices"][0]["logprobs"]["tokens"]) ids.push_back(std::stoll(t.get<std::string>().substr(9)));
+  }
+  const std::vector<double> want = TokenLogprobs(reference);
+  ASSERT_EQ(want.size(), static_cast<size_t>(kTokens));
+  const size_t context = ids.size() - kTokens;
+  for (const Split split : {Split{1, 2}, Split{2, 1}, Split{2, 2}}) {
+    SCOPED_TRACE("tp=" + std::to_string(split.tp) + " pp=" + std::to_string(split.pp));
+    LocalClusterOptions o{model, 1, 0};
+    o.ranks_per_replica = split.tp * split.pp;
+    o.extra_sets = {"parallel.tp=" + std::to_string(split.tp), "parallel.pp=" + std::to_string(split.pp)};
+    LocalCluster cluster(o);
+    std::string error;
+    ASSERT_TRUE(cluster.Start(&error)) << error;
+    if (split.tp == 1) {
+      const json got = Complete(cluster.http_port(), prompt, kTokens);
+      EXPECT_EQ(got["choices"][0]["text"], reference["choices"][0]["text"]) << cluster.Logs();
+      EXPECT_EQ(TokenLogprobs(got), want);
+      continue;
+    }
+    const json scored = PostJson(cluster.http_port(), "/v1/completions",
+                                 {{"prompt", ids}, {"max_tokens", 0}, {"echo", true}, {"logprobs", 1}});
+    const json& lp = scored["choices"][0]["logprobs"]["token_logprobs"];
+    ASSERT_EQ(lp.size(), ids.size()) << scored << cluster.Logs();
+    for (size_t k = 0; k < want.size(); ++k) EXPECT_NEAR(lp[context + k].get<double>(), want[k], 0.05) << "token " << k;
+  }
+}
 
 TEST(ParallelTest, UnsplittableModelIsRefusedAtStartUp) {
   const std::string dir = MakeTempDir("bmad-parallel-");

@@ -71,6 +71,7 @@ OwnedWeights MakeWeights(WeightType type, int64_t rows, int64_t cols, uint64_t s
         break;
       case WeightType::kQ8_0: QuantizeRowQ8_0(src, cols, reinterpret_cast<BlockQ8_0*>(row)); break;
       case WeightType::kQ4_K: QuantizeRowQ4_K(src, cols, reinterpret_cast<BlockQ4_K*>(row)); break;
+      case WeightType::kQ5_K: QuantizeRowQ5_K(src, cols, reinterpret_cast<BlockQ5_K*>(row)); break;
       case WeightType::kQ6_K: QuantizeRowQ6_K(src, cols, reinterpret_cast<BlockQ6_K*>(row)); break;
     }
   }
@@ -116,7 +117,7 @@ TEST_P(BackendOpsTest, MatMulAllTypesAndShapes) {
                           {2, 70, 256},   {17, 65, 512}, {300, 20, 256}};
   uint64_t seed = 1;
   for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kQ8_0, WeightType::kQ4_K,
-                          WeightType::kQ6_K}) {
+                          WeightType::kQ5_K, WeightType::kQ6_K}) {
     for (const Shape& s : shapes) {
       if (s.k % BlockElements(type) != 0) continue;
       OwnedWeights w = MakeWeights(type, s.n, s.k, ++seed);
@@ -234,7 +235,7 @@ TEST_P(BackendOpsTest, MatMulsEqualsEachMatMulAlone) {
 TEST_P(BackendOpsTest, KQuantMatMulIsBatchInvariant) {
   const int64_t k = 512, max_m = 40;
   uint64_t seed = 900;
-  for (WeightType type : {WeightType::kQ4_K, WeightType::kQ6_K}) {
+  for (WeightType type : {WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K}) {
     for (int64_t n : {1, 63, 64, 65, 200}) {
       OwnedWeights w = MakeWeights(type, n, k, ++seed);
       PreparedWeight prepared = cpu_->PrepareMatMulWeight(w.view);
@@ -259,7 +260,7 @@ TEST_P(BackendOpsTest, KQuantMatMulIsBatchInvariant) {
 
 TEST_P(BackendOpsTest, EmbeddingNormRopeSwiGluSoftmaxArgmax) {
   for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kQ8_0, WeightType::kQ4_K,
-                          WeightType::kQ6_K}) {
+                          WeightType::kQ5_K, WeightType::kQ6_K}) {
     const int64_t cols = IsKQuant(type) ? 512 : 64;
     OwnedWeights table = MakeWeights(type, 50, cols, 3);
     const std::vector<int32_t> ids = {0, 49, 7, 7, 23};

@@ -5,6 +5,7 @@
 // integer kernels against the portable ones.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -37,7 +38,7 @@ std::vector<float> FixtureActivations() {
   return a;
 }
 
-// ggml_quantize_chunk's output for 512 weights (two super-blocks); ggml's to_float at sample
+// ggml_quantize_chunk's output for 512 weights (two super-blocks) of each type; ggml's to_float at sample
 // indices (every sub-block, both nibbles, every ql/qh position); ggml's vec_dot with the
 // activations rounded to Q8_K by ggml.
 constexpr const char* kQ4_KBytes =
@@ -76,6 +77,25 @@ const std::pair<int, float> kQ6_KValues[] = {
     {480, 0x1.47eb8p-6f}, {511, 0x1.66e3p-6f}};
 constexpr float kQ6_KDot = 0x1.5e51ep-3f;
 
+constexpr const char* kQ5_KBytes =
+    "51037c12fcfdc9f9fcffc0f5ebffac9aecfe65fe7e7d3785d7f7d71e1ebdaf14ae249dddeee65fa7164d763644555727"
+    "433cfd8359fdfc2c606b274cbaffdc00973c861274c85bcfa3d76faa7af18bfc9a1db656399948f60998c82858c6f80b"
+    "16ab5699be884deaf686a6ea37e9c9c7be11fa22014eab69c09787c7e073739fbd4cbaca5da0a4c8f96e0493d6f60fcf"
+    "59a907f69797b524afb8f2d8b4f97dde6a9b172a47612122e0335e257e9eab104403a012fffec6fdfdfdd7bcfc2befe8"
+    "a6da2ac69d57a9f4b4e78f2932ef2ed4be51ae1a832fa5de9b55cf5dca2885b70379221542df3c64019fdd85607b8848"
+    "5fca5a13fd12a47f8d55a243702707f81c501bc8555c69146c8ae2167e5209cc6a3fc890b51869d8e0727a46aa093c03"
+    "81c914c588969024937e83961fac3875dc3637fde5ab1a405a77da4d0e66e5e84c6df4f412ff8fe743205475263cc572"
+    "7343e7c56b316cf5ecff5b0651898052";
+const std::pair<int, float> kQ5_KValues[] = {
+    {0, -0x1.3a718p-5f}, {5, 0x1.4c418p-5f}, {31, 0x1.3362p-5f}, {32, -0x1.335d8p-5f},
+    {63, 0x1.77666p-5f}, {64, 0x1.8405p-7f}, {70, 0x1.662cp-7f}, {95, 0x1.573f8p-7f},
+    {96, 0x1.ee204p-6f}, {127, -0x1.e0f4p-8f}, {128, -0x1.dce6p-8f}, {150, 0x1.5c8ep-7f},
+    {191, 0x1.42c08p-5f}, {192, 0x1.eb77p-6f}, {223, -0x1.7818p-5f}, {224, 0x1.0ea08p-6f},
+    {255, -0x1.5990cp-5f}, {256, -0x1.46f98p-5f}, {300, 0x1.3154p-6f}, {320, -0x1.4f3p-7f},
+    {351, -0x1.a75cp-7f}, {383, -0x1.8d8p-5f}, {400, 0x1.0c68p-5f}, {447, 0x1.8745p-5f},
+    {480, 0x1.30ep-6f}, {511, 0x1.5e98p-6f}};
+constexpr float kQ5_KDot = 0x1.7c534p-3f;
+
 std::vector<uint8_t> FromHex(const char* hex) {
   std::vector<uint8_t> out;
   for (size_t i = 0; hex[i] != '\0' && hex[i + 1] != '\0'; i += 2) {
@@ -84,27 +104,33 @@ std::vector<uint8_t> FromHex(const char* hex) {
   return out;
 }
 
+// The fixture's two super-blocks of type Block.
+template <class Block>
+std::vector<Block> FixtureBlocks(const char* hex) {
+  const std::vector<uint8_t> bytes = FromHex(hex);
+  EXPECT_EQ(bytes.size(), 2 * sizeof(Block));
+  std::vector<Block> blocks(2);
+  std::memcpy(blocks.data(), bytes.data(), std::min(bytes.size(), 2 * sizeof(Block)));
+  return blocks;
+}
+
 TEST(KQuantsTest, DecodesBlocksAsLlamaCppDoes) {
-  const std::vector<uint8_t> q4 = FromHex(kQ4_KBytes), q6 = FromHex(kQ6_KBytes);
-  ASSERT_EQ(q4.size(), 2 * sizeof(BlockQ4_K));
-  ASSERT_EQ(q6.size(), 2 * sizeof(BlockQ6_K));
-  std::vector<BlockQ4_K> b4(2);
-  std::vector<BlockQ6_K> b6(2);
-  std::memcpy(b4.data(), q4.data(), q4.size());
-  std::memcpy(b6.data(), q6.data(), q6.size());
-  std::vector<float> y4(kFixtureElements), y6(kFixtureElements);
+  const std::vector<BlockQ4_K> b4 = FixtureBlocks<BlockQ4_K>(kQ4_KBytes);
+  const std::vector<BlockQ5_K> b5 = FixtureBlocks<BlockQ5_K>(kQ5_KBytes);
+  const std::vector<BlockQ6_K> b6 = FixtureBlocks<BlockQ6_K>(kQ6_KBytes);
+  std::vector<float> y4(kFixtureElements), y5(kFixtureElements), y6(kFixtureElements);
   DequantizeRowQ4_K(b4.data(), kFixtureElements, y4.data());
+  DequantizeRowQ5_K(b5.data(), kFixtureElements, y5.data());
   DequantizeRowQ6_K(b6.data(), kFixtureElements, y6.data());
   for (const auto& [i, want] : kQ4_KValues) EXPECT_FLOAT_EQ(y4[static_cast<size_t>(i)], want) << "q4_K element " << i;
+  for (const auto& [i, want] : kQ5_KValues) EXPECT_FLOAT_EQ(y5[static_cast<size_t>(i)], want) << "q5_K element " << i;
   for (const auto& [i, want] : kQ6_KValues) EXPECT_FLOAT_EQ(y6[static_cast<size_t>(i)], want) << "q6_K element " << i;
 }
 
 TEST(KQuantsTest, ProductsEqualLlamaCppsVecDot) {
-  const std::vector<uint8_t> q4 = FromHex(kQ4_KBytes), q6 = FromHex(kQ6_KBytes);
-  std::vector<BlockQ4_K> b4(2);
-  std::vector<BlockQ6_K> b6(2);
-  std::memcpy(b4.data(), q4.data(), q4.size());
-  std::memcpy(b6.data(), q6.data(), q6.size());
+  const std::vector<BlockQ4_K> b4 = FixtureBlocks<BlockQ4_K>(kQ4_KBytes);
+  const std::vector<BlockQ5_K> b5 = FixtureBlocks<BlockQ5_K>(kQ5_KBytes);
+  const std::vector<BlockQ6_K> b6 = FixtureBlocks<BlockQ6_K>(kQ6_KBytes);
   const std::vector<float> a = FixtureActivations();
   std::vector<ActivationBlockQ8_K> aq(2);
   QuantizeActivationRowQ8_K(a.data(), kFixtureElements, aq.data());
@@ -113,6 +139,7 @@ TEST(KQuantsTest, ProductsEqualLlamaCppsVecDot) {
   // Q4_K's two kinds of terms cancel in part, so a few units in the last place of the terms are
   // several of the result.
   EXPECT_NEAR(DotQ4_KQ8_K(b4.data(), aq.data(), 2), kQ4_KDot, 4e-6 * std::fabs(kQ4_KDot));
+  EXPECT_NEAR(DotQ5_KQ8_K(b5.data(), aq.data(), 2), kQ5_KDot, 4e-6 * std::fabs(kQ5_KDot));
   EXPECT_NEAR(DotQ6_KQ8_K(b6.data(), aq.data(), 2), kQ6_KDot, 1e-6 * std::fabs(kQ6_KDot));
 }
 
@@ -171,11 +198,14 @@ TEST(KQuantsTest, QuantizersKeepValuesWithinTheirStep) {
   for (int i = 0; i < 32; ++i) x[static_cast<size_t>(512 + i)] = -0.3f + 0.002f * i;   // all negative
   for (int i = 0; i < kQK_K; ++i) x[static_cast<size_t>(3 * kQK_K + i)] = 0.0f;        // all zero
   std::vector<BlockQ4_K> b4(4);
+  std::vector<BlockQ5_K> b5(4);
   std::vector<BlockQ6_K> b6(4);
   QuantizeRowQ4_K(x.data(), n, b4.data());
+  QuantizeRowQ5_K(x.data(), n, b5.data());
   QuantizeRowQ6_K(x.data(), n, b6.data());
-  std::vector<float> y4(static_cast<size_t>(n)), y6(static_cast<size_t>(n));
+  std::vector<float> y4(static_cast<size_t>(n)), y5(static_cast<size_t>(n)), y6(static_cast<size_t>(n));
   DequantizeRowQ4_K(b4.data(), n, y4.data());
+  DequantizeRowQ5_K(b5.data(), n, y5.data());
   DequantizeRowQ6_K(b6.data(), n, y6.data());
   for (int64_t i = 0; i < n; ++i) {
     const int64_t s = i / 32 * 32, g = i / 16 * 16;
@@ -187,10 +217,12 @@ TEST(KQuantsTest, QuantizersKeepValuesWithinTheirStep) {
     for (int64_t j = g; j < g + 16; ++j) amax = std::max(amax, std::fabs(x[static_cast<size_t>(j)]));
     // Steps (hi - lo) / 15 and amax / 31, give or take the 6- and 8-bit rounding of the scales.
     EXPECT_LE(std::fabs(y4[static_cast<size_t>(i)] - x[static_cast<size_t>(i)]), 0.65f * (hi - lo) / 15 + 1e-6f) << "q4_K " << i;
+    EXPECT_LE(std::fabs(y5[static_cast<size_t>(i)] - x[static_cast<size_t>(i)]), 0.65f * (hi - lo) / 31 + 1e-6f) << "q5_K " << i;
     EXPECT_LE(std::fabs(y6[static_cast<size_t>(i)] - x[static_cast<size_t>(i)]), 0.65f * amax / 31 + 1e-6f) << "q6_K " << i;
   }
   for (int64_t i = 3 * kQK_K; i < n; ++i) {
     ASSERT_EQ(y4[static_cast<size_t>(i)], 0.0f);
+    ASSERT_EQ(y5[static_cast<size_t>(i)], 0.0f);
     ASSERT_EQ(y6[static_cast<size_t>(i)], 0.0f);
   }
 }
@@ -224,14 +256,14 @@ TEST(KQuantsTest, VectorQ8_KRoundingEqualsThePortableOne) {
 }
 
 // The AVX-512 VNNI kernels give the portable result bit for bit, for every tile boundary of
-// activation rows and rows of weights of both types.
+// activation rows and rows of weights of each type.
 TEST(KQuantsTest, IntegerKernelsEqualThePortableOnes) {
   const cpu::SimdKernels* simd = cpu::Avx512SimdKernels();
   if (simd == nullptr || simd->kquant_dot_rows == cpu::KQuantDotRowsScalar) {
     GTEST_SKIP() << "this CPU has no AVX-512 VNNI: the portable kernels are the only ones";
   }
   const int64_t k = 3 * kQK_K, rows = 9;
-  for (WeightType type : {WeightType::kQ4_K, WeightType::kQ6_K}) {
+  for (WeightType type : {WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K}) {
     const size_t row_bytes = RowBytes(type, k);
     const std::vector<float> w = bmad::testing::RandomFloats(static_cast<size_t>(rows * k), 41, 0.1f);
     std::vector<uint8_t> bytes(row_bytes * rows);
@@ -239,6 +271,8 @@ TEST(KQuantsTest, IntegerKernelsEqualThePortableOnes) {
       uint8_t* dst = bytes.data() + row_bytes * static_cast<size_t>(r);
       if (type == WeightType::kQ4_K) {
         QuantizeRowQ4_K(w.data() + r * k, k, reinterpret_cast<BlockQ4_K*>(dst));
+      } else if (type == WeightType::kQ5_K) {
+        QuantizeRowQ5_K(w.data() + r * k, k, reinterpret_cast<BlockQ5_K*>(dst));
       } else {
         QuantizeRowQ6_K(w.data() + r * k, k, reinterpret_cast<BlockQ6_K*>(dst));
       }

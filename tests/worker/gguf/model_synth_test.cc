@@ -254,60 +254,70 @@ TEST(ModelSynthTest, Q8_0BlocksDequantizeCloseToTheIntendedValues) {
   }
 }
 
-// Q4_K_M puts Q6_K where llama.cpp's preset does for a Llama model of 8 layers: the output, and
-// attn_v and ffn_down of layers 0, 3, 6 and 7; every other matrix is Q4_K. Each block decodes
-// to within a step of the intended values.
+// Q4_K_M and Q5_K_M put Q6_K where llama.cpp's presets do for a Llama model of 8 layers: the
+// output, and attn_v and ffn_down of layers 0, 3, 6 and 7; every other matrix is Q4_K (Q5_K).
+// Each block decodes to within a step of the intended values.
 TEST(ModelSynthTest, KQuantMixAndBlocksAsLlamaCppLaysThemOut) {
-  SynthSpec spec = SmallSpec(SynthDtype::kQ4_K_M);
-  spec.layers = 8;
-  spec.dim = 256;
-  spec.heads = 4;
-  spec.kv_heads = 4;
-  spec.ffn = 512;
-  auto file = Build(spec);
-  ASSERT_NE(file, nullptr);
-  EXPECT_EQ(*file->GetInt("general.file_type"), 15);
-  EXPECT_EQ(file->FindTensor("output.weight")->type_name(), "q6_K");
-  EXPECT_EQ(file->FindTensor("token_embd.weight")->type_name(), "q4_K");
-  for (int layer = 0; layer < 8; ++layer) {
-    const bool more_bits = layer == 0 || layer == 3 || layer == 6 || layer == 7;
-    const std::string blk = "blk." + std::to_string(layer) + ".";
-    for (const char* name : {"attn_v.weight", "ffn_down.weight"}) {
-      EXPECT_EQ(file->FindTensor(blk + name)->type_name(), more_bits ? "q6_K" : "q4_K") << blk << name;
+  for (const SynthDtype dtype : {SynthDtype::kQ4_K_M, SynthDtype::kQ5_K_M}) {
+    const std::string base = dtype == SynthDtype::kQ4_K_M ? "q4_K" : "q5_K";
+    SCOPED_TRACE(base);
+    SynthSpec spec = SmallSpec(dtype);
+    spec.layers = 8;
+    spec.dim = 256;
+    spec.heads = 4;
+    spec.kv_heads = 4;
+    spec.ffn = 512;
+    auto file = Build(spec);
+    ASSERT_NE(file, nullptr);
+    EXPECT_EQ(*file->GetInt("general.file_type"), dtype == SynthDtype::kQ4_K_M ? 15 : 17);
+    EXPECT_EQ(file->FindTensor("output.weight")->type_name(), "q6_K");
+    EXPECT_EQ(file->FindTensor("token_embd.weight")->type_name(), base);
+    for (int layer = 0; layer < 8; ++layer) {
+      const bool more_bits = layer == 0 || layer == 3 || layer == 6 || layer == 7;
+      const std::string blk = "blk." + std::to_string(layer) + ".";
+      for (const char* name : {"attn_v.weight", "ffn_down.weight"}) {
+        EXPECT_EQ(file->FindTensor(blk + name)->type_name(), more_bits ? "q6_K" : base) << blk << name;
+      }
+      for (const char* name : {"attn_q.weight", "attn_k.weight", "attn_output.weight", "ffn_gate.weight", "ffn_up.weight"}) {
+        EXPECT_EQ(file->FindTensor(blk + name)->type_name(), base) << blk << name;
+      }
     }
-    for (const char* name : {"attn_q.weight", "attn_k.weight", "attn_output.weight", "ffn_gate.weight", "ffn_up.weight"}) {
-      EXPECT_EQ(file->FindTensor(blk + name)->type_name(), "q4_K") << blk << name;
+    for (const std::string name : {"token_embd.weight", "output.weight", "blk.1.ffn_down.weight", "blk.0.ffn_down.weight"}) {
+      const TensorInfo* t = file->FindTensor(name);
+      const int64_t in = t->shape[0];
+      const float stddev = name == "token_embd.weight" ? 1.0f : 1.0f / std::sqrt(static_cast<float>(in));
+      const std::vector<float> intended = Intended(spec, *t, stddev);
+      std::vector<float> restored(intended.size());
+      const bool q4 = t->type_name() == "q4_K", q5 = t->type_name() == "q5_K";
+      ASSERT_EQ(t->nbytes, intended.size() / kernels::kQK_K *
+                               (q4 ? sizeof(kernels::BlockQ4_K) : q5 ? sizeof(kernels::BlockQ5_K) : sizeof(kernels::BlockQ6_K)));
+      const auto n = static_cast<int64_t>(intended.size());
+      if (q4) {
+        std::vector<kernels::BlockQ4_K> blocks(intended.size() / kernels::kQK_K);
+        std::memcpy(blocks.data(), t->data, t->nbytes);
+        kernels::DequantizeRowQ4_K(blocks.data(), n, restored.data());
+      } else if (q5) {
+        std::vector<kernels::BlockQ5_K> blocks(intended.size() / kernels::kQK_K);
+        std::memcpy(blocks.data(), t->data, t->nbytes);
+        kernels::DequantizeRowQ5_K(blocks.data(), n, restored.data());
+      } else {
+        std::vector<kernels::BlockQ6_K> blocks(intended.size() / kernels::kQK_K);
+        std::memcpy(blocks.data(), t->data, t->nbytes);
+        kernels::DequantizeRowQ6_K(blocks.data(), n, restored.data());
+      }
+      // Uniform values over [-a, a] (a = stddev * sqrt(3)): a step is at most 2a / 15 (Q4_K),
+      // 2a / 31 (Q5_K) or a / 31 (Q6_K), and no value is further than a step from where it was
+      // meant to be.
+      const float a = stddev * std::sqrt(3.0f);
+      const float step = q4 ? 2 * a / 15 : q5 ? 2 * a / 31 : a / 31;
+      double squared = 0;
+      for (size_t i = 0; i < intended.size(); ++i) {
+        ASSERT_LE(std::fabs(restored[i] - intended[i]), step) << name << " element " << i;
+        squared += double(restored[i] - intended[i]) * (restored[i] - intended[i]);
+      }
+      // On average far less: within half a step (rms of a uniform rounding error: step / sqrt(12)).
+      EXPECT_LE(std::sqrt(squared / double(intended.size())), 0.5 * step) << name;
     }
-  }
-  for (const std::string name : {"token_embd.weight", "output.weight", "blk.1.ffn_down.weight", "blk.0.ffn_down.weight"}) {
-    const TensorInfo* t = file->FindTensor(name);
-    const int64_t in = t->shape[0];
-    const float stddev = name == "token_embd.weight" ? 1.0f : 1.0f / std::sqrt(static_cast<float>(in));
-    const std::vector<float> intended = Intended(spec, *t, stddev);
-    std::vector<float> restored(intended.size());
-    const bool q4 = t->type_name() == "q4_K";
-    ASSERT_EQ(t->nbytes, intended.size() / kernels::kQK_K * (q4 ? sizeof(kernels::BlockQ4_K) : sizeof(kernels::BlockQ6_K)));
-    const auto n = static_cast<int64_t>(intended.size());
-    if (q4) {
-      std::vector<kernels::BlockQ4_K> blocks(intended.size() / kernels::kQK_K);
-      std::memcpy(blocks.data(), t->data, t->nbytes);
-      kernels::DequantizeRowQ4_K(blocks.data(), n, restored.data());
-    } else {
-      std::vector<kernels::BlockQ6_K> blocks(intended.size() / kernels::kQK_K);
-      std::memcpy(blocks.data(), t->data, t->nbytes);
-      kernels::DequantizeRowQ6_K(blocks.data(), n, restored.data());
-    }
-    // Uniform values over [-a, a] (a = stddev * sqrt(3)): a step is at most 2a / 15 (Q4_K) or
-    // a / 31 (Q6_K), and no value is further than a step from where it was meant to be.
-    const float a = stddev * std::sqrt(3.0f);
-    const float step = q4 ? 2 * a / 15 : a / 31;
-    double squared = 0;
-    for (size_t i = 0; i < intended.size(); ++i) {
-      ASSERT_LE(std::fabs(restored[i] - intended[i]), step) << name << " element " << i;
-      squared += double(restored[i] - intended[i]) * (restored[i] - intended[i]);
-    }
-    // On average far less: within half a step (rms of a uniform rounding error: step / sqrt(12)).
-    EXPECT_LE(std::sqrt(squared / double(intended.size())), 0.5 * step) << name;
   }
 }
 
@@ -491,7 +501,7 @@ TEST(ModelSynthTest, ValidationNamesTheProblem) {
   }
   EXPECT_EQ(*ParseSynthDtype("q8_0"), SynthDtype::kQ8_0);
   EXPECT_EQ(*ParseSynthDtype("q4_k_m"), SynthDtype::kQ4_K_M);
-  EXPECT_THAT(ParseSynthDtype("bf16").status().message(), HasSubstr("f32, f16, q8_0, q4_k, q6_k or q4_k_m"));
+  EXPECT_THAT(ParseSynthDtype("bf16").status().message(), HasSubstr("f32, f16, q8_0, q4_k, q6_k, q4_k_m or q5_k_m"));
 }
 
 TEST(ModelSynthTest, WriteFailureNamesThePath) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -49,9 +50,11 @@ std::string GqaModelPath() {
 }
 
 // A synthetic Q4_K_M model (Q4_K with Q6_K where llama.cpp's preset puts it) with grouped-query
-// attention: the K-quant products, mixed in one layer, through the whole model.
-std::string KQuantModelPath() {
-  static const std::string path = [] {
+// attention: the K-quant products, mixed in one layer, through the whole model. Q5_K_M likewise.
+std::string KQuantModelPath(synth::SynthDtype dtype = synth::SynthDtype::kQ4_K_M) {
+  static std::map<synth::SynthDtype, std::string> paths;
+  std::string& path = paths[dtype];
+  if (path.empty()) path = [dtype] {
     const std::string dir = testing::MakeTempDir("bmad-model-");
     synth::SynthSpec spec;
     spec.layers = 3;
@@ -61,9 +64,9 @@ std::string KQuantModelPath() {
     spec.ffn = 512;
     spec.vocab = 300;
     spec.ctx = 256;
-    spec.dtype = synth::SynthDtype::kQ4_K_M;
+    spec.dtype = dtype;
     spec.seed = 7;
-    const std::string p = dir + "/q4_k_m.gguf";
+    const std::string p = dir + "/" + std::string(synth::SynthDtypeName(dtype)) + ".gguf";
     EXPECT_TRUE(synth::SynthesizeModel(spec, p).ok());
     return p;
   }();
@@ -154,6 +157,7 @@ TEST(LlamaBatchTest, EightRaggedSequencesMatchEachAlone) {
   CheckBatchEqualsAlone(testing::StoriesModelPath());
   CheckBatchEqualsAlone(GqaModelPath());
   CheckBatchEqualsAlone(KQuantModelPath());
+  CheckBatchEqualsAlone(KQuantModelPath(synth::SynthDtype::kQ5_K_M));
 }
 
 TEST(LlamaBatchTest, ChunkedPrefillMatchesOneGo) {
@@ -196,7 +200,8 @@ TEST(LlamaBatchTest, ChunkedPrefillMatchesOneGo) {
 }
 
 TEST(LlamaBatchTest, CpuBackendMatchesReferenceBackendOnWholeModel) {
-  for (const std::string& path : {GqaModelPath(), KQuantModelPath()}) {
+  for (const std::string& path :
+       {GqaModelPath(), KQuantModelPath(), KQuantModelPath(synth::SynthDtype::kQ5_K_M)}) {
     SCOPED_TRACE(path);
     kernels::CpuBackend cpu;
     kernels::ReferenceBackend ref;

@@ -209,7 +209,7 @@ TEST(LlamaLoadTest, UnsupportedTensorType) {
   Status s2 = LoadError(path2);
   EXPECT_EQ(s2.code(), StatusCode::kUnimplemented);
   EXPECT_NE(s2.message().find("tensor 'output.weight' has type bf16; bmad computes with f32, f16, "
-                              "q8_0, q4_K and q6_K weights"),
+                              "q8_0, q4_K, q5_K and q6_K weights"),
             std::string::npos)
       << s2.message();
 }

@@ -37,7 +37,7 @@ class Mapper {
     if (!type) {
       return Unimplemented(file_.path() + ": tensor '" + name + "' has type " +
                            std::string(t->type_name()) +
-                           "; bmad computes with f32, f16, q8_0, q4_K and q6_K weights");
+                           "; bmad computes with f32, f16, q8_0, q4_K, q5_K and q6_K weights");
     }
     weights_->bytes += t->nbytes;
     return kernels::MakeWeightMatrix(*type, t->data, rows, cols);
@@ -126,6 +126,7 @@ std::optional<kernels::WeightType> MatrixWeightType(uint32_t gguf_type) {
     case gguf::TensorType::kF16: return kernels::WeightType::kF16;
     case gguf::TensorType::kQ8_0: return kernels::WeightType::kQ8_0;
     case gguf::TensorType::kQ4_K: return kernels::WeightType::kQ4_K;
+    case gguf::TensorType::kQ5_K: return kernels::WeightType::kQ5_K;
     case gguf::TensorType::kQ6_K: return kernels::WeightType::kQ6_K;
     default: return std::nullopt;
   }

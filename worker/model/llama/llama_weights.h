@@ -1,5 +1,5 @@
 // Views of a Llama model's weights inside a mapped GGUF file, checked for shape and type.
-// Matrices stay where they are in the file (F32, F16, Q8_0, Q4_K or Q6_K used in place); only norm vectors
+// Matrices stay where they are in the file (F32, F16, Q8_0, Q4_K, Q5_K or Q6_K used in place); only norm vectors
 // stored in F16 are converted (to F32) and owned here.
 #pragma once
 

@@ -27,7 +27,7 @@ int64_t LayerOf(std::string_view tensor) {
 }
 
 // general.file_type (llama.cpp's LLAMA_FTYPE_ALL_F32, MOSTLY_F16, MOSTLY_Q8_0, MOSTLY_Q4_K_S,
-// MOSTLY_Q6_K, MOSTLY_Q4_K_M).
+// MOSTLY_Q6_K, MOSTLY_Q4_K_M, MOSTLY_Q5_K_M).
 uint32_t FileType(SynthDtype dtype) {
   switch (dtype) {
     case SynthDtype::kF32: return 0;
@@ -36,12 +36,13 @@ uint32_t FileType(SynthDtype dtype) {
     case SynthDtype::kQ4_K: return 14;
     case SynthDtype::kQ6_K: return 18;
     case SynthDtype::kQ4_K_M: return 15;
+    case SynthDtype::kQ5_K_M: return 17;
   }
   return 0;
 }
 
-constexpr SynthDtype kAllDtypes[] = {SynthDtype::kF32,  SynthDtype::kF16,  SynthDtype::kQ8_0,
-                                     SynthDtype::kQ4_K, SynthDtype::kQ6_K, SynthDtype::kQ4_K_M};
+constexpr SynthDtype kAllDtypes[] = {SynthDtype::kF32,  SynthDtype::kF16,  SynthDtype::kQ8_0,   SynthDtype::kQ4_K,
+                                     SynthDtype::kQ6_K, SynthDtype::kQ4_K_M, SynthDtype::kQ5_K_M};
 
 Status CheckRange(const char* field, int64_t value, int64_t lo, int64_t hi) {
   if (value < lo || value > hi) {
@@ -116,6 +117,7 @@ std::string_view SynthDtypeName(SynthDtype dtype) {
     case SynthDtype::kQ4_K: return "q4_k";
     case SynthDtype::kQ6_K: return "q6_k";
     case SynthDtype::kQ4_K_M: return "q4_k_m";
+    case SynthDtype::kQ5_K_M: return "q5_k_m";
   }
   return "?";
 }
@@ -125,7 +127,7 @@ Result<SynthDtype> ParseSynthDtype(std::string_view name) {
     if (name == SynthDtypeName(d)) return d;
   }
   return InvalidArgument("unknown dtype '" + std::string(name) +
-                         "' (expected f32, f16, q8_0, q4_k, q6_k or q4_k_m)");
+                         "' (expected f32, f16, q8_0, q4_k, q6_k, q4_k_m or q5_k_m)");
 }
 
 TensorType SynthMatrixType(SynthDtype dtype, std::string_view tensor, int64_t layers) {
@@ -135,11 +137,13 @@ TensorType SynthMatrixType(SynthDtype dtype, std::string_view tensor, int64_t la
     case SynthDtype::kQ8_0: return TensorType::kQ8_0;
     case SynthDtype::kQ4_K: return TensorType::kQ4_K;
     case SynthDtype::kQ6_K: return TensorType::kQ6_K;
-    case SynthDtype::kQ4_K_M: {
+    case SynthDtype::kQ4_K_M:
+    case SynthDtype::kQ5_K_M: {
       if (tensor == "output.weight") return TensorType::kQ6_K;
       const bool more_bits_kind = tensor.ends_with(".attn_v.weight") || tensor.ends_with(".ffn_down.weight");
       const int64_t layer = LayerOf(tensor);
-      return more_bits_kind && layer >= 0 && UseMoreBits(layer, layers) ? TensorType::kQ6_K : TensorType::kQ4_K;
+      if (more_bits_kind && layer >= 0 && UseMoreBits(layer, layers)) return TensorType::kQ6_K;
+      return dtype == SynthDtype::kQ4_K_M ? TensorType::kQ4_K : TensorType::kQ5_K;
     }
   }
   return TensorType::kF32;

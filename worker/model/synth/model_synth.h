@@ -16,11 +16,12 @@
 
 namespace bmad::synth {
 
-// The type of every matrix, embedding and output included; kQ4_K_M mixes Q4_K and Q6_K as
-// llama.cpp's Q4_K_M preset does for a Llama model (SynthMatrixType).
-enum class SynthDtype { kF32, kF16, kQ8_0, kQ4_K, kQ6_K, kQ4_K_M };
+// The type of every matrix, embedding and output included; kQ4_K_M and kQ5_K_M mix Q4_K or Q5_K
+// with Q6_K as llama.cpp's presets of those names do for a Llama model (SynthMatrixType).
+enum class SynthDtype { kF32, kF16, kQ8_0, kQ4_K, kQ6_K, kQ4_K_M, kQ5_K_M };
 
-std::string_view SynthDtypeName(SynthDtype dtype);  // "f32", "f16", "q8_0", "q4_k", "q6_k", "q4_k_m"
+// "f32", "f16", "q8_0", "q4_k", "q6_k", "q4_k_m", "q5_k_m"
+std::string_view SynthDtypeName(SynthDtype dtype);
 // kInvalidArgument naming the accepted names.
 Result<SynthDtype> ParseSynthDtype(std::string_view name);
 
@@ -62,9 +63,9 @@ Status ValidateSynthSpec(const SynthSpec& spec);
 int64_t SynthParameterCount(const SynthSpec& spec, int64_t vocab);
 
 // The GGUF type of matrix `tensor` (its name, e.g. "blk.3.attn_v.weight") of a model of
-// `layers` layers. For kQ4_K_M, llama.cpp's choice for Llama: Q6_K for output.weight, and for
-// attn_v and ffn_down in the layers that get more bits (the first and last eighth, and every
-// third between); Q4_K for the rest.
+// `layers` layers. For kQ4_K_M (kQ5_K_M), llama.cpp's choice for Llama: Q6_K for output.weight,
+// and for attn_v and ffn_down in the layers that get more bits (the first and last eighth, and
+// every third between); Q4_K (Q5_K) for the rest.
 gguf::TensorType SynthMatrixType(SynthDtype dtype, std::string_view tensor, int64_t layers);
 
 // Sets the model's metadata and adds its tensors to `writer`; the weights are generated when

@@ -70,15 +70,18 @@ Status EncodeRandomMatrix(const RandomMatrixSpec& spec, gguf::TensorType type,
       row_bytes = cols / kernels::kQ8_0Block * sizeof(kernels::BlockQ8_0);
       break;
     case gguf::TensorType::kQ4_K:
+    case gguf::TensorType::kQ5_K:
     case gguf::TensorType::kQ6_K:
       if (cols % kernels::kQK_K != 0) {
-        return InvalidArgument(what + ": Q4_K and Q6_K rows must be a multiple of 256");
+        return InvalidArgument(what + ": K-quant rows must be a multiple of 256");
       }
       row_bytes = cols / kernels::kQK_K *
-                  (type == gguf::TensorType::kQ4_K ? sizeof(kernels::BlockQ4_K) : sizeof(kernels::BlockQ6_K));
+                  (type == gguf::TensorType::kQ4_K   ? sizeof(kernels::BlockQ4_K)
+                   : type == gguf::TensorType::kQ5_K ? sizeof(kernels::BlockQ5_K)
+                                                     : sizeof(kernels::BlockQ6_K));
       break;
     default:
-      return InvalidArgument(what + ": can only be written as f32, f16, q8_0, q4_K or q6_K");
+      return InvalidArgument(what + ": can only be written as f32, f16, q8_0, q4_K, q5_K or q6_K");
   }
   if (out.size() != row_bytes * static_cast<size_t>(spec.rows)) {
     return InvalidArgument(what + ": output holds " + std::to_string(out.size()) +
@@ -104,6 +107,8 @@ Status EncodeRandomMatrix(const RandomMatrixSpec& spec, gguf::TensorType type,
       std::memcpy(dst, blocks.data(), row_bytes);
     } else if (type == gguf::TensorType::kQ4_K) {
       kernels::QuantizeRowQ4_K(row.data(), spec.cols, reinterpret_cast<kernels::BlockQ4_K*>(dst));
+    } else if (type == gguf::TensorType::kQ5_K) {
+      kernels::QuantizeRowQ5_K(row.data(), spec.cols, reinterpret_cast<kernels::BlockQ5_K*>(dst));
     } else {
       kernels::QuantizeRowQ6_K(row.data(), spec.cols, reinterpret_cast<kernels::BlockQ6_K*>(dst));
     }
