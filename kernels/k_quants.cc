@@ -169,54 +169,108 @@ void UnpackQ4_KScales(const uint8_t* scales, uint8_t sc[8], uint8_t m[8]) {
 
 namespace {
 
+// One Q4_K or Q5_K super-block unpacked for the products (once per tile of activation rows).
 template <class Block, void (*Unpack)(const Block&, uint8_t*)>
-float DotScaledMinQ8_K(const Block* w, const ActivationBlockQ8_K* a, int64_t blocks) {
-  float acc[16] = {}, acc_min[8] = {};
+struct ScaledMinBlock {
   uint8_t q[kQK_K], sc[8], m[8];
-  int32_t lanes[16];
-  for (int64_t s = 0; s < blocks; ++s) {
-    Unpack(w[s], q);
-    UnpackQ4_KScales(w[s].scales, sc, m);
-    IntegerLanes(q, a[s].q, [&](int e) { return int32_t(sc[e / 32]); }, lanes);
-    const float d = a[s].d * HalfToFloat(w[s].d);
-    const float dmin = -(a[s].d * HalfToFloat(w[s].dmin));
-    for (int i = 0; i < 16; ++i) acc[i] = std::fma(d, static_cast<float>(lanes[i]), acc[i]);
+  float d, dmin;
+
+  explicit ScaledMinBlock(const Block& b) : d(HalfToFloat(b.d)), dmin(HalfToFloat(b.dmin)) {
+    Unpack(b, q);
+    UnpackQ4_KScales(b.scales, sc, m);
+  }
+
+  void Step(const ActivationBlockQ8_K& a, float acc[16], float acc_min[8]) const {
+    int32_t lanes[16];
+    IntegerLanes(q, a.q, [&](int e) { return int32_t(sc[e / 32]); }, lanes);
+    const float ds = a.d * d;
+    const float dm = -(a.d * dmin);
+    for (int i = 0; i < 16; ++i) acc[i] = std::fma(ds, static_cast<float>(lanes[i]), acc[i]);
     for (int j = 0; j < 8; ++j) {
-      const int32_t mins = int32_t(m[j]) * (a[s].bsums[2 * j] + a[s].bsums[2 * j + 1]);
-      acc_min[j] = std::fma(dmin, static_cast<float>(mins), acc_min[j]);
+      const int32_t mins = int32_t(m[j]) * (a.bsums[2 * j] + a.bsums[2 * j + 1]);
+      acc_min[j] = std::fma(dm, static_cast<float>(mins), acc_min[j]);
     }
   }
-  return LaneSum(acc, 16) + LaneSum(acc_min, 8);
+};
+
+// One Q6_K super-block unpacked: its stored 0..63 values, as the vector kernel multiplies them.
+struct Q6_KBlock {
+  uint8_t biased[kQK_K];
+  int8_t sc[16];
+  float d;
+
+  explicit Q6_KBlock(const BlockQ6_K& b) : d(HalfToFloat(b.d)) {
+    int8_t q[kQK_K];
+    UnpackQ6_K(b, q);
+    for (int e = 0; e < kQK_K; ++e) biased[e] = static_cast<uint8_t>(q[e] + 32);
+    std::memcpy(sc, b.scales, sizeof(sc));
+  }
+
+  void Step(const ActivationBlockQ8_K& a, float acc[16], float acc_offset[8]) const {
+    int32_t lanes[16];
+    IntegerLanes(biased, a.q, [&](int e) { return int32_t(sc[e / 16]); }, lanes);
+    const float ds = a.d * d;
+    for (int i = 0; i < 16; ++i) acc[i] = std::fma(ds, static_cast<float>(lanes[i]), acc[i]);
+    for (int j = 0; j < 8; ++j) {
+      const int32_t offset = int32_t(sc[2 * j]) * a.bsums[2 * j] + int32_t(sc[2 * j + 1]) * a.bsums[2 * j + 1];
+      acc_offset[j] = std::fma(-32.0f * ds, static_cast<float>(offset), acc_offset[j]);
+    }
+  }
+};
+
+// out[c * out_stride] for c < n: the product of the weight row w with activation row c (its
+// blocks at a + c * blocks), each super-block unpacked once per 8 activation rows.
+template <class Unpacked, class Block>
+void DotRows(const Block* w, const ActivationBlockQ8_K* a, int64_t blocks, int64_t n, float* out,
+             int64_t out_stride) {
+  constexpr int64_t kTile = 8;
+  for (int64_t c0 = 0; c0 < n; c0 += kTile) {
+    const int64_t t = std::min(kTile, n - c0);
+    float acc[kTile][16] = {}, acc_min[kTile][8] = {};
+    for (int64_t s = 0; s < blocks; ++s) {
+      const Unpacked u(w[s]);
+      for (int64_t c = 0; c < t; ++c) u.Step(a[(c0 + c) * blocks + s], acc[c], acc_min[c]);
+    }
+    for (int64_t c = 0; c < t; ++c) out[(c0 + c) * out_stride] = LaneSum(acc[c], 16) + LaneSum(acc_min[c], 8);
+  }
 }
+
+using Q4_KBlock = ScaledMinBlock<BlockQ4_K, UnpackQ4_K>;
+using Q5_KBlock = ScaledMinBlock<BlockQ5_K, UnpackQ5_K>;
 
 }  // namespace
 
+void DotQ4_KQ8_KRows(const BlockQ4_K* w, const ActivationBlockQ8_K* a, int64_t blocks, int64_t n,
+                     float* out, int64_t out_stride) {
+  DotRows<Q4_KBlock>(w, a, blocks, n, out, out_stride);
+}
+
+void DotQ5_KQ8_KRows(const BlockQ5_K* w, const ActivationBlockQ8_K* a, int64_t blocks, int64_t n,
+                     float* out, int64_t out_stride) {
+  DotRows<Q5_KBlock>(w, a, blocks, n, out, out_stride);
+}
+
+void DotQ6_KQ8_KRows(const BlockQ6_K* w, const ActivationBlockQ8_K* a, int64_t blocks, int64_t n,
+                     float* out, int64_t out_stride) {
+  DotRows<Q6_KBlock>(w, a, blocks, n, out, out_stride);
+}
+
 float DotQ4_KQ8_K(const BlockQ4_K* w, const ActivationBlockQ8_K* a, int64_t blocks) {
-  return DotScaledMinQ8_K<BlockQ4_K, UnpackQ4_K>(w, a, blocks);
+  float out;
+  DotQ4_KQ8_KRows(w, a, blocks, 1, &out, 1);
+  return out;
 }
 
 float DotQ5_KQ8_K(const BlockQ5_K* w, const ActivationBlockQ8_K* a, int64_t blocks) {
-  return DotScaledMinQ8_K<BlockQ5_K, UnpackQ5_K>(w, a, blocks);
+  float out;
+  DotQ5_KQ8_KRows(w, a, blocks, 1, &out, 1);
+  return out;
 }
 
 float DotQ6_KQ8_K(const BlockQ6_K* w, const ActivationBlockQ8_K* a, int64_t blocks) {
-  float acc[16] = {}, acc_offset[8] = {};
-  int8_t q[kQK_K];
-  int32_t lanes[16];
-  for (int64_t s = 0; s < blocks; ++s) {
-    UnpackQ6_K(w[s], q);
-    uint8_t biased[kQK_K];  // the stored 0..63 values, as the vector kernel multiplies them
-    for (int e = 0; e < kQK_K; ++e) biased[e] = static_cast<uint8_t>(q[e] + 32);
-    const int8_t* sc = w[s].scales;
-    IntegerLanes(biased, a[s].q, [&](int e) { return int32_t(sc[e / 16]); }, lanes);
-    const float d = a[s].d * HalfToFloat(w[s].d);
-    for (int i = 0; i < 16; ++i) acc[i] = std::fma(d, static_cast<float>(lanes[i]), acc[i]);
-    for (int j = 0; j < 8; ++j) {
-      const int32_t offset = int32_t(sc[2 * j]) * a[s].bsums[2 * j] + int32_t(sc[2 * j + 1]) * a[s].bsums[2 * j + 1];
-      acc_offset[j] = std::fma(-32.0f * d, static_cast<float>(offset), acc_offset[j]);
-    }
-  }
-  return LaneSum(acc, 16) + LaneSum(acc_offset, 8);
+  float out;
+  DotQ6_KQ8_KRows(w, a, blocks, 1, &out, 1);
+  return out;
 }
 
 namespace {

@@ -88,6 +88,15 @@ void RoundToQ8_K(const float* x, int64_t n, float* out);
 float DotQ4_KQ8_K(const BlockQ4_K* w, const ActivationBlockQ8_K* a, int64_t blocks);
 float DotQ5_KQ8_K(const BlockQ5_K* w, const ActivationBlockQ8_K* a, int64_t blocks);
 float DotQ6_KQ8_K(const BlockQ6_K* w, const ActivationBlockQ8_K* a, int64_t blocks);
+// The same for n activation rows (row c's blocks at a + c * blocks; its result at
+// out[c * out_stride]), each super-block unpacked once per 8 rows: bit for bit n calls of the
+// above (the portable kernels' products).
+void DotQ4_KQ8_KRows(const BlockQ4_K* w, const ActivationBlockQ8_K* a, int64_t blocks, int64_t n,
+                     float* out, int64_t out_stride);
+void DotQ5_KQ8_KRows(const BlockQ5_K* w, const ActivationBlockQ8_K* a, int64_t blocks, int64_t n,
+                     float* out, int64_t out_stride);
+void DotQ6_KQ8_KRows(const BlockQ6_K* w, const ActivationBlockQ8_K* a, int64_t blocks, int64_t n,
+                     float* out, int64_t out_stride);
 
 // The 8 scales and 8 mins of a Q4_K or Q5_K block (its 12 packed bytes), as bytes.
 void UnpackQ4_KScales(const uint8_t* scales, uint8_t sc[8], uint8_t m[8]);

@@ -140,11 +140,12 @@ void KQuantDotRowsScalar(WeightType type, const uint8_t* w, size_t w_stride, int
   const int64_t nb = k / kQK_K;
   for (int64_t r = 0; r < rows; ++r) {
     const uint8_t* row = w + static_cast<size_t>(r) * w_stride;
-    for (int64_t c = 0; c < cols; ++c) {
-      const ActivationBlockQ8_K* x = xq + c * nb;
-      y[c * ldy + r] = type == WeightType::kQ4_K   ? DotQ4_KQ8_K(reinterpret_cast<const BlockQ4_K*>(row), x, nb)
-                       : type == WeightType::kQ5_K ? DotQ5_KQ8_K(reinterpret_cast<const BlockQ5_K*>(row), x, nb)
-                                                   : DotQ6_KQ8_K(reinterpret_cast<const BlockQ6_K*>(row), x, nb);
+    if (type == WeightType::kQ4_K) {
+      DotQ4_KQ8_KRows(reinterpret_cast<const BlockQ4_K*>(row), xq, nb, cols, y + r, ldy);
+    } else if (type == WeightType::kQ5_K) {
+      DotQ5_KQ8_KRows(reinterpret_cast<const BlockQ5_K*>(row), xq, nb, cols, y + r, ldy);
+    } else {
+      DotQ6_KQ8_KRows(reinterpret_cast<const BlockQ6_K*>(row), xq, nb, cols, y + r, ldy);
     }
   }
 }

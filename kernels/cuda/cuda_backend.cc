@@ -293,6 +293,9 @@ PreparedWeight CudaBackend::PrepareMatMulWeight(const WeightMatrix& w) {
 void CudaBackend::Embedding(const WeightMatrix& table, std::span<const int32_t> ids, float* out) {
   Run("Embedding", [&]() -> Status {
     if (ids.empty()) return Status::Ok();
+    if (!HasWeightType(table.type)) {
+      return Unimplemented("the CUDA backend has no " + std::string(WeightTypeName(table.type)) + " embedding rows");
+    }
     BMAD_RETURN_IF_ERROR(CheckDevicePointers("Embedding", {table.data, out}));
     host_meta_.assign(ids.begin(), ids.end());
     BMAD_ASSIGN_OR_RETURN(const int32_t* d_ids, Upload(kIds, host_meta_));

@@ -258,6 +258,44 @@ TEST_P(BackendOpsTest, KQuantMatMulIsBatchInvariant) {
   }
 }
 
+// A layer's products of one input mixing K-quants with other types and layouts, as Q4_K_M files
+// do (Q4_K query and key, Q6_K value): the K-quant products share one rounding of the input to
+// Q8_K, and a packed or Q8_0 product between them must not disturb it. Each output bit for bit
+// what MatMul gives it alone.
+TEST_P(BackendOpsTest, MatMulsMixingKQuantsEqualsEachMatMulAlone) {
+  const int64_t k = 512;
+  uint64_t seed = 950;
+  const WeightType types[] = {WeightType::kQ4_K, WeightType::kQ6_K, WeightType::kF16, WeightType::kQ5_K,
+                              WeightType::kQ8_0, WeightType::kQ4_K};
+  const int64_t rows[] = {70, 33, 40, 65, 17, 0};
+  for (const int64_t m : {1, 9, 300}) {
+    const std::vector<float> x = RandomFloats(static_cast<size_t>(m * k), ++seed);
+    std::vector<OwnedWeights> owned;
+    std::vector<PreparedWeight> prepared;
+    std::vector<WeightMatrix> views;
+    for (size_t i = 0; i < std::size(types); ++i) {
+      owned.push_back(MakeWeights(types[i], rows[i], k, ++seed));
+      prepared.push_back(cpu_->PrepareMatMulWeight(owned.back().view));
+      // The Q8_0 weight unpacked (rows), the F16 one packed.
+      views.push_back(types[i] == WeightType::kQ8_0 ? owned.back().view : prepared.back().view);
+    }
+    std::vector<std::vector<float>> shared(views.size()), alone(views.size());
+    std::vector<const WeightMatrix*> ws;
+    std::vector<float*> ys;
+    for (size_t i = 0; i < views.size(); ++i) {
+      shared[i].assign(static_cast<size_t>(m * rows[i]), -1.0f);
+      alone[i].assign(shared[i].size(), -2.0f);
+      ws.push_back(&views[i]);
+      ys.push_back(shared[i].data());
+      cpu_->MatMul(x.data(), m, views[i], alone[i].data());
+    }
+    cpu_->MatMuls(x.data(), m, ws, ys);
+    for (size_t i = 0; i < views.size(); ++i) {
+      ASSERT_EQ(shared[i], alone[i]) << WeightTypeName(types[i]) << " m=" << m << " weight " << i;
+    }
+  }
+}
+
 TEST_P(BackendOpsTest, EmbeddingNormRopeSwiGluSoftmaxArgmax) {
   for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kQ8_0, WeightType::kQ4_K,
                           WeightType::kQ5_K, WeightType::kQ6_K}) {

@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -255,8 +257,71 @@ TEST(KQuantsTest, VectorQ8_KRoundingEqualsThePortableOne) {
   EXPECT_EQ(want[2].q[600 - 512], 0);  // NaN
 }
 
+// Weight rows of `type` for the kernel tests: the first `quantized` rows from our quantizers, the
+// rest random bytes (any scale and min bits, Q6_K's negative scales among them), with finite
+// F16 super-scales.
+std::vector<uint8_t> KQuantRows(WeightType type, int64_t rows, int64_t quantized, int64_t k, uint64_t seed) {
+  const size_t row_bytes = RowBytes(type, k);
+  const std::vector<float> w = bmad::testing::RandomFloats(static_cast<size_t>(rows * k), seed, 0.1f);
+  std::vector<uint8_t> bytes(row_bytes * static_cast<size_t>(rows));
+  std::mt19937_64 rng(seed);
+  for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
+  for (int64_t r = 0; r < rows; ++r) {
+    uint8_t* dst = bytes.data() + row_bytes * static_cast<size_t>(r);
+    for (int64_t b = 0; b < k / kQK_K; ++b) {
+      const uint16_t scale = FloatToHalf(0.01f * static_cast<float>(1 + (r + b) % 7));
+      if (type == WeightType::kQ6_K) {
+        std::memcpy(dst + b * sizeof(BlockQ6_K) + offsetof(BlockQ6_K, d), &scale, 2);
+      } else {  // d then dmin lead both Q4_K and Q5_K blocks
+        const size_t block = type == WeightType::kQ4_K ? sizeof(BlockQ4_K) : sizeof(BlockQ5_K);
+        std::memcpy(dst + b * block, &scale, 2);
+        std::memcpy(dst + b * block + 2, &scale, 2);
+      }
+    }
+    if (r >= quantized) continue;
+    if (type == WeightType::kQ4_K) {
+      QuantizeRowQ4_K(w.data() + r * k, k, reinterpret_cast<BlockQ4_K*>(dst));
+    } else if (type == WeightType::kQ5_K) {
+      QuantizeRowQ5_K(w.data() + r * k, k, reinterpret_cast<BlockQ5_K*>(dst));
+    } else {
+      QuantizeRowQ6_K(w.data() + r * k, k, reinterpret_cast<BlockQ6_K*>(dst));
+    }
+  }
+  return bytes;
+}
+
+// The portable products of many activation rows at once are bit for bit one row at a time.
+TEST(KQuantsTest, ProductsOfManyRowsEqualOneAtATime) {
+  const int64_t k = 2 * kQK_K, n = 11;
+  std::vector<float> x = bmad::testing::RandomFloats(static_cast<size_t>(n * k), 61, 2.0f);
+  std::vector<ActivationBlockQ8_K> xq(static_cast<size_t>(n * k / kQK_K));
+  QuantizeActivationRowQ8_K(x.data(), n * k, xq.data());
+  for (WeightType type : {WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K}) {
+    const std::vector<uint8_t> row = KQuantRows(type, 1, 0, k, 63);
+    std::vector<float> many(static_cast<size_t>(2 * n), -1.0f);
+    const ActivationBlockQ8_K* a = xq.data();
+    for (int64_t c = 0; c < n; ++c) {
+      const ActivationBlockQ8_K* ac = a + c * (k / kQK_K);
+      float one;
+      if (type == WeightType::kQ4_K) {
+        if (c == 0) DotQ4_KQ8_KRows(reinterpret_cast<const BlockQ4_K*>(row.data()), a, k / kQK_K, n, many.data(), 2);
+        one = DotQ4_KQ8_K(reinterpret_cast<const BlockQ4_K*>(row.data()), ac, k / kQK_K);
+      } else if (type == WeightType::kQ5_K) {
+        if (c == 0) DotQ5_KQ8_KRows(reinterpret_cast<const BlockQ5_K*>(row.data()), a, k / kQK_K, n, many.data(), 2);
+        one = DotQ5_KQ8_K(reinterpret_cast<const BlockQ5_K*>(row.data()), ac, k / kQK_K);
+      } else {
+        if (c == 0) DotQ6_KQ8_KRows(reinterpret_cast<const BlockQ6_K*>(row.data()), a, k / kQK_K, n, many.data(), 2);
+        one = DotQ6_KQ8_K(reinterpret_cast<const BlockQ6_K*>(row.data()), ac, k / kQK_K);
+      }
+      EXPECT_EQ(many[static_cast<size_t>(2 * c)], one) << WeightTypeName(type) << " row " << c;
+      EXPECT_EQ(many[static_cast<size_t>(2 * c + 1)], -1.0f) << "the stride's gaps stay untouched";
+    }
+  }
+}
+
 // The AVX-512 VNNI kernels give the portable result bit for bit, for every tile boundary of
-// activation rows and rows of weights of each type.
+// activation rows and rows of weights of each type: rows our quantizers wrote and rows of random
+// bytes (every bit pattern of scales, mins and values, Q6_K's negative scales included).
 TEST(KQuantsTest, IntegerKernelsEqualThePortableOnes) {
   const cpu::SimdKernels* simd = cpu::Avx512SimdKernels();
   if (simd == nullptr || simd->kquant_dot_rows == cpu::KQuantDotRowsScalar) {
@@ -265,18 +330,7 @@ TEST(KQuantsTest, IntegerKernelsEqualThePortableOnes) {
   const int64_t k = 3 * kQK_K, rows = 9;
   for (WeightType type : {WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K}) {
     const size_t row_bytes = RowBytes(type, k);
-    const std::vector<float> w = bmad::testing::RandomFloats(static_cast<size_t>(rows * k), 41, 0.1f);
-    std::vector<uint8_t> bytes(row_bytes * rows);
-    for (int64_t r = 0; r < rows; ++r) {
-      uint8_t* dst = bytes.data() + row_bytes * static_cast<size_t>(r);
-      if (type == WeightType::kQ4_K) {
-        QuantizeRowQ4_K(w.data() + r * k, k, reinterpret_cast<BlockQ4_K*>(dst));
-      } else if (type == WeightType::kQ5_K) {
-        QuantizeRowQ5_K(w.data() + r * k, k, reinterpret_cast<BlockQ5_K*>(dst));
-      } else {
-        QuantizeRowQ6_K(w.data() + r * k, k, reinterpret_cast<BlockQ6_K*>(dst));
-      }
-    }
+    const std::vector<uint8_t> bytes = KQuantRows(type, rows, 4, k, 41);
     for (int64_t m : {1, 2, 15, 16, 17, 33}) {
       std::vector<float> x = bmad::testing::RandomFloats(static_cast<size_t>(m * k), 43 + static_cast<uint64_t>(m), 4.0f);
       x[5] = 1e-30f;  // tiny and large magnitudes in one block

@@ -443,7 +443,7 @@ TEST(LlamaShardTest, TheSplitCheckRefusesWhatLoadingRefuses) {
       {k_cut, 1, 2, {}, ""},
       {k_cut, 2, 1, {}, "q4_K tensor 'blk.0.attn_output.weight' would be cut into slices of 128 columns "
                         "for 2 tensor-parallel ranks (parallel.tp); q4_K weights split only at multiples "
-                        "of 256 columns"},
+                        "of 256 columns (use another parallel.tp, or an f16 or q8_0 model)"},
       {k_whole, 2, 1, {}, ""},
   };
   kernels::CpuBackend backend;

@@ -2,6 +2,7 @@
 
 #include <optional>
 
+#include "kernels/q8_0.h"
 #include "worker/model/llama/llama_shard.h"
 
 namespace bmad::model {
@@ -13,7 +14,8 @@ Status CheckColumnSlice(const std::string& name, std::string_view type_name, int
                          "' would be cut into slices of " + std::to_string(count) + " columns for " +
                          std::to_string(tp) + " tensor-parallel ranks (parallel.tp); " + std::string(type_name) +
                          " weights split only at multiples of " + std::to_string(block_elements) +
-                         " columns (use another parallel.tp, or an f16 model)");
+                         " columns (use another parallel.tp, or an f16" +
+                         (block_elements > kernels::kQ8_0Block ? " or q8_0" : "") + " model)");
 }
 
 Status CheckLlamaSplit(const gguf::GgufFile& file, const LlamaConfig& c, int64_t tp, int64_t pp,
