@@ -96,13 +96,6 @@ const float* MatMulEngine::RoundedInput(const float* x, int64_t m, const WeightM
     });
     return rounded;
   }
-  if (IsKQuant(w.type)) {
-    float* rounded = scratch_.Get(pool_.size(), static_cast<size_t>(m * k));
-    ForRowBlocks(m, k, [&](int64_t r0, int64_t rows) {
-      RoundToQ8_K(x + r0 * k, rows * k, rounded + r0 * k);
-    });
-    return rounded;
-  }
   return x;
 }
 

@@ -102,6 +102,26 @@ class BackendOpsTest : public ::testing::TestWithParam<Variant> {
     options.threads = GetParam().threads;
     cpu_ = std::make_unique<CpuBackend>(options);
   }
+  // MatMuls of x (m rows) with every weight in `views` gives each output bit for bit what MatMul
+  // gives it alone.
+  void ExpectMatMulsEqualEachAlone(const std::vector<float>& x, int64_t m, const std::vector<WeightMatrix>& views,
+                                   const std::string& what) {
+    std::vector<std::vector<float>> shared(views.size()), alone(views.size());
+    std::vector<const WeightMatrix*> ws;
+    std::vector<float*> ys;
+    for (size_t i = 0; i < views.size(); ++i) {
+      shared[i].assign(static_cast<size_t>(m * views[i].rows), -1.0f);
+      alone[i].assign(shared[i].size(), -2.0f);
+      ws.push_back(&views[i]);
+      ys.push_back(shared[i].data());
+      cpu_->MatMul(x.data(), m, views[i], alone[i].data());
+    }
+    cpu_->MatMuls(x.data(), m, ws, ys);
+    for (size_t i = 0; i < views.size(); ++i) {
+      ASSERT_EQ(shared[i], alone[i]) << what << " weight " << i << " (" << WeightTypeName(views[i].type) << ")";
+    }
+  }
+
   std::unique_ptr<CpuBackend> cpu_;
   ReferenceBackend ref_;
 };
@@ -210,21 +230,9 @@ TEST_P(BackendOpsTest, MatMulsEqualsEachMatMulAlone) {
           prepared.push_back(cpu_->PrepareMatMulWeight(owned.back().view));
           views.push_back(mixed && i == 3 ? owned.back().view : prepared.back().view);
         }
-        std::vector<std::vector<float>> shared(4), alone(4);
-        std::vector<const WeightMatrix*> ws;
-        std::vector<float*> ys;
-        for (size_t i = 0; i < 4; ++i) {
-          shared[i].assign(static_cast<size_t>(m * rows[i]), -1.0f);
-          alone[i].assign(shared[i].size(), -2.0f);
-          ws.push_back(&views[i]);
-          ys.push_back(shared[i].data());
-          cpu_->MatMul(x.data(), m, views[i], alone[i].data());
-        }
-        cpu_->MatMuls(x.data(), m, ws, ys);
-        for (size_t i = 0; i < 4; ++i) {
-          ASSERT_EQ(shared[i], alone[i]) << WeightTypeName(type) << (mixed ? " mixed" : "")
-                                         << " m=" << m << " weight " << i;
-        }
+        ExpectMatMulsEqualEachAlone(x, m, views,
+                                    std::string(WeightTypeName(type)) + (mixed ? " mixed" : "") +
+                                        " m=" + std::to_string(m));
       }
     }
   }
@@ -279,20 +287,7 @@ TEST_P(BackendOpsTest, MatMulsMixingKQuantsEqualsEachMatMulAlone) {
       // The Q8_0 weight unpacked (rows), the F16 one packed.
       views.push_back(types[i] == WeightType::kQ8_0 ? owned.back().view : prepared.back().view);
     }
-    std::vector<std::vector<float>> shared(views.size()), alone(views.size());
-    std::vector<const WeightMatrix*> ws;
-    std::vector<float*> ys;
-    for (size_t i = 0; i < views.size(); ++i) {
-      shared[i].assign(static_cast<size_t>(m * rows[i]), -1.0f);
-      alone[i].assign(shared[i].size(), -2.0f);
-      ws.push_back(&views[i]);
-      ys.push_back(shared[i].data());
-      cpu_->MatMul(x.data(), m, views[i], alone[i].data());
-    }
-    cpu_->MatMuls(x.data(), m, ws, ys);
-    for (size_t i = 0; i < views.size(); ++i) {
-      ASSERT_EQ(shared[i], alone[i]) << WeightTypeName(types[i]) << " m=" << m << " weight " << i;
-    }
+    ExpectMatMulsEqualEachAlone(x, m, views, "m=" + std::to_string(m));
   }
 }
 
