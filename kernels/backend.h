@@ -79,10 +79,11 @@ struct MemoryHooks {
 };
 
 // Whether the backend named `backend` ("cpu", "reference", "cuda") multiplies weights of
-// `type`: the CUDA backend has no K-quant kernels yet. Asked without a device too (bmad model
-// check); Backend::HasWeightType answers from it.
+// `type`: the CUDA backend has kernels for F32, F16 and Q8_0 only. Asked without a device too
+// (bmad model check); Backend::HasWeightType answers from it.
 inline bool BackendHasWeightType(std::string_view backend, WeightType type) {
-  return backend != "cuda" || !IsKQuant(type);
+  return backend != "cuda" || type == WeightType::kF32 || type == WeightType::kF16 ||
+         type == WeightType::kQ8_0;
 }
 
 class Backend {
@@ -176,7 +177,9 @@ class Backend {
   virtual Status Synchronize() { return Status::Ok(); }
 
   // Called once per matrix at load time: re-lays out (CPU: packed panels) or uploads (GPU) a
-  // kRows matrix for MatMul. Never dequantizes: a Q8_0 matrix stays 8-bit.
+  // kRows matrix for MatMul. Never dequantizes: a Q8_0 matrix stays 8-bit (the CPU backend
+  // widens Q4_0 and Q5_0 to Q8_0 panels, the same values, and Q4_1 and Q5_1 to 8-bit panels
+  // with a min per block; the view's type says which).
   virtual PreparedWeight PrepareMatMulWeight(const WeightMatrix& w) = 0;
 
   // out[i, :] = table row ids[i], as F32.                       out: [ids.size(), table.cols]
@@ -192,10 +195,10 @@ class Backend {
                     int64_t head_dim, const RopeConfig& rope) = 0;
 
   // y = x · Wᵀ.                                  x: [m, w.cols]   y: [m, w.rows]
-  // w is kRows or what PrepareMatMulWeight returned. As in llama.cpp, F16 weights multiply
-  // F16-rounded activations, Q8_0 weights activations rounded to Q8_0 (RoundToQ8_0 in
-  // kernels/q8_0.h), and Q4_K and Q6_K weights activations rounded to Q8_K (RoundToQ8_K in
-  // kernels/k_quants.h); F32 accumulation. For prepared weights the result of each row of y does
+  // w is kRows or what PrepareMatMulWeight returned. As in llama.cpp, F16 (BF16) weights
+  // multiply F16- (BF16-) rounded activations, Q8_0 and the other 32-weight types' weights
+  // (Q4_0, Q5_0, Q4_1, Q5_1) activations rounded to Q8_0 (RoundToQ8_0 in kernels/q8_0.h), and K-quant weights activations rounded to Q8_K
+  // (RoundToQ8_K in kernels/k_quants.h): ActivationRoundingOf(w.type). F32 accumulation. For prepared weights the result of each row of y does
   // not depend on m (batch invariance).
   virtual void MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y) = 0;
 

@@ -68,8 +68,8 @@ void MatMulEngine::RunShared(const float* x, int64_t m, std::span<const WeightMa
     }
     return;
   }
-  // With VNNI, Q8_0 panels take the activations as 8-bit integers (RunPanelsQ8).
-  if (w0.type == WeightType::kQ8_0 && simd_.panel_gemm_q8 != nullptr) {
+  // With VNNI, Q8_0 (Q4_1, Q5_1) panels take the activations as 8-bit integers (RunPanelsQ8).
+  if ((w0.type == WeightType::kQ8_0 || HasBlockMins(w0.type)) && simd_.panel_gemm_q8 != nullptr) {
     RunPanelsQ8(x, m, ws, ys);
   } else {
     RunPanels(x, m, ws, ys);
@@ -77,26 +77,25 @@ void MatMulEngine::RunShared(const float* x, int64_t m, std::span<const WeightMa
 }
 
 const float* MatMulEngine::RoundedInput(const float* x, int64_t m, const WeightMatrix& w) {
+  // llama.cpp rounds the activations as the weights' type multiplies them (ActivationRoundingOf);
+  // doing the same keeps our greedy output token-for-token equal to it. Without VNNI, Q8_0
+  // products multiply the values the Q8_0-rounded activations stand for, in floats.
+  const ActivationRounding rounding = ActivationRoundingOf(w.type);
+  if (rounding == ActivationRounding::kNone || rounding == ActivationRounding::kQ8_K) return x;
   const int64_t k = w.cols;
-  if (w.type == WeightType::kF16) {
-    // llama.cpp multiplies F16 weights by F16-rounded activations; doing the same keeps our
-    // greedy output token-for-token equal to it.
-    float* rounded = scratch_.Get(pool_.size(), static_cast<size_t>(m * k));
-    ForRowBlocks(m, k, [&](int64_t r0, int64_t rows) {
-      simd_.round_half(x + r0 * k, rows * k, rounded + r0 * k);
-    });
-    return rounded;
+  float* rounded = scratch_.Get(pool_.size(), static_cast<size_t>(m * k));
+  ForRowBlocks(m, k, [&](int64_t r0, int64_t rows) { Round(rounding, x + r0 * k, rows * k, rounded + r0 * k); });
+  return rounded;
+}
+
+void MatMulEngine::Round(ActivationRounding rounding, const float* x, int64_t n, float* out) const {
+  switch (rounding) {
+    case ActivationRounding::kHalf: simd_.round_half(x, n, out); break;
+    case ActivationRounding::kBf16: simd_.round_bf16(x, n, out); break;
+    case ActivationRounding::kQ8_0: RoundToQ8_0(x, n, out); break;
+    case ActivationRounding::kNone:
+    case ActivationRounding::kQ8_K: std::copy(x, x + n, out); break;  // not float roundings
   }
-  if (w.type == WeightType::kQ8_0) {
-    // llama.cpp rounds the activations of Q8_0 products to Q8_0 too (kernels/q8_0.h); without
-    // VNNI the float kernels multiply the values the rounded activations stand for.
-    float* rounded = scratch_.Get(pool_.size(), static_cast<size_t>(m * k));
-    ForRowBlocks(m, k, [&](int64_t r0, int64_t rows) {
-      RoundToQ8_0(x + r0 * k, rows * k, rounded + r0 * k);
-    });
-    return rounded;
-  }
-  return x;
 }
 
 void MatMulEngine::ForRowBlocks(int64_t m, int64_t k,
@@ -141,7 +140,7 @@ void MatMulEngine::RunPanels(const float* x, int64_t m, std::span<const WeightMa
                              std::span<float* const> ys) {
   const int64_t k = ws[0]->cols;
   const WeightType type = ws[0]->type;
-  // F16 and, without VNNI, Q8_0 products take rounded activations; F32 ones take x as it is.
+  // F16, BF16 and, without VNNI, Q8_0 products take rounded activations; F32 ones take x as it is.
   const bool rounds = type != WeightType::kF32;
   const bool per_thread = rounds && PrepareInputPerThread(m, k, static_cast<size_t>(m * k));
   const float* shared = rounds && !per_thread ? RoundedInput(x, m, *ws[0]) : x;
@@ -150,11 +149,7 @@ void MatMulEngine::RunPanels(const float* x, int64_t m, std::span<const WeightMa
     if (per_thread) {
       float* own = scratch_.Get(thread, static_cast<size_t>(m * k));
       if (!input_ready_[thread]) {
-        if (type == WeightType::kF16) {
-          simd_.round_half(x, m * k, own);
-        } else {
-          RoundToQ8_0(x, m * k, own);
-        }
+        Round(ActivationRoundingOf(type), x, m * k, own);
         input_ready_[thread] = 1;
       }
       input = own;
@@ -189,7 +184,7 @@ void MatMulEngine::RunPanelsQ8(const float* x, int64_t m, std::span<const Weight
       input = own;
     }
     const WeightMatrix& w = *ws[i];
-    simd_.panel_gemm_q8(panels, w.row_bytes, rows, input, m, k, ys[i] + first, w.rows);
+    simd_.panel_gemm_q8(w.type, panels, w.row_bytes, rows, input, m, k, ys[i] + first, w.rows);
   });
 }
 

@@ -1,6 +1,6 @@
-// y = x · Wᵀ on the CPU for F32, F16, Q8_0, Q4_K and Q6_K weights (see Backend::MatMul for the
-// contract: F16 products take F16-rounded activations, Q8_0 products Q8_0-rounded ones, K-quant
-// products Q8_K-rounded ones).
+// y = x · Wᵀ on the CPU for F32, F16, BF16, Q8_0 (Q4_0 and Q5_0 packed as Q8_0; Q4_1 and Q5_1
+// as 8-bit panels with mins) and K-quant weights (see Backend::MatMul for the contract: activations rounded as ActivationRoundingOf
+// the weights' type says).
 //
 // Packed weights (the normal case, see packed_weights.h): groups of 12 panels (192 outputs) are
 // handed to the threads; each multiplies its panels by every activation row with register tiles
@@ -55,9 +55,11 @@ class MatMulEngine {
   // m x k activations in their scratch slot; if so, reserves `floats` in each thread's slot and
   // clears input_ready_.
   bool PrepareInputPerThread(int64_t m, int64_t k, size_t floats);
-  // x rounded as products with weights of w's type take it (F16, or Q8_0 values without VNNI);
-  // x itself for F32.
+  // x rounded as products with weights of w's type take it (F16, BF16, or Q8_0 values without
+  // VNNI); x itself for F32.
   const float* RoundedInput(const float* x, int64_t m, const WeightMatrix& w);
+  // out = n values of x rounded as `rounding` says (F16, BF16 or Q8_0 values).
+  void Round(ActivationRounding rounding, const float* x, int64_t n, float* out) const;
   void RunPanels(const float* x, int64_t m, std::span<const WeightMatrix* const> ws,
                  std::span<float* const> ys);
   void RunPanelsQ8(const float* x, int64_t m, std::span<const WeightMatrix* const> ws,

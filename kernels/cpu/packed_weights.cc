@@ -1,9 +1,12 @@
 #include "kernels/cpu/packed_weights.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
+#include "common/bfloat16.h"
 #include "common/half.h"
+#include "kernels/legacy_quants.h"
 #include "kernels/q8_0.h"
 
 namespace bmad::kernels::cpu {
@@ -12,13 +15,38 @@ namespace {
 void FreeAligned(uint8_t* p) { std::free(p); }
 void FreeNothing(uint8_t*) {}
 
+// Puts block b of a row (as Q8_0) into lane `lane` of panel p.
+void PackQ8Block(const BlockQ8_0& block, int64_t b, int64_t lane, uint8_t* p) {
+  uint8_t* pb = p + static_cast<size_t>(b) * kPanelQ8BlockBytes;
+  const float scale = HalfToFloat(block.scale);
+  std::memcpy(pb + lane * 4, &scale, 4);
+  for (int j = 0; j < kQ8_0Block; ++j) {
+    pb[PanelQ8ValueOffset(j, lane)] = static_cast<uint8_t>(block.q[j] + 128);
+  }
+}
+
+// Puts block b of a row with mins into lane `lane` of panel p.
+void PackQ8MinBlock(const LevelsWithMin& block, int64_t b, int64_t lane, uint8_t* p) {
+  uint8_t* pb = p + static_cast<size_t>(b) * kPanelQ8MinBlockBytes;
+  std::memcpy(pb + lane * 4, &block.scale, 4);
+  std::memcpy(pb + (kPanelRows + lane) * 4, &block.min, 4);
+  for (int j = 0; j < kQ8_0Block; ++j) {
+    pb[PanelQ8ValueOffset(j, lane, 2 * kPanelRows * sizeof(float))] = static_cast<uint8_t>(block.q[j] + 128);
+  }
+}
+
 }  // namespace
 
 size_t PanelBytes(WeightType type, int64_t cols) {
   switch (type) {
     case WeightType::kF32: return static_cast<size_t>(cols) * kPanelRows * 4;
-    case WeightType::kF16: return static_cast<size_t>(cols) * kPanelRows * 2;
-    case WeightType::kQ8_0: return static_cast<size_t>(cols / kQ8_0Block) * kPanelQ8BlockBytes;
+    case WeightType::kF16:
+    case WeightType::kBF16: return static_cast<size_t>(cols) * kPanelRows * 2;
+    case WeightType::kQ8_0:
+    case WeightType::kQ4_0:
+    case WeightType::kQ5_0: return static_cast<size_t>(cols / kQ8_0Block) * kPanelQ8BlockBytes;
+    case WeightType::kQ4_1:
+    case WeightType::kQ5_1: return static_cast<size_t>(cols / kQ8_0Block) * kPanelQ8MinBlockBytes;
     case WeightType::kQ4_K:
     case WeightType::kQ5_K:
     case WeightType::kQ6_K: return 0;  // not Packable
@@ -46,20 +74,34 @@ PackedWeights PackWeights(const WeightMatrix& w, const std::function<void*(size_
         }
         break;
       case WeightType::kF16:
+      case WeightType::kBF16:
         for (int64_t c = 0; c < w.cols; ++c) {
           std::memcpy(p + (c * kPanelRows + lane) * 2, row + c * 2, 2);
         }
         break;
       case WeightType::kQ8_0: {
         const auto* blocks = reinterpret_cast<const BlockQ8_0*>(row);
-        for (int64_t b = 0; b < w.cols / kQ8_0Block; ++b) {
-          uint8_t* pb = p + static_cast<size_t>(b) * kPanelQ8BlockBytes;
-          const float scale = HalfToFloat(blocks[b].scale);
-          std::memcpy(pb + lane * 4, &scale, 4);
-          for (int j = 0; j < kQ8_0Block; ++j) {
-            pb[PanelQ8ValueOffset(j, lane)] = static_cast<uint8_t>(blocks[b].q[j] + 128);
-          }
-        }
+        for (int64_t b = 0; b < w.cols / kQ8_0Block; ++b) PackQ8Block(blocks[b], b, lane, p);
+        break;
+      }
+      case WeightType::kQ4_0: {
+        const auto* blocks = reinterpret_cast<const BlockQ4_0*>(row);
+        for (int64_t b = 0; b < w.cols / kQ8_0Block; ++b) PackQ8Block(ToQ8_0(blocks[b]), b, lane, p);
+        break;
+      }
+      case WeightType::kQ5_0: {
+        const auto* blocks = reinterpret_cast<const BlockQ5_0*>(row);
+        for (int64_t b = 0; b < w.cols / kQ8_0Block; ++b) PackQ8Block(ToQ8_0(blocks[b]), b, lane, p);
+        break;
+      }
+      case WeightType::kQ4_1: {
+        const auto* blocks = reinterpret_cast<const BlockQ4_1*>(row);
+        for (int64_t b = 0; b < w.cols / kQ8_0Block; ++b) PackQ8MinBlock(Levels(blocks[b]), b, lane, p);
+        break;
+      }
+      case WeightType::kQ5_1: {
+        const auto* blocks = reinterpret_cast<const BlockQ5_1*>(row);
+        for (int64_t b = 0; b < w.cols / kQ8_0Block; ++b) PackQ8MinBlock(Levels(blocks[b]), b, lane, p);
         break;
       }
       case WeightType::kQ4_K:
@@ -67,7 +109,7 @@ PackedWeights PackWeights(const WeightMatrix& w, const std::function<void*(size_
       case WeightType::kQ6_K: break;  // not Packable: PanelBytes is 0
     }
   }
-  out.view = WeightMatrix{w.type, WeightLayout::kPanels16, data, w.rows, w.cols, panel};
+  out.view = WeightMatrix{PackedType(w.type), WeightLayout::kPanels16, data, w.rows, w.cols, panel};
   return out;
 }
 
@@ -85,6 +127,11 @@ float PackedElement(const WeightMatrix& w, int64_t r, int64_t c) {
       std::memcpy(&h, p + (c * kPanelRows + lane) * 2, 2);
       return HalfToFloat(h);
     }
+    case WeightType::kBF16: {
+      uint16_t h;
+      std::memcpy(&h, p + (c * kPanelRows + lane) * 2, 2);
+      return Bf16ToFloat(h);
+    }
     case WeightType::kQ8_0: {
       const uint8_t* pb = p + static_cast<size_t>(c / kQ8_0Block) * kPanelQ8BlockBytes;
       float scale;
@@ -92,6 +139,17 @@ float PackedElement(const WeightMatrix& w, int64_t r, int64_t c) {
       const int q = static_cast<int>(pb[PanelQ8ValueOffset(c % kQ8_0Block, lane)]) - 128;
       return scale * static_cast<float>(q);
     }
+    case WeightType::kQ4_1:
+    case WeightType::kQ5_1: {
+      const uint8_t* pb = p + static_cast<size_t>(c / kQ8_0Block) * kPanelQ8MinBlockBytes;
+      float scale, min;
+      std::memcpy(&scale, pb + lane * 4, 4);
+      std::memcpy(&min, pb + (kPanelRows + lane) * 4, 4);
+      const int q = static_cast<int>(pb[PanelQ8ValueOffset(c % kQ8_0Block, lane, 2 * kPanelRows * sizeof(float))]) - 128;
+      return std::fma(scale, static_cast<float>(q), min);
+    }
+    case WeightType::kQ4_0:
+    case WeightType::kQ5_0:  // packed as Q8_0
     case WeightType::kQ4_K:
     case WeightType::kQ5_K:
     case WeightType::kQ6_K: break;  // never packed

@@ -28,7 +28,8 @@ using PanelGemmFn = void (*)(WeightType type, const uint8_t* panels, size_t pane
 // n elements of one weight row, dequantized to F32.
 using DequantRowFn = void (*)(WeightType type, const uint8_t* row, int64_t n, float* out);
 
-// out[i] = nearest half-precision value of x[i] (out may be x).
+// out[i] = nearest half-precision value of x[i] (out may be x). Also the type of round_bf16:
+// the nearest bfloat16 value (RoundToBf16 in common/bfloat16.h).
 using RoundHalfFn = void (*)(const float* x, int64_t n, float* out);
 
 // Float to half for KV cache rows.
@@ -78,10 +79,13 @@ using AttendRowsF16Fn = void (*)(const float* q, int64_t row_stride, int64_t n_r
 inline size_t Q8ActivationRowBytes(int64_t k) { return static_cast<size_t>(k / 32) * 40; }
 using QuantizeQ8RowsFn = void (*)(const float* x, int64_t m, int64_t k, uint8_t* out);
 
-// Like PanelGemmFn for Q8_0 panels, with the activations given as QuantizeQ8RowsFn wrote them:
-// per block an exact integer dot product, then one FMA of it with the two scales' product.
-using PanelGemmQ8Fn = void (*)(const uint8_t* panels, size_t panel_stride, int64_t rows,
-                               const uint8_t* xq, int64_t cols, int64_t k, float* y, int64_t ldy);
+// Like PanelGemmFn for Q8_0 panels (`type` kQ8_0), or for Q4_1 / Q5_1 panels with mins, with the
+// activations given as QuantizeQ8RowsFn wrote them: per block an exact integer dot product,
+// then one FMA of it with the two scales' product (with mins, then one FMA of the weights' min
+// with the sum of the block's rounded activations, scale x sum of q, an exact product).
+using PanelGemmQ8Fn = void (*)(WeightType type, const uint8_t* panels, size_t panel_stride,
+                               int64_t rows, const uint8_t* xq, int64_t cols, int64_t k, float* y,
+                               int64_t ldy);
 
 // y[c * ldy + r] for c in [0, cols), r in [0, rows): the product of row r of Q4_K or Q6_K
 // weights (rows w_stride bytes apart, k inputs) with activation row c, given as k / 256 Q8_K
@@ -105,13 +109,15 @@ struct SimdKernels {
   DotFn dot;
   AttendRowsF16Fn attend_rows_f16;
   SwiGluFn swiglu;
-  // Integer Q8_0 products (AVX-512 VNNI); null where the CPU lacks them, and then Q8_0 panels
-  // go through panel_gemm with the activations rounded to Q8_0 as floats (same values).
+  // Integer Q8_0 (Q4_1, Q5_1) products (AVX-512 VNNI); null where the CPU lacks them, and then
+  // those panels go through panel_gemm with the activations rounded to Q8_0 as floats (same
+  // values).
   QuantizeQ8RowsFn quantize_q8_rows = nullptr;
   PanelGemmQ8Fn panel_gemm_q8 = nullptr;
   // Q4_K and Q6_K products (integers on AVX-512 VNNI; portable loops elsewhere).
   KQuantDotRowsFn kquant_dot_rows = nullptr;
   QuantizeQ8KRowsFn quantize_q8_k_rows = nullptr;
+  RoundHalfFn round_bf16 = nullptr;  // activations of BF16 products
 };
 
 // The best kernels this CPU supports (AVX-512 when present, else portable C++).

@@ -44,6 +44,16 @@ struct LoadF16 {
         _mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + i));
   }
 };
+struct LoadBF16 {  // BF16 is the top half of an F32: widen to 32 bits, shift into place
+  static __m512 Load(const uint8_t* row, int64_t i) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(row) + i));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  static __m512 LoadTail(const uint8_t* row, int64_t i, __mmask16 m) {
+    const __m256i h = _mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + i);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+};
 struct LoadQ8 {  // k is always a multiple of 32 for Q8_0, so there is no tail
   static __m512 Load(const uint8_t* row, int64_t i) {
     const Q8Block* b = reinterpret_cast<const Q8Block*>(row) + (i >> 5);
@@ -115,10 +125,16 @@ void DotRowsAvx512(WeightType type, const uint8_t* w, size_t w_stride, int64_t r
     case WeightType::kF32: DotRowsTyped<LoadF32>(w, w_stride, rows, x, ldx, cols, k, y, ldy); break;
     case WeightType::kF16: DotRowsTyped<LoadF16>(w, w_stride, rows, x, ldx, cols, k, y, ldy); break;
     case WeightType::kQ8_0: DotRowsTyped<LoadQ8>(w, w_stride, rows, x, ldx, cols, k, y, ldy); break;
+    case WeightType::kBF16: DotRowsTyped<LoadBF16>(w, w_stride, rows, x, ldx, cols, k, y, ldy); break;
+    case WeightType::kQ4_0:
+    case WeightType::kQ5_0:
+    case WeightType::kQ4_1:
+    case WeightType::kQ5_1:
     case WeightType::kQ4_K:
     case WeightType::kQ5_K:
     case WeightType::kQ6_K:
-      // K-quant products take the integer path (kquant_dot_rows); this float one is for tests.
+      // Products with these take packed panels (the 32-weight types) or the integer path
+      // (kquant_dot_rows); this float one is for tests.
       ScalarSimdKernels().dot_rows(type, w, w_stride, rows, x, ldx, cols, k, y, ldy);
       break;
   }
@@ -136,6 +152,25 @@ struct PanelF16 {
   static __m512 Load(const uint8_t* panel, int64_t i) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(
         reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(panel) + i * 16)));
+  }
+};
+struct PanelBF16 {
+  static __m512 Load(const uint8_t* panel, int64_t i) {
+    return LoadBF16::Load(panel, i * 16);
+  }
+};
+struct PanelQ8Min {  // Q4_1 and Q5_1 panels (w = scale * q + min), the float path
+  static constexpr int64_t kBlockBytes = 2 * 16 * 4 + 32 * 16;
+  static __m512 Load(const uint8_t* panel, int64_t i) {
+    const uint8_t* block = panel + (i >> 5) * kBlockBytes;
+    const __m512 scale = _mm512_loadu_ps(reinterpret_cast<const float*>(block));
+    const __m512 min = _mm512_loadu_ps(reinterpret_cast<const float*>(block + 64));
+    // As PanelQ8 below, with the bytes after the mins.
+    const __m512i group = _mm512_xor_si512(
+        _mm512_loadu_si512(block + 128 + ((i & 31) >> 2) * 64), _mm512_set1_epi8(static_cast<char>(0x80)));
+    const __m512i q = _mm512_srai_epi32(
+        _mm512_sllv_epi32(group, _mm512_set1_epi32(static_cast<int>(24 - 8 * (i & 3)))), 24);
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(q), scale, min);
   }
 };
 struct PanelQ8 {  // the float path, for CPUs without VNNI (simd_kernels_vnni.cc is the fast one)
@@ -235,6 +270,11 @@ void PanelGemmAvx512(WeightType type, const uint8_t* panels, size_t stride, int6
     case WeightType::kF32: PanelGemmTyped<PanelF32>(panels, stride, rows, x, ldx, cols, k, y, ldy); break;
     case WeightType::kF16: PanelGemmTyped<PanelF16>(panels, stride, rows, x, ldx, cols, k, y, ldy); break;
     case WeightType::kQ8_0: PanelGemmTyped<PanelQ8>(panels, stride, rows, x, ldx, cols, k, y, ldy); break;
+    case WeightType::kBF16: PanelGemmTyped<PanelBF16>(panels, stride, rows, x, ldx, cols, k, y, ldy); break;
+    case WeightType::kQ4_1:
+    case WeightType::kQ5_1: PanelGemmTyped<PanelQ8Min>(panels, stride, rows, x, ldx, cols, k, y, ldy); break;
+    case WeightType::kQ4_0:
+    case WeightType::kQ5_0:  // packed as Q8_0 (PackedType)
     case WeightType::kQ4_K:
     case WeightType::kQ5_K:
     case WeightType::kQ6_K: break;  // never packed (PackWeights keeps them in rows)
@@ -255,12 +295,42 @@ void DequantRowAvx512(WeightType type, const uint8_t* row, int64_t n, float* out
     case WeightType::kQ8_0:
       for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, LoadQ8::Load(row, i));
       break;
+    case WeightType::kBF16:
+      for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, LoadBF16::Load(row, i));
+      if (i < n) _mm512_mask_storeu_ps(out + i, TailMask(n - i), LoadBF16::LoadTail(row, i, TailMask(n - i)));
+      break;
+    case WeightType::kQ4_0:
+    case WeightType::kQ5_0:
+    case WeightType::kQ4_1:
+    case WeightType::kQ5_1:
     case WeightType::kQ4_K:
     case WeightType::kQ5_K:
     case WeightType::kQ6_K:
-      // Only embedding rows are dequantized (products take kquant_dot_rows).
+      // Only embedding rows are dequantized (products take packed panels or kquant_dot_rows).
       ScalarSimdKernels().dequant_row(type, row, n, out);
       break;
+  }
+}
+
+// RoundToBf16 (common/bfloat16.h), 16 values at a time: round to nearest even by adding
+// 0x7fff plus the kept part's lowest bit, then clear the low half; NaNs keep their top half
+// with the quiet bit set.
+__m512 RoundBf16Vector(__m512 v) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
+  const __m512i top = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  const __m512i quiet = _mm512_or_si512(_mm512_and_si512(u, top), _mm512_set1_epi32(0x00400000));
+  return _mm512_castsi512_ps(_mm512_mask_blend_epi32(nan, _mm512_and_si512(rounded, top), quiet));
+}
+
+void RoundBf16Avx512(const float* x, int64_t n, float* out) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, RoundBf16Vector(_mm512_loadu_ps(x + i)));
+  if (i < n) {
+    const __mmask16 m = TailMask(n - i);
+    _mm512_mask_storeu_ps(out + i, m, RoundBf16Vector(_mm512_maskz_loadu_ps(m, x + i)));
   }
 }
 
@@ -678,14 +748,14 @@ const SimdKernels kAvx512Kernels{"avx512",        DotRowsAvx512,     PanelGemmAv
                                  DotAvx512,       AttendRowsAvx512,
                                  SwiGluAvx512,    nullptr,
                                  nullptr,         KQuantDotRowsScalar,
-                                 QuantizeQ8KRowsAvx512};
+                                 QuantizeQ8KRowsAvx512, RoundBf16Avx512};
 const SimdKernels kAvx512VnniKernels{"avx512-vnni",   DotRowsAvx512,     PanelGemmAvx512,
                                      DequantRowAvx512,
                                      RoundHalfAvx512, FloatToHalfAvx512,
                                      DotAvx512,       AttendRowsAvx512,  SwiGluAvx512,
                                      QuantizeQ8RowsVnni,
                                      PanelGemmQ8Vnni,     KQuantDotRowsVnni,
-                                     QuantizeQ8KRowsAvx512};
+                                     QuantizeQ8KRowsAvx512, RoundBf16Avx512};
 
 }  // namespace
 

@@ -3,10 +3,12 @@
 #include <cmath>
 #include <limits>
 
+#include "common/bfloat16.h"
 #include "common/half.h"
 #include "kernels/cpu/packed_weights.h"
 #include "kernels/cpu/simd_kernels.h"
 #include "kernels/k_quants.h"
+#include "kernels/legacy_quants.h"
 #include "kernels/q8_0.h"
 
 namespace bmad::kernels::cpu {
@@ -31,6 +33,21 @@ void DequantRowScalar(WeightType type, const uint8_t* row, int64_t n, float* out
       break;
     case WeightType::kQ6_K:
       DequantizeRowQ6_K(reinterpret_cast<const BlockQ6_K*>(row), n, out);
+      break;
+    case WeightType::kBF16:
+      for (int64_t i = 0; i < n; ++i) out[i] = Bf16ToFloat(reinterpret_cast<const uint16_t*>(row)[i]);
+      break;
+    case WeightType::kQ4_0:
+      DequantizeRowQ4_0(reinterpret_cast<const BlockQ4_0*>(row), n, out);
+      break;
+    case WeightType::kQ5_0:
+      DequantizeRowQ5_0(reinterpret_cast<const BlockQ5_0*>(row), n, out);
+      break;
+    case WeightType::kQ4_1:
+      DequantizeRowQ4_1(reinterpret_cast<const BlockQ4_1*>(row), n, out);
+      break;
+    case WeightType::kQ5_1:
+      DequantizeRowQ5_1(reinterpret_cast<const BlockQ5_1*>(row), n, out);
       break;
   }
 }
@@ -69,6 +86,10 @@ void PanelGemmScalar(WeightType type, const uint8_t* panels, size_t panel_stride
 
 void RoundHalfScalar(const float* x, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = RoundToHalf(x[i]);
+}
+
+void RoundBf16Scalar(const float* x, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = RoundToBf16(x[i]);
 }
 
 void FloatToHalfScalar(const float* in, int64_t n, uint16_t* out) {
@@ -161,7 +182,7 @@ const SimdKernels& ScalarSimdKernels() {
                                     DotScalar,        AttendRowsScalar,
                                     SwiGluScalar,     nullptr,
                                     nullptr,          KQuantDotRowsScalar,
-                                    QuantizeQ8KRowsScalar};
+                                    QuantizeQ8KRowsScalar, RoundBf16Scalar};
   return kKernels;
 }
 

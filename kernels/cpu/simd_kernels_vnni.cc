@@ -7,6 +7,9 @@
 //           = sum q_w * q_x                      (exact: offset = -128 * sum q_x)
 //   acc    += float(acc_int) * (scale_w * scale_x)   (one FMA; the scale product is exact, as
 //                                                     both scales are F16 values)
+// Q4_1 and Q5_1 panels (w = scale_w * q + min_w, q unsigned) then add the min's share:
+//   acc    += min_w * (scale_x * sum q_x)            (one FMA; the product in brackets is exact:
+//                                                     11 bits times at most 12)
 // Blocks are taken in order, so each output is the same whatever else is in the batch.
 #include "kernels/cpu/simd_kernels_vnni.h"
 
@@ -17,7 +20,11 @@
 namespace bmad::kernels::cpu {
 namespace {
 
-constexpr int64_t kBlockBytes = 16 * 4 + 32 * 16;  // packed_weights.h: scales, then 8 x 64 bytes
+// packed_weights.h: scales, then 8 x 64 bytes; with mins, scales, mins, then 8 x 64 bytes.
+template <bool kMins>
+constexpr int64_t kHeaderBytes = kMins ? 2 * 16 * 4 : 16 * 4;
+template <bool kMins>
+constexpr int64_t kBlockBytes = kHeaderBytes<kMins> + 32 * 16;
 
 inline int64_t MinI64(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -41,7 +48,7 @@ inline int32_t Load4(const int8_t* p) {
 }
 
 // NP panels (16 NP outputs) x RN activation rows.
-template <int NP, int RN>
+template <bool kMins, int NP, int RN>
 inline void Q8Tile(const uint8_t* panels, size_t stride, int64_t rows, const uint8_t* xq,
                    int64_t c0, int64_t nb, float* y, int64_t ldy) {
   Q8Row x[RN];
@@ -56,10 +63,10 @@ inline void Q8Tile(const uint8_t* panels, size_t stride, int64_t rows, const uin
       for (int p = 0; p < NP; ++p) sum[p][c] = offset;
     }
     const uint8_t* block[NP];
-    for (int p = 0; p < NP; ++p) block[p] = panels + p * stride + b * kBlockBytes;
+    for (int p = 0; p < NP; ++p) block[p] = panels + p * stride + b * kBlockBytes<kMins>;
     for (int g = 0; g < 8; ++g) {
       __m512i w[NP];
-      for (int p = 0; p < NP; ++p) w[p] = _mm512_loadu_si512(block[p] + 64 + g * 64);
+      for (int p = 0; p < NP; ++p) w[p] = _mm512_loadu_si512(block[p] + kHeaderBytes<kMins> + g * 64);
       for (int c = 0; c < RN; ++c) {
         const __m512i xb = _mm512_set1_epi32(Load4(x[c].q + b * 32 + g * 4));
         for (int p = 0; p < NP; ++p) sum[p][c] = _mm512_dpbusd_epi32(sum[p][c], w[p], xb);
@@ -70,6 +77,13 @@ inline void Q8Tile(const uint8_t* panels, size_t stride, int64_t rows, const uin
       for (int c = 0; c < RN; ++c) {
         const __m512 scale = _mm512_mul_ps(scale_w, _mm512_set1_ps(x[c].scale[b]));
         acc[p][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[p][c]), scale, acc[p][c]);
+      }
+      if constexpr (kMins) {
+        const __m512 min_w = _mm512_loadu_ps(reinterpret_cast<const float*>(block[p] + 64));
+        for (int c = 0; c < RN; ++c) {
+          const float sum_x = x[c].scale[b] * static_cast<float>(x[c].offset[b] / -128);
+          acc[p][c] = _mm512_fmadd_ps(min_w, _mm512_set1_ps(sum_x), acc[p][c]);
+        }
       }
     }
   }
@@ -84,17 +98,17 @@ inline void Q8Tile(const uint8_t* panels, size_t stride, int64_t rows, const uin
 
 // Every activation row for NP panels, in chunks of 12 / NP rows (24 accumulators at most:
 // NP x RN float sums and as many integer ones, plus NP weight vectors).
-template <int NP>
+template <bool kMins, int NP>
 inline void Q8Columns(const uint8_t* panels, size_t stride, int64_t rows, const uint8_t* xq,
                       int64_t cols, int64_t nb, float* y, int64_t ldy) {
   constexpr int kChunk = 12 / NP;
   int64_t c = 0;
   for (; c + kChunk <= cols; c += kChunk) {
-    Q8Tile<NP, kChunk>(panels, stride, rows, xq, c, nb, y + c * ldy, ldy);
+    Q8Tile<kMins, NP, kChunk>(panels, stride, rows, xq, c, nb, y + c * ldy, ldy);
   }
   switch (cols - c) {
 #define BMAD_Q8_CASE(n) \
-  case n: if constexpr (n < kChunk) Q8Tile<NP, n>(panels, stride, rows, xq, c, nb, y + c * ldy, ldy); break;
+  case n: if constexpr (n < kChunk) Q8Tile<kMins, NP, n>(panels, stride, rows, xq, c, nb, y + c * ldy, ldy); break;
     BMAD_Q8_CASE(1) BMAD_Q8_CASE(2) BMAD_Q8_CASE(3) BMAD_Q8_CASE(4) BMAD_Q8_CASE(5)
     BMAD_Q8_CASE(6) BMAD_Q8_CASE(7) BMAD_Q8_CASE(8) BMAD_Q8_CASE(9) BMAD_Q8_CASE(10)
     BMAD_Q8_CASE(11)
@@ -142,8 +156,11 @@ void QuantizeQ8RowsVnni(const float* x, int64_t m, int64_t k, uint8_t* out) {
   }
 }
 
-void PanelGemmQ8Vnni(const uint8_t* panels, size_t stride, int64_t rows, const uint8_t* xq,
-                     int64_t cols, int64_t k, float* y, int64_t ldy) {
+namespace {
+
+template <bool kMins>
+void PanelGemmQ8Typed(const uint8_t* panels, size_t stride, int64_t rows, const uint8_t* xq,
+                      int64_t cols, int64_t k, float* y, int64_t ldy) {
   const int64_t nb = k / 32;
   const int64_t n_panels = (rows + 15) / 16;
   // Few activation rows: more panels at once, so each broadcast activation word feeds more
@@ -155,14 +172,26 @@ void PanelGemmQ8Vnni(const uint8_t* panels, size_t stride, int64_t rows, const u
     const uint8_t* base = panels + p * stride;
     float* yp = y + p * 16;
     switch (np) {
-      case 6: Q8Columns<6>(base, stride, r, xq, cols, nb, yp, ldy); break;
-      case 4: Q8Columns<4>(base, stride, r, xq, cols, nb, yp, ldy); break;
-      default: Q8Columns<3>(base, stride, r, xq, cols, nb, yp, ldy); break;
+      case 6: Q8Columns<kMins, 6>(base, stride, r, xq, cols, nb, yp, ldy); break;
+      case 4: Q8Columns<kMins, 4>(base, stride, r, xq, cols, nb, yp, ldy); break;
+      default: Q8Columns<kMins, 3>(base, stride, r, xq, cols, nb, yp, ldy); break;
     }
   }
   for (; p < n_panels; ++p) {
     const int64_t r = MinI64(rows - p * 16, 16);
-    Q8Columns<1>(panels + p * stride, stride, r, xq, cols, nb, y + p * 16, ldy);
+    Q8Columns<kMins, 1>(panels + p * stride, stride, r, xq, cols, nb, y + p * 16, ldy);
+  }
+}
+
+}  // namespace
+
+void PanelGemmQ8Vnni(WeightType type, const uint8_t* panels, size_t stride, int64_t rows,
+                     const uint8_t* xq, int64_t cols, int64_t k, float* y, int64_t ldy) {
+  // (Not HasBlockMins: this file must not instantiate inline functions other files share.)
+  if (type == WeightType::kQ4_1 || type == WeightType::kQ5_1) {
+    PanelGemmQ8Typed<true>(panels, stride, rows, xq, cols, k, y, ldy);
+  } else {
+    PanelGemmQ8Typed<false>(panels, stride, rows, xq, cols, k, y, ldy);
   }
 }
 

@@ -3,9 +3,11 @@
 #include <cmath>
 #include <vector>
 
+#include "common/bfloat16.h"
 #include "common/half.h"
 #include "kernels/cpu/packed_weights.h"
 #include "kernels/k_quants.h"
+#include "kernels/legacy_quants.h"
 #include "kernels/q8_0.h"
 
 namespace bmad::kernels {
@@ -36,6 +38,21 @@ void DequantizeRow(const WeightMatrix& w, int64_t r, float* out) {
       break;
     case WeightType::kQ6_K:
       DequantizeRowQ6_K(reinterpret_cast<const BlockQ6_K*>(row), w.cols, out);
+      break;
+    case WeightType::kBF16:
+      for (int64_t c = 0; c < w.cols; ++c) out[c] = Bf16ToFloat(reinterpret_cast<const uint16_t*>(row)[c]);
+      break;
+    case WeightType::kQ4_0:
+      DequantizeRowQ4_0(reinterpret_cast<const BlockQ4_0*>(row), w.cols, out);
+      break;
+    case WeightType::kQ5_0:
+      DequantizeRowQ5_0(reinterpret_cast<const BlockQ5_0*>(row), w.cols, out);
+      break;
+    case WeightType::kQ4_1:
+      DequantizeRowQ4_1(reinterpret_cast<const BlockQ4_1*>(row), w.cols, out);
+      break;
+    case WeightType::kQ5_1:
+      DequantizeRowQ5_1(reinterpret_cast<const BlockQ5_1*>(row), w.cols, out);
       break;
   }
 }
@@ -79,12 +96,20 @@ void ReferenceBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w, 
   std::vector<float> row(static_cast<size_t>(w.cols));
   // The activations as the weights' type multiplies them (see Backend::MatMul).
   std::vector<float> xs(x, x + m * w.cols);
-  if (w.type == WeightType::kF16) {
-    for (float& v : xs) v = RoundToHalf(v);
-  } else if (w.type == WeightType::kQ8_0) {
-    RoundToQ8_0(xs.data(), static_cast<int64_t>(xs.size()), xs.data());
-  } else if (IsKQuant(w.type)) {
-    RoundToQ8_K(xs.data(), static_cast<int64_t>(xs.size()), xs.data());
+  switch (ActivationRoundingOf(w.type)) {
+    case ActivationRounding::kNone: break;
+    case ActivationRounding::kHalf:
+      for (float& v : xs) v = RoundToHalf(v);
+      break;
+    case ActivationRounding::kBf16:
+      for (float& v : xs) v = RoundToBf16(v);
+      break;
+    case ActivationRounding::kQ8_0:
+      RoundToQ8_0(xs.data(), static_cast<int64_t>(xs.size()), xs.data());
+      break;
+    case ActivationRounding::kQ8_K:
+      RoundToQ8_K(xs.data(), static_cast<int64_t>(xs.size()), xs.data());
+      break;
   }
   for (int64_t r = 0; r < w.rows; ++r) {
     DequantizeRow(w, r, row.data());

@@ -229,7 +229,7 @@ TEST(CliModelCheck, SaysWhetherTheModelServesUnderTheConfig) {
   CliRun not_model = RunBmad({"model", "check", "--config", config, "--set", "model.path=" + dir + "/text.gguf"}, dir);
   EXPECT_EQ(not_model.status, 1) << not_model.output;
   EXPECT_NE(not_model.output.find("not a GGUF file"), std::string::npos) << not_model.output;
-  // A tensor of a type bmad does not compute with (bf16 here): the file opens, and every rank
+  // A tensor of a type bmad does not compute with (f64 here): the file opens, and every rank
   // would refuse it.
   {
     auto src = gguf::GgufFile::Open(SharedModelsDir() + "/stories260K.gguf");
@@ -237,19 +237,34 @@ TEST(CliModelCheck, SaysWhetherTheModelServesUnderTheConfig) {
     gguf::GgufWriter w;
     for (const auto& [key, value] : (*src)->metadata()) ASSERT_TRUE(w.SetValue(key, value).ok());
     for (const gguf::TensorInfo& t : (*src)->tensors()) {
-      const bool bf16 = t.name == "output.weight";
-      ASSERT_TRUE(w.AddTensor(t.name, t.shape, bf16 ? gguf::TensorType::kBF16 : static_cast<gguf::TensorType>(t.type),
-                              bf16 ? std::vector<uint8_t>(t.nbytes / 2, 0)
-                                   : std::vector<uint8_t>(t.data, t.data + t.nbytes))
+      const bool f64 = t.name == "output.weight";  // F32 in the file: twice the bytes as F64
+      ASSERT_TRUE(w.AddTensor(t.name, t.shape, f64 ? gguf::TensorType::kF64 : static_cast<gguf::TensorType>(t.type),
+                              f64 ? std::vector<uint8_t>(t.nbytes * 2, 0)
+                                  : std::vector<uint8_t>(t.data, t.data + t.nbytes))
                       .ok());
     }
-    ASSERT_TRUE(w.WriteFile(dir + "/bf16.gguf").ok());
+    ASSERT_TRUE(w.WriteFile(dir + "/f64.gguf").ok());
   }
-  CliRun bf16 = RunBmad({"model", "check", "--config", config, "--set", "model.path=" + dir + "/bf16.gguf"}, dir);
-  EXPECT_EQ(bf16.status, 1) << bf16.output;
-  EXPECT_NE(bf16.output.find("tensor 'output.weight' has type bf16; bmad computes with f32, f16, q8_0, q4_K, "
-                             "q5_K and q6_K weights"),
-            std::string::npos) << bf16.output;
+  CliRun f64 = RunBmad({"model", "check", "--config", config, "--set", "model.path=" + dir + "/f64.gguf"}, dir);
+  EXPECT_EQ(f64.status, 1) << f64.output;
+  EXPECT_NE(f64.output.find("tensor 'output.weight' has type f64; bmad computes with f32, f16, bf16, q8_0, q4_0, "
+                            "q5_0, q4_1, q5_1, q4_K, q5_K and q6_K weights"),
+            std::string::npos) << f64.output;
+  // BF16, Q4_0 and Q5_1 files serve on the CPU; the CUDA backend has none of these products
+  // and says so.
+  for (const std::string dtype : {"bf16", "q4_0", "q5_1"}) {
+    CliRun made = RunBmad({"model", "synth", "--out", dir + "/" + dtype + ".gguf", "--layers", "1", "--dim", "64",
+                           "--heads", "2", "--ffn", "96", "--vocab", "300", "--dtype", dtype},
+                          dir);
+    ASSERT_EQ(made.status, 0) << made.output;
+    const std::string path = "model.path=" + dir + "/" + dtype + ".gguf";
+    CliRun on_cpu = RunBmad({"model", "check", "--config", config, "--set", path}, dir);
+    EXPECT_EQ(on_cpu.status, 0) << on_cpu.output;
+    CliRun on_cuda = RunBmad({"model", "check", "--config", config, "--set", path, "--set", "worker.backend=cuda"}, dir);
+    EXPECT_EQ(on_cuda.status, 1) << on_cuda.output;
+    EXPECT_NE(on_cuda.output.find("tensor 'token_embd.weight' has type " + dtype + ", which the cuda backend does not"),
+              std::string::npos) << on_cuda.output;
+  }
   // A Q4_K_M file serves on the CPU; the CUDA backend has no K-quant products, and says so
   // before a GPU is involved.
   CliRun synth = RunBmad({"model", "synth", "--out", dir + "/q4_k_m.gguf", "--layers", "1", "--dim", "256", "--heads",

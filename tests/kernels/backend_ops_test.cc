@@ -19,9 +19,11 @@
 #include <thread>
 #include <vector>
 
+#include "common/bfloat16.h"
 #include "common/half.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/k_quants.h"
+#include "kernels/legacy_quants.h"
 #include "kernels/q8_0.h"
 #include "kernels/reference/reference_backend.h"
 #include "tests/support/llama3_rope_factors.h"
@@ -73,6 +75,13 @@ OwnedWeights MakeWeights(WeightType type, int64_t rows, int64_t cols, uint64_t s
       case WeightType::kQ4_K: QuantizeRowQ4_K(src, cols, reinterpret_cast<BlockQ4_K*>(row)); break;
       case WeightType::kQ5_K: QuantizeRowQ5_K(src, cols, reinterpret_cast<BlockQ5_K*>(row)); break;
       case WeightType::kQ6_K: QuantizeRowQ6_K(src, cols, reinterpret_cast<BlockQ6_K*>(row)); break;
+      case WeightType::kBF16:
+        for (int64_t c = 0; c < cols; ++c) reinterpret_cast<uint16_t*>(row)[c] = FloatToBf16(src[c]);
+        break;
+      case WeightType::kQ4_0: QuantizeRowQ4_0(src, cols, reinterpret_cast<BlockQ4_0*>(row)); break;
+      case WeightType::kQ5_0: QuantizeRowQ5_0(src, cols, reinterpret_cast<BlockQ5_0*>(row)); break;
+      case WeightType::kQ4_1: QuantizeRowQ4_1(src, cols, reinterpret_cast<BlockQ4_1*>(row)); break;
+      case WeightType::kQ5_1: QuantizeRowQ5_1(src, cols, reinterpret_cast<BlockQ5_1*>(row)); break;
     }
   }
   w.view = MakeWeightMatrix(type, w.bytes.data(), rows, cols);
@@ -93,6 +102,10 @@ void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, 
   }
   EXPECT_LE(worst, tol) << what << ": index " << at << " got " << got[at] << " want " << want[at];
 }
+
+// The types the CPU backend packs into panels.
+constexpr WeightType kPackedTypes[] = {WeightType::kF32,  WeightType::kF16,  WeightType::kBF16, WeightType::kQ8_0,
+                                       WeightType::kQ4_0, WeightType::kQ5_0, WeightType::kQ4_1, WeightType::kQ5_1};
 
 class BackendOpsTest : public ::testing::TestWithParam<Variant> {
  protected:
@@ -137,7 +150,8 @@ TEST_P(BackendOpsTest, MatMulAllTypesAndShapes) {
                           {2, 70, 256},   {17, 65, 512}, {300, 20, 256}};
   uint64_t seed = 1;
   for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kQ8_0, WeightType::kQ4_K,
-                          WeightType::kQ5_K, WeightType::kQ6_K}) {
+                          WeightType::kQ5_K, WeightType::kQ6_K, WeightType::kBF16, WeightType::kQ4_0,
+                          WeightType::kQ5_0, WeightType::kQ4_1, WeightType::kQ5_1}) {
     for (const Shape& s : shapes) {
       if (s.k % BlockElements(type) != 0) continue;
       OwnedWeights w = MakeWeights(type, s.n, s.k, ++seed);
@@ -157,13 +171,15 @@ TEST_P(BackendOpsTest, MatMulAllTypesAndShapes) {
 // whatever the number of rows multiplied with it (batch invariance).
 TEST_P(BackendOpsTest, PreparedMatMulMatchesReferenceAndIsBatchInvariant) {
   uint64_t seed = 100;
-  for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kQ8_0}) {
+  for (WeightType type : kPackedTypes) {
     for (int64_t n : {1, 15, 16, 17, 100, 128, 129, 300}) {
       for (int64_t k : {32, 64, 86, 96, 160, 172}) {
-        if (type == WeightType::kQ8_0 && k % kQ8_0Block != 0) continue;
+        if (k % BlockElements(type) != 0) continue;
         OwnedWeights w = MakeWeights(type, n, k, ++seed);
         PreparedWeight prepared = cpu_->PrepareMatMulWeight(w.view);
         ASSERT_EQ(prepared.view.layout, WeightLayout::kPanels16);
+        // Q4_0 and Q5_0 are packed as the Q8_0 blocks of the same values.
+        ASSERT_EQ(prepared.view.type, type == WeightType::kQ4_0 || type == WeightType::kQ5_0 ? WeightType::kQ8_0 : type);
         const int64_t max_m = 40;
         const std::vector<float> x = RandomFloats(static_cast<size_t>(max_m * k), ++seed);
         std::vector<float> all(static_cast<size_t>(max_m * n)), want(all.size());
@@ -193,7 +209,7 @@ TEST_P(BackendOpsTest, PreparedMatMulMatchesReferenceAndIsBatchInvariant) {
 TEST_P(BackendOpsTest, PreparedMatMulLargeBatchRowsEqualSingleRows) {
   const int64_t m = 600, n = 40, k = 256;
   uint64_t seed = 500;
-  for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kQ8_0}) {
+  for (WeightType type : kPackedTypes) {
     OwnedWeights w = MakeWeights(type, n, k, ++seed);
     PreparedWeight prepared = cpu_->PrepareMatMulWeight(w.view);
     const std::vector<float> x = RandomFloats(static_cast<size_t>(m * k), ++seed);
@@ -218,7 +234,7 @@ TEST_P(BackendOpsTest, MatMulsEqualsEachMatMulAlone) {
   for (const int64_t m : {1, 8, 37}) {
     const std::vector<float> x = RandomFloats(static_cast<size_t>(m * k), ++seed);
     for (const bool mixed : {false, true}) {
-      for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kQ8_0}) {
+      for (WeightType type : kPackedTypes) {
         // Q (wide), K and V (narrow, V not a multiple of a panel), as in a GQA layer.
         std::vector<OwnedWeights> owned;
         std::vector<PreparedWeight> prepared;
@@ -273,9 +289,10 @@ TEST_P(BackendOpsTest, KQuantMatMulIsBatchInvariant) {
 TEST_P(BackendOpsTest, MatMulsMixingKQuantsEqualsEachMatMulAlone) {
   const int64_t k = 512;
   uint64_t seed = 950;
-  const WeightType types[] = {WeightType::kQ4_K, WeightType::kQ6_K, WeightType::kF16, WeightType::kQ5_K,
-                              WeightType::kQ8_0, WeightType::kQ4_K};
-  const int64_t rows[] = {70, 33, 40, 65, 17, 0};
+  const WeightType types[] = {WeightType::kQ4_K, WeightType::kQ6_K, WeightType::kF16,  WeightType::kQ5_K,
+                              WeightType::kQ8_0, WeightType::kQ4_K, WeightType::kBF16, WeightType::kQ5_0,
+                              WeightType::kQ4_1};
+  const int64_t rows[] = {70, 33, 40, 65, 17, 0, 24, 50, 20};
   for (const int64_t m : {1, 9, 300}) {
     const std::vector<float> x = RandomFloats(static_cast<size_t>(m * k), ++seed);
     std::vector<OwnedWeights> owned;
@@ -293,7 +310,8 @@ TEST_P(BackendOpsTest, MatMulsMixingKQuantsEqualsEachMatMulAlone) {
 
 TEST_P(BackendOpsTest, EmbeddingNormRopeSwiGluSoftmaxArgmax) {
   for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kQ8_0, WeightType::kQ4_K,
-                          WeightType::kQ5_K, WeightType::kQ6_K}) {
+                          WeightType::kQ5_K, WeightType::kQ6_K, WeightType::kBF16, WeightType::kQ4_0,
+                          WeightType::kQ5_0, WeightType::kQ4_1, WeightType::kQ5_1}) {
     const int64_t cols = IsKQuant(type) ? 512 : 64;
     OwnedWeights table = MakeWeights(type, 50, cols, 3);
     const std::vector<int32_t> ids = {0, 49, 7, 7, 23};

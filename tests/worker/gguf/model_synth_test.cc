@@ -11,9 +11,12 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
+#include "common/bfloat16.h"
 #include "common/half.h"
 #include "kernels/k_quants.h"
+#include "kernels/legacy_quants.h"
 #include "kernels/q8_0.h"
 #include "tests/support/paths.h"
 #include "worker/model/gguf/gguf_file.h"
@@ -249,6 +252,77 @@ TEST(ModelSynthTest, Q8_0BlocksDequantizeCloseToTheIntendedValues) {
       for (int j = 0; j < kernels::kQ8_0Block; ++j) {
         ASSERT_NEAR(restored[b * 32 + j], intended[b * 32 + j], bound)
             << name << " block " << b << " element " << j;
+      }
+    }
+  }
+}
+
+// BF16, Q4_0, Q5_0, Q4_1 and Q5_1 files: llama.cpp's file_type, every matrix of the type, and
+// each value within a rounding step of the intended one (BF16: within half a unit of its 8-bit
+// mantissa).
+TEST(ModelSynthTest, Bf16And32WeightBlockMatricesHoldTheIntendedValues) {
+  for (const auto& [dtype, name, file_type] :
+       {std::tuple{SynthDtype::kBF16, "bf16", 32}, std::tuple{SynthDtype::kQ4_0, "q4_0", 2},
+        std::tuple{SynthDtype::kQ5_0, "q5_0", 8}, std::tuple{SynthDtype::kQ4_1, "q4_1", 3},
+        std::tuple{SynthDtype::kQ5_1, "q5_1", 9}}) {
+    SCOPED_TRACE(name);
+    SynthSpec spec = SmallSpec(dtype);
+    spec.dim = 64;
+    spec.heads = 4;
+    spec.kv_heads = 2;
+    spec.ffn = 96;
+    auto file = Build(spec);
+    ASSERT_NE(file, nullptr);
+    EXPECT_EQ(*file->GetInt("general.file_type"), file_type);
+    for (const std::string tensor : {"token_embd.weight", "output.weight", "blk.0.attn_k.weight", "blk.0.ffn_down.weight"}) {
+      const TensorInfo* t = file->FindTensor(tensor);
+      ASSERT_NE(t, nullptr) << tensor;
+      ASSERT_EQ(t->type_name(), name) << tensor;
+      const float stddev = tensor == "token_embd.weight" ? 1.0f : 1.0f / std::sqrt(static_cast<float>(t->shape[0]));
+      const std::vector<float> intended = Intended(spec, *t, stddev);
+      const auto n = static_cast<int64_t>(intended.size());
+      std::vector<float> restored(intended.size());
+      if (dtype == SynthDtype::kBF16) {
+        ASSERT_EQ(t->nbytes, intended.size() * 2);
+        for (size_t i = 0; i < intended.size(); ++i) {
+          uint16_t h;
+          std::memcpy(&h, t->data + 2 * i, 2);
+          restored[i] = Bf16ToFloat(h);
+        }
+      } else if (dtype == SynthDtype::kQ4_0) {
+        ASSERT_EQ(t->nbytes, intended.size() / 32 * sizeof(kernels::BlockQ4_0));
+        std::vector<kernels::BlockQ4_0> blocks(intended.size() / 32);
+        std::memcpy(blocks.data(), t->data, t->nbytes);
+        kernels::DequantizeRowQ4_0(blocks.data(), n, restored.data());
+      } else if (dtype == SynthDtype::kQ5_0) {
+        ASSERT_EQ(t->nbytes, intended.size() / 32 * sizeof(kernels::BlockQ5_0));
+        std::vector<kernels::BlockQ5_0> blocks(intended.size() / 32);
+        std::memcpy(blocks.data(), t->data, t->nbytes);
+        kernels::DequantizeRowQ5_0(blocks.data(), n, restored.data());
+      } else if (dtype == SynthDtype::kQ4_1) {
+        ASSERT_EQ(t->nbytes, intended.size() / 32 * sizeof(kernels::BlockQ4_1));
+        std::vector<kernels::BlockQ4_1> blocks(intended.size() / 32);
+        std::memcpy(blocks.data(), t->data, t->nbytes);
+        kernels::DequantizeRowQ4_1(blocks.data(), n, restored.data());
+      } else {
+        ASSERT_EQ(t->nbytes, intended.size() / 32 * sizeof(kernels::BlockQ5_1));
+        std::vector<kernels::BlockQ5_1> blocks(intended.size() / 32);
+        std::memcpy(blocks.data(), t->data, t->nbytes);
+        kernels::DequantizeRowQ5_1(blocks.data(), n, restored.data());
+      }
+      // A _0 block's step is its largest magnitude / 8 (Q4_0) or / 16 (Q5_0), at most a / 8 or
+      // a / 16 for uniform values over [-a, a]. Values round to the nearest step, except near
+      // the opposite extreme of the largest one, which the levels (-8..7, -16..15) clip by a
+      // step. A _1 block's step is its range / 15 or / 31 (at most 2a / 15, 2a / 31), and every
+      // value rounds to the nearest (plus the F16 rounding of the min and the step).
+      const float a = stddev * std::sqrt(3.0f);
+      for (size_t i = 0; i < intended.size(); ++i) {
+        const float tolerance = dtype == SynthDtype::kBF16   ? std::fabs(intended[i]) / 256
+                                : dtype == SynthDtype::kQ4_0 ? a / 8
+                                : dtype == SynthDtype::kQ5_0 ? a / 16
+                                : dtype == SynthDtype::kQ4_1 ? a / 15 + a / 256
+                                                             : a / 31 + a / 256;
+        ASSERT_LE(std::fabs(restored[i] - intended[i]), tolerance * 1.001f) << tensor << " element " << i;
       }
     }
   }
@@ -501,7 +575,13 @@ TEST(ModelSynthTest, ValidationNamesTheProblem) {
   }
   EXPECT_EQ(*ParseSynthDtype("q8_0"), SynthDtype::kQ8_0);
   EXPECT_EQ(*ParseSynthDtype("q4_k_m"), SynthDtype::kQ4_K_M);
-  EXPECT_THAT(ParseSynthDtype("bf16").status().message(), HasSubstr("f32, f16, q8_0, q4_k, q6_k, q4_k_m or q5_k_m"));
+  EXPECT_EQ(*ParseSynthDtype("bf16"), SynthDtype::kBF16);
+  EXPECT_EQ(*ParseSynthDtype("q4_0"), SynthDtype::kQ4_0);
+  EXPECT_EQ(*ParseSynthDtype("q5_0"), SynthDtype::kQ5_0);
+  EXPECT_EQ(*ParseSynthDtype("q4_1"), SynthDtype::kQ4_1);
+  EXPECT_EQ(*ParseSynthDtype("q5_1"), SynthDtype::kQ5_1);
+  EXPECT_THAT(ParseSynthDtype("q2_k").status().message(),
+              HasSubstr("f32, f16, bf16, q8_0, q4_0, q5_0, q4_1, q5_1, q4_k, q6_k, q4_k_m or q5_k_m"));
 }
 
 TEST(ModelSynthTest, WriteFailureNamesThePath) {

@@ -99,7 +99,7 @@ TEST(SynthCommandTest, UsageErrorsPrintOneLineAndExit2) {
   cases.push_back({without("--out"), "--out is required"});
   cases.push_back({without("--layers"), "--layers is required"});
   cases.push_back({without("--vocab"), "--vocab or --vocab-from is required"});
-  cases.push_back({with("--dtype", "bf16"), "unknown dtype 'bf16'"});
+  cases.push_back({with("--dtype", "q2_k"), "unknown dtype 'q2_k'"});
   cases.push_back({with("--dim", "66"), "not divisible by heads"});
   cases.push_back({with("--ffn", "100"), "multiples of 32"});
   cases.push_back({with("--vocab", "100"), "vocab"});

@@ -49,9 +49,10 @@ std::string GqaModelPath() {
   return path;
 }
 
-// A synthetic Q4_K_M model (Q4_K with Q6_K where llama.cpp's preset puts it) with grouped-query
-// attention: the K-quant products, mixed in one layer, through the whole model. Q5_K_M likewise.
-std::string KQuantModelPath(synth::SynthDtype dtype = synth::SynthDtype::kQ4_K_M) {
+// A synthetic model of `dtype` with grouped-query attention: by default Q4_K_M (Q4_K with Q6_K
+// where llama.cpp's preset puts it), the K-quant products mixed in one layer, through the whole
+// model. Q5_K_M likewise; BF16, Q4_0 and Q5_0 (packed as Q8_0), Q4_1 and Q5_1 (with mins).
+std::string QuantizedModelPath(synth::SynthDtype dtype = synth::SynthDtype::kQ4_K_M) {
   static std::map<synth::SynthDtype, std::string> paths;
   std::string& path = paths[dtype];
   if (path.empty()) path = [dtype] {
@@ -156,8 +157,13 @@ void CheckBatchEqualsAlone(const std::string& path) {
 TEST(LlamaBatchTest, EightRaggedSequencesMatchEachAlone) {
   CheckBatchEqualsAlone(testing::StoriesModelPath());
   CheckBatchEqualsAlone(GqaModelPath());
-  CheckBatchEqualsAlone(KQuantModelPath());
-  CheckBatchEqualsAlone(KQuantModelPath(synth::SynthDtype::kQ5_K_M));
+  CheckBatchEqualsAlone(QuantizedModelPath());
+  CheckBatchEqualsAlone(QuantizedModelPath(synth::SynthDtype::kQ5_K_M));
+  CheckBatchEqualsAlone(QuantizedModelPath(synth::SynthDtype::kBF16));
+  CheckBatchEqualsAlone(QuantizedModelPath(synth::SynthDtype::kQ4_0));
+  CheckBatchEqualsAlone(QuantizedModelPath(synth::SynthDtype::kQ5_0));
+  CheckBatchEqualsAlone(QuantizedModelPath(synth::SynthDtype::kQ4_1));
+  CheckBatchEqualsAlone(QuantizedModelPath(synth::SynthDtype::kQ5_1));
 }
 
 TEST(LlamaBatchTest, ChunkedPrefillMatchesOneGo) {
@@ -201,7 +207,10 @@ TEST(LlamaBatchTest, ChunkedPrefillMatchesOneGo) {
 
 TEST(LlamaBatchTest, CpuBackendMatchesReferenceBackendOnWholeModel) {
   for (const std::string& path :
-       {GqaModelPath(), KQuantModelPath(), KQuantModelPath(synth::SynthDtype::kQ5_K_M)}) {
+       {GqaModelPath(), QuantizedModelPath(), QuantizedModelPath(synth::SynthDtype::kQ5_K_M),
+        QuantizedModelPath(synth::SynthDtype::kBF16), QuantizedModelPath(synth::SynthDtype::kQ4_0),
+        QuantizedModelPath(synth::SynthDtype::kQ5_0), QuantizedModelPath(synth::SynthDtype::kQ4_1),
+        QuantizedModelPath(synth::SynthDtype::kQ5_1)}) {
     SCOPED_TRACE(path);
     kernels::CpuBackend cpu;
     kernels::ReferenceBackend ref;
@@ -220,10 +229,11 @@ TEST(LlamaBatchTest, CpuBackendMatchesReferenceBackendOnWholeModel) {
       EXPECT_LE(MaxAbsDiff(la.data(), lb.data(), 2 * V), 1e-4);
       continue;
     }
-    // K-quant products round their input to 8 bits (Q8_K) first, as llama.cpp does: where the
-    // backends' float sums differ in the last place, a value can round to the next step, which
-    // moves later activations by a step's worth. So the logits agree on average, not everywhere
-    // to 1e-4 (here 0.7% of their mean magnitude; a wrong scale or sub-block would be O(1)).
+    // K-quant (32-weight type) products round their input to 8 bits (Q8_K, Q8_0) first, as
+    // llama.cpp does, and BF16 products to 8 mantissa bits: where the backends' float sums
+    // differ in the last place, a value can round to the next step, which moves later
+    // activations by a step's worth. So the logits agree on average, not everywhere to 1e-4
+    // (here 0.7% of their mean magnitude; a wrong scale or sub-block would be O(1)).
     double diff = 0, magnitude = 0;
     for (size_t i = 0; i < la.size(); ++i) {
       diff += std::fabs(la[i] - lb[i]);

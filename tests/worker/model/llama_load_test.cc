@@ -7,6 +7,7 @@
 #include <functional>
 #include <vector>
 
+#include "common/bfloat16.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/reference/reference_backend.h"
 #include "tests/support/paths.h"
@@ -111,6 +112,34 @@ TEST(LlamaLoadTest, RopeFrequencyFactorsAreReadAndTurnThePairs) {
   EXPECT_LE(MaxAbsDiff(LastLogits(scaled, reference), scaled_logits), 1e-2);
 }
 
+// Norm vectors stored as BF16 (as some Hugging Face conversions are) are widened exactly: the
+// model gives the logits of the same values stored as F32.
+TEST(LlamaLoadTest, Bf16NormVectorsAreWidenedExactly) {
+  const auto norms = [](bool as_bf16) {
+    return [as_bf16](gguf::GgufWriter& w, const gguf::TensorInfo* t) {
+      if (!t) return;
+      if (t->shape.size() != 1 || t->type != static_cast<uint32_t>(TensorType::kF32)) {
+        CopyTensor(w, *t);
+        return;
+      }
+      const auto* f = reinterpret_cast<const float*>(t->data);
+      const size_t n = t->nbytes / 4;
+      std::vector<uint8_t> bytes(n * (as_bf16 ? 2 : 4));
+      for (size_t i = 0; i < n; ++i) {
+        const uint16_t h = FloatToBf16(f[i]);
+        const float widened = Bf16ToFloat(h);
+        if (as_bf16) std::memcpy(bytes.data() + 2 * i, &h, 2);
+        else std::memcpy(bytes.data() + 4 * i, &widened, 4);
+      }
+      EXPECT_TRUE(w.AddTensor(t->name, t->shape, as_bf16 ? TensorType::kBF16 : TensorType::kF32, bytes).ok());
+    };
+  };
+  kernels::CpuBackend cpu;
+  const std::vector<float> bf16 = LastLogits(WriteVariant("bf16-norms", norms(true)), cpu);
+  ASSERT_FALSE(bf16.empty());
+  EXPECT_EQ(MaxAbsDiff(bf16, LastLogits(WriteVariant("f32-norms", norms(false)), cpu)), 0.0);
+}
+
 TEST(LlamaLoadTest, BadRopeFrequencyFactorsAreRefusedByName) {
   Status s = LoadError(WithRopeFreqs("rope-shape", {1, 1, 1, 1, 1}, {5}));
   EXPECT_NE(s.message().find("tensor 'rope_freqs.weight' has shape [5], expected [4]"), std::string::npos)
@@ -200,16 +229,16 @@ TEST(LlamaLoadTest, UnsupportedTensorType) {
     } else if (t->name == "token_embd.weight") {
       CopyTensor(w, *t);
     } else if (t->name == "output.weight") {
-      EXPECT_TRUE(w.AddTensor(t->name, {64, 512}, TensorType::kBF16,
-                              std::vector<uint8_t>(64 * 512 * 2, 0)).ok());
+      EXPECT_TRUE(w.AddTensor(t->name, {64, 512}, TensorType::kF64,
+                              std::vector<uint8_t>(64 * 512 * 8, 0)).ok());
     } else {
       CopyTensor(w, *t);
     }
   });
   Status s2 = LoadError(path2);
   EXPECT_EQ(s2.code(), StatusCode::kUnimplemented);
-  EXPECT_NE(s2.message().find("tensor 'output.weight' has type bf16; bmad computes with f32, f16, "
-                              "q8_0, q4_K, q5_K and q6_K weights"),
+  EXPECT_NE(s2.message().find("tensor 'output.weight' has type f64; bmad computes with f32, f16, "
+                              "bf16, q8_0, q4_0, q5_0, q4_1, q5_1, q4_K, q5_K and q6_K weights"),
             std::string::npos)
       << s2.message();
 }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/bfloat16.h"
 #include "common/half.h"
 #include "kernels/q8_0.h"
 #include "worker/model/llama/llama_split_check.h"
@@ -37,7 +38,8 @@ class Mapper {
     if (!type) {
       return Unimplemented(file_.path() + ": tensor '" + name + "' has type " +
                            std::string(t->type_name()) +
-                           "; bmad computes with f32, f16, q8_0, q4_K, q5_K and q6_K weights");
+                           "; bmad computes with f32, f16, bf16, q8_0, q4_0, q5_0, q4_1, q5_1, q4_K, q5_K and q6_K "
+                           "weights");
     }
     weights_->bytes += t->nbytes;
     return kernels::MakeWeightMatrix(*type, t->data, rows, cols);
@@ -56,8 +58,15 @@ class Mapper {
       weights_->owned.push_back(std::move(converted));
       return weights_->owned.back().get();
     }
+    if (t->type == static_cast<uint32_t>(gguf::TensorType::kBF16)) {
+      auto converted = std::make_unique<float[]>(static_cast<size_t>(n));
+      const auto* h = reinterpret_cast<const uint16_t*>(t->data);
+      for (int64_t i = 0; i < n; ++i) converted[i] = Bf16ToFloat(h[i]);
+      weights_->owned.push_back(std::move(converted));
+      return weights_->owned.back().get();
+    }
     return Unimplemented(file_.path() + ": tensor '" + name + "' has type " +
-                         std::string(t->type_name()) + "; expected f32 or f16");
+                         std::string(t->type_name()) + "; expected f32, f16 or bf16");
   }
 
  private:
@@ -125,6 +134,11 @@ std::optional<kernels::WeightType> MatrixWeightType(uint32_t gguf_type) {
     case gguf::TensorType::kF32: return kernels::WeightType::kF32;
     case gguf::TensorType::kF16: return kernels::WeightType::kF16;
     case gguf::TensorType::kQ8_0: return kernels::WeightType::kQ8_0;
+    case gguf::TensorType::kBF16: return kernels::WeightType::kBF16;
+    case gguf::TensorType::kQ4_0: return kernels::WeightType::kQ4_0;
+    case gguf::TensorType::kQ5_0: return kernels::WeightType::kQ5_0;
+    case gguf::TensorType::kQ4_1: return kernels::WeightType::kQ4_1;
+    case gguf::TensorType::kQ5_1: return kernels::WeightType::kQ5_1;
     case gguf::TensorType::kQ4_K: return kernels::WeightType::kQ4_K;
     case gguf::TensorType::kQ5_K: return kernels::WeightType::kQ5_K;
     case gguf::TensorType::kQ6_K: return kernels::WeightType::kQ6_K;

@@ -48,7 +48,7 @@ struct LlamaWeights {
 std::optional<kernels::WeightType> MatrixWeightType(uint32_t gguf_type);
 
 // kUnimplemented naming the first matrix of the file whose type `backend` lacks
-// (Backend::HasWeightType): the CUDA backend has no K-quant products. The second form asks by
+// (Backend::HasWeightType): the CUDA backend computes with f32, f16 and q8_0 only. The second form asks by
 // the backend's name and `has_type` (BackendHasWeightType), without one.
 Status CheckBackendWeightTypes(const gguf::GgufFile& file, const kernels::Backend& backend);
 Status CheckBackendWeightTypes(const gguf::GgufFile& file, std::string_view backend,

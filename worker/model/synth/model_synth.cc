@@ -27,7 +27,8 @@ int64_t LayerOf(std::string_view tensor) {
 }
 
 // general.file_type (llama.cpp's LLAMA_FTYPE_ALL_F32, MOSTLY_F16, MOSTLY_Q8_0, MOSTLY_Q4_K_S,
-// MOSTLY_Q6_K, MOSTLY_Q4_K_M, MOSTLY_Q5_K_M).
+// MOSTLY_Q6_K, MOSTLY_Q4_K_M, MOSTLY_Q5_K_M, MOSTLY_BF16, MOSTLY_Q4_0, MOSTLY_Q5_0, MOSTLY_Q4_1,
+// MOSTLY_Q5_1).
 uint32_t FileType(SynthDtype dtype) {
   switch (dtype) {
     case SynthDtype::kF32: return 0;
@@ -37,12 +38,20 @@ uint32_t FileType(SynthDtype dtype) {
     case SynthDtype::kQ6_K: return 18;
     case SynthDtype::kQ4_K_M: return 15;
     case SynthDtype::kQ5_K_M: return 17;
+    case SynthDtype::kBF16: return 32;
+    case SynthDtype::kQ4_0: return 2;
+    case SynthDtype::kQ5_0: return 8;
+    case SynthDtype::kQ4_1: return 3;
+    case SynthDtype::kQ5_1: return 9;
   }
   return 0;
 }
 
-constexpr SynthDtype kAllDtypes[] = {SynthDtype::kF32,  SynthDtype::kF16,  SynthDtype::kQ8_0,   SynthDtype::kQ4_K,
-                                     SynthDtype::kQ6_K, SynthDtype::kQ4_K_M, SynthDtype::kQ5_K_M};
+constexpr SynthDtype kAllDtypes[] = {SynthDtype::kF32,    SynthDtype::kF16,    SynthDtype::kBF16,
+                                     SynthDtype::kQ8_0,   SynthDtype::kQ4_0,   SynthDtype::kQ5_0,
+                                     SynthDtype::kQ4_1,   SynthDtype::kQ5_1,
+                                     SynthDtype::kQ4_K,   SynthDtype::kQ6_K,   SynthDtype::kQ4_K_M,
+                                     SynthDtype::kQ5_K_M};
 
 Status CheckRange(const char* field, int64_t value, int64_t lo, int64_t hi) {
   if (value < lo || value > hi) {
@@ -72,7 +81,8 @@ Status AddMatrix(gguf::GgufWriter& writer, const std::string& name, int64_t in, 
 }
 
 // The output matrix, with the rows of `zero_rows` (token ids) set to zero: a zero row in every
-// encoding (F32, F16, and Q8_0 and K-quant blocks with zero scales) is all zero bytes.
+// encoding (F32, F16, BF16, and Q8_0, Q4_0 (its scale zero), Q5_0, Q4_1, Q5_1 and K-quant
+// blocks with zero scales and mins) is all zero bytes.
 Status AddOutputMatrix(gguf::GgufWriter& writer, int64_t in, int64_t vocab, float stddev,
                        const SynthSpec& spec, std::vector<int64_t> zero_rows) {
   const std::string name = "output.weight";
@@ -118,6 +128,11 @@ std::string_view SynthDtypeName(SynthDtype dtype) {
     case SynthDtype::kQ6_K: return "q6_k";
     case SynthDtype::kQ4_K_M: return "q4_k_m";
     case SynthDtype::kQ5_K_M: return "q5_k_m";
+    case SynthDtype::kBF16: return "bf16";
+    case SynthDtype::kQ4_0: return "q4_0";
+    case SynthDtype::kQ5_0: return "q5_0";
+    case SynthDtype::kQ4_1: return "q4_1";
+    case SynthDtype::kQ5_1: return "q5_1";
   }
   return "?";
 }
@@ -127,7 +142,7 @@ Result<SynthDtype> ParseSynthDtype(std::string_view name) {
     if (name == SynthDtypeName(d)) return d;
   }
   return InvalidArgument("unknown dtype '" + std::string(name) +
-                         "' (expected f32, f16, q8_0, q4_k, q6_k, q4_k_m or q5_k_m)");
+                         "' (expected f32, f16, bf16, q8_0, q4_0, q5_0, q4_1, q5_1, q4_k, q6_k, q4_k_m or q5_k_m)");
 }
 
 TensorType SynthMatrixType(SynthDtype dtype, std::string_view tensor, int64_t layers) {
@@ -135,6 +150,11 @@ TensorType SynthMatrixType(SynthDtype dtype, std::string_view tensor, int64_t la
     case SynthDtype::kF32: return TensorType::kF32;
     case SynthDtype::kF16: return TensorType::kF16;
     case SynthDtype::kQ8_0: return TensorType::kQ8_0;
+    case SynthDtype::kBF16: return TensorType::kBF16;
+    case SynthDtype::kQ4_0: return TensorType::kQ4_0;
+    case SynthDtype::kQ5_0: return TensorType::kQ5_0;
+    case SynthDtype::kQ4_1: return TensorType::kQ4_1;
+    case SynthDtype::kQ5_1: return TensorType::kQ5_1;
     case SynthDtype::kQ4_K: return TensorType::kQ4_K;
     case SynthDtype::kQ6_K: return TensorType::kQ6_K;
     case SynthDtype::kQ4_K_M:
@@ -169,9 +189,12 @@ Status ValidateSynthSpec(const SynthSpec& spec) {
     return InvalidArgument("the head dimension dim/heads = " + std::to_string(head_dim) +
                            " must be even (RoPE rotates pairs)");
   }
-  const int64_t block = spec.dtype == SynthDtype::kQ8_0 ? 32
-                        : spec.dtype == SynthDtype::kF32 || spec.dtype == SynthDtype::kF16 ? 1
-                                                                                              : 256;
+  const SynthDtype d = spec.dtype;
+  const int64_t block = d == SynthDtype::kQ8_0 || d == SynthDtype::kQ4_0 || d == SynthDtype::kQ5_0 ||
+                                d == SynthDtype::kQ4_1 || d == SynthDtype::kQ5_1
+                            ? 32
+                        : d == SynthDtype::kF32 || d == SynthDtype::kF16 || d == SynthDtype::kBF16 ? 1
+                                                                                                   : 256;
   if (spec.dim % block != 0 || spec.ffn % block != 0) {
     return InvalidArgument(std::string(SynthDtypeName(spec.dtype)) + " needs dim and ffn to be multiples of " +
                            std::to_string(block) + ", got dim " + std::to_string(spec.dim) + " and ffn " +

@@ -18,9 +18,9 @@ namespace bmad::synth {
 
 // The type of every matrix, embedding and output included; kQ4_K_M and kQ5_K_M mix Q4_K or Q5_K
 // with Q6_K as llama.cpp's presets of those names do for a Llama model (SynthMatrixType).
-enum class SynthDtype { kF32, kF16, kQ8_0, kQ4_K, kQ6_K, kQ4_K_M, kQ5_K_M };
+enum class SynthDtype { kF32, kF16, kQ8_0, kQ4_K, kQ6_K, kQ4_K_M, kQ5_K_M, kBF16, kQ4_0, kQ5_0, kQ4_1, kQ5_1 };
 
-// "f32", "f16", "q8_0", "q4_k", "q6_k", "q4_k_m", "q5_k_m"
+// "f32", "f16", "q8_0", "q4_k", "q6_k", "q4_k_m", "q5_k_m", "bf16", "q4_0", "q5_0", "q4_1", "q5_1"
 std::string_view SynthDtypeName(SynthDtype dtype);
 // kInvalidArgument naming the accepted names.
 Result<SynthDtype> ParseSynthDtype(std::string_view name);

@@ -13,7 +13,7 @@ namespace {
 
 constexpr char kUsage[] =
     "bmad model synth --out FILE --layers L --dim D --heads H [--kv-heads K] --ffn F "
-    "(--vocab V | --vocab-from FILE.gguf) [--ctx N] [--dtype f32|f16|q8_0|q4_k|q6_k|q4_k_m|q5_k_m] [--seed S] "
+    "(--vocab V | --vocab-from FILE.gguf) [--ctx N] [--dtype f32|f16|bf16|q8_0|q4_0|q5_0|q4_1|q5_1|q4_k|q6_k|q4_k_m|q5_k_m] [--seed S] "
     "[--name N] [--text-only]";
 
 int UsageError(const std::string& message) {
@@ -46,7 +46,7 @@ int RunModelSynth(const std::vector<std::string>& args) {
   flags.AddInt("ffn", &ffn, "Feed-forward width (required).");
   flags.AddInt("vocab", &vocab, "Vocabulary size (required without --vocab-from, >= 259).");
   flags.AddInt("ctx", &ctx, "Context length written to the file (default 2048).");
-  flags.AddString("dtype", &dtype, "Matrix type: f32, f16 (default), q8_0, q4_k, q6_k, or q4_k_m / q5_k_m (q4_k / q5_k with q6_k where llama.cpp's Q4_K_M / Q5_K_M put it).");
+  flags.AddString("dtype", &dtype, "Matrix type: f32, f16 (default), bf16, q8_0, q4_0, q5_0, q4_1, q5_1, q4_k, q6_k, or q4_k_m / q5_k_m (q4_k / q5_k with q6_k where llama.cpp's Q4_K_M / Q5_K_M put it).");
   flags.AddInt("seed", &seed, "Seed of the random weights (default 0).");
   flags.AddString("vocab-from", &spec.vocab_from,
                   "Copy the vocabulary (every tokenizer.* key) from this GGUF file.");

@@ -4,8 +4,10 @@
 #include <cstring>
 #include <string>
 
+#include "common/bfloat16.h"
 #include "common/half.h"
 #include "kernels/k_quants.h"
+#include "kernels/legacy_quants.h"
 #include "kernels/q8_0.h"
 
 namespace bmad::synth {
@@ -62,12 +64,18 @@ Status EncodeRandomMatrix(const RandomMatrixSpec& spec, gguf::TensorType type,
   size_t row_bytes = 0;
   switch (type) {
     case gguf::TensorType::kF32: row_bytes = cols * sizeof(float); break;
-    case gguf::TensorType::kF16: row_bytes = cols * sizeof(uint16_t); break;
+    case gguf::TensorType::kF16:
+    case gguf::TensorType::kBF16: row_bytes = cols * sizeof(uint16_t); break;
     case gguf::TensorType::kQ8_0:
+    case gguf::TensorType::kQ4_0:
+    case gguf::TensorType::kQ5_0:
+    case gguf::TensorType::kQ4_1:
+    case gguf::TensorType::kQ5_1:
       if (cols % kernels::kQ8_0Block != 0) {
-        return InvalidArgument(what + ": Q8_0 rows must be a multiple of 32");
+        return InvalidArgument(what + ": Q8_0, Q4_0, Q5_0, Q4_1 and Q5_1 rows must be a multiple of 32");
       }
-      row_bytes = cols / kernels::kQ8_0Block * sizeof(kernels::BlockQ8_0);
+      row_bytes = cols / kernels::kQ8_0Block *
+                  static_cast<size_t>(gguf::GetTensorTypeTraits(static_cast<uint32_t>(type))->block_bytes);
       break;
     case gguf::TensorType::kQ4_K:
     case gguf::TensorType::kQ5_K:
@@ -81,7 +89,7 @@ Status EncodeRandomMatrix(const RandomMatrixSpec& spec, gguf::TensorType type,
                                                      : sizeof(kernels::BlockQ6_K));
       break;
     default:
-      return InvalidArgument(what + ": can only be written as f32, f16, q8_0, q4_K, q5_K or q6_K");
+      return InvalidArgument(what + ": can only be written as f32, f16, bf16, q8_0, q4_0, q5_0, q4_1, q5_1, q4_K, q5_K or q6_K");
   }
   if (out.size() != row_bytes * static_cast<size_t>(spec.rows)) {
     return InvalidArgument(what + ": output holds " + std::to_string(out.size()) +
@@ -91,7 +99,7 @@ Status EncodeRandomMatrix(const RandomMatrixSpec& spec, gguf::TensorType type,
   SplitMix64 rng(spec.seed);
   const float amplitude = Amplitude(spec);
   std::vector<float> row(cols);
-  std::vector<uint16_t> halves(type == gguf::TensorType::kF16 ? cols : 0);
+  std::vector<uint16_t> halves(type == gguf::TensorType::kF16 || type == gguf::TensorType::kBF16 ? cols : 0);
   std::vector<kernels::BlockQ8_0> blocks(
       type == gguf::TensorType::kQ8_0 ? cols / kernels::kQ8_0Block : 0);
   for (int64_t r = 0; r < spec.rows; ++r) {
@@ -102,6 +110,17 @@ Status EncodeRandomMatrix(const RandomMatrixSpec& spec, gguf::TensorType type,
     } else if (type == gguf::TensorType::kF16) {
       for (size_t i = 0; i < cols; ++i) halves[i] = FloatToHalf(row[i]);
       std::memcpy(dst, halves.data(), row_bytes);
+    } else if (type == gguf::TensorType::kBF16) {
+      for (size_t i = 0; i < cols; ++i) halves[i] = FloatToBf16(row[i]);
+      std::memcpy(dst, halves.data(), row_bytes);
+    } else if (type == gguf::TensorType::kQ4_0) {
+      kernels::QuantizeRowQ4_0(row.data(), spec.cols, reinterpret_cast<kernels::BlockQ4_0*>(dst));
+    } else if (type == gguf::TensorType::kQ5_0) {
+      kernels::QuantizeRowQ5_0(row.data(), spec.cols, reinterpret_cast<kernels::BlockQ5_0*>(dst));
+    } else if (type == gguf::TensorType::kQ4_1) {
+      kernels::QuantizeRowQ4_1(row.data(), spec.cols, reinterpret_cast<kernels::BlockQ4_1*>(dst));
+    } else if (type == gguf::TensorType::kQ5_1) {
+      kernels::QuantizeRowQ5_1(row.data(), spec.cols, reinterpret_cast<kernels::BlockQ5_1*>(dst));
     } else if (type == gguf::TensorType::kQ8_0) {
       kernels::QuantizeRowQ8_0(row.data(), spec.cols, blocks.data());
       std::memcpy(dst, blocks.data(), row_bytes);
