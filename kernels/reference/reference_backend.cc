@@ -6,8 +6,8 @@
 #include "common/bfloat16.h"
 #include "common/half.h"
 #include "kernels/cpu/packed_weights.h"
+#include "kernels/dequantize_row.h"
 #include "kernels/k_quants.h"
-#include "kernels/legacy_quants.h"
 #include "kernels/q8_0.h"
 
 namespace bmad::kernels {
@@ -17,44 +17,7 @@ void DequantizeRow(const WeightMatrix& w, int64_t r, float* out) {
     for (int64_t c = 0; c < w.cols; ++c) out[c] = cpu::PackedElement(w, r, c);
     return;
   }
-  const uint8_t* row = w.Row(r);
-  switch (w.type) {
-    case WeightType::kF32:
-      for (int64_t c = 0; c < w.cols; ++c) out[c] = reinterpret_cast<const float*>(row)[c];
-      break;
-    case WeightType::kF16:
-      for (int64_t c = 0; c < w.cols; ++c) {
-        out[c] = HalfToFloat(reinterpret_cast<const uint16_t*>(row)[c]);
-      }
-      break;
-    case WeightType::kQ8_0:
-      DequantizeRowQ8_0(reinterpret_cast<const BlockQ8_0*>(row), w.cols, out);
-      break;
-    case WeightType::kQ4_K:
-      DequantizeRowQ4_K(reinterpret_cast<const BlockQ4_K*>(row), w.cols, out);
-      break;
-    case WeightType::kQ5_K:
-      DequantizeRowQ5_K(reinterpret_cast<const BlockQ5_K*>(row), w.cols, out);
-      break;
-    case WeightType::kQ6_K:
-      DequantizeRowQ6_K(reinterpret_cast<const BlockQ6_K*>(row), w.cols, out);
-      break;
-    case WeightType::kBF16:
-      for (int64_t c = 0; c < w.cols; ++c) out[c] = Bf16ToFloat(reinterpret_cast<const uint16_t*>(row)[c]);
-      break;
-    case WeightType::kQ4_0:
-      DequantizeRowQ4_0(reinterpret_cast<const BlockQ4_0*>(row), w.cols, out);
-      break;
-    case WeightType::kQ5_0:
-      DequantizeRowQ5_0(reinterpret_cast<const BlockQ5_0*>(row), w.cols, out);
-      break;
-    case WeightType::kQ4_1:
-      DequantizeRowQ4_1(reinterpret_cast<const BlockQ4_1*>(row), w.cols, out);
-      break;
-    case WeightType::kQ5_1:
-      DequantizeRowQ5_1(reinterpret_cast<const BlockQ5_1*>(row), w.cols, out);
-      break;
-  }
+  DequantizeRowOfType(w.type, w.Row(r), w.cols, out);
 }
 
 void ReferenceBackend::Embedding(const WeightMatrix& table, std::span<const int32_t> ids,

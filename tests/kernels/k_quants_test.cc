@@ -18,19 +18,15 @@
 #include "common/half.h"
 #include "kernels/cpu/simd_kernels.h"
 #include "kernels/k_quants.h"
+#include "tests/support/ggml_fixture.h"
 #include "tests/support/random_floats.h"
 
 namespace bmad::kernels {
 namespace {
 
-// The harness's inputs: exact in float on any machine.
-float Input(uint32_t i, uint32_t salt, float scale) {
-  uint32_t h = (i + 1) * 2654435761u ^ salt * 40503u;
-  h ^= h >> 13;
-  h *= 0x5bd1e995u;
-  h ^= h >> 15;
-  return static_cast<float>(static_cast<int>(h % 2001u) - 1000) / 1000.0f * scale;
-}
+using bmad::testing::FromHex;
+
+float Input(uint32_t i, uint32_t salt, float scale) { return bmad::testing::GgmlFixtureInput(i, salt, scale); }
 
 constexpr int kFixtureElements = 512;
 
@@ -97,14 +93,6 @@ const std::pair<int, float> kQ5_KValues[] = {
     {351, -0x1.a75cp-7f}, {383, -0x1.8d8p-5f}, {400, 0x1.0c68p-5f}, {447, 0x1.8745p-5f},
     {480, 0x1.30ep-6f}, {511, 0x1.5e98p-6f}};
 constexpr float kQ5_KDot = 0x1.7c534p-3f;
-
-std::vector<uint8_t> FromHex(const char* hex) {
-  std::vector<uint8_t> out;
-  for (size_t i = 0; hex[i] != '\0' && hex[i + 1] != '\0'; i += 2) {
-    out.push_back(static_cast<uint8_t>(std::stoi(std::string(hex + i, 2), nullptr, 16)));
-  }
-  return out;
-}
 
 // The fixture's two super-blocks of type Block.
 template <class Block>

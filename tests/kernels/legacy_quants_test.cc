@@ -18,6 +18,7 @@
 #include "kernels/cpu/simd_kernels.h"
 #include "kernels/legacy_quants.h"
 #include "kernels/reference/reference_backend.h"
+#include "tests/support/ggml_fixture.h"
 
 namespace bmad::kernels {
 namespace legacy_quants_test {
@@ -25,14 +26,9 @@ namespace {
 
 constexpr int kFixtureElements = 96;  // three 32-weight blocks
 
-// The harness's inputs: exact in float on any machine.
-float Input(uint32_t i, uint32_t salt, float scale) {
-  uint32_t h = (i + 1) * 2654435761u ^ salt * 40503u;
-  h ^= h >> 13;
-  h *= 0x5bd1e995u;
-  h ^= h >> 15;
-  return static_cast<float>(static_cast<int>(h % 2001u) - 1000) / 1000.0f * scale;
-}
+using bmad::testing::FromHex;
+
+float Input(uint32_t i, uint32_t salt, float scale) { return bmad::testing::GgmlFixtureInput(i, salt, scale); }
 
 // Block 0 mixed signs; block 1 all positive (its largest magnitude is positive, so the scale is
 // negative); block 2 one large negative weight.
@@ -134,14 +130,6 @@ constexpr float kQ5_1Values[kFixtureElements] = {
     0x1.106p-5f, 0x1.194p-6f, -0x1.826p-5f, -0x1.798p-6f, -0x1.798p-6f, -0x1.c8p-8f, 0x1.2bp-7f,
     0x1.1cp-10f, -0x1.408p-5f, 0x1.942p-5f, 0x1.106p-5f, 0x1.942p-5f, 0x1.942p-5f,};
 constexpr float kQ5_1Dot = -0x1.2a27p-7f;
-
-std::vector<uint8_t> FromHex(const char* hex) {
-  std::vector<uint8_t> out;
-  for (size_t i = 0; hex[i] != '\0' && hex[i + 1] != '\0'; i += 2) {
-    out.push_back(static_cast<uint8_t>(std::stoi(std::string(hex + i, 2), nullptr, 16)));
-  }
-  return out;
-}
 
 TEST(LegacyQuantsTest, QuantizersWriteWhatGgmlWrites) {
   const std::vector<float> w = FixtureWeights();
