@@ -10,7 +10,7 @@
 #
 # Models: the 134M synthetic Llama (12 layers, width 768, 12 heads, FFN 2048, Llama-2
 # vocabulary) in each of DTYPES (default "f16 q8_0"; also q4_k_m, q5_k_m: llama.cpp's Q4_K_M /
-# Q5_K_M mix of K-quants), written with `bmad model synth` into $BMAD_BENCH_MODELS (default
+# Q5_K_M mix of K-quants; bf16, q4_0, q5_0, q4_1, q5_1: every matrix of that type), written with `bmad model synth` into $BMAD_BENCH_MODELS (default
 # /tmp/bmad-bench-models) if missing. llama.cpp is not part of bmad: build its
 # llama-batched-bench yourself (see docs/benchmarks.md).
 set -euo pipefail
