@@ -1,7 +1,8 @@
 // bfloat16 (the top half of an IEEE 754 float: 8 exponent bits, 7 mantissa bits) <-> float.
 // Hugging Face checkpoints are mostly BF16, and llama.cpp's converter keeps that type.
 // Widening is exact. Narrowing rounds to nearest even and keeps NaNs quiet, as ggml's
-// GGML_FP32_TO_BF16 does (and AVX-512 BF16's vcvtneps2bf16 for every finite value).
+// GGML_FP32_TO_BF16 and its CPU row conversion do (AVX-512 BF16's vcvtneps2bf16 agrees except
+// on subnormals, which it flushes to zero).
 #pragma once
 
 #include <cstdint>

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "common/half.h"
 
@@ -67,10 +68,11 @@ void PackFiveBitLevels(const uint8_t* q, uint8_t* qs, uint8_t* qh_bytes) {
 
 // The _1 quantizers' scale, min and levels for one block.
 LevelsWithMin QuantizeWithMin(const float* x, int top) {
-  float min = x[0], max = x[0];
-  for (int j = 1; j < kBlock; ++j) {
-    min = std::min(min, x[j]);
-    max = std::max(max, x[j]);
+  // As ggml's: comparisons that a NaN fails, so NaNs are skipped wherever they are.
+  float min = std::numeric_limits<float>::max(), max = -std::numeric_limits<float>::max();
+  for (int j = 0; j < kBlock; ++j) {
+    if (x[j] < min) min = x[j];
+    if (x[j] > max) max = x[j];
   }
   LevelsWithMin l;
   l.scale = (max - min) / static_cast<float>(top);

@@ -13,7 +13,10 @@
 // 31) times an 8-bit activation is an exact integer per block. A Q4_0 or Q5_0 block is the
 // Q8_0 block with the same scale and q - 8 or q - 16 (ToQ8_0), and the CPU backend packs those
 // matrices as Q8_0 panels: the same products, twice the memory of Q4_0 (see operations.md).
-// A _1 block's product adds m times the sum of the block's rounded activations.
+// A _1 block's product adds m times the sum of the block's rounded activations, exactly; llama.cpp
+// uses that sum rounded to F16 from the unrounded scale (its Q8_1 blocks' s), so our _1
+// products differ from its by up to about 2^-10 of the min's term (more where the activations'
+// scale is an F16 subnormal).
 #pragma once
 
 #include <cstdint>

@@ -78,8 +78,9 @@ void MatMulEngine::RunShared(const float* x, int64_t m, std::span<const WeightMa
 
 const float* MatMulEngine::RoundedInput(const float* x, int64_t m, const WeightMatrix& w) {
   // llama.cpp rounds the activations as the weights' type multiplies them (ActivationRoundingOf);
-  // doing the same keeps our greedy output token-for-token equal to it. Without VNNI, Q8_0
-  // products multiply the values the Q8_0-rounded activations stand for, in floats.
+  // doing the same keeps our products within float order of its (F16: greedy output token for
+  // token equal; Q4_1/Q5_1 differ in the min's term, see kernels/legacy_quants.h). Without VNNI,
+  // Q8_0 products multiply the values the Q8_0-rounded activations stand for, in floats.
   const ActivationRounding rounding = ActivationRoundingOf(w.type);
   if (rounding == ActivationRounding::kNone || rounding == ActivationRounding::kQ8_K) return x;
   const int64_t k = w.cols;

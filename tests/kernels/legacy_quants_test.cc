@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -187,6 +188,26 @@ TEST(LegacyQuantsTest, DecodesBlocksAsGgmlDoes) {
   }
 }
 
+// A NaN among a block's weights (first, where a running min and max would start from it) does
+// not make the _1 quantizers' scale and min NaN: as ggml's comparisons, it is skipped.
+TEST(LegacyQuantsTest, ANanWeightLeavesTheScaleAndMinFinite) {
+  std::vector<float> w = FixtureWeights();
+  std::vector<float> with_nan = w;
+  with_nan[0] = std::numeric_limits<float>::quiet_NaN();
+  w[0] = w[1];  // the same block without the NaN's value: the same min and max
+  BlockQ4_1 q4[3], q4_ref[3];
+  BlockQ5_1 q5[3], q5_ref[3];
+  QuantizeRowQ4_1(with_nan.data(), kFixtureElements, q4);
+  QuantizeRowQ4_1(w.data(), kFixtureElements, q4_ref);
+  QuantizeRowQ5_1(with_nan.data(), kFixtureElements, q5);
+  QuantizeRowQ5_1(w.data(), kFixtureElements, q5_ref);
+  EXPECT_EQ(q4[0].scale, q4_ref[0].scale);
+  EXPECT_EQ(q4[0].min, q4_ref[0].min);
+  EXPECT_EQ(q5[0].scale, q5_ref[0].scale);
+  EXPECT_EQ(q5[0].min, q5_ref[0].min);
+  EXPECT_TRUE(std::isfinite(HalfToFloat(q4[0].scale)) && std::isfinite(HalfToFloat(q4[0].min)));
+}
+
 // The CPU backend's products (row layout and prepared panels, every kernel set) and the
 // reference backend's, against ggml's vec_dot. Per block the integer sums (BF16: the products)
 // are exact on both sides; the order of the float additions differs, and for the _1 types the
@@ -252,7 +273,7 @@ TEST(LegacyQuantsTest, ProductsEqualGgmlsVecDot) {
 TEST(LegacyQuantsTest, Bf16RoundingIsGgmls) {
   // Ties to even both ways, a carry into the exponent, the largest finite value rounding to inf,
   // inf, a signalling NaN made quiet, a negative NaN, a subnormal, and two negatives: ggml's
-  // ggml_fp32_to_bf16 and ggml_cpu_fp32_to_bf16 (AVX-512 BF16) agree on each.
+  // ggml_fp32_to_bf16 and ggml_cpu_fp32_to_bf16 agree on each.
   const std::pair<uint32_t, uint16_t> cases[] = {
       {0x3f808000u, 0x3f80}, {0x3f818000u, 0x3f82}, {0x3f80ffffu, 0x3f81}, {0x3f7fffffu, 0x3f80},
       {0x7f7fffffu, 0x7f80}, {0x7f800000u, 0x7f80}, {0x7f800001u, 0x7fc0}, {0xffc12345u, 0xffc1},

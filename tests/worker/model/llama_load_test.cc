@@ -243,8 +243,9 @@ TEST(LlamaLoadTest, UnsupportedTensorType) {
       << s2.message();
 }
 
-// A backend without K-quant products (the CUDA backend's HasWeightType) refuses a Q4_K_M file
-// by its first such tensor, before mapping anything; the CPU backend loads it.
+// A backend without K-quant products (as the CUDA backend, which has F32, F16 and Q8_0 only)
+// refuses a Q4_K_M file by its first such tensor, before mapping anything; the CPU backend
+// loads it.
 TEST(LlamaLoadTest, ABackendWithoutTheWeightTypeRefusesTheFile) {
   class NoKQuantBackend : public kernels::ReferenceBackend {
    public:

@@ -1,6 +1,7 @@
 // GGUF's value types and ggml's tensor types (facts of the format: see the GGUF specification
-// in ggml's docs/gguf.md). bmad computes with F32, F16 and Q8_0 weights; the other tensor types
-// are known by name and size only, so a file holding them gets a precise error.
+// in ggml's docs/gguf.md). Which of the tensor types bmad computes with is the model loader's
+// business (MatrixWeightType); the others are known by name and size only, so a file holding
+// them gets a precise error.
 #pragma once
 
 #include <cstdint>

@@ -76,7 +76,7 @@ void LlamaModel::PrepareWeights() {
     kernels::WeightMatrix table = EmbeddingUpload();
     std::vector<uint8_t> padded;
     if (table.rows != weights_.token_embd.rows) {
-      // The slice's rows, then one zero row (zero bytes are 0.0 in F32, F16 and Q8_0 alike).
+      // The slice's rows, then one zero row (zero bytes are 0.0 in every weight type).
       padded.assign(static_cast<size_t>(table.rows) * table.row_bytes, 0);
       std::memcpy(padded.data(), weights_.token_embd.data,
                   static_cast<size_t>(weights_.token_embd.rows) * table.row_bytes);

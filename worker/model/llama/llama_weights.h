@@ -1,6 +1,6 @@
 // Views of a Llama model's weights inside a mapped GGUF file, checked for shape and type.
-// Matrices stay where they are in the file (F32, F16, Q8_0, Q4_K, Q5_K or Q6_K used in place); only norm vectors
-// stored in F16 are converted (to F32) and owned here.
+// Matrices stay where they are in the file (any type MatrixWeightType knows, used in place); only
+// norm vectors stored in F16 or BF16 are converted (to F32) and owned here.
 #pragma once
 
 #include <functional>

@@ -31,9 +31,9 @@ uint64_t TensorSeed(uint64_t model_seed, std::string_view tensor_name);
 // of floats.
 std::vector<float> RandomMatrixValues(const RandomMatrixSpec& spec);
 
-// Writes the matrix into `out` encoded as F32, F16 or Q8_0, one row at a time. `out` must be
-// exactly the tensor's size. kInvalidArgument for another type, a size mismatch, or Q8_0 rows
-// that are not a multiple of 32.
+// Writes the matrix into `out` encoded as F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, Q4_K,
+// Q5_K or Q6_K, one row at a time. `out` must be exactly the tensor's size. kInvalidArgument
+// for another type, a size mismatch, or rows that are not a whole number of blocks.
 Status EncodeRandomMatrix(const RandomMatrixSpec& spec, gguf::TensorType type,
                           std::span<uint8_t> out);
 
