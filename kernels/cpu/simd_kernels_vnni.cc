@@ -72,6 +72,13 @@ inline void Q8Tile(const uint8_t* panels, size_t stride, int64_t rows, const uin
         for (int p = 0; p < NP; ++p) sum[p][c] = _mm512_dpbusd_epi32(sum[p][c], w[p], xb);
       }
     }
+    // With mins: each activation row's block sum, once for all NP panels.
+    __m512 sum_x[kMins ? RN : 1];
+    if constexpr (kMins) {
+      for (int c = 0; c < RN; ++c) {
+        sum_x[c] = _mm512_set1_ps(x[c].scale[b] * static_cast<float>(x[c].offset[b] / -128));
+      }
+    }
     for (int p = 0; p < NP; ++p) {
       const __m512 scale_w = _mm512_loadu_ps(reinterpret_cast<const float*>(block[p]));
       for (int c = 0; c < RN; ++c) {
@@ -80,10 +87,7 @@ inline void Q8Tile(const uint8_t* panels, size_t stride, int64_t rows, const uin
       }
       if constexpr (kMins) {
         const __m512 min_w = _mm512_loadu_ps(reinterpret_cast<const float*>(block[p] + 64));
-        for (int c = 0; c < RN; ++c) {
-          const float sum_x = x[c].scale[b] * static_cast<float>(x[c].offset[b] / -128);
-          acc[p][c] = _mm512_fmadd_ps(min_w, _mm512_set1_ps(sum_x), acc[p][c]);
-        }
+        for (int c = 0; c < RN; ++c) acc[p][c] = _mm512_fmadd_ps(min_w, sum_x[c], acc[p][c]);
       }
     }
   }

@@ -51,17 +51,11 @@ class Mapper {
     if (t->type == static_cast<uint32_t>(gguf::TensorType::kF32)) {
       return reinterpret_cast<const float*>(t->data);
     }
-    if (t->type == static_cast<uint32_t>(gguf::TensorType::kF16)) {
+    const bool f16 = t->type == static_cast<uint32_t>(gguf::TensorType::kF16);
+    if (f16 || t->type == static_cast<uint32_t>(gguf::TensorType::kBF16)) {
       auto converted = std::make_unique<float[]>(static_cast<size_t>(n));
       const auto* h = reinterpret_cast<const uint16_t*>(t->data);
-      for (int64_t i = 0; i < n; ++i) converted[i] = HalfToFloat(h[i]);
-      weights_->owned.push_back(std::move(converted));
-      return weights_->owned.back().get();
-    }
-    if (t->type == static_cast<uint32_t>(gguf::TensorType::kBF16)) {
-      auto converted = std::make_unique<float[]>(static_cast<size_t>(n));
-      const auto* h = reinterpret_cast<const uint16_t*>(t->data);
-      for (int64_t i = 0; i < n; ++i) converted[i] = Bf16ToFloat(h[i]);
+      for (int64_t i = 0; i < n; ++i) converted[i] = f16 ? HalfToFloat(h[i]) : Bf16ToFloat(h[i]);
       weights_->owned.push_back(std::move(converted));
       return weights_->owned.back().get();
     }
